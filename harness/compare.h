@@ -1,0 +1,86 @@
+/* compare.h — byte-exact comparison of checkpoints, shards and run
+ * directories (DESIGN §7), and of per-step traces (DESIGN §6).
+ *
+ * Fast path: equal manifests (or equal whole-file SHA-256) settle a pair of
+ * shards without opening them. Slow path, per dataset in sorted path order:
+ * presence, dtype, shape, attributes, SHA-256 of the raw bytes; for a
+ * differing float dataset, the count of differing elements, the first
+ * differing index, max |a-b|, max relative difference, max ULP distance, and
+ * NaN-payload / signed-zero differences named as such. Non-HDF5 files are
+ * compared byte for byte. args.json differs by construction: it is reported,
+ * never failed. */
+#ifndef RC_HARNESS_COMPARE_H
+#define RC_HARNESS_COMPARE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/error.h"
+
+typedef enum {
+  RC_DIFF_NONE = 0,
+  RC_DIFF_MISSING_IN_A,   /* file or dataset only in B */
+  RC_DIFF_MISSING_IN_B,   /* only in A */
+  RC_DIFF_DTYPE,          /* dtype differs (values may be equal) */
+  RC_DIFF_SHAPE,
+  RC_DIFF_ATTRIBUTE,      /* an attribute is missing, extra or different */
+  RC_DIFF_VALUES,         /* same dtype and shape, different bytes */
+  RC_DIFF_BYTES,          /* a non-HDF5 file differs */
+  RC_DIFF_INFORMATIONAL   /* differs by construction (args.json): reported, not failed */
+} rc_diff_kind;
+
+typedef struct {
+  rc_diff_kind kind;
+  char file[512];   /* relative to the compared roots, "" when comparing two files */
+  char object[512]; /* dataset or attribute path inside the file, "" for whole files */
+  char detail[512]; /* human-readable: "float32[64,64] vs float32[64,32]" ... */
+  /* RC_DIFF_VALUES only: */
+  int64_t n_elements, n_different, first_index;
+  double max_abs, max_rel;
+  uint64_t max_ulp;
+  int64_t n_signed_zero_only; /* elements equal but for the sign of zero */
+  int64_t n_nan_payload_only; /* both NaN, different payloads */
+  int64_t n_nan_mismatch;     /* NaN on one side only */
+} rc_diff;
+
+typedef struct {
+  int n_files_compared, n_files_identical; /* whole-file identical */
+  int n_datasets_compared;
+  bool fast_path; /* settled by manifests alone */
+  rc_diff *diffs; /* every difference found, informational ones included */
+  int n_diffs, cap_diffs;
+  int n_failing; /* diffs that are not RC_DIFF_INFORMATIONAL */
+} rc_compare_result;
+
+typedef struct {
+  const char **ignore; /* glob patterns (fnmatch) on "file" or "file:object"; may be NULL */
+  int n_ignore;
+  bool deep;           /* compare datasets even when manifests / file hashes agree */
+} rc_compare_opts;
+
+/* a and b: two checkpoint iter directories, two shard files, or two run
+ * directories (then every ckpt/iter_* present in either is compared, plus
+ * trace.csv). Returns RC_OK with the result filled (identical or not), or an
+ * error code when an input is missing or unreadable. */
+int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
+                     rc_compare_result *res, rc_err *err);
+void rc_compare_result_free(rc_compare_result *res);
+/* Human-readable listing of the differences (at most max_lines lines). */
+void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines);
+const char *rc_diff_kind_name(rc_diff_kind k);
+
+/* ---- traces (trace.csv, documented in docs/trace.md) ---- */
+typedef struct {
+  bool comparable;          /* headers agree and both parsed */
+  int64_t steps_compared;   /* steps present in both */
+  int64_t first_step;       /* first step whose row differs, -1 if none */
+  char columns[1024];       /* differing columns at first_step, comma-separated, header order,
+                               "_hex" stripped ("grad_norm,fp_main_grad") */
+  char equal_columns[1024]; /* columns equal at first_step (e.g. "loss,...") */
+  char a_values[1024], b_values[1024]; /* the differing columns' decimal values at first_step */
+} rc_trace_diff;
+
+int rc_trace_compare(const char *trace_a, const char *trace_b, rc_trace_diff *out, rc_err *err);
+
+#endif

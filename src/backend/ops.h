@@ -1,0 +1,164 @@
+/* ops.h — the ops interface: everything the model asks of a backend.
+ *
+ * The model (src/core) is written once against this struct of function
+ * pointers; src/backend/cpu implements it in plain C (the numerical reference
+ * and what CI runs), kernels/ implements it in CUDA with cuBLAS. Kernels know
+ * no model and do no file I/O.
+ *
+ * Conventions, binding on every implementation:
+ *  - All tensors are float32 (or int32 indices) in backend memory ("device"
+ *    pointers), row-major, contiguous unless a leading dimension is given.
+ *    T = tokens in a microbatch (micro_batch * seq_len), H = hidden, etc.
+ *  - Lower precisions are emulated by rounding: a bf16 tensor is a float32
+ *    tensor whose values are representable in bf16 (numeric.h). The GEMM is
+ *    told the compute type so a GPU may convert its (exactly representable)
+ *    inputs and use tensor cores; the CPU ignores it.
+ *  - Deterministic run to run: no atomics in reductions, fixed reduction
+ *    orders, fixed GEMM algorithms. Two backends agree within tolerance, not
+ *    bitwise (fingerprints, rounding and RNG draws are bitwise: numeric.h).
+ *  - "writes" = output fully overwritten; "+=" = accumulated into, caller
+ *    zeroes first. Every output element named as written is written.
+ *  - Functions returning a host value synchronise; everything else may be
+ *    asynchronous on one stream, in call order.
+ */
+#ifndef RC_BACKEND_OPS_H
+#define RC_BACKEND_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  RC_COMPUTE_FP32 = 0,
+  RC_COMPUTE_BF16 = 1, /* inputs are bf16-representable; fp32 accumulate */
+  RC_COMPUTE_FP16 = 2  /* inputs are fp16-representable; fp32 accumulate */
+} rc_compute;
+
+typedef enum {
+  RC_SCORE_SOFTMAX = 0, /* weights = softmax over the selected k logits */
+  RC_SCORE_SIGMOID = 1  /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
+} rc_moe_scoring;
+
+typedef struct rc_ops {
+  const char *name; /* "cpu", "cuda" */
+
+  /* ---- memory ---- */
+  void *(*alloc)(size_t bytes); /* zero-filled; aborts with a message on failure */
+  void (*free)(void *ptr);
+  void (*to_device)(void *dst, const void *src_host, size_t bytes);
+  void (*to_host)(void *dst_host, const void *src, size_t bytes);
+  void (*copy)(void *dst, const void *src, size_t bytes);
+  void (*zero)(void *dst, size_t bytes);
+  void (*sync)(void);
+
+  /* ---- GEMM ----
+   * C[m,n] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
+   * A is [m,k] (or [k,m] if trans_a) with row stride lda; B is [k,n] (or
+   * [n,k] if trans_b) with row stride ldb; C has row stride ldc.
+   * The product is accumulated fully (fp32, fixed order) and only then
+   * combined: beta == 0 gives alpha*acc and never reads C (NaN in C is
+   * ignored); beta == 1 gives alpha*acc + C. So a beta=1 GEMM is bitwise
+   * equal to a beta=0 GEMM into scratch followed by `add` — the fusion-off
+   * arm must match the fusion-on arm. k == 0 gives acc = 0. */
+  void (*gemm)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+  /* ---- elementwise and reductions ---- */
+  /* dst[i] = round(src[i]) to ct (FP32: copy). dst may equal src. */
+  void (*round_to)(float *dst, const float *src, size_t n, rc_compute ct);
+  /* dst[i] = rc_round_e4m3(src[i] * scale) / scale. dst may equal src. */
+  void (*quantize_e4m3)(float *dst, const float *src, size_t n, float scale);
+  float (*amax)(const float *x, size_t n);                        /* max |x|; NaN if any NaN */
+  void (*add)(float *out, const float *a, const float *b, size_t n); /* out = a + b; out may alias */
+  void (*scale)(float *x, float s, size_t n);                        /* x *= s */
+  void (*copy2d)(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
+  double (*sum)(const float *x, size_t n);   /* fixed order; result deterministic */
+  double (*sumsq)(const float *x, size_t n); /* fixed order, accumulated in double */
+  long (*count_nonfinite)(const float *x, size_t n);
+  uint64_t (*fingerprint)(const void *x, size_t nbytes); /* numeric.h definition, nbytes % 4 == 0 */
+
+  /* ---- layers ---- */
+  /* out[t,:] = table[ids[t],:] (writes). */
+  void (*embedding_forward)(float *out, const int32_t *ids, const float *table, int T, int H);
+  /* dtable[v,:] += sum over t with ids[t]==v, in increasing t, of dout[t,:]. No atomics. */
+  void (*embedding_backward)(float *dtable, const int32_t *ids, const float *dout, int T, int H,
+                             int V);
+  /* rstd[t] = 1/sqrt(mean(x[t]^2) + eps); out = x * rstd * w (writes out, rstd). */
+  void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int T, int H,
+                          float eps);
+  /* dx += d/dx; dw += sum over t (fixed order) of d/dw. */
+  void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                           const float *rstd, int T, int H);
+  /* qkv is [B*S, 3*nh*hd] = [q | k | v], head h of q at columns h*hd..(h+1)*hd.
+   * Rotates q and k in place by position s (0..S-1) in each sequence, pairs
+   * (2i, 2i+1) with angle s * theta^(-2i/hd) (GPT-NeoX "interleaved" RoPE).
+   * rope_backward applies the inverse rotation (to dq, dk in a dqkv buffer). */
+  void (*rope_forward)(float *qkv, int B, int S, int nh, int hd, float theta);
+  void (*rope_backward)(float *dqkv, int B, int S, int nh, int hd, float theta);
+  /* Causal softmax attention, scale 1/sqrt(hd), fp32 internally.
+   * out [B*S, nh*hd] (writes), lse [B, nh, S] log-sum-exp of the scaled scores (writes). */
+  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd);
+  /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv (post-RoPE). */
+  void (*attention_backward)(float *dqkv, const float *dout, const float *out, const float *lse,
+                             const float *qkv, int B, int S, int nh, int hd);
+  /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). */
+  void (*swiglu_forward)(float *out, const float *in, int T, int F);
+  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T, int F); /* writes */
+  /* Softmax cross-entropy over logits [T, V]. Writes losses[t] = -log p[label],
+   * correct[t] = 1.0f if argmax (lowest index among ties) == label else 0.0f,
+   * then overwrites logits in place with dloss[t] * (softmax - onehot).
+   * Rows with dloss[t] == 0 become all zeros. labels in [0, V). */
+  void (*cross_entropy)(float *losses, float *correct, float *logits, const int32_t *labels,
+                        const float *dloss, int T, int V);
+  /* x[i] = keep(i) ? x[i] / (1-p) : 0, keep from rc_dropout_keep(seed, offset, i, p).
+   * The same call with the same (seed, offset) is dropout's backward. */
+  void (*dropout)(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
+
+  /* ---- mixture of experts ----
+   * Router: logits [T, E] (fp32). Writes topk_idx [T, k] and topk_w [T, k],
+   * selected by score (softmax: the logit; sigmoid: sigmoid(logit) +
+   * expert_bias[e]) descending, ties to the lower expert index, slot order =
+   * rank order; and probs [T, E], the full normalised distribution used by the
+   * load-balancing loss (softmax of logits; or sigmoid(l)/sum_e sigmoid(l)).
+   * expert_bias may be NULL (treated as 0). */
+  void (*moe_route)(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,
+                    const float *expert_bias, int T, int E, int k, rc_moe_scoring scoring);
+  /* dlogits [T, E] (writes) from dtopk_w [T, k] (through the selected weights)
+   * and dprobs_e [E] (d loss / d probs[t,e], the same for every t). */
+  void (*moe_route_backward)(float *dlogits, const float *dtopk_w, const float *dprobs_e,
+                             const float *logits, const int32_t *topk_idx, const float *topk_w,
+                             const float *probs, int T, int E, int k, rc_moe_scoring scoring);
+  /* Stable permutation of the T*k (token, slot) pairs by expert: entries
+   * ordered by (expert, token, slot). Writes perm [T*k] (perm[i] = t*k + s),
+   * inv_perm [T*k] (inv_perm[t*k+s] = i) and offsets [E+1] (device int32;
+   * expert e owns rows offsets[e]..offsets[e+1]). */
+  void (*moe_permute)(int32_t *perm, int32_t *inv_perm, int32_t *offsets, const int32_t *topk_idx,
+                      int T, int E, int k);
+  /* dst[i,:] = src[perm[i] / k, :] for i < T*k (writes). */
+  void (*moe_gather)(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
+  /* out[t,:] (writes) = sum over s = 0..k-1 in order of w[t,s] * rows[inv_perm[t*k+s], :];
+   * w == NULL means weight 1 (the backward's scatter of token gradients). */
+  void (*moe_combine)(float *out, const float *rows, const float *w, const int32_t *inv_perm,
+                      int T, int k, int H);
+  /* Backward of moe_combine with weights: drows[inv_perm[t*k+s],:] = w[t,s]*dout[t,:]
+   * (writes all T*k rows), dw[t,s] = dot(dout[t,:], rows[inv_perm[t*k+s],:]) (writes). */
+  void (*moe_combine_backward)(float *drows, float *dw, const float *dout, const float *rows,
+                               const float *w, const int32_t *inv_perm, int T, int k, int H);
+
+  /* ---- optimizer ----
+   * AdamW, one tensor, in place. g = grad * grad_scale (unscale and clip in one
+   * factor); m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+   * p -= lr * ( (m / bc1) / (sqrt(v / bc2) + eps) + weight_decay * p ),
+   * bc1 = 1 - b1^step, bc2 = 1 - b2^step (computed by the caller in double,
+   * passed as float). */
+  void (*adamw)(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                float bias_correction1, float bias_correction2);
+} rc_ops;
+
+/* Backends. rc_cuda_ops() returns NULL when built without CUDA or when no GPU
+ * is usable (then *why, if non-NULL, says why). */
+const rc_ops *rc_cpu_ops(void);
+const rc_ops *rc_cuda_ops(const char **why);
+
+#endif

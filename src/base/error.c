@@ -1,0 +1,27 @@
+/* error.c — filling in rc_err records (see error.h). */
+#include "error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int rc_fail(rc_err *err, int code, const char *fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->code = code;
+  }
+  return code;
+}
+
+void rc_err_prefix(rc_err *err, const char *fmt, ...) {
+  if (!err) return;
+  char prefix[512], old[sizeof err->msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  va_end(ap);
+  memcpy(old, err->msg, sizeof old);
+  snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+}

@@ -1,0 +1,63 @@
+/* checkpoint.h — deterministic HDF5 shards, manifests and validated loads
+ * (DESIGN §5).
+ *
+ * Layout: CKPT_ROOT/iter_%07d/shard_%05d_of_%05d.h5 (one per rank),
+ * manifest.json (every shard's and dataset's SHA-256, dtype and shape),
+ * args.json (run-specific facts, rank 0, not a state shard) and COMPLETE,
+ * written last. Every file is written to a temporary name, fsync'd and
+ * renamed; a directory without COMPLETE is never loaded.
+ *
+ * Equal state gives byte-identical shard files and manifests: no time
+ * stamps, pinned libver bounds, a fixed creation order, contiguous datasets
+ * written whole, the file built as an in-memory image and hashed once. */
+#ifndef RC_IO_CHECKPOINT_H
+#define RC_IO_CHECKPOINT_H
+
+#include "../base/error.h"
+#include "state.h"
+
+#include <stdio.h>
+
+/* "iter_0000005" for 5. */
+void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
+
+/* Writes one rank's shard (and, for world_size 1, the manifest, args.json
+ * and COMPLETE) into ckpt_root/iter_%07d/. For world_size > 1 the caller
+ * runs rc_checkpoint_finalize on rank 0 after all ranks have written.
+ * args_json (may be NULL) is written by rank 0 only. Fails with
+ * RC_EXIT_IOERR (and no COMPLETE) on any write error; refuses to overwrite a
+ * directory that already has COMPLETE (RC_EXIT_IOERR). */
+int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
+                       const char *args_json, rc_err *err);
+
+/* Rank 0, world_size > 1: merges the per-rank manifest fragments into
+ * manifest.json and writes COMPLETE. */
+int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iteration, rc_err *err);
+
+/* Loads rank meta->rank's shard from iter_dir into state, whose tensors name
+ * the expected paths, dtypes and shapes and provide buffers. Checks, in this
+ * order, each with its own message:
+ *   iter_dir or manifest missing          -> RC_EXIT_NOINPUT
+ *   no COMPLETE marker                    -> RC_EXIT_DATAERR
+ *   shard file missing                    -> RC_EXIT_NOINPUT
+ *   file size / SHA-256 != manifest       -> RC_EXIT_DATAERR ("truncated" / "corrupt"),
+ *                                            checked before libhdf5 parses a byte
+ *   format name or version unknown        -> RC_EXIT_DATAERR
+ *   world size differs                    -> RC_EXIT_DATAERR (both values)
+ *   config hash differs                   -> RC_EXIT_DATAERR (names the first differing
+ *                                            config key with both values)
+ *   missing / unexpected dataset, wrong dtype or shape -> RC_EXIT_DATAERR (names it)
+ *   read error                            -> RC_EXIT_IOERR
+ * Nothing is written. On failure the state buffers' contents are undefined. */
+int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                       rc_err *err);
+
+/* Newest iter_* directory under ckpt_root that has COMPLETE; 0 and path set
+ * if found, RC_EXIT_NOINPUT if none. */
+int rc_checkpoint_latest(const char *ckpt_root, char *path, size_t cap, rc_err *err);
+
+/* `resumecheck inspect SHARD.h5`: every dataset with dtype, shape, SHA-256
+ * and the /meta attributes, as text to `out`. */
+int rc_shard_inspect(const char *shard_path, FILE *out, rc_err *err);
+
+#endif
