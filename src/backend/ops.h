@@ -28,6 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
   RC_COMPUTE_FP32 = 0,
   RC_COMPUTE_BF16 = 1, /* inputs are bf16-representable; fp32 accumulate */
@@ -160,5 +164,9 @@ typedef struct rc_ops {
  * is usable (then *why, if non-NULL, says why). */
 const rc_ops *rc_cpu_ops(void);
 const rc_ops *rc_cuda_ops(const char **why);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
