@@ -1,0 +1,124 @@
+/* cpu_gemm.c — the CPU GEMM: C = alpha * op(A) op(B) + beta * C.
+ *
+ * Every output element is a dot product of a row of op(A) with a column of
+ * op(B). Both are first made contiguous (op(A) rows, op(B) columns packed
+ * into scratch when the layout does not already give them), so the inner
+ * loop is a contiguous dot product that gcc vectorises.
+ *
+ * The summation order is fixed and independent of the transposes, the
+ * leading dimensions and the blocking: element p of the dot product goes to
+ * partial sum p % 8, and the eight partial sums are combined as
+ * ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)). So the same matrices give the same
+ * bits whichever of the four layouts they arrive in.
+ *
+ * As ops.h requires, the product is accumulated completely before C is
+ * involved: beta == 0 writes alpha*acc without reading C, otherwise
+ * alpha*acc + beta*C. With beta == 1 that is bitwise what a beta == 0 GEMM
+ * into scratch followed by `add` gives, which keeps the fusion-on and
+ * fusion-off arms of the linear layer identical. The compute type is
+ * ignored: callers have already rounded the inputs. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <stdlib.h>
+
+enum { LANES = 8 };
+
+static float combine8(const float s[LANES]) {
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* One output: dot(a, b) over k contiguous elements. */
+static float dot1(const float *restrict a, const float *restrict b, int k) {
+  float s[LANES] = {0};
+  int p = 0;
+  for (; p + LANES <= k; p += LANES)
+    for (int r = 0; r < LANES; r++) s[r] += a[p + r] * b[p + r];
+  for (int r = 0; p + r < k; r++) s[r] += a[p + r] * b[p + r];
+  return combine8(s);
+}
+
+/* Four outputs sharing a row of op(A): dot(a, b0..b3). Each output sees
+ * exactly the arithmetic of dot1; the blocking only reuses loads of a. */
+static void dot4(const float *restrict a, const float *restrict b0, const float *restrict b1,
+                 const float *restrict b2, const float *restrict b3, int k, float out[4]) {
+  float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0}, s3[LANES] = {0};
+  int p = 0;
+  for (; p + LANES <= k; p += LANES) {
+    for (int r = 0; r < LANES; r++) {
+      float av = a[p + r];
+      s0[r] += av * b0[p + r];
+      s1[r] += av * b1[p + r];
+      s2[r] += av * b2[p + r];
+      s3[r] += av * b3[p + r];
+    }
+  }
+  for (int r = 0; p + r < k; r++) {
+    float av = a[p + r];
+    s0[r] += av * b0[p + r];
+    s1[r] += av * b1[p + r];
+    s2[r] += av * b2[p + r];
+    s3[r] += av * b3[p + r];
+  }
+  out[0] = combine8(s0);
+  out[1] = combine8(s1);
+  out[2] = combine8(s2);
+  out[3] = combine8(s3);
+}
+
+static void store(float *c, float acc, float alpha, float beta) {
+  *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+}
+
+/* dst[j*rows + i] = src[i*ld + j]: a [rows, cols] matrix with row stride ld
+ * becomes its contiguous transpose. Blocked so both sides stay in cache. */
+static void transpose(float *restrict dst, const float *restrict src, int rows, int cols, int ld) {
+  enum { BLK = 32 };
+  for (int i0 = 0; i0 < rows; i0 += BLK)
+    for (int j0 = 0; j0 < cols; j0 += BLK)
+      for (int i = i0; i < rows && i < i0 + BLK; i++)
+        for (int j = j0; j < cols && j < j0 + BLK; j++)
+          dst[(size_t)j * rows + i] = src[(size_t)i * ld + j];
+}
+
+void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  (void)ct;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) { /* empty product: acc = 0, and A and B may be NULL */
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) store(&C[(size_t)i * ldc + j], 0.0f, alpha, beta);
+    return;
+  }
+
+  /* Row i of op(A) at arow + i*astride; column j of op(B) at bcol + j*bstride. */
+  const float *arow = A, *bcol = B;
+  size_t astride = (size_t)lda, bstride = (size_t)ldb;
+  float *apack = NULL, *bpack = NULL;
+  if (trans_a) { /* A is [k, m]: its transpose gives contiguous rows of op(A) */
+    apack = rc_cpu_scratch((size_t)m * k * sizeof(float));
+    transpose(apack, A, k, m, lda);
+    arow = apack;
+    astride = (size_t)k;
+  }
+  if (!trans_b) { /* B is [k, n]: its transpose gives contiguous columns of op(B) */
+    bpack = rc_cpu_scratch((size_t)n * k * sizeof(float));
+    transpose(bpack, B, k, n, ldb);
+    bcol = bpack;
+    bstride = (size_t)k;
+  }
+
+  for (int i = 0; i < m; i++) {
+    const float *a = arow + (size_t)i * astride;
+    float *c = C + (size_t)i * ldc;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float *b = bcol + (size_t)j * bstride;
+      float acc[4];
+      dot4(a, b, b + bstride, b + 2 * bstride, b + 3 * bstride, k, acc);
+      for (int q = 0; q < 4; q++) store(&c[j + q], acc[q], alpha, beta);
+    }
+    for (; j < n; j++) store(&c[j], dot1(a, bcol + (size_t)j * bstride, k), alpha, beta);
+  }
+  free(apack);
+  free(bpack);
+}

@@ -1,0 +1,54 @@
+/* cpu_internal.h — the CPU backend's functions, shared between its files.
+ *
+ * The CPU backend is split by kind of op (memory/elementwise/optimizer,
+ * GEMM, layers, MoE); cpu_ops.c assembles them into the rc_ops table that
+ * rc_cpu_ops() returns. Each function has exactly the semantics of the
+ * matching rc_ops member in backend/ops.h; nothing here is public API. */
+#ifndef RC_BACKEND_CPU_INTERNAL_H
+#define RC_BACKEND_CPU_INTERNAL_H
+
+#include "backend/ops.h"
+
+/* Scratch memory for one op call: malloc that aborts with a message on
+ * failure (the only exit the library allows). Freed with free(). */
+void *rc_cpu_scratch(size_t bytes);
+
+/* cpu_gemm.c */
+void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* cpu_layers.c */
+void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H);
+void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
+                               int V);
+void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
+                            float eps);
+void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                             const float *w, const float *rstd, int T, int H);
+void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
+void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
+void rc_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
+                              int hd);
+void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
+                               const float *qkv, int B, int S, int nh, int hd);
+void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F);
+void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
+void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
+                          const float *dloss, int T, int V);
+void rc_cpu_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
+
+/* cpu_moe.c */
+void rc_cpu_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,
+                      const float *expert_bias, int T, int E, int k, rc_moe_scoring scoring);
+void rc_cpu_moe_route_backward(float *dlogits, const float *dtopk_w, const float *dprobs_e,
+                               const float *logits, const int32_t *topk_idx, const float *topk_w,
+                               const float *probs, int T, int E, int k, rc_moe_scoring scoring);
+void rc_cpu_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets, const int32_t *topk_idx,
+                        int T, int E, int k);
+void rc_cpu_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
+void rc_cpu_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
+                        int T, int k, int H);
+void rc_cpu_moe_combine_backward(float *drows, float *dw, const float *dout, const float *rows,
+                                 const float *w, const int32_t *inv_perm, int T, int k, int H);
+
+#endif

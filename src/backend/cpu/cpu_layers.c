@@ -1,0 +1,265 @@
+/* cpu_layers.c — the CPU layer ops: embedding, RMSNorm, RoPE, causal
+ * attention, SwiGLU, softmax cross-entropy and dropout.
+ *
+ * Plain loops in a fixed order, written to be read next to the formulas in
+ * ops.h: this is the numerical reference for the CUDA kernels. Sums that set
+ * a normaliser (RMSNorm's mean square, cross-entropy's log-sum-exp) are taken
+ * in double; everything else is float. RoPE angles are computed in double and
+ * cast so that both backends start from the same cos/sin values. */
+#include "backend/cpu/cpu_internal.h"
+#include "backend/numeric.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- embedding ---- */
+
+void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H) {
+  for (int t = 0; t < T; t++)
+    memcpy(out + (size_t)t * H, table + (size_t)ids[t] * H, (size_t)H * sizeof(float));
+}
+
+/* Tokens in increasing t: the order ops.h defines, so repeated ids sum the
+ * same way on every backend. ids must lie in [0, V). */
+void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
+                               int V) {
+  (void)V;
+  for (int t = 0; t < T; t++) {
+    float *row = dtable + (size_t)ids[t] * H;
+    const float *g = dout + (size_t)t * H;
+    for (int j = 0; j < H; j++) row[j] += g[j];
+  }
+}
+
+/* ---- RMSNorm ---- */
+
+void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
+                            float eps) {
+  for (int t = 0; t < T; t++) {
+    const float *xt = x + (size_t)t * H;
+    double ss = 0.0;
+    for (int j = 0; j < H; j++) ss += (double)xt[j] * (double)xt[j];
+    float r = 1.0f / sqrtf((float)(ss / H) + eps);
+    rstd[t] = r;
+    float *o = out + (size_t)t * H;
+    for (int j = 0; j < H; j++) o[j] = xt[j] * r * w[j];
+  }
+}
+
+/* y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
+ * dx_j = r w_j g_j - x_j r^3 / H * sum_i g_i w_i x_i and dw_j = sum_t g_j x_j r. */
+void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                             const float *w, const float *rstd, int T, int H) {
+  for (int t = 0; t < T; t++) {
+    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * H;
+    float r = rstd[t];
+    double dot = 0.0;
+    for (int j = 0; j < H; j++) dot += (double)g[j] * w[j] * xt[j];
+    float c = (float)(dot * r * r * r / H);
+    float *dxt = dx + (size_t)t * H;
+    for (int j = 0; j < H; j++) {
+      dxt[j] += r * w[j] * g[j] - xt[j] * c;
+      dw[j] += g[j] * xt[j] * r;
+    }
+  }
+}
+
+/* ---- RoPE ---- */
+
+/* cos/sin of s * theta^(-2i/hd) for s < S, i < hd/2, in double, then float. */
+static void rope_table(float *cs, float *sn, int S, int hd, float theta) {
+  int half = hd / 2;
+  for (int i = 0; i < half; i++) {
+    double inv_freq = pow((double)theta, -2.0 * i / hd);
+    for (int s = 0; s < S; s++) {
+      double ang = (double)s * inv_freq;
+      cs[(size_t)s * half + i] = (float)cos(ang);
+      sn[(size_t)s * half + i] = (float)sin(ang);
+    }
+  }
+}
+
+/* Rotates the q and k parts of every row by sign * angle: sign +1 is the
+ * forward rotation, -1 its inverse (= its transpose, the backward). */
+static void rope_apply(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
+  int half = hd / 2;
+  size_t n = (size_t)S * half;
+  float *cs = rc_cpu_scratch(2 * n * sizeof(float) + 1), *sn = cs + n;
+  rope_table(cs, sn, S, hd, theta);
+  size_t row = 3 * (size_t)nh * hd;
+  for (int b = 0; b < B; b++) {
+    for (int s = 0; s < S; s++) {
+      float *x = qkv + ((size_t)b * S + s) * row;
+      const float *c = cs + (size_t)s * half, *si = sn + (size_t)s * half;
+      for (int h = 0; h < 2 * nh; h++) { /* q heads then k heads: 2*nh blocks of hd */
+        float *v = x + (size_t)h * hd;
+        for (int i = 0; i < half; i++) {
+          float x0 = v[2 * i], x1 = v[2 * i + 1], sgn = sign * si[i];
+          v[2 * i] = x0 * c[i] - x1 * sgn;
+          v[2 * i + 1] = x0 * sgn + x1 * c[i];
+        }
+      }
+    }
+  }
+  free(cs);
+}
+
+void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta) {
+  rope_apply(qkv, B, S, nh, hd, theta, 1.0f);
+}
+
+void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta) {
+  rope_apply(dqkv, B, S, nh, hd, theta, -1.0f);
+}
+
+/* ---- causal attention ---- */
+
+static float dotf(const float *a, const float *b, int n) {
+  float s = 0.0f;
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+
+/* Per (batch, head, query i): scores s_j = q_i.k_j / sqrt(hd) for j <= i,
+ * lse = log sum exp s_j, out_i = sum_j exp(s_j - lse) v_j. */
+void rc_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
+                              int hd) {
+  size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float scale = 1.0f / sqrtf((float)hd);
+  float *sc = rc_cpu_scratch((size_t)S * sizeof(float));
+  for (int b = 0; b < B; b++) {
+    const float *base = qkv + (size_t)b * S * row;
+    for (int h = 0; h < nh; h++) {
+      const float *Q = base + (size_t)h * hd, *K = Q + orow, *V = Q + 2 * orow;
+      for (int i = 0; i < S; i++) {
+        const float *q = Q + (size_t)i * row;
+        float mx = -INFINITY;
+        for (int j = 0; j <= i; j++) {
+          sc[j] = dotf(q, K + (size_t)j * row, hd) * scale;
+          if (sc[j] > mx) mx = sc[j];
+        }
+        float sum = 0.0f;
+        for (int j = 0; j <= i; j++) {
+          sc[j] = expf(sc[j] - mx);
+          sum += sc[j];
+        }
+        float inv = 1.0f / sum;
+        float *o = out + ((size_t)b * S + i) * orow + (size_t)h * hd;
+        for (int d = 0; d < hd; d++) o[d] = 0.0f;
+        for (int j = 0; j <= i; j++) {
+          float p = sc[j] * inv;
+          const float *v = V + (size_t)j * row;
+          for (int d = 0; d < hd; d++) o[d] += p * v[d];
+        }
+        lse[((size_t)b * nh + h) * S + i] = mx + logf(sum);
+      }
+    }
+  }
+  free(sc);
+}
+
+/* Recomputes P = exp(S - lse) and applies, per (batch, head):
+ * dP = dout V^T, dS = P * (dP - rowsum(dout * out)), dQ = dS K * scale,
+ * dK = dS^T Q * scale, dV = P^T dout. dK and dV sum over queries i in
+ * increasing order. */
+void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
+                               const float *qkv, int B, int S, int nh, int hd) {
+  size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float scale = 1.0f / sqrtf((float)hd);
+  memset(dqkv, 0, (size_t)B * S * row * sizeof(float));
+  for (int b = 0; b < B; b++) {
+    const float *base = qkv + (size_t)b * S * row;
+    float *dbase = dqkv + (size_t)b * S * row;
+    for (int h = 0; h < nh; h++) {
+      const float *Q = base + (size_t)h * hd, *K = Q + orow, *V = Q + 2 * orow;
+      float *dQ = dbase + (size_t)h * hd, *dK = dQ + orow, *dV = dQ + 2 * orow;
+      for (int i = 0; i < S; i++) {
+        const float *q = Q + (size_t)i * row;
+        const float *go = dout + ((size_t)b * S + i) * orow + (size_t)h * hd;
+        const float *o = out + ((size_t)b * S + i) * orow + (size_t)h * hd;
+        float l = lse[((size_t)b * nh + h) * S + i];
+        float D = dotf(go, o, hd);
+        float *dq = dQ + (size_t)i * row;
+        for (int j = 0; j <= i; j++) {
+          const float *kj = K + (size_t)j * row, *vj = V + (size_t)j * row;
+          float p = expf(dotf(q, kj, hd) * scale - l);
+          float ds = p * (dotf(go, vj, hd) - D);
+          float *dk = dK + (size_t)j * row, *dv = dV + (size_t)j * row;
+          for (int d = 0; d < hd; d++) {
+            dq[d] += ds * scale * kj[d];
+            dk[d] += ds * scale * q[d];
+            dv[d] += p * go[d];
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- SwiGLU ---- */
+
+static float sigmoidf(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F) {
+  for (int t = 0; t < T; t++) {
+    const float *g = in + (size_t)t * 2 * F, *u = g + F;
+    float *o = out + (size_t)t * F;
+    for (int j = 0; j < F; j++) o[j] = g[j] * sigmoidf(g[j]) * u[j];
+  }
+}
+
+/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))). */
+void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F) {
+  for (int t = 0; t < T; t++) {
+    const float *g = in + (size_t)t * 2 * F, *u = g + F, *d = dout + (size_t)t * F;
+    float *dg = din + (size_t)t * 2 * F, *du = dg + F;
+    for (int j = 0; j < F; j++) {
+      float sg = sigmoidf(g[j]);
+      dg[j] = d[j] * u[j] * sg * (1.0f + g[j] * (1.0f - sg));
+      du[j] = d[j] * g[j] * sg;
+    }
+  }
+}
+
+/* ---- softmax cross-entropy ---- */
+
+void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
+                          const float *dloss, int T, int V) {
+  for (int t = 0; t < T; t++) {
+    float *l = logits + (size_t)t * V;
+    int amax = 0;
+    for (int v = 1; v < V; v++)
+      if (l[v] > l[amax]) amax = v; /* strict: ties keep the lowest index */
+    double mx = l[amax], se = 0.0;
+    for (int v = 0; v < V; v++) se += exp((double)l[v] - mx);
+    double lse = mx + log(se);
+    int y = labels[t];
+    losses[t] = (float)(lse - (double)l[y]);
+    correct[t] = amax == y ? 1.0f : 0.0f;
+    float d = dloss ? dloss[t] : 0.0f;
+    if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
+      memset(l, 0, (size_t)V * sizeof(float));
+      continue;
+    }
+    for (int v = 0; v < V; v++) {
+      float p = (float)exp((double)l[v] - lse);
+      l[v] = d * (v == y ? p - 1.0f : p);
+    }
+  }
+}
+
+/* ---- dropout ---- */
+
+/* Same decision as rc_dropout_keep(seed, offset, i, p), with one Philox block
+ * per four elements instead of one per element. */
+void rc_cpu_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset) {
+  float keep_scale = 1.0f - p;
+  for (size_t i0 = 0; i0 < n; i0 += 4) {
+    rc_philox4 r = rc_philox4x32(seed, 0, offset + (i0 >> 2));
+    for (size_t w = 0; w < 4 && i0 + w < n; w++)
+      x[i0 + w] = rc_uniform01(r.v[w]) >= p ? x[i0 + w] / keep_scale : 0.0f;
+  }
+}

@@ -1,0 +1,191 @@
+/* cpu_ops.c — the CPU backend's table, memory, elementwise ops, reductions
+ * and the AdamW step.
+ *
+ * On the CPU "device" memory is host memory, so the memory ops are calloc
+ * and memcpy and sync is a no-op. Reductions run in index order in double so
+ * their results are deterministic and as close to exact as is cheap; the
+ * elementwise ops are the literal formulas of ops.h in float, since this
+ * backend is the numerical reference the CUDA kernels are checked against. */
+#include "backend/cpu/cpu_internal.h"
+#include "backend/numeric.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- memory ---- */
+
+static void *cpu_alloc(size_t bytes) {
+  /* calloc(0) may return NULL legitimately; ask for one byte instead so that
+   * NULL always means failure. */
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu bytes\n", bytes);
+    abort();
+  }
+  return p;
+}
+
+void *rc_cpu_scratch(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu scratch bytes\n",
+            bytes);
+    abort();
+  }
+  return p;
+}
+
+static void cpu_free(void *ptr) {
+  free(ptr);
+}
+
+static void cpu_memcpy(void *dst, const void *src, size_t bytes) {
+  if (bytes) memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(void *dst, size_t bytes) {
+  if (bytes) memset(dst, 0, bytes);
+}
+
+static void cpu_sync(void) {}
+
+/* ---- elementwise ---- */
+
+static void cpu_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
+  switch (ct) {
+  case RC_COMPUTE_BF16:
+    for (size_t i = 0; i < n; i++) dst[i] = rc_round_bf16(src[i]);
+    break;
+  case RC_COMPUTE_FP16:
+    for (size_t i = 0; i < n; i++) dst[i] = rc_round_fp16(src[i]);
+    break;
+  default:
+    if (dst != src && n) memmove(dst, src, n * sizeof(float));
+    break;
+  }
+}
+
+static void cpu_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {
+  for (size_t i = 0; i < n; i++) dst[i] = rc_round_e4m3(src[i] * scale) / scale;
+}
+
+static float cpu_amax(const float *x, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(x[i])) return NAN;
+    float a = fabsf(x[i]);
+    if (a > m) m = a;
+  }
+  return m;
+}
+
+static void cpu_add(float *out, const float *a, const float *b, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+static void cpu_scale(float *x, float s, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
+  if (cols <= 0) return;
+  for (int r = 0; r < rows; r++)
+    memmove(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, (size_t)cols * sizeof(float));
+}
+
+/* ---- reductions ---- */
+
+static double cpu_sum(const float *x, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; i++) s += (double)x[i];
+  return s;
+}
+
+static double cpu_sumsq(const float *x, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
+static long cpu_count_nonfinite(const float *x, size_t n) {
+  long c = 0;
+  for (size_t i = 0; i < n; i++) c += !isfinite(x[i]);
+  return c;
+}
+
+static uint64_t cpu_fingerprint(const void *x, size_t nbytes) {
+  const unsigned char *p = x;
+  uint64_t fp = 0;
+  for (size_t i = 0; i < nbytes / 4; i++) {
+    uint32_t w;
+    memcpy(&w, p + 4 * i, 4);
+    fp += rc_fingerprint_word(i, w); /* wraps mod 2^64 by definition */
+  }
+  return fp;
+}
+
+/* ---- optimizer ---- */
+
+static void cpu_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
+                      float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_scale, float bias_correction1, float bias_correction2) {
+  for (size_t i = 0; i < n; i++) {
+    float g = grad[i] * grad_scale;
+    float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
+    float v = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    float p = param[i];
+    param[i] =
+        p - lr * ((m / bias_correction1) / (sqrtf(v / bias_correction2) + eps) + weight_decay * p);
+  }
+}
+
+/* ---- the table ---- */
+
+static const rc_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_device = cpu_memcpy,
+    .to_host = cpu_memcpy,
+    .copy = cpu_memcpy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .gemm = rc_cpu_gemm,
+    .round_to = cpu_round_to,
+    .quantize_e4m3 = cpu_quantize_e4m3,
+    .amax = cpu_amax,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .copy2d = cpu_copy2d,
+    .sum = cpu_sum,
+    .sumsq = cpu_sumsq,
+    .count_nonfinite = cpu_count_nonfinite,
+    .fingerprint = cpu_fingerprint,
+    .embedding_forward = rc_cpu_embedding_forward,
+    .embedding_backward = rc_cpu_embedding_backward,
+    .rmsnorm_forward = rc_cpu_rmsnorm_forward,
+    .rmsnorm_backward = rc_cpu_rmsnorm_backward,
+    .rope_forward = rc_cpu_rope_forward,
+    .rope_backward = rc_cpu_rope_backward,
+    .attention_forward = rc_cpu_attention_forward,
+    .attention_backward = rc_cpu_attention_backward,
+    .swiglu_forward = rc_cpu_swiglu_forward,
+    .swiglu_backward = rc_cpu_swiglu_backward,
+    .cross_entropy = rc_cpu_cross_entropy,
+    .dropout = rc_cpu_dropout,
+    .moe_route = rc_cpu_moe_route,
+    .moe_route_backward = rc_cpu_moe_route_backward,
+    .moe_permute = rc_cpu_moe_permute,
+    .moe_gather = rc_cpu_moe_gather,
+    .moe_combine = rc_cpu_moe_combine,
+    .moe_combine_backward = rc_cpu_moe_combine_backward,
+    .adamw = cpu_adamw,
+};
+
+const rc_ops *rc_cpu_ops(void) {
+  return &cpu_ops;
+}

@@ -1,0 +1,4 @@
+# CPU backend tests: the bit-exact number formats, RNG and fingerprint of
+# numeric.h, and every op of the CPU backend (the numerical reference).
+rc_add_c_test(cpu_numeric test_numeric.c)
+rc_add_c_test(cpu_ops test_cpu_ops.c)

@@ -1,0 +1,4 @@
+/* placeholder */
+int main(void) {
+  return 77;
+}
