@@ -1,12 +1,24 @@
-/* cmd_bugs.c — placeholder until `resumecheck bugs` lands. */
+/* cmd_bugs.c — `resumecheck bugs`: the injectable resume bugs (DESIGN §8). */
 #include <stdio.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "cli/cli.h"
+#include "core/config.h"
 
 int rc_cmd_bugs(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "resumecheck bugs: not implemented yet\n");
-  return RC_EXIT_SOFTWARE;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: resumecheck bugs\n\nLists the resume bugs `--inject NAME` switches on, the real-world\n"
+             "failure each models, and the signature `resumecheck run` reports for it.\n");
+      return 0;
+    }
+    fprintf(stderr, "resumecheck bugs: unexpected argument '%s'\n", argv[i]);
+    return RC_EXIT_USAGE;
+  }
+  int n;
+  const rc_bug_info *bugs = rc_bug_catalogue(&n);
+  for (int i = 0; i < n; i++)
+    printf("%s\n  models:    %s\n  signature: %s\n", bugs[i].name, bugs[i].models, bugs[i].signature);
+  return 0;
 }

@@ -1,0 +1,200 @@
+/* checkpointing.c — the model's complete state as an rc_state, for saving and
+ * loading through io (DESIGN §3.3, §5).
+ *
+ * Saving and loading build the same list of tensors, so a piece of state is
+ * either saved and restored or, with an injected bug (DESIGN §8), forgotten
+ * or mangled on both paths the way real trainers get it wrong. */
+#include "core/checkpointing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/numeric.h"
+#include "core/model_internal.h"
+#include "io/sha256.h"
+
+typedef enum { ON_DEVICE, ON_HOST } where;
+
+/* One state item and where its bytes live in the model. */
+typedef struct {
+  void *src; /* device pointer or host pointer */
+  where loc;
+  size_t nbytes;
+  bool apply_on_load;
+} binding;
+
+typedef struct {
+  rc_state st;
+  binding *b;
+  int cap;
+} state_list;
+
+static void add(state_list *l, const char *path, rc_dtype dt, int ndim, const int64_t *shape, void *src,
+                where loc, bool apply) {
+  rc_tensor *t = rc_state_add(&l->st, path, dt, ndim, shape, NULL);
+  size_t n = rc_tensor_nbytes(t);
+  t->data = calloc(n ? n : 1, 1);
+  if (!t->data) abort();
+  if (l->st.count > l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 256;
+    l->b = realloc(l->b, sizeof(binding) * (size_t)l->cap);
+    if (!l->b) abort();
+  }
+  l->b[l->st.count - 1] = (binding){src, loc, n, apply};
+}
+
+static void add_scalar(state_list *l, const char *path, rc_dtype dt, void *host_src, bool apply) {
+  add(l, path, dt, 0, NULL, host_src, ON_HOST, apply);
+}
+
+static void add_moe_bias(rc_model *m, state_list *l, rc_layer *L) {
+  char path[RC_PATH_MAX];
+  snprintf(path, sizeof path, "/moe/expert_bias/%s", L->prefix);
+  int64_t shape[1] = {m->E};
+  add(l, path, RC_DT_F32, 1, shape, L->expert_bias_host, ON_HOST, true);
+}
+
+static void build(rc_model *m, state_list *l) {
+  const rc_config *c = &m->cfg;
+  unsigned bug = c->inject;
+  char path[RC_PATH_MAX];
+  for (int i = 0; i < m->nparams; i++) {
+    rc_param *p = &m->params[i];
+    snprintf(path, sizeof path, "/model/%s", p->name);
+    add(l, path, RC_DT_F32, p->ndim, p->shape, p->weight, ON_DEVICE, true);
+  }
+  for (int i = 0; i < m->nparams; i++) {
+    rc_param *p = &m->params[i];
+    snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
+    add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg, ON_DEVICE, true);
+    snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
+    add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg_sq, ON_DEVICE, true);
+  }
+  if (bug & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD)
+    for (int i = 0; i < m->nparams; i++) {
+      rc_param *p = &m->params[i];
+      snprintf(path, sizeof path, "/optimizer/main_grad/%s", p->name);
+      add(l, path, RC_DT_F32, p->ndim, p->shape, p->main_grad, ON_DEVICE, true);
+    }
+  if (!(bug & RC_BUG_OPTIMIZER_STEP_NOT_SAVED))
+    add_scalar(l, "/optimizer/step", RC_DT_I64, &m->optimizer_step, true);
+  add_scalar(l, "/scheduler/num_steps", RC_DT_I64, &m->scheduler_steps,
+             !(bug & RC_BUG_SCHEDULER_NOT_RESTORED));
+  if (!(bug & RC_BUG_LOSS_SCALER_NOT_SAVED)) {
+    add_scalar(l, "/loss_scaler/scale", RC_DT_F64, &m->loss_scale, true);
+    add_scalar(l, "/loss_scaler/growth_tracker", RC_DT_I64, &m->growth_tracker, true);
+    add_scalar(l, "/loss_scaler/hysteresis_tracker", RC_DT_I64, &m->hysteresis_tracker, true);
+  }
+  add_scalar(l, "/rng/seed", RC_DT_U64, &m->rng_seed, true);
+  if (!(bug & RC_BUG_RNG_NOT_SAVED)) add_scalar(l, "/rng/offset", RC_DT_U64, &m->rng_offset, true);
+  if (!(bug & RC_BUG_DATA_POSITION_NOT_SAVED))
+    add_scalar(l, "/data/consumed_samples", RC_DT_I64, &m->consumed_samples, true);
+  if (!(bug & RC_BUG_EXPERT_BIAS_NOT_SAVED) && c->moe_scoring == RC_SCORE_SIGMOID) {
+    for (int i = 0; i < c->layers; i++)
+      if (m->layers[i].moe) add_moe_bias(m, l, &m->layers[i]);
+    for (int p = 0; p < m->n_mtp_physical; p++)
+      if (m->mtp[p].trm.moe) add_moe_bias(m, l, &m->mtp[p].trm);
+  }
+  for (int i = 0; i < m->nlinears; i++) {
+    rc_linear *lin = &m->linears[i];
+    if (!lin->te_style) continue;
+    if (c->precision == RC_PREC_FP8 && !(bug & RC_BUG_AMAX_HISTORY_NOT_SAVED)) {
+      int64_t shape[1] = {c->fp8_amax_history};
+      snprintf(path, sizeof path, "/fp8/%s/amax_history", lin->name);
+      add(l, path, RC_DT_F32, 1, shape, lin->amax_history, ON_HOST, true);
+    }
+    if (c->policy == RC_POLICY_PERSIST) {
+      snprintf(path, sizeof path, "/flags/%s/is_first_microbatch", lin->name);
+      add_scalar(l, path, RC_DT_I32, &lin->flag, true);
+    }
+  }
+}
+
+static void free_list(state_list *l) {
+  for (int i = 0; i < l->st.count; i++) free(l->st.tensors[i].data);
+  rc_state_free(&l->st);
+  free(l->b);
+}
+
+static void fill_meta(rc_model *m, rc_shard_meta *meta, char *config_json, char *hash) {
+  memset(meta, 0, sizeof *meta);
+  meta->format_version = RC_SHARD_FORMAT_VERSION;
+  meta->rank = m->rank;
+  meta->world_size = m->cfg.world_size;
+  meta->iteration = m->iteration;
+  meta->config_json = config_json;
+  rc_sha256_hex(config_json, strlen(config_json), hash);
+  meta->config_sha256 = hash;
+}
+
+int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_err *err) {
+  state_list l = {0};
+  build(m, &l);
+  for (int i = 0; i < l.st.count; i++) {
+    binding *b = &l.b[i];
+    if (b->loc == ON_DEVICE) m->ops->to_host(l.st.tensors[i].data, b->src, b->nbytes);
+    else memcpy(l.st.tensors[i].data, b->src, b->nbytes);
+    /* the injected down-cast: moments stored as bf16 values */
+    if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) && !strncmp(l.st.tensors[i].path, "/optimizer/exp_avg", 18)) {
+      float *f = l.st.tensors[i].data;
+      for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
+    }
+  }
+  char *config = rc_config_canonical(&m->cfg);
+  char hash[RC_SHA256_HEX];
+  rc_shard_meta meta;
+  fill_meta(m, &meta, config, hash);
+  int rc = rc_checkpoint_save(ckpt_root, &meta, &l.st, args_json, err);
+  free(config);
+  free_list(&l);
+  return rc;
+}
+
+int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
+  /* the iteration comes from the directory name: .../iter_0000005 */
+  const char *base = strrchr(iter_dir, '/');
+  base = base && base[1] ? base + 1 : iter_dir;
+  char trimmed[1024];
+  snprintf(trimmed, sizeof trimmed, "%s", iter_dir);
+  size_t n = strlen(trimmed);
+  while (n > 1 && trimmed[n - 1] == '/') trimmed[--n] = 0;
+  base = strrchr(trimmed, '/');
+  base = base ? base + 1 : trimmed;
+  long long iteration;
+  char tail;
+  if (sscanf(base, "iter_%lld%c", &iteration, &tail) != 1 || iteration < 0)
+    return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: expected a checkpoint directory named iter_NNNNNNN",
+                   iter_dir);
+  if (iteration >= m->cfg.steps)
+    return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: iteration %lld is not before --steps %d", iter_dir,
+                   iteration, m->cfg.steps);
+  state_list l = {0};
+  build(m, &l);
+  char *config = rc_config_canonical(&m->cfg);
+  char hash[RC_SHA256_HEX];
+  rc_shard_meta meta;
+  m->iteration = iteration;
+  fill_meta(m, &meta, config, hash);
+  m->iteration = 0;
+  int rc = rc_checkpoint_load(trimmed, &meta, &l.st, err);
+  if (rc == 0) {
+    for (int i = 0; i < l.st.count; i++) {
+      binding *b = &l.b[i];
+      if (!b->apply_on_load) continue;
+      if (b->loc == ON_DEVICE) m->ops->to_device(b->src, l.st.tensors[i].data, b->nbytes);
+      else memcpy(b->src, l.st.tensors[i].data, b->nbytes);
+    }
+    m->iteration = iteration;
+    /* host copies drive the device copies */
+    for (int i = 0; i < m->cfg.layers; i++)
+      if (m->layers[i].moe)
+        m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host, sizeof(float) * (size_t)m->E);
+    for (int p = 0; p < m->n_mtp_physical; p++)
+      if (m->mtp[p].trm.moe)
+        m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host, sizeof(float) * (size_t)m->E);
+  }
+  free(config);
+  free_list(&l);
+  return rc;
+}

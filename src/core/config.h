@@ -1,0 +1,113 @@
+/* config.h — every model and training setting (DESIGN §3), its flags, its
+ * validation, and its canonical serialisation.
+ *
+ * The canonical config is a JSON object with sorted keys holding exactly the
+ * settings that determine the math of a run; its SHA-256 goes into every
+ * shard's /meta, so a resume with a different setting is refused naming the
+ * field. Leg-specific settings (output directory, save/stop steps, device)
+ * live in rc_leg_opts and are never part of it. */
+#ifndef RC_CORE_CONFIG_H
+#define RC_CORE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef enum { RC_PREC_FP32 = 0, RC_PREC_BF16, RC_PREC_FP16, RC_PREC_FP8 } rc_precision;
+
+typedef enum {
+  RC_POLICY_LEGACY = 0,     /* the module flag: Megatron before the fix */
+  RC_POLICY_UNTRACKED_NONE, /* NONE when not tracked, else the flag: the fix's first version */
+  RC_POLICY_RESOLVE,        /* NONE when not tracked or repeated, else the flag: the merged fix */
+  RC_POLICY_ALWAYS_FALSE,   /* FALSE: the tempting wrong fix (stale quantised cache) */
+  RC_POLICY_PERSIST         /* like legacy, but the flags are checkpointed */
+} rc_policy;
+
+/* Injectable resume bugs (DESIGN §8), one bit each. */
+typedef enum {
+  RC_BUG_RNG_NOT_SAVED = 1u << 0,
+  RC_BUG_DATA_POSITION_NOT_SAVED = 1u << 1,
+  RC_BUG_OPTIMIZER_STEP_NOT_SAVED = 1u << 2,
+  RC_BUG_SCHEDULER_NOT_RESTORED = 1u << 3,
+  RC_BUG_LOSS_SCALER_NOT_SAVED = 1u << 4,
+  RC_BUG_EXPERT_BIAS_NOT_SAVED = 1u << 5,
+  RC_BUG_AMAX_HISTORY_NOT_SAVED = 1u << 6,
+  RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD = 1u << 7,
+  RC_BUG_MOMENTS_SAVED_IN_BF16 = 1u << 8,
+  RC_BUG_NONDETERMINISTIC_REDUCTION = 1u << 9,
+  RC_BUG_RNG_SAVED_AS_REPLICATED = 1u << 10,
+} rc_bug;
+
+#define RC_MAX_LAYERS 64
+
+typedef struct {
+  /* model */
+  int vocab, hidden, layers, heads, ffn, seq_len;
+  int mtp_depths;
+  bool mtp_repeated_layer;
+  double mtp_loss_scale;
+  char moe_layers[256]; /* comma-separated 0-based decoder layer indices, "" = none */
+  bool is_moe_layer[RC_MAX_LAYERS];
+  int experts, topk;
+  int moe_scoring; /* rc_moe_scoring */
+  double moe_aux_loss_coeff, moe_bias_update_rate;
+  bool tie_embeddings, te_output_head;
+  double rope_theta, norm_eps, init_std;
+  /* training */
+  int micro_batch, microbatches, steps;
+  rc_precision precision;
+  bool grad_accum_fusion;
+  rc_policy policy;
+  bool no_weight_cache;
+  double lr, min_lr, clip_grad, weight_decay, adam_beta1, adam_beta2, adam_eps;
+  int warmup;
+  double dropout;
+  uint64_t seed;
+  char data[1024]; /* "" = synthetic corpus */
+  int prompt_len;
+  double initial_loss_scale, min_loss_scale;
+  int loss_scale_window, hysteresis;
+  int fp8_amax_history;
+  unsigned inject; /* rc_bug bits */
+  int world_size;
+} rc_config;
+
+/* Per-leg settings: never part of the canonical config. */
+typedef struct {
+  char out[1024];
+  char resume_from[1024];
+  char leg[64];
+  char device[16]; /* "cpu", "cuda", "auto" */
+  int stop_at;     /* 0 = run to steps */
+  int save_at[256];
+  int n_save_at;
+  bool dry_run;
+  bool progress; /* force progress lines */
+} rc_leg_opts;
+
+/* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */
+void rc_config_defaults(rc_config *cfg, rc_leg_opts *leg);
+/* Parses argv (after the subcommand). Unknown flags, malformed values and
+ * inconsistent settings return RC_EXIT_USAGE naming the flag and reason.
+ * --help prints the flags and returns -1. `allow_leg` accepts the leg flags
+ * (--out, --save-at, ...); the parser is shared with `run`, which forwards. */
+int rc_config_parse(int argc, char **argv, rc_config *cfg, rc_leg_opts *leg, rc_err *err);
+int rc_config_validate(const rc_config *cfg, rc_err *err);
+/* Canonical JSON (sorted keys, no whitespace); caller frees. */
+char *rc_config_canonical(const rc_config *cfg);
+void rc_config_print_help(const char *prog, const char *summary);
+
+const char *rc_precision_name(rc_precision p);
+const char *rc_policy_name(rc_policy p);
+
+/* Bug catalogue names <-> bits. */
+typedef struct {
+  rc_bug bit;
+  const char *name;
+  const char *models;    /* the real-world failure it models */
+  const char *signature; /* expected check / step / first quantity */
+} rc_bug_info;
+const rc_bug_info *rc_bug_catalogue(int *count);
+
+#endif

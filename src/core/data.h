@@ -1,0 +1,32 @@
+/* data.h — the deterministic data stream (DESIGN §3.3).
+ *
+ * Sample i is a pure function of (seed, i): a synthetic corpus from a
+ * seed-defined Markov chain (learnable, so the loss falls) or windows of the
+ * bytes of a file. The stream position is `consumed_samples`, which is
+ * checkpointed state; forgetting it replays data after a resume. */
+#ifndef RC_CORE_DATA_H
+#define RC_CORE_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "core/config.h"
+
+typedef struct rc_data {
+  const rc_config *cfg;
+  uint8_t *file; /* --data bytes, or NULL */
+  size_t file_len;
+} rc_data;
+
+int rc_data_open(rc_data *d, const rc_config *cfg, rc_err *err);
+void rc_data_close(rc_data *d);
+
+/* Fills B sequences starting at sample `first`: for each depth k = 0..D,
+ * ids[k], labels[k] ([B*S] int32) and mask[k] ([B*S] float 0/1). Depth k is
+ * depth k-1 rolled left by one within each sequence (last position: token 0,
+ * masked), so MTP never trains on padding or the prompt. */
+void rc_data_batch(const rc_data *d, int64_t first, int B, int S, int D, int32_t **ids,
+                   int32_t **labels, float **mask);
+
+#endif

@@ -1,0 +1,154 @@
+/* leg.c — one training leg: build the model, optionally resume, train, write
+ * the trace and the checkpoints.
+ *
+ * The trace holds only what must match between legs (docs/trace.md): wall
+ * times go to timing.csv and run-specific facts to args.json, so equal runs
+ * write byte-identical traces and shards. */
+#include "core/leg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/json.h"
+#include "core/checkpointing.h"
+#include "core/data.h"
+#include "core/model.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void trace_header(FILE *f, int D) {
+  fprintf(f, "step,loss,loss_hex");
+  for (int k = 1; k <= D; k++) fprintf(f, ",mtp_loss_%d,mtp_loss_%d_hex", k, k);
+  for (int k = 1; k <= D; k++) fprintf(f, ",mtp_acc_%d,mtp_acc_%d_hex", k, k);
+  fprintf(f, ",grad_norm,grad_norm_hex,lr,lr_hex,loss_scale,loss_scale_hex,skipped,tokens,"
+             "consumed_samples,fp_params,fp_main_grad,fp_optim\n");
+}
+
+static void trace_row(FILE *f, const rc_step_stats *s, int D) {
+  fprintf(f, "%lld,%.9g,%a", (long long)s->step, s->loss, s->loss);
+  for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_loss[k], s->mtp_loss[k]);
+  for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_acc[k], s->mtp_acc[k]);
+  fprintf(f, ",%.9g,%a,%.9g,%a,%.9g,%a,%d,%lld,%lld,%016llx,%016llx,%016llx\n", s->grad_norm,
+          s->grad_norm, s->lr, s->lr, s->loss_scale, s->loss_scale, s->skipped, (long long)s->tokens,
+          (long long)s->consumed_samples, (unsigned long long)s->fp_params,
+          (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
+}
+
+static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, int argc, char **argv) {
+  rc_jw w;
+  rc_jw_init(&w, true);
+  rc_jw_obj_begin(&w);
+  rc_jw_key(&w, "leg");
+  rc_jw_str(&w, leg->leg);
+  rc_jw_key(&w, "device");
+  rc_jw_str(&w, ops->name);
+  rc_jw_key(&w, "argv");
+  rc_jw_arr_begin(&w);
+  for (int i = 0; i < argc; i++) rc_jw_str(&w, argv[i]);
+  rc_jw_arr_end(&w);
+  struct utsname u;
+  if (uname(&u) == 0) {
+    rc_jw_key(&w, "host");
+    rc_jw_str(&w, u.nodename);
+  }
+  rc_jw_key(&w, "pid");
+  rc_jw_int(&w, getpid());
+  rc_jw_key(&w, "unix_time");
+  rc_jw_int(&w, (int64_t)time(NULL));
+  rc_jw_obj_end(&w);
+  return w.buf;
+}
+
+static bool in_list(const int *list, int n, int x) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == x) return true;
+  return false;
+}
+
+int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **argv, rc_err *err) {
+  const rc_ops *ops = NULL;
+  const char *why = NULL;
+  if (!strcmp(leg->device, "cpu")) ops = rc_cpu_ops();
+  else {
+    ops = rc_cuda_ops(&why);
+    if (!ops && !strcmp(leg->device, "auto")) ops = rc_cpu_ops();
+    if (!ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
+  }
+  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  rc_data data;
+  int rc = rc_data_open(&data, cfg, err);
+  if (rc) return rc;
+  rc_model *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  rc = rc_model_init(m, cfg, ops, 0, err);
+  /* a failed load starts no training and writes nothing */
+  if (!rc && leg->resume_from[0]) rc = rc_model_load(m, leg->resume_from, err);
+  if (rc) goto done;
+
+  int last = leg->stop_at ? leg->stop_at : cfg->steps;
+  if (last <= m->iteration) {
+    rc = rc_fail(err, RC_EXIT_USAGE, "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
+                 (long long)m->iteration, last);
+    goto done;
+  }
+  char path[1200], ckpt_root[1200];
+  if ((rc = rc_mkdir_p(leg->out, err))) goto done;
+  rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, "ckpt");
+  rc_path_join(path, sizeof path, leg->out, "trace.csv");
+  FILE *trace = fopen(path, "w");
+  rc_path_join(path, sizeof path, leg->out, "timing.csv");
+  FILE *timing = fopen(path, "w");
+  if (!trace || !timing) {
+    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/trace.csv or timing.csv", leg->out);
+    if (trace) fclose(trace);
+    if (timing) fclose(timing);
+    goto done;
+  }
+  trace_header(trace, m->D);
+  fprintf(timing, "step,seconds\n");
+  char *args = args_json(leg, ops, argc, argv);
+  bool tty = isatty(2) || leg->progress;
+  double t0 = now_s();
+  int first = (int)m->iteration + 1;
+  for (int step = first; step <= last; step++) {
+    double ts = now_s();
+    rc_step_stats st;
+    rc_model_train_step(m, &data, &st);
+    trace_row(trace, &st, m->D);
+    fflush(trace);
+    ops->sync();
+    double dt = now_s() - ts;
+    fprintf(timing, "%d,%.6f\n", step, dt);
+    if (tty) {
+      double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
+      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ", leg->leg, step,
+              last, st.loss, st.grad_norm, elapsed, eta);
+      if (step == last) fputc('\n', stderr);
+    }
+    if (in_list(leg->save_at, leg->n_save_at, step)) {
+      if ((rc = rc_model_save(m, ckpt_root, args, err))) {
+        rc_err_prefix(err, "saving step %d", step);
+        break;
+      }
+    }
+  }
+  if (!rc && (fflush(trace) || fsync(fileno(trace))))
+    rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);
+  fclose(trace);
+  fclose(timing);
+  free(args);
+done:
+  rc_model_free(m);
+  free(m);
+  rc_data_close(&data);
+  return rc;
+}

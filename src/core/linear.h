@@ -1,0 +1,25 @@
+/* linear.h — the TE-style linear's forward/backward and its policies
+ * (DESIGN §3.1); see linear.c for the mechanism. */
+#ifndef RC_CORE_LINEAR_H
+#define RC_CORE_LINEAR_H
+
+#include <stdlib.h>
+
+#include "core/model.h"
+
+/* The value a forward call passes under the configured policy. */
+rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin);
+/* fp8: fix the step's scale from the amax history / push the step's amax. */
+void rc_linear_begin_step(rc_model *m, rc_linear *lin);
+void rc_linear_end_step(rc_model *m, rc_linear *lin);
+/* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).
+ * Grouped linears take group_rows[g] consecutive rows per group. Returns the
+ * call index within the microbatch, for the backward. */
+int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
+                      const int *group_rows);
+/* dx (writes, may be NULL) = dy W; main_grad (+)= dy^T x, beta from the call's
+ * flag when fusion is on, via scratch + add when off. */
+void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, const float *x,
+                        float *dx, int rows, const int *group_rows);
+
+#endif

@@ -1,0 +1,173 @@
+/* model.h — the GPT-style decoder with multi-token prediction (DESIGN §3),
+ * its parameters, its TE-style linears and its training step.
+ *
+ * Written once against the ops interface: every tensor here lives in backend
+ * memory and is touched only through rc_ops, so the same code trains on the
+ * CPU reference and on the GPU. */
+#ifndef RC_CORE_MODEL_H
+#define RC_CORE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/ops.h"
+#include "core/config.h"
+
+#define RC_MAX_PARAMS 1024
+#define RC_MAX_LINEARS 512
+#define RC_MAX_CALLS 64 /* forward calls of one linear within a microbatch */
+
+/* A trainable tensor with its fp32 main_grad and AdamW moments. */
+typedef struct {
+  char name[160]; /* module path + "/weight", e.g. "decoder/layers/0/attention/qkv/weight" */
+  int ndim;
+  int64_t shape[3];
+  size_t numel;
+  float *weight, *main_grad, *exp_avg, *exp_avg_sq;
+  bool decay;
+} rc_param;
+
+/* is_first_microbatch: tri-state. NONE exists only as a value passed. */
+typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;
+const char *rc_flag_name(rc_flag f);
+
+/* A TE-style linear (DESIGN §3.1): Y = X W^T with W [out, in] per group
+ * (groups = experts for a grouped linear). The process-local flag is state on
+ * purpose: it is not checkpointed unless the policy is `persist`. */
+typedef struct {
+  char name[128]; /* module path, "mtp/layers/0/transformer_layer/mlp/experts/fc1" */
+  rc_param *w;
+  int groups, in, out;
+  bool te_style;       /* false: a plain linear whose wgrad always accumulates */
+  bool repeated;       /* a module of the shared MTP layer */
+  rc_flag flag;        /* is_first_microbatch, TRUE at construction */
+  float *wq;           /* the weight as used by forward: rounded / quantised */
+  bool cache_valid;    /* fp8: wq holds a cached quantisation */
+  int cache_step;      /* the step whose weights are in the cache (for tests) */
+  float *wgrad_scratch; /* fusion off */
+  /* fp8 delayed scaling: history of per-step amax, scale fixed for a step */
+  float *amax_history; /* [history] host */
+  float fp8_scale, step_amax;
+  bool quantised_this_step;
+  /* per forward call within the current microbatch */
+  int ncalls;
+  rc_flag passed[RC_MAX_CALLS];
+} rc_linear;
+
+/* Saved activations of one transformer-layer invocation. */
+typedef struct rc_layer_act rc_layer_act;
+
+/* One transformer layer's modules (decoder layer or the MTP block's TRM). */
+typedef struct {
+  char prefix[96];
+  rc_param *ln1, *ln2;
+  rc_linear *qkv, *proj;
+  bool moe;
+  rc_linear *fc1, *fc2;  /* dense, or grouped experts */
+  rc_linear *router;     /* MoE router (plain linear, fp32) */
+  float *expert_bias;    /* [E] device, MoE only */
+  float *expert_bias_host;
+  double *token_counts;  /* [E] tokens routed this step, host */
+} rc_layer;
+
+/* One physical MTP layer. */
+typedef struct {
+  rc_param *enorm, *hnorm, *final_norm;
+  rc_linear *eh_proj;
+  rc_layer trm;
+} rc_mtp_layer;
+
+/* Events for `bisect` (DESIGN §9): off by default; one line per event. */
+typedef struct {
+  FILE *out; /* NULL = off */
+  int step, microbatch;
+} rc_event_log;
+
+typedef struct rc_model {
+  const rc_ops *ops;
+  rc_config cfg;
+  int T, B, S, H, V, F, nh, hd, E, K, D;
+  rc_compute ct; /* compute type of GEMM inputs */
+
+  rc_param params[RC_MAX_PARAMS];
+  int nparams;
+  rc_linear linears[RC_MAX_LINEARS];
+  int nlinears;
+
+  rc_param *embedding, *final_norm, *head_param;
+  rc_linear *head;
+  rc_layer layers[RC_MAX_LAYERS];
+  rc_mtp_layer mtp[16];
+  int n_mtp_physical;
+
+  /* activations: L + D layer invocations, per-depth MTP buffers, heads */
+  rc_layer_act *acts;
+  struct rc_mtp_act *mtp_acts;
+  float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in;
+  float *logits[17];  /* D+1 heads: [T, V] each, dlogits after forward */
+  float *ce_losses, *ce_correct, *ce_dloss;
+  int32_t *ids_dev[17], *labels_dev[17];
+  /* backward scratch */
+  float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[17];
+  float *scratch_round; /* rounding of dY for GEMMs */
+  size_t scratch_floats;
+  float *aux_grad_dev;
+
+  /* state beyond the parameters */
+  int64_t optimizer_step;  /* successful AdamW steps (bias correction) */
+  int64_t scheduler_steps; /* LR scheduler position */
+  int64_t iteration;       /* steps run, skipped included */
+  int64_t consumed_samples;
+  double loss_scale;
+  int64_t growth_tracker, hysteresis_tracker;
+  uint64_t rng_seed, rng_offset; /* Philox dropout stream */
+  bool grads_dirty;              /* main_grad holds this process's gradients */
+
+  rc_event_log events;
+  int rank;
+  double aux_loss; /* load-balancing loss of the last microbatch (sum over MoE calls) */
+  /* Tests of the mechanism: called before each weight-gradient GEMM with that
+   * call's operands, so a test can compute per-call contributions itself. */
+  void (*wgrad_hook)(void *ctx, const rc_linear *lin, int call, const float *dy, const float *x,
+                     int rows);
+  void *wgrad_hook_ctx;
+} rc_model;
+
+/* Per-step results, the trace row. */
+typedef struct {
+  int64_t step;
+  double loss, mtp_loss[16], mtp_acc[16];
+  double grad_norm, lr, loss_scale;
+  int skipped;
+  int64_t tokens, consumed_samples;
+  uint64_t fp_params, fp_main_grad, fp_optim;
+} rc_step_stats;
+
+int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);
+void rc_model_free(rc_model *m);
+
+/* One optimizer step: M microbatches of forward/backward, grad norm, clip,
+ * AdamW (or skip on fp16 overflow), scheduler, loss scaler, expert bias. */
+struct rc_data;
+void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st);
+
+/* Pieces of the step, exposed for tests of the mechanism. */
+void rc_model_zero_grads(rc_model *m);
+void rc_model_begin_step(rc_model *m); /* re-arm tracked flags, fix fp8 scales */
+/* Forward and backward of one microbatch given its per-depth ids, labels and
+ * masks (host arrays of T); accumulates into main_grad. */
+void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask, double *loss,
+                            double *mtp_loss, double *mtp_acc, int64_t *tokens);
+void rc_model_end_step(rc_model *m);
+double rc_model_lr(const rc_model *m, int64_t scheduler_step);
+
+/* Fingerprints over all parameters / main_grads / optimizer moments. */
+uint64_t rc_model_fp_params(const rc_model *m);
+uint64_t rc_model_fp_main_grad(const rc_model *m);
+uint64_t rc_model_fp_optim(const rc_model *m);
+
+rc_linear *rc_model_find_linear(rc_model *m, const char *name);
+rc_param *rc_model_find_param(rc_model *m, const char *name);
+
+#endif

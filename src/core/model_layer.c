@@ -1,0 +1,154 @@
+/* model_layer.c — one pre-norm transformer layer, forward and backward:
+ * RMSNorm -> QKV -> RoPE -> causal attention -> out proj -> dropout ->
+ * residual; RMSNorm -> SwiGLU MLP or mixture of experts -> dropout ->
+ * residual. Used for the decoder layers and for the MTP block's TRM.
+ *
+ * Inputs of every GEMM are rounded to the compute type first (that is how
+ * bf16/fp16 are emulated, identically on both backends), and the rounded
+ * copies are what the weight-gradient GEMMs see in backward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/linear.h"
+#include "core/model_internal.h"
+
+static void dropout_maybe(rc_model *m, float *x, size_t n, uint64_t *offset_out, bool draw) {
+  if (m->cfg.dropout <= 0) return;
+  if (draw) {
+    *offset_out = m->rng_offset;
+    m->rng_offset += (n + 3) / 4; /* one Philox block per 4 elements */
+  }
+  m->ops->dropout(x, n, (float)m->cfg.dropout, m->rng_seed, *offset_out);
+}
+
+static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H, E = m->E, K = m->K, F = m->F;
+  /* router in fp32 on the unrounded normalised input */
+  a->call_router = rc_linear_forward(m, L->router, a->ln2, a->router_logits, T, NULL);
+  o->moe_route(a->topk_idx, a->topk_w, a->probs, a->router_logits,
+               m->cfg.moe_scoring == RC_SCORE_SIGMOID ? L->expert_bias : NULL, T, E, K,
+               (rc_moe_scoring)m->cfg.moe_scoring);
+  o->moe_permute(a->perm, a->inv_perm, a->offsets, a->topk_idx, T, E, K);
+  int32_t offsets[1025];
+  o->to_host(offsets, a->offsets, sizeof(int32_t) * (size_t)(E + 1));
+  for (int e = 0; e < E; e++) {
+    a->group_rows[e] = offsets[e + 1] - offsets[e];
+    L->token_counts[e] += a->group_rows[e];
+  }
+  o->moe_gather(a->xs, a->ln2_r, a->perm, T, K, H);
+  a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1, T * K, a->group_rows);
+  o->swiglu_forward(a->sw_r, a->fc1, T * K, F);
+  o->round_to(a->sw_r, a->sw_r, (size_t)T * K * F, m->ct);
+  a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->e_out, T * K, a->group_rows);
+  o->moe_combine(a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H);
+  /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
+   * so d J / d probs[t,e] = coeff * E * f_e / (T * M), f_e = tokens_e / (T*k) */
+  float aux[1024];
+  if (m->cfg.moe_aux_loss_coeff > 0) { /* the loss value itself, for reports and gradient checks */
+    float *probs = malloc(sizeof(float) * (size_t)T * E);
+    if (!probs) abort();
+    o->to_host(probs, a->probs, sizeof(float) * (size_t)T * E);
+    double v = 0;
+    for (int e = 0; e < E; e++) {
+      double pe = 0;
+      for (int t = 0; t < T; t++) pe += probs[(size_t)t * E + e];
+      v += (a->group_rows[e] / ((double)T * K)) * (pe / T);
+    }
+    m->aux_loss += m->cfg.moe_aux_loss_coeff * E * v;
+    free(probs);
+  }
+  double scale = m->cfg.moe_aux_loss_coeff * E / ((double)T * m->cfg.microbatches) * m->loss_scale;
+  for (int e = 0; e < E; e++) aux[e] = (float)(scale * a->group_rows[e] / ((double)T * K));
+  o->to_device(a->aux_grad, aux, sizeof(float) * (size_t)E);
+}
+
+void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H, F = m->F;
+  size_t TH = (size_t)T * H;
+  a->x_in = x;
+  o->rmsnorm_forward(a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, (float)m->cfg.norm_eps);
+  o->round_to(a->ln1_r, a->ln1, TH, m->ct);
+  a->call_qkv = rc_linear_forward(m, L->qkv, a->ln1_r, a->qkv, T, NULL);
+  o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
+  o->attention_forward(a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  o->round_to(a->attn_r, a->attn, TH, m->ct);
+  a->call_proj = rc_linear_forward(m, L->proj, a->attn_r, a->proj, T, NULL);
+  dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
+  o->add(a->xm, x, a->proj, TH);
+  o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, (float)m->cfg.norm_eps);
+  o->round_to(a->ln2_r, a->ln2, TH, m->ct);
+  if (L->moe) {
+    moe_forward(m, L, a);
+  } else {
+    a->call_fc1 = rc_linear_forward(m, L->fc1, a->ln2_r, a->fc1, T, NULL);
+    o->swiglu_forward(a->sw_r, a->fc1, T, F);
+    o->round_to(a->sw_r, a->sw_r, (size_t)T * F, m->ct);
+    a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->mlp_out, T, NULL);
+  }
+  dropout_maybe(m, a->mlp_out, TH, &a->drop_offset[1], true);
+  o->add(a->y, a->xm, a->mlp_out, TH);
+}
+
+/* d_ln2 (writes) from d_mlp (the gradient at the MLP output, rounded). */
+static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *d_mlp,
+                         float *d_ln2) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H, E = m->E, K = m->K, F = m->F;
+  size_t TKH = (size_t)T * K * H;
+  float *d_eout = m->d_big, *d_topk_w = m->d_topk_w;
+  o->moe_combine_backward(d_eout, d_topk_w, d_mlp, a->e_out, a->topk_w, a->inv_perm, T, K, H);
+  o->round_to(d_eout, d_eout, TKH, m->ct);
+  float *d_sw = m->d_big2;
+  rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, a->sw_r, d_sw, T * K, a->group_rows);
+  float *d_fc1 = m->d_big;
+  o->swiglu_backward(d_fc1, d_sw, a->fc1, T * K, F);
+  o->round_to(d_fc1, d_fc1, (size_t)T * K * 2 * F, m->ct);
+  float *d_xs = m->d_big2;
+  rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->xs, d_xs, T * K, a->group_rows);
+  o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H);
+  /* router: through the routing weights and the load-balancing loss */
+  float *d_logits = m->d_big;
+  o->moe_route_backward(d_logits, d_topk_w, a->aux_grad, a->router_logits, a->topk_idx, a->topk_w,
+                        a->probs, T, E, K, (rc_moe_scoring)m->cfg.moe_scoring);
+  float *d_ln2_router = m->d_big2;
+  rc_linear_backward(m, L->router, a->call_router, d_logits, a->ln2, d_ln2_router, T, NULL);
+  o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
+}
+
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy, float *dx) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H, F = m->F;
+  size_t TH = (size_t)T * H;
+  float *d_branch = m->d_tmp, *d_ln = m->d_ln, *dxm = m->d_xm;
+  /* y = xm + dropout(mlp): d xm = dy (+ the MLP path below) */
+  o->copy(dxm, dy, TH * sizeof(float));
+  o->copy(d_branch, dy, TH * sizeof(float));
+  if (m->cfg.dropout > 0) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
+  o->round_to(d_branch, d_branch, TH, m->ct);
+  float *d_ln2 = m->d_ln;
+  if (L->moe) {
+    moe_backward(m, L, a, d_branch, d_ln2);
+  } else {
+    float *d_sw = m->d_big2, *d_fc1 = m->d_big;
+    rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, a->sw_r, d_sw, T, NULL);
+    o->swiglu_backward(d_fc1, d_sw, a->fc1, T, F);
+    o->round_to(d_fc1, d_fc1, (size_t)T * 2 * F, m->ct);
+    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->ln2_r, d_ln2, T, NULL);
+  }
+  o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H);
+  /* xm = x + dropout(proj) */
+  o->copy(d_branch, dxm, TH * sizeof(float));
+  if (m->cfg.dropout > 0) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
+  o->round_to(d_branch, d_branch, TH, m->ct);
+  float *d_attn = m->d_big2;
+  rc_linear_backward(m, L->proj, a->call_proj, d_branch, a->attn_r, d_attn, T, NULL);
+  float *d_qkv = m->d_big;
+  o->attention_backward(d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
+  o->round_to(d_qkv, d_qkv, (size_t)T * 3 * H, m->ct);
+  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, a->ln1_r, d_ln, T, NULL);
+  o->copy(dx, dxm, TH * sizeof(float));
+  o->rmsnorm_backward(dx, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
+}

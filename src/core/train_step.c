@@ -1,0 +1,228 @@
+/* train_step.c — one optimizer step: zero main_grad, M microbatches,
+ * unscale, grad norm (recorded before clipping), clip, AdamW with bias
+ * correction, LR warmup + cosine, the fp16 dynamic loss scaler (overflow
+ * skips the step), fp8 amax bookkeeping and the MoE expert_bias update.
+ * Everything a later step depends on is in rc_model and is checkpointed. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/numeric.h"
+#include "core/data.h"
+#include "core/linear.h"
+#include "core/model_internal.h"
+
+void rc_model_zero_grads(rc_model *m) {
+  for (int i = 0; i < m->nparams; i++)
+    m->ops->zero(m->params[i].main_grad, m->params[i].numel * sizeof(float));
+}
+
+static void for_each_moe_layer(rc_model *m, void (*fn)(rc_model *, rc_layer *)) {
+  for (int l = 0; l < m->cfg.layers; l++)
+    if (m->layers[l].moe) fn(m, &m->layers[l]);
+  for (int p = 0; p < m->n_mtp_physical; p++)
+    if (m->mtp[p].trm.moe) fn(m, &m->mtp[p].trm);
+}
+
+static void clear_counts(rc_model *m, rc_layer *L) {
+  memset(L->token_counts, 0, sizeof(double) * (size_t)m->E);
+}
+
+void rc_model_begin_step(rc_model *m) {
+  /* Quantised configs are "tracked": every flag is re-armed before
+   * microbatch 0. Nothing re-arms them otherwise. */
+  bool tracked = m->cfg.precision == RC_PREC_FP8;
+  for (int i = 0; i < m->nlinears; i++) {
+    rc_linear *lin = &m->linears[i];
+    if (tracked && lin->te_style) lin->flag = RC_FLAG_TRUE;
+    rc_linear_begin_step(m, lin);
+  }
+  for_each_moe_layer(m, clear_counts);
+}
+
+/* DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean(c) - c). */
+static void update_expert_bias(rc_model *m, rc_layer *L) {
+  if (m->cfg.moe_scoring != RC_SCORE_SIGMOID || m->cfg.moe_bias_update_rate == 0) return;
+  double mean = 0;
+  for (int e = 0; e < m->E; e++) mean += L->token_counts[e];
+  mean /= m->E;
+  for (int e = 0; e < m->E; e++) {
+    double d = mean - L->token_counts[e];
+    L->expert_bias_host[e] += (float)(m->cfg.moe_bias_update_rate * (d > 0 ? 1 : d < 0 ? -1 : 0));
+  }
+  m->ops->to_device(L->expert_bias, L->expert_bias_host, sizeof(float) * (size_t)m->E);
+}
+
+void rc_model_end_step(rc_model *m) {
+  for (int i = 0; i < m->nlinears; i++) rc_linear_end_step(m, &m->linears[i]);
+  for_each_moe_layer(m, update_expert_bias);
+}
+
+double rc_model_lr(const rc_model *m, int64_t s) {
+  const rc_config *c = &m->cfg;
+  if (c->warmup > 0 && s <= c->warmup) return c->lr * (double)s / c->warmup;
+  int64_t span = c->steps - c->warmup;
+  double progress = span > 0 ? (double)(s - c->warmup) / (double)span : 1.0;
+  if (progress > 1) progress = 1;
+  return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress));
+}
+
+/* Sum of squares of every main_grad in parameter order. The injected
+ * `nondeterministic-reduction` sums the per-tensor partials in float, in an
+ * order seeded by the clock — the way an atomics-based reduction behaves. */
+static double grad_sumsq(rc_model *m) {
+  double *part = malloc(sizeof(double) * (size_t)m->nparams);
+  if (!part) abort();
+  for (int i = 0; i < m->nparams; i++) part[i] = m->ops->sumsq(m->params[i].main_grad, m->params[i].numel);
+  double total = 0;
+  if (m->cfg.inject & RC_BUG_NONDETERMINISTIC_REDUCTION) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t r = rc_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
+    int *order = malloc(sizeof(int) * (size_t)m->nparams);
+    if (!order) abort();
+    for (int i = 0; i < m->nparams; i++) order[i] = i;
+    for (int i = m->nparams - 1; i > 0; i--) {
+      r = rc_mix64(r);
+      int j = (int)(r % (uint64_t)(i + 1)), t = order[i];
+      order[i] = order[j], order[j] = t;
+    }
+    float acc = 0;
+    for (int i = 0; i < m->nparams; i++) acc += (float)part[order[i]];
+    total = acc;
+    free(order);
+  } else {
+    for (int i = 0; i < m->nparams; i++) total += part[i];
+  }
+  free(part);
+  return total;
+}
+
+/* Megatron's DynamicGradScaler. */
+static void update_loss_scale(rc_model *m, bool overflow) {
+  const rc_config *c = &m->cfg;
+  if (c->precision != RC_PREC_FP16) return;
+  if (overflow) {
+    m->growth_tracker = 0;
+    m->hysteresis_tracker -= 1;
+    if (m->hysteresis_tracker <= 0) {
+      m->loss_scale = fmax(m->loss_scale * 0.5, c->min_loss_scale);
+      m->hysteresis_tracker = c->hysteresis;
+    }
+  } else {
+    m->growth_tracker += 1;
+    if (m->growth_tracker == c->loss_scale_window) {
+      m->growth_tracker = 0;
+      m->hysteresis_tracker = c->hysteresis;
+      m->loss_scale *= 2.0;
+    }
+  }
+}
+
+void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
+  const rc_ops *o = m->ops;
+  const rc_config *c = &m->cfg;
+  int T = m->T, D = m->D, M = c->microbatches;
+  memset(st, 0, sizeof *st);
+  st->step = m->iteration + 1;
+  st->loss_scale = m->loss_scale;
+  m->events.step = (int)st->step;
+
+  /* Zero main_grad at the start of every step. The injected bug models a
+   * "zero only if this process produced gradients" shortcut combined with a
+   * checkpoint that carries main_grad: after a load the stale buffer is
+   * accumulated into. */
+  if (!(c->inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty) rc_model_zero_grads(m);
+  rc_model_begin_step(m);
+
+  int32_t *ids[17], *labels[17];
+  float *mask[17];
+  for (int k = 0; k <= D; k++) {
+    ids[k] = malloc(sizeof(int32_t) * (size_t)T);
+    labels[k] = malloc(sizeof(int32_t) * (size_t)T);
+    mask[k] = malloc(sizeof(float) * (size_t)T);
+    if (!ids[k] || !labels[k] || !mask[k]) abort();
+  }
+  for (int mb = 0; mb < M; mb++) {
+    m->events.microbatch = mb;
+    rc_data_batch(data, m->consumed_samples + (int64_t)mb * m->B, m->B, m->S, D, ids, labels, mask);
+    if (m->events.out) {
+      fprintf(m->events.out, "step=%d mb=%d batch samples=%lld fp_ids=%016llx\n", m->events.step, mb,
+              (long long)(m->consumed_samples + (int64_t)mb * m->B),
+              (unsigned long long)o->fingerprint(ids[0], sizeof(int32_t) * (size_t)T));
+    }
+    double loss, mtp_loss[16], mtp_acc[16];
+    int64_t tokens;
+    rc_model_microbatch_io(m, ids, labels, mask, &loss, mtp_loss, mtp_acc, &tokens);
+    st->loss += loss / M;
+    for (int k = 0; k < D; k++) st->mtp_loss[k] += mtp_loss[k] / M, st->mtp_acc[k] += mtp_acc[k] / M;
+    st->tokens += tokens;
+  }
+  for (int k = 0; k <= D; k++) free(ids[k]), free(labels[k]), free(mask[k]);
+  m->consumed_samples += (int64_t)M * m->B * c->world_size;
+
+  /* unscale once, before the grad norm */
+  if (m->loss_scale != 1.0)
+    for (int i = 0; i < m->nparams; i++)
+      o->scale(m->params[i].main_grad, (float)(1.0 / m->loss_scale), m->params[i].numel);
+  bool overflow = false;
+  if (c->precision == RC_PREC_FP16)
+    for (int i = 0; i < m->nparams && !overflow; i++)
+      overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
+  double sumsq = grad_sumsq(m);
+  st->grad_norm = sqrt(sumsq);
+  st->fp_main_grad = rc_model_fp_main_grad(m);
+
+  if (overflow) {
+    st->skipped = 1;
+    st->lr = rc_model_lr(m, m->scheduler_steps + 1);
+  } else {
+    double clip = 1.0;
+    if (c->clip_grad > 0 && st->grad_norm > c->clip_grad) clip = c->clip_grad / (st->grad_norm + 1e-6);
+    m->optimizer_step += 1;
+    m->scheduler_steps += 1;
+    st->lr = rc_model_lr(m, m->scheduler_steps);
+    double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
+    double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
+    for (int i = 0; i < m->nparams; i++) {
+      rc_param *p = &m->params[i];
+      o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
+               (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
+               p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
+    }
+    if (m->events.out)
+      fprintf(m->events.out, "step=%d optimizer lr=%a clip=%a bc1=%a bc2=%a fp_params=%016llx\n",
+              m->events.step, st->lr, clip, bc1, bc2, (unsigned long long)rc_model_fp_params(m));
+  }
+  update_loss_scale(m, overflow);
+  m->iteration += 1;
+  rc_model_end_step(m);
+  st->consumed_samples = m->consumed_samples;
+  st->fp_params = rc_model_fp_params(m);
+  st->fp_optim = rc_model_fp_optim(m);
+}
+
+uint64_t rc_model_fp_params(const rc_model *m) {
+  uint64_t acc = 0;
+  for (int i = 0; i < m->nparams; i++)
+    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].weight, m->params[i].numel * 4));
+  return acc;
+}
+
+uint64_t rc_model_fp_main_grad(const rc_model *m) {
+  uint64_t acc = 0;
+  for (int i = 0; i < m->nparams; i++)
+    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].main_grad, m->params[i].numel * 4));
+  return acc;
+}
+
+uint64_t rc_model_fp_optim(const rc_model *m) {
+  uint64_t acc = rc_mix64((uint64_t)m->optimizer_step);
+  for (int i = 0; i < m->nparams; i++) {
+    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].exp_avg, m->params[i].numel * 4));
+    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].exp_avg_sq, m->params[i].numel * 4));
+  }
+  return acc;
+}
