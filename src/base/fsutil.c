@@ -1,0 +1,211 @@
+/* fsutil.c — safe file-system primitives (see fsutil.h).
+ *
+ * rc_write_file_atomic is the only way this tool writes a file that someone
+ * else reads: the bytes go to path.tmp.<pid>, are fsync'd, renamed over path,
+ * and the parent directory is fsync'd so the rename itself survives a crash.
+ * A reader therefore sees the old file, no file, or the whole new file; on
+ * any failure the temp file is removed and path is left as it was. */
+#include "fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ENOSPC and EDQUOT get a plain-language tail: they are the common case in
+ * CI and the raw strerror does not say that nothing was left behind. */
+static const char *hint(int e) {
+  if (e == ENOSPC || e == EDQUOT) return " (disk full; nothing was left behind)";
+  if (e == EACCES || e == EPERM || e == EROFS) return " (directory not writable)";
+  return "";
+}
+
+int rc_mkdir_p(const char *path, rc_err *err) {
+  size_t n = strlen(path);
+  if (n == 0) return rc_fail(err, RC_EXIT_USAGE, "mkdir: empty path");
+  char *p = malloc(n + 1);
+  if (!p) return rc_fail(err, RC_EXIT_SOFTWARE, "mkdir %s: out of memory", path);
+  memcpy(p, path, n + 1);
+  int ret = RC_OK;
+  /* Create each prefix in turn; EEXIST is fine as long as it is a directory
+   * (several ranks create the same iteration directory concurrently). */
+  for (size_t i = 1; i <= n; i++) {
+    if (p[i] != '/' && p[i] != 0) continue;
+    char saved = p[i];
+    p[i] = 0;
+    if (mkdir(p, 0777) != 0) {
+      int e = errno;
+      if (e != EEXIST || !rc_is_dir(p)) {
+        ret = rc_fail(err, RC_EXIT_IOERR, "cannot create directory %s: %s%s", p,
+                      e == EEXIST ? "exists and is not a directory" : strerror(e), hint(e));
+        break;
+      }
+    }
+    p[i] = saved;
+  }
+  free(p);
+  return ret;
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n > 0) {
+    size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+    ssize_t w = write(fd, p, chunk);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -1;
+    if (w == 0) { /* should not happen for regular files; avoid spinning */
+      errno = EIO;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* fsync of the directory makes the rename durable. Some file systems refuse
+ * fsync on a directory (EINVAL); that is not a failure of this write. */
+static int fsync_parent(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    dir[0] = '.', dir[1] = 0;
+  } else {
+    size_t n = (size_t)(slash - path);
+    if (n == 0) n = 1; /* "/file" -> "/" */
+    if (n >= sizeof dir) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    memcpy(dir, path, n);
+    dir[n] = 0;
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int r = fsync(fd);
+  int e = errno;
+  close(fd);
+  if (r != 0 && e != EINVAL && e != EROFS) {
+    errno = e;
+    return -1;
+  }
+  return 0;
+}
+
+int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
+  char tmp[4096];
+  int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  if (len < 0 || (size_t)len >= sizeof tmp)
+    return rc_fail(err, RC_EXIT_USAGE, "path too long: %s", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    int e = errno;
+    return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s%s", tmp, strerror(e), hint(e));
+  }
+  const char *step = "writing";
+  if (write_all(fd, data, n) != 0) goto fail;
+  step = "fsync of";
+  if (fsync(fd) != 0) goto fail;
+  step = "closing";
+  int r = close(fd);
+  fd = -1;
+  if (r != 0) goto fail;
+  step = "renaming";
+  if (rename(tmp, path) != 0) goto fail;
+  /* From here the new file is in place; a failed directory fsync is still
+   * reported because durability was asked for. */
+  if (fsync_parent(path) != 0) {
+    int e = errno;
+    return rc_fail(err, RC_EXIT_IOERR, "fsync of the directory of %s: %s%s", path, strerror(e),
+                   hint(e));
+  }
+  return RC_OK;
+fail:;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  return rc_fail(err, RC_EXIT_IOERR, "%s %s (%zu bytes): %s%s", step, tmp, n, strerror(e), hint(e));
+}
+
+int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {
+  *data = NULL;
+  *n = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return rc_fail(err, e == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR, "cannot open %s: %s", path,
+                   strerror(e));
+  }
+  struct stat st;
+  int e = fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+  if (e) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
+  }
+  /* Size from fstat, but read to EOF anyway: a file that grows or shrinks
+   * while read must not be silently cut or overrun. The two spare bytes hold
+   * the NUL and let the read that sees EOF happen without growing. */
+  size_t cap = (size_t)st.st_size + 2, len = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, cap);
+  }
+  for (;;) {
+    if (len + 1 == cap) {
+      size_t ncap = cap * 2;
+      char *nb = realloc(buf, ncap);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path);
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    ssize_t got = read(fd, buf + len, cap - 1 - len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      e = errno;
+      free(buf);
+      close(fd);
+      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
+    }
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  buf[len] = 0;
+  *data = buf;
+  *n = len;
+  return RC_OK;
+}
+
+bool rc_path_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+bool rc_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void rc_path_join(char *out, size_t cap, const char *dir, const char *name) {
+  size_t nd = strlen(dir);
+  int len;
+  if (nd == 0)
+    len = snprintf(out, cap, "%s", name);
+  else if (dir[nd - 1] == '/')
+    len = snprintf(out, cap, "%s%s", dir, name);
+  else
+    len = snprintf(out, cap, "%s/%s", dir, name);
+  if (len < 0 || (size_t)len >= cap) {
+    fprintf(stderr, "rc_path_join: path does not fit in %zu bytes: %s/%s\n", cap, dir, name);
+    abort();
+  }
+}

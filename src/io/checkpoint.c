@@ -1,0 +1,247 @@
+/* checkpoint.c — saving checkpoints: shards, manifest, args.json, COMPLETE
+ * (DESIGN §5; the loader is in checkpoint_load.c).
+ *
+ * Every file is written atomically (fsutil.h) and COMPLETE goes last, so a
+ * directory is either loadable and whole or visibly unfinished. COMPLETE
+ * holds the manifest's SHA-256 in `sha256sum -c` form, which ties the
+ * manifest to the marker: a manifest rewritten after the fact no longer
+ * matches. Each shard image is hashed in memory while a second thread
+ * writes it, so the hash costs no extra pass over the disk and, for large
+ * states, no wall time. */
+#include "io/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "io/checkpoint_internal.h"
+
+void rc_iter_dirname(char *buf, size_t cap, int64_t iteration) {
+  snprintf(buf, cap, "iter_%07" PRId64, iteration);
+}
+
+static void iter_path(char *out, size_t cap, const char *root, int64_t iteration) {
+  char name[32];
+  rc_iter_dirname(name, sizeof name, iteration);
+  rc_path_join(out, cap, root, name);
+}
+
+typedef struct {
+  const char *path;
+  const void *data;
+  size_t n;
+  rc_err err;
+  int ret;
+} write_job;
+
+static void *write_job_run(void *arg) {
+  write_job *j = arg;
+  j->ret = rc_write_file_atomic(j->path, j->data, j->n, &j->err);
+  return NULL;
+}
+
+/* "<sha256>  manifest.json\n": the marker doubles as a sha256sum check file. */
+static int write_manifest_and_marker(const char *iter_dir, const rc_manifest *m, rc_err *err) {
+  char path[4096], sha[RC_SHA256_HEX], marker[128];
+  size_t len;
+  char *text = rc_manifest_text(m, &len);
+  rc_path_join(path, sizeof path, iter_dir, RC_MANIFEST_NAME);
+  int ret = rc_write_file_atomic(path, text, len, err);
+  if (!ret) {
+    rc_sha256_hex(text, len, sha);
+    int n = snprintf(marker, sizeof marker, "%s  %s\n", sha, RC_MANIFEST_NAME);
+    rc_path_join(path, sizeof path, iter_dir, RC_COMPLETE_NAME);
+    ret = rc_write_file_atomic(path, marker, (size_t)n, err);
+  }
+  free(text);
+  return ret;
+}
+
+int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
+                       const char *args_json, rc_err *err) {
+  if (meta->world_size < 1 || meta->world_size > 99999 || meta->rank < 0 ||
+      meta->rank >= meta->world_size || meta->iteration < 0)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "checkpoint save: bad rank %d / world size %d / iteration %" PRId64, meta->rank,
+                   meta->world_size, meta->iteration);
+  char dir[4096], path[4096], file[64];
+  iter_path(dir, sizeof dir, ckpt_root, meta->iteration);
+  rc_path_join(path, sizeof path, dir, RC_COMPLETE_NAME);
+  if (rc_path_exists(path))
+    return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s", dir);
+  int ret = rc_mkdir_p(dir, err);
+  if (ret) return ret;
+
+  rc_mf_shard shard = {0};
+  unsigned char *image = NULL;
+  size_t size = 0;
+  if ((ret = rc_shard_build_image(meta, state, &image, &size, err))) {
+    rc_err_prefix(err, "building shard %d of iteration %" PRId64, meta->rank, meta->iteration);
+    return ret;
+  }
+  shard.rank = meta->rank;
+  shard.bytes = size;
+  rc_shard_filename(shard.file, sizeof shard.file, meta->rank, meta->world_size);
+  rc_path_join(path, sizeof path, dir, shard.file);
+
+  /* Write in a second thread while this one hashes the image and every
+   * tensor: the disk, not SHA-256, is then the bottleneck. */
+  write_job job = {.path = path, .data = image, .n = size};
+  pthread_t tid;
+  bool threaded = pthread_create(&tid, NULL, write_job_run, &job) == 0;
+  if (!threaded) write_job_run(&job);
+  rc_sha256_hex(image, size, shard.sha256);
+  if (state->count > 0) {
+    shard.datasets = calloc((size_t)state->count, sizeof *shard.datasets);
+    if (!shard.datasets) {
+      fprintf(stderr, "rc_checkpoint_save: out of memory\n");
+      abort();
+    }
+  }
+  shard.ndatasets = state->count;
+  for (int i = 0; i < state->count; i++) {
+    const rc_tensor *t = &state->tensors[i];
+    rc_mf_dataset *d = &shard.datasets[i];
+    memcpy(d->path, t->path, sizeof d->path);
+    d->dtype = t->dtype;
+    d->ndim = t->ndim;
+    memcpy(d->shape, t->shape, sizeof d->shape);
+    rc_sha256_hex(t->data, rc_tensor_nbytes(t), d->sha256);
+  }
+  if (threaded) pthread_join(tid, NULL);
+  free(image);
+  if (job.ret) {
+    ret = rc_fail(err, job.ret, "%s", job.err.msg);
+    goto done;
+  }
+
+  if (meta->rank == 0 && args_json) {
+    rc_path_join(path, sizeof path, dir, RC_ARGS_NAME);
+    if ((ret = rc_write_file_atomic(path, args_json, strlen(args_json), err))) goto done;
+  }
+  if (meta->world_size == 1) {
+    rc_manifest m = {.iteration = meta->iteration, .world_size = 1, .shards = &shard};
+    ret = write_manifest_and_marker(dir, &m, err);
+  } else {
+    size_t len;
+    char *text = rc_fragment_text(meta->iteration, meta->world_size, &shard, &len);
+    rc_fragment_filename(file, sizeof file, meta->rank, meta->world_size);
+    rc_path_join(path, sizeof path, dir, file);
+    ret = rc_write_file_atomic(path, text, len, err);
+    free(text);
+  }
+done:
+  rc_mf_shard_free(&shard);
+  return ret;
+}
+
+int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iteration, rc_err *err) {
+  if (world_size < 1 || world_size > 99999 || iteration < 0)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "checkpoint finalize: bad world size %d / iteration %" PRId64, world_size,
+                   iteration);
+  char path[4096], file[64];
+  rc_path_join(path, sizeof path, iter_dir, RC_COMPLETE_NAME);
+  if (rc_path_exists(path))
+    return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s",
+                   iter_dir);
+  rc_manifest m = {.iteration = iteration, .world_size = world_size};
+  m.shards = calloc((size_t)world_size, sizeof *m.shards);
+  if (!m.shards) return rc_fail(err, RC_EXIT_SOFTWARE, "finalize %s: out of memory", iter_dir);
+  int ret = RC_OK;
+  for (int r = 0; r < world_size && !ret; r++) {
+    rc_fragment_filename(file, sizeof file, r, world_size);
+    rc_path_join(path, sizeof path, iter_dir, file);
+    char *text = NULL;
+    size_t n = 0;
+    if ((ret = rc_read_file(path, &text, &n, err))) {
+      if (ret == RC_EXIT_NOINPUT)
+        ret = rc_fail(err, RC_EXIT_NOINPUT,
+                      "finalize %s: rank %d's manifest fragment %s is missing"
+                      " (did rank %d save?)",
+                      iter_dir, r, file, r);
+      break;
+    }
+    int64_t it;
+    int ws;
+    ret = rc_fragment_parse(text, n, path, &it, &ws, &m.shards[r], err);
+    free(text);
+    if (ret) break;
+    if (it != iteration || ws != world_size || m.shards[r].rank != r) {
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: fragment is for rank %d of %d at iteration %" PRId64
+                    ", expected rank %d of %d at iteration %" PRId64,
+                    path, m.shards[r].rank, ws, it, r, world_size, iteration);
+      break;
+    }
+    /* The shard itself was renamed into place before its fragment was
+     * written; a size check catches a fragment left over from another save. */
+    struct stat st;
+    rc_path_join(path, sizeof path, iter_dir, m.shards[r].file);
+    if (stat(path, &st) != 0)
+      ret = rc_fail(err, RC_EXIT_NOINPUT, "finalize: shard %s is missing", path);
+    else if ((uint64_t)st.st_size != m.shards[r].bytes)
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "finalize: shard %s has %lld bytes, its fragment says %" PRIu64, path,
+                    (long long)st.st_size, m.shards[r].bytes);
+  }
+  if (!ret) ret = write_manifest_and_marker(iter_dir, &m, err);
+  /* The fragments are merged: remove them so the directory holds only the
+   * checkpoint. COMPLETE is already durable; a leftover fragment is untidy,
+   * not wrong, so failing to remove one is reported but changes nothing. */
+  for (int r = 0; r < world_size && !ret; r++) {
+    rc_fragment_filename(file, sizeof file, r, world_size);
+    rc_path_join(path, sizeof path, iter_dir, file);
+    if (unlink(path) != 0 && errno != ENOENT)
+      ret = rc_fail(err, RC_EXIT_IOERR, "removing merged fragment %s: %s", path, strerror(errno));
+  }
+  rc_manifest_free(&m);
+  return ret;
+}
+
+/* iter_<digits> only: anything else in the root is not ours to consider. */
+static bool parse_iter_name(const char *name, int64_t *it) {
+  if (strncmp(name, "iter_", 5) != 0 || !name[5]) return false;
+  int64_t v = 0;
+  for (const char *p = name + 5; *p; p++) {
+    if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10) return false;
+    v = v * 10 + (*p - '0');
+  }
+  *it = v;
+  return true;
+}
+
+int rc_checkpoint_latest(const char *ckpt_root, char *path, size_t cap, rc_err *err) {
+  DIR *d = opendir(ckpt_root);
+  if (!d)
+    return rc_fail(err, errno == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR,
+                   "cannot open checkpoint root %s: %s", ckpt_root, strerror(errno));
+  int64_t best = -1;
+  char best_name[256] = "", buf[4096], marker[4096];
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int64_t it;
+    if (!parse_iter_name(e->d_name, &it) || it <= best) continue;
+    rc_path_join(buf, sizeof buf, ckpt_root, e->d_name);
+    rc_path_join(marker, sizeof marker, buf, RC_COMPLETE_NAME);
+    if (rc_path_exists(marker) && strlen(e->d_name) < sizeof best_name) {
+      best = it;
+      memcpy(best_name, e->d_name, strlen(e->d_name) + 1);
+    }
+  }
+  closedir(d);
+  if (best < 0)
+    return rc_fail(err, RC_EXIT_NOINPUT, "no complete checkpoint (iter_*/COMPLETE) under %s",
+                   ckpt_root);
+  int n = snprintf(path, cap, "%s/%s", ckpt_root, best_name);
+  if (n < 0 || (size_t)n >= cap)
+    return rc_fail(err, RC_EXIT_USAGE, "path of %s/%s does not fit in %zu bytes", ckpt_root,
+                   best_name, cap);
+  return RC_OK;
+}

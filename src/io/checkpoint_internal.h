@@ -1,0 +1,130 @@
+/* checkpoint_internal.h — what the pieces of the checkpoint layer share:
+ * the manifest in memory (manifest.c), building a shard's HDF5 image
+ * (shard_write.c), opening and reading one from memory (shard_read.c). Not
+ * part of the public io interface: callers use checkpoint.h. */
+#ifndef RC_IO_CHECKPOINT_INTERNAL_H
+#define RC_IO_CHECKPOINT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hdf5.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "io/sha256.h"
+#include "io/state.h"
+
+#define RC_MANIFEST_FORMAT "resumecheck-checkpoint"
+#define RC_FRAGMENT_FORMAT "resumecheck-manifest-fragment"
+#define RC_MANIFEST_NAME "manifest.json"
+#define RC_COMPLETE_NAME "COMPLETE"
+#define RC_ARGS_NAME "args.json"
+
+/* ---- manifest.c ---- */
+
+typedef struct {
+  char path[RC_PATH_MAX];
+  rc_dtype dtype;
+  int ndim;
+  int64_t shape[RC_MAX_DIMS];
+  char sha256[RC_SHA256_HEX]; /* of the raw little-endian bytes */
+} rc_mf_dataset;
+
+typedef struct {
+  char file[64]; /* shard_%05d_of_%05d.h5, checked against rank on parse */
+  int rank;
+  uint64_t bytes;
+  char sha256[RC_SHA256_HEX]; /* of the whole file */
+  rc_mf_dataset *datasets;    /* malloc'd, in the shard's creation order */
+  int ndatasets;
+} rc_mf_shard;
+
+typedef struct {
+  int64_t iteration;
+  int world_size;
+  rc_mf_shard *shards; /* malloc'd, world_size entries, shards[r].rank == r */
+} rc_manifest;
+
+void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
+void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
+bool rc_dtype_from_name(const char *name, rc_dtype *dt);
+
+/* Canonical texts (malloc'd, newline-terminated): equal inputs, equal bytes. */
+char *rc_manifest_text(const rc_manifest *m, size_t *len);
+char *rc_fragment_text(int64_t iteration, int world_size, const rc_mf_shard *s, size_t *len);
+
+/* Strict parses; `what` names the file in messages. RC_EXIT_DATAERR on any
+ * malformed or inconsistent field. */
+int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest *m, rc_err *err);
+int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *iteration,
+                      int *world_size, rc_mf_shard *s, rc_err *err);
+void rc_mf_shard_free(rc_mf_shard *s);
+void rc_manifest_free(rc_manifest *m);
+
+/* ---- shard_write.c ---- */
+
+/* The libver bounds every shard is written with (see shard_write.c). */
+#define RC_SHARD_LIBVER_LOW H5F_LIBVER_EARLIEST
+#define RC_SHARD_LIBVER_HIGH H5F_LIBVER_V18
+
+/* Builds the complete HDF5 file for one rank in memory; *image is malloc'd. */
+int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, unsigned char **image,
+                         size_t *size, rc_err *err);
+
+/* ---- shard_read.c ---- */
+
+/* Silences HDF5's automatic error-stack printing for the duration of a call
+ * and restores whatever the process had before. */
+typedef struct {
+  H5E_auto2_t fn;
+  void *data;
+} rc_h5_quiet;
+void rc_h5_quiet_begin(rc_h5_quiet *q);
+void rc_h5_quiet_end(const rc_h5_quiet *q);
+
+/* rc_fail with HDF5's own reason (innermost error on the stack) appended. */
+int rc_h5_fail(rc_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Every HDF5 call is checked: a negative return records the message (with
+ * HDF5's reason), sets `ret` and jumps to `done`. */
+#define H5_CHECK(call, code, ...)                                                                  \
+  do {                                                                                             \
+    if ((call) < 0) {                                                                              \
+      ret = rc_h5_fail(err, (code), __VA_ARGS__);                                                  \
+      goto done;                                                                                   \
+    }                                                                                              \
+  } while (0)
+
+/* The file type each dtype is stored as (always little-endian) and the
+ * matching native memory type. */
+hid_t rc_h5_file_type(rc_dtype dt);
+hid_t rc_h5_mem_type(rc_dtype dt);
+/* A short name for any HDF5 datatype ("float32", "uint16be", "string", ...). */
+void rc_h5_type_name(hid_t type, char *buf, size_t cap);
+
+/* Opens an in-memory file image read-only without copying it. `ref` must
+ * outlive the returned file id (HDF5 calls back into it until H5Fclose). */
+typedef struct {
+  const void *buf;
+  size_t size;
+} rc_h5_image_ref;
+int rc_h5_open_image(rc_h5_image_ref *ref, const char *what, hid_t *fid, rc_err *err);
+
+/* /meta as read from a shard; strings malloc'd. */
+typedef struct {
+  char *format;
+  int64_t format_version, rank, world_size, iteration;
+  char *config;
+  char *config_sha256;
+} rc_meta_read;
+/* RC_EXIT_DATAERR when /meta or one of its attributes is missing or mistyped. */
+int rc_h5_read_meta(hid_t fid, const char *what, rc_meta_read *m, rc_err *err);
+void rc_meta_read_free(rc_meta_read *m);
+
+/* Every dataset's absolute path, sorted by strcmp; *paths malloc'd (free with
+ * rc_h5_free_paths). */
+int rc_h5_list_datasets(hid_t fid, const char *what, char ***paths, int *n, rc_err *err);
+void rc_h5_free_paths(char **paths, int n);
+
+#endif

@@ -1,0 +1,441 @@
+/* checkpoint_load.c — validated loads (the ordered checks of checkpoint.h).
+ *
+ * The bytes are trusted step by step: the marker vouches for the manifest
+ * (COMPLETE holds its SHA-256), the manifest for each shard's size and
+ * SHA-256, and only a shard whose whole image hashes right is handed to
+ * libhdf5, from memory. Then the shard's /meta and datasets are checked
+ * against what this run expects, all before a byte of tensor data is
+ * copied, so a rejected load costs little and every rejection names the
+ * file and the field. Nothing is written. */
+#include "io/checkpoint.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fsutil.h"
+#include "base/json.h"
+#include "io/checkpoint_internal.h"
+
+/* ---- config comparison: name the first differing key with both values. */
+
+static void value_text(const rc_json *v, char *buf, size_t cap);
+
+static void value_jw(rc_jw *w, const rc_json *v) {
+  switch (v->type) {
+  case RC_JSON_NULL:
+    rc_jw_null(w);
+    break;
+  case RC_JSON_BOOL:
+    rc_jw_bool(w, v->boolean);
+    break;
+  case RC_JSON_NUM:
+    if (v->is_int)
+      rc_jw_int(w, v->i64);
+    else
+      rc_jw_double(w, v->num);
+    break;
+  case RC_JSON_STR:
+    rc_jw_str(w, v->str);
+    break;
+  case RC_JSON_ARR:
+    rc_jw_arr_begin(w);
+    for (int i = 0; i < v->nkids; i++) value_jw(w, &v->kids[i]);
+    rc_jw_arr_end(w);
+    break;
+  case RC_JSON_OBJ:
+    rc_jw_obj_begin(w);
+    for (int i = 0; i < v->nkids; i++) {
+      rc_jw_key(w, v->kids[i].key);
+      value_jw(w, &v->kids[i]);
+    }
+    rc_jw_obj_end(w);
+    break;
+  }
+}
+
+/* Compact JSON of a value, cut to fit a one-line message. */
+static void value_text(const rc_json *v, char *buf, size_t cap) {
+  if (!v) {
+    snprintf(buf, cap, "(absent)");
+    return;
+  }
+  rc_jw w;
+  rc_jw_init(&w, false);
+  value_jw(&w, v);
+  if (w.len + 1 > cap && cap > 4)
+    snprintf(buf, cap, "%.*s...", (int)(cap - 4), w.buf);
+  else
+    snprintf(buf, cap, "%s", w.buf ? w.buf : "");
+  rc_jw_free(&w);
+}
+
+static bool json_equal(const rc_json *a, const rc_json *b) {
+  if (a->type != b->type) return false;
+  switch (a->type) {
+  case RC_JSON_NULL:
+    return true;
+  case RC_JSON_BOOL:
+    return a->boolean == b->boolean;
+  case RC_JSON_NUM:
+    if (a->is_int && b->is_int) return a->i64 == b->i64;
+    return a->num == b->num;
+  case RC_JSON_STR:
+    return !strcmp(a->str, b->str);
+  case RC_JSON_ARR:
+    if (a->nkids != b->nkids) return false;
+    for (int i = 0; i < a->nkids; i++)
+      if (!json_equal(&a->kids[i], &b->kids[i])) return false;
+    return true;
+  case RC_JSON_OBJ:
+    if (a->nkids != b->nkids) return false;
+    for (int i = 0; i < a->nkids; i++) {
+      const rc_json *o = rc_json_get(b, a->kids[i].key);
+      if (!o || !json_equal(&a->kids[i], o)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+static int cmp_cstr(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Walks the union of both objects' keys in sorted order (descending into
+ * nested objects as "a.b"); returns true with the key path and both values
+ * (NULL when absent on one side) at the first difference. */
+static bool first_diff(const rc_json *a, const rc_json *b, const char *prefix, char *key,
+                       size_t cap, const rc_json **va, const rc_json **vb) {
+  int n = a->nkids + b->nkids;
+  const char **keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+  if (!keys) return false;
+  for (int i = 0; i < a->nkids; i++) keys[i] = a->kids[i].key;
+  for (int i = 0; i < b->nkids; i++) keys[a->nkids + i] = b->kids[i].key;
+  qsort(keys, (size_t)n, sizeof *keys, cmp_cstr);
+  bool found = false;
+  for (int i = 0; i < n && !found; i++) {
+    if (i > 0 && !strcmp(keys[i], keys[i - 1])) continue;
+    const rc_json *x = rc_json_get(a, keys[i]), *y = rc_json_get(b, keys[i]);
+    char path[512];
+    snprintf(path, sizeof path, "%s%s", prefix, keys[i]);
+    if (x && y && x->type == RC_JSON_OBJ && y->type == RC_JSON_OBJ) {
+      char sub[sizeof path + 2];
+      snprintf(sub, sizeof sub, "%s.", path);
+      found = first_diff(x, y, sub, key, cap, va, vb);
+    } else if (!x || !y || !json_equal(x, y)) {
+      snprintf(key, cap, "%s", path);
+      *va = x;
+      *vb = y;
+      found = true;
+    }
+  }
+  free(keys);
+  return found;
+}
+
+static int config_mismatch(const char *what, const char *saved, const char *saved_sha,
+                           const char *mine, const char *mine_sha, rc_err *err) {
+  if (!mine)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: config mismatch: the checkpoint's config_sha256 is %s, this run's is %s",
+                   what, saved_sha, mine_sha);
+  rc_json *a = rc_json_parse(saved, strlen(saved), NULL, 0);
+  rc_json *b = rc_json_parse(mine, strlen(mine), NULL, 0);
+  int ret;
+  char key[512], va_text[400], vb_text[400];
+  const rc_json *va = NULL, *vb = NULL;
+  if (a && b && a->type == RC_JSON_OBJ && b->type == RC_JSON_OBJ &&
+      first_diff(a, b, "", key, sizeof key, &va, &vb)) {
+    value_text(va, va_text, sizeof va_text);
+    value_text(vb, vb_text, sizeof vb_text);
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: config mismatch: '%s' is %s in the checkpoint, %s in this run", what, key,
+                  va_text, vb_text);
+  } else if (a && b && json_equal(a, b)) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: config mismatch: same keys and values, different text (not canonical JSON?);"
+                  " config_sha256 %s in the checkpoint, %s in this run",
+                  what, saved_sha, mine_sha);
+  } else {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: config mismatch: config_sha256 %s in the checkpoint, %s in this run%s", what,
+                  saved_sha, mine_sha, (!a || !b) ? " (a config is not a JSON object)" : "");
+  }
+  rc_json_free(a);
+  rc_json_free(b);
+  return ret;
+}
+
+/* ---- dataset checks */
+
+static void shape_text(const int64_t *shape, int ndim, char *buf, size_t cap) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? ", " : "", shape[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+static int cmp_path_ptr(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+static bool in_sorted(char *const *sorted, int n, const char *path) {
+  return bsearch(&path, sorted, (size_t)n, sizeof *sorted, cmp_path_ptr) != NULL;
+}
+
+/* One dataset's dtype and shape against the expected tensor. */
+static int check_one(hid_t fid, const char *what, const rc_tensor *t, rc_err *err) {
+  int ret = RC_OK;
+  hid_t ds = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
+  H5_CHECK(ds = H5Dopen2(fid, t->path, H5P_DEFAULT), RC_EXIT_DATAERR, "%s: opening %s", what,
+           t->path);
+  H5_CHECK(type = H5Dget_type(ds), RC_EXIT_DATAERR, "%s: type of %s", what, t->path);
+  H5_CHECK(space = H5Dget_space(ds), RC_EXIT_DATAERR, "%s: dataspace of %s", what, t->path);
+  if (H5Tequal(type, rc_h5_file_type(t->dtype)) <= 0) {
+    char found[64];
+    rc_h5_type_name(type, found, sizeof found);
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: dataset %s has dtype %s, expected %s", what, t->path,
+                  found, rc_dtype_name(t->dtype));
+  } else {
+    H5S_class_t cls = H5Sget_simple_extent_type(space);
+    int nd = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[H5S_MAX_RANK];
+    int64_t got[H5S_MAX_RANK];
+    bool same =
+        (cls == H5S_SCALAR && t->ndim == 0) || (cls == H5S_SIMPLE && nd == t->ndim && nd > 0 &&
+                                                H5Sget_simple_extent_dims(space, dims, NULL) == nd);
+    for (int d = 0; same && d < nd; d++) same = (int64_t)dims[d] == t->shape[d];
+    if (!same) {
+      char want_s[128], got_s[200];
+      shape_text(t->shape, t->ndim, want_s, sizeof want_s);
+      if (cls == H5S_SIMPLE && nd > 0 && H5Sget_simple_extent_dims(space, dims, NULL) == nd) {
+        for (int d = 0; d < nd; d++) got[d] = (int64_t)dims[d];
+        shape_text(got, nd, got_s, sizeof got_s);
+      } else {
+        snprintf(got_s, sizeof got_s, cls == H5S_SCALAR ? "[] (scalar)" : "(null dataspace)");
+      }
+      ret = rc_fail(err, RC_EXIT_DATAERR, "%s: dataset %s has shape %s, expected %s", what, t->path,
+                    got_s, want_s);
+    }
+  }
+done:
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  if (ds >= 0) H5Dclose(ds);
+  return ret;
+}
+
+/* Presence both ways, then each dataset's dtype and shape, before reading. */
+static int check_datasets(hid_t fid, const char *what, const rc_state *state, rc_err *err) {
+  int ret = RC_OK, nfile = 0;
+  char **file = NULL;
+  const char **want = NULL;
+  if ((ret = rc_h5_list_datasets(fid, what, &file, &nfile, err))) return ret;
+  want = malloc((size_t)(state->count ? state->count : 1) * sizeof *want);
+  if (!want) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
+    goto done;
+  }
+  for (int i = 0; i < state->count; i++) want[i] = state->tensors[i].path;
+  qsort(want, (size_t)state->count, sizeof *want, cmp_path_ptr);
+  for (int i = 1; i < state->count; i++)
+    if (!strcmp(want[i], want[i - 1])) {
+      ret = rc_fail(err, RC_EXIT_SOFTWARE, "expected state lists %s twice", want[i]);
+      goto done;
+    }
+  const char *unexpected = NULL;
+  int nunexpected = 0;
+  for (int i = 0; i < nfile; i++)
+    if (!in_sorted((char *const *)want, state->count, file[i]) && nunexpected++ == 0)
+      unexpected = file[i];
+  for (int i = 0; i < state->count; i++) {
+    const rc_tensor *t = &state->tensors[i];
+    if (in_sorted(file, nfile, t->path)) continue;
+    char shp[128];
+    shape_text(t->shape, t->ndim, shp, sizeof shp);
+    if (unexpected)
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: missing dataset %s (expected %s %s); the shard has %d dataset(s) this run"
+                    " does not expect, first %s",
+                    what, t->path, rc_dtype_name(t->dtype), shp, nunexpected, unexpected);
+    else
+      ret = rc_fail(err, RC_EXIT_DATAERR, "%s: missing dataset %s (expected %s %s)", what, t->path,
+                    rc_dtype_name(t->dtype), shp);
+    goto done;
+  }
+  if (unexpected) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: unexpected dataset %s (not in this run's state; %d such)", what, unexpected,
+                  nunexpected);
+    goto done;
+  }
+  for (int i = 0; i < state->count && !ret; i++)
+    ret = check_one(fid, what, &state->tensors[i], err);
+done:
+  free(want);
+  rc_h5_free_paths(file, nfile);
+  return ret;
+}
+
+static int read_one(hid_t fid, const char *what, rc_tensor *t, rc_err *err) {
+  int ret = RC_OK;
+  hid_t ds = H5I_INVALID_HID;
+  if (rc_tensor_nbytes(t) == 0) return RC_OK;
+  if (!t->data) return rc_fail(err, RC_EXIT_SOFTWARE, "load: no buffer for %s", t->path);
+  H5_CHECK(ds = H5Dopen2(fid, t->path, H5P_DEFAULT), RC_EXIT_IOERR, "%s: opening %s", what,
+           t->path);
+  H5_CHECK(H5Dread(ds, rc_h5_mem_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data),
+           RC_EXIT_IOERR, "%s: reading %s", what, t->path);
+done:
+  if (ds >= 0) H5Dclose(ds);
+  return ret;
+}
+
+static int read_datasets(hid_t fid, const char *what, rc_state *state, rc_err *err) {
+  int ret = RC_OK;
+  for (int i = 0; i < state->count && !ret; i++) ret = read_one(fid, what, &state->tensors[i], err);
+  return ret;
+}
+
+/* ---- the load */
+
+/* Everything after the hash check: the shard is now known to be the bytes
+ * the manifest lists; check that it is the shard this run expects. */
+static int load_image(const char *what, const void *buf, size_t n, const rc_shard_meta *meta,
+                      int64_t iteration, rc_state *state, rc_err *err) {
+  rc_h5_image_ref ref = {buf, n};
+  hid_t fid;
+  rc_meta_read m;
+  int ret = rc_h5_open_image(&ref, what, &fid, err);
+  if (ret) return ret;
+  if ((ret = rc_h5_read_meta(fid, what, &m, err))) goto close;
+  if (strcmp(m.format, RC_SHARD_FORMAT)) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: /meta format is '%s', expected '%s'", what, m.format,
+                  RC_SHARD_FORMAT);
+  } else if (m.format_version != RC_SHARD_FORMAT_VERSION) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: unknown shard format version %" PRId64 " (this build reads version %d)",
+                  what, m.format_version, RC_SHARD_FORMAT_VERSION);
+  } else if (m.world_size != meta->world_size) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: world size mismatch: the shard was saved with world size %" PRId64
+                  ", this run has %d",
+                  what, m.world_size, meta->world_size);
+  } else if (m.rank != meta->rank) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: /meta rank is %" PRId64 ", expected %d", what, m.rank,
+                  meta->rank);
+  } else if (m.iteration != iteration) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: /meta iteration is %" PRId64 ", the manifest says %" PRId64, what,
+                  m.iteration, iteration);
+  }
+  if (ret) goto free_meta;
+  char sha[RC_SHA256_HEX], mine_sha[RC_SHA256_HEX];
+  rc_sha256_hex(m.config, strlen(m.config), sha);
+  if (strcmp(sha, m.config_sha256)) {
+    ret =
+        rc_fail(err, RC_EXIT_DATAERR, "%s: /meta config_sha256 does not match /meta config", what);
+    goto free_meta;
+  }
+  if (meta->config_json || meta->config_sha256) {
+    if (meta->config_sha256)
+      snprintf(mine_sha, sizeof mine_sha, "%s", meta->config_sha256);
+    else
+      rc_sha256_hex(meta->config_json, strlen(meta->config_json), mine_sha);
+    if (strcmp(mine_sha, m.config_sha256)) {
+      ret = config_mismatch(what, m.config, m.config_sha256, meta->config_json, mine_sha, err);
+      goto free_meta;
+    }
+  }
+  if ((ret = check_datasets(fid, what, state, err))) goto free_meta;
+  ret = read_datasets(fid, what, state, err);
+free_meta:
+  rc_meta_read_free(&m);
+close:
+  if (H5Fclose(fid) < 0 && !ret) ret = rc_h5_fail(err, RC_EXIT_IOERR, "%s: closing", what);
+  return ret;
+}
+
+static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state, rc_err *err) {
+  char manifest_path[4096], marker_path[4096], shard_path[4096];
+  if (!rc_is_dir(iter_dir))
+    return rc_fail(err, RC_EXIT_NOINPUT, "checkpoint directory %s does not exist", iter_dir);
+  rc_path_join(manifest_path, sizeof manifest_path, iter_dir, RC_MANIFEST_NAME);
+  rc_path_join(marker_path, sizeof marker_path, iter_dir, RC_COMPLETE_NAME);
+  bool complete = rc_path_exists(marker_path);
+  if (!rc_path_exists(manifest_path))
+    return rc_fail(err, RC_EXIT_NOINPUT, "%s: no %s%s", iter_dir, RC_MANIFEST_NAME,
+                   complete ? "" : " and no COMPLETE marker (the save never finished)");
+  if (!complete)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: no COMPLETE marker: the save did not finish (crashed or still running);"
+                   " refusing to load it",
+                   iter_dir);
+
+  char *text = NULL, *marker = NULL, *shard = NULL;
+  size_t text_n = 0, marker_n = 0, shard_n = 0;
+  rc_manifest m = {0};
+  int ret = rc_read_file(manifest_path, &text, &text_n, err);
+  if (ret) goto done;
+  if ((ret = rc_read_file(marker_path, &marker, &marker_n, err))) goto done;
+  char sha[RC_SHA256_HEX];
+  rc_sha256_hex(text, text_n, sha);
+  if (marker_n < 64 || memcmp(marker, sha, 64) != 0) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
+                  iter_dir, RC_MANIFEST_NAME);
+    goto done;
+  }
+  if ((ret = rc_manifest_parse(text, text_n, manifest_path, &m, err))) goto done;
+  /* The manifest already says how many ranks saved; checking it here gives
+   * the world-size message instead of "shard file missing". */
+  if (m.world_size != meta->world_size) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: world size mismatch: the checkpoint was saved with world size %d, this run"
+                  " has %d",
+                  iter_dir, m.world_size, meta->world_size);
+    goto done;
+  }
+  if (meta->rank < 0 || meta->rank >= meta->world_size) {
+    ret = rc_fail(err, RC_EXIT_USAGE, "load: rank %d is outside world size %d", meta->rank,
+                  meta->world_size);
+    goto done;
+  }
+  const rc_mf_shard *entry = &m.shards[meta->rank];
+  rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
+  if ((ret = rc_read_file(shard_path, &shard, &shard_n, err))) {
+    if (ret == RC_EXIT_NOINPUT)
+      ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
+                    RC_MANIFEST_NAME);
+    goto done;
+  }
+  if (shard_n != entry->bytes) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, shard_path,
+                  shard_n < entry->bytes ? "truncated" : "wrong size (trailing data)", shard_n,
+                  entry->bytes);
+    goto done;
+  }
+  rc_sha256_hex(shard, shard_n, sha);
+  if (strcmp(sha, entry->sha256)) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s",
+                  shard_path, sha, entry->sha256);
+    goto done;
+  }
+  ret = load_image(shard_path, shard, shard_n, meta, m.iteration, state, err);
+done:
+  rc_manifest_free(&m);
+  free(shard);
+  free(marker);
+  free(text);
+  return ret;
+}
+
+int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                       rc_err *err) {
+  rc_h5_quiet quiet;
+  rc_h5_quiet_begin(&quiet);
+  int ret = load(iter_dir, meta, state, err);
+  rc_h5_quiet_end(&quiet);
+  return ret;
+}
