@@ -1,0 +1,801 @@
+/* compare_files.c — what is compared with what: run, leg, checkpoint and
+ * iteration directories, files, manifests; and the result those comparisons
+ * fill (DESIGN §7, docs/compare.md).
+ *
+ * The cheapest evidence settles each pair: two manifests that give a shard
+ * the same SHA-256 settle it without a read; otherwise the two files are
+ * compared as bytes, streaming, stopping at the first difference (cheaper
+ * than hashing both: no digest to compute, and a difference ends the pass
+ * early). Only a pair of HDF5 files that differ goes to the slow path in
+ * compare_datasets.c, which explains the difference. */
+#include "harness/compare_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/json.h"
+
+#define MANIFEST_NAME "manifest.json"
+#define ARGS_NAME "args.json"
+#define TRACE_NAME "trace.csv"
+#define CMP_CHUNK ((size_t)8 << 20)
+
+/* ---------------------------------------------------------------------------
+ * The result. */
+
+const char *rc_diff_kind_name(rc_diff_kind k) {
+  switch (k) {
+  case RC_DIFF_NONE:
+    return "none";
+  case RC_DIFF_MISSING_IN_A:
+    return "missing_in_a";
+  case RC_DIFF_MISSING_IN_B:
+    return "missing_in_b";
+  case RC_DIFF_DTYPE:
+    return "dtype";
+  case RC_DIFF_SHAPE:
+    return "shape";
+  case RC_DIFF_ATTRIBUTE:
+    return "attribute";
+  case RC_DIFF_VALUES:
+    return "values";
+  case RC_DIFF_BYTES:
+    return "bytes";
+  case RC_DIFF_INFORMATIONAL:
+    return "informational";
+  }
+  return "unknown";
+}
+
+bool rc_cmp_ignored(const rc_cmp_ctx *c, const char *file, const char *object) {
+  if (!c->opts || !c->opts->ignore) return false;
+  char both[1100];
+  snprintf(both, sizeof both, "%s:%s", file, object);
+  for (int i = 0; i < c->opts->n_ignore; i++) {
+    const char *pat = c->opts->ignore[i];
+    if (*file && !fnmatch(pat, file, 0)) return true;
+    if (*object && !fnmatch(pat, both, 0)) return true;
+    if (!*file && *object && !fnmatch(pat, object, 0)) return true;
+  }
+  return false;
+}
+
+rc_diff *rc_cmp_add(rc_cmp_ctx *c, rc_diff_kind kind, const char *file, const char *object,
+                    const char *fmt, ...) {
+  if (rc_cmp_ignored(c, file, object)) {
+    c->n_ignored++;
+    return NULL;
+  }
+  rc_compare_result *r = c->res;
+  if (r->n_diffs == r->cap_diffs) {
+    int cap = r->cap_diffs ? 2 * r->cap_diffs : 16;
+    rc_diff *v = realloc(r->diffs, sizeof *v * (size_t)cap);
+    if (!v) {
+      fprintf(stderr, "resumecheck: out of memory\n");
+      abort();
+    }
+    r->diffs = v;
+    r->cap_diffs = cap;
+  }
+  rc_diff *d = &r->diffs[r->n_diffs++];
+  memset(d, 0, sizeof *d);
+  d->kind = kind;
+  d->first_index = -1;
+  snprintf(d->file, sizeof d->file, "%s", file);
+  snprintf(d->object, sizeof d->object, "%s", object);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(d->detail, sizeof d->detail, fmt, ap);
+  va_end(ap);
+  if (kind != RC_DIFF_INFORMATIONAL) r->n_failing++;
+  return d;
+}
+
+void rc_compare_result_free(rc_compare_result *res) {
+  free(res->diffs);
+  memset(res, 0, sizeof *res);
+}
+
+void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines) {
+  int shown = 0;
+  for (int i = 0; i < res->n_diffs; i++) {
+    if (max_lines >= 0 && shown == max_lines) {
+      fprintf(out, "  ... %d more (use --json FILE for the full list)\n", res->n_diffs - shown);
+      break;
+    }
+    const rc_diff *d = &res->diffs[i];
+    const char *sep = d->file[0] && d->object[0] ? ":" : "";
+    fprintf(out, "  %-4s %-13s %s%s%s  %s\n", d->kind == RC_DIFF_INFORMATIONAL ? "info" : "FAIL",
+            rc_diff_kind_name(d->kind), d->file, sep, d->object, d->detail);
+    shown++;
+  }
+  fprintf(out, "%d file pairs compared, %d byte-identical%s; %d datasets compared\n",
+          res->n_files_compared, res->n_files_identical,
+          res->fast_path ? " (settled by manifests, no shard read)" : "", res->n_datasets_compared);
+  int info = res->n_diffs - res->n_failing;
+  if (res->n_failing)
+    fprintf(out, "DIFFERENT: %d difference%s", res->n_failing, res->n_failing == 1 ? "" : "s");
+  else
+    fprintf(out, "IDENTICAL");
+  if (info) fprintf(out, " (%d informational, not failed)", info);
+  fprintf(out, "\n");
+}
+
+/* ---------------------------------------------------------------------------
+ * One comparison in progress, beyond rc_cmp_ctx: where the roots are and how
+ * much was settled without reading shards. */
+
+typedef struct {
+  rc_cmp_ctx c;
+  int n_by_manifest; /* shard pairs settled by their manifests */
+  int n_read;        /* shard pairs whose bytes were read */
+} walk_t;
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static void rel_join(char *out, size_t cap, const char *rel, const char *name) {
+  if (*rel)
+    snprintf(out, cap, "%s/%s", rel, name);
+  else
+    snprintf(out, cap, "%s", name);
+}
+
+static bool is_manifest_name(const char *name) {
+  size_t n = strlen(name), m = strlen(MANIFEST_NAME);
+  return n >= m && !strcmp(name + n - m, MANIFEST_NAME);
+}
+
+/* Streams both files and compares; *first_diff is the first differing byte
+ * offset (the shorter size when one is a prefix of the other). */
+static int bytes_equal(const char *pa, const char *pb, bool *equal, int64_t *first_diff,
+                       rc_err *err) {
+  int fa = open(pa, O_RDONLY | O_CLOEXEC), fb = -1;
+  if (fa < 0) return rc_fail(err, RC_EXIT_IOERR, "cannot open %s: %s", pa, strerror(errno));
+  fb = open(pb, O_RDONLY | O_CLOEXEC);
+  if (fb < 0) {
+    int e = errno;
+    close(fa);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot open %s: %s", pb, strerror(e));
+  }
+  posix_fadvise(fa, 0, 0, POSIX_FADV_SEQUENTIAL);
+  posix_fadvise(fb, 0, 0, POSIX_FADV_SEQUENTIAL);
+  char *ba = malloc(CMP_CHUNK), *bb = malloc(CMP_CHUNK);
+  int rc = RC_OK;
+  int64_t off = 0;
+  *equal = false;
+  *first_diff = -1;
+  if (!ba || !bb) {
+    rc = rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    goto done;
+  }
+  for (;;) {
+    /* Fill both buffers fully (short reads happen) so the chunks line up. */
+    size_t na = 0, nb = 0;
+    while (na < CMP_CHUNK) {
+      ssize_t r = read(fa, ba + na, CMP_CHUNK - na);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        rc = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", pa, strerror(errno));
+        goto done;
+      }
+      if (r == 0) break;
+      na += (size_t)r;
+    }
+    while (nb < CMP_CHUNK) {
+      ssize_t r = read(fb, bb + nb, CMP_CHUNK - nb);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        rc = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", pb, strerror(errno));
+        goto done;
+      }
+      if (r == 0) break;
+      nb += (size_t)r;
+    }
+    size_t n = na < nb ? na : nb;
+    if (memcmp(ba, bb, n)) {
+      size_t i = 0;
+      while (ba[i] == bb[i]) i++;
+      *first_diff = off + (int64_t)i;
+      goto done;
+    }
+    if (na != nb) {
+      *first_diff = off + (int64_t)n;
+      goto done;
+    }
+    if (na == 0) break;
+    off += (int64_t)na;
+  }
+  *equal = true;
+done:
+  free(ba);
+  free(bb);
+  close(fa);
+  close(fb);
+  return rc;
+}
+
+static int64_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? -1 : (int64_t)st.st_size;
+}
+
+/* ---------------------------------------------------------------------------
+ * Manifests: only what comparison needs (each shard's file, size, SHA-256
+ * and its datasets' SHA-256), read leniently so that any manifest of this
+ * format family can speed a comparison up. The loader's strict checks are
+ * not needed here: a manifest that lies costs only the fast path's trust,
+ * which --deep withdraws. */
+
+typedef struct {
+  const char *file, *sha256;
+  int64_t bytes;
+  rc_cmp_dset_hash *dsets; /* sorted by path */
+  int ndsets;
+} mf_shard;
+
+typedef struct {
+  rc_json *root;
+  mf_shard *shards;
+  int n;
+} manifest_t;
+
+static void manifest_free(manifest_t *m) {
+  for (int i = 0; i < m->n; i++) free(m->shards[i].dsets);
+  free(m->shards);
+  rc_json_free(m->root);
+  memset(m, 0, sizeof *m);
+}
+
+static int dset_cmp(const void *a, const void *b) {
+  return strcmp(((const rc_cmp_dset_hash *)a)->path, ((const rc_cmp_dset_hash *)b)->path);
+}
+
+static int manifest_load(const char *path, manifest_t *m, rc_err *err) {
+  memset(m, 0, sizeof *m);
+  char *text = NULL;
+  size_t n = 0;
+  int rc = rc_read_file(path, &text, &n, err);
+  if (rc) return rc;
+  char jerr[256];
+  m->root = rc_json_parse(text, n, jerr, sizeof jerr);
+  free(text);
+  if (!m->root) return rc_fail(err, RC_EXIT_DATAERR, "%s: malformed manifest: %s", path, jerr);
+  const rc_json *shards = rc_json_get(m->root, "shards");
+  if (!shards || shards->type != RC_JSON_ARR) {
+    manifest_free(m);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: manifest has no 'shards' array", path);
+  }
+  m->shards = calloc((size_t)shards->nkids + 1, sizeof *m->shards);
+  if (!m->shards) {
+    manifest_free(m);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  }
+  for (int i = 0; i < shards->nkids; i++) {
+    const rc_json *s = &shards->kids[i];
+    mf_shard *e = &m->shards[m->n];
+    e->file = rc_json_get_str(s, "file");
+    e->sha256 = rc_json_get_str(s, "sha256");
+    const rc_json *ds = rc_json_get(s, "datasets");
+    if (!e->file || !e->sha256 || !rc_json_get_i64(s, "bytes", &e->bytes) || strchr(e->file, '/')) {
+      manifest_free(m);
+      return rc_fail(err, RC_EXIT_DATAERR, "%s: shards[%d] lacks file, bytes or sha256", path, i);
+    }
+    m->n++;
+    if (!ds || ds->type != RC_JSON_ARR || ds->nkids == 0) continue;
+    e->dsets = calloc((size_t)ds->nkids, sizeof *e->dsets);
+    if (!e->dsets) {
+      manifest_free(m);
+      return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    }
+    for (int k = 0; k < ds->nkids; k++) {
+      const char *p = rc_json_get_str(&ds->kids[k], "path");
+      const char *h = rc_json_get_str(&ds->kids[k], "sha256");
+      if (!p || !h) {
+        manifest_free(m);
+        return rc_fail(err, RC_EXIT_DATAERR, "%s: shards[%d].datasets[%d] lacks path or sha256",
+                       path, i, k);
+      }
+      e->dsets[e->ndsets++] = (rc_cmp_dset_hash){p, h};
+    }
+    qsort(e->dsets, (size_t)e->ndsets, sizeof *e->dsets, dset_cmp);
+  }
+  return RC_OK;
+}
+
+static const mf_shard *manifest_find(const manifest_t *m, const char *file) {
+  for (int i = 0; m && i < m->n; i++)
+    if (!strcmp(m->shards[i].file, file)) return &m->shards[i];
+  return NULL;
+}
+
+/* True when both manifests list the same files with the same SHA-256: then
+ * a difference between the manifests is not explained by the shards. */
+static bool manifests_agree_on_files(const manifest_t *a, const manifest_t *b) {
+  if (a->n != b->n) return false;
+  for (int i = 0; i < a->n; i++) {
+    const mf_shard *e = manifest_find(b, a->shards[i].file);
+    if (!e || strcmp(e->sha256, a->shards[i].sha256)) return false;
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------------------------
+ * Directory listings, sorted by name. */
+
+typedef enum { ENT_FILE, ENT_DIR, ENT_OTHER } ent_type;
+
+typedef struct {
+  char name[256];
+  ent_type type;
+} dent;
+
+typedef struct {
+  dent *v;
+  int n;
+} dir_list;
+
+static int dent_cmp(const void *a, const void *b) {
+  return strcmp(((const dent *)a)->name, ((const dent *)b)->name);
+}
+
+static int list_dir(const char *path, dir_list *l, rc_err *err) {
+  memset(l, 0, sizeof *l);
+  DIR *d = opendir(path);
+  if (!d) return rc_fail(err, RC_EXIT_IOERR, "cannot list %s: %s", path, strerror(errno));
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (strlen(e->d_name) >= sizeof l->v->name) continue; /* cannot be a name this tool writes */
+    if (l->n == cap) {
+      cap = cap ? 2 * cap : 32;
+      dent *v = realloc(l->v, sizeof *v * (size_t)cap);
+      if (!v) {
+        closedir(d);
+        return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+      }
+      l->v = v;
+    }
+    dent *x = &l->v[l->n++];
+    snprintf(x->name, sizeof x->name, "%s", e->d_name);
+    char full[4096];
+    struct stat st;
+    snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+    x->type = stat(full, &st)       ? ENT_OTHER
+              : S_ISREG(st.st_mode) ? ENT_FILE
+              : S_ISDIR(st.st_mode) ? ENT_DIR
+                                    : ENT_OTHER;
+  }
+  closedir(d);
+  qsort(l->v, (size_t)l->n, sizeof *l->v, dent_cmp);
+  return RC_OK;
+}
+
+static const dent *dir_find(const dir_list *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->v[i].name, name)) return &l->v[i];
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * Files. */
+
+static int compare_trace_files(walk_t *w, const char *rel, const char *pa, const char *pb,
+                               rc_trace_diff *td, rc_err *err) {
+  rc_err why = {0};
+  int rc = rc_trace_compare(pa, pb, td, &why);
+  if (rc) {
+    if (err) *err = why;
+    return rc;
+  }
+  rc_cmp_ctx *c = &w->c;
+  if (!td->comparable) {
+    rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "traces not comparable: %s", why.msg);
+  } else if (td->first_step >= 0) {
+    char obj[64];
+    snprintf(obj, sizeof obj, "step %" PRId64, td->first_step);
+    rc_diff *d = rc_cmp_add(c, RC_DIFF_BYTES, rel, obj,
+                            "first differing step %" PRId64 " of %" PRId64
+                            " compared: %s differ (A: %s; B: %s); equal: %s",
+                            td->first_step, td->steps_compared, td->columns, td->a_values,
+                            td->b_values, td->equal_columns[0] ? td->equal_columns : "(none)");
+    if (d) d->first_index = td->first_step;
+  } else if (td->steps_compared == 0) {
+    rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "", "no step in common: nothing compared");
+  }
+  return RC_OK;
+}
+
+/* Compares one pair of files present on both sides. ea / eb: their manifest
+ * entries, when both directories have manifests. */
+static int compare_file(walk_t *w, const char *rel, const char *pa, const char *pb,
+                        const mf_shard *ea, const mf_shard *eb, rc_trace_diff *td, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  rc_compare_result *res = c->res;
+  const char *name = *rel ? base_name(rel) : base_name(pa);
+  bool deep = c->opts && c->opts->deep;
+  res->n_files_compared++;
+
+  if (ea && eb && !deep) {
+    int64_t sa = file_size(pa), sb = file_size(pb);
+    if (sa != ea->bytes || sb != eb->bytes) {
+      const char *bad = sa != ea->bytes ? pa : pb;
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: %" PRId64 " bytes, its manifest says %" PRId64
+                     " (truncated or changed after the checkpoint was written)",
+                     bad, sa != ea->bytes ? sa : sb, sa != ea->bytes ? ea->bytes : eb->bytes);
+    }
+    if (!strcmp(ea->sha256, eb->sha256)) {
+      res->n_files_identical++;
+      res->n_datasets_compared += ea->ndsets;
+      w->n_by_manifest++;
+      return RC_OK;
+    }
+  }
+
+  if (!strcmp(name, TRACE_NAME)) {
+    bool same;
+    int64_t first;
+    int rc = bytes_equal(pa, pb, &same, &first, err);
+    if (rc) return rc;
+    if (same) res->n_files_identical++;
+    return compare_trace_files(w, rel, pa, pb, td, err);
+  }
+  bool is_shard = ea || eb;
+  bool equal = false;
+  int64_t first = -1;
+  if (!(ea && eb && !deep)) { /* with both manifests, they already said "different" */
+    int rc = bytes_equal(pa, pb, &equal, &first, err);
+    if (rc) return rc;
+  }
+  bool ha = rc_cmp_is_hdf5(pa), hb = rc_cmp_is_hdf5(pb);
+  is_shard |= ha || hb;
+  if (is_shard) w->n_read++;
+  if (equal) res->n_files_identical++;
+  if (equal && !(deep && ha && hb)) return RC_OK;
+
+  if (!strcmp(name, ARGS_NAME)) {
+    rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+               "differs (run-specific facts: leg, command line, host; not state)");
+    return RC_OK;
+  }
+  if (ha && hb) {
+    int n_before = res->n_diffs, ign_before = c->n_ignored;
+    rc_cmp_hashes xa = {0}, xb = {0};
+    if (ea && eb && !deep) {
+      xa = (rc_cmp_hashes){ea->dsets, ea->ndsets};
+      xb = (rc_cmp_hashes){eb->dsets, eb->ndsets};
+    }
+    int rc = rc_cmp_hdf5(c, rel, pa, pb, ea && eb && !deep ? &xa : NULL,
+                         ea && eb && !deep ? &xb : NULL, err);
+    if (rc) return rc;
+    if (!equal && res->n_diffs == n_before && c->n_ignored == ign_before)
+      rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+                 "file bytes differ but every link, dataset and attribute is equal "
+                 "(HDF5 metadata only: time stamps, layout or free space)");
+    return RC_OK;
+  }
+  int64_t sa = file_size(pa), sb = file_size(pb);
+  if (ha != hb)
+    rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "HDF5 file in %s only (%" PRId64 " vs %" PRId64 " bytes)",
+               ha ? "A" : "B", sa, sb);
+  else
+    rc_cmp_add(c, RC_DIFF_BYTES, rel, "",
+               "%" PRId64 " vs %" PRId64 " bytes, first difference at byte %" PRId64, sa, sb,
+               first);
+  return RC_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Directories. */
+
+typedef enum { DIR_RUN, DIR_LEG, DIR_CKPT_ROOT, DIR_FILES } dir_class;
+
+static const char *dir_class_name(dir_class k) {
+  static const char *names[] = {"run directory (legs)", "leg directory (ckpt/, trace.csv)",
+                                "checkpoint root (iter_*/)", "directory of files (shards)"};
+  return names[k];
+}
+
+static bool is_leg_dir(const char *dir) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/ckpt", dir);
+  if (rc_is_dir(p)) return true;
+  snprintf(p, sizeof p, "%s/%s", dir, TRACE_NAME);
+  return rc_path_exists(p) && !rc_is_dir(p);
+}
+
+static bool is_iter_name(const char *name) {
+  return !strncmp(name, "iter_", 5);
+}
+
+static int classify(const char *dir, dir_class *out, rc_err *err) {
+  if (is_leg_dir(dir)) {
+    *out = DIR_LEG;
+    return RC_OK;
+  }
+  dir_list l;
+  int rc = list_dir(dir, &l, err);
+  if (rc) return rc;
+  *out = DIR_FILES;
+  for (int i = 0; i < l.n; i++) {
+    if (l.v[i].type != ENT_DIR) continue;
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/%s", dir, l.v[i].name);
+    if (is_iter_name(l.v[i].name)) *out = DIR_CKPT_ROOT;
+    if (is_leg_dir(sub)) {
+      *out = DIR_RUN;
+      break;
+    }
+  }
+  free(l.v);
+  return RC_OK;
+}
+
+/* Every file and subdirectory in either, by name; manifests are loaded to
+ * settle shards and are themselves reported only when the shards they list
+ * agree (otherwise their differences are the shards' differences, which are
+ * reported, or ignored, on their own). */
+static int compare_files_dir(walk_t *w, const char *rel, const char *da, const char *db,
+                             rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  dir_list la = {0}, lb = {0};
+  manifest_t ma = {0}, mb = {0};
+  bool have_mf = false;
+  int rc = list_dir(da, &la, err);
+  if (!rc) rc = list_dir(db, &lb, err);
+  if (rc) goto done;
+
+  const dent *fa = dir_find(&la, MANIFEST_NAME), *fb = dir_find(&lb, MANIFEST_NAME);
+  if (fa && fb && fa->type == ENT_FILE && fb->type == ENT_FILE) {
+    char pa[4096], pb[4096];
+    rc_path_join(pa, sizeof pa, da, MANIFEST_NAME);
+    rc_path_join(pb, sizeof pb, db, MANIFEST_NAME);
+    rc = manifest_load(pa, &ma, err);
+    if (!rc) rc = manifest_load(pb, &mb, err);
+    if (rc) goto done;
+    have_mf = true;
+    /* A manifest that names a file the directory lacks is an incomplete checkpoint. */
+    for (int side = 0; side < 2; side++) {
+      const manifest_t *m = side ? &mb : &ma;
+      for (int i = 0; i < m->n; i++)
+        if (!dir_find(side ? &lb : &la, m->shards[i].file)) {
+          rc = rc_fail(err, RC_EXIT_NOINPUT, "%s/%s: listed in its manifest but missing",
+                       side ? db : da, m->shards[i].file);
+          goto done;
+        }
+    }
+  }
+
+  int failing_before = c->res->n_failing;
+  int i = 0, k = 0;
+  while (i < la.n || k < lb.n) {
+    int cmp = i == la.n ? 1 : k == lb.n ? -1 : strcmp(la.v[i].name, lb.v[k].name);
+    const dent *ea = cmp <= 0 ? &la.v[i] : NULL, *eb = cmp >= 0 ? &lb.v[k] : NULL;
+    if (cmp <= 0) i++;
+    if (cmp >= 0) k++;
+    const char *name = ea ? ea->name : eb->name;
+    char r[1024], pa[4096], pb[4096];
+    rel_join(r, sizeof r, rel, name);
+    rc_path_join(pa, sizeof pa, da, name);
+    rc_path_join(pb, sizeof pb, db, name);
+    if (rc_cmp_ignored(c, r, "") || is_manifest_name(name)) continue; /* manifests: below */
+    if (!ea || !eb) {
+      const dent *e = ea ? ea : eb;
+      rc_diff_kind kind = ea ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A;
+      if (!strcmp(name, ARGS_NAME)) kind = RC_DIFF_INFORMATIONAL;
+      rc_cmp_add(c, kind, r, "", "%s only in %s", e->type == ENT_DIR ? "directory" : "file",
+                 ea ? "A" : "B");
+      continue;
+    }
+    if (ea->type == ENT_DIR && eb->type == ENT_DIR) {
+      rc = compare_files_dir(w, r, pa, pb, err);
+    } else if (ea->type == ENT_FILE && eb->type == ENT_FILE) {
+      rc_trace_diff td;
+      rc = compare_file(w, r, pa, pb, have_mf ? manifest_find(&ma, name) : NULL,
+                        have_mf ? manifest_find(&mb, name) : NULL, &td, err);
+    } else if (ea->type == ENT_OTHER || eb->type == ENT_OTHER) {
+      rc = rc_fail(err, RC_EXIT_DATAERR, "%s: not a regular file or directory in %s", r,
+                   ea->type == ENT_OTHER ? "A" : "B");
+    } else {
+      rc_cmp_add(c, RC_DIFF_BYTES, r, "", "%s in A, %s in B",
+                 ea->type == ENT_DIR ? "directory" : "file",
+                 eb->type == ENT_DIR ? "directory" : "file");
+    }
+    if (rc) goto done;
+  }
+
+  /* Manifests (and per-rank manifest fragments) last. */
+  for (int side = 0; side < 2; side++) {
+    const dir_list *l = side ? &lb : &la, *o = side ? &la : &lb;
+    for (int j = 0; j < l->n; j++) {
+      const char *name = l->v[j].name;
+      char r[1024], pa[4096], pb[4096];
+      rel_join(r, sizeof r, rel, name);
+      if (!is_manifest_name(name) || rc_cmp_ignored(c, r, "")) continue;
+      const dent *other = dir_find(o, name);
+      if (!other) {
+        rc_cmp_add(c, side ? RC_DIFF_MISSING_IN_A : RC_DIFF_MISSING_IN_B, r, "", "file only in %s",
+                   side ? "B" : "A");
+        continue;
+      }
+      if (side) continue; /* pairs: once */
+      rc_path_join(pa, sizeof pa, da, name);
+      rc_path_join(pb, sizeof pb, db, name);
+      bool equal;
+      int64_t first;
+      rc = bytes_equal(pa, pb, &equal, &first, err);
+      if (rc) goto done;
+      c->res->n_files_compared++;
+      if (equal)
+        c->res->n_files_identical++;
+      else if (have_mf ? manifests_agree_on_files(&ma, &mb) : c->res->n_failing == failing_before)
+        rc_cmp_add(c, RC_DIFF_BYTES, r, "",
+                   "manifest differs (first at byte %" PRId64
+                   ") although every file it lists is equal",
+                   first);
+    }
+  }
+done:
+  manifest_free(&ma);
+  manifest_free(&mb);
+  free(la.v);
+  free(lb.v);
+  return rc;
+}
+
+/* Two checkpoint roots: every iter_* in both is compared; one present on a
+ * single side is reported, not failed (legs save different iterations: the
+ * through leg has K and N, the resumed leg only N). */
+static int compare_ckpt_roots(walk_t *w, const char *rel, const char *da, const char *db,
+                              int *n_common, rc_err *err) {
+  dir_list la = {0}, lb = {0};
+  int rc = list_dir(da, &la, err);
+  if (!rc) rc = list_dir(db, &lb, err);
+  int i = 0, k = 0;
+  while (!rc && (i < la.n || k < lb.n)) {
+    int cmp = i == la.n ? 1 : k == lb.n ? -1 : strcmp(la.v[i].name, lb.v[k].name);
+    const dent *ea = cmp <= 0 ? &la.v[i] : NULL, *eb = cmp >= 0 ? &lb.v[k] : NULL;
+    if (cmp <= 0) i++;
+    if (cmp >= 0) k++;
+    const dent *e = ea ? ea : eb;
+    if (!is_iter_name(e->name) || e->type != ENT_DIR) continue;
+    char r[1024], pa[4096], pb[4096];
+    rel_join(r, sizeof r, rel, e->name);
+    if (rc_cmp_ignored(&w->c, r, "")) continue;
+    if (!ea || !eb || ea->type != ENT_DIR || eb->type != ENT_DIR) {
+      rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "iteration only in %s: not compared",
+                 ea && ea->type == ENT_DIR ? "A" : "B");
+      continue;
+    }
+    rc_path_join(pa, sizeof pa, da, e->name);
+    rc_path_join(pb, sizeof pb, db, e->name);
+    (*n_common)++;
+    rc = compare_files_dir(w, r, pa, pb, err);
+  }
+  free(la.v);
+  free(lb.v);
+  return rc;
+}
+
+static int compare_legs(walk_t *w, const char *rel, const char *da, const char *db, rc_err *err) {
+  char pa[4096], pb[4096], r[1024];
+  int n_common = 0, rc = RC_OK;
+  rc_path_join(pa, sizeof pa, da, "ckpt");
+  rc_path_join(pb, sizeof pb, db, "ckpt");
+  rel_join(r, sizeof r, rel, "ckpt");
+  bool ca = rc_is_dir(pa), cb = rc_is_dir(pb);
+  if (ca && cb)
+    rc = compare_ckpt_roots(w, r, pa, pb, &n_common, err);
+  else if (ca || cb)
+    rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "checkpoints only in %s: not compared",
+               ca ? "A" : "B");
+  if (rc) return rc;
+
+  rc_path_join(pa, sizeof pa, da, TRACE_NAME);
+  rc_path_join(pb, sizeof pb, db, TRACE_NAME);
+  rel_join(r, sizeof r, rel, TRACE_NAME);
+  bool ta = rc_path_exists(pa) && !rc_is_dir(pa), tb = rc_path_exists(pb) && !rc_is_dir(pb);
+  if (ta && tb && !rc_cmp_ignored(&w->c, r, "")) {
+    rc_trace_diff td = {0};
+    rc = compare_file(w, r, pa, pb, NULL, NULL, &td, err);
+    if (rc) return rc;
+    n_common += td.steps_compared > 0 || !td.comparable; /* headers differing is a finding */
+  } else if (ta != tb) {
+    rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "trace only in %s: not compared",
+               ta ? "A" : "B");
+  }
+  if (n_common == 0)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s and %s share no checkpoint iteration and no trace step: nothing to compare",
+                   da, db);
+  return RC_OK;
+}
+
+/* Two run directories: legs matched by name. */
+static int compare_runs(walk_t *w, const char *da, const char *db, rc_err *err) {
+  dir_list la = {0}, lb = {0};
+  int rc = list_dir(da, &la, err);
+  if (!rc) rc = list_dir(db, &lb, err);
+  int i = 0, k = 0;
+  while (!rc && (i < la.n || k < lb.n)) {
+    int cmp = i == la.n ? 1 : k == lb.n ? -1 : strcmp(la.v[i].name, lb.v[k].name);
+    const dent *ea = cmp <= 0 ? &la.v[i] : NULL, *eb = cmp >= 0 ? &lb.v[k] : NULL;
+    if (cmp <= 0) i++;
+    if (cmp >= 0) k++;
+    const dent *e = ea ? ea : eb;
+    char pa[4096], pb[4096];
+    rc_path_join(pa, sizeof pa, da, e->name);
+    rc_path_join(pb, sizeof pb, db, e->name);
+    bool la_leg = ea && ea->type == ENT_DIR && is_leg_dir(pa);
+    bool lb_leg = eb && eb->type == ENT_DIR && is_leg_dir(pb);
+    if (!la_leg && !lb_leg) continue; /* reports, logs: not legs */
+    if (rc_cmp_ignored(&w->c, e->name, "")) continue;
+    if (!la_leg || !lb_leg) {
+      rc_cmp_add(&w->c, la_leg ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A, e->name, "",
+                 "leg only in %s", la_leg ? "A" : "B");
+      continue;
+    }
+    rc = compare_legs(w, e->name, pa, pb, err);
+  }
+  free(la.v);
+  free(lb.v);
+  return rc;
+}
+
+int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
+                     rc_compare_result *res, rc_err *err) {
+  memset(res, 0, sizeof *res);
+  walk_t w = {{opts, res, 0}, 0, 0};
+  struct stat sa, sb;
+  if (stat(a, &sa)) return rc_fail(err, RC_EXIT_NOINPUT, "%s: %s", a, strerror(errno));
+  if (stat(b, &sb)) return rc_fail(err, RC_EXIT_NOINPUT, "%s: %s", b, strerror(errno));
+  int rc;
+  if (S_ISREG(sa.st_mode) && S_ISREG(sb.st_mode)) {
+    rc_trace_diff td;
+    rc = compare_file(&w, "", a, b, NULL, NULL, &td, err);
+  } else if (S_ISDIR(sa.st_mode) && S_ISDIR(sb.st_mode)) {
+    dir_class ka, kb;
+    rc = classify(a, &ka, err);
+    if (!rc) rc = classify(b, &kb, err);
+    if (!rc && ka != kb)
+      rc = rc_fail(err, RC_EXIT_USAGE, "cannot compare a %s (%s) with a %s (%s)",
+                   dir_class_name(ka), a, dir_class_name(kb), b);
+    if (!rc) {
+      int n_common = 0;
+      switch (ka) {
+      case DIR_RUN:
+        rc = compare_runs(&w, a, b, err);
+        break;
+      case DIR_LEG:
+        rc = compare_legs(&w, "", a, b, err);
+        break;
+      case DIR_CKPT_ROOT:
+        rc = compare_ckpt_roots(&w, "", a, b, &n_common, err);
+        if (!rc && n_common == 0)
+          rc = rc_fail(err, RC_EXIT_DATAERR, "%s and %s share no iter_* directory", a, b);
+        break;
+      case DIR_FILES:
+        rc = compare_files_dir(&w, "", a, b, err);
+        break;
+      }
+    }
+  } else {
+    rc = rc_fail(err, RC_EXIT_USAGE, "cannot compare %s (%s) with %s (%s)", a,
+                 S_ISDIR(sa.st_mode) ? "a directory" : "a file", b,
+                 S_ISDIR(sb.st_mode) ? "a directory" : "a file");
+  }
+  res->fast_path = !rc && w.n_by_manifest > 0 && w.n_read == 0;
+  return rc;
+}

@@ -1,0 +1,10 @@
+# compare.cmake — tests of `resumecheck compare` and the trace comparison
+# (harness/compare*.c, harness/trace_diff.c, src/cli/cmd_compare.c).
+rc_add_c_test(compare_unit test_compare.c)
+
+# What h5diff does with the same crafted pairs (docs/compare.md keeps the
+# table; this test keeps the table true). Skips without h5diff.
+add_test(NAME compare_h5diff
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/compare_h5diff.sh $<TARGET_FILE:compare_unit>)
+set_tests_properties(compare_h5diff PROPERTIES SKIP_RETURN_CODE 77
+                     ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>;RC_SRC=${CMAKE_SOURCE_DIR}")

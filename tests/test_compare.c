@@ -1,0 +1,771 @@
+/* test_compare.c — `resumecheck compare` and rc_trace_compare on crafted
+ * inputs: HDF5 pairs built here with the HDF5 API, each differing in exactly
+ * one known way, so every assertion can name the exact kind and numbers.
+ * Every case that must find a difference has a twin that must not (the
+ * identical pair, the same pair with --ignore), and every case checks the
+ * CLI's exit code as well as the library's result.
+ *
+ * `test_compare --make-pairs DIR` only writes the pairs (DIR/<case>/a.h5,
+ * b.h5) for compare_h5diff.sh, which records what h5diff does with them. */
+#include <hdf5.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness/compare.h"
+#include "io/sha256.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
+  } while (0)
+
+/* Every HDF5 call in the fixtures must succeed; a failure here is a broken
+ * test, not a finding. */
+#define H5_CHECK(call)                                                                             \
+  do {                                                                                             \
+    if ((call) < 0) {                                                                              \
+      fprintf(stderr, "%s:%d: HDF5 call failed: %s\n", __FILE__, __LINE__, #call);                 \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* ------------------------------------------------------------------ fixtures */
+
+typedef enum {
+  V_BASE,
+  V_FLIP_F32,      /* w[1,3] (flat 11): lowest mantissa bit flipped -> 1 ULP */
+  V_FLIP_F64,      /* b[2]: mantissa bit 20 flipped -> 2^20 ULP */
+  V_NEG_ZERO,      /* b[1] = -0.0 instead of +0.0 */
+  V_NAN_A,         /* w[0] = NaN 0x7fc00000 */
+  V_NAN_B,         /* w[0] = NaN 0x7fc00001 (payload differs from V_NAN_A) */
+  V_NAN_ONE_SIDE,  /* w[5] = NaN where the base has 1.5 */
+  V_SHAPE,         /* w is [4,4]: its first 16 values */
+  V_DTYPE,         /* b stored as float32, same (exactly representable) values */
+  V_MISSING_EXTRA, /* no /model/b; an extra /model/extra */
+  V_ATTR,          /* /meta@iteration = 6 instead of 5 */
+  V_LAYOUT,        /* w chunked instead of contiguous: other bytes, same content */
+} variant;
+
+static float f32_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static void base_w(float w[32]) {
+  for (int i = 0; i < 32; i++) w[i] = (float)(i + 1) * 0.25f;
+}
+
+static const double base_b[3] = {1.5, 0.0, -2.25};
+
+static hid_t dcpl_no_times(void) {
+  hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+  H5_CHECK(p);
+  H5_CHECK(H5Pset_obj_track_times(p, 0));
+  return p;
+}
+
+static void put(hid_t file, const char *path, hid_t ftype, hid_t mtype, int ndim,
+                const hsize_t *dims, const void *data, const hsize_t *chunk) {
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5_CHECK(lcpl);
+  H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+  hid_t dcpl = dcpl_no_times();
+  if (chunk) H5_CHECK(H5Pset_chunk(dcpl, ndim, chunk));
+  hid_t space = ndim ? H5Screate_simple(ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+  H5_CHECK(space);
+  hid_t d = H5Dcreate2(file, path, ftype, space, lcpl, dcpl, H5P_DEFAULT);
+  H5_CHECK(d);
+  H5_CHECK(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+  H5_CHECK(H5Dclose(d));
+  H5_CHECK(H5Sclose(space));
+  H5_CHECK(H5Pclose(dcpl));
+  H5_CHECK(H5Pclose(lcpl));
+}
+
+static void attr_i64(hid_t obj, const char *name, int64_t v) {
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5_CHECK(a);
+  H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, &v));
+  H5_CHECK(H5Aclose(a));
+  H5_CHECK(H5Sclose(s));
+}
+
+static void attr_str(hid_t obj, const char *name, const char *v) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5_CHECK(t);
+  H5_CHECK(H5Tset_size(t, strlen(v)));
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5_CHECK(a);
+  H5_CHECK(H5Awrite(a, t, v));
+  H5_CHECK(H5Aclose(a));
+  H5_CHECK(H5Sclose(s));
+  H5_CHECK(H5Tclose(t));
+}
+
+/* A small shard: /meta (attributes), /model/w float32[4,8], /model/b
+ * float64[3], /optimizer/step int64 scalar; `v` changes one thing. Time
+ * tracking is off so equal content gives equal bytes. */
+static void write_shard(const char *path, variant v) {
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  H5_CHECK(fcpl);
+  H5_CHECK(H5Pset_obj_track_times(fcpl, 0));
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  H5_CHECK(f);
+  hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  H5_CHECK(H5Pset_obj_track_times(gcpl, 0));
+  hid_t meta = H5Gcreate2(f, "/meta", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  H5_CHECK(meta);
+  attr_str(meta, "format", "resumecheck-shard");
+  attr_i64(meta, "iteration", v == V_ATTR ? 6 : 5);
+  H5_CHECK(H5Gclose(meta));
+
+  float w[32];
+  base_w(w);
+  if (v == V_FLIP_F32) w[11] = f32_from_bits(f32_bits(w[11]) ^ 1u);
+  if (v == V_NAN_A) w[0] = f32_from_bits(0x7fc00000u);
+  if (v == V_NAN_B) w[0] = f32_from_bits(0x7fc00001u);
+  if (v == V_NAN_ONE_SIDE) w[5] = f32_from_bits(0x7fc00000u);
+  hsize_t wd[2] = {4, v == V_SHAPE ? 4 : 8}, chunk[2] = {2, 8};
+  put(f, "/model/w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, wd, w, v == V_LAYOUT ? chunk : NULL);
+
+  double b[3] = {base_b[0], base_b[1], base_b[2]};
+  if (v == V_NEG_ZERO) b[1] = -0.0;
+  if (v == V_FLIP_F64) {
+    uint64_t u;
+    memcpy(&u, &b[2], 8);
+    u ^= (uint64_t)1 << 20;
+    memcpy(&b[2], &u, 8);
+  }
+  hsize_t bd[1] = {3};
+  if (v == V_DTYPE)
+    put(f, "/model/b", H5T_IEEE_F32LE, H5T_NATIVE_DOUBLE, 1, bd, b, NULL);
+  else if (v != V_MISSING_EXTRA)
+    put(f, "/model/b", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, bd, b, NULL);
+  if (v == V_MISSING_EXTRA) {
+    int32_t extra[2] = {7, 8};
+    hsize_t ed[1] = {2};
+    put(f, "/model/extra", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, ed, extra, NULL);
+  }
+  int64_t step = 5;
+  put(f, "/optimizer/step", H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &step, NULL);
+  H5_CHECK(H5Pclose(gcpl));
+  H5_CHECK(H5Pclose(fcpl));
+  H5_CHECK(H5Fclose(f));
+}
+
+static char tmp_root[512];
+
+static void path_of(char *out, size_t cap, const char *rel) {
+  snprintf(out, cap, "%s/%s", tmp_root, rel);
+}
+
+static void mkdirs(const char *rel) {
+  char p[1024], cmd[1200];
+  path_of(p, sizeof p, rel);
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s'", p);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "mkdir -p %s failed\n", p);
+    exit(1);
+  }
+}
+
+static void write_text(const char *rel, const char *text) {
+  char p[1024];
+  path_of(p, sizeof p, rel);
+  FILE *f = fopen(p, "wb");
+  if (!f || fputs(text, f) < 0 || fclose(f)) {
+    fprintf(stderr, "cannot write %s\n", p);
+    exit(1);
+  }
+}
+
+/* A pair DIR/a.h5, DIR/b.h5. */
+static void make_pair(const char *dir, variant va, variant vb) {
+  char a[1024], b[1024], rel[512];
+  mkdirs(dir);
+  snprintf(rel, sizeof rel, "%s/a.h5", dir);
+  path_of(a, sizeof a, rel);
+  snprintf(rel, sizeof rel, "%s/b.h5", dir);
+  path_of(b, sizeof b, rel);
+  write_shard(a, va);
+  write_shard(b, vb);
+}
+
+/* ------------------------------------------------------------------ running */
+
+/* `resumecheck ARGS` with paths under tmp_root; returns its exit code, or
+ * -1 without RC_BIN (then the CLI half of the checks is skipped). */
+static int cli(const char *args) {
+  const char *bin = getenv("RC_BIN");
+  if (!bin) return -1;
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >/dev/null 2>&1", tmp_root, bin, args);
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+}
+#define CHECK_CLI(args, code)                                                                      \
+  do {                                                                                             \
+    int got_ = cli(args);                                                                          \
+    CHECK(got_ == -1 || got_ == (code), "resumecheck %s: exit %d, expected %d", args, got_, code); \
+  } while (0)
+
+static int compare(const char *ra, const char *rb, const rc_compare_opts *opts,
+                   rc_compare_result *res, rc_err *err) {
+  char a[1024], b[1024];
+  path_of(a, sizeof a, ra);
+  path_of(b, sizeof b, rb);
+  memset(err, 0, sizeof *err);
+  return rc_compare_paths(a, b, opts, res, err);
+}
+
+/* Compares a pair expected to differ in exactly one failing way; returns the
+ * diff (or NULL after recording a failure). */
+static const rc_diff *one_diff(const char *dir, rc_compare_result *res, rc_diff_kind kind,
+                               const char *object) {
+  char ra[512], rb[512];
+  snprintf(ra, sizeof ra, "%s/a.h5", dir);
+  snprintf(rb, sizeof rb, "%s/b.h5", dir);
+  rc_err err;
+  int rc = compare(ra, rb, NULL, res, &err);
+  CHECK(rc == RC_OK, "%s: rc %d (%s)", dir, rc, err.msg);
+  if (rc) return NULL;
+  for (int i = 0; i < res->n_diffs; i++)
+    fprintf(stderr, "  %s: %s %s %s\n", dir, rc_diff_kind_name(res->diffs[i].kind),
+            res->diffs[i].object, res->diffs[i].detail);
+  CHECK(res->n_diffs == 1 && res->n_failing == 1, "%s: %d diffs (%d failing), expected 1", dir,
+        res->n_diffs, res->n_failing);
+  if (res->n_diffs < 1) return NULL;
+  const rc_diff *d = &res->diffs[0];
+  CHECK(d->kind == kind, "%s: kind %s, expected %s", dir, rc_diff_kind_name(d->kind),
+        rc_diff_kind_name(kind));
+  CHECK(!strcmp(d->object, object), "%s: object '%s', expected '%s'", dir, d->object, object);
+  CHECK(!strcmp(d->file, ""), "%s: file '%s' for a two-file compare", dir, d->file);
+  char args[1200];
+  snprintf(args, sizeof args, "compare %s/a.h5 %s/b.h5", dir, dir);
+  CHECK_CLI(args, 1);
+  return d;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+static void test_identical(void) {
+  make_pair("identical", V_BASE, V_BASE);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("identical/a.h5", "identical/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_OK, "identical: rc %d %s", rc, err.msg);
+  CHECK(res.n_diffs == 0 && res.n_failing == 0, "identical: %d diffs", res.n_diffs);
+  CHECK(res.n_files_compared == 1 && res.n_files_identical == 1, "identical: %d/%d files",
+        res.n_files_identical, res.n_files_compared);
+  CHECK(res.n_datasets_compared == 0, "identical: equal bytes need no dataset compare (%d)",
+        res.n_datasets_compared);
+  CHECK(!res.fast_path, "identical: no manifests, so no fast path");
+  rc_compare_result_free(&res);
+
+  /* --deep opens them anyway and still finds nothing. */
+  rc_compare_opts deep = {NULL, 0, true};
+  rc = compare("identical/a.h5", "identical/b.h5", &deep, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 0, "identical --deep: rc %d, %d diffs", rc, res.n_diffs);
+  CHECK(res.n_datasets_compared == 3, "identical --deep: %d datasets compared, expected 3",
+        res.n_datasets_compared);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare identical/a.h5 identical/b.h5", 0);
+  CHECK_CLI("compare --deep identical/a.h5 identical/b.h5", 0);
+}
+
+static void test_flip_f32(void) {
+  make_pair("flip_f32", V_BASE, V_FLIP_F32);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("flip_f32", &res, RC_DIFF_VALUES, "/model/w");
+  if (d) {
+    float w[32];
+    base_w(w);
+    float flipped = f32_from_bits(f32_bits(w[11]) ^ 1u);
+    double expect_abs = fabs((double)w[11] - (double)flipped);
+    CHECK(d->n_elements == 32, "n_elements %lld", (long long)d->n_elements);
+    CHECK(d->n_different == 1, "n_different %lld", (long long)d->n_different);
+    CHECK(d->first_index == 11, "first_index %lld", (long long)d->first_index);
+    CHECK(d->max_ulp == 1, "max_ulp %llu", (unsigned long long)d->max_ulp);
+    CHECK(d->max_abs == expect_abs, "max_abs %g, expected %g", d->max_abs, expect_abs);
+    CHECK(d->max_rel == expect_abs / fmax(fabs(w[11]), fabs(flipped)), "max_rel %g", d->max_rel);
+    CHECK(d->n_signed_zero_only == 0 && d->n_nan_payload_only == 0 && d->n_nan_mismatch == 0,
+          "special counts %lld %lld %lld", (long long)d->n_signed_zero_only,
+          (long long)d->n_nan_payload_only, (long long)d->n_nan_mismatch);
+    CHECK(strstr(d->detail, "first at [1,3]"), "detail names the index: %s", d->detail);
+  }
+  rc_compare_result_free(&res);
+}
+
+static void test_flip_f64(void) {
+  make_pair("flip_f64", V_BASE, V_FLIP_F64);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("flip_f64", &res, RC_DIFF_VALUES, "/model/b");
+  if (d) {
+    CHECK(d->n_elements == 3 && d->n_different == 1 && d->first_index == 2, "%lld %lld %lld",
+          (long long)d->n_elements, (long long)d->n_different, (long long)d->first_index);
+    CHECK(d->max_ulp == (uint64_t)1 << 20, "max_ulp %llu, expected 2^20",
+          (unsigned long long)d->max_ulp);
+    CHECK(d->max_abs > 0 && d->max_abs < 1e-9, "max_abs %g", d->max_abs);
+  }
+  rc_compare_result_free(&res);
+}
+
+static void test_signed_zero(void) {
+  make_pair("neg_zero", V_BASE, V_NEG_ZERO);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("neg_zero", &res, RC_DIFF_VALUES, "/model/b");
+  if (d) {
+    CHECK(d->n_different == 1 && d->first_index == 1, "n_different %lld first %lld",
+          (long long)d->n_different, (long long)d->first_index);
+    CHECK(d->n_signed_zero_only == 1, "n_signed_zero_only %lld", (long long)d->n_signed_zero_only);
+    CHECK(d->n_nan_payload_only == 0 && d->n_nan_mismatch == 0, "NaN counts");
+    CHECK(d->max_abs == 0 && d->max_rel == 0 && d->max_ulp == 0,
+          "a sign of zero is no numeric difference: abs %g rel %g ulp %llu", d->max_abs, d->max_rel,
+          (unsigned long long)d->max_ulp);
+  }
+  rc_compare_result_free(&res);
+}
+
+static void test_nan(void) {
+  make_pair("nan_payload", V_NAN_A, V_NAN_B);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("nan_payload", &res, RC_DIFF_VALUES, "/model/w");
+  if (d) {
+    CHECK(d->n_different == 1 && d->first_index == 0, "n_different %lld first %lld",
+          (long long)d->n_different, (long long)d->first_index);
+    CHECK(d->n_nan_payload_only == 1, "n_nan_payload_only %lld", (long long)d->n_nan_payload_only);
+    CHECK(d->n_nan_mismatch == 0 && d->n_signed_zero_only == 0, "other counts");
+    CHECK(d->max_ulp == 0 && d->max_abs == 0, "NaN payloads have no numeric distance");
+  }
+  rc_compare_result_free(&res);
+
+  /* Two equal NaNs are equal bytes: nothing to report. */
+  make_pair("nan_same", V_NAN_A, V_NAN_A);
+  rc_err err;
+  int rc = compare("nan_same/a.h5", "nan_same/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 0, "equal NaNs: rc %d, %d diffs", rc, res.n_diffs);
+  rc_compare_result_free(&res);
+
+  make_pair("nan_one_side", V_BASE, V_NAN_ONE_SIDE);
+  d = one_diff("nan_one_side", &res, RC_DIFF_VALUES, "/model/w");
+  if (d) {
+    CHECK(d->n_different == 1 && d->first_index == 5, "first %lld", (long long)d->first_index);
+    CHECK(d->n_nan_mismatch == 1 && d->n_nan_payload_only == 0, "n_nan_mismatch %lld",
+          (long long)d->n_nan_mismatch);
+  }
+  rc_compare_result_free(&res);
+}
+
+static void test_shape_dtype(void) {
+  make_pair("shape", V_BASE, V_SHAPE);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("shape", &res, RC_DIFF_SHAPE, "/model/w");
+  if (d) CHECK(!strcmp(d->detail, "float32[4,8] vs float32[4,4]"), "detail '%s'", d->detail);
+  rc_compare_result_free(&res);
+
+  make_pair("dtype", V_BASE, V_DTYPE);
+  d = one_diff("dtype", &res, RC_DIFF_DTYPE, "/model/b");
+  if (d)
+    CHECK(!strcmp(d->detail, "float64[3] vs float32[3]; values equal as float64"), "detail '%s'",
+          d->detail);
+  rc_compare_result_free(&res);
+}
+
+static void test_missing_extra(void) {
+  make_pair("missing_extra", V_BASE, V_MISSING_EXTRA);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("missing_extra/a.h5", "missing_extra/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 2 && res.n_failing == 2, "rc %d, %d diffs", rc, res.n_diffs);
+  if (res.n_diffs == 2) {
+    CHECK(res.diffs[0].kind == RC_DIFF_MISSING_IN_B && !strcmp(res.diffs[0].object, "/model/b"),
+          "first: %s %s", rc_diff_kind_name(res.diffs[0].kind), res.diffs[0].object);
+    CHECK(res.diffs[1].kind == RC_DIFF_MISSING_IN_A && !strcmp(res.diffs[1].object, "/model/extra"),
+          "second: %s %s", rc_diff_kind_name(res.diffs[1].kind), res.diffs[1].object);
+  }
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare missing_extra/a.h5 missing_extra/b.h5", 1);
+}
+
+static void test_attribute(void) {
+  make_pair("attr", V_BASE, V_ATTR);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("attr", &res, RC_DIFF_ATTRIBUTE, "/meta@iteration");
+  if (d) CHECK(!strcmp(d->detail, "value: 5 vs 6"), "detail '%s'", d->detail);
+  rc_compare_result_free(&res);
+}
+
+/* Same content, other storage layout: the bytes differ, the state does not. */
+static void test_layout_only(void) {
+  make_pair("layout", V_BASE, V_LAYOUT);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("layout/a.h5", "layout/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_OK, "layout: rc %d %s", rc, err.msg);
+  CHECK(res.n_diffs == 1 && res.n_failing == 0, "layout: %d diffs, %d failing", res.n_diffs,
+        res.n_failing);
+  if (res.n_diffs == 1) CHECK(res.diffs[0].kind == RC_DIFF_INFORMATIONAL, "layout: kind");
+  CHECK(res.n_files_identical == 0, "layout: the files are not byte-identical");
+  CHECK(res.n_datasets_compared == 3, "layout: %d datasets compared", res.n_datasets_compared);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare layout/a.h5 layout/b.h5", 0);
+}
+
+static void test_non_hdf5(void) {
+  mkdirs("text");
+  write_text("text/a.bin", "abc\n");
+  write_text("text/b.bin", "abd\n");
+  write_text("text/c.bin", "abc\n");
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("text/a.bin", "text/b.bin", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 1 && res.n_failing == 1, "text: rc %d, %d diffs", rc,
+        res.n_diffs);
+  if (res.n_diffs == 1) {
+    CHECK(res.diffs[0].kind == RC_DIFF_BYTES, "text: kind %s",
+          rc_diff_kind_name(res.diffs[0].kind));
+    CHECK(!strcmp(res.diffs[0].detail, "4 vs 4 bytes, first difference at byte 2"), "detail '%s'",
+          res.diffs[0].detail);
+  }
+  rc_compare_result_free(&res);
+  rc = compare("text/a.bin", "text/c.bin", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 0 && res.n_files_identical == 1, "equal text: %d diffs",
+        res.n_diffs);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare text/a.bin text/b.bin", 1);
+  CHECK_CLI("compare text/a.bin text/c.bin", 0);
+}
+
+/* An iteration directory as the checkpoint layer writes it. manifest: 0 none,
+ * 1 a manifest whose SHA-256 values are the files' own, 2 a manifest that
+ * claims the shard is `lie_sha` (to show what the fast path trusts). */
+static void make_iter(const char *dir, variant v, const char *args, int manifest,
+                      const char *lie_sha) {
+  char rel[512], p[1024];
+  mkdirs(dir);
+  snprintf(rel, sizeof rel, "%s/shard_00000_of_00001.h5", dir);
+  path_of(p, sizeof p, rel);
+  write_shard(p, v);
+  snprintf(rel, sizeof rel, "%s/args.json", dir);
+  write_text(rel, args);
+  snprintf(rel, sizeof rel, "%s/COMPLETE", dir);
+  write_text(rel, "");
+  if (!manifest) return;
+  char sha[RC_SHA256_HEX];
+  rc_err err;
+  if (rc_sha256_file(p, sha, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    exit(1);
+  }
+  struct stat st;
+  stat(p, &st);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "{\"format\": \"resumecheck-checkpoint\", \"iteration\": 5, \"shards\": [{\"bytes\": "
+           "%lld, \"datasets\": [], \"file\": \"shard_00000_of_00001.h5\", \"rank\": 0, "
+           "\"sha256\": \"%s\"}], \"version\": 1, \"world_size\": 1}\n",
+           (long long)st.st_size, manifest == 2 ? lie_sha : sha);
+  snprintf(rel, sizeof rel, "%s/manifest.json", dir);
+  write_text(rel, text);
+}
+
+static void test_iter_dirs(void) {
+  /* args.json differs, nothing else: reported, exit 0. */
+  make_iter("args/a", V_BASE, "{\"leg\": \"through\"}\n", 1, NULL);
+  make_iter("args/b", V_BASE, "{\"leg\": \"resume\"}\n", 1, NULL);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("args/a", "args/b", NULL, &res, &err);
+  CHECK(rc == RC_OK, "args: rc %d %s", rc, err.msg);
+  CHECK(res.n_diffs == 1 && res.n_failing == 0, "args: %d diffs, %d failing", res.n_diffs,
+        res.n_failing);
+  if (res.n_diffs == 1)
+    CHECK(res.diffs[0].kind == RC_DIFF_INFORMATIONAL && !strcmp(res.diffs[0].file, "args.json"),
+          "args: %s %s", rc_diff_kind_name(res.diffs[0].kind), res.diffs[0].file);
+  CHECK(res.fast_path, "args: equal manifests settle the shard");
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare args/a args/b", 0);
+
+  /* Negative control: a differing shard beside it fails, and the manifest
+   * (which differs too) is not reported on its own. */
+  make_iter("args/c", V_FLIP_F32, "{\"leg\": \"resume\"}\n", 1, NULL);
+  rc = compare("args/a", "args/c", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1 && res.n_diffs == 2, "args vs flip: %d diffs",
+        res.n_diffs);
+  if (res.n_diffs == 2)
+    CHECK(res.diffs[1].kind == RC_DIFF_VALUES &&
+              !strcmp(res.diffs[1].file, "shard_00000_of_00001.h5") &&
+              !strcmp(res.diffs[1].object, "/model/w"),
+          "flip in dir: %s %s:%s", rc_diff_kind_name(res.diffs[1].kind), res.diffs[1].file,
+          res.diffs[1].object);
+  CHECK(!res.fast_path, "a differing shard is read");
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare args/a args/c", 1);
+
+  /* The fast path trusts manifests: a manifest that claims equal hashes for
+   * different shards settles them as identical, and --deep does not trust. */
+  const char *fake = "0000000000000000000000000000000000000000000000000000000000000000";
+  make_iter("trust/a", V_BASE, "{}\n", 2, fake);
+  make_iter("trust/b", V_ATTR, "{}\n", 2, fake);
+  rc = compare("trust/a", "trust/b", NULL, &res, &err);
+  /* the sizes agree with the manifests (same structure, same size), so: */
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path, "trust: rc %d %s, %d failing", rc,
+        err.msg, res.n_failing);
+  rc_compare_result_free(&res);
+  rc_compare_opts deep = {NULL, 0, true};
+  rc = compare("trust/a", "trust/b", &deep, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1 && !res.fast_path, "trust --deep: %d failing",
+        res.n_failing);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --deep trust/a trust/b", 1);
+
+  /* A missing shard and a missing COMPLETE are failing differences. */
+  make_iter("missing/a", V_BASE, "{}\n", 0, NULL);
+  make_iter("missing/b", V_BASE, "{}\n", 0, NULL);
+  char p[1024];
+  path_of(p, sizeof p, "missing/b/COMPLETE");
+  unlink(p);
+  rc = compare("missing/a", "missing/b", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1, "missing COMPLETE: %d failing", res.n_failing);
+  if (res.n_diffs >= 1)
+    CHECK(res.diffs[0].kind == RC_DIFF_MISSING_IN_B && !strcmp(res.diffs[0].file, "COMPLETE"),
+          "missing COMPLETE: %s %s", rc_diff_kind_name(res.diffs[0].kind), res.diffs[0].file);
+  rc_compare_result_free(&res);
+}
+
+static void test_ignore(void) {
+  /* flip_f32 was written by test_flip_f32 and fails without --ignore. */
+  const char *pat[] = {"*:/model/w"};
+  rc_compare_opts opts = {pat, 1, false};
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("flip_f32/a.h5", "flip_f32/b.h5", &opts, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 0, "ignored: rc %d, %d diffs", rc, res.n_diffs);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare flip_f32/a.h5 flip_f32/b.h5 --ignore '*:/model/w'", 0);
+  CHECK_CLI("compare flip_f32/a.h5 flip_f32/b.h5 --ignore '*:/model/b'", 1);
+
+  /* A file pattern inside directories. */
+  const char *pat2[] = {"shard_*"};
+  rc_compare_opts opts2 = {pat2, 1, false};
+  rc = compare("args/a", "args/c", &opts2, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0, "file ignored: %d failing", res.n_failing);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare args/a args/c --ignore 'shard_*'", 0);
+}
+
+static void test_errors(void) {
+  CHECK_CLI("compare identical/a.h5 does-not-exist.h5", 66);
+  CHECK_CLI("compare identical/a.h5", 64);
+  CHECK_CLI("compare identical/a.h5 identical/b.h5 --bogus", 64);
+  CHECK_CLI("compare identical/a.h5 identical", 64);
+  CHECK_CLI("compare --help", 0);
+
+  /* A shard cut short keeps its signature but cannot be parsed: 65. */
+  char a[1024], b[1024], cmd[2200];
+  path_of(a, sizeof a, "identical/a.h5");
+  mkdirs("corrupt");
+  path_of(b, sizeof b, "corrupt/b.h5");
+  snprintf(cmd, sizeof cmd, "head -c 1200 '%s' > '%s'", a, b);
+  CHECK(system(cmd) == 0, "truncating a copy");
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("identical/a.h5", "corrupt/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR, "truncated shard: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare identical/a.h5 corrupt/b.h5", 65);
+}
+
+/* ------------------------------------------------------------------ traces */
+
+static const char *trace_header =
+    "step,loss,loss_hex,grad_norm,grad_norm_hex,lr,lr_hex,skipped,tokens,fp_params,fp_main_grad\n";
+
+/* One row; step 6's grad norm and main_grad fingerprint change with `gn6`,
+ * step 7's loss changes in its last bit (hex only) with `loss7`. */
+static void trace_row(char *out, size_t cap, int step, bool gn6, bool loss7) {
+  double loss = 4.0 - 0.125 * step;
+  if (loss7 && step == 7) loss = nextafter(loss, 0);
+  double gn = 1.0 + 0.5 * step;
+  if (gn6 && step == 6) gn = 7.25;
+  snprintf(out, cap, "%d,%.9g,%a,%.9g,%a,0.001,%a,0,512,%016llx,%016llx\n", step, loss, loss, gn,
+           gn, 0.001, 0xa0ull + (unsigned)step,
+           (gn6 && step == 6) ? 0xbeefull : 0xc0ull + (unsigned)step);
+}
+
+static void write_trace(const char *rel, int first, int last, bool gn6, bool loss7) {
+  char text[8192] = "", row[512];
+  strcat(text, trace_header);
+  for (int s = first; s <= last; s++) {
+    trace_row(row, sizeof row, s, gn6, loss7);
+    strcat(text, row);
+  }
+  write_text(rel, text);
+}
+
+static void test_traces(void) {
+  mkdirs("trace/through");
+  mkdirs("trace/resume");
+  mkdirs("trace/same");
+  mkdirs("trace/loss7");
+  mkdirs("trace/other");
+  write_trace("trace/through/trace.csv", 1, 8, false, false);
+  write_trace("trace/same/trace.csv", 4, 8, false, false);
+  write_trace("trace/resume/trace.csv", 4, 8, true, false);
+  write_trace("trace/loss7/trace.csv", 1, 8, false, true);
+  write_text("trace/other/trace.csv", "step,loss,loss_hex,lr,lr_hex\n1,4,0x1p+2,0.001,0x1p-10\n");
+  char a[1024], b[1024];
+  rc_trace_diff td;
+  rc_err err = {0};
+
+  path_of(a, sizeof a, "trace/through/trace.csv");
+  path_of(b, sizeof b, "trace/same/trace.csv");
+  int rc = rc_trace_compare(a, b, &td, &err);
+  CHECK(rc == RC_OK && td.comparable && td.first_step == -1 && td.steps_compared == 5,
+        "same steps: rc %d comparable %d first %lld compared %lld", rc, td.comparable,
+        (long long)td.first_step, (long long)td.steps_compared);
+
+  path_of(b, sizeof b, "trace/resume/trace.csv");
+  rc = rc_trace_compare(a, b, &td, &err);
+  CHECK(rc == RC_OK && td.comparable, "resume: rc %d", rc);
+  CHECK(td.first_step == 6, "resume: first step %lld", (long long)td.first_step);
+  CHECK(td.steps_compared == 5, "resume: compared %lld", (long long)td.steps_compared);
+  CHECK(!strcmp(td.columns, "grad_norm,fp_main_grad"), "columns '%s'", td.columns);
+  CHECK(!strcmp(td.equal_columns, "loss,lr,skipped,tokens,fp_params"), "equal '%s'",
+        td.equal_columns);
+  CHECK(!strcmp(td.a_values, "4,00000000000000c6"), "a_values '%s'", td.a_values);
+  CHECK(!strcmp(td.b_values, "7.25,000000000000beef"), "b_values '%s'", td.b_values);
+
+  /* The decimal copies agree at step 7, the exact ones do not. */
+  path_of(b, sizeof b, "trace/loss7/trace.csv");
+  rc = rc_trace_compare(a, b, &td, &err);
+  CHECK(rc == RC_OK && td.first_step == 7 && !strcmp(td.columns, "loss"),
+        "hex-only: first %lld columns '%s'", (long long)td.first_step, td.columns);
+  CHECK(!strcmp(td.a_values, td.b_values), "hex-only: decimal copies equal ('%s' vs '%s')",
+        td.a_values, td.b_values);
+
+  path_of(b, sizeof b, "trace/other/trace.csv");
+  rc = rc_trace_compare(a, b, &td, &err);
+  CHECK(rc == RC_OK && !td.comparable && td.first_step == -1, "headers: rc %d comparable %d", rc,
+        td.comparable);
+  CHECK(strstr(err.msg, "headers differ"), "headers: message '%s'", err.msg);
+
+  /* Leg directories: the trace difference is a failing difference. */
+  rc_compare_result res;
+  rc = compare("trace/through", "trace/resume", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1, "legs: rc %d (%s), %d failing", rc, err.msg,
+        res.n_failing);
+  if (res.n_diffs == 1)
+    CHECK(!strcmp(res.diffs[0].file, "trace.csv") && !strcmp(res.diffs[0].object, "step 6") &&
+              res.diffs[0].first_index == 6,
+          "legs: %s:%s", res.diffs[0].file, res.diffs[0].object);
+  rc_compare_result_free(&res);
+  rc = compare("trace/through", "trace/same", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_diffs == 0, "legs same: rc %d, %d diffs", rc, res.n_diffs);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare trace/through trace/resume", 1);
+  CHECK_CLI("compare trace/through trace/same", 0);
+  CHECK_CLI("compare trace/through/trace.csv trace/resume/trace.csv", 1);
+}
+
+/* Legs with checkpoints: iterations on one side only are reported, common ones compared. */
+static void test_legs(void) {
+  make_iter("legs/through/ckpt/iter_0000003", V_BASE, "{\"leg\": 1}\n", 1, NULL);
+  make_iter("legs/through/ckpt/iter_0000006", V_BASE, "{\"leg\": 1}\n", 1, NULL);
+  make_iter("legs/resume/ckpt/iter_0000006", V_FLIP_F32, "{\"leg\": 3}\n", 1, NULL);
+  make_iter("legs/save/ckpt/iter_0000003", V_BASE, "{\"leg\": 2}\n", 1, NULL);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("legs/through", "legs/save", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path, "A/A: rc %d (%s) %d failing", rc,
+        err.msg, res.n_failing);
+  rc_compare_result_free(&res);
+  rc = compare("legs/through", "legs/resume", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1, "RESUME: rc %d, %d failing", rc, res.n_failing);
+  for (int i = 0; i < res.n_diffs; i++)
+    if (res.diffs[i].kind == RC_DIFF_VALUES)
+      CHECK(!strcmp(res.diffs[i].file, "ckpt/iter_0000006/shard_00000_of_00001.h5"), "file %s",
+            res.diffs[i].file);
+  rc_compare_result_free(&res);
+  /* save has only K, resume only N: nothing in common is bad input. */
+  rc = compare("legs/save", "legs/resume", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR, "no overlap: rc %d", rc);
+  rc_compare_result_free(&res);
+  /* A run directory: legs matched by name. */
+  CHECK_CLI("compare legs legs", 0);
+  CHECK_CLI("compare legs/through legs/resume", 1);
+  CHECK_CLI("compare legs/through legs/through/ckpt/iter_0000003", 64);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--make-pairs")) {
+    snprintf(tmp_root, sizeof tmp_root, "%s", argv[2]);
+    const struct {
+      const char *name;
+      variant a, b;
+    } pairs[] = {{"identical", V_BASE, V_BASE},
+                 {"flip_f32", V_BASE, V_FLIP_F32},
+                 {"flip_f64", V_BASE, V_FLIP_F64},
+                 {"neg_zero", V_BASE, V_NEG_ZERO},
+                 {"nan_payload", V_NAN_A, V_NAN_B},
+                 {"nan_one_side", V_BASE, V_NAN_ONE_SIDE},
+                 {"shape", V_BASE, V_SHAPE},
+                 {"dtype", V_BASE, V_DTYPE},
+                 {"missing_extra", V_BASE, V_MISSING_EXTRA},
+                 {"attr", V_BASE, V_ATTR},
+                 {"layout", V_BASE, V_LAYOUT}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+      make_pair(pairs[i].name, pairs[i].a, pairs[i].b);
+    return 0;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(tmp_root, sizeof tmp_root, "%s/rc_compare_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(tmp_root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_identical();
+  test_flip_f32();
+  test_flip_f64();
+  test_signed_zero();
+  test_nan();
+  test_shape_dtype();
+  test_missing_extra();
+  test_attribute();
+  test_layout_only();
+  test_non_hdf5();
+  test_iter_dirs();
+  test_ignore();
+  test_errors();
+  test_traces();
+  test_legs();
+  if (!failures) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
+  } else {
+    fprintf(stderr, "%d check(s) failed; files kept in %s\n", failures, tmp_root);
+  }
+  return failures ? 1 : 0;
+}
