@@ -1,7 +1,54 @@
-/* cuda_ops.cu — placeholder until the CUDA backend lands. */
-#include "backend/ops.h"
+/* cuda_ops.cu — rc_cuda_ops(): the CUDA backend's rc_ops table.
+ *
+ * Every member is a CUDA implementation from the files of this directory;
+ * they all run on the context's single stream (cuda_memory.cu), so the ops
+ * execute in call order and the ones returning a host value synchronise.
+ * The table is handed out only when a GPU this binary can run on is present;
+ * otherwise the caller gets NULL and a reason. */
+#include "cuda_common.cuh"
+
+static const rc_ops cuda_ops = {
+    /* name */ "cuda",
+    /* alloc */ rc_cuda_alloc,
+    /* free */ rc_cuda_free,
+    /* to_device */ rc_cuda_to_device,
+    /* to_host */ rc_cuda_to_host,
+    /* copy */ rc_cuda_copy,
+    /* zero */ rc_cuda_zero,
+    /* sync */ rc_cuda_sync,
+    /* gemm */ rc_cuda_gemm,
+    /* round_to */ rc_cuda_round_to,
+    /* quantize_e4m3 */ rc_cuda_quantize_e4m3,
+    /* amax */ rc_cuda_amax,
+    /* add */ rc_cuda_add,
+    /* scale */ rc_cuda_scale,
+    /* copy2d */ rc_cuda_copy2d,
+    /* sum */ rc_cuda_sum,
+    /* sumsq */ rc_cuda_sumsq,
+    /* count_nonfinite */ rc_cuda_count_nonfinite,
+    /* fingerprint */ rc_cuda_fingerprint,
+    /* embedding_forward */ rc_cuda_embedding_forward,
+    /* embedding_backward */ rc_cuda_embedding_backward,
+    /* rmsnorm_forward */ rc_cuda_rmsnorm_forward,
+    /* rmsnorm_backward */ rc_cuda_rmsnorm_backward,
+    /* rope_forward */ rc_cuda_rope_forward,
+    /* rope_backward */ rc_cuda_rope_backward,
+    /* attention_forward */ rc_cuda_attention_forward,
+    /* attention_backward */ rc_cuda_attention_backward,
+    /* swiglu_forward */ rc_cuda_swiglu_forward,
+    /* swiglu_backward */ rc_cuda_swiglu_backward,
+    /* cross_entropy */ rc_cuda_cross_entropy,
+    /* dropout */ rc_cuda_dropout,
+    /* moe_route */ rc_cuda_moe_route,
+    /* moe_route_backward */ rc_cuda_moe_route_backward,
+    /* moe_permute */ rc_cuda_moe_permute,
+    /* moe_gather */ rc_cuda_moe_gather,
+    /* moe_combine */ rc_cuda_moe_combine,
+    /* moe_combine_backward */ rc_cuda_moe_combine_backward,
+    /* adamw */ rc_cuda_adamw,
+};
 
 extern "C" const rc_ops *rc_cuda_ops(const char **why) {
-  if (why) *why = "CUDA backend not implemented yet";
-  return 0;
+  if (!rc_cuda_device_usable(why)) return NULL;
+  return &cuda_ops;
 }

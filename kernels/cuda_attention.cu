@@ -1,0 +1,433 @@
+/* cuda_attention.cu — causal softmax attention, forward and backward, fp32.
+ *
+ * A plain tiled ("flash"-style) implementation, deterministic by structure:
+ * every output element is produced by exactly one thread, which folds its
+ * terms in a fixed order; there are no atomics and no split reductions.
+ *
+ * Tiles are BQ = 64 queries by BK = 64 keys. Each query (or key) row of a
+ * tile is owned by LANES = 4 adjacent threads of one warp: for scores each
+ * lane computes full dot products for every 4th key, for the weighted sums
+ * each lane owns every 4th head dimension. Row statistics (max, sum) are
+ * combined across the 4 lanes with xor shuffles, which give every lane the
+ * same bits (float addition is commutative).
+ *
+ *  forward  one block per (query tile, head, batch); online softmax over the
+ *           key tiles up to the diagonal; writes out and lse.
+ *  backward D = rowsum(dout * out) first; then dK/dV with one block per key
+ *           tile looping over the query tiles at or after it, and dQ with one
+ *           block per query tile looping over the key tiles up to it. P is
+ *           recomputed from lse in both, by the same arithmetic.
+ *
+ * The head dimension is a template bound HD in {32, 64, 128} (hd <= HD; the
+ * unused dimensions are zero-filled). Hot loops use explicit fmaf: the file
+ * is built with --fmad=false, and fused multiply-adds here are fine — the
+ * CPU agreement is a tolerance, the run-to-run result is fixed either way. */
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+#define ATT_BQ 64
+#define ATT_BK 64
+#define ATT_LANES 4
+#define ATT_THREADS (ATT_BQ * ATT_LANES)
+#define FULL_MASK 0xffffffffu
+
+/* ---- forward ---- */
+
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_forward_kernel(float *out, float *lse, const float *qkv, int S, int nh, int hd,
+                             float scale) {
+  constexpr int LD = HD + 1; /* padded rows: lanes of a warp hit distinct banks */
+  constexpr int DPL = HD / ATT_LANES;
+  constexpr int KPL = ATT_BK / ATT_LANES;
+  extern __shared__ float smem[];
+  float *Ks = smem;             /* [BK][LD] */
+  float *Vs = Ks + ATT_BK * LD; /* [BK][LD] */
+  float *Ps = Vs + ATT_BK * LD; /* [BQ][BK+1] */
+
+  int ntq = (S + ATT_BQ - 1) / ATT_BQ;
+  int qt = ntq - 1 - (int)blockIdx.x; /* the longest (last) query tiles start first */
+  int h = blockIdx.y, b = blockIdx.z;
+  int r = threadIdx.x / ATT_LANES, c = threadIdx.x % ATT_LANES;
+  int i = qt * ATT_BQ + r;
+  size_t rs = 3 * (size_t)nh * hd;
+  const float *base = qkv + (size_t)b * S * rs;
+  const float *Qg = base + (size_t)h * hd;
+  const float *Kg = base + (size_t)nh * hd + (size_t)h * hd;
+  const float *Vg = base + 2 * (size_t)nh * hd + (size_t)h * hd;
+
+  float q[HD];
+#pragma unroll
+  for (int d = 0; d < HD; d++) q[d] = (d < hd && i < S) ? Qg[(size_t)i * rs + d] : 0.0f;
+
+  float o[DPL];
+#pragma unroll
+  for (int dd = 0; dd < DPL; dd++) o[dd] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+
+  int last_key = qt * ATT_BQ + ATT_BQ - 1 < S - 1 ? qt * ATT_BQ + ATT_BQ - 1 : S - 1;
+  int nkt = last_key / ATT_BK + 1;
+  for (int kt = 0; kt < nkt; kt++) {
+    __syncthreads(); /* the previous tile is no longer read */
+    for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += ATT_THREADS) {
+      int jj = idx / HD, d = idx % HD, j = kt * ATT_BK + jj;
+      bool ok = j < S && d < hd;
+      Ks[jj * LD + d] = ok ? Kg[(size_t)j * rs + d] : 0.0f;
+      Vs[jj * LD + d] = ok ? Vg[(size_t)j * rs + d] : 0.0f;
+    }
+    __syncthreads();
+
+    float sc[KPL];
+#pragma unroll
+    for (int t = 0; t < KPL; t++) sc[t] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < HD; d++) {
+      float qd = q[d];
+#pragma unroll
+      for (int t = 0; t < KPL; t++) sc[t] = fmaf(qd, Ks[(c + ATT_LANES * t) * LD + d], sc[t]);
+    }
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < KPL; t++) {
+      int j = kt * ATT_BK + c + ATT_LANES * t;
+      float s = sc[t] * scale;
+      if (j > i) s = -INFINITY; /* causal (also masks keys past S for real rows) */
+      sc[t] = s;
+      tmax = fmaxf(tmax, s);
+    }
+    tmax = fmaxf(tmax, __shfl_xor_sync(FULL_MASK, tmax, 1));
+    tmax = fmaxf(tmax, __shfl_xor_sync(FULL_MASK, tmax, 2));
+    float mnew = fmaxf(m, tmax);
+    float corr = expf(m - mnew);
+    float psum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < KPL; t++) {
+      float p = expf(sc[t] - mnew);
+      Ps[r * (ATT_BK + 1) + c + ATT_LANES * t] = p;
+      psum += p;
+    }
+    psum += __shfl_xor_sync(FULL_MASK, psum, 1);
+    psum += __shfl_xor_sync(FULL_MASK, psum, 2);
+    l = l * corr + psum;
+    m = mnew;
+    __syncwarp(); /* the row's 4 lanes (same warp) have written their P values */
+#pragma unroll
+    for (int dd = 0; dd < DPL; dd++) o[dd] *= corr;
+    for (int jj = 0; jj < ATT_BK; jj++) {
+      float p = Ps[r * (ATT_BK + 1) + jj];
+#pragma unroll
+      for (int dd = 0; dd < DPL; dd++) o[dd] = fmaf(p, Vs[jj * LD + c + ATT_LANES * dd], o[dd]);
+    }
+  }
+
+  if (i < S) {
+    float inv = 1.0f / l;
+    float *orow = out + ((size_t)b * S + i) * (size_t)nh * hd + (size_t)h * hd;
+#pragma unroll
+    for (int dd = 0; dd < DPL; dd++) {
+      int d = c + ATT_LANES * dd;
+      if (d < hd) orow[d] = o[dd] * inv;
+    }
+    if (c == 0) lse[((size_t)b * nh + h) * S + i] = m + logf(l);
+  }
+}
+
+/* ---- backward ---- */
+
+/* D[b, h, i] = dot(dout row, out row), in increasing d like the CPU. */
+__global__ void attention_backward_d_kernel(float *Dd, const float *dout, const float *out, int B,
+                                            int S, int nh, int hd) {
+  size_t n = (size_t)B * nh * S;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    size_t b = idx / ((size_t)nh * S), h = (idx / S) % nh, i = idx % S;
+    size_t off = (b * S + i) * (size_t)nh * hd + h * hd;
+    float acc = 0.0f;
+    for (int d = 0; d < hd; d++) acc += dout[off + d] * out[off + d];
+    Dd[idx] = acc;
+  }
+}
+
+/* One block per (key tile, head, batch): dK = scale * dS^T Q, dV = P^T dout,
+ * folded over the query tiles in increasing order. */
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_backward_dkv_kernel(float *dqkv, const float *dout, const float *lse, const float *Dd,
+                                  const float *qkv, int S, int nh, int hd, float scale) {
+  constexpr int LD = HD + 1;
+  constexpr int DPL = HD / ATT_LANES;
+  constexpr int QPL = ATT_BQ / ATT_LANES;
+  extern __shared__ float smem[];
+  float *Ks = smem;                        /* [BK][LD] this block's keys */
+  float *Vs = Ks + ATT_BK * LD;            /* [BK][LD] */
+  float *Qs = Vs + ATT_BK * LD;            /* [BQ][LD] current query tile */
+  float *Gs = Qs + ATT_BQ * LD;            /* [BQ][LD] dout of the query tile */
+  float *Ps = Gs + ATT_BQ * LD;            /* [BK][BQ+1] */
+  float *dSs = Ps + ATT_BK * (ATT_BQ + 1); /* [BK][BQ+1] */
+  float *Ls = dSs + ATT_BK * (ATT_BQ + 1); /* [BQ] lse */
+  float *Ds = Ls + ATT_BQ;                 /* [BQ] D */
+
+  int ntq = (S + ATT_BQ - 1) / ATT_BQ;
+  int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
+  int h = blockIdx.y, b = blockIdx.z;
+  int r = threadIdx.x / ATT_LANES, c = threadIdx.x % ATT_LANES;
+  int j = kt * ATT_BK + r;
+  size_t rs = 3 * (size_t)nh * hd, ors = (size_t)nh * hd;
+  const float *base = qkv + (size_t)b * S * rs;
+  const float *Qg = base + (size_t)h * hd;
+  const float *Kg = base + (size_t)nh * hd + (size_t)h * hd;
+  const float *Vg = base + 2 * (size_t)nh * hd + (size_t)h * hd;
+  const float *Gg = dout + (size_t)b * S * ors + (size_t)h * hd;
+  const float *Lg = lse + ((size_t)b * nh + h) * S;
+  const float *Dg = Dd + ((size_t)b * nh + h) * S;
+
+  for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += ATT_THREADS) {
+    int jj = idx / HD, d = idx % HD, jg = kt * ATT_BK + jj;
+    bool ok = jg < S && d < hd;
+    Ks[jj * LD + d] = ok ? Kg[(size_t)jg * rs + d] : 0.0f;
+    Vs[jj * LD + d] = ok ? Vg[(size_t)jg * rs + d] : 0.0f;
+  }
+
+  float dk[DPL], dv[DPL];
+#pragma unroll
+  for (int dd = 0; dd < DPL; dd++) dk[dd] = dv[dd] = 0.0f;
+
+  /* BQ == BK, so query tile kt is the first that sees any of these keys */
+  for (int qt = kt; qt < ntq; qt++) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < ATT_BQ * HD; idx += ATT_THREADS) {
+      int ii = idx / HD, d = idx % HD, ig = qt * ATT_BQ + ii;
+      bool ok = ig < S && d < hd;
+      Qs[ii * LD + d] = ok ? Qg[(size_t)ig * rs + d] : 0.0f;
+      Gs[ii * LD + d] = ok ? Gg[(size_t)ig * ors + d] : 0.0f;
+    }
+    for (int ii = threadIdx.x; ii < ATT_BQ; ii += ATT_THREADS) {
+      int ig = qt * ATT_BQ + ii;
+      Ls[ii] = ig < S ? Lg[ig] : 0.0f;
+      Ds[ii] = ig < S ? Dg[ig] : 0.0f;
+    }
+    __syncthreads();
+
+    float s[QPL], dp[QPL];
+#pragma unroll
+    for (int t = 0; t < QPL; t++) s[t] = dp[t] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < HD; d++) {
+      float kd = Ks[r * LD + d], vd = Vs[r * LD + d];
+#pragma unroll
+      for (int t = 0; t < QPL; t++) {
+        int ii = c + ATT_LANES * t;
+        s[t] = fmaf(Qs[ii * LD + d], kd, s[t]);
+        dp[t] = fmaf(Gs[ii * LD + d], vd, dp[t]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < QPL; t++) {
+      int ii = c + ATT_LANES * t, ig = qt * ATT_BQ + ii;
+      float p = (ig < S && ig >= j) ? expf(s[t] * scale - Ls[ii]) : 0.0f;
+      Ps[r * (ATT_BQ + 1) + ii] = p;
+      dSs[r * (ATT_BQ + 1) + ii] = p * (dp[t] - Ds[ii]);
+    }
+    __syncwarp();
+    for (int ii = 0; ii < ATT_BQ; ii++) {
+      float p = Ps[r * (ATT_BQ + 1) + ii], ds = dSs[r * (ATT_BQ + 1) + ii];
+#pragma unroll
+      for (int dd = 0; dd < DPL; dd++) {
+        int d = c + ATT_LANES * dd;
+        dv[dd] = fmaf(p, Gs[ii * LD + d], dv[dd]);
+        dk[dd] = fmaf(ds, Qs[ii * LD + d], dk[dd]);
+      }
+    }
+  }
+
+  if (j < S) {
+    float *row = dqkv + ((size_t)b * S + j) * rs;
+#pragma unroll
+    for (int dd = 0; dd < DPL; dd++) {
+      int d = c + ATT_LANES * dd;
+      if (d < hd) {
+        row[(size_t)nh * hd + (size_t)h * hd + d] = dk[dd] * scale;
+        row[2 * (size_t)nh * hd + (size_t)h * hd + d] = dv[dd];
+      }
+    }
+  }
+}
+
+/* One block per (query tile, head, batch): dQ = scale * dS K, folded over the
+ * key tiles up to the diagonal in increasing order. */
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS)
+    attention_backward_dq_kernel(float *dqkv, const float *dout, const float *lse, const float *Dd,
+                                 const float *qkv, int S, int nh, int hd, float scale) {
+  constexpr int LD = HD + 1;
+  constexpr int DPL = HD / ATT_LANES;
+  constexpr int KPL = ATT_BK / ATT_LANES;
+  extern __shared__ float smem[];
+  float *Qs = smem;              /* [BQ][LD] this block's queries */
+  float *Gs = Qs + ATT_BQ * LD;  /* [BQ][LD] their dout */
+  float *Ks = Gs + ATT_BQ * LD;  /* [BK][LD] current key tile */
+  float *Vs = Ks + ATT_BK * LD;  /* [BK][LD] */
+  float *dSs = Vs + ATT_BK * LD; /* [BQ][BK+1] */
+
+  int ntq = (S + ATT_BQ - 1) / ATT_BQ;
+  int qt = ntq - 1 - (int)blockIdx.x;
+  int h = blockIdx.y, b = blockIdx.z;
+  int r = threadIdx.x / ATT_LANES, c = threadIdx.x % ATT_LANES;
+  int i = qt * ATT_BQ + r;
+  size_t rs = 3 * (size_t)nh * hd, ors = (size_t)nh * hd;
+  const float *base = qkv + (size_t)b * S * rs;
+  const float *Qg = base + (size_t)h * hd;
+  const float *Kg = base + (size_t)nh * hd + (size_t)h * hd;
+  const float *Vg = base + 2 * (size_t)nh * hd + (size_t)h * hd;
+  const float *Gg = dout + (size_t)b * S * ors + (size_t)h * hd;
+  float lse_i = i < S ? lse[((size_t)b * nh + h) * S + i] : 0.0f;
+  float D_i = i < S ? Dd[((size_t)b * nh + h) * S + i] : 0.0f;
+
+  for (int idx = threadIdx.x; idx < ATT_BQ * HD; idx += ATT_THREADS) {
+    int ii = idx / HD, d = idx % HD, ig = qt * ATT_BQ + ii;
+    bool ok = ig < S && d < hd;
+    Qs[ii * LD + d] = ok ? Qg[(size_t)ig * rs + d] : 0.0f;
+    Gs[ii * LD + d] = ok ? Gg[(size_t)ig * ors + d] : 0.0f;
+  }
+
+  float dq[DPL];
+#pragma unroll
+  for (int dd = 0; dd < DPL; dd++) dq[dd] = 0.0f;
+
+  int last_key = qt * ATT_BQ + ATT_BQ - 1 < S - 1 ? qt * ATT_BQ + ATT_BQ - 1 : S - 1;
+  int nkt = last_key / ATT_BK + 1;
+  for (int kt = 0; kt < nkt; kt++) {
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < ATT_BK * HD; idx += ATT_THREADS) {
+      int jj = idx / HD, d = idx % HD, jg = kt * ATT_BK + jj;
+      bool ok = jg < S && d < hd;
+      Ks[jj * LD + d] = ok ? Kg[(size_t)jg * rs + d] : 0.0f;
+      Vs[jj * LD + d] = ok ? Vg[(size_t)jg * rs + d] : 0.0f;
+    }
+    __syncthreads();
+
+    float s[KPL], dp[KPL];
+#pragma unroll
+    for (int t = 0; t < KPL; t++) s[t] = dp[t] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < HD; d++) {
+      float qd = Qs[r * LD + d], gd = Gs[r * LD + d];
+#pragma unroll
+      for (int t = 0; t < KPL; t++) {
+        int jj = c + ATT_LANES * t;
+        s[t] = fmaf(qd, Ks[jj * LD + d], s[t]);
+        dp[t] = fmaf(gd, Vs[jj * LD + d], dp[t]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < KPL; t++) {
+      int jj = c + ATT_LANES * t, jg = kt * ATT_BK + jj;
+      float p = (i < S && jg <= i) ? expf(s[t] * scale - lse_i) : 0.0f;
+      dSs[r * (ATT_BK + 1) + jj] = p * (dp[t] - D_i);
+    }
+    __syncwarp();
+    for (int jj = 0; jj < ATT_BK; jj++) {
+      float ds = dSs[r * (ATT_BK + 1) + jj];
+#pragma unroll
+      for (int dd = 0; dd < DPL; dd++) dq[dd] = fmaf(ds, Ks[jj * LD + c + ATT_LANES * dd], dq[dd]);
+    }
+  }
+
+  if (i < S) {
+    float *row = dqkv + ((size_t)b * S + i) * rs + (size_t)h * hd;
+#pragma unroll
+    for (int dd = 0; dd < DPL; dd++) {
+      int d = c + ATT_LANES * dd;
+      if (d < hd) row[d] = dq[dd] * scale;
+    }
+  }
+}
+
+/* ---- launchers ---- */
+
+template <int HD> static size_t fwd_smem(void) {
+  return (size_t)(2 * ATT_BK * (HD + 1) + ATT_BQ * (ATT_BK + 1)) * sizeof(float);
+}
+template <int HD> static size_t dkv_smem(void) {
+  return (size_t)(2 * ATT_BK * (HD + 1) + 2 * ATT_BQ * (HD + 1) + 2 * ATT_BK * (ATT_BQ + 1) +
+                  2 * ATT_BQ) *
+         sizeof(float);
+}
+template <int HD> static size_t dq_smem(void) {
+  return (size_t)(2 * ATT_BQ * (HD + 1) + 2 * ATT_BK * (HD + 1) + ATT_BQ * (ATT_BK + 1)) *
+         sizeof(float);
+}
+
+/* Kernels above 48 KiB of dynamic shared memory must opt in, once each. */
+template <typename K> static void allow_smem(K kernel, size_t bytes, bool *done) {
+  if (*done) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  *done = true;
+}
+
+template <int HD>
+static void forward_impl(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd) {
+  static bool opted = false;
+  size_t sm = fwd_smem<HD>();
+  allow_smem(attention_forward_kernel<HD>, sm, &opted);
+  dim3 grid((unsigned int)((S + ATT_BQ - 1) / ATT_BQ), (unsigned int)nh, (unsigned int)B);
+  float scale = 1.0f / sqrtf((float)hd);
+  attention_forward_kernel<HD>
+      <<<grid, ATT_THREADS, sm, rc_cuda_stream()>>>(out, lse, qkv, S, nh, hd, scale);
+  KERNEL_CHECK();
+}
+
+template <int HD>
+static void backward_impl(float *dqkv, const float *dout, const float *out, const float *lse,
+                          const float *qkv, int B, int S, int nh, int hd) {
+  static bool opted_dkv = false, opted_dq = false;
+  cudaStream_t s = rc_cuda_stream();
+  size_t nrows = (size_t)B * nh * S;
+  float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
+  attention_backward_d_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(Dd, dout, out, B, S, nh, hd);
+  KERNEL_CHECK();
+
+  float scale = 1.0f / sqrtf((float)hd);
+  dim3 grid((unsigned int)((S + ATT_BQ - 1) / ATT_BQ), (unsigned int)nh, (unsigned int)B);
+  size_t sm_dkv = dkv_smem<HD>(), sm_dq = dq_smem<HD>();
+  allow_smem(attention_backward_dkv_kernel<HD>, sm_dkv, &opted_dkv);
+  allow_smem(attention_backward_dq_kernel<HD>, sm_dq, &opted_dq);
+  attention_backward_dkv_kernel<HD>
+      <<<grid, ATT_THREADS, sm_dkv, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
+  KERNEL_CHECK();
+  attention_backward_dq_kernel<HD>
+      <<<grid, ATT_THREADS, sm_dq, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
+  KERNEL_CHECK();
+}
+
+static void check_head_dim(int hd) {
+  if (hd > 128) {
+    fprintf(stderr, "resumecheck: CUDA attention supports head dim <= 128 (got %d)\n", hd);
+    abort();
+  }
+}
+
+void rc_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
+                               int hd) {
+  if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
+  check_head_dim(hd);
+  if (hd <= 32)
+    forward_impl<32>(out, lse, qkv, B, S, nh, hd);
+  else if (hd <= 64)
+    forward_impl<64>(out, lse, qkv, B, S, nh, hd);
+  else
+    forward_impl<128>(out, lse, qkv, B, S, nh, hd);
+}
+
+void rc_cuda_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
+                                const float *qkv, int B, int S, int nh, int hd) {
+  if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
+  check_head_dim(hd);
+  if (hd <= 32)
+    backward_impl<32>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+  else if (hd <= 64)
+    backward_impl<64>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+  else
+    backward_impl<128>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+}

@@ -1,0 +1,161 @@
+/* cuda_common.cuh — what every file of the CUDA backend shares: error-check
+ * macros, the process-wide context (one stream, one cuBLASLt handle, a fixed
+ * GEMM workspace, named scratch buffers), launch helpers and the declarations
+ * of the host launchers that cuda_ops.cu assembles into the rc_ops struct.
+ *
+ * Determinism rules for everything under kernels/ (DESIGN.md 3.4):
+ *  - one stream, so every op runs in call order and scratch buffers can be
+ *    reused by the next op without further synchronisation;
+ *  - no floating-point atomics; every reduction has a partition that depends
+ *    only on the problem size (never on the SM count or timing) and combines
+ *    partials in a fixed tree order;
+ *  - the file is compiled with --fmad=false, so a*b+c rounds twice like the
+ *    CPU reference; kernels that want FMA speed ask for fmaf() explicitly. */
+#ifndef RC_KERNELS_CUDA_COMMON_CUH
+#define RC_KERNELS_CUDA_COMMON_CUH
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/ops.h"
+
+/* ---- error checking: every failure is fatal (ops return no status) ---- */
+static inline void rc_cuda_check(cudaError_t err, const char *what, const char *file, int line) {
+  if (err != cudaSuccess) {
+    fprintf(stderr, "resumecheck: CUDA error at %s:%d: %s: %s\n", file, line, what,
+            cudaGetErrorString(err));
+    abort();
+  }
+}
+static inline void rc_cublas_check(cublasStatus_t st, const char *what, const char *file,
+                                   int line) {
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "resumecheck: cuBLAS error at %s:%d: %s: %s\n", file, line, what,
+            cublasLtGetStatusString(st));
+    abort();
+  }
+}
+#define CUDA_CHECK(call) rc_cuda_check((call), #call, __FILE__, __LINE__)
+#define CUBLAS_CHECK(call) rc_cublas_check((call), #call, __FILE__, __LINE__)
+/* After every kernel launch: catches bad launch configurations at once. */
+#define KERNEL_CHECK() rc_cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/* ---- the process-wide context (cuda_memory.cu) ----
+ * Created lazily on first use; lives until the process ends. */
+cudaStream_t rc_cuda_stream(void);
+cublasLtHandle_t rc_cuda_lt(void);
+/* The fixed cuBLASLt workspace; its size is part of the GEMM algorithm key. */
+void *rc_cuda_gemm_workspace(size_t *bytes);
+
+/* Named scratch buffers. Each op family owns a slot; a slot grows (never
+ * shrinks) and its contents are valid until the next op that uses the same
+ * slot. Safe because everything runs in order on one stream. */
+enum {
+  RC_SCRATCH_GEMM_A = 0,
+  RC_SCRATCH_GEMM_B,
+  RC_SCRATCH_GEMM_D,
+  RC_SCRATCH_REDUCE,
+  RC_SCRATCH_SORT,
+  RC_SCRATCH_NORM,
+  RC_SCRATCH_ATTN,
+  RC_SCRATCH_MOE,
+  RC_SCRATCH_COUNT
+};
+void *rc_cuda_scratch(int slot, size_t bytes);
+
+/* Synchronous device-to-host copy of a small result (used by the ops that
+ * return a host value and therefore synchronise). */
+void rc_cuda_read_back(void *dst_host, const void *src, size_t bytes);
+
+/* ---- launch helpers ---- */
+static inline unsigned int rc_cdiv(size_t a, size_t b) {
+  return (unsigned int)((a + b - 1) / b);
+}
+/* Grid for a 1-D elementwise kernel with a grid-stride loop: the element
+ * partition does not affect results (elementwise), only coverage. */
+static inline unsigned int rc_grid_1d(size_t n, int threads) {
+  size_t blocks = (n + (size_t)threads - 1) / (size_t)threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 65535u * 16u) blocks = 65535u * 16u;
+  return (unsigned int)blocks;
+}
+
+/* ---- host launchers (one file per family) ---- */
+/* cuda_memory.cu */
+void *rc_cuda_alloc(size_t bytes);
+void rc_cuda_free(void *ptr);
+void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes);
+void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes);
+void rc_cuda_copy(void *dst, const void *src, size_t bytes);
+void rc_cuda_zero(void *dst, size_t bytes);
+void rc_cuda_sync(void);
+int rc_cuda_device_usable(const char **why);
+
+/* cuda_gemm.cu */
+void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* cuda_elementwise.cu */
+void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);
+void rc_cuda_quantize_e4m3(float *dst, const float *src, size_t n, float scale);
+void rc_cuda_add(float *out, const float *a, const float *b, size_t n);
+void rc_cuda_scale(float *x, float s, size_t n);
+void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
+void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F);
+void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
+void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
+
+/* cuda_reduce.cu */
+float rc_cuda_amax(const float *x, size_t n);
+double rc_cuda_sum(const float *x, size_t n);
+double rc_cuda_sumsq(const float *x, size_t n);
+long rc_cuda_count_nonfinite(const float *x, size_t n);
+uint64_t rc_cuda_fingerprint(const void *x, size_t nbytes);
+
+/* cuda_embedding.cu */
+void rc_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H);
+void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
+                                int V);
+
+/* cuda_norm_rope.cu */
+void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
+                             float eps);
+void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                              const float *w, const float *rstd, int T, int H);
+void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
+void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
+
+/* cuda_attention.cu */
+void rc_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
+                               int hd);
+void rc_cuda_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
+                                const float *qkv, int B, int S, int nh, int hd);
+
+/* cuda_loss.cu */
+void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
+                           const float *dloss, int T, int V);
+
+/* cuda_moe.cu */
+void rc_cuda_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,
+                       const float *expert_bias, int T, int E, int k, rc_moe_scoring scoring);
+void rc_cuda_moe_route_backward(float *dlogits, const float *dtopk_w, const float *dprobs_e,
+                                const float *logits, const int32_t *topk_idx, const float *topk_w,
+                                const float *probs, int T, int E, int k, rc_moe_scoring scoring);
+void rc_cuda_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets,
+                         const int32_t *topk_idx, int T, int E, int k);
+void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
+void rc_cuda_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
+                         int T, int k, int H);
+void rc_cuda_moe_combine_backward(float *drows, float *dw, const float *dout, const float *rows,
+                                  const float *w, const int32_t *inv_perm, int T, int k, int H);
+
+/* cuda_adamw.cu */
+void rc_cuda_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
+                   float lr, float beta1, float beta2, float eps, float weight_decay,
+                   float grad_scale, float bias_correction1, float bias_correction2);
+
+#endif

@@ -1,0 +1,142 @@
+/* cuda_elementwise.cu — the elementwise ops: rounding to bf16/fp16/e4m3,
+ * add, scale, 2-D copy, SwiGLU and dropout.
+ *
+ * Rounding and dropout use numeric.h, compiled for the device, so they are
+ * bit-identical to the CPU backend. Each element is computed independently
+ * (grid-stride loops), so results do not depend on the launch shape. */
+#include "backend/numeric.h"
+#include "cuda_common.cuh"
+
+#define EW_THREADS 256
+
+#define GRID_STRIDE(i, n)                                                                          \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                          \
+       i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void round_bf16_kernel(float *dst, const float *src, size_t n) {
+  GRID_STRIDE(i, n) dst[i] = rc_round_bf16(src[i]);
+}
+__global__ void round_fp16_kernel(float *dst, const float *src, size_t n) {
+  GRID_STRIDE(i, n) dst[i] = rc_round_fp16(src[i]);
+}
+
+void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
+  if (n == 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  if (ct == RC_COMPUTE_BF16) {
+    round_bf16_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, s>>>(dst, src, n);
+    KERNEL_CHECK();
+  } else if (ct == RC_COMPUTE_FP16) {
+    round_fp16_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, s>>>(dst, src, n);
+    KERNEL_CHECK();
+  } else if (dst != src) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  }
+}
+
+__global__ void quantize_e4m3_kernel(float *dst, const float *src, size_t n, float scale) {
+  GRID_STRIDE(i, n) dst[i] = rc_round_e4m3(src[i] * scale) / scale;
+}
+
+void rc_cuda_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {
+  if (n == 0) return;
+  quantize_e4m3_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(dst, src, n,
+                                                                                       scale);
+  KERNEL_CHECK();
+}
+
+__global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+void rc_cuda_add(float *out, const float *a, const float *b, size_t n) {
+  if (n == 0) return;
+  add_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(out, a, b, n);
+  KERNEL_CHECK();
+}
+
+__global__ void scale_kernel(float *x, float s, size_t n) {
+  GRID_STRIDE(i, n) x[i] *= s;
+}
+
+void rc_cuda_scale(float *x, float s, size_t n) {
+  if (n == 0) return;
+  scale_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(x, s, n);
+  KERNEL_CHECK();
+}
+
+void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)ld_dst * sizeof(float), src,
+                               (size_t)ld_src * sizeof(float), (size_t)cols * sizeof(float),
+                               (size_t)rows, cudaMemcpyDeviceToDevice, rc_cuda_stream()));
+}
+
+/* silu(g) = g * sigmoid(g), sigmoid(g) = 1 / (1 + exp(-g)). */
+__device__ __forceinline__ float sigmoidf_dev(float g) {
+  return 1.0f / (1.0f + expf(-g));
+}
+
+__global__ void swiglu_forward_kernel(float *out, const float *in, int T, int F) {
+  size_t n = (size_t)T * (size_t)F;
+  GRID_STRIDE(i, n) {
+    size_t t = i / (size_t)F, j = i % (size_t)F;
+    float g = in[t * 2 * (size_t)F + j], u = in[t * 2 * (size_t)F + (size_t)F + j];
+    out[i] = g * sigmoidf_dev(g) * u;
+  }
+}
+
+__global__ void swiglu_backward_kernel(float *din, const float *dout, const float *in, int T,
+                                       int F) {
+  size_t n = (size_t)T * (size_t)F;
+  GRID_STRIDE(i, n) {
+    size_t t = i / (size_t)F, j = i % (size_t)F;
+    size_t gi = t * 2 * (size_t)F + j, ui = gi + (size_t)F;
+    float g = in[gi], u = in[ui], d = dout[i];
+    float sg = sigmoidf_dev(g);
+    float silu = g * sg;
+    /* d silu/dg = sg * (1 + g * (1 - sg)) */
+    din[gi] = d * u * (sg * (1.0f + g * (1.0f - sg)));
+    din[ui] = d * silu;
+  }
+}
+
+void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F) {
+  size_t n = (size_t)T * (size_t)F;
+  if (n == 0) return;
+  swiglu_forward_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(out, in, T,
+                                                                                        F);
+  KERNEL_CHECK();
+}
+
+void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F) {
+  size_t n = (size_t)T * (size_t)F;
+  if (n == 0) return;
+  swiglu_backward_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(din, dout,
+                                                                                         in, T, F);
+  KERNEL_CHECK();
+}
+
+/* One thread per Philox block: the four words of block (offset + g) decide
+ * elements 4g..4g+3, exactly as rc_dropout_keep does per element. */
+__global__ void dropout_kernel(float *x, size_t n, float p, uint64_t seed, uint64_t offset) {
+  size_t groups = (n + 3) / 4;
+  float keep_scale = 1.0f - p;
+  GRID_STRIDE(g, groups) {
+    rc_philox4 r = rc_philox4x32(seed, 0, offset + (uint64_t)g);
+    for (int w = 0; w < 4; w++) {
+      size_t i = 4 * g + (size_t)w;
+      if (i >= n) break;
+      int keep = rc_uniform01(r.v[w]) >= p;
+      x[i] = keep ? x[i] / keep_scale : 0.0f;
+    }
+  }
+}
+
+void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset) {
+  if (n == 0) return;
+  size_t groups = (n + 3) / 4;
+  dropout_kernel<<<rc_grid_1d(groups, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(x, n, p, seed,
+                                                                                      offset);
+  KERNEL_CHECK();
+}

@@ -1,0 +1,135 @@
+/* cuda_embedding.cu — token embedding lookup and its deterministic backward.
+ *
+ * The backward must add the gradient rows of repeated token ids in
+ * increasing t (ops.h) without atomicAdd. It sorts the keys (id << 32 | t) —
+ * unique, so the sorted order is fully determined and equals "by id, then by
+ * t" — with a bitonic sort, then one block per distinct id walks its run of
+ * sorted keys and adds the rows in order into the table, exactly the CPU's
+ * loop per (id, column). The bitonic network is data-independent: the same
+ * compare-exchanges run every time. */
+#include "cuda_common.cuh"
+
+/* ---- forward ---- */
+
+__global__ void embedding_forward_kernel(float *out, const int32_t *ids, const float *table, int T,
+                                         int H) {
+  size_t n = (size_t)T * (size_t)H;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    size_t t = i / (size_t)H, h = i % (size_t)H;
+    out[i] = table[(size_t)ids[t] * (size_t)H + h];
+  }
+}
+
+void rc_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H) {
+  size_t n = (size_t)T * (size_t)H;
+  if (n == 0) return;
+  embedding_forward_kernel<<<rc_grid_1d(n, 256), 256, 0, rc_cuda_stream()>>>(out, ids, table, T, H);
+  KERNEL_CHECK();
+}
+
+/* ---- bitonic sort of uint64 keys (length a power of two >= SORT_CHUNK) ---- */
+
+#define SORT_CHUNK 2048 /* keys per block in shared memory */
+#define SORT_THREADS (SORT_CHUNK / 2)
+
+__device__ __forceinline__ void cmp_swap(unsigned long long *a, unsigned long long *b, bool up) {
+  unsigned long long x = *a, y = *b;
+  if ((x > y) == up) {
+    *a = y;
+    *b = x;
+  }
+}
+
+/* Runs, inside one chunk of SORT_CHUNK keys held in shared memory, the
+ * bitonic steps for sizes k = k_first .. k_last (doubling) and, for each,
+ * strides j from min(k/2, j_first) down to 1. Directions use the global
+ * index, so chunks take part in the larger merges correctly. */
+__global__ void bitonic_local_kernel(unsigned long long *keys, unsigned int k_first,
+                                     unsigned int k_last, unsigned int j_first) {
+  __shared__ unsigned long long sh[SORT_CHUNK];
+  size_t base = (size_t)blockIdx.x * SORT_CHUNK;
+  sh[threadIdx.x] = keys[base + threadIdx.x];
+  sh[threadIdx.x + SORT_THREADS] = keys[base + threadIdx.x + SORT_THREADS];
+  __syncthreads();
+  for (unsigned int k = k_first; k <= k_last; k <<= 1) {
+    unsigned int j = k / 2 < j_first ? k / 2 : j_first;
+    for (; j > 0; j >>= 1) {
+      /* thread t owns the pair (i, i + j) with bit j of i clear */
+      unsigned int t = threadIdx.x;
+      unsigned int i = 2 * j * (t / j) + (t % j);
+      bool up = ((base + i) & k) == 0;
+      cmp_swap(&sh[i], &sh[i + j], up);
+      __syncthreads();
+    }
+  }
+  keys[base + threadIdx.x] = sh[threadIdx.x];
+  keys[base + threadIdx.x + SORT_THREADS] = sh[threadIdx.x + SORT_THREADS];
+}
+
+/* One step (k, j) across chunks, for j >= SORT_CHUNK. */
+__global__ void bitonic_global_kernel(unsigned long long *keys, size_t n, size_t k, size_t j) {
+  size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (t >= n / 2) return;
+  size_t i = 2 * j * (t / j) + (t % j);
+  bool up = (i & k) == 0;
+  cmp_swap(&keys[i], &keys[i + j], up);
+}
+
+__global__ void make_keys_kernel(unsigned long long *keys, const int32_t *ids, int T, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    keys[i] = i < (size_t)T ? ((unsigned long long)(uint32_t)ids[i] << 32) | (unsigned long long)i
+                            : ~0ull; /* padding sorts last */
+}
+
+static void bitonic_sort(unsigned long long *keys, size_t n) {
+  cudaStream_t s = rc_cuda_stream();
+  unsigned int chunks = (unsigned int)(n / SORT_CHUNK);
+  /* every size up to a chunk, entirely in shared memory */
+  bitonic_local_kernel<<<chunks, SORT_THREADS, 0, s>>>(keys, 2, SORT_CHUNK, SORT_CHUNK);
+  KERNEL_CHECK();
+  for (size_t k = 2 * SORT_CHUNK; k <= n; k <<= 1) {
+    for (size_t j = k / 2; j >= SORT_CHUNK; j >>= 1) {
+      bitonic_global_kernel<<<rc_cdiv(n / 2, 256), 256, 0, s>>>(keys, n, k, j);
+      KERNEL_CHECK();
+    }
+    bitonic_local_kernel<<<chunks, SORT_THREADS, 0, s>>>(keys, (unsigned int)k, (unsigned int)k,
+                                                         SORT_CHUNK / 2);
+    KERNEL_CHECK();
+  }
+}
+
+/* ---- backward: one block per run of equal ids in the sorted keys ---- */
+
+__global__ void embedding_backward_kernel(float *dtable, const unsigned long long *keys,
+                                          const float *dout, int T, int H) {
+  int i = blockIdx.x;
+  unsigned int id = (unsigned int)(keys[i] >> 32);
+  if (i > 0 && (unsigned int)(keys[i - 1] >> 32) == id) return; /* not the first of its run */
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    float acc = dtable[(size_t)id * H + h];
+    for (int q = i; q < T && (unsigned int)(keys[q] >> 32) == id; q++) {
+      size_t t = (size_t)(keys[q] & 0xffffffffull);
+      acc += dout[t * H + h]; /* increasing t, one rounding per term like the CPU */
+    }
+    dtable[(size_t)id * H + h] = acc;
+  }
+}
+
+void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
+                                int V) {
+  (void)V;
+  if (T <= 0 || H <= 0) return;
+  size_t n = SORT_CHUNK;
+  while (n < (size_t)T) n <<= 1;
+  unsigned long long *keys =
+      (unsigned long long *)rc_cuda_scratch(RC_SCRATCH_SORT, n * sizeof(unsigned long long));
+  cudaStream_t s = rc_cuda_stream();
+  make_keys_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(keys, ids, T, n);
+  KERNEL_CHECK();
+  bitonic_sort(keys, n);
+  int threads = H >= 256 ? 256 : ((H + 31) / 32) * 32;
+  embedding_backward_kernel<<<T, threads, 0, s>>>(dtable, keys, dout, T, H);
+  KERNEL_CHECK();
+}

@@ -1,0 +1,263 @@
+/* cuda_gemm.cu — ops.h GEMM on cuBLASLt, deterministic by construction.
+ *
+ * Row-major C[m,n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so
+ * cuBLASLt is called with the operands swapped and the transposes kept.
+ *
+ * How results are made a function of (compute type, transposes, m, n, k and
+ * the input values) only:
+ *  - cuBLASLt only ever sees canonical layouts: every operand and the output
+ *    with leading dimension round_up(width, 8) and at least 16-byte aligned.
+ *    A caller's fp32 operand that already has that form is used in place;
+ *    anything else is copied (fp32) or converted (bf16/fp16, exact because
+ *    the values are representable) into a scratch buffer first.
+ *  - The algorithm is chosen once per key by the cuBLASLt heuristic (with a
+ *    fixed workspace, split-K only with a separate reduction pass, never the
+ *    in-place counter scheme) and cached, so it never changes within a
+ *    process and is the same choice in every process on the same GPU model.
+ *  - cuBLASLt always runs with beta = 0. beta != 0 is applied by our own
+ *    epilogue kernel, C = D + beta*C, where D is the beta = 0 result in a
+ *    scratch buffer. A beta = 1 GEMM is therefore, bit for bit, a beta = 0
+ *    GEMM into scratch followed by `add` — exactly the fused/unfused
+ *    gradient-accumulation property of ops.h — whatever cuBLASLt's internal
+ *    epilogue or split-K reduction would have done.
+ * FP32 uses CUBLAS_COMPUTE_32F_PEDANTIC (true fp32 FMA, never TF32 or an
+ * emulation); BF16/FP16 use tensor cores with fp32 accumulation and fp32
+ * output. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda_common.cuh"
+
+/* Leading dimension of every matrix cuBLASLt sees: a multiple of 8 elements
+ * keeps rows 16-byte aligned for both 2- and 4-byte types. */
+static int canon_ld(int width) {
+  return (width + 7) & ~7;
+}
+static int aligned16(const void *p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
+/* ---- plan cache: one cuBLASLt configuration per GEMM key ---- */
+typedef struct {
+  int ct, ta, tb, m, n, k;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t lay_a, lay_b, lay_d; /* cuBLASLt's A = our B, its B = our A */
+  cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+static gemm_plan *g_plans = NULL;
+static int g_nplans = 0, g_capplans = 0;
+
+static cudaDataType_t input_type(rc_compute ct) {
+  switch (ct) {
+  case RC_COMPUTE_BF16:
+    return CUDA_R_16BF;
+  case RC_COMPUTE_FP16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
+  }
+}
+
+/* Builds the descriptor and asks the heuristic for one algorithm. Returns 0
+ * when the heuristic finds none for this compute type. */
+static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
+  cublasLtHandle_t lt = rc_cuda_lt();
+  cudaDataType_t in = input_type((rc_compute)p->ct);
+  int rows_a = p->ta ? p->k : p->m, cols_a = p->ta ? p->m : p->k;
+  int rows_b = p->tb ? p->n : p->k, cols_b = p->tb ? p->k : p->n;
+  cublasOperation_t op_a = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
+  cublasOperation_t op_b = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  /* Column-major views of the row-major buffers: rows = row-major width. */
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_a, in, (uint64_t)cols_b, (uint64_t)rows_b,
+                                          (int64_t)canon_ld(cols_b)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_b, in, (uint64_t)cols_a, (uint64_t)rows_a,
+                                          (int64_t)canon_ld(cols_a)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_d, CUDA_R_32F, (uint64_t)p->n, (uint64_t)p->m,
+                                          (int64_t)canon_ld(p->n)));
+
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws_bytes = 0;
+  rc_cuda_gemm_workspace(&ws_bytes);
+  uint64_t ws64 = ws_bytes;
+  /* Split-K is allowed only with a separate, fixed-order reduction pass. */
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                     CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  uint32_t align = 16; /* what canonical layouts guarantee, whoever owns the buffer */
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws64, sizeof ws64));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
+
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->lay_a, p->lay_b, p->lay_d,
+                                                     p->lay_d, pref, 1, &result, &found);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    p->algo = result.algo;
+    return 1;
+  }
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_a));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_b));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_d));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
+  return 0;
+}
+
+static const gemm_plan *get_plan(rc_compute ct, bool ta, bool tb, int m, int n, int k) {
+  for (int i = 0; i < g_nplans; i++) {
+    const gemm_plan *p = &g_plans[i];
+    if (p->ct == (int)ct && p->ta == (int)ta && p->tb == (int)tb && p->m == m && p->n == n &&
+        p->k == k)
+      return p;
+  }
+  if (g_nplans == g_capplans) {
+    int cap = g_capplans ? 2 * g_capplans : 64;
+    gemm_plan *np = (gemm_plan *)realloc(g_plans, (size_t)cap * sizeof *np);
+    if (!np) {
+      fprintf(stderr, "resumecheck: out of host memory for GEMM plans\n");
+      abort();
+    }
+    g_plans = np;
+    g_capplans = cap;
+  }
+  gemm_plan *p = &g_plans[g_nplans];
+  p->ct = (int)ct;
+  p->ta = ta;
+  p->tb = tb;
+  p->m = m;
+  p->n = n;
+  p->k = k;
+  /* fp32: pedantic first (no TF32, no emulation). The plain 32F compute type
+   * with fp32 inputs is also true fp32 in cuBLASLt, so it is the fallback. */
+  int ok = ct == RC_COMPUTE_FP32
+               ? (plan_try(p, CUBLAS_COMPUTE_32F_PEDANTIC) || plan_try(p, CUBLAS_COMPUTE_32F))
+               : plan_try(p, CUBLAS_COMPUTE_32F);
+  if (!ok) {
+    fprintf(stderr,
+            "resumecheck: cuBLASLt has no algorithm for GEMM ct=%d ta=%d tb=%d m=%d n=%d k=%d\n",
+            (int)ct, (int)ta, (int)tb, m, n, k);
+    abort();
+  }
+  g_nplans++;
+  return p;
+}
+
+/* ---- kernels ---- */
+
+/* dst (canonical ld) = convert(src) for a rows x cols row-major matrix. The
+ * conversion is exact for representable values (the ops.h contract). */
+template <typename T> __device__ __forceinline__ T convert_from_float(float x);
+template <> __device__ __forceinline__ __nv_bfloat16 convert_from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half convert_from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+template <typename T>
+__global__ void convert_matrix_kernel(T *dst, int ld_dst, const float *src, int ld_src, int rows,
+                                      int cols) {
+  size_t total = (size_t)rows * (size_t)cols;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    size_t r = idx / (size_t)cols, c = idx % (size_t)cols;
+    dst[r * (size_t)ld_dst + c] = convert_from_float<T>(src[r * (size_t)ld_src + c]);
+  }
+}
+
+/* C = acc + beta*C with acc the beta = 0 result (alpha already applied by
+ * cuBLASLt) or, for k == 0, alpha*0. beta == 0 never reads C; beta == 1 is a
+ * plain add, the same single rounding as the `add` op. */
+__global__ void gemm_epilogue_kernel(float *C, int ldc, const float *D, int ldd, int m, int n,
+                                     float alpha, float beta, int zero_acc) {
+  size_t total = (size_t)m * (size_t)n;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    size_t r = idx / (size_t)n, c = idx % (size_t)n;
+    float acc = zero_acc ? alpha * 0.0f : D[r * (size_t)ldd + c];
+    float *dst = &C[r * (size_t)ldc + c];
+    if (beta == 0.0f)
+      *dst = acc;
+    else if (beta == 1.0f)
+      *dst = acc + *dst;
+    else
+      *dst = acc + beta * *dst;
+  }
+}
+
+/* Returns a pointer cuBLASLt may read as a canonical rows x cols operand. */
+static const void *prepare_operand(rc_compute ct, const float *X, int ldx, int rows, int cols,
+                                   int slot) {
+  int ld = canon_ld(cols);
+  cudaStream_t s = rc_cuda_stream();
+  if (ct == RC_COMPUTE_FP32) {
+    if (ldx == ld && aligned16(X)) return X;
+    float *dst = (float *)rc_cuda_scratch(slot, (size_t)rows * (size_t)ld * sizeof(float));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)ld * sizeof(float), X, (size_t)ldx * sizeof(float),
+                                 (size_t)cols * sizeof(float), (size_t)rows,
+                                 cudaMemcpyDeviceToDevice, s));
+    return dst;
+  }
+  size_t total = (size_t)rows * (size_t)cols;
+  void *dst = rc_cuda_scratch(slot, (size_t)rows * (size_t)ld * 2);
+  if (ct == RC_COMPUTE_BF16)
+    convert_matrix_kernel<__nv_bfloat16>
+        <<<rc_grid_1d(total, 256), 256, 0, s>>>((__nv_bfloat16 *)dst, ld, X, ldx, rows, cols);
+  else
+    convert_matrix_kernel<__half>
+        <<<rc_grid_1d(total, 256), 256, 0, s>>>((__half *)dst, ld, X, ldx, rows, cols);
+  KERNEL_CHECK();
+  return dst;
+}
+
+void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  size_t total = (size_t)m * (size_t)n;
+  if (k <= 0) {
+    gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, ldc, NULL, 0, m, n, alpha, beta,
+                                                                1);
+    KERNEL_CHECK();
+    return;
+  }
+  if (ct != RC_COMPUTE_BF16 && ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_FP32;
+  const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
+
+  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+  const void *a = prepare_operand(ct, A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
+  const void *b = prepare_operand(ct, B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
+
+  int ldd = canon_ld(n);
+  int direct = beta == 0.0f && ldc == ldd && aligned16(C);
+  float *D = direct ? C : (float *)rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 4);
+
+  size_t ws_bytes = 0;
+  void *ws = rc_cuda_gemm_workspace(&ws_bytes);
+  const float zero = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &alpha, b, p->lay_a, a, p->lay_b, &zero, D,
+                              p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
+  if (!direct) {
+    gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, ldc, D, ldd, m, n, alpha, beta,
+                                                                0);
+    KERNEL_CHECK();
+  }
+}

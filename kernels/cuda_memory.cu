@@ -1,0 +1,170 @@
+/* cuda_memory.cu — the CUDA backend's process state and memory ops.
+ *
+ * The one piece of process state is the context: the stream every op runs
+ * on, the cuBLASLt handle, the fixed GEMM workspace and the scratch slots.
+ * It is created lazily on first use (C++ guarantees a function-local static
+ * is initialised exactly once) and never torn down: the driver reclaims it at
+ * exit. Nothing in it influences results except the workspace size, which is
+ * fixed. */
+#include <string.h>
+
+#include "cuda_common.cuh"
+
+/* 32 MiB is what NVIDIA recommends for cuBLASLt on Hopper. It is fixed: the
+ * algorithm chosen for a GEMM shape may depend on it. */
+#define RC_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+
+typedef struct {
+  cudaStream_t stream;
+  cublasLtHandle_t lt;
+  void *workspace;
+  void *scratch[RC_SCRATCH_COUNT];
+  size_t scratch_bytes[RC_SCRATCH_COUNT];
+} rc_cuda_ctx;
+
+static rc_cuda_ctx *ctx_create(void) {
+  rc_cuda_ctx *c = (rc_cuda_ctx *)calloc(1, sizeof *c);
+  if (!c) {
+    fprintf(stderr, "resumecheck: out of host memory creating the CUDA context\n");
+    abort();
+  }
+  /* A blocking stream: it still orders itself against the legacy default
+   * stream, so code outside the backend that uses stream 0 (or NCCL after
+   * ops->sync) cannot race it. */
+  CUDA_CHECK(cudaStreamCreate(&c->stream));
+  CUBLAS_CHECK(cublasLtCreate(&c->lt));
+  CUDA_CHECK(cudaMalloc(&c->workspace, RC_GEMM_WORKSPACE_BYTES));
+  return c;
+}
+
+static rc_cuda_ctx *ctx(void) {
+  static rc_cuda_ctx *c = ctx_create();
+  return c;
+}
+
+cudaStream_t rc_cuda_stream(void) {
+  return ctx()->stream;
+}
+cublasLtHandle_t rc_cuda_lt(void) {
+  return ctx()->lt;
+}
+
+void *rc_cuda_gemm_workspace(size_t *bytes) {
+  *bytes = RC_GEMM_WORKSPACE_BYTES;
+  return ctx()->workspace;
+}
+
+void *rc_cuda_scratch(int slot, size_t bytes) {
+  rc_cuda_ctx *c = ctx();
+  if (bytes == 0) bytes = 16;
+  if (bytes > c->scratch_bytes[slot]) {
+    /* Grow geometrically so a sequence of slightly larger requests does not
+     * reallocate each time. cudaFree waits for the device, so no kernel still
+     * reads the old buffer. */
+    size_t want = c->scratch_bytes[slot] * 2;
+    if (want < bytes) want = bytes;
+    want = (want + 255) & ~(size_t)255;
+    if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));
+    c->scratch[slot] = NULL;
+    cudaError_t err = cudaMalloc(&c->scratch[slot], want);
+    if (err != cudaSuccess) {
+      fprintf(stderr, "resumecheck: cannot allocate %zu bytes of CUDA scratch: %s\n", want,
+              cudaGetErrorString(err));
+      abort();
+    }
+    c->scratch_bytes[slot] = want;
+  }
+  return c->scratch[slot];
+}
+
+void rc_cuda_read_back(void *dst_host, const void *src, size_t bytes) {
+  cudaStream_t s = rc_cuda_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void *rc_cuda_alloc(size_t bytes) {
+  /* A zero-byte request still gets a distinct, freeable pointer. */
+  size_t want = bytes ? bytes : 4;
+  void *p = NULL;
+  cudaError_t err = cudaMalloc(&p, want);
+  if (err != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaGetLastError(); /* clear the sticky-free error before querying */
+    cudaMemGetInfo(&free_b, &total_b);
+    fprintf(stderr, "resumecheck: cudaMalloc of %zu bytes failed: %s (%zu of %zu bytes free)\n",
+            want, cudaGetErrorString(err), free_b, total_b);
+    abort();
+  }
+  /* Zero-filled on the backend's stream: later ops on the stream see it. */
+  CUDA_CHECK(cudaMemsetAsync(p, 0, want, rc_cuda_stream()));
+  return p;
+}
+
+void rc_cuda_free(void *ptr) {
+  if (!ptr) return;
+  /* cudaFree synchronises with the device, so pending work on ptr finishes. */
+  CUDA_CHECK(cudaFree(ptr));
+}
+
+void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, s));
+  /* The caller may reuse its host buffer as soon as we return. */
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes) {
+  if (bytes == 0) return;
+  rc_cuda_read_back(dst_host, src, bytes);
+}
+
+void rc_cuda_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rc_cuda_stream()));
+}
+
+void rc_cuda_zero(void *dst, size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, rc_cuda_stream()));
+}
+
+void rc_cuda_sync(void) {
+  CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
+}
+
+/* A trivial kernel whose attributes tell us whether this binary carries code
+ * the device can run (sm_90 SASS, or PTX the driver can JIT). */
+__global__ void rc_probe_kernel(int *x) {
+  if (x) *x = 0;
+}
+
+int rc_cuda_device_usable(const char **why) {
+  static char reason[512];
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    snprintf(reason, sizeof reason, "no usable CUDA device (%.200s)",
+             err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount returned 0");
+    cudaGetLastError();
+    if (why) *why = reason;
+    return 0;
+  }
+  cudaFuncAttributes attr;
+  err = cudaFuncGetAttributes(&attr, rc_probe_kernel);
+  if (err != cudaSuccess) {
+    int dev = 0;
+    cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    cudaGetDevice(&dev);
+    cudaGetDeviceProperties(&prop, dev);
+    snprintf(reason, sizeof reason,
+             "the CUDA backend was not built for this GPU (%.200s, sm_%d%d): %.200s", prop.name,
+             prop.major, prop.minor, cudaGetErrorString(err));
+    cudaGetLastError();
+    if (why) *why = reason;
+    return 0;
+  }
+  return 1;
+}

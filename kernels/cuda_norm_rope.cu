@@ -1,0 +1,145 @@
+/* cuda_norm_rope.cu — RMSNorm forward/backward and RoPE forward/backward.
+ *
+ * RMSNorm: one block per row; the row's sums (mean square, and the backward's
+ * dot product) are taken in double in a fixed tree, like the CPU's double
+ * loops, and then used with the CPU's exact float formulas. The weight
+ * gradient, a sum over rows, is two-stage without atomics: fixed chunks of
+ * NORM_CHUNK rows give per-chunk partials (each summed in increasing t), and
+ * a second kernel adds the chunks in increasing order into dw.
+ *
+ * RoPE: angles s * theta^(-2i/hd) in double, cos/sin in double and cast to
+ * float, as the CPU does, then the same float rotation. */
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+#define NORM_THREADS 256 /* a power of two: the tree below relies on it */
+#define NORM_CHUNK 64    /* rows per dw partial */
+
+__device__ double block_sum_double(double v, double *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) sh[threadIdx.x] += sh[threadIdx.x + stride];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads(); /* sh may be reused by the caller */
+  return r;
+}
+
+__global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w,
+                                       int H, float eps) {
+  __shared__ double sh[NORM_THREADS];
+  size_t t = blockIdx.x;
+  const float *xt = x + t * H;
+  double ss = 0.0;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) ss += (double)xt[j] * (double)xt[j];
+  ss = block_sum_double(ss, sh);
+  float r = 1.0f / sqrtf((float)(ss / H) + eps);
+  if (threadIdx.x == 0) rstd[t] = r;
+  float *o = out + t * H;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) o[j] = xt[j] * r * w[j];
+}
+
+void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
+                             float eps) {
+  if (T <= 0) return;
+  rmsnorm_forward_kernel<<<T, NORM_THREADS, 0, rc_cuda_stream()>>>(out, rstd, x, w, H, eps);
+  KERNEL_CHECK();
+}
+
+/* dx_j += r w_j g_j - x_j c, c = r^3/H * sum_i g_i w_i x_i (in double). */
+__global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
+                                           const float *w, const float *rstd, int H) {
+  __shared__ double sh[NORM_THREADS];
+  size_t t = blockIdx.x;
+  const float *xt = x + t * H, *g = dout + t * H;
+  float r = rstd[t];
+  double dot = 0.0;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) dot += (double)g[j] * w[j] * xt[j];
+  dot = block_sum_double(dot, sh);
+  float c = (float)(dot * r * r * r / H);
+  float *dxt = dx + t * H;
+  for (int j = threadIdx.x; j < H; j += blockDim.x) dxt[j] += r * w[j] * g[j] - xt[j] * c;
+}
+
+/* partial[chunk, j] = sum over the chunk's rows, increasing t, of g x r. */
+__global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *dout,
+                                                   const float *x, const float *rstd, int T,
+                                                   int H) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  int chunk = blockIdx.y;
+  if (j >= H) return;
+  int t0 = chunk * NORM_CHUNK, t1 = t0 + NORM_CHUNK < T ? t0 + NORM_CHUNK : T;
+  float acc = 0.0f;
+  for (int t = t0; t < t1; t++) acc += dout[(size_t)t * H + j] * x[(size_t)t * H + j] * rstd[t];
+  partial[(size_t)chunk * H + j] = acc;
+}
+
+__global__ void rmsnorm_backward_dw_final_kernel(float *dw, const float *partial, int nchunks,
+                                                 int H) {
+  int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= H) return;
+  float acc = dw[j];
+  for (int c = 0; c < nchunks; c++) acc += partial[(size_t)c * H + j];
+  dw[j] = acc;
+}
+
+void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                              const float *w, const float *rstd, int T, int H) {
+  if (T <= 0 || H <= 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  rmsnorm_backward_dx_kernel<<<T, NORM_THREADS, 0, s>>>(dx, dout, x, w, rstd, H);
+  KERNEL_CHECK();
+  int nchunks = (T + NORM_CHUNK - 1) / NORM_CHUNK;
+  float *partial =
+      (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));
+  dim3 grid(rc_cdiv((size_t)H, 128), (unsigned int)nchunks);
+  rmsnorm_backward_dw_partial_kernel<<<grid, 128, 0, s>>>(partial, dout, x, rstd, T, H);
+  KERNEL_CHECK();
+  rmsnorm_backward_dw_final_kernel<<<rc_cdiv((size_t)H, 128), 128, 0, s>>>(dw, partial, nchunks, H);
+  KERNEL_CHECK();
+}
+
+/* ---- RoPE ----
+ * One thread per (row b*S+s, pair i); it rotates pair i of each of the 2*nh
+ * q and k heads of the row, so the double-precision cos/sin is computed once
+ * per (row, pair). sign = +1 forward, -1 the inverse rotation. */
+__global__ void rope_kernel(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
+  int half = hd / 2;
+  size_t n = (size_t)B * S * half;
+  size_t row_len = 3 * (size_t)nh * hd;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    size_t row = idx / half;
+    int i = (int)(idx % half);
+    int s = (int)(row % (size_t)S);
+    double inv_freq = pow((double)theta, -2.0 * i / hd);
+    double ang = (double)s * inv_freq;
+    float c = (float)cos(ang), sn = (float)sin(ang);
+    float sgn = sign * sn;
+    float *x = qkv + row * row_len;
+    for (int h = 0; h < 2 * nh; h++) {
+      float *v = x + (size_t)h * hd;
+      float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * c - x1 * sgn;
+      v[2 * i + 1] = x0 * sgn + x1 * c;
+    }
+  }
+}
+
+static void rope(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
+  size_t n = (size_t)B * S * (hd / 2);
+  if (n == 0) return;
+  rope_kernel<<<rc_grid_1d(n, 256), 256, 0, rc_cuda_stream()>>>(qkv, B, S, nh, hd, theta, sign);
+  KERNEL_CHECK();
+}
+
+void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta) {
+  rope(qkv, B, S, nh, hd, theta, 1.0f);
+}
+
+void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta) {
+  rope(dqkv, B, S, nh, hd, theta, -1.0f);
+}

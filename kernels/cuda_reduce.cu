@@ -1,0 +1,176 @@
+/* cuda_reduce.cu — full-tensor reductions: amax, sum, sumsq,
+ * count_nonfinite, fingerprint.
+ *
+ * Two stages, no atomics. Stage 1 splits the n elements over a number of
+ * blocks that depends only on n; each thread folds its strided elements in
+ * increasing index order, then the block folds its threads in a fixed tree.
+ * Stage 2, one block, folds the per-block partials in the same fixed tree. The
+ * result is therefore the same on every run (and on every GPU of the same
+ * kind, since nothing depends on the SM count). sum and sumsq accumulate in
+ * double; the fingerprint is a wrapping uint64 sum, exact in any order, so it
+ * equals the CPU's loop bit for bit. */
+#include <math.h>
+
+#include "backend/numeric.h"
+#include "cuda_common.cuh"
+
+#define RED_THREADS 256     /* stage-1 block size (a power of two) */
+#define RED_MAX_BLOCKS 1024 /* also stage 2's block size */
+#define RED_PER_THREAD 16   /* elements per thread before another block is added */
+
+/* ---- the folds: value of element i, and the combine ---- */
+struct SumOp {
+  typedef double T;
+  const float *x;
+  __device__ T identity() const {
+    return 0.0;
+  }
+  __device__ T load(size_t i) const {
+    return (double)x[i];
+  }
+  __device__ T combine(T a, T b) const {
+    return a + b;
+  }
+};
+struct SumSqOp {
+  typedef double T;
+  const float *x;
+  __device__ T identity() const {
+    return 0.0;
+  }
+  __device__ T load(size_t i) const {
+    double v = (double)x[i];
+    return v * v;
+  }
+  __device__ T combine(T a, T b) const {
+    return a + b;
+  }
+};
+struct CountNonfiniteOp {
+  typedef unsigned long long T;
+  const float *x;
+  __device__ T identity() const {
+    return 0ull;
+  }
+  __device__ T load(size_t i) const {
+    return isfinite(x[i]) ? 0ull : 1ull;
+  }
+  __device__ T combine(T a, T b) const {
+    return a + b;
+  }
+};
+struct FingerprintOp {
+  typedef unsigned long long T;
+  const uint32_t *w;
+  __device__ T identity() const {
+    return 0ull;
+  }
+  __device__ T load(size_t i) const {
+    return rc_fingerprint_word((uint64_t)i, w[i]);
+  }
+  __device__ T combine(T a, T b) const {
+    return a + b;
+  } /* wraps mod 2^64 */
+};
+/* max |x| with NaN sticky: once a NaN is seen the result is NaN, whatever the
+ * order (so the answer does not depend on the tree). */
+struct AmaxOp {
+  typedef float T;
+  const float *x;
+  __device__ T identity() const {
+    return 0.0f;
+  }
+  __device__ T load(size_t i) const {
+    return fabsf(x[i]);
+  }
+  __device__ T combine(T a, T b) const {
+    if (isnan(a)) return a;
+    if (isnan(b)) return b;
+    return b > a ? b : a;
+  }
+};
+
+/* Fixed-shape tree over a block's threads (blockDim a power of two). */
+template <class Op>
+__device__ typename Op::T block_fold(const Op &op, typename Op::T v, typename Op::T *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride)
+      sh[threadIdx.x] = op.combine(sh[threadIdx.x], sh[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+template <class Op> __global__ void reduce_stage1(Op op, size_t n, typename Op::T *partials) {
+  __shared__ typename Op::T sh[RED_THREADS];
+  typename Op::T acc = op.identity();
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    acc = op.combine(acc, op.load(i));
+  typename Op::T r = block_fold(op, acc, sh);
+  if (threadIdx.x == 0) partials[blockIdx.x] = r;
+}
+
+template <class Op>
+__global__ void reduce_stage2(Op op, const typename Op::T *partials, int nparts,
+                              typename Op::T *result) {
+  __shared__ typename Op::T sh[RED_MAX_BLOCKS];
+  typename Op::T acc = op.identity();
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc = op.combine(acc, partials[i]);
+  typename Op::T r = block_fold(op, acc, sh);
+  if (threadIdx.x == 0) *result = r;
+}
+
+template <class Op> static typename Op::T reduce(const Op &op, size_t n) {
+  typedef typename Op::T T;
+  if (n == 0) {
+    T zero;
+    memset(&zero, 0, sizeof zero);
+    return zero;
+  }
+  /* The partition is a function of n only. */
+  size_t per_block = (size_t)RED_THREADS * RED_PER_THREAD;
+  size_t nb = (n + per_block - 1) / per_block;
+  int blocks = nb > RED_MAX_BLOCKS ? RED_MAX_BLOCKS : (int)nb;
+  T *buf = (T *)rc_cuda_scratch(RC_SCRATCH_REDUCE, (RED_MAX_BLOCKS + 1) * sizeof(T));
+  cudaStream_t s = rc_cuda_stream();
+  reduce_stage1<Op><<<blocks, RED_THREADS, 0, s>>>(op, n, buf);
+  KERNEL_CHECK();
+  reduce_stage2<Op><<<1, RED_MAX_BLOCKS, 0, s>>>(op, buf, blocks, buf + RED_MAX_BLOCKS);
+  KERNEL_CHECK();
+  T r;
+  rc_cuda_read_back(&r, buf + RED_MAX_BLOCKS, sizeof r);
+  return r;
+}
+
+float rc_cuda_amax(const float *x, size_t n) {
+  AmaxOp op;
+  op.x = x;
+  return reduce(op, n);
+}
+
+double rc_cuda_sum(const float *x, size_t n) {
+  SumOp op;
+  op.x = x;
+  return reduce(op, n);
+}
+
+double rc_cuda_sumsq(const float *x, size_t n) {
+  SumSqOp op;
+  op.x = x;
+  return reduce(op, n);
+}
+
+long rc_cuda_count_nonfinite(const float *x, size_t n) {
+  CountNonfiniteOp op;
+  op.x = x;
+  return (long)reduce(op, n);
+}
+
+uint64_t rc_cuda_fingerprint(const void *x, size_t nbytes) {
+  FingerprintOp op;
+  op.w = (const uint32_t *)x;
+  return (uint64_t)reduce(op, nbytes / 4);
+}
