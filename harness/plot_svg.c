@@ -1,0 +1,315 @@
+/* plot_svg.c — the traces of every leg as a hand-written SVG: grad norm
+ * (top) and loss (bottom) against step, one series per leg, a dashed
+ * vertical line at each save step K and a red one at the first divergence,
+ * axes with "nice" ticks and a legend. No plotting library: the picture is
+ * simple, and a dependency would cost more than these lines.
+ *
+ * Values come from each leg's trace.csv (the exact "_hex" column when
+ * present, strtod reads C99 hex floats); legs without a trace are listed in
+ * the legend as such. */
+#include "report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fsutil.h"
+
+enum { W = 980, H = 760, PX0 = 90, PX1 = 730, LEGEND_X = 750 };
+static const int PY0[2] = {70, 420}, PY1[2] = {350, 700};
+static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                     "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+enum { NCOLORS = 10, MAX_LEGEND = 16 };
+
+typedef struct {
+  int64_t *step;
+  double *v[2]; /* grad_norm, loss */
+  int n;
+} series;
+
+static void series_free(series *s) {
+  free(s->step);
+  free(s->v[0]);
+  free(s->v[1]);
+  memset(s, 0, sizeof *s);
+}
+
+/* Index of a column in a CSV header line, -1 if absent. */
+static int column(const char *header, size_t hlen, const char *name) {
+  int idx = 0;
+  size_t n = strlen(name);
+  for (size_t i = 0; i <= hlen;) {
+    size_t j = i;
+    while (j < hlen && header[j] != ',') j++;
+    if (j - i == n && !strncmp(header + i, name, n)) return idx;
+    idx++;
+    i = j + 1;
+  }
+  return -1;
+}
+
+static const char *field(const char *line, size_t len, int idx, size_t *flen) {
+  size_t i = 0;
+  for (int k = 0; k < idx; k++) {
+    while (i < len && line[i] != ',') i++;
+    if (i >= len) return NULL;
+    i++;
+  }
+  size_t j = i;
+  while (j < len && line[j] != ',') j++;
+  *flen = j - i;
+  return line + i;
+}
+
+static double parse_num(const char *s, size_t n) {
+  char buf[64];
+  if (!s || n == 0 || n >= sizeof buf) return NAN;
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  char *end;
+  double v = strtod(buf, &end);
+  return end == buf ? NAN : v;
+}
+
+/* Loads step, grad_norm and loss from a trace; false if absent/unusable. */
+static bool load_trace(const char *path, series *s) {
+  memset(s, 0, sizeof *s);
+  char *text = NULL;
+  size_t n = 0;
+  rc_err e = {0};
+  if (!rc_path_exists(path) || rc_read_file(path, &text, &n, &e)) return false;
+  const char *nl = memchr(text, '\n', n);
+  if (!nl) {
+    free(text);
+    return false;
+  }
+  size_t hlen = (size_t)(nl - text);
+  int cs = column(text, hlen, "step");
+  int cg = column(text, hlen, "grad_norm_hex"), cl = column(text, hlen, "loss_hex");
+  if (cg < 0) cg = column(text, hlen, "grad_norm");
+  if (cl < 0) cl = column(text, hlen, "loss");
+  if (cs < 0) {
+    free(text);
+    return false;
+  }
+  int rows = 0;
+  for (size_t i = 0; i < n; i++) rows += text[i] == '\n';
+  s->step = malloc((size_t)(rows + 1) * sizeof *s->step);
+  s->v[0] = malloc((size_t)(rows + 1) * sizeof(double));
+  s->v[1] = malloc((size_t)(rows + 1) * sizeof(double));
+  if (!s->step || !s->v[0] || !s->v[1]) {
+    series_free(s);
+    free(text);
+    return false;
+  }
+  const char *p = nl + 1;
+  while (p < text + n) {
+    const char *e2 = memchr(p, '\n', (size_t)(text + n - p));
+    if (!e2) break; /* an incomplete last row is ignored */
+    size_t len = (size_t)(e2 - p), fl = 0;
+    const char *f = field(p, len, cs, &fl);
+    double st = parse_num(f, fl);
+    if (isfinite(st)) {
+      s->step[s->n] = (int64_t)st;
+      f = cg >= 0 ? field(p, len, cg, &fl) : NULL;
+      s->v[0][s->n] = f ? parse_num(f, fl) : NAN;
+      f = cl >= 0 ? field(p, len, cl, &fl) : NULL;
+      s->v[1][s->n] = f ? parse_num(f, fl) : NAN;
+      s->n++;
+    }
+    p = e2 + 1;
+  }
+  free(text);
+  return true;
+}
+
+/* A tick spacing of 1, 2 or 5 times a power of ten, about `want` ticks. */
+static double nice_step(double range, int want) {
+  if (!(range > 0)) return 1;
+  double raw = range / want, mag = pow(10, floor(log10(raw))), f = raw / mag;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
+}
+
+static void fmt_tick(double v, double step, char *buf, size_t cap) {
+  if (fabs(v) < step * 1e-9) v = 0;
+  int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+  if (fabs(v) >= 1e5 || (v != 0 && fabs(v) < 1e-4))
+    snprintf(buf, cap, "%.3g", v);
+  else
+    snprintf(buf, cap, "%.*f", dec > 8 ? 8 : dec, v);
+}
+
+typedef struct {
+  double x0, x1, y0, y1; /* data ranges */
+} frame;
+
+static double sx(const frame *f, double x) {
+  return PX0 + (x - f->x0) / (f->x1 - f->x0) * (PX1 - PX0);
+}
+
+static double sy(const frame *f, int panel, double y) {
+  return PY1[panel] - (y - f->y0) / (f->y1 - f->y0) * (PY1[panel] - PY0[panel]);
+}
+
+static void axes(rc_sb *b, const frame *f, int panel, const char *ylabel) {
+  int y0 = PY0[panel], y1 = PY1[panel];
+  rc_sb_printf(
+      b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" stroke=\"#444\"/>\n",
+      PX0, y0, PX1 - PX0, y1 - y0);
+  double xs = nice_step(f->x1 - f->x0, 10);
+  if (xs < 1) xs = 1;
+  for (double x = ceil(f->x0 / xs) * xs; x <= f->x1 + 1e-9; x += xs) {
+    double px = sx(f, x);
+    rc_sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#eee\"/>\n", px, y0,
+                 px, y1);
+    rc_sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#444\"/>\n", px, y1,
+                 px, y1 + 5);
+    rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px, y1 + 19,
+                 x);
+  }
+  double ys = nice_step(f->y1 - f->y0, 6);
+  for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + ys * 1e-9; y += ys) {
+    double py = sy(f, panel, y);
+    char t[32];
+    fmt_tick(y, ys, t, sizeof t);
+    rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>\n", PX0,
+                 py, PX1, py);
+    rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n",
+                 PX0 - 5, py, PX0, py);
+    rc_sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", PX0 - 8, py + 4,
+                 t);
+  }
+  rc_sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">step</text>\n", (PX0 + PX1) / 2,
+               y1 + 38);
+  rc_sb_printf(
+      b,
+      "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 %d %d)\">%s</text>\n",
+      24, (y0 + y1) / 2, 24, (y0 + y1) / 2, ylabel);
+}
+
+static void vline(rc_sb *b, const frame *f, double x, const char *color, const char *dash,
+                  const char *label) {
+  double px = sx(f, x);
+  for (int p = 0; p < 2; p++)
+    rc_sb_printf(
+        b,
+        "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-width=\"1.5\" "
+        "stroke-dasharray=\"%s\"/>\n",
+        px, PY0[p], px, PY1[p], color, dash);
+  rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\" text-anchor=\"middle\">", px, PY0[0] - 6,
+               color);
+  rc_sb_xml(b, label);
+  rc_sb_puts(b, "</text>\n");
+}
+
+int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
+  const int n = run->n_legs;
+  series *s = calloc((size_t)(n ? n : 1), sizeof *s);
+  bool *have = calloc((size_t)(n ? n : 1), sizeof *have);
+  if (!s || !have) {
+    free(s);
+    free(have);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    char tp[RC_RUN_PATH_CAP + 16];
+    snprintf(tp, sizeof tp, "%s/trace.csv", run->legs[i].dir);
+    have[i] = load_trace(tp, &s[i]);
+  }
+  frame fr[2];
+  for (int p = 0; p < 2; p++) {
+    fr[p] = (frame){0, (double)run->opts.steps, INFINITY, -INFINITY};
+    for (int i = 0; i < n; i++)
+      for (int k = 0; have[i] && k < s[i].n; k++) {
+        double v = s[i].v[p][k];
+        if (!isfinite(v)) continue;
+        if (v < fr[p].y0) fr[p].y0 = v;
+        if (v > fr[p].y1) fr[p].y1 = v;
+      }
+    if (!(fr[p].y0 <= fr[p].y1)) fr[p].y0 = 0, fr[p].y1 = 1;
+    double span = fr[p].y1 - fr[p].y0;
+    if (span <= 0) span = fabs(fr[p].y1) > 0 ? fabs(fr[p].y1) * 0.1 : 1;
+    fr[p].y0 -= 0.06 * span;
+    fr[p].y1 += 0.06 * span;
+    if (fr[p].y1 <= fr[p].y0) fr[p].y1 = fr[p].y0 + 1;
+  }
+
+  rc_sb b = {0};
+  rc_sb_printf(
+      &b,
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+      "%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+      W, H, W, H);
+  rc_sb_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", W, H);
+  char title[1400];
+  rc_bufprintf(title, sizeof title, "resumecheck run: %s — %s", rc_verdict_headline(run),
+               run->verdict_text);
+  rc_sb_printf(&b, "<text x=\"%d\" y=\"24\" font-size=\"14\" font-weight=\"bold\">", PX0);
+  rc_sb_xml(&b, title);
+  rc_sb_puts(&b, "</text>\n");
+  axes(&b, &fr[0], 0, "grad norm (before clipping)");
+  axes(&b, &fr[1], 1, "loss");
+
+  for (int i = 0; i < run->n_save_at; i++) {
+    char label[48];
+    snprintf(label, sizeof label, "K=%" PRId64, run->save_at[i]);
+    /* with --save-at every, label only a few of the lines */
+    if (run->n_save_at > 12 && i % (run->n_save_at / 6 + 1)) label[0] = 0;
+    vline(&b, &fr[0], (double)run->save_at[i], "#888", "4,3", label);
+  }
+  if (run->first_div_step >= 0) {
+    char label[64];
+    snprintf(label, sizeof label, "first divergence: step %" PRId64, run->first_div_step);
+    vline(&b, &fr[0], (double)run->first_div_step, "#d00", "none", label);
+  }
+
+  /* series: the off arm dashed; circles at the points when there are few */
+  int legend = 0;
+  for (int i = 0; i < n; i++) {
+    const rc_leg *l = &run->legs[i];
+    const char *color = COLORS[i % NCOLORS];
+    const char *dash = !strcmp(l->arm, "fusion-off") ? "6,3" : "none";
+    double width = !strcmp(l->name, "through") ? 2.5 : 1.5;
+    for (int p = 0; have[i] && p < 2; p++) {
+      rc_sb_printf(&b,
+                   "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" "
+                   "stroke-dasharray=\"%s\" points=\"",
+                   color, width, dash);
+      for (int k = 0; k < s[i].n; k++)
+        if (isfinite(s[i].v[p][k]))
+          rc_sb_printf(&b, "%.1f,%.1f ", sx(&fr[p], (double)s[i].step[k]),
+                       sy(&fr[p], p, s[i].v[p][k]));
+      rc_sb_puts(&b, "\"/>\n");
+      for (int k = 0; s[i].n <= 60 && k < s[i].n; k++)
+        if (isfinite(s[i].v[p][k]))
+          rc_sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
+                       sx(&fr[p], (double)s[i].step[k]), sy(&fr[p], p, s[i].v[p][k]), color);
+    }
+    if (legend < MAX_LEGEND) {
+      int y = PY0[0] + 10 + legend * 20;
+      rc_sb_printf(
+          &b,
+          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%.1f\" "
+          "stroke-dasharray=\"%s\"/>\n",
+          LEGEND_X, y, LEGEND_X + 24, y, color, width, dash);
+      char text[160];
+      rc_bufprintf(text, sizeof text, "%s%s", l->label, have[i] ? "" : " (no trace)");
+      rc_sb_printf(&b, "<text x=\"%d\" y=\"%d\">", LEGEND_X + 30, y + 4);
+      rc_sb_xml(&b, text);
+      rc_sb_puts(&b, "</text>\n");
+    } else if (legend == MAX_LEGEND) {
+      rc_sb_printf(&b, "<text x=\"%d\" y=\"%d\">… and %d more legs</text>\n", LEGEND_X,
+                   PY0[0] + 14 + legend * 20, n - i);
+    }
+    legend++;
+  }
+  rc_sb_puts(&b, "</svg>\n");
+  for (int i = 0; i < n; i++) series_free(&s[i]);
+  free(s);
+  free(have);
+  int rc = rc_sb_write(&b, path, err);
+  free(b.buf);
+  return rc;
+}

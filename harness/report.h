@@ -1,0 +1,66 @@
+/* report.h — what `resumecheck run` tells people and CI systems: a text
+ * table on stdout, report.json (schema in docs/report-schema.md), JUnit XML,
+ * a Markdown summary and an SVG plot of the traces. Every writer only reads
+ * a finished rc_run; files are written atomically. */
+#ifndef RC_HARNESS_REPORT_H
+#define RC_HARNESS_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "base/error.h"
+#include "harness/run.h"
+
+#ifndef RC_VERSION
+#define RC_VERSION "0.1.0"
+#endif
+
+#define RC_REPORT_SCHEMA "resumecheck.run-report"
+#define RC_REPORT_SCHEMA_VERSION 1
+
+/* The table for people: legs, checks, verdict, first divergence. */
+void rc_report_text(const rc_run *run, FILE *out);
+
+/* report.json; rc_report_json_string returns the document (malloc'd). */
+char *rc_report_json_string(const rc_run *run);
+int rc_report_json(const rc_run *run, const char *path, rc_err *err);
+
+/* JUnit XML: one testcase per check and per leg. */
+int rc_report_junit(const rc_run *run, const char *path, rc_err *err);
+
+/* A Markdown summary (CI step summaries, PR comments). */
+int rc_report_markdown(const rc_run *run, const char *path, rc_err *err);
+
+/* Grad norm and loss against step, one series per leg, K and the first
+ * divergence marked. */
+int rc_plot_svg(const rc_run *run, const char *path, rc_err *err);
+
+/* ---- shared helpers (report_util.c) ---- */
+
+/* A growing string; every append is checked, ownership of buf passes to
+ * whoever takes it. */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int oom;
+} rc_sb;
+
+void rc_sb_printf(rc_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rc_sb_puts(rc_sb *b, const char *s);
+/* XML text/attribute escaping, valid UTF-8 and XML 1.0 characters only. */
+void rc_sb_xml(rc_sb *b, const char *s);
+/* Writes the buffer to path atomically; frees nothing. */
+int rc_sb_write(const rc_sb *b, const char *path, rc_err *err);
+
+/* Copies in to out (cap bytes, NUL-terminated), replacing invalid UTF-8 and
+ * control characters other than \n and \t with U+FFFD / '?'. */
+void rc_utf8_sanitize(const char *in, char *out, size_t cap);
+
+/* The verdict's headline, e.g. "RESUME DIVERGED". */
+const char *rc_verdict_headline(const rc_run *run);
+/* "1/1 shards byte-identical" style tally of a state check. */
+void rc_check_tally(const rc_check *c, char *buf, size_t cap);
+/* Seconds as "1.23 s" / "2 min 3 s". */
+void rc_fmt_seconds(double s, char *buf, size_t cap);
+
+#endif

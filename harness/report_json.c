@@ -1,0 +1,346 @@
+/* report_json.c — report.json, the machine-readable record of a run.
+ * Its schema is versioned and documented in docs/report-schema.md; any
+ * change to names or meanings bumps RC_REPORT_SCHEMA_VERSION. Keys are
+ * always present (null when they do not apply) so that consumers need no
+ * guessing. Strings from paths and logs are made valid UTF-8 first. */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fsutil.h"
+#include "base/json.h"
+
+#define MAX_DIFFS_PER_CHECK 100
+
+static void str(rc_jw *w, const char *s) {
+  if (!s) {
+    rc_jw_null(w);
+    return;
+  }
+  size_t cap = strlen(s) * 3 + 1;
+  char *clean = malloc(cap);
+  if (!clean) {
+    rc_jw_null(w);
+    return;
+  }
+  rc_utf8_sanitize(s, clean, cap);
+  rc_jw_str(w, clean);
+  free(clean);
+}
+
+static void kv_str(rc_jw *w, const char *k, const char *v) {
+  rc_jw_key(w, k);
+  str(w, v);
+}
+
+static void kv_str_or_null(rc_jw *w, const char *k, const char *v) {
+  rc_jw_key(w, k);
+  if (v && *v)
+    str(w, v);
+  else
+    rc_jw_null(w);
+}
+
+static void kv_int(rc_jw *w, const char *k, int64_t v) {
+  rc_jw_key(w, k);
+  rc_jw_int(w, v);
+}
+
+static void kv_bool(rc_jw *w, const char *k, bool v) {
+  rc_jw_key(w, k);
+  rc_jw_bool(w, v);
+}
+
+/* "a,b,c" as ["a","b","c"] */
+static void csv_array(rc_jw *w, const char *list) {
+  rc_jw_arr_begin(w);
+  const char *p = list;
+  while (p && *p) {
+    const char *c = strchr(p, ',');
+    size_t n = c ? (size_t)(c - p) : strlen(p);
+    char item[256];
+    if (n >= sizeof item) n = sizeof item - 1;
+    memcpy(item, p, n);
+    item[n] = 0;
+    str(w, item);
+    p = c ? c + 1 : NULL;
+  }
+  rc_jw_arr_end(w);
+}
+
+static void config(rc_jw *w, const rc_run *run) {
+  const rc_run_opts *o = &run->opts;
+  rc_jw_key(w, "config");
+  rc_jw_obj_begin(w);
+  kv_int(w, "steps", o->steps);
+  rc_jw_key(w, "save_at");
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < run->n_save_at; i++) rc_jw_int(w, run->save_at[i]);
+  rc_jw_arr_end(w);
+  kv_bool(w, "save_every", o->save_every);
+  kv_bool(w, "aa", o->aa);
+  kv_bool(w, "confirm_arm", o->confirm_arm);
+  kv_bool(w, "git_bisect", o->git_bisect);
+  kv_bool(w, "keep_going", o->keep_going);
+  kv_int(w, "jobs", o->jobs);
+  kv_str(w, "out", o->out_dir);
+  kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
+  kv_str_or_null(w, "train_cmd", o->trainer == RC_TRAINER_EXEC ? o->train_cmd : NULL);
+  kv_str_or_null(w, "trainer_binary", o->trainer == RC_TRAINER_SELF ? o->self_display : NULL);
+  rc_jw_key(w, "forwarded_flags");
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < o->n_fwd; i++) str(w, o->fwd[i]);
+  rc_jw_arr_end(w);
+  /* the canonical config from `train --dry-run`, embedded only if it is
+   * well-formed JSON */
+  rc_jw_key(w, "canonical");
+  rc_json *cfg = NULL;
+  char eb[128];
+  if (run->config_json)
+    cfg = rc_json_parse(run->config_json, strlen(run->config_json), eb, sizeof eb);
+  if (cfg)
+    rc_jw_raw(w, run->config_json);
+  else
+    rc_jw_null(w);
+  rc_json_free(cfg);
+  rc_jw_obj_end(w);
+}
+
+static void legs(rc_jw *w, const rc_run *run) {
+  rc_jw_key(w, "legs");
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg *l = &run->legs[i];
+    bool ran = l->state != RC_LEG_SKIPPED && l->state != RC_LEG_PENDING;
+    rc_jw_obj_begin(w);
+    kv_str(w, "name", l->name);
+    kv_str_or_null(w, "arm", l->arm);
+    kv_str(w, "label", l->label);
+    kv_str(w, "dir", l->dir);
+    kv_str(w, "log", l->log_path);
+    kv_int(w, "resume_step", l->resume_step);
+    kv_int(w, "last_step", l->last_step);
+    kv_str_or_null(w, "resume_from", l->resume_from);
+    kv_str_or_null(w, "depends_on", l->depends_on >= 0 ? run->legs[l->depends_on].label : NULL);
+    rc_jw_key(w, "saves");
+    rc_jw_arr_begin(w);
+    for (int k = 0; k < l->n_saves; k++) rc_jw_int(w, l->saves[k]);
+    rc_jw_arr_end(w);
+    rc_jw_key(w, "argv");
+    rc_jw_arr_begin(w);
+    for (int k = 0; k < l->argc; k++) str(w, l->argv[k]);
+    rc_jw_arr_end(w);
+    kv_str(w, "status", rc_leg_state_name(l->state));
+    rc_jw_key(w, "exit_code");
+    if (ran && !l->term_signal)
+      rc_jw_int(w, l->exit_code);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "signal");
+    if (l->term_signal)
+      rc_jw_int(w, l->term_signal);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "wall_s");
+    if (ran)
+      rc_jw_double(w, l->wall_s);
+    else
+      rc_jw_null(w);
+    kv_str_or_null(w, "reason", l->reason);
+    kv_str_or_null(w, "log_tail", l->log_tail);
+    rc_jw_obj_end(w);
+  }
+  rc_jw_arr_end(w);
+}
+
+static void diff_obj(rc_jw *w, const rc_diff *d) {
+  rc_jw_obj_begin(w);
+  kv_str(w, "kind", rc_diff_kind_name(d->kind));
+  kv_str(w, "file", d->file);
+  kv_str_or_null(w, "object", d->object);
+  kv_str_or_null(w, "detail", d->detail);
+  if (d->kind == RC_DIFF_VALUES) {
+    kv_int(w, "n_elements", d->n_elements);
+    kv_int(w, "n_different", d->n_different);
+    kv_int(w, "first_index", d->first_index);
+    rc_jw_key(w, "max_abs");
+    rc_jw_double(w, d->max_abs);
+    rc_jw_key(w, "max_rel");
+    rc_jw_double(w, d->max_rel);
+    rc_jw_key(w, "max_ulp");
+    rc_jw_uint(w, d->max_ulp);
+    kv_int(w, "n_signed_zero_only", d->n_signed_zero_only);
+    kv_int(w, "n_nan_payload_only", d->n_nan_payload_only);
+    kv_int(w, "n_nan_mismatch", d->n_nan_mismatch);
+  }
+  rc_jw_obj_end(w);
+}
+
+static void checks(rc_jw *w, const rc_run *run) {
+  rc_jw_key(w, "checks");
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    rc_jw_obj_begin(w);
+    kv_str(w, "name", c->name);
+    kv_str_or_null(w, "arm", c->arm);
+    kv_str(w, "kind", c->what == RC_CHECK_STATE ? "state" : "trace");
+    kv_str(w, "class", rc_check_class_name(c->cls));
+    const char *sides[2] = {"a", "b"};
+    const int leg[2] = {c->leg_a, c->leg_b};
+    const char *path[2] = {c->path_a, c->path_b};
+    for (int s = 0; s < 2; s++) {
+      rc_jw_key(w, sides[s]);
+      rc_jw_obj_begin(w);
+      kv_str(w, "leg", run->legs[leg[s]].label);
+      kv_str(w, "path", path[s]);
+      rc_jw_obj_end(w);
+    }
+    rc_jw_key(w, "step");
+    if (c->what == RC_CHECK_STATE)
+      rc_jw_int(w, c->step);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "steps");
+    if (c->what == RC_CHECK_TRACE) {
+      rc_jw_arr_begin(w);
+      rc_jw_int(w, c->trace_from);
+      rc_jw_int(w, c->trace_to);
+      rc_jw_arr_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    kv_str(w, "status", rc_check_status_name(c->status));
+    kv_str(w, "summary", c->summary);
+    kv_str_or_null(w, "error", c->status == RC_CHECK_ERROR ? c->err.msg : NULL);
+    rc_jw_key(w, "state");
+    if (c->have_cmp) {
+      rc_jw_obj_begin(w);
+      kv_int(w, "shards", c->shards);
+      kv_int(w, "shards_identical", c->shards_identical);
+      kv_int(w, "files", c->files);
+      kv_int(w, "files_identical", c->files_identical);
+      kv_int(w, "datasets_compared", c->cmp.n_datasets_compared);
+      kv_bool(w, "fast_path", c->cmp.fast_path);
+      kv_bool(w, "args_json_differs", c->args_differ);
+      kv_int(w, "n_failing", c->cmp.n_failing);
+      kv_str_or_null(w, "first_difference", c->first_dataset);
+      rc_jw_key(w, "ignore");
+      rc_jw_arr_begin(w);
+      for (int k = 0; k < c->n_ignore; k++) str(w, c->ignore[k]);
+      rc_jw_arr_end(w);
+      rc_jw_key(w, "diffs");
+      rc_jw_arr_begin(w);
+      int shown = 0;
+      for (int k = 0; k < c->cmp.n_diffs && shown < MAX_DIFFS_PER_CHECK; k++, shown++)
+        diff_obj(w, &c->cmp.diffs[k]);
+      rc_jw_arr_end(w);
+      kv_int(w, "diffs_truncated", c->cmp.n_diffs - shown);
+      rc_jw_obj_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    rc_jw_key(w, "trace");
+    if (c->have_trace) {
+      rc_jw_obj_begin(w);
+      kv_bool(w, "comparable", c->trace.comparable);
+      kv_int(w, "steps_compared", c->trace.steps_compared);
+      rc_jw_key(w, "first_step");
+      if (c->trace.first_step >= 0)
+        rc_jw_int(w, c->trace.first_step);
+      else
+        rc_jw_null(w);
+      rc_jw_key(w, "columns");
+      csv_array(w, c->trace.columns);
+      rc_jw_key(w, "equal_columns");
+      csv_array(w, c->trace.equal_columns);
+      kv_str_or_null(w, "a_values", c->trace.a_values);
+      kv_str_or_null(w, "b_values", c->trace.b_values);
+      rc_jw_obj_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    rc_jw_obj_end(w);
+  }
+  rc_jw_arr_end(w);
+}
+
+static void first_divergence(rc_jw *w, const rc_run *run) {
+  rc_jw_key(w, "first_divergence");
+  if (run->first_div_check < 0) {
+    rc_jw_null(w);
+    return;
+  }
+  const rc_check *c = &run->checks[run->first_div_check];
+  rc_jw_obj_begin(w);
+  kv_str(w, "check", c->name);
+  kv_str(w, "class", rc_check_class_name(c->cls));
+  rc_jw_key(w, "step");
+  if (run->first_div_step >= 0)
+    rc_jw_int(w, run->first_div_step);
+  else
+    rc_jw_null(w);
+  rc_jw_key(w, "columns");
+  csv_array(w, c->have_trace ? c->trace.columns : "");
+  rc_jw_key(w, "equal_columns");
+  csv_array(w, c->have_trace ? c->trace.equal_columns : "");
+  kv_str_or_null(w, "dataset", run->first_div_dataset);
+  rc_jw_obj_end(w);
+}
+
+char *rc_report_json_string(const rc_run *run) {
+  rc_jw w;
+  rc_jw_init(&w, true);
+  rc_jw_obj_begin(&w);
+  kv_str(&w, "schema", RC_REPORT_SCHEMA);
+  kv_int(&w, "schema_version", RC_REPORT_SCHEMA_VERSION);
+  rc_jw_key(&w, "tool");
+  rc_jw_obj_begin(&w);
+  kv_str(&w, "name", "resumecheck");
+  kv_str(&w, "version", RC_VERSION);
+  rc_jw_obj_end(&w);
+  rc_jw_key(&w, "command");
+  rc_jw_arr_begin(&w);
+  for (int i = 0; i < run->opts.argc; i++) str(&w, run->opts.argv[i]);
+  rc_jw_arr_end(&w);
+  config(&w, run);
+  rc_jw_key(&w, "wall_s");
+  rc_jw_double(&w, run->wall_s);
+  legs(&w, run);
+  checks(&w, run);
+  first_divergence(&w, run);
+  rc_jw_key(&w, "confirm");
+  if (run->opts.confirm_arm) {
+    rc_jw_obj_begin(&w);
+    kv_str(&w, "mechanism", rc_mechanism_name(run->mechanism));
+    kv_str(&w, "text", run->mechanism_text);
+    rc_jw_obj_end(&w);
+  } else {
+    rc_jw_null(&w);
+  }
+  kv_bool(&w, "interrupted", run->interrupted);
+  kv_str(&w, "verdict", run->verdict);
+  kv_str(&w, "verdict_text", run->verdict_text);
+  kv_int(&w, "exit_code", run->exit_code);
+  rc_jw_obj_end(&w);
+  /* ownership of the buffer passes to the caller */
+  char *out = w.buf;
+  size_t len = w.len;
+  char *res = malloc(len + 2);
+  if (res) {
+    memcpy(res, out, len);
+    res[len] = '\n';
+    res[len + 1] = 0;
+  }
+  rc_jw_free(&w);
+  return res;
+}
+
+int rc_report_json(const rc_run *run, const char *path, rc_err *err) {
+  char *s = rc_report_json_string(run);
+  if (!s) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory writing %s", path);
+  int rc = rc_write_file_atomic(path, s, strlen(s), err);
+  free(s);
+  return rc;
+}

@@ -1,0 +1,192 @@
+/* report_text.c — the concise table `resumecheck run` prints on stdout:
+ * legs with step ranges and wall times, every check with its result, then
+ * the findings in the seed's words and the verdict with its exit code. A
+ * failed leg comes with its exit status, the last lines of its log and the
+ * command that reproduces it. */
+#include "report.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Display width of UTF-8 text ("→" is one column, three bytes). */
+static int width(const char *s) {
+  int w = 0;
+  for (; *s; s++) w += ((unsigned char)*s & 0xC0) != 0x80;
+  return w;
+}
+
+static void pad(FILE *out, const char *s, int w) {
+  fputs(s, out);
+  for (int i = width(s); i < w; i++) fputc(' ', out);
+}
+
+static const char *check_word(const rc_check *c) {
+  switch (c->status) {
+  case RC_CHECK_IDENTICAL:
+    return "identical";
+  case RC_CHECK_DIFFERS:
+    return "DIFFERS";
+  case RC_CHECK_SKIPPED:
+    return "skipped";
+  case RC_CHECK_ERROR:
+    return "ERROR";
+  default:
+    return "pending";
+  }
+}
+
+static void print_config(const rc_run *run, FILE *out) {
+  const rc_run_opts *o = &run->opts;
+  fprintf(out, "resumecheck run: N=%" PRId64 ", save at ", o->steps);
+  if (o->save_every) {
+    fprintf(out, "every step");
+  } else {
+    for (int i = 0; i < run->n_save_at; i++)
+      fprintf(out, "%s%" PRId64, i ? "," : "", run->save_at[i]);
+  }
+  fprintf(out, "; %d legs, %d checks", run->n_legs, run->n_checks);
+  if (o->trainer == RC_TRAINER_EXEC) {
+    fprintf(out, "; trainer: exec\n");
+  } else {
+    fprintf(out, "; trainer: resumecheck train");
+    for (int i = 0; i < o->n_fwd; i++) fprintf(out, " %s", o->fwd[i]);
+    fprintf(out, "\n");
+  }
+}
+
+static void print_legs(const rc_run *run, FILE *out) {
+  int wl = 3;
+  for (int i = 0; i < run->n_legs; i++)
+    if (width(run->legs[i].label) > wl) wl = width(run->legs[i].label);
+  fprintf(out, "\n  ");
+  pad(out, "leg", wl + 2);
+  fprintf(out, "steps       wall        status\n");
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg *l = &run->legs[i];
+    char range[48], wall[32] = "-";
+    rc_leg_range(l, range, sizeof range);
+    if (l->state != RC_LEG_SKIPPED && l->state != RC_LEG_PENDING)
+      rc_fmt_seconds(l->wall_s, wall, sizeof wall);
+    fprintf(out, "  ");
+    pad(out, l->label, wl + 2);
+    pad(out, range, 12);
+    pad(out, wall, 12);
+    if (l->state == RC_LEG_OK)
+      fprintf(out, "ok\n");
+    else
+      fprintf(out, "%s: %s\n", rc_leg_state_name(l->state), l->reason);
+  }
+}
+
+static void print_failed_legs(const rc_run *run, FILE *out) {
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg *l = &run->legs[i];
+    if (l->state != RC_LEG_FAILED) continue;
+    fprintf(out, "\n  leg %s %s (exit status %d). Last lines of %s:\n", l->label, l->reason,
+            l->exit_code, l->log_path);
+    const char *p = l->log_tail;
+    while (*p) {
+      const char *nl = strchr(p, '\n');
+      int n = nl ? (int)(nl - p) : (int)strlen(p);
+      fprintf(out, "    | %.*s\n", n, p);
+      p += n + (nl != NULL);
+    }
+    char cmd[8192];
+    rc_argv_quote(l->argv, cmd, sizeof cmd);
+    fprintf(out, "  reproduce: %s\n", cmd);
+  }
+}
+
+static void print_checks(const rc_run *run, FILE *out) {
+  int wn = 5;
+  for (int i = 0; i < run->n_checks; i++)
+    if (width(run->checks[i].name) > wn) wn = width(run->checks[i].name);
+  fprintf(out, "\n  ");
+  pad(out, "check", wn + 2);
+  fprintf(out, "result      detail\n");
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    fprintf(out, "  ");
+    pad(out, c->name, wn + 2);
+    pad(out, check_word(c), 12);
+    fprintf(out, "%s\n", c->summary);
+  }
+}
+
+/* The findings, one per line, as the seed words them. */
+static void print_findings(const rc_run *run, FILE *out) {
+  fprintf(out, "\n");
+  const char *arms[3] = {"", "fusion-on", "fusion-off"};
+  int first = run->opts.confirm_arm ? 1 : 0, last = run->opts.confirm_arm ? 2 : 0;
+  for (int a = first; a <= last; a++) {
+    const char *prefix = a ? arms[a] : "";
+    const char *sep = a ? ": " : "";
+    int aa_total = 0, aa_bad = -1, aa_first = -1, res_total = 0, res_bad = -1, res_last = -1;
+    for (int i = 0; i < run->n_checks; i++) {
+      const rc_check *c = &run->checks[i];
+      if (strcmp(c->arm, arms[a]) || c->what != RC_CHECK_STATE) continue;
+      if (c->cls == RC_CLASS_AA) {
+        aa_total++;
+        if (aa_first < 0) aa_first = i;
+        if (c->status == RC_CHECK_DIFFERS && aa_bad < 0) aa_bad = i;
+      } else if (c->cls == RC_CLASS_RESUME) {
+        res_total++;
+        res_last = i;
+        if (c->status == RC_CHECK_DIFFERS && res_bad < 0) res_bad = i;
+      }
+    }
+    if (aa_bad >= 0)
+      fprintf(out, "  %s%sA/A FAILED (%s): not deterministic, the resume result is inconclusive\n",
+              prefix, sep, run->checks[aa_bad].summary);
+    else if (aa_first >= 0 && run->checks[aa_first].status == RC_CHECK_IDENTICAL)
+      fprintf(out, "  %s%sA/A identical (%s)%s\n", prefix, sep, run->checks[aa_first].summary,
+              aa_total > 1 ? " and at every other A/A check" : "");
+    if (res_bad >= 0) {
+      /* the earliest trace divergence of this arm */
+      const rc_check *t = NULL;
+      for (int i = 0; i < run->n_checks; i++) {
+        const rc_check *c = &run->checks[i];
+        if (strcmp(c->arm, arms[a]) || c->cls != RC_CLASS_RESUME || c->what != RC_CHECK_TRACE ||
+            !c->have_trace || c->trace.first_step < 0)
+          continue;
+        if (!t || c->trace.first_step < t->trace.first_step) t = c;
+      }
+      if (t)
+        fprintf(out, "  %s%sRESUME %s\n", prefix, sep, t->summary);
+      else
+        fprintf(out, "  %s%sRESUME diverged (%s)\n", prefix, sep, run->checks[res_bad].summary);
+      if (run->checks[res_bad].first_dataset[0])
+        fprintf(out, "  %s%sfirst differing dataset: %s\n", prefix, sep,
+                run->checks[res_bad].first_dataset);
+    } else if (res_last >= 0 && run->checks[res_last].status == RC_CHECK_IDENTICAL) {
+      fprintf(out, "  %s%sRESUME identical (%s)%s\n", prefix, sep, run->checks[res_last].summary,
+              res_total > 1 ? " and at every other link" : "");
+    }
+  }
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls != RC_CLASS_ARMS || c->what != RC_CHECK_STATE) continue;
+    if (c->status == RC_CHECK_DIFFERS) {
+      fprintf(out,
+              "  %s differs (%s): fused and unfused accumulation disagree even without a resume\n",
+              c->name, c->summary);
+      if (c->first_dataset[0]) fprintf(out, "  first differing dataset: %s\n", c->first_dataset);
+    } else if (c->status == RC_CHECK_IDENTICAL) {
+      fprintf(out, "  %s identical (%s)\n", c->name, c->summary);
+    }
+  }
+  if (run->mechanism != RC_MECH_NONE) fprintf(out, "  %s\n", run->mechanism_text);
+}
+
+void rc_report_text(const rc_run *run, FILE *out) {
+  print_config(run, out);
+  print_legs(run, out);
+  print_checks(run, out);
+  print_failed_legs(run, out);
+  print_findings(run, out);
+  char wall[32];
+  rc_fmt_seconds(run->wall_s, wall, sizeof wall);
+  fprintf(out, "\nverdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
+          run->verdict_text);
+  fflush(out);
+}

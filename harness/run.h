@@ -1,0 +1,236 @@
+/* run.h — `resumecheck run`: the legs, their processes, the checks and the
+ * verdict (DESIGN §6, §10).
+ *
+ * A run is planned first (rc_run_plan: which legs, with which arguments,
+ * depending on which checkpoint; which checks compare what), then executed
+ * (rc_run_legs: every leg a separate process with its own directory and log,
+ * independent legs concurrently), then judged (rc_run_checks: byte-exact
+ * state comparisons and trace comparisons, the verdict and the exit code).
+ * Reports (report.h) only read the finished rc_run.
+ *
+ * Ownership: rc_run owns its legs, checks and every string in them; the
+ * options it was planned from are copied, except `fwd` and `argv`, which are
+ * borrowed and must outlive the run. */
+#ifndef RC_HARNESS_RUN_H
+#define RC_HARNESS_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "base/error.h"
+#include "harness/compare.h"
+#include "harness/exec_template.h"
+
+#define RC_RUN_PATH_CAP 4096
+#define RC_RUN_INTERRUPTED 130 /* exit code after SIGINT/SIGTERM: 128 + SIGINT */
+
+typedef enum { RC_TRAINER_SELF = 0, RC_TRAINER_EXEC } rc_trainer_kind;
+typedef enum {
+  RC_PROGRESS_AUTO = 0,
+  RC_PROGRESS_LIVE,
+  RC_PROGRESS_PLAIN,
+  RC_PROGRESS_OFF
+} rc_progress_mode;
+
+typedef struct {
+  int64_t steps;    /* N, the LR horizon of every leg */
+  int64_t *save_at; /* sorted, unique, each in 1..N-1 (owned by the caller) */
+  int n_save_at;
+  bool save_every; /* --save-at every: save_at is 1..N-1 */
+  const char *out_dir;
+  bool aa, confirm_arm, git_bisect, keep_going, overwrite;
+  int jobs; /* concurrent legs, >= 1 */
+  rc_trainer_kind trainer;
+  const char *self_exe;     /* what train legs execute ("/proc/self/exe") */
+  const char *self_display; /* its resolved path, for reports and repro lines */
+  const char *train_cmd;    /* exec trainers: the template text */
+  char **fwd;               /* core flags forwarded verbatim to every train leg */
+  int n_fwd;
+  char **argv; /* the run's own command line, for the report */
+  int argc;
+  rc_progress_mode progress;
+  FILE *progress_out; /* stderr */
+} rc_run_opts;
+
+typedef enum {
+  RC_LEG_PENDING = 0,
+  RC_LEG_RUNNING,
+  RC_LEG_OK,
+  RC_LEG_FAILED, /* non-zero exit, signal, or missing checkpoint */
+  RC_LEG_KILLED, /* terminated by the harness (another leg failed, or interrupt) */
+  RC_LEG_SKIPPED /* never started: its input does not exist */
+} rc_leg_state;
+
+typedef struct {
+  char name[64];  /* "through", "save", "resume@5", "aa" */
+  char arm[16];   /* "" or "fusion-on" / "fusion-off" */
+  char label[96]; /* "through" or "fusion-on/through": unique in the run */
+  char dir[RC_RUN_PATH_CAP];
+  char log_path[RC_RUN_PATH_CAP];
+  int64_t resume_step;               /* K loaded, 0 for a fresh leg */
+  int64_t last_step;                 /* the leg trains resume_step+1 .. last_step */
+  int depends_on;                    /* index of the leg whose checkpoint it loads, -1 if none */
+  char resume_from[RC_RUN_PATH_CAP]; /* "" if none */
+  int64_t *saves;                    /* steps it saves at, ascending (owned) */
+  int n_saves;
+  char **argv; /* owned, NULL-terminated */
+  int argc;
+  /* outcome */
+  rc_leg_state state;
+  pid_t pid;
+  int exit_code;   /* valid when it exited */
+  int term_signal; /* > 0 when a signal ended it */
+  double t_start, wall_s;
+  int64_t steps_done;  /* trace rows seen (progress) */
+  char reason[1024];   /* why it failed, was killed or skipped */
+  char log_tail[4096]; /* last lines of its log when it failed */
+} rc_leg;
+
+typedef enum { RC_CHECK_STATE = 0, RC_CHECK_TRACE } rc_check_what;
+/* What a failing check means for the verdict. */
+typedef enum {
+  RC_CLASS_AA = 0, /* two fresh processes differ: non-determinism */
+  RC_CLASS_RESUME, /* resumed state differs from train-through */
+  RC_CLASS_ARMS    /* fused vs unfused accumulation differ (--confirm-arm) */
+} rc_check_class;
+typedef enum {
+  RC_CHECK_PENDING = 0,
+  RC_CHECK_IDENTICAL,
+  RC_CHECK_DIFFERS,
+  RC_CHECK_SKIPPED, /* an input leg did not finish, or neither leg wrote a trace */
+  RC_CHECK_ERROR    /* the comparison itself failed (unreadable file) */
+} rc_check_status;
+
+typedef struct {
+  char name[128]; /* "A/A@5", "RESUME@5→10", "TRACE resume@5", "ARMS@10" (arm-prefixed) */
+  char arm[16];
+  rc_check_what what;
+  rc_check_class cls;
+  int leg_a, leg_b;
+  int64_t step;                 /* state checks: the iteration compared */
+  int64_t trace_from, trace_to; /* trace checks: the steps both legs trained */
+  char path_a[RC_RUN_PATH_CAP], path_b[RC_RUN_PATH_CAP];
+  const char *ignore[4]; /* compare ignore globs (static strings) */
+  int n_ignore;
+  /* outcome */
+  rc_check_status status;
+  char summary[1024]; /* one line in the seed's words */
+  rc_err err;         /* RC_CHECK_ERROR */
+  bool have_cmp;
+  rc_compare_result cmp;
+  int shards, shards_identical; /* *.h5 files */
+  int files, files_identical;   /* every compared file, informational ones excluded */
+  bool args_differ;             /* args.json differs by construction */
+  char first_dataset[1024];     /* the first failing difference, described */
+  bool have_trace;
+  rc_trace_diff trace;
+} rc_check;
+
+typedef enum {
+  RC_MECH_NONE = 0,      /* no --confirm-arm */
+  RC_MECH_CONFIRMED,     /* diverges with fusion on, identical with fusion off */
+  RC_MECH_NOT_CONFIRMED, /* diverges in both arms */
+  RC_MECH_NOTHING,       /* no resume divergence with fusion on */
+  RC_MECH_INCONCLUSIVE   /* an A/A failure or a failed leg in an arm */
+} rc_mechanism;
+
+typedef struct {
+  rc_run_opts opts; /* copied; save_at points at run->save_at */
+  int64_t *save_at;
+  int n_save_at;
+  rc_template tmpl; /* exec trainers */
+  rc_leg *legs;
+  int n_legs;
+  rc_check *checks;
+  int n_checks;
+  char *config_json; /* `train --dry-run` output (canonical config), NULL for exec */
+  double wall_s;
+  bool interrupted;
+  /* verdict */
+  int exit_code;
+  char verdict[64];        /* "identical", "resume-diverged", "aa-failed", "leg-failed", ... */
+  char verdict_text[1024]; /* one line */
+  int first_div_check;     /* the check that names the first divergence, -1 if none */
+  int64_t first_div_step;  /* -1 if unknown */
+  char first_div_dataset[1024];
+  rc_mechanism mechanism;
+  char mechanism_text[512];
+} rc_run;
+
+/* Parses "5", "3,6" or "every" against the horizon N. RC_EXIT_USAGE with a
+ * message for malformed lists, steps outside 1..N-1, or duplicates. *out is
+ * malloc'd (caller frees). */
+int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bool *every,
+                         rc_err *err);
+
+/* Builds the legs and checks; no file system access, no processes. */
+int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err);
+void rc_run_free(rc_run *run);
+
+/* Validates the flags with `train --dry-run` (keeps the canonical config) or
+ * checks the exec trainer's program, then prepares DIR (refusing to clobber
+ * earlier leg directories unless opts.overwrite). */
+int rc_run_prepare(rc_run *run, rc_err *err);
+
+/* Runs every leg as its own process (at most opts.jobs at once), each with
+ * DIR/<leg>/log.txt as stdout+stderr. Leg failures are recorded in the legs,
+ * not returned; the return value is for harness errors only. */
+int rc_run_legs(rc_run *run, rc_err *err);
+
+/* Runs the checks whose legs finished, then sets the verdict and exit code. */
+int rc_run_checks(rc_run *run, rc_err *err);
+void rc_run_verdict(rc_run *run);
+
+/* Installs SIGINT/SIGTERM handlers that make rc_run_legs stop its legs. */
+void rc_run_install_signal_handlers(void);
+bool rc_run_interrupt_requested(void);
+
+/* Progress on the terminal (run_progress.c): live lines per running leg
+ * with step/N and ETA when the stream is a TTY, plain start/end lines
+ * otherwise (CI logs), nothing when off. */
+typedef struct {
+  FILE *out;
+  rc_progress_mode mode; /* resolved: LIVE, PLAIN or OFF */
+  int lines_drawn;       /* live block currently on screen */
+  double last_draw;
+} rc_progress;
+
+void rc_progress_init(rc_progress *p, const rc_run *run);
+void rc_progress_leg_started(rc_progress *p, const rc_run *run, int leg);
+void rc_progress_leg_finished(rc_progress *p, const rc_run *run, int leg);
+/* Refreshes steps_done of running legs from their traces; redraws (live). */
+void rc_progress_tick(rc_progress *p, rc_run *run, double now);
+void rc_progress_done(rc_progress *p);
+double rc_now(void); /* CLOCK_MONOTONIC seconds */
+
+/* Helpers shared by the run and report files. */
+/* snprintf for messages and paths where cutting an over-long value is the
+ * intended behaviour (buffers are sized for the common case). */
+void rc_bufprintf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *rc_leg_state_name(rc_leg_state s);
+const char *rc_check_status_name(rc_check_status s);
+const char *rc_check_class_name(rc_check_class c);
+const char *rc_mechanism_name(rc_mechanism m);
+/* "0→10" style step range of a leg: resume_step→last_step. */
+void rc_leg_range(const rc_leg *leg, char *buf, size_t cap);
+/* Shell-quoted command line, for "reproduce with" lines. */
+void rc_argv_quote(char *const *argv, char *buf, size_t cap);
+
+/* Spawns argv (PATH search when search_path) in its own process group with
+ * stdin from /dev/null and stdout+stderr into log_path (truncated). envp
+ * NULL = inherit. */
+int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
+                    pid_t *pid, rc_err *err);
+/* Runs argv to completion, collecting its stdout (malloc'd, NUL-terminated)
+ * while its stderr goes to ours. *status is the waitpid status. */
+int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err);
+/* The last max_lines lines of a text file (at most cap-1 bytes), made valid
+ * UTF-8. "" if unreadable. */
+void rc_log_tail(const char *path, int max_lines, char *buf, size_t cap);
+/* Count of complete rows after the header in a CSV file, 0 if absent. */
+int64_t rc_trace_rows(const char *path);
+
+#endif

@@ -1,0 +1,423 @@
+/* run_checks.c — the checks and the verdict.
+ *
+ * State checks compare two checkpoint directories with rc_compare_paths
+ * (byte-exact, HDF5 in depth, args.json reported as differing by
+ * construction); trace checks find the first step and the columns where two
+ * traces part. A state check runs whenever both checkpoints are complete,
+ * even if a leg failed later, so a crash does not hide what was already
+ * known. The verdict follows DESIGN §10: A/A failures make the resume result
+ * inconclusive (exit 2), resume or arm differences exit 1, a failed leg 70;
+ * with --git-bisect divergence is 1 and anything untestable 125. The words
+ * follow the seed: "A/A identical (through@5 vs save@5: 1/1 shards
+ * byte-identical)", "RESUME diverged at step 6: grad_norm, fp_main_grad
+ * differ; loss equal". */
+#include "run.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fsutil.h"
+#include "harness/report.h"
+
+/* "through@5", or "resume@5→10" for a leg that resumed. */
+static void leg_at(const rc_leg *leg, int64_t step, char *buf, size_t cap) {
+  if (leg->resume_step > 0)
+    rc_bufprintf(buf, cap, "%s→%" PRId64, leg->label, step);
+  else
+    rc_bufprintf(buf, cap, "%s@%" PRId64, leg->label, step);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Adds the *.h5 names of dir to a list of distinct names. */
+static void collect_shards(const char *dir, char ***names, int *n) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!ends_with(e->d_name, ".h5")) continue;
+    bool seen = false;
+    for (int i = 0; i < *n && !seen; i++) seen = !strcmp((*names)[i], e->d_name);
+    if (seen) continue;
+    char **p = realloc(*names, (size_t)(*n + 1) * sizeof *p);
+    if (!p) break;
+    *names = p;
+    if (!(p[*n] = strdup(e->d_name))) break;
+    (*n)++;
+  }
+  closedir(d);
+}
+
+/* One line about a difference: where, what kind, and for values how much. */
+static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
+  const char *where = d->object[0] ? d->object : d->file;
+  char extra[512] = "";
+  if (d->kind == RC_DIFF_VALUES)
+    rc_bufprintf(extra, sizeof extra,
+                 ": %" PRId64 " of %" PRId64 " elements differ, first at index %" PRId64
+                 ", max |a-b| %.3g, max %" PRIu64 " ulp",
+                 d->n_different, d->n_elements, d->first_index, d->max_abs, d->max_ulp);
+  else if (d->detail[0])
+    rc_bufprintf(extra, sizeof extra, ": %s", d->detail);
+  if (d->object[0] && d->file[0])
+    rc_bufprintf(buf, cap, "%s in %s (%s%s)", where, d->file, rc_diff_kind_name(d->kind), extra);
+  else
+    rc_bufprintf(buf, cap, "%s (%s%s)", where, rc_diff_kind_name(d->kind), extra);
+}
+
+static void run_state_check(rc_run *run, rc_check *c) {
+  const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
+  char a_at[128], b_at[128];
+  leg_at(la, c->step, a_at, sizeof a_at);
+  leg_at(lb, c->step, b_at, sizeof b_at);
+  char ca[RC_RUN_PATH_CAP + 16], cb[RC_RUN_PATH_CAP + 16];
+  rc_bufprintf(ca, sizeof ca, "%s/COMPLETE", c->path_a);
+  rc_bufprintf(cb, sizeof cb, "%s/COMPLETE", c->path_b);
+  if (!rc_path_exists(ca) || !rc_path_exists(cb)) {
+    c->status = RC_CHECK_SKIPPED;
+    rc_bufprintf(c->summary, sizeof c->summary,
+                 "%s vs %s: not compared, no complete checkpoint in %s", a_at, b_at,
+                 rc_path_exists(ca) ? lb->label : la->label);
+    return;
+  }
+  rc_compare_opts opts = {c->ignore, c->n_ignore, false};
+  int rc = rc_compare_paths(c->path_a, c->path_b, &opts, &c->cmp, &c->err);
+  if (rc) {
+    c->status = RC_CHECK_ERROR;
+    if (!c->err.code) c->err.code = rc;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: comparison failed: %s", a_at, b_at,
+                 c->err.msg);
+    return;
+  }
+  c->have_cmp = true;
+  /* tallies: shards by name, other files from the compare result */
+  char **shards = NULL;
+  int n_shards = 0;
+  collect_shards(c->path_a, &shards, &n_shards);
+  collect_shards(c->path_b, &shards, &n_shards);
+  int shards_differ = 0, files_differ = 0, info_only = 0;
+  char **seen = calloc((size_t)c->cmp.n_diffs + 1, sizeof *seen);
+  int n_seen = 0;
+  for (int i = 0; i < c->cmp.n_diffs; i++) {
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind == RC_DIFF_INFORMATIONAL) {
+      c->args_differ = true;
+      continue;
+    }
+    bool dup = false;
+    for (int k = 0; k < n_seen && !dup; k++) dup = !strcmp(seen[k], d->file);
+    if (dup || !seen) continue;
+    seen[n_seen++] = (char *)d->file;
+    files_differ++;
+    if (ends_with(d->file, ".h5")) shards_differ++;
+  }
+  for (int i = 0; i < c->cmp.n_diffs; i++) { /* files whose only difference is by construction */
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind != RC_DIFF_INFORMATIONAL) continue;
+    bool failing = false;
+    for (int k = 0; k < n_seen && !failing; k++) failing = !strcmp(seen[k], d->file);
+    bool counted = false;
+    for (int k = 0; k < i && !counted; k++)
+      counted =
+          c->cmp.diffs[k].kind == RC_DIFF_INFORMATIONAL && !strcmp(c->cmp.diffs[k].file, d->file);
+    if (!failing && !counted) info_only++;
+  }
+  free(seen);
+  for (int i = 0; i < n_shards; i++) free(shards[i]);
+  free(shards);
+  c->shards = n_shards;
+  c->shards_identical = n_shards - shards_differ;
+  c->files = c->cmp.n_files_compared - info_only;
+  if (c->files < files_differ) c->files = files_differ;
+  c->files_identical = c->files - files_differ;
+
+  char tally[128];
+  rc_check_tally(c, tally, sizeof tally);
+  const char *by_construction = c->args_differ ? "; args.json differs by construction" : "";
+  if (c->cmp.n_failing == 0) {
+    c->status = RC_CHECK_IDENTICAL;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s%s", a_at, b_at, tally,
+                 by_construction);
+    return;
+  }
+  c->status = RC_CHECK_DIFFERS;
+  for (int i = 0; i < c->cmp.n_diffs; i++)
+    if (c->cmp.diffs[i].kind != RC_DIFF_INFORMATIONAL) {
+      describe_diff(&c->cmp.diffs[i], c->first_dataset, sizeof c->first_dataset);
+      break;
+    }
+  rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s; %d difference%s%s", a_at, b_at, tally,
+               c->cmp.n_failing, c->cmp.n_failing == 1 ? "" : "s", by_construction);
+}
+
+static bool has_token(const char *list, const char *tok) {
+  size_t n = strlen(tok);
+  for (const char *p = list; (p = strstr(p, tok)); p += n) {
+    bool start = p == list || p[-1] == ',';
+    bool end = p[n] == 0 || p[n] == ',';
+    if (start && end) return true;
+  }
+  return false;
+}
+
+/* "grad_norm, fp_main_grad differ; loss equal" */
+static void trace_phrase(const rc_trace_diff *t, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (const char *p = t->columns; *p && len + 3 < cap; p++) {
+    if (*p == ',') {
+      buf[len++] = ',';
+      buf[len++] = ' ';
+    } else {
+      buf[len++] = *p;
+    }
+  }
+  buf[len] = 0;
+  bool several = strchr(t->columns, ',') != NULL;
+  rc_bufprintf(buf + len, cap - len, " %s", several ? "differ" : "differs");
+  len = strlen(buf);
+  if (has_token(t->equal_columns, "loss")) rc_bufprintf(buf + len, cap - len, "; loss equal");
+}
+
+static void run_trace_check(rc_run *run, rc_check *c) {
+  const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
+  if (la->state != RC_LEG_OK || lb->state != RC_LEG_OK) {
+    c->status = RC_CHECK_SKIPPED;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: not compared, leg %s did not finish",
+                 la->label, lb->label, la->state != RC_LEG_OK ? la->label : lb->label);
+    return;
+  }
+  bool ha = rc_path_exists(c->path_a), hb = rc_path_exists(c->path_b);
+  if (!ha && !hb) {
+    c->status = RC_CHECK_SKIPPED;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: no trace.csv (the trainer writes none)",
+                 la->label, lb->label);
+    return;
+  }
+  if (!ha || !hb) {
+    c->status = RC_CHECK_DIFFERS;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: trace.csv missing in %s", la->label,
+                 lb->label, ha ? lb->label : la->label);
+    return;
+  }
+  int rc = rc_trace_compare(c->path_a, c->path_b, &c->trace, &c->err);
+  if (rc) {
+    c->status = RC_CHECK_ERROR;
+    if (!c->err.code) c->err.code = rc;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: trace comparison failed: %s", la->label,
+                 lb->label, c->err.msg);
+    return;
+  }
+  c->have_trace = true;
+  int64_t want = c->trace_to - c->trace_from + 1;
+  if (!c->trace.comparable) {
+    c->status = RC_CHECK_DIFFERS;
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: traces not comparable (headers differ)",
+                 la->label, lb->label);
+  } else if (c->trace.first_step >= 0) {
+    char phrase[768];
+    trace_phrase(&c->trace, phrase, sizeof phrase);
+    c->status = RC_CHECK_DIFFERS;
+    rc_bufprintf(c->summary, sizeof c->summary, "diverged at step %" PRId64 ": %s",
+                 c->trace.first_step, phrase);
+  } else if (c->trace.steps_compared < want) {
+    c->status = RC_CHECK_DIFFERS;
+    rc_bufprintf(c->summary, sizeof c->summary,
+                 "%s vs %s: only %" PRId64 " of steps %" PRId64 "..%" PRId64 " are in both traces",
+                 la->label, lb->label, c->trace.steps_compared, c->trace_from, c->trace_to);
+  } else {
+    c->status = RC_CHECK_IDENTICAL;
+    rc_bufprintf(c->summary, sizeof c->summary,
+                 "%s vs %s: steps %" PRId64 "..%" PRId64 " identical", la->label, lb->label,
+                 c->trace_from, c->trace_to);
+  }
+}
+
+int rc_run_checks(rc_run *run, rc_err *err) {
+  (void)err;
+  for (int i = 0; i < run->n_checks; i++) {
+    rc_check *c = &run->checks[i];
+    if (c->what == RC_CHECK_STATE)
+      run_state_check(run, c);
+    else
+      run_trace_check(run, c);
+  }
+  rc_run_verdict(run);
+  return RC_OK;
+}
+
+/* Which arm names the divergence: the only one, or the one with fusion on. */
+static bool primary_arm(const rc_run *run, const char *arm) {
+  return run->opts.confirm_arm ? !strcmp(arm, "fusion-on") || !*arm : true;
+}
+
+/* The first divergence among checks of one class: the earliest trace step,
+ * and the first differing dataset of the state check beside it. */
+static bool find_first_divergence(rc_run *run, rc_check_class cls) {
+  int best = -1;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls != cls || c->status != RC_CHECK_DIFFERS || !primary_arm(run, c->arm)) continue;
+    if (c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0 &&
+        (best < 0 || run->checks[best].what != RC_CHECK_TRACE ||
+         c->trace.first_step < run->checks[best].trace.first_step))
+      best = i;
+  }
+  int state = -1;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls != cls || c->what != RC_CHECK_STATE || c->status != RC_CHECK_DIFFERS ||
+        !primary_arm(run, c->arm))
+      continue;
+    if (state < 0) state = i;
+    if (best >= 0 && c->leg_b == run->checks[best].leg_b) {
+      state = i;
+      break;
+    }
+  }
+  if (best < 0) best = state;
+  if (best < 0) return false;
+  run->first_div_check = best;
+  run->first_div_step =
+      run->checks[best].what == RC_CHECK_TRACE ? run->checks[best].trace.first_step : -1;
+  if (state >= 0)
+    rc_bufprintf(run->first_div_dataset, sizeof run->first_div_dataset, "%s",
+                 run->checks[state].first_dataset);
+  return true;
+}
+
+static void set_verdict(rc_run *run, const char *v, int code, int bisect_code) {
+  rc_bufprintf(run->verdict, sizeof run->verdict, "%s", v);
+  run->exit_code = run->opts.git_bisect ? bisect_code : code;
+}
+
+/* Tally of one arm ("" = all): failed legs, failing checks per class. */
+typedef struct {
+  int legs_failed, aa, resume, arms, errors;
+  int first_failed_leg, first_error;
+} tally;
+
+static tally count(const rc_run *run, const char *arm) {
+  tally t = {0, 0, 0, 0, 0, -1, -1};
+  for (int i = 0; i < run->n_legs; i++) {
+    if (arm && strcmp(run->legs[i].arm, arm)) continue;
+    if (run->legs[i].state == RC_LEG_FAILED) {
+      if (t.first_failed_leg < 0) t.first_failed_leg = i;
+      t.legs_failed++;
+    }
+  }
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (arm && strcmp(c->arm, arm)) continue;
+    if (c->status == RC_CHECK_ERROR && t.first_error < 0) t.first_error = i;
+    t.errors += c->status == RC_CHECK_ERROR;
+    if (c->status != RC_CHECK_DIFFERS) continue;
+    t.aa += c->cls == RC_CLASS_AA;
+    t.resume += c->cls == RC_CLASS_RESUME;
+    t.arms += c->cls == RC_CLASS_ARMS;
+  }
+  return t;
+}
+
+static void mechanism(rc_run *run) {
+  if (!run->opts.confirm_arm) return;
+  tally on = count(run, "fusion-on"), off = count(run, "fusion-off");
+  rc_mechanism m;
+  const char *text;
+  if (on.legs_failed || off.legs_failed || on.errors || off.errors || run->interrupted) {
+    m = RC_MECH_INCONCLUSIVE;
+    text = "inconclusive: a leg failed in one of the arms";
+  } else if (on.aa || off.aa) {
+    m = RC_MECH_INCONCLUSIVE;
+    text = on.aa ? "inconclusive: A/A failed with fusion on (non-determinism)"
+                 : "inconclusive: A/A failed with fusion off (non-determinism)";
+  } else if (on.resume && !off.resume) {
+    m = RC_MECH_CONFIRMED;
+    text = "mechanism confirmed: the resume divergence is present with fusion on and absent "
+           "with fusion off (the fused wgrad GEMM overwrites main_grad)";
+  } else if (on.resume && off.resume) {
+    m = RC_MECH_NOT_CONFIRMED;
+    text = "mechanism not confirmed: the resume divergence persists with fusion off, so it is "
+           "not the fused-wgrad overwrite";
+  } else if (off.resume) {
+    m = RC_MECH_NOT_CONFIRMED;
+    text = "mechanism not confirmed: the resume divergence appears only with fusion off";
+  } else {
+    m = RC_MECH_NOTHING;
+    text = "nothing to confirm: no resume divergence with fusion on";
+  }
+  run->mechanism = m;
+  rc_bufprintf(run->mechanism_text, sizeof run->mechanism_text, "%s", text);
+}
+
+void rc_run_verdict(rc_run *run) {
+  tally t = count(run, NULL);
+  run->first_div_check = -1;
+  run->first_div_step = -1;
+  run->first_div_dataset[0] = 0;
+  mechanism(run);
+  if (run->interrupted) {
+    set_verdict(run, "interrupted", RC_RUN_INTERRUPTED, RC_RUN_INTERRUPTED);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "interrupted: the legs were stopped before the run finished");
+    return;
+  }
+  if (t.legs_failed) {
+    const rc_leg *l = &run->legs[t.first_failed_leg];
+    set_verdict(run, "leg-failed", RC_EXIT_SOFTWARE, RC_EXIT_UNTESTABLE);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "leg %s failed: %s%s", l->label,
+                 l->reason, t.legs_failed > 1 ? " (and other legs failed too)" : "");
+    /* what was compared before the failure is still reported */
+    if (!find_first_divergence(run, RC_CLASS_AA)) find_first_divergence(run, RC_CLASS_RESUME);
+    return;
+  }
+  if (t.errors) {
+    const rc_check *c = &run->checks[t.first_error];
+    int code = c->err.code ? c->err.code : RC_EXIT_SOFTWARE;
+    set_verdict(run, "error", code, RC_EXIT_UNTESTABLE);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "check %s could not run: %s", c->name,
+                 c->err.msg);
+    return;
+  }
+  if (t.aa) {
+    set_verdict(run, "aa-failed", RC_EXIT_AA, RC_EXIT_UNTESTABLE);
+    find_first_divergence(run, RC_CLASS_AA);
+    const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "A/A failed (%s): two fresh processes differ, so the run is not deterministic and "
+                 "the resume result is inconclusive",
+                 c ? c->summary : "");
+    return;
+  }
+  if (t.resume) {
+    set_verdict(run, "resume-diverged", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
+    find_first_divergence(run, RC_CLASS_RESUME);
+    const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+    if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
+      char phrase[768];
+      trace_phrase(&c->trace, phrase, sizeof phrase);
+      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                   "RESUME diverged at step %" PRId64 ": %s", c->trace.first_step, phrase);
+    } else {
+      rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "RESUME diverged (%s)",
+                   c ? c->summary : "");
+    }
+    return;
+  }
+  if (t.arms) {
+    set_verdict(run, "arms-differ", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
+    find_first_divergence(run, RC_CLASS_ARMS);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "fused and unfused gradient accumulation give different results even without a "
+                 "resume (ARMS): every leg is wrong alike");
+    return;
+  }
+  set_verdict(run, "identical", RC_OK, RC_OK);
+  rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+               "every check byte-identical: A/A identical, RESUME identical");
+}

@@ -1,0 +1,486 @@
+/* run_plan.c — which legs a run needs, with which arguments, and which
+ * checks compare what (DESIGN §6). Pure planning: no files, no processes,
+ * so the shape of every run (single K, chains, every K, A/A, both fusion
+ * arms) is unit-tested without training anything.
+ *
+ * Per arm:
+ *   through   1..N, saves at every K and at N
+ *   save      1..K1 (horizon N), saves at K1; with "every": 1..N-1 saving at each K
+ *   resume@K  from the checkpoint at K to the next K (chain link) or N;
+ *             with "every": one per K, each from save@K to N
+ *   aa        a second `through`, for A/A at N (--aa)
+ * Checks per arm: A/A@K (through vs save), RESUME@K→M (through vs the leg
+ * that resumed at K, at its last step M), A/A@N against aa, and a trace
+ * check beside each leg that is compared with through. */
+#include "run.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rc_leg_state_name(rc_leg_state s) {
+  switch (s) {
+  case RC_LEG_PENDING:
+    return "pending";
+  case RC_LEG_RUNNING:
+    return "running";
+  case RC_LEG_OK:
+    return "ok";
+  case RC_LEG_FAILED:
+    return "failed";
+  case RC_LEG_KILLED:
+    return "killed";
+  case RC_LEG_SKIPPED:
+    return "skipped";
+  }
+  return "?";
+}
+
+const char *rc_check_status_name(rc_check_status s) {
+  switch (s) {
+  case RC_CHECK_PENDING:
+    return "pending";
+  case RC_CHECK_IDENTICAL:
+    return "identical";
+  case RC_CHECK_DIFFERS:
+    return "differs";
+  case RC_CHECK_SKIPPED:
+    return "skipped";
+  case RC_CHECK_ERROR:
+    return "error";
+  }
+  return "?";
+}
+
+const char *rc_check_class_name(rc_check_class c) {
+  switch (c) {
+  case RC_CLASS_AA:
+    return "aa";
+  case RC_CLASS_RESUME:
+    return "resume";
+  case RC_CLASS_ARMS:
+    return "arms";
+  }
+  return "?";
+}
+
+const char *rc_mechanism_name(rc_mechanism m) {
+  switch (m) {
+  case RC_MECH_NONE:
+    return "none";
+  case RC_MECH_CONFIRMED:
+    return "confirmed";
+  case RC_MECH_NOT_CONFIRMED:
+    return "not-confirmed";
+  case RC_MECH_NOTHING:
+    return "nothing-to-confirm";
+  case RC_MECH_INCONCLUSIVE:
+    return "inconclusive";
+  }
+  return "?";
+}
+
+void rc_leg_range(const rc_leg *leg, char *buf, size_t cap) {
+  snprintf(buf, cap, "%" PRId64 "→%" PRId64, leg->resume_step, leg->last_step);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bool *every,
+                         rc_err *err) {
+  *out = NULL;
+  *n = 0;
+  *every = false;
+  if (steps < 2)
+    return rc_fail(err, RC_EXIT_USAGE, "--steps must be at least 2 to save and resume");
+  if (!strcmp(s, "every")) {
+    int64_t *v = malloc((size_t)(steps - 1) * sizeof *v);
+    if (!v) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    for (int64_t k = 1; k < steps; k++) v[k - 1] = k;
+    *out = v;
+    *n = (int)(steps - 1);
+    *every = true;
+    return RC_OK;
+  }
+  int cap = 1;
+  for (const char *p = s; *p; p++) cap += *p == ',';
+  int64_t *v = malloc((size_t)cap * sizeof *v);
+  if (!v) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  int m = 0;
+  const char *p = s;
+  for (;;) {
+    char *end = NULL;
+    errno = 0;
+    long long k = strtoll(p, &end, 10);
+    if (end == p || errno || (*end && *end != ',') || *p == '-' || *p == '+' || *p == ' ') {
+      free(v);
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--save-at: '%s' is not a comma-separated list of steps or 'every'", s);
+    }
+    if (k < 1 || k >= steps) {
+      free(v);
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--save-at: step %lld is outside 1..%" PRId64
+                     " (it must be before --steps %" PRId64 " so that a resume leg has steps left)",
+                     k, steps - 1, steps);
+    }
+    v[m++] = k;
+    if (!*end) break;
+    p = end + 1;
+  }
+  qsort(v, (size_t)m, sizeof *v, cmp_i64);
+  for (int i = 1; i < m; i++)
+    if (v[i] == v[i - 1]) {
+      int64_t dup = v[i];
+      free(v);
+      return rc_fail(err, RC_EXIT_USAGE, "--save-at: step %" PRId64 " is listed twice", dup);
+    }
+  *out = v;
+  *n = m;
+  return RC_OK;
+}
+
+void rc_bufprintf(char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* Paths derived from --out cannot be cut: rc_run_plan refuses an --out
+ * within 256 bytes of the buffer size. */
+#define pathf rc_bufprintf
+
+/* ---- building argv ---- */
+
+typedef struct {
+  char **v;
+  int n, cap;
+} strvec;
+
+static int sv_push(strvec *s, const char *word) {
+  if (s->n + 2 > s->cap) {
+    int cap = s->cap ? 2 * s->cap : 32;
+    char **p = realloc(s->v, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    s->v = p;
+    s->cap = cap;
+  }
+  char *w = strdup(word);
+  if (!w) return -1;
+  s->v[s->n++] = w;
+  s->v[s->n] = NULL;
+  return 0;
+}
+
+/* "5,10" for the leg's saves; malloc'd. */
+static char *join_steps(const int64_t *v, int n) {
+  size_t cap = (size_t)n * 21 + 1;
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  size_t len = 0;
+  s[0] = 0;
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(s + len, cap - len, "%s%" PRId64, i ? "," : "", v[i]);
+  return s;
+}
+
+static int build_argv(rc_run *run, rc_leg *leg, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  char *save_list = join_steps(leg->saves, leg->n_saves);
+  if (!save_list) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  char steps[24], stop[24];
+  snprintf(steps, sizeof steps, "%" PRId64, o->steps);
+  snprintf(stop, sizeof stop, "%" PRId64, leg->last_step);
+  const char *fusion = !strcmp(leg->arm, "fusion-on")    ? "on"
+                       : !strcmp(leg->arm, "fusion-off") ? "off"
+                                                         : "";
+  int rc = RC_OK;
+  if (o->trainer == RC_TRAINER_EXEC) {
+    rc_template_var vars[] = {{"steps", steps},       {"stop_at", stop},
+                              {"save_at", save_list}, {"resume_from", leg->resume_from},
+                              {"out", leg->dir},      {"leg", leg->name},
+                              {"fusion", fusion}};
+    rc = rc_template_expand(&run->tmpl, vars, (int)(sizeof vars / sizeof vars[0]), &leg->argv,
+                            &leg->argc, err);
+    free(save_list);
+    return rc;
+  }
+  strvec a = {0};
+  bool ok = !sv_push(&a, o->self_exe) && !sv_push(&a, "train");
+  for (int i = 0; ok && i < o->n_fwd; i++) ok = !sv_push(&a, o->fwd[i]);
+  if (ok && *fusion) ok = !sv_push(&a, "--grad-accum-fusion") && !sv_push(&a, fusion);
+  ok = ok && !sv_push(&a, "--steps") && !sv_push(&a, steps);
+  if (ok && leg->last_step != o->steps) ok = !sv_push(&a, "--stop-at") && !sv_push(&a, stop);
+  ok = ok && !sv_push(&a, "--save-at") && !sv_push(&a, save_list);
+  if (ok && leg->resume_from[0])
+    ok = !sv_push(&a, "--resume-from") && !sv_push(&a, leg->resume_from);
+  ok = ok && !sv_push(&a, "--out") && !sv_push(&a, leg->dir) && !sv_push(&a, "--leg") &&
+       !sv_push(&a, leg->label);
+  free(save_list);
+  if (!ok) {
+    rc_argv_free(a.v);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  }
+  leg->argv = a.v;
+  leg->argc = a.n;
+  return RC_OK;
+}
+
+/* ---- legs and checks ---- */
+
+static rc_leg *add_leg(rc_run *run, int *cap, const char *arm, const char *name, int64_t from,
+                       int64_t last, int depends_on, const int64_t *saves, int n_saves) {
+  if (run->n_legs + 1 > *cap) {
+    int c = *cap ? 2 * *cap : 8;
+    rc_leg *p = realloc(run->legs, (size_t)c * sizeof *p);
+    if (!p) return NULL;
+    run->legs = p;
+    *cap = c;
+  }
+  rc_leg *leg = &run->legs[run->n_legs];
+  memset(leg, 0, sizeof *leg);
+  leg->saves = malloc((size_t)(n_saves ? n_saves : 1) * sizeof *leg->saves);
+  if (!leg->saves) return NULL;
+  run->n_legs++;
+  memcpy(leg->saves, saves, (size_t)n_saves * sizeof *saves);
+  leg->n_saves = n_saves;
+  snprintf(leg->name, sizeof leg->name, "%s", name);
+  snprintf(leg->arm, sizeof leg->arm, "%s", arm);
+  snprintf(leg->label, sizeof leg->label, "%s%s%s", arm, *arm ? "/" : "", name);
+  char armdir[RC_RUN_PATH_CAP];
+  if (*arm)
+    pathf(armdir, sizeof armdir, "%s/%s", run->opts.out_dir, arm);
+  else
+    pathf(armdir, sizeof armdir, "%s", run->opts.out_dir);
+  pathf(leg->dir, sizeof leg->dir, "%s/%s", armdir, name);
+  pathf(leg->log_path, sizeof leg->log_path, "%s/log.txt", leg->dir);
+  leg->resume_step = from;
+  leg->last_step = last;
+  leg->depends_on = depends_on;
+  leg->pid = -1;
+  if (depends_on >= 0) {
+    char iter[32];
+    snprintf(iter, sizeof iter, "iter_%07" PRId64, from);
+    pathf(leg->resume_from, sizeof leg->resume_from, "%s/ckpt/%s", run->legs[depends_on].dir, iter);
+  }
+  return leg;
+}
+
+static rc_check *add_check(rc_run *run, int *cap, const char *arm, const char *name,
+                           rc_check_what what, rc_check_class cls, int a, int b, int64_t step) {
+  if (run->n_checks + 1 > *cap) {
+    int c = *cap ? 2 * *cap : 8;
+    rc_check *p = realloc(run->checks, (size_t)c * sizeof *p);
+    if (!p) return NULL;
+    run->checks = p;
+    *cap = c;
+  }
+  rc_check *ck = &run->checks[run->n_checks++];
+  memset(ck, 0, sizeof *ck);
+  snprintf(ck->name, sizeof ck->name, "%s%s%s", arm, *arm ? "/" : "", name);
+  snprintf(ck->arm, sizeof ck->arm, "%s", arm);
+  ck->what = what;
+  ck->cls = cls;
+  ck->leg_a = a;
+  ck->leg_b = b;
+  ck->step = step;
+  const rc_leg *la = &run->legs[a], *lb = &run->legs[b];
+  if (what == RC_CHECK_STATE) {
+    char iter[32];
+    snprintf(iter, sizeof iter, "iter_%07" PRId64, step);
+    pathf(ck->path_a, sizeof ck->path_a, "%s/ckpt/%s", la->dir, iter);
+    pathf(ck->path_b, sizeof ck->path_b, "%s/ckpt/%s", lb->dir, iter);
+  } else {
+    pathf(ck->path_a, sizeof ck->path_a, "%s/trace.csv", la->dir);
+    pathf(ck->path_b, sizeof ck->path_b, "%s/trace.csv", lb->dir);
+    ck->trace_from = lb->resume_step + 1;
+    ck->trace_to = lb->last_step;
+  }
+  return ck;
+}
+
+/* The legs and checks of one arm ("" when there is only one). Returns the
+ * index of its through leg, or -1 on OOM. */
+static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) {
+  const rc_run_opts *o = &run->opts;
+  const int64_t N = o->steps;
+  const int64_t *K = run->save_at;
+  const int nk = run->n_save_at;
+  int64_t *saves = malloc((size_t)(nk + 1) * sizeof *saves);
+  if (!saves) return -1;
+  memcpy(saves, K, (size_t)nk * sizeof *K);
+  saves[nk] = N;
+
+  int through = run->n_legs;
+  int ok = add_leg(run, leg_cap, arm, "through", 0, N, -1, saves, nk + 1) != NULL;
+  int save = run->n_legs;
+  if (ok && o->save_every)
+    ok = add_leg(run, leg_cap, arm, "save", 0, N - 1, -1, K, nk) != NULL;
+  else if (ok)
+    ok = add_leg(run, leg_cap, arm, "save", 0, K[0], -1, K, 1) != NULL;
+  int aa = -1;
+  if (ok && o->aa) {
+    aa = run->n_legs;
+    ok = add_leg(run, leg_cap, arm, "aa", 0, N, -1, saves, nk + 1) != NULL;
+  }
+  /* resume legs: one per K; a chain link resumes from the previous link */
+  int first_resume = run->n_legs;
+  for (int i = 0; ok && i < nk; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "resume@%" PRId64, K[i]);
+    int64_t last = (!o->save_every && i + 1 < nk) ? K[i + 1] : N;
+    int dep = (o->save_every || i == 0) ? save : run->n_legs - 1;
+    ok = add_leg(run, leg_cap, arm, name, K[i], last, dep, &last, 1) != NULL;
+  }
+  free(saves);
+  if (!ok) return -1;
+
+  /* checks: state first, in step order, then the traces */
+  char name[96];
+  for (int i = 0; ok && i < (o->save_every ? nk : 1); i++) {
+    snprintf(name, sizeof name, "A/A@%" PRId64, K[i]);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, save, K[i]) !=
+         NULL;
+  }
+  if (ok && aa >= 0) {
+    snprintf(name, sizeof name, "A/A@%" PRId64, N);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, aa, N) != NULL;
+  }
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    const rc_leg *leg = &run->legs[r];
+    snprintf(name, sizeof name, "RESUME@%" PRId64 "→%" PRId64, leg->resume_step, leg->last_step);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, through, r,
+                   leg->last_step) != NULL;
+  }
+  if (ok)
+    ok = add_check(run, check_cap, arm, "TRACE save", RC_CHECK_TRACE, RC_CLASS_AA, through, save,
+                   0) != NULL;
+  if (ok && aa >= 0)
+    ok = add_check(run, check_cap, arm, "TRACE aa", RC_CHECK_TRACE, RC_CLASS_AA, through, aa, 0) !=
+         NULL;
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through, r, 0) !=
+         NULL;
+  }
+  return ok ? through : -1;
+}
+
+int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
+  memset(run, 0, sizeof *run);
+  run->opts = *opts;
+  run->first_div_check = -1;
+  run->first_div_step = -1;
+  if (opts->steps < 2) return rc_fail(err, RC_EXIT_USAGE, "--steps must be at least 2");
+  if (opts->n_save_at < 1) return rc_fail(err, RC_EXIT_USAGE, "--save-at needs at least one step");
+  if (opts->jobs < 1) return rc_fail(err, RC_EXIT_USAGE, "--jobs must be at least 1");
+  if (!opts->out_dir || !*opts->out_dir)
+    return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  if (strlen(opts->out_dir) > RC_RUN_PATH_CAP - 256)
+    return rc_fail(err, RC_EXIT_USAGE, "--out: path too long (%zu bytes)", strlen(opts->out_dir));
+  for (int i = 0; i < opts->n_save_at; i++)
+    if (opts->save_at[i] < 1 || opts->save_at[i] >= opts->steps ||
+        (i && opts->save_at[i] <= opts->save_at[i - 1]))
+      return rc_fail(err, RC_EXIT_USAGE, "--save-at steps must be ascending and within 1..N-1");
+  run->save_at = malloc((size_t)opts->n_save_at * sizeof *run->save_at);
+  if (!run->save_at) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  memcpy(run->save_at, opts->save_at, (size_t)opts->n_save_at * sizeof *run->save_at);
+  run->n_save_at = opts->n_save_at;
+  run->opts.save_at = run->save_at;
+
+  int rc;
+  if (opts->trainer == RC_TRAINER_EXEC) {
+    if (!opts->train_cmd)
+      return rc_fail(err, RC_EXIT_USAGE, "--trainer exec needs --train-cmd TEMPLATE");
+    if ((rc = rc_template_parse(opts->train_cmd, &run->tmpl, err))) return rc;
+    if (!rc_template_uses(&run->tmpl, "out"))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--train-cmd: the template must use {out} (where the leg writes its state)");
+    if (!rc_template_uses(&run->tmpl, "resume_from"))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--train-cmd: the template must use {resume_from} (how a leg resumes)");
+    if (opts->confirm_arm && !rc_template_uses(&run->tmpl, "fusion"))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--confirm-arm with --trainer exec needs {fusion} (on/off) in --train-cmd");
+  } else if (!opts->self_exe) {
+    return rc_fail(err, RC_EXIT_SOFTWARE, "no trainer executable");
+  }
+
+  int leg_cap = 0, check_cap = 0;
+  if (!opts->confirm_arm) {
+    if (plan_arm(run, "", &leg_cap, &check_cap) < 0) goto oom;
+  } else {
+    int on = plan_arm(run, "fusion-on", &leg_cap, &check_cap);
+    if (on < 0) goto oom;
+    int off = plan_arm(run, "fusion-off", &leg_cap, &check_cap);
+    if (off < 0) goto oom;
+    char name[64];
+    snprintf(name, sizeof name, "ARMS@%" PRId64, opts->steps);
+    rc_check *c =
+        add_check(run, &check_cap, "", name, RC_CHECK_STATE, RC_CLASS_ARMS, on, off, opts->steps);
+    if (!c) goto oom;
+    /* The arms' configs differ by the fusion flag alone: /meta carries the
+     * config and its hash, and the manifest hashes the shard bytes. */
+    c->ignore[0] = "manifest.json";
+    c->ignore[1] = "*:/meta*";
+    c->n_ignore = 2;
+    c = add_check(run, &check_cap, "", "TRACE arms", RC_CHECK_TRACE, RC_CLASS_ARMS, on, off, 0);
+    if (!c) goto oom;
+  }
+  for (int i = 0; i < run->n_legs; i++)
+    if ((rc = build_argv(run, &run->legs[i], err))) return rc;
+  return RC_OK;
+oom:
+  return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory while planning the legs");
+}
+
+void rc_run_free(rc_run *run) {
+  if (!run) return;
+  for (int i = 0; i < run->n_legs; i++) {
+    free(run->legs[i].saves);
+    rc_argv_free(run->legs[i].argv);
+  }
+  free(run->legs);
+  for (int i = 0; i < run->n_checks; i++)
+    if (run->checks[i].have_cmp) rc_compare_result_free(&run->checks[i].cmp);
+  free(run->checks);
+  free(run->save_at);
+  free(run->config_json);
+  rc_template_free(&run->tmpl);
+  memset(run, 0, sizeof *run);
+}
+
+/* Single-quotes words that need it, for copy-pasteable repro lines. */
+void rc_argv_quote(char *const *argv, char *buf, size_t cap) {
+  size_t len = 0;
+  if (cap) buf[0] = 0;
+  for (int i = 0; argv && argv[i]; i++) {
+    const char *w = argv[i];
+    bool plain = *w != 0;
+    for (const char *p = w; *p; p++)
+      if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@%+", *p))
+        plain = false;
+    if (i && len + 1 < cap) buf[len++] = ' ';
+    if (plain) {
+      for (const char *p = w; *p && len + 1 < cap; p++) buf[len++] = *p;
+    } else {
+      if (len + 1 < cap) buf[len++] = '\'';
+      for (const char *p = w; *p; p++) {
+        if (*p == '\'') {
+          const char *esc = "'\\''";
+          for (const char *e = esc; *e && len + 1 < cap; e++) buf[len++] = *e;
+        } else if (len + 1 < cap) {
+          buf[len++] = *p;
+        }
+      }
+      if (len + 1 < cap) buf[len++] = '\'';
+    }
+    if (cap) buf[len] = 0;
+  }
+}

@@ -1,0 +1,154 @@
+/* run_prepare.c — everything `run` settles before the first leg starts, so
+ * that a mistake costs a second, not a training run: the flags are checked
+ * by `train --dry-run` (whose canonical config goes into the report), an
+ * exec trainer's program must exist, and the output directory must not hold
+ * leg directories from an earlier run (--overwrite removes them, and only
+ * where a marker shows that `run` made them). */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include "run.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+
+#define RUN_MARKER ".resumecheck-run"
+
+/* `train [fwd] [--grad-accum-fusion X] --steps N --dry-run`. */
+static int dry_run(rc_run *run, const char *fusion, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  int n = o->n_fwd + 8;
+  char **argv = calloc((size_t)n, sizeof *argv);
+  if (!argv) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  char steps[24];
+  snprintf(steps, sizeof steps, "%" PRId64, o->steps);
+  int a = 0;
+  argv[a++] = (char *)o->self_exe;
+  argv[a++] = "train";
+  for (int i = 0; i < o->n_fwd; i++) argv[a++] = o->fwd[i];
+  if (fusion) {
+    argv[a++] = "--grad-accum-fusion";
+    argv[a++] = (char *)fusion;
+  }
+  argv[a++] = "--steps";
+  argv[a++] = steps;
+  argv[a++] = "--dry-run";
+  argv[a] = NULL;
+  char *out = NULL;
+  size_t len = 0;
+  int status = 0;
+  int rc = rc_spawn_capture(argv, &out, &len, &status, err);
+  free(argv);
+  if (rc) return rc;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    while (len && (out[len - 1] == '\n' || out[len - 1] == ' ')) out[--len] = 0;
+    if (!run->config_json) {
+      run->config_json = out;
+    } else {
+      free(out);
+    }
+    return RC_OK;
+  }
+  free(out);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == RC_EXIT_USAGE)
+    return rc_fail(err, RC_EXIT_USAGE, "the training flags were rejected (train --dry-run%s%s)",
+                   fusion ? " --grad-accum-fusion " : "", fusion ? fusion : "");
+  if (WIFSIGNALED(status))
+    return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run was killed by signal %d",
+                   WTERMSIG(status));
+  return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run failed with exit status %d",
+                 WEXITSTATUS(status));
+}
+
+/* The exec trainer's program: a path that is executable, or a name on PATH. */
+static int check_program(const char *prog, rc_err *err) {
+  if (strchr(prog, '/')) {
+    if (access(prog, X_OK) == 0) return RC_OK;
+    return rc_fail(err, RC_EXIT_USAGE, "--train-cmd: '%s' is not an executable file: %s", prog,
+                   strerror(errno));
+  }
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/bin:/bin";
+  const char *p = path;
+  for (;;) {
+    const char *end = strchr(p, ':');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char cand[RC_RUN_PATH_CAP];
+    if (len + strlen(prog) + 2 < sizeof cand) {
+      if (len)
+        snprintf(cand, sizeof cand, "%.*s/%s", (int)len, p, prog);
+      else
+        snprintf(cand, sizeof cand, "./%s", prog);
+      struct stat st;
+      if (!stat(cand, &st) && S_ISREG(st.st_mode) && !access(cand, X_OK)) return RC_OK;
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return rc_fail(err, RC_EXIT_USAGE, "--train-cmd: '%s' not found on PATH", prog);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  return (flag == FTW_DP ? rmdir(path) : unlink(path)) ? -1 : 0;
+}
+
+/* Removes a tree without following symbolic links. */
+static int remove_tree(const char *path, rc_err *err) {
+  if (nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS))
+    return rc_fail(err, RC_EXIT_IOERR, "cannot remove %s: %s", path, strerror(errno));
+  return RC_OK;
+}
+
+int rc_run_prepare(rc_run *run, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  int rc;
+  if (o->trainer == RC_TRAINER_SELF) {
+    if (o->confirm_arm) {
+      if ((rc = dry_run(run, "on", err)) || (rc = dry_run(run, "off", err))) return rc;
+    } else if ((rc = dry_run(run, NULL, err))) {
+      return rc;
+    }
+  } else if (run->n_legs && (rc = check_program(run->legs[0].argv[0], err))) {
+    return rc;
+  }
+
+  if ((rc = rc_mkdir_p(o->out_dir, err))) return rc;
+  char marker[RC_RUN_PATH_CAP + 32];
+  snprintf(marker, sizeof marker, "%s/%s", o->out_dir, RUN_MARKER);
+  bool ours = rc_path_exists(marker);
+  /* the arm directories first, then the legs: arms hold legs */
+  static const char *const arms[] = {"fusion-on", "fusion-off"};
+  for (int a = 0; a < 2 && o->confirm_arm; a++) {
+    char dir[RC_RUN_PATH_CAP + 32];
+    snprintf(dir, sizeof dir, "%s/%s", o->out_dir, arms[a]);
+    if (!rc_path_exists(dir)) continue;
+    if (!o->overwrite || !ours)
+      return rc_fail(err, RC_EXIT_USAGE, "%s already exists: choose a new --out, remove it%s", dir,
+                     ours ? ", or pass --overwrite" : "");
+    if ((rc = remove_tree(dir, err))) return rc;
+  }
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg *leg = &run->legs[i];
+    if (rc_path_exists(leg->dir)) {
+      if (!o->overwrite || !ours)
+        return rc_fail(err, RC_EXIT_USAGE,
+                       "%s already exists from an earlier run: choose a new --out, remove it%s",
+                       leg->dir, ours ? ", or pass --overwrite" : "");
+      if ((rc = remove_tree(leg->dir, err))) return rc;
+    }
+  }
+  static const char text[] = "made by `resumecheck run`; --overwrite may delete the leg "
+                             "directories here\n";
+  if ((rc = rc_write_file_atomic(marker, text, sizeof text - 1, err))) return rc;
+  for (int i = 0; i < run->n_legs; i++)
+    if ((rc = rc_mkdir_p(run->legs[i].dir, err))) return rc;
+  return RC_OK;
+}
