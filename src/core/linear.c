@@ -41,13 +41,13 @@ rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin) {
   return RC_FLAG_NONE;
 }
 
-/* Power-of-two delayed scale from the amax history (0 = none recorded yet:
- * the first quantisation scales just in time). A power of two keeps the
- * dequantised values exactly representable in bf16, so a GPU can run the
- * GEMM on bf16 tensor cores with the same inputs. */
+/* Delayed scaling as in Transformer Engine: scale = fp8_max / amax, amax the
+ * maximum of the history (0 = none recorded yet: the first quantisation
+ * scales just in time). The history therefore shapes every quantised
+ * weight, which is why it is checkpointed. */
 static float scale_from_amax(float amax) {
   if (!(amax > 0) || !isfinite(amax)) return 1.0f;
-  return ldexpf(1.0f, (int)floor(log2(448.0 / (double)amax)));
+  return (float)(448.0 / (double)amax);
 }
 
 void rc_linear_begin_step(rc_model *m, rc_linear *lin) {
@@ -94,6 +94,12 @@ static void prepare_weight(rc_model *m, rc_linear *lin, rc_flag p) {
   } /* FALSE with a valid cache: reuse, even if the weights moved since */
 }
 
+/* fp32 weights and fp8-dequantised weights (arbitrary floats) run fp32 GEMMs;
+ * bf16/fp16 weights run in their compute type. */
+static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
+  return lin->wq == lin->w->weight || is_quantised(m, lin) ? RC_COMPUTE_FP32 : m->ct;
+}
+
 static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int call, rc_flag p,
                       int beta, const float *out, size_t out_n) {
   rc_event_log *ev = &m->events;
@@ -118,7 +124,7 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int
   lin->passed[call] = p;
   prepare_weight(m, lin, p);
   if (lin->te_style) lin->flag = RC_FLAG_FALSE;
-  rc_compute ct = lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
+  rc_compute ct = gemm_compute(m, lin);
   size_t wsz = (size_t)lin->out * lin->in;
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
@@ -136,7 +142,7 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, 
                         float *dx, int rows, const int *group_rows) {
   const rc_ops *o = m->ops;
   rc_flag p = lin->passed[call];
-  rc_compute ct = lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
+  rc_compute ct = gemm_compute(m, lin);
   size_t wsz = (size_t)lin->out * lin->in;
   bool overwrite = lin->te_style && m->cfg.grad_accum_fusion && p == RC_FLAG_TRUE;
   if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, rows);
