@@ -75,14 +75,17 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   rc_path_join(path, sizeof path, dir, RC_COMPLETE_NAME);
   if (rc_path_exists(path))
     return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s", dir);
-  int ret = rc_mkdir_p(dir, err);
-  if (ret) return ret;
-
+  /* The image first: a state the writer rejects leaves nothing on disk. */
   rc_mf_shard shard = {0};
   unsigned char *image = NULL;
   size_t size = 0;
-  if ((ret = rc_shard_build_image(meta, state, &image, &size, err))) {
+  int ret = rc_shard_build_image(meta, state, &image, &size, err);
+  if (ret) {
     rc_err_prefix(err, "building shard %d of iteration %" PRId64, meta->rank, meta->iteration);
+    return ret;
+  }
+  if ((ret = rc_mkdir_p(dir, err))) {
+    free(image);
     return ret;
   }
   shard.rank = meta->rank;
