@@ -69,7 +69,8 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   cublasOperation_t op_a = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
   cublasOperation_t op_b = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
 
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F));
+  /* A compute type this cuBLASLt does not know is "no plan", not an error. */
+  if (cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 0;
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   CUBLAS_CHECK(

@@ -1,0 +1,9 @@
+# cuda.cmake — the CUDA backend (kernels/) against the CPU reference, op by
+# op: tolerances, bitwise promises, run-to-run determinism and the GEMM's
+# fused-accumulation property. Exits 77 (SKIP) without a usable GPU or in a
+# build without CUDA. The executable is test_cuda_ops; the test is cuda_ops.
+add_executable(test_cuda_ops ${CMAKE_CURRENT_SOURCE_DIR}/test_cuda_ops.c)
+target_link_libraries(test_cuda_ops PRIVATE rc)
+target_include_directories(test_cuda_ops PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+add_test(NAME cuda_ops COMMAND test_cuda_ops)
+set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)

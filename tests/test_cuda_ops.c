@@ -1,0 +1,1219 @@
+/* test_cuda_ops.c — the CUDA backend against the CPU reference, op by op.
+ *
+ * For every rc_ops member: fresh random inputs from a fixed seed go to both
+ * backends; GPU outputs are poisoned with NaN (0xFF bytes) before each call,
+ * so an element the kernel forgets to write shows up as a failure; results
+ * are compared by relative error ||gpu - cpu|| / ||cpu|| (1e-5 for fp32
+ * paths, 1e-2 for bf16/fp16 GEMMs) or bit for bit where ops.h promises it
+ * (fingerprints, rounding, dropout masks, MoE permutations and top-k
+ * indices). Every GPU op is run twice and the two results must be the same
+ * bytes (run-to-run determinism), and the GEMM's fused-accumulation property
+ * (beta = 1 equals beta = 0 into scratch plus `add`, bitwise) is checked on
+ * shapes where cuBLASLt would be tempted to split K.
+ *
+ * Exits 77 (skip) when rc_cuda_ops() returns NULL: no GPU, or a build
+ * without the CUDA backend. A last section times a few production-sized
+ * calls (seq 1024, head dim 64, 12 heads, batch 8) for information. */
+#include "backend/numeric.h"
+#include "backend/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const rc_ops *G; /* CUDA */
+static const rc_ops *C; /* CPU reference */
+static int failures, checks;
+static int quick; /* --quick: skip the large shapes (for compute-sanitizer runs) */
+
+/* ---- random inputs (splitmix64; a fixed seed) ---- */
+
+static uint64_t rng_state = 0x5eed5eed12345678ull;
+static uint64_t rnd64(void) {
+  rng_state += 0x9E3779B97F4A7C15ull;
+  return rc_mix64(rng_state);
+}
+static float rndu(void) { /* uniform in [-1, 1) */
+  return (float)((double)(rnd64() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+static int rndi(int n) {
+  return (int)(rnd64() % (uint64_t)n);
+}
+static float *rand_host(size_t n, float scale) {
+  float *x = malloc(n * sizeof(float) + 4);
+  for (size_t i = 0; i < n; i++) x[i] = rndu() * scale;
+  return x;
+}
+
+/* ---- buffers on a backend ---- */
+
+static void *put(const rc_ops *o, const void *host, size_t bytes) {
+  void *d = o->alloc(bytes);
+  if (bytes) o->to_device(d, host, bytes);
+  return d;
+}
+static void *get(const rc_ops *o, const void *dev, size_t bytes) {
+  void *h = malloc(bytes + 4);
+  if (bytes) o->to_host(h, dev, bytes);
+  return h;
+}
+static void poison(const rc_ops *o, void *dev, size_t bytes) {
+  unsigned char *h = malloc(bytes + 4);
+  memset(h, 0xff, bytes); /* float NaN, int32 -1 */
+  if (bytes) o->to_device(dev, h, bytes);
+  free(h);
+}
+static void upload(const rc_ops *o, void *dev, const void *host, size_t bytes) {
+  if (bytes) o->to_device(dev, host, bytes);
+}
+
+/* ---- checks ---- */
+
+static double rel_err(const float *got, const float *ref, size_t n) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)got[i] - (double)ref[i];
+    num += d * d;
+    den += (double)ref[i] * (double)ref[i];
+  }
+  if (den == 0.0) return sqrt(num);
+  return sqrt(num / den);
+}
+
+static void check_rel(const char *what, const float *got, const float *ref, size_t n, double tol) {
+  checks++;
+  double e = rel_err(got, ref, n);
+  int ok = e <= tol; /* NaN fails */
+  if (!ok) failures++;
+  printf("%s  %-52s rel err %.3g (tol %.0e)\n", ok ? "ok  " : "FAIL", what, e, tol);
+}
+
+static void check_bits(const char *what, const void *a, const void *b, size_t bytes) {
+  checks++;
+  if (memcmp(a, b, bytes) == 0) {
+    printf("ok    %-52s bitwise equal (%zu bytes)\n", what, bytes);
+    return;
+  }
+  failures++;
+  const unsigned char *x = a, *y = b;
+  size_t i = 0;
+  while (i < bytes && x[i] == y[i]) i++;
+  uint32_t wa = 0, wb = 0;
+  memcpy(&wa, x + (i & ~(size_t)3), 4);
+  memcpy(&wb, y + (i & ~(size_t)3), 4);
+  printf("FAIL  %-52s first difference at word %zu: %08x vs %08x\n", what, i / 4, wa, wb);
+}
+
+static void check_true(const char *what, int cond) {
+  checks++;
+  if (!cond) failures++;
+  printf("%s  %s\n", cond ? "ok  " : "FAIL", what);
+}
+
+/* Information only: whether a tolerance-checked result is in fact bitwise. */
+static void note_bits(const char *what, const void *a, const void *b, size_t bytes) {
+  printf("      (%s: %s)\n", what,
+         memcmp(a, b, bytes) ? "not bitwise, within tolerance" : "bitwise equal to the CPU");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ======================= GEMM ======================= */
+
+static float round_ct(float x, rc_compute ct) {
+  return ct == RC_COMPUTE_BF16 ? rc_round_bf16(x) : ct == RC_COMPUTE_FP16 ? rc_round_fp16(x) : x;
+}
+static const char *ct_name(rc_compute ct) {
+  return ct == RC_COMPUTE_BF16 ? "bf16" : ct == RC_COMPUTE_FP16 ? "fp16" : "fp32";
+}
+
+/* One GEMM configuration against the CPU: beta = 0 into NaN (and the
+ * padding columns of C must stay untouched), beta = 1 onto random C, run to
+ * run determinism. */
+static void gemm_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pad, float alpha) {
+  int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  int lda = ca + pad, ldb = cb + 2 * pad, ldc = n + 3 * pad;
+  size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nc = (size_t)m * ldc;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f), *C0 = rand_host(nc, 1.0f);
+  for (size_t i = 0; i < na; i++) A[i] = round_ct(A[i], ct);
+  for (size_t i = 0; i < nb; i++) B[i] = round_ct(B[i], ct);
+  double tol = ct == RC_COMPUTE_FP32 ? 1e-5 : 1e-2;
+  char name[128];
+
+  float *cA = put(C, A, na * 4), *cB = put(C, B, nb * 4), *cC = C->alloc(nc * 4);
+  float *gA = put(G, A, na * 4), *gB = put(G, B, nb * 4), *gC = G->alloc(nc * 4);
+
+  for (int beta = 0; beta <= 1; beta++) {
+    /* beta 0: C starts as NaN on both (the CPU must not read it either) */
+    if (beta) {
+      upload(C, cC, C0, nc * 4);
+    } else {
+      poison(C, cC, nc * 4);
+    }
+    C->gemm(ct, ta, tb, m, n, k, alpha, cA, lda, cB, ldb, (float)beta, cC, ldc);
+    float *ref = get(C, cC, nc * 4);
+    float *got[2];
+    for (int rep = 0; rep < 2; rep++) {
+      if (beta)
+        upload(G, gC, C0, nc * 4);
+      else
+        poison(G, gC, nc * 4);
+      G->gemm(ct, ta, tb, m, n, k, alpha, gA, lda, gB, ldb, (float)beta, gC, ldc);
+      got[rep] = get(G, gC, nc * 4);
+    }
+    /* compare the [m, n] region; the padding must be what it was */
+    float *rg = malloc((size_t)m * n * 4), *rc = malloc((size_t)m * n * 4);
+    int pad_ok = 1;
+    for (int i = 0; i < m; i++) {
+      memcpy(rg + (size_t)i * n, got[0] + (size_t)i * ldc, (size_t)n * 4);
+      memcpy(rc + (size_t)i * n, ref + (size_t)i * ldc, (size_t)n * 4);
+      for (int j = n; j < ldc; j++) {
+        float want = beta ? C0[(size_t)i * ldc + j] : NAN;
+        float have = got[0][(size_t)i * ldc + j];
+        if (!(beta ? memcmp(&want, &have, 4) == 0 : isnan(have))) pad_ok = 0;
+      }
+    }
+    snprintf(name, sizeof name, "gemm %s ta=%d tb=%d %dx%dx%d a=%g beta=%d", ct_name(ct), ta, tb, m,
+             n, k, alpha, beta);
+    check_rel(name, rg, rc, (size_t)m * n, tol);
+    if (ct == RC_COMPUTE_FP32 && !ta && !tb && pad == 0) note_bits(name, rg, rc, (size_t)m * n * 4);
+    snprintf(name, sizeof name, "gemm %s ta=%d tb=%d beta=%d: padding untouched", ct_name(ct), ta,
+             tb, beta);
+    if (pad) check_true(name, pad_ok);
+    snprintf(name, sizeof name, "gemm %s ta=%d tb=%d beta=%d run-to-run", ct_name(ct), ta, tb,
+             beta);
+    check_bits(name, got[0], got[1], nc * 4);
+    free(rg);
+    free(rc);
+    free(ref);
+    free(got[0]);
+    free(got[1]);
+  }
+  C->free(cA);
+  C->free(cB);
+  C->free(cC);
+  G->free(gA);
+  G->free(gB);
+  G->free(gC);
+  free(A);
+  free(B);
+  free(C0);
+}
+
+/* The fused/unfused gradient-accumulation arms (DESIGN.md 3.1) on the GPU:
+ * gemm(beta=1) into main_grad must equal gemm(beta=0) into scratch followed
+ * by add(main_grad, main_grad, scratch), bit for bit. Shapes are wgrad-like
+ * (dY^T X: small m*n, long k) so cuBLASLt considers split-K. */
+static void gemm_fusion_property(rc_compute ct, int ta, int tb, int m, int n, int k, float alpha) {
+  int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  size_t na = (size_t)ra * ca, nb = (size_t)rb * cb, nc = (size_t)m * n;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f), *M0 = rand_host(nc, 4.0f);
+  for (size_t i = 0; i < na; i++) A[i] = round_ct(A[i], ct);
+  for (size_t i = 0; i < nb; i++) B[i] = round_ct(B[i], ct);
+  float *gA = put(G, A, na * 4), *gB = put(G, B, nb * 4);
+  float *fused = put(G, M0, nc * 4), *unfused = put(G, M0, nc * 4), *scratch = G->alloc(nc * 4);
+  poison(G, scratch, nc * 4);
+  double t0 = now_s();
+  G->gemm(ct, ta, tb, m, n, k, alpha, gA, ca, gB, cb, 1.0f, fused, n);
+  G->sync();
+  double t1 = now_s();
+  G->gemm(ct, ta, tb, m, n, k, alpha, gA, ca, gB, cb, 0.0f, scratch, n);
+  G->add(unfused, unfused, scratch, nc);
+  float *hf = get(G, fused, nc * 4), *hu = get(G, unfused, nc * 4);
+  char name[128];
+  snprintf(name, sizeof name, "gemm %s ta=%d tb=%d %dx%dx%d beta=1 == beta=0 + add", ct_name(ct),
+           ta, tb, m, n, k);
+  check_bits(name, hf, hu, nc * 4);
+  printf("      (first call incl. plan: %.3f ms)\n", 1e3 * (t1 - t0));
+  G->free(gA);
+  G->free(gB);
+  G->free(fused);
+  G->free(unfused);
+  G->free(scratch);
+  free(A);
+  free(B);
+  free(M0);
+  free(hf);
+  free(hu);
+}
+
+static void gemm_k0(void) {
+  int m = 5, n = 7;
+  float *C0 = rand_host((size_t)m * n, 1.0f);
+  for (int beta = 0; beta <= 1; beta++) {
+    float *c = put(C, C0, (size_t)m * n * 4), *g = put(G, C0, (size_t)m * n * 4);
+    if (!beta) poison(G, g, (size_t)m * n * 4);
+    if (!beta) poison(C, c, (size_t)m * n * 4);
+    C->gemm(RC_COMPUTE_FP32, 0, 0, m, n, 0, -2.0f, NULL, 1, NULL, 1, (float)beta, c, n);
+    G->gemm(RC_COMPUTE_FP32, 0, 0, m, n, 0, -2.0f, NULL, 1, NULL, 1, (float)beta, g, n);
+    float *hc = get(C, c, (size_t)m * n * 4), *hg = get(G, g, (size_t)m * n * 4);
+    check_bits(beta ? "gemm k=0 beta=1 (C unchanged + -0)" : "gemm k=0 beta=0 (alpha*0)", hg, hc,
+               (size_t)m * n * 4);
+    C->free(c);
+    G->free(g);
+    free(hc);
+    free(hg);
+  }
+  free(C0);
+}
+
+static void test_gemm(void) {
+  printf("-- gemm\n");
+  rc_compute cts[3] = {RC_COMPUTE_FP32, RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 3; c++)
+    for (int ta = 0; ta <= 1; ta++)
+      for (int tb = 0; tb <= 1; tb++) gemm_case(cts[c], ta, tb, 67, 45, 93, 3, 1.0f);
+  gemm_case(RC_COMPUTE_FP32, 0, 0, 64, 48, 40, 0, 1.0f); /* canonical layout: direct write */
+  gemm_case(RC_COMPUTE_FP32, 0, 1, 33, 17, 129, 1, 0.75f);
+  gemm_case(RC_COMPUTE_BF16, 1, 0, 33, 17, 129, 1, -1.5f);
+  if (!quick) {
+    gemm_case(RC_COMPUTE_FP32, 0, 1, 256, 512, 768, 0, 1.0f);
+    gemm_case(RC_COMPUTE_BF16, 0, 1, 256, 512, 768, 0, 1.0f);
+  }
+  gemm_case(RC_COMPUTE_FP32, 1, 0, 128, 96, 4096, 0, 1.0f); /* wgrad-like */
+  gemm_case(RC_COMPUTE_BF16, 1, 0, 128, 96, 4096, 0, 1.0f);
+  gemm_k0();
+  for (int c = 0; c < 3; c++) {
+    gemm_fusion_property(cts[c], 1, 0, 64, 64, quick ? 2048 : 16384, 1.0f);
+    if (!quick) gemm_fusion_property(cts[c], 1, 0, 768, 768, 8192, 1.0f);
+    gemm_fusion_property(cts[c], 0, 1, 96, 80, 777, 0.5f);
+  }
+}
+
+/* ======================= elementwise and reductions ======================= */
+
+static float special(int i) {
+  static const uint32_t bits[] = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc12345u, 0x7f812345u,
+      0x00000001u, 0x80000001u, 0x00400000u, 0x3f808000u, 0x3f818000u, 0x3f800fffu, 0x3f801000u,
+      0x477fe000u, 0x477ff000u, 0x477fefffu, 0x33000000u, 0x33000001u, 0x43e00000u, 0x43e80000u,
+      0x43f00000u, 0x3c800000u, 0x3b000000u, 0x3a800000u, 0x3a800001u, 0x7f7fffffu, 0xc3e7ffffu};
+  return rc_bits_f32(bits[i % (int)(sizeof bits / sizeof bits[0])]);
+}
+
+static float *wide_values(size_t n) {
+  float *x = malloc(n * 4 + 4);
+  for (size_t i = 0; i < n; i++) {
+    if (i % 7 == 0)
+      x[i] = special((int)(i / 7));
+    else
+      x[i] = rc_bits_f32((uint32_t)rnd64()); /* every bit pattern class */
+  }
+  return x;
+}
+
+static void test_rounding(void) {
+  printf("-- round_to, quantize_e4m3\n");
+  size_t n = 20011;
+  float *x = wide_values(n);
+  rc_compute cts[3] = {RC_COMPUTE_FP32, RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 3; c++) {
+    for (int inplace = 0; inplace <= 1; inplace++) {
+      float *cs = put(C, x, n * 4), *cd = inplace ? cs : C->alloc(n * 4);
+      C->round_to(cd, cs, n, cts[c]);
+      float *ref = get(C, cd, n * 4);
+      float *got[2];
+      for (int rep = 0; rep < 2; rep++) {
+        float *gs = put(G, x, n * 4), *gd = inplace ? gs : G->alloc(n * 4);
+        if (!inplace) poison(G, gd, n * 4);
+        G->round_to(gd, gs, n, cts[c]);
+        got[rep] = get(G, gd, n * 4);
+        if (!inplace) G->free(gd);
+        G->free(gs);
+      }
+      char name[96];
+      snprintf(name, sizeof name, "round_to %s%s", ct_name(cts[c]), inplace ? " in place" : "");
+      check_bits(name, got[0], ref, n * 4);
+      check_bits("  run-to-run", got[0], got[1], n * 4);
+      if (!inplace) C->free(cd);
+      C->free(cs);
+      free(ref);
+      free(got[0]);
+      free(got[1]);
+    }
+  }
+  float scales[3] = {1.0f, 3.7f, 1.0f / 448.0f};
+  for (int si = 0; si < 3; si++) {
+    float *cs = put(C, x, n * 4), *cd = C->alloc(n * 4);
+    C->quantize_e4m3(cd, cs, n, scales[si]);
+    float *ref = get(C, cd, n * 4);
+    float *gs = put(G, x, n * 4), *gd = G->alloc(n * 4);
+    poison(G, gd, n * 4);
+    G->quantize_e4m3(gd, gs, n, scales[si]);
+    float *got = get(G, gd, n * 4);
+    G->quantize_e4m3(gs, gs, n, scales[si]); /* in place */
+    float *got2 = get(G, gs, n * 4);
+    char name[96];
+    snprintf(name, sizeof name, "quantize_e4m3 scale=%g", scales[si]);
+    check_bits(name, got, ref, n * 4);
+    check_bits("  in place", got2, ref, n * 4);
+    C->free(cs);
+    C->free(cd);
+    G->free(gs);
+    G->free(gd);
+    free(ref);
+    free(got);
+    free(got2);
+  }
+  free(x);
+}
+
+static void test_reductions(void) {
+  printf("-- amax, sum, sumsq, count_nonfinite, fingerprint\n");
+  size_t sizes[5] = {0, 1, 1000, 65537, (1u << 22) + 3};
+  for (int si = 0; si < 5; si++) {
+    size_t n = sizes[si];
+    float *x = rand_host(n, 3.0f);
+    float *c = put(C, x, n * 4), *g = put(G, x, n * 4);
+    char name[96];
+    double cs = C->sum(c, n), gs = G->sum(g, n), gs2 = G->sum(g, n);
+    double cq = C->sumsq(c, n), gq = G->sumsq(g, n), gq2 = G->sumsq(g, n);
+    snprintf(name, sizeof name, "sum n=%zu (cpu %.17g gpu %.17g)", n, cs, gs);
+    check_true(name, fabs(gs - cs) <= 1e-12 * (fabs(cs) + (double)n) && memcmp(&gs, &gs2, 8) == 0);
+    snprintf(name, sizeof name, "sumsq n=%zu (cpu %.17g gpu %.17g)", n, cq, gq);
+    check_true(name, fabs(gq - cq) <= 1e-11 * fabs(cq) && memcmp(&gq, &gq2, 8) == 0);
+    float ca = C->amax(c, n), ga = G->amax(g, n);
+    snprintf(name, sizeof name, "amax n=%zu (%g)", n, ga);
+    check_true(name, memcmp(&ca, &ga, 4) == 0);
+    uint64_t cf = C->fingerprint(c, n * 4), gf = G->fingerprint(g, n * 4);
+    snprintf(name, sizeof name, "fingerprint n=%zu (%016llx)", n, (unsigned long long)gf);
+    check_true(name, cf == gf && gf == G->fingerprint(g, n * 4));
+    if (n >= 1000) { /* non-finite values: counts, NaN-sticky amax, payload-sensitive fp */
+      x[3] = INFINITY;
+      x[n / 2] = rc_bits_f32(0x7fc00001u);
+      x[n - 1] = -INFINITY;
+      upload(C, c, x, n * 4);
+      upload(G, g, x, n * 4);
+      long cn = C->count_nonfinite(c, n), gn = G->count_nonfinite(g, n);
+      snprintf(name, sizeof name, "count_nonfinite n=%zu (%ld)", n, gn);
+      check_true(name, cn == gn && gn == 3);
+      snprintf(name, sizeof name, "amax with NaN n=%zu", n);
+      check_true(name, isnan(G->amax(g, n)));
+      cf = C->fingerprint(c, n * 4);
+      gf = G->fingerprint(g, n * 4);
+      snprintf(name, sizeof name, "fingerprint with NaN payload n=%zu", n);
+      check_true(name, cf == gf);
+      x[5] = -0.0f;
+      upload(G, g, x, n * 4);
+      x[5] = 0.0f;
+      upload(C, c, x, n * 4);
+      snprintf(name, sizeof name, "fingerprint tells -0.0 from +0.0 n=%zu", n);
+      check_true(name, C->fingerprint(c, n * 4) != G->fingerprint(g, n * 4));
+    } else {
+      snprintf(name, sizeof name, "count_nonfinite n=%zu", n);
+      check_true(name, C->count_nonfinite(c, n) == G->count_nonfinite(g, n));
+    }
+    C->free(c);
+    G->free(g);
+    free(x);
+  }
+}
+
+static void test_basic(void) {
+  printf("-- add, scale, copy2d\n");
+  size_t n = 100003;
+  float *a = rand_host(n, 1.0f), *b = rand_host(n, 1.0f);
+  float *ca = put(C, a, n * 4), *cb = put(C, b, n * 4), *co = C->alloc(n * 4);
+  float *ga = put(G, a, n * 4), *gb = put(G, b, n * 4), *go = G->alloc(n * 4);
+  poison(G, go, n * 4);
+  C->add(co, ca, cb, n);
+  G->add(go, ga, gb, n);
+  float *r = get(C, co, n * 4), *h = get(G, go, n * 4);
+  check_bits("add", h, r, n * 4);
+  free(r);
+  free(h);
+  G->add(ga, ga, gb, n); /* aliasing out == a */
+  h = get(G, ga, n * 4);
+  r = get(C, co, n * 4);
+  check_bits("add in place", h, r, n * 4);
+  free(r);
+  free(h);
+  C->scale(cb, 0.3f, n);
+  G->scale(gb, 0.3f, n);
+  r = get(C, cb, n * 4);
+  h = get(G, gb, n * 4);
+  check_bits("scale", h, r, n * 4);
+  free(r);
+  free(h);
+  /* copy2d: 37 x 29 from ld 41 into ld 53; the rest of dst keeps its NaN */
+  int rows = 37, cols = 29, lds = 41, ldd = 53;
+  float *cd = C->alloc((size_t)rows * ldd * 4), *gd = G->alloc((size_t)rows * ldd * 4);
+  poison(C, cd, (size_t)rows * ldd * 4);
+  poison(G, gd, (size_t)rows * ldd * 4);
+  C->copy2d(cd, ldd, ca, lds, rows, cols);
+  G->copy2d(gd, ldd, ga, lds, rows, cols);
+  r = get(C, cd, (size_t)rows * ldd * 4);
+  h = get(G, gd, (size_t)rows * ldd * 4);
+  check_bits("copy2d (with untouched padding)", h, r, (size_t)rows * ldd * 4);
+  free(r);
+  free(h);
+  C->free(ca);
+  C->free(cb);
+  C->free(co);
+  C->free(cd);
+  G->free(ga);
+  G->free(gb);
+  G->free(go);
+  G->free(gd);
+  free(a);
+  free(b);
+}
+
+/* ======================= layers ======================= */
+
+static void test_embedding(int T, int H, int V) {
+  int32_t *ids = malloc((size_t)T * 4);
+  for (int t = 0; t < T; t++) ids[t] = rndi(V);
+  float *table = rand_host((size_t)V * H, 1.0f), *dout = rand_host((size_t)T * H, 1.0f);
+  float *dtab0 = rand_host((size_t)V * H, 0.1f);
+  char name[96];
+  /* forward */
+  int32_t *cid = put(C, ids, (size_t)T * 4), *gid = put(G, ids, (size_t)T * 4);
+  float *ctab = put(C, table, (size_t)V * H * 4), *gtab = put(G, table, (size_t)V * H * 4);
+  float *co = C->alloc((size_t)T * H * 4), *go = G->alloc((size_t)T * H * 4);
+  poison(G, go, (size_t)T * H * 4);
+  C->embedding_forward(co, cid, ctab, T, H);
+  G->embedding_forward(go, gid, gtab, T, H);
+  float *r = get(C, co, (size_t)T * H * 4), *h = get(G, go, (size_t)T * H * 4);
+  snprintf(name, sizeof name, "embedding_forward T=%d H=%d V=%d", T, H, V);
+  check_bits(name, h, r, (size_t)T * H * 4);
+  free(r);
+  free(h);
+  /* backward: += into a non-zero table */
+  float *cdo = put(C, dout, (size_t)T * H * 4), *gdo = put(G, dout, (size_t)T * H * 4);
+  float *cdt = put(C, dtab0, (size_t)V * H * 4), *gdt = put(G, dtab0, (size_t)V * H * 4);
+  C->embedding_backward(cdt, cid, cdo, T, H, V);
+  r = get(C, cdt, (size_t)V * H * 4);
+  float *got[2];
+  for (int rep = 0; rep < 2; rep++) {
+    upload(G, gdt, dtab0, (size_t)V * H * 4);
+    G->embedding_backward(gdt, gid, gdo, T, H, V);
+    got[rep] = get(G, gdt, (size_t)V * H * 4);
+  }
+  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d", T, H, V);
+  check_rel(name, got[0], r, (size_t)V * H, 1e-5);
+  /* rows sum in increasing t, one rounding per term, as on the CPU */
+  check_bits("  same order as the CPU", got[0], r, (size_t)V * H * 4);
+  check_bits("  run-to-run", got[0], got[1], (size_t)V * H * 4);
+  free(r);
+  free(got[0]);
+  free(got[1]);
+  C->free(cid);
+  C->free(ctab);
+  C->free(co);
+  C->free(cdo);
+  C->free(cdt);
+  G->free(gid);
+  G->free(gtab);
+  G->free(go);
+  G->free(gdo);
+  G->free(gdt);
+  free(ids);
+  free(table);
+  free(dout);
+  free(dtab0);
+}
+
+static void test_rmsnorm(int T, int H) {
+  float *x = rand_host((size_t)T * H, 2.0f), *w = rand_host((size_t)H, 1.0f);
+  float *dout = rand_host((size_t)T * H, 1.0f), *dx0 = rand_host((size_t)T * H, 0.5f);
+  float *dw0 = rand_host((size_t)H, 0.5f);
+  float eps = 1e-5f;
+  size_t nx = (size_t)T * H;
+  char name[96];
+  float *cx = put(C, x, nx * 4), *cw = put(C, w, (size_t)H * 4), *co = C->alloc(nx * 4),
+        *cr = C->alloc((size_t)T * 4);
+  float *gx = put(G, x, nx * 4), *gw = put(G, w, (size_t)H * 4), *go = G->alloc(nx * 4),
+        *gr = G->alloc((size_t)T * 4);
+  C->rmsnorm_forward(co, cr, cx, cw, T, H, eps);
+  float *ro = get(C, co, nx * 4), *rr = get(C, cr, (size_t)T * 4);
+  float *o[2], *rs[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, go, nx * 4);
+    poison(G, gr, (size_t)T * 4);
+    G->rmsnorm_forward(go, gr, gx, gw, T, H, eps);
+    o[rep] = get(G, go, nx * 4);
+    rs[rep] = get(G, gr, (size_t)T * 4);
+  }
+  snprintf(name, sizeof name, "rmsnorm_forward out T=%d H=%d", T, H);
+  check_rel(name, o[0], ro, nx, 1e-5);
+  check_rel("rmsnorm_forward rstd", rs[0], rr, (size_t)T, 1e-5);
+  check_bits("  run-to-run out", o[0], o[1], nx * 4);
+  check_bits("  run-to-run rstd", rs[0], rs[1], (size_t)T * 4);
+  /* backward from the CPU's rstd on both */
+  float *cdo = put(C, dout, nx * 4), *gdo = put(G, dout, nx * 4);
+  float *cdx = put(C, dx0, nx * 4), *cdw = put(C, dw0, (size_t)H * 4);
+  float *gdx = G->alloc(nx * 4), *gdw = G->alloc((size_t)H * 4);
+  upload(G, gr, rr, (size_t)T * 4);
+  C->rmsnorm_backward(cdx, cdw, cdo, cx, cw, cr, T, H);
+  float *rdx = get(C, cdx, nx * 4), *rdw = get(C, cdw, (size_t)H * 4);
+  float *dx[2], *dw[2];
+  for (int rep = 0; rep < 2; rep++) {
+    upload(G, gdx, dx0, nx * 4);
+    upload(G, gdw, dw0, (size_t)H * 4);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H);
+    dx[rep] = get(G, gdx, nx * 4);
+    dw[rep] = get(G, gdw, (size_t)H * 4);
+  }
+  check_rel("rmsnorm_backward dx", dx[0], rdx, nx, 1e-5);
+  check_rel("rmsnorm_backward dw", dw[0], rdw, (size_t)H, 1e-5);
+  check_bits("  run-to-run dx", dx[0], dx[1], nx * 4);
+  check_bits("  run-to-run dw", dw[0], dw[1], (size_t)H * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(o[rep]);
+    free(rs[rep]);
+    free(dx[rep]);
+    free(dw[rep]);
+  }
+  free(ro);
+  free(rr);
+  free(rdx);
+  free(rdw);
+  C->free(cx);
+  C->free(cw);
+  C->free(co);
+  C->free(cr);
+  C->free(cdo);
+  C->free(cdx);
+  C->free(cdw);
+  G->free(gx);
+  G->free(gw);
+  G->free(go);
+  G->free(gr);
+  G->free(gdo);
+  G->free(gdx);
+  G->free(gdw);
+  free(x);
+  free(w);
+  free(dout);
+  free(dx0);
+  free(dw0);
+}
+
+static void test_rope(int B, int S, int nh, int hd) {
+  size_t n = (size_t)B * S * 3 * nh * hd;
+  float *x = rand_host(n, 1.0f);
+  char name[96];
+  for (int dir = 0; dir < 2; dir++) {
+    float *c = put(C, x, n * 4), *g = put(G, x, n * 4);
+    if (dir == 0)
+      C->rope_forward(c, B, S, nh, hd, 10000.0f);
+    else
+      C->rope_backward(c, B, S, nh, hd, 10000.0f);
+    float *r = get(C, c, n * 4);
+    float *got[2];
+    for (int rep = 0; rep < 2; rep++) {
+      upload(G, g, x, n * 4);
+      if (dir == 0)
+        G->rope_forward(g, B, S, nh, hd, 10000.0f);
+      else
+        G->rope_backward(g, B, S, nh, hd, 10000.0f);
+      got[rep] = get(G, g, n * 4);
+    }
+    snprintf(name, sizeof name, "rope_%s B=%d S=%d nh=%d hd=%d", dir ? "backward" : "forward", B, S,
+             nh, hd);
+    check_rel(name, got[0], r, n, 1e-5);
+    check_bits("  run-to-run", got[0], got[1], n * 4);
+    C->free(c);
+    G->free(g);
+    free(r);
+    free(got[0]);
+    free(got[1]);
+  }
+  free(x);
+}
+
+static void test_attention(int B, int S, int nh, int hd) {
+  size_t nqkv = (size_t)B * S * 3 * nh * hd, no = (size_t)B * S * nh * hd, nl = (size_t)B * nh * S;
+  float *qkv = rand_host(nqkv, 1.5f), *dout = rand_host(no, 1.0f);
+  char name[128];
+  float *cq = put(C, qkv, nqkv * 4), *co = C->alloc(no * 4), *cl = C->alloc(nl * 4);
+  float *gq = put(G, qkv, nqkv * 4), *go = G->alloc(no * 4), *gl = G->alloc(nl * 4);
+  C->attention_forward(co, cl, cq, B, S, nh, hd);
+  float *ro = get(C, co, no * 4), *rl = get(C, cl, nl * 4);
+  float *o[2], *l[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, go, no * 4);
+    poison(G, gl, nl * 4);
+    G->attention_forward(go, gl, gq, B, S, nh, hd);
+    o[rep] = get(G, go, no * 4);
+    l[rep] = get(G, gl, nl * 4);
+  }
+  snprintf(name, sizeof name, "attention_forward out B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
+  check_rel(name, o[0], ro, no, 1e-5);
+  check_rel("attention_forward lse", l[0], rl, nl, 1e-5);
+  check_bits("  run-to-run out", o[0], o[1], no * 4);
+  check_bits("  run-to-run lse", l[0], l[1], nl * 4);
+  /* backward from the CPU's forward results on both */
+  upload(G, go, ro, no * 4);
+  upload(G, gl, rl, nl * 4);
+  float *cdo = put(C, dout, no * 4), *gdo = put(G, dout, no * 4);
+  float *cdq = C->alloc(nqkv * 4), *gdq = G->alloc(nqkv * 4);
+  C->attention_backward(cdq, cdo, co, cl, cq, B, S, nh, hd);
+  float *rd = get(C, cdq, nqkv * 4);
+  float *d[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gdq, nqkv * 4);
+    G->attention_backward(gdq, gdo, go, gl, gq, B, S, nh, hd);
+    d[rep] = get(G, gdq, nqkv * 4);
+  }
+  snprintf(name, sizeof name, "attention_backward dqkv B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
+  check_rel(name, d[0], rd, nqkv, 1e-5);
+  check_bits("  run-to-run dqkv", d[0], d[1], nqkv * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(o[rep]);
+    free(l[rep]);
+    free(d[rep]);
+  }
+  free(ro);
+  free(rl);
+  free(rd);
+  C->free(cq);
+  C->free(co);
+  C->free(cl);
+  C->free(cdo);
+  C->free(cdq);
+  G->free(gq);
+  G->free(go);
+  G->free(gl);
+  G->free(gdo);
+  G->free(gdq);
+  free(qkv);
+  free(dout);
+}
+
+static void test_swiglu(int T, int F) {
+  size_t ni = (size_t)T * 2 * F, no = (size_t)T * F;
+  float *in = rand_host(ni, 4.0f), *dout = rand_host(no, 1.0f);
+  float *ci = put(C, in, ni * 4), *co = C->alloc(no * 4), *cdo = put(C, dout, no * 4),
+        *cdi = C->alloc(ni * 4);
+  float *gi = put(G, in, ni * 4), *go = G->alloc(no * 4), *gdo = put(G, dout, no * 4),
+        *gdi = G->alloc(ni * 4);
+  C->swiglu_forward(co, ci, T, F);
+  C->swiglu_backward(cdi, cdo, ci, T, F);
+  float *ro = get(C, co, no * 4), *rdi = get(C, cdi, ni * 4);
+  float *o[2], *di[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, go, no * 4);
+    poison(G, gdi, ni * 4);
+    G->swiglu_forward(go, gi, T, F);
+    G->swiglu_backward(gdi, gdo, gi, T, F);
+    o[rep] = get(G, go, no * 4);
+    di[rep] = get(G, gdi, ni * 4);
+  }
+  check_rel("swiglu_forward", o[0], ro, no, 1e-5);
+  check_rel("swiglu_backward", di[0], rdi, ni, 1e-5);
+  check_bits("  run-to-run forward", o[0], o[1], no * 4);
+  check_bits("  run-to-run backward", di[0], di[1], ni * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(o[rep]);
+    free(di[rep]);
+  }
+  free(ro);
+  free(rdi);
+  C->free(ci);
+  C->free(co);
+  C->free(cdo);
+  C->free(cdi);
+  G->free(gi);
+  G->free(go);
+  G->free(gdo);
+  G->free(gdi);
+  free(in);
+  free(dout);
+}
+
+static void test_cross_entropy(int T, int V, int with_dloss) {
+  size_t n = (size_t)T * V;
+  float *logits = rand_host(n, 4.0f), *dloss = rand_host((size_t)T, 1.0f);
+  int32_t *labels = malloc((size_t)T * 4);
+  for (int t = 0; t < T; t++) labels[t] = rndi(V);
+  for (int t = 0; t < T; t += 5) dloss[t] = 0.0f;
+  /* ties for the argmax: rows 1 and 2 have their maximum twice */
+  if (T > 2 && V > 10) {
+    for (int t = 1; t <= 2; t++) {
+      logits[(size_t)t * V + 3] = 9.0f;
+      logits[(size_t)t * V + V - 2] = 9.0f;
+    }
+    labels[1] = 3;     /* the lower index wins: correct */
+    labels[2] = V - 2; /* the higher one loses: incorrect */
+  }
+  float *cl = put(C, logits, n * 4), *cls = C->alloc((size_t)T * 4), *ccr = C->alloc((size_t)T * 4);
+  int32_t *clab = put(C, labels, (size_t)T * 4);
+  float *cdl = with_dloss ? put(C, dloss, (size_t)T * 4) : NULL;
+  C->cross_entropy(cls, ccr, cl, clab, cdl, T, V);
+  float *rl = get(C, cl, n * 4), *rls = get(C, cls, (size_t)T * 4),
+        *rcr = get(C, ccr, (size_t)T * 4);
+  float *gl = G->alloc(n * 4), *gls = G->alloc((size_t)T * 4), *gcr = G->alloc((size_t)T * 4);
+  int32_t *glab = put(G, labels, (size_t)T * 4);
+  float *gdl = with_dloss ? put(G, dloss, (size_t)T * 4) : NULL;
+  float *l[2], *ls[2], *cr[2];
+  for (int rep = 0; rep < 2; rep++) {
+    upload(G, gl, logits, n * 4);
+    poison(G, gls, (size_t)T * 4);
+    poison(G, gcr, (size_t)T * 4);
+    G->cross_entropy(gls, gcr, gl, glab, gdl, T, V);
+    l[rep] = get(G, gl, n * 4);
+    ls[rep] = get(G, gls, (size_t)T * 4);
+    cr[rep] = get(G, gcr, (size_t)T * 4);
+  }
+  char name[96];
+  snprintf(name, sizeof name, "cross_entropy losses T=%d V=%d%s", T, V,
+           with_dloss ? "" : " dloss=NULL");
+  check_rel(name, ls[0], rls, (size_t)T, 1e-5);
+  check_bits("cross_entropy correct (argmax ties to lowest)", cr[0], rcr, (size_t)T * 4);
+  if (T > 2 && V > 10)
+    check_true("  tie rows: 1 correct, 2 incorrect", cr[0][1] == 1.0f && cr[0][2] == 0.0f);
+  check_rel("cross_entropy dlogits", l[0], rl, n, 1e-5);
+  int zero_rows_ok = 1;
+  for (int t = 0; t < T; t++)
+    if (!with_dloss || dloss[t] == 0.0f)
+      for (int v = 0; v < V; v++)
+        if (rc_f32_bits(l[0][(size_t)t * V + v]) != 0u) zero_rows_ok = 0;
+  check_true("  rows with dloss 0 are all +0.0", zero_rows_ok);
+  check_bits("  run-to-run dlogits", l[0], l[1], n * 4);
+  check_bits("  run-to-run losses", ls[0], ls[1], (size_t)T * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(l[rep]);
+    free(ls[rep]);
+    free(cr[rep]);
+  }
+  free(rl);
+  free(rls);
+  free(rcr);
+  C->free(cl);
+  C->free(cls);
+  C->free(ccr);
+  C->free(clab);
+  if (cdl) C->free(cdl);
+  G->free(gl);
+  G->free(gls);
+  G->free(gcr);
+  G->free(glab);
+  if (gdl) G->free(gdl);
+  free(logits);
+  free(dloss);
+  free(labels);
+}
+
+static void test_dropout(size_t n, float p, uint64_t seed, uint64_t offset) {
+  float *x = rand_host(n, 1.0f);
+  for (size_t i = 0; i < n; i++)
+    if (x[i] == 0.0f) x[i] = 1.0f; /* so a zero output means "dropped" */
+  float *c = put(C, x, n * 4), *g = put(G, x, n * 4);
+  C->dropout(c, n, p, seed, offset);
+  G->dropout(g, n, p, seed, offset);
+  float *r = get(C, c, n * 4), *h = get(G, g, n * 4);
+  unsigned char *mask_g = malloc(n + 1), *mask_ref = malloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    mask_g[i] = h[i] != 0.0f;
+    mask_ref[i] = (unsigned char)rc_dropout_keep(seed, offset, i, p);
+  }
+  char name[96];
+  snprintf(name, sizeof name, "dropout mask n=%zu p=%g offset=%llu", n, p,
+           (unsigned long long)offset);
+  check_bits(name, mask_g, mask_ref, n);
+  check_rel("dropout values", h, r, n, 1e-7);
+  note_bits("dropout values", h, r, n * 4);
+  upload(G, g, x, n * 4);
+  G->dropout(g, n, p, seed, offset);
+  float *h2 = get(G, g, n * 4);
+  check_bits("  run-to-run", h, h2, n * 4);
+  C->free(c);
+  G->free(g);
+  free(r);
+  free(h);
+  free(h2);
+  free(mask_g);
+  free(mask_ref);
+  free(x);
+}
+
+/* ======================= MoE ======================= */
+
+static void test_moe_route(int T, int E, int k, rc_moe_scoring sc, int with_bias) {
+  size_t nl = (size_t)T * E, nk = (size_t)T * k;
+  float *logits = rand_host(nl, 3.0f), *bias = rand_host((size_t)E, 0.2f);
+  float *dw = rand_host(nk, 1.0f), *dp = rand_host((size_t)E, 1.0f);
+  float *cl = put(C, logits, nl * 4), *cb = with_bias ? put(C, bias, (size_t)E * 4) : NULL;
+  float *gl = put(G, logits, nl * 4), *gb = with_bias ? put(G, bias, (size_t)E * 4) : NULL;
+  int32_t *ci = C->alloc(nk * 4), *gi = G->alloc(nk * 4);
+  float *cw = C->alloc(nk * 4), *cp = C->alloc(nl * 4), *gw = G->alloc(nk * 4),
+        *gp = G->alloc(nl * 4);
+  C->moe_route(ci, cw, cp, cl, cb, T, E, k, sc);
+  int32_t *ri = get(C, ci, nk * 4);
+  float *rw = get(C, cw, nk * 4), *rp = get(C, cp, nl * 4);
+  int32_t *idx[2];
+  float *w[2], *p[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gi, nk * 4);
+    poison(G, gw, nk * 4);
+    poison(G, gp, nl * 4);
+    G->moe_route(gi, gw, gp, gl, gb, T, E, k, sc);
+    idx[rep] = get(G, gi, nk * 4);
+    w[rep] = get(G, gw, nk * 4);
+    p[rep] = get(G, gp, nl * 4);
+  }
+  char name[128];
+  snprintf(name, sizeof name, "moe_route %s%s T=%d E=%d k=%d: topk_idx",
+           sc == RC_SCORE_SIGMOID ? "sigmoid" : "softmax", with_bias ? "+bias" : "", T, E, k);
+  check_bits(name, idx[0], ri, nk * 4);
+  check_rel("moe_route topk_w", w[0], rw, nk, 1e-5);
+  check_rel("moe_route probs", p[0], rp, nl, 1e-5);
+  check_bits("  run-to-run idx", idx[0], idx[1], nk * 4);
+  check_bits("  run-to-run w", w[0], w[1], nk * 4);
+  check_bits("  run-to-run probs", p[0], p[1], nl * 4);
+  /* backward from the CPU's routing on both */
+  upload(G, gi, ri, nk * 4);
+  upload(G, gw, rw, nk * 4);
+  upload(G, gp, rp, nl * 4);
+  float *cdw = put(C, dw, nk * 4), *cdp = put(C, dp, (size_t)E * 4), *cdl = C->alloc(nl * 4);
+  float *gdw = put(G, dw, nk * 4), *gdp = put(G, dp, (size_t)E * 4), *gdl = G->alloc(nl * 4);
+  C->moe_route_backward(cdl, cdw, cdp, cl, ci, cw, cp, T, E, k, sc);
+  float *rdl = get(C, cdl, nl * 4);
+  float *dl[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gdl, nl * 4);
+    G->moe_route_backward(gdl, gdw, gdp, gl, gi, gw, gp, T, E, k, sc);
+    dl[rep] = get(G, gdl, nl * 4);
+  }
+  check_rel("moe_route_backward dlogits", dl[0], rdl, nl, 1e-5);
+  check_bits("  run-to-run", dl[0], dl[1], nl * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(idx[rep]);
+    free(w[rep]);
+    free(p[rep]);
+    free(dl[rep]);
+  }
+  free(ri);
+  free(rw);
+  free(rp);
+  free(rdl);
+  C->free(cl);
+  if (cb) C->free(cb);
+  C->free(ci);
+  C->free(cw);
+  C->free(cp);
+  C->free(cdw);
+  C->free(cdp);
+  C->free(cdl);
+  G->free(gl);
+  if (gb) G->free(gb);
+  G->free(gi);
+  G->free(gw);
+  G->free(gp);
+  G->free(gdw);
+  G->free(gdp);
+  G->free(gdl);
+  free(logits);
+  free(bias);
+  free(dw);
+  free(dp);
+}
+
+/* permute, gather, combine and combine_backward on one routing. skew puts
+ * most entries on one expert (a long run across many chunks). */
+static void test_moe_dispatch(int T, int E, int k, int H, int skew) {
+  size_t nk = (size_t)T * k;
+  int32_t *topk = malloc(nk * 4);
+  for (int t = 0; t < T; t++)
+    for (int s = 0; s < k; s++) {
+      int e;
+      int again;
+      do { /* distinct experts per token, like a real top-k */
+        e = skew && rndi(4) ? (s % E) : rndi(E);
+        again = 0;
+        for (int r = 0; r < s; r++) again |= topk[(size_t)t * k + r] == e;
+      } while (again);
+      topk[(size_t)t * k + s] = e;
+    }
+  char name[128];
+  int32_t *ct = put(C, topk, nk * 4), *gt = put(G, topk, nk * 4);
+  int32_t *cperm = C->alloc(nk * 4), *cinv = C->alloc(nk * 4),
+          *coff = C->alloc((size_t)(E + 1) * 4);
+  int32_t *gperm = G->alloc(nk * 4), *ginv = G->alloc(nk * 4),
+          *goff = G->alloc((size_t)(E + 1) * 4);
+  C->moe_permute(cperm, cinv, coff, ct, T, E, k);
+  int32_t *rperm = get(C, cperm, nk * 4), *rinv = get(C, cinv, nk * 4),
+          *roff = get(C, coff, (size_t)(E + 1) * 4);
+  int32_t *pg[2], *ig[2], *og[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gperm, nk * 4);
+    poison(G, ginv, nk * 4);
+    poison(G, goff, (size_t)(E + 1) * 4);
+    G->moe_permute(gperm, ginv, goff, gt, T, E, k);
+    pg[rep] = get(G, gperm, nk * 4);
+    ig[rep] = get(G, ginv, nk * 4);
+    og[rep] = get(G, goff, (size_t)(E + 1) * 4);
+  }
+  snprintf(name, sizeof name, "moe_permute T=%d E=%d k=%d%s: perm", T, E, k, skew ? " skewed" : "");
+  check_bits(name, pg[0], rperm, nk * 4);
+  check_bits("moe_permute inv_perm", ig[0], rinv, nk * 4);
+  check_bits("moe_permute offsets", og[0], roff, (size_t)(E + 1) * 4);
+  check_bits("  run-to-run perm", pg[0], pg[1], nk * 4);
+
+  /* gather */
+  size_t nx = (size_t)T * H, nr = nk * H;
+  float *x = rand_host(nx, 1.0f), *rows = rand_host(nr, 1.0f), *w = rand_host(nk, 1.0f);
+  float *dout = rand_host(nx, 1.0f);
+  float *cx = put(C, x, nx * 4), *gx = put(G, x, nx * 4);
+  float *cdst = C->alloc(nr * 4), *gdst = G->alloc(nr * 4);
+  poison(G, gdst, nr * 4);
+  C->moe_gather(cdst, cx, cperm, T, k, H);
+  G->moe_gather(gdst, gx, gperm, T, k, H);
+  float *r1 = get(C, cdst, nr * 4), *h1 = get(G, gdst, nr * 4);
+  check_bits("moe_gather", h1, r1, nr * 4);
+  free(r1);
+  free(h1);
+
+  /* combine, with weights and without */
+  float *crows = put(C, rows, nr * 4), *grows = put(G, rows, nr * 4);
+  float *cw = put(C, w, nk * 4), *gw = put(G, w, nk * 4);
+  float *cout = C->alloc(nx * 4), *gout = G->alloc(nx * 4);
+  for (int weighted = 1; weighted >= 0; weighted--) {
+    C->moe_combine(cout, crows, weighted ? cw : NULL, cinv, T, k, H);
+    float *r = get(C, cout, nx * 4);
+    float *h[2];
+    for (int rep = 0; rep < 2; rep++) {
+      poison(G, gout, nx * 4);
+      G->moe_combine(gout, grows, weighted ? gw : NULL, ginv, T, k, H);
+      h[rep] = get(G, gout, nx * 4);
+    }
+    snprintf(name, sizeof name, "moe_combine%s", weighted ? " weighted" : " w=NULL");
+    check_rel(name, h[0], r, nx, 1e-5);
+    note_bits(name, h[0], r, nx * 4);
+    check_bits("  run-to-run", h[0], h[1], nx * 4);
+    free(r);
+    free(h[0]);
+    free(h[1]);
+  }
+
+  /* combine backward */
+  float *cdo = put(C, dout, nx * 4), *gdo = put(G, dout, nx * 4);
+  float *cdr = C->alloc(nr * 4), *gdr = G->alloc(nr * 4), *cdw = C->alloc(nk * 4),
+        *gdw = G->alloc(nk * 4);
+  C->moe_combine_backward(cdr, cdw, cdo, crows, cw, cinv, T, k, H);
+  float *rdr = get(C, cdr, nr * 4), *rdw = get(C, cdw, nk * 4);
+  float *dr[2], *dwg[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gdr, nr * 4);
+    poison(G, gdw, nk * 4);
+    G->moe_combine_backward(gdr, gdw, gdo, grows, gw, ginv, T, k, H);
+    dr[rep] = get(G, gdr, nr * 4);
+    dwg[rep] = get(G, gdw, nk * 4);
+  }
+  check_rel("moe_combine_backward drows", dr[0], rdr, nr, 1e-5);
+  check_rel("moe_combine_backward dw", dwg[0], rdw, nk, 1e-5);
+  check_bits("  run-to-run drows", dr[0], dr[1], nr * 4);
+  check_bits("  run-to-run dw", dwg[0], dwg[1], nk * 4);
+  for (int rep = 0; rep < 2; rep++) {
+    free(pg[rep]);
+    free(ig[rep]);
+    free(og[rep]);
+    free(dr[rep]);
+    free(dwg[rep]);
+  }
+  free(rperm);
+  free(rinv);
+  free(roff);
+  free(rdr);
+  free(rdw);
+  C->free(ct);
+  C->free(cperm);
+  C->free(cinv);
+  C->free(coff);
+  C->free(cx);
+  C->free(cdst);
+  C->free(crows);
+  C->free(cw);
+  C->free(cout);
+  C->free(cdo);
+  C->free(cdr);
+  C->free(cdw);
+  G->free(gt);
+  G->free(gperm);
+  G->free(ginv);
+  G->free(goff);
+  G->free(gx);
+  G->free(gdst);
+  G->free(grows);
+  G->free(gw);
+  G->free(gout);
+  G->free(gdo);
+  G->free(gdr);
+  G->free(gdw);
+  free(topk);
+  free(x);
+  free(rows);
+  free(w);
+  free(dout);
+}
+
+/* ======================= optimizer ======================= */
+
+static void test_adamw(size_t n) {
+  float *p = rand_host(n, 1.0f), *g = rand_host(n, 0.1f), *m = rand_host(n, 0.01f);
+  float *v = rand_host(n, 0.001f);
+  for (size_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
+  int step = 7;
+  float b1 = 0.9f, b2 = 0.95f;
+  float bc1 = (float)(1.0 - pow(b1, step)), bc2 = (float)(1.0 - pow(b2, step));
+  float *bufs_h[4] = {p, g, m, v};
+  float *cb[4], *gb[4];
+  for (int i = 0; i < 4; i++) {
+    cb[i] = put(C, bufs_h[i], n * 4);
+    gb[i] = put(G, bufs_h[i], n * 4);
+  }
+  C->adamw(cb[0], cb[1], cb[2], cb[3], n, 3e-4f, b1, b2, 1e-8f, 0.1f, 0.5f, bc1, bc2);
+  G->adamw(gb[0], gb[1], gb[2], gb[3], n, 3e-4f, b1, b2, 1e-8f, 0.1f, 0.5f, bc1, bc2);
+  const char *names[4] = {"adamw param", "adamw grad (unchanged)", "adamw exp_avg",
+                          "adamw exp_avg_sq"};
+  for (int i = 0; i < 4; i++) {
+    float *r = get(C, cb[i], n * 4), *h = get(G, gb[i], n * 4);
+    check_rel(names[i], h, r, n, 1e-5);
+    note_bits(names[i], h, r, n * 4);
+    free(r);
+    free(h);
+    C->free(cb[i]);
+    G->free(gb[i]);
+  }
+  free(p);
+  free(g);
+  free(m);
+  free(v);
+}
+
+/* ======================= production-sized timing ======================= */
+
+static void bench(void) {
+  printf("-- production shapes (GPU only: determinism + timing)\n");
+  int B = 8, S = 1024, nh = 12, hd = 64, H = nh * hd;
+  size_t nqkv = (size_t)B * S * 3 * H, no = (size_t)B * S * H, nl = (size_t)B * nh * S;
+  float *qkv = rand_host(nqkv, 1.5f), *dout = rand_host(no, 1.0f);
+  float *gq = put(G, qkv, nqkv * 4), *gdo = put(G, dout, no * 4);
+  float *go = G->alloc(no * 4), *gl = G->alloc(nl * 4), *gd = G->alloc(nqkv * 4);
+  uint64_t fo[2], fd[2];
+  double tf = 0, tb = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    G->sync();
+    double t0 = now_s();
+    G->attention_forward(go, gl, gq, B, S, nh, hd);
+    G->sync();
+    double t1 = now_s();
+    G->attention_backward(gd, gdo, go, gl, gq, B, S, nh, hd);
+    G->sync();
+    double t2 = now_s();
+    if (rep > 0) {
+      fo[rep - 1] = G->fingerprint(go, no * 4);
+      fd[rep - 1] = G->fingerprint(gd, nqkv * 4);
+      tf += t1 - t0;
+      tb += t2 - t1;
+    }
+  }
+  double flops = 4.0 * B * nh * (double)S * S * hd / 2; /* causal forward: QK^T and PV */
+  printf(
+      "      attention B=%d S=%d nh=%d hd=%d: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms\n",
+      B, S, nh, hd, 1e3 * tf / 2, flops / (tf / 2) / 1e12, 1e3 * tb / 2);
+  check_true("attention production shape: run-to-run out", fo[0] == fo[1]);
+  check_true("attention production shape: run-to-run dqkv", fd[0] == fd[1]);
+  G->free(gq);
+  G->free(gdo);
+  G->free(go);
+  G->free(gl);
+  G->free(gd);
+  free(qkv);
+  free(dout);
+
+  /* the QKV GEMM and its weight gradient at T = 8192 */
+  int T = B * S;
+  rc_compute cts[2] = {RC_COMPUTE_FP32, RC_COMPUTE_BF16};
+  float *x = rand_host((size_t)T * H, 1.0f), *w = rand_host((size_t)3 * H * H, 0.05f);
+  for (size_t i = 0; i < (size_t)T * H; i++) x[i] = rc_round_bf16(x[i]);
+  for (size_t i = 0; i < (size_t)3 * H * H; i++) w[i] = rc_round_bf16(w[i]);
+  float *gx = put(G, x, (size_t)T * H * 4), *gw = put(G, w, (size_t)3 * H * H * 4);
+  float *gy = G->alloc((size_t)T * 3 * H * 4), *gdw = G->alloc((size_t)3 * H * H * 4);
+  for (int c = 0; c < 2; c++) {
+    G->gemm(cts[c], 0, 1, T, 3 * H, H, 1.0f, gx, H, gw, H, 0.0f, gy, 3 * H); /* plan */
+    G->gemm(cts[c], 1, 0, 3 * H, H, T, 1.0f, gy, 3 * H, gx, H, 1.0f, gdw, H);
+    G->sync();
+    double t0 = now_s();
+    G->gemm(cts[c], 0, 1, T, 3 * H, H, 1.0f, gx, H, gw, H, 0.0f, gy, 3 * H);
+    G->sync();
+    double t1 = now_s();
+    G->gemm(cts[c], 1, 0, 3 * H, H, T, 1.0f, gy, 3 * H, gx, H, 1.0f, gdw, H);
+    G->sync();
+    double t2 = now_s();
+    double f = 2.0 * T * 3.0 * H * H;
+    printf("      gemm %s fwd %dx%dx%d: %.3f ms (%.1f TFLOP/s); wgrad beta=1: %.3f ms (%.1f "
+           "TFLOP/s)\n",
+           ct_name(cts[c]), T, 3 * H, H, 1e3 * (t1 - t0), f / (t1 - t0) / 1e12, 1e3 * (t2 - t1),
+           f / (t2 - t1) / 1e12);
+  }
+  G->free(gx);
+  G->free(gw);
+  G->free(gy);
+  G->free(gdw);
+  free(x);
+  free(w);
+}
+
+int main(int argc, char **argv) {
+  quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  const char *why = NULL;
+  G = rc_cuda_ops(&why);
+  if (!G) {
+    printf("SKIP: %s\n", why ? why : "no CUDA backend");
+    return 77;
+  }
+  C = rc_cpu_ops();
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  double t0 = now_s();
+
+  test_gemm();
+  test_rounding();
+  test_reductions();
+  test_basic();
+
+  printf("-- layers\n");
+  test_embedding(1000, 72, 37);
+  test_embedding(5000, 40, 300); /* several sort chunks */
+  test_rmsnorm(300, 200);
+  test_rmsnorm(130, 768);
+  test_rope(2, 50, 3, 16);
+  if (!quick) test_rope(1, 1024, 2, 64);
+  test_attention(2, 100, 3, 16);
+  test_attention(1, 130, 2, 64);
+  test_attention(2, 64, 2, 32);
+  test_attention(1, 77, 1, 128);
+  test_attention(1, 40, 2, 6);
+  if (!quick) test_attention(1, 1024, 2, 64);
+  test_swiglu(100, 300);
+  test_cross_entropy(64, 1000, 1);
+  test_cross_entropy(8, 50257, 1);
+  test_cross_entropy(16, 300, 0);
+  test_dropout(10003, 0.1f, 42, 12345);
+  test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
+
+  printf("-- moe\n");
+  test_moe_route(500, 16, 4, RC_SCORE_SOFTMAX, 0);
+  test_moe_route(500, 16, 4, RC_SCORE_SIGMOID, 1);
+  test_moe_route(333, 64, 8, RC_SCORE_SIGMOID, 0);
+  test_moe_route(100, 8, 1, RC_SCORE_SOFTMAX, 0);
+  test_moe_dispatch(3000, 16, 4, 40, 0);
+  test_moe_dispatch(2000, 8, 2, 24, 1);
+  test_moe_dispatch(77, 1, 1, 8, 0);
+
+  printf("-- optimizer\n");
+  test_adamw(100003);
+
+  if (!quick) bench();
+
+  printf("%d checks, %d failures (%.1f s)\n", checks, failures, now_s() - t0);
+  return failures ? 1 : 0;
+}
