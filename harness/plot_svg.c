@@ -16,11 +16,13 @@
 
 #include "base/fsutil.h"
 
-enum { W = 980, H = 760, PX0 = 90, PX1 = 730, LEGEND_X = 750 };
-static const int PY0[2] = {70, 420}, PY1[2] = {350, 700};
-static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                     "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+enum { W = 980, H = 1010, PX0 = 90, PX1 = 730, LEGEND_X = 750, NPANELS = 3 };
+/* grad norm, loss, and the relative grad-norm difference to `through` */
+static const int PY0[NPANELS] = {80, 400, 720}, PY1[NPANELS] = {330, 650, 950};
+static const char *const COLORS[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+                                     "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#aec7e8"};
 enum { NCOLORS = 10, MAX_LEGEND = 16 };
+#define DIVERGENCE_COLOR "#d00"
 
 typedef struct {
   int64_t *step;
@@ -141,7 +143,7 @@ static void fmt_tick(double v, double step, char *buf, size_t cap) {
 }
 
 typedef struct {
-  double x0, x1, y0, y1; /* data ranges */
+  double x0, x1, y0, y1; /* data ranges; panel 2 in log10 units */
 } frame;
 
 static double sx(const frame *f, double x) {
@@ -149,10 +151,24 @@ static double sx(const frame *f, double x) {
 }
 
 static double sy(const frame *f, int panel, double y) {
+  if (y < f->y0) y = f->y0;
+  if (y > f->y1) y = f->y1;
   return PY1[panel] - (y - f->y0) / (f->y1 - f->y0) * (PY1[panel] - PY0[panel]);
 }
 
-static void axes(rc_sb *b, const frame *f, int panel, const char *ylabel) {
+static void ytick(rc_sb *b, double py, const char *label) {
+  rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>\n", PX0, py,
+               PX1, py);
+  rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n", PX0 - 5,
+               py, PX0, py);
+  rc_sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", PX0 - 8, py + 4);
+  rc_sb_xml(b, label);
+  rc_sb_puts(b, "</text>\n");
+}
+
+/* Frame, grid, ticks and labels of one panel. log_panel: y is log10 of a
+ * relative difference, with the bottom row meaning "identical". */
+static void axes(rc_sb *b, const frame *f, int panel, const char *ylabel, bool log_panel) {
   int y0 = PY0[panel], y1 = PY1[panel];
   rc_sb_printf(
       b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#fff\" stroke=\"#444\"/>\n",
@@ -168,17 +184,22 @@ static void axes(rc_sb *b, const frame *f, int panel, const char *ylabel) {
     rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px, y1 + 19,
                  x);
   }
-  double ys = nice_step(f->y1 - f->y0, 6);
-  for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + ys * 1e-9; y += ys) {
-    double py = sy(f, panel, y);
-    char t[32];
-    fmt_tick(y, ys, t, sizeof t);
-    rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>\n", PX0,
-                 py, PX1, py);
-    rc_sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n",
-                 PX0 - 5, py, PX0, py);
-    rc_sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", PX0 - 8, py + 4,
-                 t);
+  if (log_panel) {
+    int every = (int)ceil((f->y1 - f->y0) / 8);
+    if (every < 1) every = 1;
+    for (int e = (int)ceil(f->y0) + 1; e <= (int)floor(f->y1); e += every) {
+      char t[32];
+      snprintf(t, sizeof t, "1e%d", e);
+      ytick(b, sy(f, panel, e), t);
+    }
+    ytick(b, sy(f, panel, f->y0), "identical");
+  } else {
+    double ys = nice_step(f->y1 - f->y0, 6);
+    for (double y = ceil(f->y0 / ys) * ys; y <= f->y1 + ys * 1e-9; y += ys) {
+      char t[32];
+      fmt_tick(y, ys, t, sizeof t);
+      ytick(b, sy(f, panel, y), t);
+    }
   }
   rc_sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">step</text>\n", (PX0 + PX1) / 2,
                y1 + 38);
@@ -188,28 +209,82 @@ static void axes(rc_sb *b, const frame *f, int panel, const char *ylabel) {
       24, (y0 + y1) / 2, 24, (y0 + y1) / 2, ylabel);
 }
 
+/* A vertical marker through every panel; its label sits above the first
+ * panel (K) or inside it, right of the line (the divergence), so the two
+ * never overlap. */
 static void vline(rc_sb *b, const frame *f, double x, const char *color, const char *dash,
-                  const char *label) {
+                  const char *label, bool label_inside) {
   double px = sx(f, x);
-  for (int p = 0; p < 2; p++)
+  for (int p = 0; p < NPANELS; p++)
     rc_sb_printf(
         b,
         "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-width=\"1.5\" "
         "stroke-dasharray=\"%s\"/>\n",
         px, PY0[p], px, PY1[p], color, dash);
-  rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\" text-anchor=\"middle\">", px, PY0[0] - 6,
-               color);
+  if (!*label) return;
+  if (label_inside)
+    rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\" text-anchor=\"start\">", px + 4,
+                 PY0[0] + 16, color);
+  else
+    rc_sb_printf(b, "<text x=\"%.1f\" y=\"%d\" fill=\"%s\" text-anchor=\"middle\">", px, PY0[0] - 6,
+                 color);
   rc_sb_xml(b, label);
   rc_sb_puts(b, "</text>\n");
+}
+
+/* The leg whose grad norm a leg is measured against: its arm's through
+ * (for a through leg of a later arm, the first arm's through). -1: none. */
+static int reference_leg(const rc_run *run, int i) {
+  const rc_leg *l = &run->legs[i];
+  int first_through = -1;
+  for (int k = 0; k < run->n_legs; k++) {
+    if (strcmp(run->legs[k].name, "through")) continue;
+    if (first_through < 0) first_through = k;
+    if (strcmp(l->name, "through") && !strcmp(run->legs[k].arm, l->arm)) return k;
+  }
+  return (first_through >= 0 && first_through != i) ? first_through : -1;
+}
+
+/* |a-b|/|b| per step of s against ref (0 when equal, NaN when absent). */
+static void rel_diff(const series *s, const series *ref, double *out) {
+  for (int k = 0, j = 0; k < s->n; k++) {
+    while (j < ref->n && ref->step[j] < s->step[k]) j++;
+    double a = s->v[0][k];
+    if (j >= ref->n || ref->step[j] != s->step[k] || !isfinite(a) || !isfinite(ref->v[0][j])) {
+      out[k] = NAN;
+      continue;
+    }
+    double b = ref->v[0][j];
+    out[k] = a == b ? 0 : fabs(a - b) / (b != 0 ? fabs(b) : 1);
+  }
+}
+
+static void polyline(rc_sb *b, const frame *f, int panel, const series *s, const double *v,
+                     const char *color, double width, const char *dash, double opacity, bool dots) {
+  rc_sb_printf(
+      b,
+      "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" stroke-dasharray=\"%s\" "
+      "stroke-opacity=\"%.2f\" points=\"",
+      color, width, dash, opacity);
+  for (int k = 0; k < s->n; k++)
+    if (isfinite(v[k]))
+      rc_sb_printf(b, "%.1f,%.1f ", sx(f, (double)s->step[k]), sy(f, panel, v[k]));
+  rc_sb_puts(b, "\"/>\n");
+  for (int k = 0; dots && k < s->n; k++)
+    if (isfinite(v[k]))
+      rc_sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
+                   sx(f, (double)s->step[k]), sy(f, panel, v[k]), color);
 }
 
 int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
   const int n = run->n_legs;
   series *s = calloc((size_t)(n ? n : 1), sizeof *s);
   bool *have = calloc((size_t)(n ? n : 1), sizeof *have);
-  if (!s || !have) {
+  double **rel = calloc((size_t)(n ? n : 1), sizeof *rel);
+  if (!s || !have || !rel) {
     free(s);
     free(have);
+    free(rel);
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   }
   for (int i = 0; i < n; i++) {
@@ -217,7 +292,20 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
     snprintf(tp, sizeof tp, "%s/trace.csv", run->legs[i].dir);
     have[i] = load_trace(tp, &s[i]);
   }
-  frame fr[2];
+  /* panel 2: log10 of the relative difference; 0 maps to the floor */
+  double rel_min = INFINITY, rel_max = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    int r = reference_leg(run, i);
+    if (!have[i] || r < 0 || !have[r] || !(rel[i] = malloc((size_t)(s[i].n + 1) * sizeof(double))))
+      continue;
+    rel_diff(&s[i], &s[r], rel[i]);
+    for (int k = 0; k < s[i].n; k++)
+      if (isfinite(rel[i][k]) && rel[i][k] > 0) {
+        if (rel[i][k] < rel_min) rel_min = rel[i][k];
+        if (rel[i][k] > rel_max) rel_max = rel[i][k];
+      }
+  }
+  frame fr[NPANELS];
   for (int p = 0; p < 2; p++) {
     fr[p] = (frame){0, (double)run->opts.steps, INFINITY, -INFINITY};
     for (int i = 0; i < n; i++)
@@ -232,8 +320,16 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
     if (span <= 0) span = fabs(fr[p].y1) > 0 ? fabs(fr[p].y1) * 0.1 : 1;
     fr[p].y0 -= 0.06 * span;
     fr[p].y1 += 0.06 * span;
-    if (fr[p].y1 <= fr[p].y0) fr[p].y1 = fr[p].y0 + 1;
   }
+  fr[2] = (frame){0, (double)run->opts.steps, -17, 0};
+  if (rel_min <= rel_max) {
+    fr[2].y0 = floor(log10(rel_min)) - 1;
+    fr[2].y1 = ceil(log10(rel_max)) + 0.5;
+    if (fr[2].y1 < fr[2].y0 + 2) fr[2].y1 = fr[2].y0 + 2;
+  }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; rel[i] && k < s[i].n; k++)
+      if (isfinite(rel[i][k])) rel[i][k] = rel[i][k] > 0 ? log10(rel[i][k]) : fr[2].y0;
 
   rc_sb b = {0};
   rc_sb_printf(
@@ -243,57 +339,54 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
       "%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
       W, H, W, H);
   rc_sb_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", W, H);
-  char title[1400];
-  rc_bufprintf(title, sizeof title, "resumecheck run: %s — %s", rc_verdict_headline(run),
-               run->verdict_text);
-  rc_sb_printf(&b, "<text x=\"%d\" y=\"24\" font-size=\"14\" font-weight=\"bold\">", PX0);
+  char title[256], sub[1100];
+  rc_bufprintf(title, sizeof title, "resumecheck run: %s (exit %d)", rc_verdict_headline(run),
+               run->exit_code);
+  /* the verdict line, cut to what fits the width */
+  rc_bufprintf(sub, sizeof sub, "%s", run->verdict_text);
+  if (strlen(sub) > 140) snprintf(sub + 137, sizeof sub - 137, "...");
+  rc_sb_printf(&b, "<text x=\"%d\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", PX0);
   rc_sb_xml(&b, title);
+  rc_sb_printf(&b, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"12\">", PX0);
+  rc_sb_xml(&b, sub);
   rc_sb_puts(&b, "</text>\n");
-  axes(&b, &fr[0], 0, "grad norm (before clipping)");
-  axes(&b, &fr[1], 1, "loss");
+  axes(&b, &fr[0], 0, "grad norm (before clipping)", false);
+  axes(&b, &fr[1], 1, "loss", false);
+  axes(&b, &fr[2], 2, "|grad norm - through| / through", true);
 
   for (int i = 0; i < run->n_save_at; i++) {
     char label[48];
     snprintf(label, sizeof label, "K=%" PRId64, run->save_at[i]);
     /* with --save-at every, label only a few of the lines */
     if (run->n_save_at > 12 && i % (run->n_save_at / 6 + 1)) label[0] = 0;
-    vline(&b, &fr[0], (double)run->save_at[i], "#888", "4,3", label);
+    vline(&b, &fr[0], (double)run->save_at[i], "#888", "4,3", label, false);
   }
   if (run->first_div_step >= 0) {
     char label[64];
     snprintf(label, sizeof label, "first divergence: step %" PRId64, run->first_div_step);
-    vline(&b, &fr[0], (double)run->first_div_step, "#d00", "none", label);
+    vline(&b, &fr[0], (double)run->first_div_step, DIVERGENCE_COLOR, "none", label, true);
   }
 
-  /* series: the off arm dashed; circles at the points when there are few */
+  /* through wide and pale underneath, the other legs on top: where a leg
+   * matches through, its line runs inside through's; the off arm dashed */
   int legend = 0;
   for (int i = 0; i < n; i++) {
     const rc_leg *l = &run->legs[i];
     const char *color = COLORS[i % NCOLORS];
     const char *dash = !strcmp(l->arm, "fusion-off") ? "6,3" : "none";
-    double width = !strcmp(l->name, "through") ? 2.5 : 1.5;
-    for (int p = 0; have[i] && p < 2; p++) {
-      rc_sb_printf(&b,
-                   "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" "
-                   "stroke-dasharray=\"%s\" points=\"",
-                   color, width, dash);
-      for (int k = 0; k < s[i].n; k++)
-        if (isfinite(s[i].v[p][k]))
-          rc_sb_printf(&b, "%.1f,%.1f ", sx(&fr[p], (double)s[i].step[k]),
-                       sy(&fr[p], p, s[i].v[p][k]));
-      rc_sb_puts(&b, "\"/>\n");
-      for (int k = 0; s[i].n <= 60 && k < s[i].n; k++)
-        if (isfinite(s[i].v[p][k]))
-          rc_sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
-                       sx(&fr[p], (double)s[i].step[k]), sy(&fr[p], p, s[i].v[p][k]), color);
-    }
+    bool through = !strcmp(l->name, "through");
+    double width = through ? 5 : 1.6, opacity = through ? 0.45 : 1;
+    bool dots = s[i].n <= 60 && !through;
+    for (int p = 0; have[i] && p < 2; p++)
+      polyline(&b, &fr[p], p, &s[i], s[i].v[p], color, width, dash, opacity, dots);
+    if (rel[i]) polyline(&b, &fr[2], 2, &s[i], rel[i], color, 1.6, dash, 1, s[i].n <= 60);
     if (legend < MAX_LEGEND) {
       int y = PY0[0] + 10 + legend * 20;
       rc_sb_printf(
           &b,
           "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%.1f\" "
-          "stroke-dasharray=\"%s\"/>\n",
-          LEGEND_X, y, LEGEND_X + 24, y, color, width, dash);
+          "stroke-dasharray=\"%s\" stroke-opacity=\"%.2f\"/>\n",
+          LEGEND_X, y, LEGEND_X + 24, y, color, width, dash, opacity);
       char text[160];
       rc_bufprintf(text, sizeof text, "%s%s", l->label, have[i] ? "" : " (no trace)");
       rc_sb_printf(&b, "<text x=\"%d\" y=\"%d\">", LEGEND_X + 30, y + 4);
@@ -306,9 +399,13 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
     legend++;
   }
   rc_sb_puts(&b, "</svg>\n");
-  for (int i = 0; i < n; i++) series_free(&s[i]);
+  for (int i = 0; i < n; i++) {
+    series_free(&s[i]);
+    free(rel[i]);
+  }
   free(s);
   free(have);
+  free(rel);
   int rc = rc_sb_write(&b, path, err);
   free(b.buf);
   return rc;

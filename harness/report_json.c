@@ -226,6 +226,7 @@ static void checks(rc_jw *w, const rc_run *run) {
       kv_bool(w, "args_json_differs", c->args_differ);
       kv_int(w, "n_failing", c->cmp.n_failing);
       kv_str_or_null(w, "first_difference", c->first_dataset);
+      kv_str_or_null(w, "largest_difference", c->largest_dataset);
       rc_jw_key(w, "ignore");
       rc_jw_arr_begin(w);
       for (int k = 0; k < c->n_ignore; k++) str(w, c->ignore[k]);
@@ -286,6 +287,7 @@ static void first_divergence(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "equal_columns");
   csv_array(w, c->have_trace ? c->trace.equal_columns : "");
   kv_str_or_null(w, "dataset", run->first_div_dataset);
+  kv_str_or_null(w, "largest", run->first_div_largest);
   rc_jw_obj_end(w);
 }
 

@@ -80,8 +80,13 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
   cell(&b, run->verdict_text);
   rc_sb_puts(&b, "\n");
   if (run->first_div_dataset[0]) {
-    rc_sb_puts(&b, "- first differing dataset: `");
+    rc_sb_printf(&b, "- first differing %s: `", run->first_div_is_dataset ? "dataset" : "file");
     cell(&b, run->first_div_dataset);
+    rc_sb_puts(&b, "`\n");
+  }
+  if (run->first_div_largest[0]) {
+    rc_sb_puts(&b, "- largest difference: `");
+    cell(&b, run->first_div_largest);
     rc_sb_puts(&b, "`\n");
   }
   if (run->mechanism != RC_MECH_NONE) {

@@ -156,8 +156,12 @@ static void print_findings(const rc_run *run, FILE *out) {
       else
         fprintf(out, "  %s%sRESUME diverged (%s)\n", prefix, sep, run->checks[res_bad].summary);
       if (run->checks[res_bad].first_dataset[0])
-        fprintf(out, "  %s%sfirst differing dataset: %s\n", prefix, sep,
+        fprintf(out, "  %s%sfirst differing %s: %s\n", prefix, sep,
+                run->checks[res_bad].first_is_dataset ? "dataset" : "file",
                 run->checks[res_bad].first_dataset);
+      if (run->checks[res_bad].largest_dataset[0])
+        fprintf(out, "  %s%slargest difference: %s\n", prefix, sep,
+                run->checks[res_bad].largest_dataset);
     } else if (res_last >= 0 && run->checks[res_last].status == RC_CHECK_IDENTICAL) {
       fprintf(out, "  %s%sRESUME identical (%s)%s\n", prefix, sep, run->checks[res_last].summary,
               res_total > 1 ? " and at every other link" : "");
@@ -170,7 +174,9 @@ static void print_findings(const rc_run *run, FILE *out) {
       fprintf(out,
               "  %s differs (%s): fused and unfused accumulation disagree even without a resume\n",
               c->name, c->summary);
-      if (c->first_dataset[0]) fprintf(out, "  first differing dataset: %s\n", c->first_dataset);
+      if (c->first_dataset[0])
+        fprintf(out, "  first differing %s: %s\n", c->first_is_dataset ? "dataset" : "file",
+                c->first_dataset);
     } else if (c->status == RC_CHECK_IDENTICAL) {
       fprintf(out, "  %s identical (%s)\n", c->name, c->summary);
     }

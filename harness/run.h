@@ -123,7 +123,9 @@ typedef struct {
   int shards, shards_identical; /* *.h5 files */
   int files, files_identical;   /* every compared file, informational ones excluded */
   bool args_differ;             /* args.json differs by construction */
-  char first_dataset[1024];     /* the first failing difference, described */
+  char first_dataset[1024];     /* the first failing difference in path order, described */
+  char largest_dataset[1024];   /* the dataset that differs most (weights first), described */
+  bool first_is_dataset;        /* first_dataset names an HDF5 object, not a whole file */
   bool have_trace;
   rc_trace_diff trace;
 } rc_check;
@@ -155,6 +157,8 @@ typedef struct {
   int first_div_check;     /* the check that names the first divergence, -1 if none */
   int64_t first_div_step;  /* -1 if unknown */
   char first_div_dataset[1024];
+  char first_div_largest[1024];
+  bool first_div_is_dataset;
   rc_mechanism mechanism;
   char mechanism_text[512];
 } rc_run;

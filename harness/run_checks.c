@@ -60,8 +60,8 @@ static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
   if (d->kind == RC_DIFF_VALUES)
     rc_bufprintf(extra, sizeof extra,
                  ": %" PRId64 " of %" PRId64 " elements differ, first at index %" PRId64
-                 ", max |a-b| %.3g, max %" PRIu64 " ulp",
-                 d->n_different, d->n_elements, d->first_index, d->max_abs, d->max_ulp);
+                 ", max |a-b| %.3g, max rel %.3g",
+                 d->n_different, d->n_elements, d->first_index, d->max_abs, d->max_rel);
   else if (d->detail[0])
     rc_bufprintf(extra, sizeof extra, ": %s", d->detail);
   if (d->object[0] && d->file[0])
@@ -146,11 +146,32 @@ static void run_state_check(rc_run *run, rc_check *c) {
     return;
   }
   c->status = RC_CHECK_DIFFERS;
-  for (int i = 0; i < c->cmp.n_diffs; i++)
-    if (c->cmp.diffs[i].kind != RC_DIFF_INFORMATIONAL) {
-      describe_diff(&c->cmp.diffs[i], c->first_dataset, sizeof c->first_dataset);
-      break;
+  /* First: the first dataset in path order (whole files such as COMPLETE,
+   * which hashes the manifest, only when no dataset differs). Largest: the
+   * greatest relative difference, model weights before optimizer state,
+   * which is usually where the mechanism shows. */
+  int first = -1, first_file = -1, largest = -1;
+  for (int i = 0; i < c->cmp.n_diffs; i++) {
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
+    if (first_file < 0) first_file = i;
+    if (first < 0 && d->object[0]) first = i;
+    if (d->kind != RC_DIFF_VALUES) continue;
+    if (largest < 0) {
+      largest = i;
+      continue;
     }
+    const rc_diff *l = &c->cmp.diffs[largest];
+    bool dm = !strncmp(d->object, "/model/", 7), lm = !strncmp(l->object, "/model/", 7);
+    if ((dm && !lm) || (dm == lm && d->max_rel > l->max_rel)) largest = i;
+  }
+  if (first < 0) first = first_file;
+  if (first >= 0) {
+    describe_diff(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
+    c->first_is_dataset = c->cmp.diffs[first].object[0] != 0;
+  }
+  if (largest >= 0 && largest != first)
+    describe_diff(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
   rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s; %d difference%s%s", a_at, b_at, tally,
                c->cmp.n_failing, c->cmp.n_failing == 1 ? "" : "s", by_construction);
 }
@@ -285,9 +306,13 @@ static bool find_first_divergence(rc_run *run, rc_check_class cls) {
   run->first_div_check = best;
   run->first_div_step =
       run->checks[best].what == RC_CHECK_TRACE ? run->checks[best].trace.first_step : -1;
-  if (state >= 0)
+  if (state >= 0) {
     rc_bufprintf(run->first_div_dataset, sizeof run->first_div_dataset, "%s",
                  run->checks[state].first_dataset);
+    rc_bufprintf(run->first_div_largest, sizeof run->first_div_largest, "%s",
+                 run->checks[state].largest_dataset);
+    run->first_div_is_dataset = run->checks[state].first_is_dataset;
+  }
   return true;
 }
 
@@ -360,6 +385,7 @@ void rc_run_verdict(rc_run *run) {
   run->first_div_check = -1;
   run->first_div_step = -1;
   run->first_div_dataset[0] = 0;
+  run->first_div_largest[0] = 0;
   mechanism(run);
   if (run->interrupted) {
     set_verdict(run, "interrupted", RC_RUN_INTERRUPTED, RC_RUN_INTERRUPTED);

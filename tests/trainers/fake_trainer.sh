@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# fake_trainer.sh — a tiny deterministic "trainer" for `resumecheck run
+# --trainer exec` tests (docs/exec-trainer.md is the contract it follows).
+#
+# State is two integers: weights w and a momentum m, updated per step from
+# the step number and the horizon N (the "LR schedule"), so a correct
+# resume reproduces train-through exactly. Checkpoints are plain files
+# (weights.txt, optim.txt, meta.txt, args.json, COMPLETE) compared byte for
+# byte; trace.csv has step, loss and grad_norm columns.
+#
+#   fake_trainer.sh --steps N [--stop-at S] --save-at LIST [--resume-from DIR]
+#                   --out DIR [--leg NAME] [--bug MODE]
+#   MODE: none | forget-momentum (resume loses m) | nondet (random bytes
+#         in every checkpoint) | crash-on-resume (exit 3) | segv-on-resume
+#         (dies by SIGSEGV) | no-complete (never writes COMPLETE)
+# Options also accept the --name=value form.
+set -euo pipefail
+
+steps="" stop="" saves="" resume="" out="" leg="" bug=none
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --*=*) name="${1%%=*}"; val="${1#*=}"; shift ;;
+    --*) name="$1"; val="${2-}"; shift; [ $# -gt 0 ] && shift ;;
+    *) echo "fake_trainer: unexpected argument '$1'" >&2; exit 64 ;;
+  esac
+  case "$name" in
+    --steps) steps="$val" ;;
+    --stop-at) stop="$val" ;;
+    --save-at) saves="$val" ;;
+    --resume-from) resume="$val" ;;
+    --out) out="$val" ;;
+    --leg) leg="$val" ;;
+    --bug) bug="$val" ;;
+    *) echo "fake_trainer: unknown option $name" >&2; exit 64 ;;
+  esac
+done
+[ -n "$steps" ] && [ -n "$out" ] || { echo "fake_trainer: --steps and --out are required" >&2; exit 64; }
+[ -n "$stop" ] || stop="$steps"
+
+w=12345 m=0 start=1
+if [ -n "$resume" ]; then
+  case "$bug" in
+    crash-on-resume) echo "fake_trainer: simulated crash while loading $resume" >&2; exit 3 ;;
+    segv-on-resume) echo "fake_trainer: about to segfault" >&2; kill -SEGV $$ ;;
+  esac
+  [ -f "$resume/COMPLETE" ] || { echo "fake_trainer: $resume has no COMPLETE" >&2; exit 65; }
+  w=$(cat "$resume/weights.txt")
+  last=$(cat "$resume/meta.txt")
+  if [ "$bug" = forget-momentum ]; then m=0; else m=$(cat "$resume/optim.txt"); fi
+  start=$((last + 1))
+fi
+
+mkdir -p "$out/ckpt"
+trace="$out/trace.csv"
+[ -f "$trace" ] || echo "step,loss,grad_norm,lr" > "$trace"
+
+save() { # step
+  local d
+  d="$out/ckpt/$(printf 'iter_%07d' "$1")"
+  mkdir -p "$d"
+  echo "$w" > "$d/weights.txt"
+  echo "$m" > "$d/optim.txt"
+  echo "$1" > "$d/meta.txt"
+  if [ "$bug" = nondet ]; then echo "$RANDOM$RANDOM $$" > "$d/noise.txt"; fi
+  printf '{"leg": "%s", "pid": %d}\n' "$leg" $$ > "$d/args.json"
+  if [ "$bug" != no-complete ]; then echo done > "$d/COMPLETE"; fi
+}
+
+for ((t = start; t <= stop; t++)); do
+  lr=$((steps - t + 1))
+  m=$(((m * 7 + t * 13 + w * lr) % 1000003))
+  w=$(((w * 31 + m) % 1000003))
+  # loss falls with the step; grad_norm follows the momentum
+  awk -v t="$t" -v m="$m" -v lr="$lr" \
+    'BEGIN { printf "%d,%.9g,%.9g,%d\n", t, 5.0 / (1 + 0.1 * t), m / 1000003.0, lr }' >> "$trace"
+  for s in ${saves//,/ }; do
+    if [ "$s" = "$t" ]; then save "$t"; fi
+  done
+done
+echo "fake_trainer: leg ${leg:-?} trained steps $start..$stop" >&2
