@@ -9,10 +9,12 @@
  * dtype change with equal values, a shape change and a NaN payload are all
  * differences, because resume exactness is a statement about bytes.
  *
- * Values are read in blocks of whole rows with the file's own type as the
- * memory type, so nothing is converted: the bytes compared are the bytes
- * stored. Elements are interpreted (byte-swapped when the file's order is
- * not the host's) only to describe a difference. */
+ * Values are compared as the bytes stored, never converted: a contiguous
+ * dataset (what this tool's shards hold) is compared in place in the
+ * memory-mapped files, skipped when it lies inside a prefix already known
+ * equal; any other layout is read in blocks of whole rows with the file's
+ * own type as the memory type. Elements are interpreted (byte-swapped when
+ * the file's order is not the host's) only to describe a difference. */
 #include "harness/compare_internal.h"
 
 #include <hdf5.h>
@@ -450,7 +452,7 @@ typedef struct {
   const char *file; /* relative name for diffs */
   const char *path_a, *path_b;
   hid_t fa, fb;
-  const rc_cmp_hashes *ha, *hb;
+  rc_cmp_known k; /* all-NULL when nothing is known */
   rc_err *err;
 } pair_t;
 
@@ -597,6 +599,21 @@ done:
   return rc;
 }
 
+/* Where a dataset's bytes are in its file, when they are one contiguous,
+ * unfiltered, allocated run of exactly nbytes; false otherwise. */
+static bool contiguous_extent(hid_t dset, size_t nbytes, int64_t *offset) {
+  hid_t dcpl = H5Dget_create_plist(dset);
+  if (dcpl < 0) return false;
+  bool ok = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl) == 0 &&
+            H5Pget_external_count(dcpl) == 0;
+  H5Pclose(dcpl);
+  if (!ok) return false;
+  haddr_t addr = H5Dget_offset(dset);
+  if (addr == HADDR_UNDEF || H5Dget_storage_size(dset) != nbytes) return false;
+  *offset = (int64_t)addr;
+  return true;
+}
+
 /* Same dtype, same shape: the stored bytes, block by block. */
 static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t ftype, hid_t space,
                           const shape_t *s, const char *dtname) {
@@ -610,6 +627,26 @@ static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t
     return RC_OK;
   }
   el_fmt f = el_fmt_of(ftype);
+  stats_t st = {0};
+  st.first_index = -1;
+  size_t nbytes = (size_t)s->npoints * f.size;
+  int64_t oa, ob;
+  if (contiguous_extent(da, nbytes, &oa) && contiguous_extent(db, nbytes, &ob)) {
+    if (oa == ob && oa + (int64_t)nbytes <= p->k.equal_prefix) return RC_OK;
+    const rc_cmp_map *ma = p->k.ma, *mb = p->k.mb;
+    if (ma && mb && ma->data && mb->data && (uint64_t)oa + nbytes <= ma->size &&
+        (uint64_t)ob + nbytes <= mb->size) {
+      const unsigned char *xa = ma->data + oa, *xb = mb->data + ob;
+      const size_t per = BLOCK_BYTES / f.size; /* elements per memcmp */
+      for (size_t i = 0; i < (size_t)s->npoints; i += per) {
+        size_t n = (size_t)s->npoints - i < per ? (size_t)s->npoints - i : per;
+        if (memcmp(xa + i * f.size, xb + i * f.size, n * f.size))
+          scan_block(&st, &f, xa + i * f.size, xb + i * f.size, n, (int64_t)i);
+      }
+      if (st.n_different) record_values_diff(p, path, dtname, s, &f, &st);
+      return RC_OK;
+    }
+  }
   blocking bl = blocking_of(s, f.size);
   size_t cap = (size_t)(bl.rows_per_block * bl.row_elems) * f.size;
   unsigned char *ba = malloc(cap ? cap : 1), *bb = malloc(cap ? cap : 1);
@@ -618,8 +655,6 @@ static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t
     rc = rc_fail(p->err, RC_EXIT_SOFTWARE, "out of memory (%zu bytes) comparing %s", 2 * cap, path);
     goto done;
   }
-  stats_t st = {0};
-  st.first_index = -1;
   for (hsize_t r0 = 0; r0 < bl.rows; r0 += bl.rows_per_block) {
     hsize_t nr = bl.rows - r0 < bl.rows_per_block ? bl.rows - r0 : bl.rows_per_block;
     if (read_rows(da, ftype, s, r0, nr, ba) < 0 || read_rows(db, ftype, s, r0, nr, bb) < 0) {
@@ -731,7 +766,7 @@ static int compare_dataset(pair_t *p, const char *path) {
     rc_cmp_add(p->c, RC_DIFF_SHAPE, p->file, path, "%s%s vs %s%s", dta, sha, dtb, shb);
   } else {
     p->c->res->n_datasets_compared++;
-    const char *ma = manifest_hash(p->ha, path), *mb = manifest_hash(p->hb, path);
+    const char *ma = manifest_hash(p->k.ha, path), *mb = manifest_hash(p->k.hb, path);
     bool settled = ma && mb && !strcmp(ma, mb);
     if (!settled) rc = compare_values(p, path, da, db, ta, sa, &shape_a, dta);
   }
@@ -1026,14 +1061,15 @@ bool rc_cmp_is_hdf5(const char *path) {
 }
 
 int rc_cmp_hdf5(rc_cmp_ctx *c, const char *file_rel, const char *path_a, const char *path_b,
-                const rc_cmp_hashes *ha, const rc_cmp_hashes *hb, rc_err *err) {
+                const rc_cmp_known *known, rc_err *err) {
   /* libhdf5 prints its error stack by default; our messages say what failed. */
   H5E_auto2_t old_func;
   void *old_data;
   H5Eget_auto2(H5E_DEFAULT, &old_func, &old_data);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 
-  pair_t p = {c, file_rel, path_a, path_b, -1, -1, ha, hb, err};
+  pair_t p = {c, file_rel, path_a, path_b, -1, -1, {0}, err};
+  if (known) p.k = *known;
   obj_list la = {0}, lb = {0};
   int rc = RC_OK;
   if ((p.fa = H5Fopen(path_a, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {

@@ -488,6 +488,12 @@ static void make_iter(const char *dir, variant v, const char *args, int manifest
            (long long)st.st_size, manifest == 2 ? lie_sha : sha);
   snprintf(rel, sizeof rel, "%s/manifest.json", dir);
   write_text(rel, text);
+  /* As the checkpoint layer writes it: the marker holds the manifest's hash. */
+  char marker[128];
+  rc_sha256_hex(text, strlen(text), sha);
+  snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
+  snprintf(rel, sizeof rel, "%s/COMPLETE", dir);
+  write_text(rel, marker);
 }
 
 static void test_iter_dirs(void) {
@@ -508,7 +514,7 @@ static void test_iter_dirs(void) {
   CHECK_CLI("compare args/a args/b", 0);
 
   /* Negative control: a differing shard beside it fails, and the manifest
-   * (which differs too) is not reported on its own. */
+   * and COMPLETE (which differ too, as a consequence) are not reported. */
   make_iter("args/c", V_FLIP_F32, "{\"leg\": \"resume\"}\n", 1, NULL);
   rc = compare("args/a", "args/c", NULL, &res, &err);
   CHECK(rc == RC_OK && res.n_failing == 1 && res.n_diffs == 2, "args vs flip: %d diffs",
