@@ -299,8 +299,7 @@ static void dtype_name(hid_t t, char *out, size_t cap) {
   size_t size = H5Tget_size(t);
   H5T_class_t cls = H5Tget_class(t);
   const char *be = "";
-  if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Tget_order(t) == H5T_ORDER_BE)
-    be = " (big-endian)";
+  if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Tget_order(t) == H5T_ORDER_BE) be = "be";
   switch (cls) {
   case H5T_INTEGER:
     snprintf(out, cap, "%sint%zu%s", H5Tget_sign(t) == H5T_SGN_2 ? "" : "u", 8 * size, be);

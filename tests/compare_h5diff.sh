@@ -43,6 +43,8 @@ shape          0 1 Some_objects_are_not_comparable
 dtype          0 1 silent
 missing_extra  1 1 -
 attr           1 1 -
+be             0 1 silent
+note           1 1 -
 layout         0 0 -
 TABLE
 

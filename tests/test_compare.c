@@ -56,6 +56,9 @@ typedef enum {
   V_MISSING_EXTRA, /* no /model/b; an extra /model/extra */
   V_ATTR,          /* /meta@iteration = 6 instead of 5 */
   V_LAYOUT,        /* w chunked instead of contiguous: other bytes, same content */
+  V_BE,            /* w stored big-endian, same values */
+  V_BE_FLIP,       /* w stored big-endian, w[11] flipped as in V_FLIP_F32 */
+  V_NOTE,          /* /meta@note (a variable-length string) is "lr=3e-4" not "lr=1e-4" */
 } variant;
 
 static float f32_from_bits(uint32_t u) {
@@ -123,6 +126,19 @@ static void attr_str(hid_t obj, const char *name, const char *v) {
   H5_CHECK(H5Tclose(t));
 }
 
+static void attr_vlen_str(hid_t obj, const char *name, const char *v) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5_CHECK(t);
+  H5_CHECK(H5Tset_size(t, H5T_VARIABLE));
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5_CHECK(a);
+  H5_CHECK(H5Awrite(a, t, &v));
+  H5_CHECK(H5Aclose(a));
+  H5_CHECK(H5Sclose(s));
+  H5_CHECK(H5Tclose(t));
+}
+
 /* A small shard: /meta (attributes), /model/w float32[4,8], /model/b
  * float64[3], /optimizer/step int64 scalar; `v` changes one thing. Time
  * tracking is off so equal content gives equal bytes. */
@@ -138,16 +154,18 @@ static void write_shard(const char *path, variant v) {
   H5_CHECK(meta);
   attr_str(meta, "format", "resumecheck-shard");
   attr_i64(meta, "iteration", v == V_ATTR ? 6 : 5);
+  attr_vlen_str(meta, "note", v == V_NOTE ? "lr=3e-4" : "lr=1e-4");
   H5_CHECK(H5Gclose(meta));
 
   float w[32];
   base_w(w);
-  if (v == V_FLIP_F32) w[11] = f32_from_bits(f32_bits(w[11]) ^ 1u);
+  if (v == V_FLIP_F32 || v == V_BE_FLIP) w[11] = f32_from_bits(f32_bits(w[11]) ^ 1u);
   if (v == V_NAN_A) w[0] = f32_from_bits(0x7fc00000u);
   if (v == V_NAN_B) w[0] = f32_from_bits(0x7fc00001u);
   if (v == V_NAN_ONE_SIDE) w[5] = f32_from_bits(0x7fc00000u);
   hsize_t wd[2] = {4, v == V_SHAPE ? 4 : 8}, chunk[2] = {2, 8};
-  put(f, "/model/w", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, wd, w, v == V_LAYOUT ? chunk : NULL);
+  put(f, "/model/w", v == V_BE || v == V_BE_FLIP ? H5T_IEEE_F32BE : H5T_IEEE_F32LE,
+      H5T_NATIVE_FLOAT, 2, wd, w, v == V_LAYOUT ? chunk : NULL);
 
   double b[3] = {base_b[0], base_b[1], base_b[2]};
   if (v == V_NEG_ZERO) b[1] = -0.0;
@@ -413,6 +431,34 @@ static void test_attribute(void) {
   rc_compare_result res;
   const rc_diff *d = one_diff("attr", &res, RC_DIFF_ATTRIBUTE, "/meta@iteration");
   if (d) CHECK(!strcmp(d->detail, "value: 5 vs 6"), "detail '%s'", d->detail);
+  rc_compare_result_free(&res);
+}
+
+/* Byte order: a change of it is a dtype change (values equal), and values
+ * stored big-endian are described correctly (same index, same ULP count). */
+static void test_byte_order(void) {
+  make_pair("be", V_BASE, V_BE);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("be", &res, RC_DIFF_DTYPE, "/model/w");
+  if (d)
+    CHECK(!strcmp(d->detail, "float32[4,8] vs float32be[4,8]; values equal as float64"),
+          "detail '%s'", d->detail);
+  rc_compare_result_free(&res);
+  make_pair("be_flip", V_BE, V_BE_FLIP);
+  d = one_diff("be_flip", &res, RC_DIFF_VALUES, "/model/w");
+  if (d)
+    CHECK(d->n_different == 1 && d->first_index == 11 && d->max_ulp == 1 && d->max_abs > 2e-7 &&
+              d->max_abs < 3e-7,
+          "big-endian flip: n %lld first %lld ulp %llu abs %g", (long long)d->n_different,
+          (long long)d->first_index, (unsigned long long)d->max_ulp, d->max_abs);
+  rc_compare_result_free(&res);
+}
+
+static void test_vlen_attribute(void) {
+  make_pair("note", V_BASE, V_NOTE);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("note", &res, RC_DIFF_ATTRIBUTE, "/meta@note");
+  if (d) CHECK(!strcmp(d->detail, "value: \"lr=1e-4\" vs \"lr=3e-4\""), "detail '%s'", d->detail);
   rc_compare_result_free(&res);
 }
 
@@ -740,7 +786,9 @@ int main(int argc, char **argv) {
                  {"dtype", V_BASE, V_DTYPE},
                  {"missing_extra", V_BASE, V_MISSING_EXTRA},
                  {"attr", V_BASE, V_ATTR},
-                 {"layout", V_BASE, V_LAYOUT}};
+                 {"layout", V_BASE, V_LAYOUT},
+                 {"be", V_BASE, V_BE},
+                 {"note", V_BASE, V_NOTE}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
       make_pair(pairs[i].name, pairs[i].a, pairs[i].b);
     return 0;
@@ -759,6 +807,8 @@ int main(int argc, char **argv) {
   test_shape_dtype();
   test_missing_extra();
   test_attribute();
+  test_byte_order();
+  test_vlen_attribute();
   test_layout_only();
   test_non_hdf5();
   test_iter_dirs();
