@@ -34,8 +34,15 @@ void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
   }
 }
 
+/* A NaN input comes out as the same NaN, quietened: what the CPU's
+ * (x * scale) / scale gives on hosts that propagate NaN payloads (x86, Arm),
+ * where the GPU's arithmetic would return its canonical NaN instead. */
 __global__ void quantize_e4m3_kernel(float *dst, const float *src, size_t n, float scale) {
-  GRID_STRIDE(i, n) dst[i] = rc_round_e4m3(src[i] * scale) / scale;
+  GRID_STRIDE(i, n) {
+    float x = src[i];
+    dst[i] =
+        isnan(x) ? rc_bits_f32(rc_f32_bits(x) | 0x00400000u) : rc_round_e4m3(x * scale) / scale;
+  }
 }
 
 void rc_cuda_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {

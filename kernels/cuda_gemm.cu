@@ -59,6 +59,27 @@ static cudaDataType_t input_type(rc_compute ct) {
   }
 }
 
+/* RC_CUDA_GEMM_LOG=1 prints each plan as it is made: which algorithm the
+ * heuristic fixed for a shape (for diagnosing a GEMM that changed bits). */
+static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws) {
+  int id = -1, tile = -1, splitk = -1, scheme = -1, stages = -1;
+  size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile,
+                                       &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                       sizeof splitk, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                       sizeof scheme, &w);
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                       sizeof stages, &w);
+  fprintf(stderr,
+          "resumecheck: gemm plan ct=%d ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
+          "splitk=%d reduction=%d stages=%d workspace=%zu\n",
+          p->ct, p->ta, p->tb, p->m, p->n, p->k, (int)compute, id, tile, splitk, scheme, stages,
+          ws);
+}
+
 /* Builds the descriptor and asks the heuristic for one algorithm. Returns 0
  * when the heuristic finds none for this compute type. */
 static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
@@ -112,6 +133,7 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
     p->algo = result.algo;
+    if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, result.workspaceSize);
     return 1;
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_a));

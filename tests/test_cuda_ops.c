@@ -446,6 +446,8 @@ static void test_basic(void) {
   float *cd = C->alloc((size_t)rows * ldd * 4), *gd = G->alloc((size_t)rows * ldd * 4);
   poison(C, cd, (size_t)rows * ldd * 4);
   poison(G, gd, (size_t)rows * ldd * 4);
+  upload(C, ca, a, n * 4); /* the same source on both (ga was added to above) */
+  upload(G, ga, a, n * 4);
   C->copy2d(cd, ldd, ca, lds, rows, cols);
   G->copy2d(gd, ldd, ga, lds, rows, cols);
   r = get(C, cd, (size_t)rows * ldd * 4);
@@ -1161,6 +1163,37 @@ static void bench(void) {
   G->free(gdw);
   free(x);
   free(w);
+
+  /* many repetitions of split-K-prone weight-gradient GEMMs: every run must
+   * give the same bits (fingerprints), fused (beta=1) or not */
+  int shapes[3][3] = {{768, 768, 8192}, {64, 64, 16384}, {2304, 768, 8192}};
+  for (int c = 0; c < 2; c++)
+    for (int si = 0; si < 3; si++) {
+      int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+      float *A = rand_host((size_t)k * m, 1.0f), *Bm = rand_host((size_t)k * n, 1.0f);
+      for (size_t i = 0; i < (size_t)k * m; i++) A[i] = rc_round_bf16(A[i]);
+      for (size_t i = 0; i < (size_t)k * n; i++) Bm[i] = rc_round_bf16(Bm[i]);
+      float *gA = put(G, A, (size_t)k * m * 4), *gB = put(G, Bm, (size_t)k * n * 4);
+      float *gC = G->alloc((size_t)m * n * 4);
+      uint64_t first = 0;
+      int same = 1;
+      for (int rep = 0; rep < 20; rep++) {
+        G->zero(gC, (size_t)m * n * 4);
+        G->gemm(cts[c], 1, 0, m, n, k, 1.0f, gA, m, gB, n, rep & 1 ? 1.0f : 0.0f, gC, n);
+        uint64_t f = G->fingerprint(gC, (size_t)m * n * 4);
+        if (rep == 0) first = f;
+        same &= f == first;
+      }
+      char name[128];
+      snprintf(name, sizeof name, "gemm %s ta=1 %dx%dx%d: 20 runs, beta 0/1 alternating, same bits",
+               ct_name(cts[c]), m, n, k);
+      check_true(name, same);
+      G->free(gA);
+      G->free(gB);
+      G->free(gC);
+      free(A);
+      free(Bm);
+    }
 }
 
 int main(int argc, char **argv) {
