@@ -165,11 +165,11 @@ static const rc_bug_info BUGS[] = {
      "RESUME fails; first divergent step K+1, lr first"},
     {RC_BUG_LOSS_SCALER_NOT_SAVED, "loss-scaler-not-saved",
      "the fp16 loss scaler (scale, growth and hysteresis trackers) restarts from its defaults",
-     "RESUME fails; first divergent step K+1, loss_scale first (needs the scale to move before K, "
-     "e.g. --loss-scale-window 3)"},
+     "RESUME fails; first divergent step K+1, grad_norm and loss_scale first, loss equal (needs the "
+     "scale to move before K, e.g. --loss-scale-window 3)"},
     {RC_BUG_EXPERT_BIAS_NOT_SAVED, "expert-bias-not-saved",
      "the MoE expert_bias (aux-loss-free balancing) is not checkpointed",
-     "RESUME fails; state /moe/expert_bias differs at N; trace when routing changes"},
+     "RESUME fails; first divergent step K+1, loss first (routing changes)"},
     {RC_BUG_AMAX_HISTORY_NOT_SAVED, "amax-history-not-saved",
      "the fp8 amax history is not checkpointed; delayed scaling restarts",
      "RESUME fails; first divergent step K+1, loss first (fp8 only)"},
