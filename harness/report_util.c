@@ -176,7 +176,11 @@ void rc_check_tally(const rc_check *c, char *buf, size_t cap) {
   const char *noun = c->shards ? "shards" : "files";
   int total = c->shards ? c->shards : c->files;
   int same = c->shards ? c->shards_identical : c->files_identical;
-  snprintf(buf, cap, "%d/%d %s byte-identical", same, total, noun);
+  if (c->n_ignore)
+    snprintf(buf, cap, "%d/%d %s identical outside the ignored config (/meta, manifests)", same,
+             total, noun);
+  else
+    snprintf(buf, cap, "%d/%d %s byte-identical", same, total, noun);
 }
 
 void rc_fmt_seconds(double s, char *buf, size_t cap) {

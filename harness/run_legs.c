@@ -230,8 +230,8 @@ int rc_run_legs(rc_run *run, rc_err *err) {
             dep->state == RC_LEG_SKIPPED) {
           leg->state = RC_LEG_SKIPPED;
           snprintf(leg->reason, sizeof leg->reason,
-                   "not started: it resumes from %s@%" PRId64 ", which %s", dep->label,
-                   leg->resume_step,
+                   "not started: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
+                   dep->label, leg->resume_step, dep->label,
                    dep->state == RC_LEG_FAILED   ? "failed"
                    : dep->state == RC_LEG_KILLED ? "was stopped"
                                                  : "never ran");

@@ -426,10 +426,12 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
         add_check(run, &check_cap, "", name, RC_CHECK_STATE, RC_CLASS_ARMS, on, off, opts->steps);
     if (!c) goto oom;
     /* The arms' configs differ by the fusion flag alone: /meta carries the
-     * config and its hash, and the manifest hashes the shard bytes. */
-    c->ignore[0] = "manifest.json";
-    c->ignore[1] = "*:/meta*";
-    c->n_ignore = 2;
+     * config and its hash, the manifests hash the shard bytes, and COMPLETE
+     * hashes the manifest. The datasets themselves are compared in full. */
+    c->ignore[0] = "manifest*.json";
+    c->ignore[1] = "COMPLETE";
+    c->ignore[2] = "*:/meta*";
+    c->n_ignore = 3;
     c = add_check(run, &check_cap, "", "TRACE arms", RC_CHECK_TRACE, RC_CLASS_ARMS, on, off, 0);
     if (!c) goto oom;
   }

@@ -9,10 +9,11 @@
 # byte; trace.csv has step, loss and grad_norm columns.
 #
 #   fake_trainer.sh --steps N [--stop-at S] --save-at LIST [--resume-from DIR]
-#                   --out DIR [--leg NAME] [--bug MODE]
+#                   --out DIR [--leg NAME] [--fusion on|off] [--bug MODE]
 #   MODE: none | forget-momentum (resume loses m) | nondet (random bytes
 #         in every checkpoint) | crash-on-resume (exit 3) | segv-on-resume
-#         (dies by SIGSEGV) | no-complete (never writes COMPLETE)
+#         (dies by SIGSEGV) | no-complete (never writes COMPLETE) | slow
+#         (sleeps 0.2 s per step, to be interrupted)
 # Options also accept the --name=value form.
 set -euo pipefail
 
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
     --out) out="$val" ;;
     --leg) leg="$val" ;;
     --bug) bug="$val" ;;
+    --fusion) ;; # accepted and ignored: fusion means nothing to this trainer
     *) echo "fake_trainer: unknown option $name" >&2; exit 64 ;;
   esac
 done
@@ -67,6 +69,7 @@ save() { # step
 }
 
 for ((t = start; t <= stop; t++)); do
+  if [ "$bug" = slow ]; then sleep 0.2; fi
   lr=$((steps - t + 1))
   m=$(((m * 7 + t * 13 + w * lr) % 1000003))
   w=$(((w * 31 + m) % 1000003))

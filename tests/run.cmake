@@ -1,0 +1,13 @@
+# run.cmake — tests of `resumecheck run` (harness/run*.c, report*.c,
+# plot_svg.c, exec_template.c, src/cli/cmd_run.c). Unit tests plan and
+# judge runs without training; shell tests drive fake exec trainers
+# (tests/trainers/) and, for the seed's table, the real CPU core.
+rc_add_c_test(run_template test_run_template.c)
+rc_add_c_test(run_plan test_run_plan.c)
+rc_add_c_test(run_report test_run_report.c)
+
+foreach(t run_exec_good run_exec_forget run_exec_nondet run_exec_crash run_exec_paths
+          run_exec_interrupt run_usage run_seed_legacy run_seed_resolve run_seed_fusion_off
+          run_seed_confirm)
+  rc_add_sh_test(${t} ${t}.sh)
+endforeach()

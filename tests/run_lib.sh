@@ -1,0 +1,94 @@
+# run_lib.sh — helpers sourced by the run_*.sh tests (not a test itself).
+# Gives: $T (a scratch directory, removed when every check passed), the fake
+# trainer's template, run_rc (runs `resumecheck run`, keeps stdout/stderr),
+# assertions that count failures, and JSON/XML checks via python3 or
+# xmllint when present.
+set -u
+: "${RC_BIN:?RC_BIN is not set}" "${RC_SRC:?RC_SRC is not set}"
+FAKE="$RC_SRC/tests/trainers/fake_trainer.sh"
+T=$(mktemp -d /tmp/rc_run_test.XXXXXX)
+fails=0
+trap 'if [ "$fails" = 0 ]; then rm -rf "$T"; else echo "files kept in $T" >&2; fi' EXIT
+
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# The fake trainer's template; extra trainer flags are appended.
+tmpl() {
+  printf "bash '%s' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg} %s" \
+    "$FAKE" "$*"
+}
+
+# run_rc NAME ARGS...: `resumecheck run ARGS`, output in $T/NAME.out/.err, status in $rc.
+run_rc() {
+  local name=$1
+  shift
+  "$RC_BIN" run "$@" >"$T/$name.out" 2>"$T/$name.err"
+  rc=$?
+}
+
+# expect_rc WANT WHAT NAME
+expect_rc() {
+  if [ "$rc" != "$1" ]; then
+    fail "$2: exit $rc, want $1"
+    sed 's/^/  out| /' "$T/$3.out" >&2
+    sed 's/^/  err| /' "$T/$3.err" >&2
+  fi
+}
+
+contains() { grep -qF -- "$2" "$1" || fail "$(basename "$1") lacks: $2"; }
+lacks() { if grep -qF -- "$2" "$1"; then fail "$(basename "$1") should not contain: $2"; fi; }
+
+have_py() { command -v python3 >/dev/null 2>&1; }
+
+# json_true FILE EXPR WHAT: EXPR (python, the document is d) must be true.
+json_true() {
+  have_py || return 0
+  python3 - "$1" "$2" <<'PY' || fail "$3 ($2)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+PY
+}
+
+# xml_check FILE: 0 well-formed, 1 not, 2 no validator here.
+xml_check() {
+  if have_py; then
+    python3 -c 'import sys,xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$1" 2>/dev/null
+    return $(($? != 0))
+  elif command -v xmllint >/dev/null 2>&1; then
+    xmllint --noout "$1" 2>/dev/null
+    return $(($? != 0))
+  fi
+  return 2
+}
+
+# xml_ok FILE WHAT: well-formed, and the validator rejects a broken copy.
+xml_ok() {
+  xml_check "$1"
+  local r=$?
+  if [ $r = 2 ]; then
+    echo "note: no python3 or xmllint, $2 not validated"
+    return 0
+  fi
+  [ $r = 0 ] || fail "$2 is not well-formed XML"
+  sed '0,/<\/[a-z]*>/s/<\/[a-z]*>//' "$1" >"$T/broken.xml"
+  xml_check "$T/broken.xml" && fail "the validator accepted a broken copy of $2 (negative control)"
+  return 0
+}
+
+finish() {
+  if [ "$fails" = 0 ]; then
+    echo "ok"
+    exit 0
+  fi
+  echo "$fails check(s) failed"
+  exit 1
+}
+
+# Tests of the real core skip (77) while `train` cannot even validate flags.
+need_train() {
+  "$RC_BIN" train --steps 2 --dry-run >/dev/null 2>&1 || {
+    echo "skip: resumecheck train is not available"
+    exit 77
+  }
+}

@@ -1,0 +1,287 @@
+/* test_run_plan.c — the shape of a run (DESIGN §6) without training
+ * anything: which legs exist, what each is told (steps, stop, saves, resume
+ * directory, forwarded flags), what it waits for, and which checks compare
+ * what — for one K, a chain, every K, --aa, both fusion arms, and exec
+ * templates. Also --save-at parsing, each accepted form beside a rejected
+ * one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/run.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+/* The value after flag in a leg's argv, NULL if the flag is absent. */
+static const char *arg_of(const rc_leg *l, const char *flag) {
+  for (int i = 0; i + 1 < l->argc; i++)
+    if (!strcmp(l->argv[i], flag)) return l->argv[i + 1];
+  return NULL;
+}
+
+static bool has_word(const rc_leg *l, const char *word) {
+  for (int i = 0; i < l->argc; i++)
+    if (!strcmp(l->argv[i], word)) return true;
+  return false;
+}
+
+static int leg_index(const rc_run *r, const char *label) {
+  for (int i = 0; i < r->n_legs; i++)
+    if (!strcmp(r->legs[i].label, label)) return i;
+  return -1;
+}
+
+static const rc_check *check_named(const rc_run *r, const char *name) {
+  for (int i = 0; i < r->n_checks; i++)
+    if (!strcmp(r->checks[i].name, name)) return &r->checks[i];
+  return NULL;
+}
+
+static bool str_eq(const char *a, const char *b) {
+  return a && b && !strcmp(a, b);
+}
+
+static void test_parse_save_at(void) {
+  int64_t *v = NULL;
+  int n = 0;
+  bool every = false;
+  rc_err err = {0};
+  CHECK(rc_run_parse_save_at("5", 10, &v, &n, &every, &err) == 0 && n == 1 && v[0] == 5 && !every,
+        "5 of 10");
+  free(v);
+  CHECK(rc_run_parse_save_at("6,3", 10, &v, &n, &every, &err) == 0 && n == 2 && v[0] == 3 &&
+            v[1] == 6,
+        "a chain is sorted");
+  free(v);
+  CHECK(rc_run_parse_save_at("every", 4, &v, &n, &every, &err) == 0 && n == 3 && every &&
+            v[0] == 1 && v[2] == 3,
+        "every = 1..N-1");
+  free(v);
+  const char *bad[] = {"0", "10", "11", "3,3", "a", "3,", ",3", "-1", "", "3;4", " 3", "+3", "3x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = NULL;
+    int rc = rc_run_parse_save_at(bad[i], 10, &v, &n, &every, &err);
+    CHECK(rc == RC_EXIT_USAGE, "--save-at '%s' with N=10 must be a usage error (got %d)", bad[i],
+          rc);
+    free(v);
+  }
+  v = NULL;
+  CHECK(rc_run_parse_save_at("1", 1, &v, &n, &every, &err) == RC_EXIT_USAGE, "N=1 cannot resume");
+  free(v);
+}
+
+static char *FWD[] = {"--preset", "tiny", "--seed", "7"};
+
+static rc_run_opts base_opts(int64_t *ks, int nk) {
+  rc_run_opts o;
+  memset(&o, 0, sizeof o);
+  o.steps = 10;
+  o.save_at = ks;
+  o.n_save_at = nk;
+  o.out_dir = "/out dir";
+  o.jobs = 2;
+  o.trainer = RC_TRAINER_SELF;
+  o.self_exe = "/bin/resumecheck";
+  o.fwd = FWD;
+  o.n_fwd = 4;
+  return o;
+}
+
+static void test_single_k(void) {
+  int64_t ks[] = {5};
+  rc_run_opts o = base_opts(ks, 1);
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  CHECK(r.n_legs == 3, "three legs, got %d", r.n_legs);
+  int t = leg_index(&r, "through"), s = leg_index(&r, "save"), m = leg_index(&r, "resume@5");
+  CHECK(t >= 0 && s >= 0 && m >= 0, "legs through, save, resume@5");
+  if (t < 0 || s < 0 || m < 0) return;
+  const rc_leg *T = &r.legs[t], *S = &r.legs[s], *M = &r.legs[m];
+  /* forwarded flags come verbatim, in order, right after `train` */
+  CHECK(!strcmp(T->argv[0], "/bin/resumecheck") && !strcmp(T->argv[1], "train"), "argv head");
+  for (int i = 0; i < 4; i++) CHECK(!strcmp(T->argv[2 + i], FWD[i]), "forwarded word %d", i);
+  CHECK(str_eq(arg_of(T, "--steps"), "10") && str_eq(arg_of(T, "--save-at"), "5,10") &&
+            !arg_of(T, "--stop-at") && !arg_of(T, "--resume-from"),
+        "through: 0→10 saving 5,10");
+  CHECK(str_eq(arg_of(S, "--steps"), "10") && str_eq(arg_of(S, "--stop-at"), "5") &&
+            str_eq(arg_of(S, "--save-at"), "5"),
+        "save keeps the horizon N=10, stops at 5");
+  CHECK(str_eq(arg_of(M, "--resume-from"), "/out dir/save/ckpt/iter_0000005") &&
+            str_eq(arg_of(M, "--save-at"), "10") && !arg_of(M, "--stop-at"),
+        "resume from save@5 to 10 (got %s)", arg_of(M, "--resume-from"));
+  CHECK(str_eq(arg_of(M, "--out"), "/out dir/resume@5") && str_eq(arg_of(M, "--leg"), "resume@5"),
+        "each leg its own directory");
+  CHECK(T->depends_on < 0 && S->depends_on < 0 && M->depends_on == s, "resume waits for save");
+  CHECK(!strcmp(M->log_path, "/out dir/resume@5/log.txt"), "log path");
+  CHECK(r.n_checks == 4, "4 checks, got %d", r.n_checks);
+  const rc_check *aa = check_named(&r, "A/A@5"), *res = check_named(&r, "RESUME@5→10");
+  CHECK(aa && aa->cls == RC_CLASS_AA && aa->leg_a == t && aa->leg_b == s &&
+            !strcmp(aa->path_b, "/out dir/save/ckpt/iter_0000005"),
+        "A/A@5 = through@5 vs save@5");
+  CHECK(res && res->cls == RC_CLASS_RESUME && res->leg_b == m && res->step == 10 &&
+            !strcmp(res->path_a, "/out dir/through/ckpt/iter_0000010"),
+        "RESUME@5→10 = through@10 vs resume@10");
+  const rc_check *ts = check_named(&r, "TRACE save"), *tr = check_named(&r, "TRACE resume@5");
+  CHECK(ts && ts->what == RC_CHECK_TRACE && ts->cls == RC_CLASS_AA && ts->trace_from == 1 &&
+            ts->trace_to == 5,
+        "trace through vs save over 1..5");
+  CHECK(tr && tr->cls == RC_CLASS_RESUME && tr->trace_from == 6 && tr->trace_to == 10,
+        "trace through vs resume over 6..10");
+  CHECK(!check_named(&r, "ARMS@10"), "no arms check without --confirm-arm");
+  rc_run_free(&r);
+}
+
+static void test_chain(void) {
+  int64_t ks[] = {3, 6};
+  rc_run_opts o = base_opts(ks, 2);
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  int s = leg_index(&r, "save"), a = leg_index(&r, "resume@3"), b = leg_index(&r, "resume@6");
+  CHECK(r.n_legs == 4 && s >= 0 && a >= 0 && b >= 0, "through, save, resume@3, resume@6");
+  if (s < 0 || a < 0 || b < 0) return;
+  CHECK(str_eq(arg_of(&r.legs[leg_index(&r, "through")], "--save-at"), "3,6,10"),
+        "through saves at every K and N");
+  CHECK(str_eq(arg_of(&r.legs[s], "--stop-at"), "3"), "save stops at the first K");
+  CHECK(r.legs[a].depends_on == s && str_eq(arg_of(&r.legs[a], "--stop-at"), "6") &&
+            str_eq(arg_of(&r.legs[a], "--save-at"), "6"),
+        "resume@3 runs to 6 and saves there");
+  CHECK(r.legs[b].depends_on == a &&
+            str_eq(arg_of(&r.legs[b], "--resume-from"), "/out dir/resume@3/ckpt/iter_0000006") &&
+            !arg_of(&r.legs[b], "--stop-at"),
+        "resume@6 continues from resume@3's checkpoint to N");
+  CHECK(check_named(&r, "RESUME@3→6") && check_named(&r, "RESUME@6→10"), "one check per link");
+  const rc_check *t6 = check_named(&r, "TRACE resume@6");
+  CHECK(t6 && t6->trace_from == 7 && t6->trace_to == 10, "link trace over 7..10");
+  rc_run_free(&r);
+}
+
+static void test_every_and_aa(void) {
+  int64_t ks[] = {1, 2, 3};
+  rc_run_opts o = base_opts(ks, 3);
+  o.steps = 4;
+  o.save_every = true;
+  o.aa = true;
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  int s = leg_index(&r, "save"), aa = leg_index(&r, "aa");
+  CHECK(r.n_legs == 6 && s >= 0 && aa >= 0, "through, save, aa, 3 resume legs (got %d)", r.n_legs);
+  if (s < 0 || aa < 0) return;
+  CHECK(str_eq(arg_of(&r.legs[s], "--stop-at"), "3") &&
+            str_eq(arg_of(&r.legs[s], "--save-at"), "1,2,3"),
+        "one save leg saving at every K < N");
+  CHECK(str_eq(arg_of(&r.legs[leg_index(&r, "through")], "--save-at"), "1,2,3,4"),
+        "through saves every step");
+  for (int k = 1; k <= 3; k++) {
+    char name[32], want[64];
+    snprintf(name, sizeof name, "resume@%d", k);
+    snprintf(want, sizeof want, "/out dir/save/ckpt/iter_%07d", k);
+    int m = leg_index(&r, name);
+    CHECK(m >= 0 && r.legs[m].depends_on == s && str_eq(arg_of(&r.legs[m], "--resume-from"), want),
+          "%s resumes from save@%d", name, k);
+    snprintf(name, sizeof name, "A/A@%d", k);
+    CHECK(check_named(&r, name), "%s", name);
+  }
+  const rc_check *c = check_named(&r, "A/A@4");
+  CHECK(c && c->leg_b == aa && c->cls == RC_CLASS_AA, "aa gives A/A at N");
+  CHECK(str_eq(arg_of(&r.legs[aa], "--save-at"), "1,2,3,4") && !arg_of(&r.legs[aa], "--stop-at"),
+        "aa runs exactly like through");
+  rc_run_free(&r);
+}
+
+static void test_confirm_arm(void) {
+  int64_t ks[] = {5};
+  rc_run_opts o = base_opts(ks, 1);
+  o.confirm_arm = true;
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  CHECK(r.n_legs == 6, "three legs per arm, got %d", r.n_legs);
+  int on = leg_index(&r, "fusion-on/through"), off = leg_index(&r, "fusion-off/through");
+  int ron = leg_index(&r, "fusion-on/resume@5");
+  CHECK(on >= 0 && off >= 0 && ron >= 0, "arm-prefixed labels");
+  if (on < 0 || off < 0 || ron < 0) return;
+  CHECK(str_eq(arg_of(&r.legs[on], "--grad-accum-fusion"), "on") &&
+            str_eq(arg_of(&r.legs[off], "--grad-accum-fusion"), "off"),
+        "each arm sets the fusion flag");
+  CHECK(!strcmp(r.legs[on].dir, "/out dir/fusion-on/through"), "arm directories");
+  CHECK(str_eq(arg_of(&r.legs[ron], "--resume-from"), "/out dir/fusion-on/save/ckpt/iter_0000005"),
+        "an arm resumes from its own save leg");
+  const rc_check *arms = check_named(&r, "ARMS@10");
+  CHECK(arms && arms->cls == RC_CLASS_ARMS && arms->leg_a == on && arms->leg_b == off &&
+            arms->n_ignore == 3,
+        "ARMS@10 compares the arms' through@N, ignoring the config in /meta and the manifest");
+  CHECK(check_named(&r, "fusion-on/A/A@5") && check_named(&r, "fusion-off/RESUME@5→10"),
+        "every check exists in both arms");
+  rc_run_free(&r);
+}
+
+static void test_exec(void) {
+  int64_t ks[] = {5};
+  rc_run_opts o = base_opts(ks, 1);
+  o.fwd = NULL;
+  o.n_fwd = 0;
+  o.trainer = RC_TRAINER_EXEC;
+  o.train_cmd = "python3 'my train.py' --max {steps} --stop {stop_at} --ckpt-steps {save_at} "
+                "--load={resume_from} --dir {out}";
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  int s = leg_index(&r, "save"), m = leg_index(&r, "resume@5"), t = leg_index(&r, "through");
+  if (s < 0 || m < 0 || t < 0) {
+    CHECK(0, "legs missing");
+    return;
+  }
+  CHECK(!strcmp(r.legs[s].argv[1], "my train.py"), "template quoting respected");
+  CHECK(str_eq(arg_of(&r.legs[s], "--stop"), "5") && str_eq(arg_of(&r.legs[t], "--stop"), "10"),
+        "{stop_at} is the leg's last step (N when it runs to the end)");
+  CHECK(has_word(&r.legs[m], "--load=/out dir/save/ckpt/iter_0000005") &&
+            !has_word(&r.legs[t], "--load="),
+        "{resume_from}: kept for resume legs, its word dropped for fresh legs");
+  rc_run_free(&r);
+
+  o.train_cmd = "train --steps {steps} --load={resume_from}";
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "{out}"),
+        "a template without {out} is refused");
+  rc_run_free(&r);
+  o.train_cmd = "train --out {out}";
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "{resume_from}"),
+        "a template without {resume_from} is refused");
+  rc_run_free(&r);
+  o.train_cmd = "train --out {out} --load={resume_from}";
+  o.confirm_arm = true;
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "{fusion}"),
+        "--confirm-arm with exec needs {fusion}");
+  rc_run_free(&r);
+  o.train_cmd = "train --out {out} --load={resume_from} --fusion {fusion}";
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "with {fusion} it plans: %s", err.msg);
+  int off = leg_index(&r, "fusion-off/save");
+  CHECK(off >= 0 && str_eq(arg_of(&r.legs[off], "--fusion"), "off"), "{fusion} = off");
+  rc_run_free(&r);
+}
+
+int main(void) {
+  test_parse_save_at();
+  test_single_k();
+  test_chain();
+  test_every_and_aa();
+  test_confirm_arm();
+  test_exec();
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("run_plan: ok\n");
+  return 0;
+}

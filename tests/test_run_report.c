@@ -1,0 +1,291 @@
+/* test_run_report.c — the verdict and the report files, on runs whose
+ * outcomes are set by hand (no process is started):
+ *  - exit codes: identical 0, resume divergence 1, A/A failure 2 (and it
+ *    wins over a divergence), failed leg 70, interrupt 130; with
+ *    --git-bisect 0 / 1 / 125; the mechanism of --confirm-arm;
+ *  - report.json parses with the strict reader and carries the schema name,
+ *    version, verdict and first divergence;
+ *  - JUnit XML and the SVG plot stay well-formed when leg reasons, logs and
+ *    paths hold markup, control characters and invalid UTF-8; checked with
+ *    python3 or xmllint when present (the validator itself must reject a
+ *    broken document first), and by byte scans in C regardless. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/json.h"
+#include "harness/report.h"
+#include "harness/run.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static char tmpdir[256];
+
+static void plan(rc_run *r, bool confirm, bool bisect) {
+  static int64_t ks[] = {5};
+  rc_run_opts o;
+  memset(&o, 0, sizeof o);
+  o.steps = 10;
+  o.save_at = ks;
+  o.n_save_at = 1;
+  o.out_dir = tmpdir;
+  o.jobs = 1;
+  o.trainer = RC_TRAINER_SELF;
+  o.self_exe = "/bin/true";
+  o.confirm_arm = confirm;
+  o.git_bisect = bisect;
+  rc_err err = {0};
+  if (rc_run_plan(r, &o, &err)) {
+    fprintf(stderr, "plan: %s\n", err.msg);
+    exit(1);
+  }
+  for (int i = 0; i < r->n_legs; i++) r->legs[i].state = RC_LEG_OK;
+  for (int i = 0; i < r->n_checks; i++) r->checks[i].status = RC_CHECK_IDENTICAL;
+}
+
+static rc_check *check_named(rc_run *r, const char *name) {
+  for (int i = 0; i < r->n_checks; i++)
+    if (!strcmp(r->checks[i].name, name)) return &r->checks[i];
+  fprintf(stderr, "no check %s\n", name);
+  exit(1);
+}
+
+static int verdict_of(rc_run *r) {
+  rc_run_verdict(r);
+  return r->exit_code;
+}
+
+static void test_exit_codes(void) {
+  for (int bisect = 0; bisect < 2; bisect++) {
+    rc_run r;
+    plan(&r, false, bisect);
+    CHECK(verdict_of(&r) == 0 && !strcmp(r.verdict, "identical"), "all identical -> 0");
+
+    check_named(&r, "RESUME@5→10")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == 1 && !strcmp(r.verdict, "resume-diverged"),
+          "resume differs -> 1 (bisect %d)", bisect);
+
+    check_named(&r, "A/A@5")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 2) && !strcmp(r.verdict, "aa-failed"),
+          "A/A failure -> %d, even with a divergence", bisect ? 125 : 2);
+    CHECK(strstr(r.verdict_text, "inconclusive") != NULL, "A/A failure says inconclusive");
+    check_named(&r, "A/A@5")->status = RC_CHECK_IDENTICAL;
+    check_named(&r, "TRACE save")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 2), "a trace difference before K is an A/A failure");
+    check_named(&r, "TRACE save")->status = RC_CHECK_IDENTICAL;
+
+    r.legs[2].state = RC_LEG_FAILED;
+    snprintf(r.legs[2].reason, sizeof r.legs[2].reason, "exited with status 3");
+    CHECK(verdict_of(&r) == (bisect ? 125 : 70) && !strcmp(r.verdict, "leg-failed"),
+          "failed leg -> %d", bisect ? 125 : 70);
+    CHECK(strstr(r.verdict_text, "exited with status 3") != NULL, "names the exit status");
+    r.legs[2].state = RC_LEG_OK;
+    check_named(&r, "RESUME@5→10")->status = RC_CHECK_IDENTICAL;
+    CHECK(verdict_of(&r) == 0, "back to identical -> 0");
+    r.interrupted = true;
+    CHECK(verdict_of(&r) == 130, "interrupted -> 130");
+    rc_run_free(&r);
+  }
+}
+
+static void test_mechanism(void) {
+  rc_run r;
+  plan(&r, true, false);
+  CHECK(verdict_of(&r) == 0 && r.mechanism == RC_MECH_NOTHING, "nothing to confirm");
+  check_named(&r, "fusion-on/RESUME@5→10")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 1 && r.mechanism == RC_MECH_CONFIRMED &&
+            strstr(r.mechanism_text, "mechanism confirmed"),
+        "divergence with fusion on only: confirmed");
+  check_named(&r, "fusion-off/RESUME@5→10")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 1 && r.mechanism == RC_MECH_NOT_CONFIRMED,
+        "divergence in both arms: not confirmed");
+  check_named(&r, "fusion-off/RESUME@5→10")->status = RC_CHECK_IDENTICAL;
+  check_named(&r, "fusion-off/A/A@5")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 2 && r.mechanism == RC_MECH_INCONCLUSIVE, "A/A failure: inconclusive");
+  check_named(&r, "fusion-off/A/A@5")->status = RC_CHECK_IDENTICAL;
+  check_named(&r, "fusion-on/RESUME@5→10")->status = RC_CHECK_IDENTICAL;
+  check_named(&r, "ARMS@10")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 1 && !strcmp(r.verdict, "arms-differ"), "arms differ -> 1");
+  rc_run_free(&r);
+}
+
+/* python3 or xmllint on path; 0 valid, 1 invalid, -1 no validator. */
+static int xml_valid(const char *path) {
+  char cmd[1024];
+  if (system("command -v python3 >/dev/null 2>&1") == 0) {
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys,xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '%s' "
+             ">/dev/null 2>&1",
+             path);
+    return system(cmd) == 0 ? 0 : 1;
+  }
+  if (system("command -v xmllint >/dev/null 2>&1") == 0) {
+    snprintf(cmd, sizeof cmd, "xmllint --noout '%s' >/dev/null 2>&1", path);
+    return system(cmd) == 0 ? 0 : 1;
+  }
+  return -1;
+}
+
+/* Bytes an XML 1.0 document may not contain raw, and invalid UTF-8. */
+static bool clean_bytes(const char *text, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') return false;
+    if (c == 0xFF || c == 0xFE) return false;
+  }
+  return true;
+}
+
+static char *slurp(const char *path, size_t *n) {
+  char *text = NULL;
+  rc_err err = {0};
+  if (rc_read_file(path, &text, n, &err)) return NULL;
+  return text;
+}
+
+static void write_trace(const char *dir, int from, int to, int diverge_at) {
+  char path[512];
+  rc_err err = {0};
+  rc_mkdir_p(dir, &err);
+  snprintf(path, sizeof path, "%s/trace.csv", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "step,loss,loss_hex,grad_norm,grad_norm_hex\n");
+  for (int s = from; s <= to; s++) {
+    double loss = 5.0 - 0.1 * s, g = 1.0 + 0.01 * s + (diverge_at && s >= diverge_at ? 1e-4 : 0);
+    fprintf(f, "%d,%.9g,%a,%.9g,%a\n", s, loss, loss, g, g);
+  }
+  fclose(f);
+}
+
+static void test_files(void) {
+  rc_run r;
+  plan(&r, false, false);
+  /* a divergence with hostile strings in every free-text field */
+  rc_check *res = check_named(&r, "RESUME@5→10");
+  res->status = RC_CHECK_DIFFERS;
+  snprintf(res->summary, sizeof res->summary,
+           "through@10 vs resume@5→10: <b>&\"quoted\"' \x01\x1b[31m bad\xff\xfe utf8 ]]> --");
+  snprintf(res->first_dataset, sizeof res->first_dataset, "/model/<x>&y");
+  rc_check *tr = check_named(&r, "TRACE resume@5");
+  tr->status = RC_CHECK_DIFFERS;
+  tr->have_trace = true;
+  tr->trace.comparable = true;
+  tr->trace.first_step = 6;
+  snprintf(tr->trace.columns, sizeof tr->trace.columns, "grad_norm,fp_main_grad");
+  snprintf(tr->trace.equal_columns, sizeof tr->trace.equal_columns, "loss,lr");
+  snprintf(tr->summary, sizeof tr->summary, "diverged at step 6: grad_norm differs; loss equal");
+  r.legs[2].state = RC_LEG_FAILED;
+  r.legs[2].exit_code = 3;
+  snprintf(r.legs[2].reason, sizeof r.legs[2].reason, "exited with status 3 <&>");
+  snprintf(r.legs[2].log_tail, sizeof r.legs[2].log_tail,
+           "line one\n</error>]]><![CDATA[ \x07 bell \xc3\x28 bad\nlast line");
+  rc_run_verdict(&r);
+  CHECK(r.exit_code == 70, "failed leg verdict");
+  write_trace(r.legs[0].dir, 1, 10, 0);
+  write_trace(r.legs[1].dir, 1, 5, 0);
+  write_trace(r.legs[2].dir, 6, 10, 6);
+  r.first_div_step = 6;
+
+  char path[512];
+  rc_err err = {0};
+  /* JSON */
+  snprintf(path, sizeof path, "%s/report.json", tmpdir);
+  CHECK(rc_report_json(&r, path, &err) == 0, "%s", err.msg);
+  size_t n = 0;
+  char *text = slurp(path, &n);
+  char eb[256] = "";
+  rc_json *j = text ? rc_json_parse(text, n, eb, sizeof eb) : NULL;
+  CHECK(j != NULL, "report.json parses: %s", eb);
+  if (j) {
+    CHECK(!strcmp(rc_json_get_str(j, "schema"), RC_REPORT_SCHEMA), "schema name");
+    int64_t v = 0;
+    CHECK(rc_json_get_i64(j, "schema_version", &v) && v == RC_REPORT_SCHEMA_VERSION, "version");
+    CHECK(rc_json_get_i64(j, "exit_code", &v) && v == 70, "exit_code in the report");
+    CHECK(!strcmp(rc_json_get_str(j, "verdict"), "leg-failed"), "verdict in the report");
+    const rc_json *legs = rc_json_get(j, "legs"), *checks = rc_json_get(j, "checks");
+    CHECK(legs && legs->type == RC_JSON_ARR && legs->nkids == 3, "three legs");
+    CHECK(checks && checks->type == RC_JSON_ARR && checks->nkids == 4, "four checks");
+    if (legs && legs->nkids == 3) {
+      CHECK(!strcmp(rc_json_get_str(&legs->kids[2], "status"), "failed"), "leg status");
+      CHECK(rc_json_get_i64(&legs->kids[2], "exit_code", &v) && v == 3, "leg exit code");
+    }
+    rc_json_free(j);
+  }
+  CHECK(text && clean_bytes(text, n), "JSON has no raw control bytes or invalid UTF-8");
+  free(text);
+
+  /* JUnit, SVG, Markdown */
+  char junit[512], svg[512], md[512], broken[512];
+  snprintf(junit, sizeof junit, "%s/junit.xml", tmpdir);
+  snprintf(svg, sizeof svg, "%s/plot.svg", tmpdir);
+  snprintf(md, sizeof md, "%s/summary.md", tmpdir);
+  CHECK(rc_report_junit(&r, junit, &err) == 0, "%s", err.msg);
+  CHECK(rc_plot_svg(&r, svg, &err) == 0, "%s", err.msg);
+  CHECK(rc_report_markdown(&r, md, &err) == 0, "%s", err.msg);
+  text = slurp(junit, &n);
+  CHECK(text && clean_bytes(text, n), "JUnit bytes are XML-clean");
+  CHECK(text && strstr(text, "&lt;b&gt;&amp;&quot;quoted&quot;&apos;"), "markup escaped");
+  CHECK(text && !strstr(text, "<b>") && !strstr(text, "</error>]]>"), "no raw markup from data");
+  CHECK(text && strstr(text, "<failure") && strstr(text, "type=\"leg-failed\""),
+        "a failure for the check, an error for the leg");
+  free(text);
+  text = slurp(svg, &n);
+  CHECK(text && clean_bytes(text, n), "SVG bytes are XML-clean");
+  CHECK(text && strstr(text, "<polyline") && strstr(text, "first divergence: step 6") &&
+            strstr(text, "K=5"),
+        "SVG has series, the K line and the divergence line");
+  free(text);
+  text = slurp(md, &n);
+  CHECK(text && strstr(text, "## resumecheck: LEG FAILED (exit 70)") && strstr(text, "| A/A@5 |"),
+        "Markdown heading and table");
+  free(text);
+
+  snprintf(broken, sizeof broken, "%s/broken.xml", tmpdir);
+  FILE *f = fopen(broken, "w");
+  if (f) {
+    fputs("<?xml version=\"1.0\"?>\n<a><b></a>\n", f);
+    fclose(f);
+  }
+  int v = xml_valid(broken);
+  if (v < 0) {
+    printf("run_report: no python3 or xmllint: XML validated by byte scans only\n");
+  } else {
+    CHECK(v == 1, "the validator rejects a broken document (negative control)");
+    CHECK(xml_valid(junit) == 0, "JUnit is well-formed XML");
+    CHECK(xml_valid(svg) == 0, "the SVG is well-formed XML");
+  }
+  rc_run_free(&r);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rc_test_run_report.XXXXXX");
+  if (!mkdtemp(tmpdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_exit_codes();
+  test_mechanism();
+  test_files();
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed (files kept in %s)\n", failures, tmpdir);
+    return 1;
+  }
+  printf("run_report: ok\n");
+  return 0;
+}
