@@ -24,8 +24,10 @@ command -v h5diff >/dev/null || { echo "h5diff not installed" >&2; exit 1; }
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"
 
-# ---- the generator: N tensors of 64 MiB of float32 noise, one flipped bit
-# in tensor 9 when asked. Same seed, same bytes.
+# ---- the generator: N tensors of 64 MiB of float32 noise. flip 1: one bit
+# of one element of tensor 9 flipped; flip 2: the lowest bit of every
+# element flipped (the worst case for describing a difference). Same seed,
+# same bytes.
 cat > "$work/gen.c" <<'GEN'
 #include <stdint.h>
 #include <stdio.h>
@@ -37,7 +39,7 @@ cat > "$work/gen.c" <<'GEN'
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: gen CKPT_ROOT GIB flip(0|1)\n");
+    fprintf(stderr, "usage: gen CKPT_ROOT GIB flip(0|1|2)\n");
     return 64;
   }
   const int64_t per = (int64_t)16 << 20; /* floats per tensor: 64 MiB */
@@ -58,7 +60,14 @@ int main(int argc, char **argv) {
     int64_t shape[2] = {4096, 4096};
     rc_state_add(&st, path, RC_DT_F32, 2, shape, bufs[t]);
   }
-  if (flip) {
+  for (int t = 0; flip == 2 && t < n; t++)
+    for (int64_t i = 0; i < per; i++) {
+      uint32_t u;
+      memcpy(&u, &bufs[t][i], 4);
+      u ^= 1u;
+      memcpy(&bufs[t][i], &u, 4);
+    }
+  if (flip == 1) {
     uint32_t u;
     memcpy(&u, &bufs[9 % n][123457], 4);
     u ^= 1u;
@@ -79,13 +88,15 @@ h5lib=$(dirname "$(find /usr/lib /usr/lib64 -name 'libhdf5.so' 2>/dev/null | gre
 cc -O2 -std=c11 -D_DEFAULT_SOURCE -I"$src/src" -I"$src" -I"$h5inc" "$work/gen.c" "$build/librc.a" \
   -L"$h5lib" -lhdf5 -lcrypto -lpthread -lm -o "$work/gen"
 
-for name in a b c; do
-  [ -f "$work/$name/iter_0000001/COMPLETE" ] && continue
-  "$work/gen" "$work/$name" "$gib" "$([ $name = c ] && echo 1 || echo 0)"
+flips=(0 0 1 2)
+names=(a b c d)
+for i in 0 1 2 3; do
+  [ -f "$work/${names[$i]}/iter_0000001/COMPLETE" ] && continue
+  "$work/gen" "$work/${names[$i]}" "$gib" "${flips[$i]}"
 done
 shard=iter_0000001/shard_00000_of_00001.h5
-ls -l "$work"/{a,b,c}/$shard
-cat "$work"/{a,b,c}/$shard > /dev/null # warm the page cache
+ls -l "$work"/{a,b,c,d}/$shard
+cat "$work"/{a,b,c,d}/$shard > /dev/null # warm the page cache
 
 # best-of-REPS wall time of a command, in seconds; prints "secs exit"
 best() {
@@ -115,4 +126,9 @@ for pair in "identical a b" "one-element-different a c"; do
   row "$1: shard files (no manifest)" "$h" "$(best "$bin" compare "$work/$2/$shard" "$work/$3/$shard")"
   row "$1: iter dirs --deep (every dataset)" "$h" "$(best "$bin" compare --deep "$work/$2/iter_0000001" "$work/$3/iter_0000001")"
 done
+# Worst case for the slow path: every element differs (each one is then
+# classified and measured). h5diff would print 2^28 lines; -q stops it at
+# the first difference, so it gets no ratio here.
+echo "every-element-different: iter dirs (manifests) $(best "$bin" compare "$work/a/iter_0000001" "$work/d/iter_0000001") (s, exit)"
+echo "every-element-different: h5diff -q             $(best h5diff -q "$work/a/$shard" "$work/d/$shard") (s, exit)"
 "$bin" compare "$work/a/iter_0000001" "$work/c/iter_0000001" || true

@@ -244,18 +244,21 @@ static double el_double(const el_fmt *f, uint64_t bits) {
 }
 
 /* Maps float bits to integers whose order is the order of the values, with
- * -0.0 and +0.0 both at 0; the distance between two mapped values is the
- * number of representable floats between them (the ULP distance). */
+ * -0.0 and +0.0 both at 0: sign and magnitude become a signed magnitude.
+ * The distance between two mapped values is the number of representable
+ * floats between them (the ULP distance). Branch-free: signs are random in
+ * real data, and a mispredicted branch here cost more than the arithmetic. */
 static int64_t ordered_f32(uint32_t u) {
-  int32_t i = (int32_t)u;
-  return i < 0 ? (int64_t)INT32_MIN - i : i;
+  int64_t mag = u & 0x7fffffffu, neg = -(int64_t)(u >> 31);
+  return (mag ^ neg) - neg;
 }
 static int64_t ordered_f64(uint64_t u) {
-  int64_t i = (int64_t)u;
-  return i < 0 ? INT64_MIN - i : i;
+  int64_t mag = (int64_t)(u & 0x7fffffffffffffffull), neg = -(int64_t)(u >> 63);
+  return (mag ^ neg) - neg;
 }
 static uint64_t distance(int64_t a, int64_t b) {
-  return a >= b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+  uint64_t up = (uint64_t)a - (uint64_t)b, down = (uint64_t)b - (uint64_t)a;
+  return a >= b ? up : down;
 }
 
 /* Writes a short, human-readable rendering of one element. */
@@ -477,35 +480,123 @@ static void note_numeric(stats_t *st, double x, double y) {
   if (rel > st->max_rel) st->max_rel = rel;
 }
 
+/* The first differing element, in both renderings. */
+static void note_first(stats_t *st, const el_fmt *f, const unsigned char *pa,
+                       const unsigned char *pb, int64_t index) {
+  st->first_index = index;
+  el_format(f, pa, st->first_a, sizeof st->first_a);
+  el_format(f, pb, st->first_b, sizeof st->first_b);
+}
+
+/* Floats are what shards hold, and two unrelated checkpoints differ in every
+ * element, so the two IEEE widths get a tight loop each with the statistics
+ * in locals (~3 ns per differing element instead of ~30 through the generic
+ * path). Categories, in order: NaN payload only, NaN on one side, sign of
+ * zero only, else a numeric difference with |a-b|, relative and ULP size. */
+static void scan_f32(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
+                     size_t n, int64_t base) {
+  double max_abs = st->max_abs, max_rel = st->max_rel;
+  uint64_t max_ulp = st->max_ulp;
+  int64_t ndiff = st->n_different, nz = 0, npay = 0, nmis = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t ua, ub;
+    memcpy(&ua, a + 4 * i, 4);
+    memcpy(&ub, b + 4 * i, 4);
+    if (ua == ub) continue;
+    if (ndiff++ == 0) note_first(st, f, a + 4 * i, b + 4 * i, base + (int64_t)i);
+    if (f->swap) {
+      ua = __builtin_bswap32(ua);
+      ub = __builtin_bswap32(ub);
+    }
+    float xf, yf;
+    memcpy(&xf, &ua, 4);
+    memcpy(&yf, &ub, 4);
+    double x = xf, y = yf;
+    bool nx = x != x, ny = y != y;
+    if (nx || ny) {
+      npay += nx && ny;
+      nmis += nx != ny;
+      continue;
+    }
+    if (x == 0 && y == 0) {
+      nz++;
+      continue;
+    }
+    double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
+    uint64_t ulp = distance(ordered_f32(ua), ordered_f32(ub));
+    if (d > max_abs) max_abs = d;
+    if (isinf(d))
+      max_rel = INFINITY;
+    else if (d > max_rel * m) /* divide only for a new maximum */
+      max_rel = d / m;
+    if (ulp > max_ulp) max_ulp = ulp;
+  }
+  st->max_abs = max_abs;
+  st->max_rel = max_rel;
+  st->max_ulp = max_ulp;
+  st->n_different = ndiff;
+  st->n_signed_zero += nz;
+  st->n_nan_payload += npay;
+  st->n_nan_mismatch += nmis;
+}
+
+static void scan_f64(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
+                     size_t n, int64_t base) {
+  double max_abs = st->max_abs, max_rel = st->max_rel;
+  uint64_t max_ulp = st->max_ulp;
+  int64_t ndiff = st->n_different, nz = 0, npay = 0, nmis = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t ua, ub;
+    memcpy(&ua, a + 8 * i, 8);
+    memcpy(&ub, b + 8 * i, 8);
+    if (ua == ub) continue;
+    if (ndiff++ == 0) note_first(st, f, a + 8 * i, b + 8 * i, base + (int64_t)i);
+    if (f->swap) {
+      ua = __builtin_bswap64(ua);
+      ub = __builtin_bswap64(ub);
+    }
+    double x, y;
+    memcpy(&x, &ua, 8);
+    memcpy(&y, &ub, 8);
+    bool nx = x != x, ny = y != y;
+    if (nx || ny) {
+      npay += nx && ny;
+      nmis += nx != ny;
+      continue;
+    }
+    if (x == 0 && y == 0) {
+      nz++;
+      continue;
+    }
+    double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
+    uint64_t ulp = distance(ordered_f64(ua), ordered_f64(ub));
+    if (d > max_abs) max_abs = d;
+    if (isinf(d))
+      max_rel = INFINITY;
+    else if (d > max_rel * m) /* divide only for a new maximum */
+      max_rel = d / m;
+    if (ulp > max_ulp) max_ulp = ulp;
+  }
+  st->max_abs = max_abs;
+  st->max_rel = max_rel;
+  st->max_ulp = max_ulp;
+  st->n_different = ndiff;
+  st->n_signed_zero += nz;
+  st->n_nan_payload += npay;
+  st->n_nan_mismatch += nmis;
+}
+
+/* Integers (|a-b| as the "ULP" distance), strings and opaque types. */
 static void scan_block(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
                        size_t n, int64_t base) {
+  if (f->kind == EL_F32) return scan_f32(st, f, a, b, n, base);
+  if (f->kind == EL_F64) return scan_f64(st, f, a, b, n, base);
   const size_t es = f->size;
   for (size_t i = 0; i < n; i++) {
     const unsigned char *pa = a + i * es, *pb = b + i * es;
     if (!memcmp(pa, pb, es)) continue;
-    if (st->n_different++ == 0) {
-      st->first_index = base + (int64_t)i;
-      el_format(f, pa, st->first_a, sizeof st->first_a);
-      el_format(f, pb, st->first_b, sizeof st->first_b);
-    }
-    if (f->kind == EL_F32 || f->kind == EL_F64) {
-      uint64_t ua = el_bits(f, pa), ub = el_bits(f, pb);
-      double x = el_double(f, ua), y = el_double(f, ub);
-      bool nx = isnan(x), ny = isnan(y);
-      if (nx && ny) {
-        st->n_nan_payload++;
-      } else if (nx || ny) {
-        st->n_nan_mismatch++;
-      } else if (x == 0 && y == 0) {
-        st->n_signed_zero++;
-      } else {
-        note_numeric(st, x, y);
-        uint64_t ulp = f->kind == EL_F32
-                           ? distance(ordered_f32((uint32_t)ua), ordered_f32((uint32_t)ub))
-                           : distance(ordered_f64(ua), ordered_f64(ub));
-        if (ulp > st->max_ulp) st->max_ulp = ulp;
-      }
-    } else if (f->kind == EL_INT || f->kind == EL_UINT) {
+    if (st->n_different++ == 0) note_first(st, f, pa, pb, base + (int64_t)i);
+    if (f->kind == EL_INT || f->kind == EL_UINT) {
       uint64_t ua = el_bits(f, pa), ub = el_bits(f, pb);
       note_numeric(st, el_double(f, ua), el_double(f, ub));
       uint64_t dist = f->kind == EL_INT ? distance(sign_extend(ua, es), sign_extend(ub, es))

@@ -59,6 +59,7 @@ typedef enum {
   V_BE,            /* w stored big-endian, same values */
   V_BE_FLIP,       /* w stored big-endian, w[11] flipped as in V_FLIP_F32 */
   V_NOTE,          /* /meta@note (a variable-length string) is "lr=3e-4" not "lr=1e-4" */
+  V_SIGN_FLIP,     /* b[0] = -1.5 instead of 1.5: the ULP distance crosses zero */
 } variant;
 
 static float f32_from_bits(uint32_t u) {
@@ -169,6 +170,7 @@ static void write_shard(const char *path, variant v) {
 
   double b[3] = {base_b[0], base_b[1], base_b[2]};
   if (v == V_NEG_ZERO) b[1] = -0.0;
+  if (v == V_SIGN_FLIP) b[0] = -1.5;
   if (v == V_FLIP_F64) {
     uint64_t u;
     memcpy(&u, &b[2], 8);
@@ -345,6 +347,20 @@ static void test_flip_f64(void) {
     CHECK(d->max_ulp == (uint64_t)1 << 20, "max_ulp %llu, expected 2^20",
           (unsigned long long)d->max_ulp);
     CHECK(d->max_abs > 0 && d->max_abs < 1e-9, "max_abs %g", d->max_abs);
+  }
+  rc_compare_result_free(&res);
+}
+
+/* 1.5 vs -1.5: the ULP distance counts the floats on both sides of zero
+ * (2 x the ordered value of 1.5, 0x3ff8000000000000), |a-b| = 3, rel = 2. */
+static void test_sign_flip(void) {
+  make_pair("sign_flip", V_BASE, V_SIGN_FLIP);
+  rc_compare_result res;
+  const rc_diff *d = one_diff("sign_flip", &res, RC_DIFF_VALUES, "/model/b");
+  if (d) {
+    CHECK(d->n_different == 1 && d->first_index == 0, "first %lld", (long long)d->first_index);
+    CHECK(d->max_ulp == 2 * 0x3ff8000000000000ull, "max_ulp %llx", (unsigned long long)d->max_ulp);
+    CHECK(d->max_abs == 3.0 && d->max_rel == 2.0, "abs %g rel %g", d->max_abs, d->max_rel);
   }
   rc_compare_result_free(&res);
 }
@@ -803,6 +819,7 @@ int main(int argc, char **argv) {
   test_flip_f32();
   test_flip_f64();
   test_signed_zero();
+  test_sign_flip();
   test_nan();
   test_shape_dtype();
   test_missing_extra();
