@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# bench_gpu.sh - throughput of resumecheck's CUDA core vs the PyTorch peer
+# (bench/torch_peer.py) on the gpu-small preset. Run from the repo root on
+# the GPU machine after building into ./build with CUDA.
+#   OUT=/some/dir bash bench/bench_gpu.sh
+# Prints one JSON line per run, then a table with ratios vs torch eager.
+set -u
+
+OUT_DIR="${OUT:-/tmp}/bench_gpu"
+mkdir -p "$OUT_DIR"
+PY="${PYTHON:-python3}"
+TMO="${BENCH_TIMEOUT:-240}"
+STEPS="${BENCH_STEPS:-20}"
+JSONL="$OUT_DIR/results.jsonl"
+: > "$JSONL"
+
+run_json() { # name cmd... : run with a timeout, keep the last JSON line
+  name="$1"; shift
+  timeout "$TMO" "$@" > "$OUT_DIR/$name.out" 2> "$OUT_DIR/$name.err"
+  rc=$?
+  line=$(grep '^{' "$OUT_DIR/$name.out" | tail -n 1)
+  if [ -n "$line" ]; then
+    echo "$line" | tee -a "$JSONL"
+  else
+    echo "{\"mode\":\"$name\",\"error\":\"exit $rc\"}" | tee -a "$JSONL"
+    tail -n 5 "$OUT_DIR/$name.err" >&2
+  fi
+}
+
+run_json gemm_peak "$PY" bench/torch_peer.py --gemm-peak
+for mode in eager deterministic compile; do
+  run_json "torch_$mode" "$PY" bench/torch_peer.py --mode "$mode" --steps "$STEPS" --warmup 3
+done
+
+# ---- resumecheck's own core, with nvidia-smi sampling used memory
+CORE="$OUT_DIR/core"
+rm -rf "$CORE"
+SMI_LOG="$OUT_DIR/core_smi.txt"
+: > "$SMI_LOG"
+SMI_PID=""
+if command -v nvidia-smi > /dev/null 2>&1; then
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$SMI_LOG" 2> /dev/null &
+  SMI_PID=$!
+fi
+BASE_MIB=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2> /dev/null | head -n 1)
+timeout "$TMO" ./build/resumecheck train --preset gpu-small --device cuda --steps 12 --out "$CORE" \
+  > "$OUT_DIR/core.out" 2> "$OUT_DIR/core.err"
+core_rc=$?
+if [ -n "$SMI_PID" ]; then kill "$SMI_PID" 2> /dev/null; wait "$SMI_PID" 2> /dev/null; fi
+"$PY" - "$CORE/timing.csv" "$SMI_LOG" "${BASE_MIB:-}" "$core_rc" "$CORE/trace.csv" << 'EOF' | tee -a "$JSONL"
+import csv, json, statistics, sys
+timing, smi, base, rc, trace = sys.argv[1:6]
+tok = 8 * 1024 * 2
+d = {"mode": "resumecheck"}
+try:
+    rows = [r for r in csv.DictReader(open(timing)) if 3 <= int(r["step"]) <= 12]
+    med = statistics.median(float(r["seconds"]) for r in rows)
+    d.update(tokens_per_s=tok / med, step_ms_median=med * 1e3, steps_timed=len(rows))
+except Exception as e:
+    d["error"] = "exit %s: %s" % (rc, e)
+try:  # used-memory delta seen by nvidia-smi (whole-process, includes the CUDA context)
+    vals = [int(x) for x in open(smi).read().split() if x.strip().isdigit()]
+    d["peak_mem_gib"] = (max(vals) - int(base or 0)) / 1024 if vals else None
+except Exception:
+    d["peak_mem_gib"] = None
+try:
+    tr = list(csv.DictReader(open(trace)))
+    d["loss_first"], d["loss_last"] = float(tr[0]["loss"]), float(tr[-1]["loss"])
+except Exception:
+    pass
+print(json.dumps(d))
+EOF
+
+echo
+"$PY" - "$JSONL" << 'EOF'
+import json, sys
+rows = []
+for l in open(sys.argv[1]):
+    try:
+        rows.append(json.loads(l))
+    except Exception:
+        pass
+eager = next((r.get("tokens_per_s") for r in rows if r.get("mode") == "eager"), None)
+gemm = next((r.get("tflops") for r in rows if r.get("mode") == "gemm_peak"), None)
+fpt = next((r.get("model_flops_per_token") for r in rows if r.get("model_flops_per_token")), None)
+if gemm:
+    print("gemm peak (bf16 8192^3): %.1f TFLOP/s" % gemm)
+print("%-20s %14s %10s %9s %9s %8s" % ("mode", "tokens/s", "step ms", "mem GiB", "vs eager", "MFU*"))
+for r in rows:
+    if r.get("mode") == "gemm_peak":
+        continue
+    t = r.get("tokens_per_s")
+    f = lambda v, fmt: (fmt % v) if isinstance(v, (int, float)) else "-"
+    ratio = t / eager if t and eager else None
+    mfu = t * fpt / (gemm * 1e12) if t and fpt and gemm else None
+    print("%-20s %14s %10s %9s %9s %8s" % (r.get("mode"), f(t, "%.0f"), f(r.get("step_ms_median"), "%.1f"),
+          f(r.get("peak_mem_gib"), "%.2f"), f(ratio, "%.3f"), f(mfu, "%.3f")))
+print("* MFU here = tokens/s * model_flops_per_token / measured gemm peak (approximate)")
+EOF
