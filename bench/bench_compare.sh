@@ -129,6 +129,8 @@ done
 # Worst case for the slow path: every element differs (each one is then
 # classified and measured). h5diff would print 2^28 lines; -q stops it at
 # the first difference, so it gets no ratio here.
-echo "every-element-different: iter dirs (manifests) $(best "$bin" compare "$work/a/iter_0000001" "$work/d/iter_0000001") (s, exit)"
-echo "every-element-different: h5diff -q             $(best h5diff -q "$work/a/$shard" "$work/d/$shard") (s, exit)"
+r=$(best "$bin" compare "$work/a/iter_0000001" "$work/d/iter_0000001")
+h=$(best h5diff -q "$work/a/$shard" "$work/d/$shard")
+printf '%-56s %8.3f s (exit %s)  h5diff -q %5.3f s (exit %s)\n' \
+  "every-element-different: iter dirs (manifests)" "${r% *}" "${r#* }" "${h% *}" "${h#* }"
 "$bin" compare "$work/a/iter_0000001" "$work/c/iter_0000001" || true

@@ -479,7 +479,7 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
      * attribute; the values are then equal by construction (equal_prefix). */
     int n_before = res->n_diffs, ign_before = c->n_ignored;
     rc_cmp_hashes xa = {0}, xb = {0};
-    rc_cmp_known known = {NULL, NULL, &ma, &mb, equal ? (int64_t)ma.size : trust ? 0 : first};
+    rc_cmp_known known = {NULL, NULL, &ma, &mb, equal ? INT64_MAX : trust ? 0 : first};
     if (trust) {
       xa = (rc_cmp_hashes){ea->dsets, ea->ndsets};
       xb = (rc_cmp_hashes){eb->dsets, eb->ndsets};

@@ -53,7 +53,8 @@ typedef struct {
   const rc_cmp_map *ma, *mb;    /* the files mapped, or NULL: contiguous datasets are then
                                    compared in place instead of through H5Dread */
   int64_t equal_prefix;         /* the files' first equal_prefix bytes are known equal: a
-                                   contiguous dataset at the same offset inside it is equal */
+                                   contiguous dataset at the same offset inside it is equal;
+                                   INT64_MAX: the files are equal, no value is read */
 } rc_cmp_known;
 
 /* The slow path for two HDF5 files: every link both ways, object kinds,
