@@ -1041,8 +1041,8 @@ static int compare_attributes(pair_t *p, const char *path) {
     rc = h5fail(p, "list the attributes of", path);
     goto done;
   }
-  qsort(la.names, (size_t)la.n, sizeof *la.names, str_cmp);
-  qsort(lb.names, (size_t)lb.n, sizeof *lb.names, str_cmp);
+  if (la.n > 1) qsort(la.names, (size_t)la.n, sizeof *la.names, str_cmp);
+  if (lb.n > 1) qsort(lb.names, (size_t)lb.n, sizeof *lb.names, str_cmp);
   int i = 0, k = 0;
   while (!rc && (i < la.n || k < lb.n)) {
     int c = i == la.n ? 1 : k == lb.n ? -1 : strcmp(la.names[i], lb.names[k]);

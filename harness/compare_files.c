@@ -377,7 +377,7 @@ static int list_dir(const char *path, dir_list *l, rc_err *err) {
                                     : ENT_OTHER;
   }
   closedir(d);
-  qsort(l->v, (size_t)l->n, sizeof *l->v, dent_cmp);
+  if (l->n > 1) qsort(l->v, (size_t)l->n, sizeof *l->v, dent_cmp);
   return RC_OK;
 }
 
