@@ -129,7 +129,7 @@ static void legs(rc_jw *w, const rc_run *run) {
     rc_jw_arr_end(w);
     rc_jw_key(w, "argv");
     rc_jw_arr_begin(w);
-    for (int k = 0; k < l->argc; k++) str(w, l->argv[k]);
+    for (int k = 0; k < l->argc; k++) str(w, k ? l->argv[k] : rc_leg_argv0(run, l));
     rc_jw_arr_end(w);
     kv_str(w, "status", rc_leg_state_name(l->state));
     rc_jw_key(w, "exit_code");

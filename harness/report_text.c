@@ -92,7 +92,7 @@ static void print_failed_legs(const rc_run *run, FILE *out) {
       p += n + (nl != NULL);
     }
     char cmd[8192];
-    rc_argv_quote(l->argv, cmd, sizeof cmd);
+    rc_leg_command(run, l, cmd, sizeof cmd);
     fprintf(out, "  reproduce: %s\n", cmd);
   }
 }

@@ -222,12 +222,17 @@ const char *rc_mechanism_name(rc_mechanism m);
 void rc_leg_range(const rc_leg *leg, char *buf, size_t cap);
 /* Shell-quoted command line, for "reproduce with" lines. */
 void rc_argv_quote(char *const *argv, char *buf, size_t cap);
+/* A leg's command as a person can paste it: the trainer binary's real path
+ * in place of /proc/self/exe. */
+void rc_leg_command(const rc_run *run, const rc_leg *leg, char *buf, size_t cap);
+/* argv[0] as shown to people (the resolved binary for `train` legs). */
+const char *rc_leg_argv0(const rc_run *run, const rc_leg *leg);
 
 /* Spawns argv (PATH search when search_path) in its own process group with
- * stdin from /dev/null and stdout+stderr into log_path (truncated). envp
- * NULL = inherit. */
+ * stdin from /dev/null and stdout+stderr into log_path (truncated), whose
+ * first line is "$ " + header when header is non-NULL. envp NULL = inherit. */
 int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
-                    pid_t *pid, rc_err *err);
+                    const char *header, pid_t *pid, rc_err *err);
 /* Runs argv to completion, collecting its stdout (malloc'd, NUL-terminated)
  * while its stderr goes to ours. *status is the waitpid status. */
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err);

@@ -98,7 +98,10 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
   if (exec && !(env = leg_env(run, leg, &extra))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
   } else {
-    rc_spawn_logged(leg->argv, env, exec, leg->log_path, &leg->pid, &err);
+    char *header = malloc(65536);
+    if (header) rc_leg_command(run, leg, header, 65536);
+    rc_spawn_logged(leg->argv, env, exec, leg->log_path, header, &leg->pid, &err);
+    free(header);
   }
   free_env(env, extra);
   if (err.code) {

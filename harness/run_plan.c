@@ -458,6 +458,22 @@ void rc_run_free(rc_run *run) {
   memset(run, 0, sizeof *run);
 }
 
+const char *rc_leg_argv0(const rc_run *run, const rc_leg *leg) {
+  if (run->opts.trainer == RC_TRAINER_SELF && run->opts.self_display) return run->opts.self_display;
+  return leg->argv ? leg->argv[0] : "";
+}
+
+void rc_leg_command(const rc_run *run, const rc_leg *leg, char *buf, size_t cap) {
+  if (!leg->argv) {
+    if (cap) buf[0] = 0;
+    return;
+  }
+  char *saved = leg->argv[0];
+  leg->argv[0] = (char *)rc_leg_argv0(run, leg); /* shown, not run */
+  rc_argv_quote(leg->argv, buf, cap);
+  leg->argv[0] = saved;
+}
+
 /* Single-quotes words that need it, for copy-pasteable repro lines. */
 void rc_argv_quote(char *const *argv, char *buf, size_t cap) {
   size_t len = 0;

@@ -65,7 +65,7 @@ static int init_attr(posix_spawnattr_t *attr, bool new_group) {
 }
 
 int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
-                    pid_t *pid, rc_err *err) {
+                    const char *header, pid_t *pid, rc_err *err) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   if (posix_spawn_file_actions_init(&fa))
@@ -83,19 +83,13 @@ int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, cons
     rc = rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s", log_path, strerror(errno));
     goto out;
   }
-  char *line = malloc(65536);
-  if (line) {
-    line[0] = '$';
-    line[1] = ' ';
-    rc_argv_quote(argv, line + 2, 65536 - 3);
-    size_t len = strlen(line);
-    line[len++] = '\n';
-    ssize_t w = write(fd, line, len);
-    free(line);
-    if (w != (ssize_t)len) {
+  if (header) {
+    size_t len = strlen(header);
+    ssize_t w1 = write(fd, "$ ", 2), w2 = write(fd, header, len), w3 = write(fd, "\n", 1);
+    if (w1 != 2 || w2 != (ssize_t)len || w3 != 1) {
+      int e = errno;
       close(fd);
-      rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s", log_path,
-                   w < 0 ? strerror(errno) : "short write");
+      rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s", log_path, strerror(e));
       goto out;
     }
   }

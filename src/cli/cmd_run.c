@@ -282,6 +282,7 @@ int rc_cmd_run(int argc, char **argv) {
   o.argc = argc;
 
   rc_run_install_signal_handlers();
+  double t_start = rc_now();
   if ((rc = rc_run_plan(&run, &o, &err))) {
     planned = true;
     fprintf(stderr, "resumecheck run: %s\n", err.msg);
@@ -297,6 +298,7 @@ int rc_cmd_run(int argc, char **argv) {
     fprintf(stderr, "resumecheck run: %s\n", err.msg);
     goto done;
   }
+  run.wall_s = rc_now() - t_start; /* the whole run: dry-run, legs and checks */
   rc_report_text(&run, stdout);
 
   /* reports: a file that cannot be written is an I/O error */
