@@ -10,8 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-$here/../build-run/resumecheck}
 [ -x "$bin" ] || { echo "no binary at $bin (build first)" >&2; exit 66; }
-N=${N:-40}
-K=${K:-20}
+N=${N:-100}
+K=${K:-50}
 JOBS=${JOBS:-$(nproc)}
 read -r -a F <<<"${FLAGS:---preset tiny --precision bf16 --mtp-depths 2 --mtp-repeated-layer --first-microbatch-policy legacy}"
 D=$(mktemp -d /tmp/rc_bench_run.XXXXXX)
@@ -42,10 +42,20 @@ for leg in "${legs[@]}"; do
   e=$(now)
   dt=$(awk -v a="$e" -v b="$s" 'BEGIN { print a - b }')
   printf '  %-8s %6.2f s\n' "$name" "$dt"
+  [ "$name" = through ] && through_s=$dt
   sum=$(awk -v a="$sum" -v b="$dt" 'BEGIN { print a + b }')
 done
+# what this machine gives two legs at once: the ceiling of any speed-up
+s=$(now)
+"$bin" train "${F[@]}" --steps "$N" --save-at "$N" --out "$D/pair/a" >/dev/null 2>&1 &
+"$bin" train "${F[@]}" --steps "$N" --save-at "$N" --out "$D/pair/b" >/dev/null 2>&1 &
+wait
+e=$(now)
+pair=$(awk -v a="$e" -v b="$s" 'BEGIN { print a - b }')
+printf '  two through legs at once: %.2f s (one alone: %.2f s)\n' "$pair" "$through_s"
 wall=$(awk -v a="$t1" -v b="$t0" 'BEGIN { print a - b }')
 ratio=$(awk -v a="$wall" -v b="$sum" 'BEGIN { print a / b }')
 printf 'run (jobs=%s, %s cores): %.2f s; legs one after another: %.2f s; ratio %.2f\n' \
   "$JOBS" "$(nproc)" "$wall" "$sum" "$ratio"
+awk -v p="$pair" -v t="$through_s" 'BEGIN { printf "parallel efficiency of this machine for train legs: %.2f (2.00 = two full cores)\n", 2 * t / p }'
 echo "command: $bin run ${F[*]} --steps $N --save-at $K --jobs $JOBS --out DIR"
