@@ -88,6 +88,7 @@ static void run_state_check(rc_run *run, rc_check *c) {
   rc_compare_opts opts = {c->ignore, c->n_ignore, false};
   int rc = rc_compare_paths(c->path_a, c->path_b, &opts, &c->cmp, &c->err);
   if (rc) {
+    rc_compare_result_free(&c->cmp); /* whatever it gathered before the error */
     c->status = RC_CHECK_ERROR;
     if (!c->err.code) c->err.code = rc;
     rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: comparison failed: %s", a_at, b_at,

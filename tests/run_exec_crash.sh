@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_exec_crash.sh — legs that fail: a non-zero exit, a signal, a leg that
-# exits 0 without its checkpoint. Each is reported with its exit status and
+# exits 0 without its checkpoint, a checkpoint that cannot be compared. Each is reported with its exit status and
 # the last lines of its log, exit 70 (125 with --git-bisect); checks whose
 # checkpoints exist still run; legs that need a failed leg's checkpoint are
 # not started.
@@ -32,6 +32,16 @@ json_true "$T/s/report.json" "[l for l in d['legs'] if l['label'] == 'resume@3']
 run_rc nc --trainer exec --train-cmd "$(tmpl --bug no-complete)" --steps 6 --save-at 3 --out "$T/nc" --progress off
 expect_rc 70 "a leg without its checkpoint" nc
 contains "$T/nc.out" "exited 0 but wrote no complete checkpoint ckpt/iter_0000003 (no COMPLETE marker)"
+
+# a checkpoint that cannot be compared (not HDF5 though named .h5): the
+# comparison's own error code (65, bad data), 125 under --git-bisect
+run_rc bad --trainer exec --train-cmd "$(tmpl --bug corrupt-shard)" --steps 4 --save-at 2 --out "$T/b" --progress off
+expect_rc 65 "an unreadable shard" bad
+contains "$T/bad.out" "A/A@2 could not run"
+contains "$T/bad.out" "cannot open as HDF5"
+json_true "$T/b/report.json" "d['verdict'] == 'error' and d['checks'][0]['status'] == 'error'" "error verdict"
+run_rc badb --trainer exec --train-cmd "$(tmpl --bug corrupt-shard)" --steps 4 --save-at 2 --out "$T/bb" --progress off --git-bisect
+expect_rc 125 "an unreadable shard under --git-bisect" badb
 
 # in a chain, the link after a crashed one is never started
 run_rc chain --trainer exec --train-cmd "$(tmpl --bug crash-on-resume)" --steps 8 --save-at 3,5 \

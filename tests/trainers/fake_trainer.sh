@@ -13,7 +13,8 @@
 #   MODE: none | forget-momentum (resume loses m) | nondet (random bytes
 #         in every checkpoint) | crash-on-resume (exit 3) | segv-on-resume
 #         (dies by SIGSEGV) | no-complete (never writes COMPLETE) | slow
-#         (sleeps 0.2 s per step, to be interrupted)
+#         (sleeps 0.2 s per step, to be interrupted) | corrupt-shard (a
+#         state.h5 that is not HDF5, different in every run)
 # Options also accept the --name=value form.
 set -euo pipefail
 
@@ -64,6 +65,7 @@ save() { # step
   echo "$m" > "$d/optim.txt"
   echo "$1" > "$d/meta.txt"
   if [ "$bug" = nondet ]; then echo "$RANDOM$RANDOM $$" > "$d/noise.txt"; fi
+  if [ "$bug" = corrupt-shard ]; then printf '\211HDF\r\n\032\n%s' "$RANDOM$$" > "$d/state.h5"; fi
   printf '{"leg": "%s", "pid": %d}\n' "$leg" $$ > "$d/args.json"
   if [ "$bug" != no-complete ]; then echo done > "$d/COMPLETE"; fi
 }
