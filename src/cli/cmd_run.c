@@ -213,7 +213,24 @@ int rc_cmd_run(int argc, char **argv) {
     usage_error("--out DIR is required");
     goto done;
   }
-  o.out_dir = r.out;
+  /* Legs, reports and repro lines get an absolute --out, so they mean the
+   * same thing from any directory (an exec trainer may chdir). */
+  char out_abs[PATH_MAX];
+  if (r.out[0] == '/') {
+    snprintf(out_abs, sizeof out_abs, "%s", r.out);
+  } else {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) {
+      fprintf(stderr, "resumecheck run: getcwd: %s\n", strerror(errno));
+      rc = RC_EXIT_IOERR;
+      goto done;
+    }
+    if ((size_t)snprintf(out_abs, sizeof out_abs, "%s/%s", cwd, r.out) >= sizeof out_abs) {
+      usage_error("--out: path too long");
+      goto done;
+    }
+  }
+  o.out_dir = out_abs;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   o.jobs = ncpu > 0 ? (int)ncpu : 1;
   if (r.jobs) {
