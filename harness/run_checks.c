@@ -70,6 +70,33 @@ static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
     rc_bufprintf(buf, cap, "%s (%s%s)", where, rc_diff_kind_name(d->kind), extra);
 }
 
+/* Does file have a failing (or, with failing false, an informational) diff? */
+static bool file_has(const rc_compare_result *r, const char *file, bool failing) {
+  for (int i = 0; i < r->n_diffs; i++)
+    if (!strcmp(r->diffs[i].file, file) && (r->diffs[i].kind != RC_DIFF_INFORMATIONAL) == failing)
+      return true;
+  return false;
+}
+
+/* Distinct files with a failing difference (and how many are shards), and
+ * files whose only differences are informational (args.json: by
+ * construction), which the file tally leaves out. */
+static void tally_files(const rc_compare_result *r, int *failing, int *failing_shards,
+                        int *info_only) {
+  for (int i = 0; i < r->n_diffs; i++) {
+    const char *file = r->diffs[i].file;
+    bool earlier = false;
+    for (int k = 0; k < i && !earlier; k++) earlier = !strcmp(r->diffs[k].file, file);
+    if (earlier) continue;
+    if (file_has(r, file, true)) {
+      (*failing)++;
+      *failing_shards += ends_with(file, ".h5");
+    } else {
+      (*info_only)++;
+    }
+  }
+}
+
 static void run_state_check(rc_run *run, rc_check *c) {
   const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
   char a_at[128], b_at[128];
@@ -101,34 +128,12 @@ static void run_state_check(rc_run *run, rc_check *c) {
   int n_shards = 0;
   collect_shards(c->path_a, &shards, &n_shards);
   collect_shards(c->path_b, &shards, &n_shards);
-  int shards_differ = 0, files_differ = 0, info_only = 0;
-  char **seen = calloc((size_t)c->cmp.n_diffs + 1, sizeof *seen);
-  int n_seen = 0;
-  for (int i = 0; i < c->cmp.n_diffs; i++) {
-    const rc_diff *d = &c->cmp.diffs[i];
-    if (d->kind == RC_DIFF_INFORMATIONAL) {
+  int files_differ = 0, shards_differ = 0, info_only = 0;
+  tally_files(&c->cmp, &files_differ, &shards_differ, &info_only);
+  for (int i = 0; i < c->cmp.n_diffs; i++)
+    if (c->cmp.diffs[i].kind == RC_DIFF_INFORMATIONAL &&
+        ends_with(c->cmp.diffs[i].file, "args.json"))
       c->args_differ = true;
-      continue;
-    }
-    bool dup = false;
-    for (int k = 0; k < n_seen && !dup; k++) dup = !strcmp(seen[k], d->file);
-    if (dup || !seen) continue;
-    seen[n_seen++] = (char *)d->file;
-    files_differ++;
-    if (ends_with(d->file, ".h5")) shards_differ++;
-  }
-  for (int i = 0; i < c->cmp.n_diffs; i++) { /* files whose only difference is by construction */
-    const rc_diff *d = &c->cmp.diffs[i];
-    if (d->kind != RC_DIFF_INFORMATIONAL) continue;
-    bool failing = false;
-    for (int k = 0; k < n_seen && !failing; k++) failing = !strcmp(seen[k], d->file);
-    bool counted = false;
-    for (int k = 0; k < i && !counted; k++)
-      counted =
-          c->cmp.diffs[k].kind == RC_DIFF_INFORMATIONAL && !strcmp(c->cmp.diffs[k].file, d->file);
-    if (!failing && !counted) info_only++;
-  }
-  free(seen);
   for (int i = 0; i < n_shards; i++) free(shards[i]);
   free(shards);
   c->shards = n_shards;
