@@ -34,7 +34,7 @@ enum {
 
 typedef struct {
   rc_state st;
-  void *bufs[512];
+  void *bufs[2048];
   int nbufs;
 } iofix;
 

@@ -68,9 +68,33 @@ void rc_manifest_free(rc_manifest *m);
 #define RC_SHARD_LIBVER_LOW H5F_LIBVER_EARLIEST
 #define RC_SHARD_LIBVER_HIGH H5F_LIBVER_V18
 
-/* Builds the complete HDF5 file for one rank in memory; *image is malloc'd. */
-int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, unsigned char **image,
-                         size_t *size, rc_err *err);
+/* A shard's HDF5 file, ready to write: the metadata image (the core
+ * driver's own buffer, taken over at file close) with each dataset's raw
+ * data left to come straight from the caller's tensor buffers. The file is
+ * the concatenation of `pieces`, in order. See shard_write.c. */
+typedef struct {
+  const void *p;
+  size_t n;
+} rc_piece;
+
+typedef struct {
+  unsigned char *data; /* metadata image; raw-data regions are never touched */
+  size_t size;         /* the whole file: bytes [0, size) */
+  size_t cap;          /* the mapping behind data */
+  rc_piece *pieces;    /* malloc'd: image ranges and tensor buffers, in file order */
+  int npieces;
+  bool meta_spilled; /* metadata outgrew rc_shard_meta_block (slower, still correct) */
+} rc_shard_image;
+
+/* The size of the one metadata block a shard of this state gets. */
+size_t rc_shard_meta_block(const rc_shard_meta *meta, const rc_state *state);
+
+int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
+                         rc_err *err);
+void rc_shard_image_free(rc_shard_image *image);
+/* An anonymous mapping of at least n bytes, 2 MiB-aligned, with huge pages
+ * requested; zero-filled. NULL on failure. Free with rc_shard_image_free. */
+unsigned char *rc_map_image(size_t n, size_t *cap);
 
 /* ---- shard_read.c ---- */
 
@@ -102,6 +126,13 @@ hid_t rc_h5_file_type(rc_dtype dt);
 hid_t rc_h5_mem_type(rc_dtype dt);
 /* A short name for any HDF5 datatype ("float32", "uint16be", "string", ...). */
 void rc_h5_type_name(hid_t type, char *buf, size_t cap);
+
+/* Reads a whole shard into a mapping, hashing it chunk by chunk as it is
+ * read (one pass over the bytes, cache-warm). With expect_size >= 0 a file
+ * of another size is rejected before a byte is read: RC_EXIT_DATAERR,
+ * "truncated" or "wrong size". RC_EXIT_NOINPUT if it does not exist. */
+int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
+                  char hex[RC_SHA256_HEX], rc_err *err);
 
 /* Opens an in-memory file image read-only without copying it. `ref` must
  * outlive the returned file id (HDF5 calls back into it until H5Fclose). */

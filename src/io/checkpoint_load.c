@@ -373,8 +373,9 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
                    " refusing to load it",
                    iter_dir);
 
-  char *text = NULL, *marker = NULL, *shard = NULL;
-  size_t text_n = 0, marker_n = 0, shard_n = 0;
+  char *text = NULL, *marker = NULL;
+  size_t text_n = 0, marker_n = 0;
+  rc_shard_image shard = {0};
   rc_manifest m = {0};
   int ret = rc_read_file(manifest_path, &text, &text_n, err);
   if (ret) goto done;
@@ -404,28 +405,21 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   }
   const rc_mf_shard *entry = &m.shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
-  if ((ret = rc_read_file(shard_path, &shard, &shard_n, err))) {
+  if ((ret = rc_read_shard(shard_path, (int64_t)entry->bytes, &shard, sha, err))) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
                     RC_MANIFEST_NAME);
     goto done;
   }
-  if (shard_n != entry->bytes) {
-    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, shard_path,
-                  shard_n < entry->bytes ? "truncated" : "wrong size (trailing data)", shard_n,
-                  entry->bytes);
-    goto done;
-  }
-  rc_sha256_hex(shard, shard_n, sha);
   if (strcmp(sha, entry->sha256)) {
     ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s",
                   shard_path, sha, entry->sha256);
     goto done;
   }
-  ret = load_image(shard_path, shard, shard_n, meta, m.iteration, state, err);
+  ret = load_image(shard_path, shard.data, shard.size, meta, m.iteration, state, err);
 done:
   rc_manifest_free(&m);
-  free(shard);
+  rc_shard_image_free(&shard);
   free(marker);
   free(text);
   return ret;

@@ -35,7 +35,9 @@ void rc_sha256_hex(const void *data, size_t n, char hex[RC_SHA256_HEX]) {
   to_hex(md, hex);
 }
 
-enum { READ_CHUNK = 4 << 20 };
+/* 256 KiB fits in L2: read(2) lands the chunk there and SHA-256 reads it
+ * warm (measured a little faster than 4 MiB chunks, and than openssl's 8 KiB). */
+enum { READ_CHUNK = 256 << 10 };
 
 int rc_sha256_file(const char *path, char hex[RC_SHA256_HEX], rc_err *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);

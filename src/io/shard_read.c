@@ -7,10 +7,16 @@
  * what is parsed is exactly what was hashed (no second read from disk). */
 #include "io/checkpoint_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "base/fsutil.h"
 #include "io/checkpoint.h"
@@ -138,6 +144,82 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
     snprintf(buf, cap, "unknown-type");
     return;
   }
+}
+
+/* ---- reading a shard: size check, then read and hash in one pass */
+
+enum { HASH_CHUNK = 256 << 10 }; /* fits in L2: read(2) lands it, SHA-256 reads it warm */
+
+int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
+                  char hex[RC_SHA256_HEX], rc_err *err) {
+  memset(out, 0, sizeof *out);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return rc_fail(err, e == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR, "cannot open %s: %s", path,
+                   strerror(e));
+  }
+  int ret = RC_OK;
+  EVP_MD_CTX *ctx = NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(errno));
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "cannot read %s: not a regular file", path);
+    goto done;
+  }
+  size_t size = (size_t)st.st_size;
+  if (expect_size >= 0 && st.st_size != expect_size) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRId64, path,
+                  st.st_size < expect_size ? "truncated" : "wrong size (trailing data)", size,
+                  expect_size);
+    goto done;
+  }
+  out->data = rc_map_image(size + 1, &out->cap);
+  ctx = EVP_MD_CTX_new();
+  if (!out->data || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
+    goto done;
+  }
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  size_t got = 0;
+  for (;;) {
+    size_t want = size + 1 - got; /* one byte more than expected: sees growth */
+    if (want > HASH_CHUNK) want = HASH_CHUNK;
+    ssize_t r = read(fd, out->data + got, want);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      ret = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(errno));
+      goto done;
+    }
+    if (r == 0) break;
+    if (got + (size_t)r > size) {
+      ret = rc_fail(err, RC_EXIT_IOERR, "%s grew while being read", path);
+      goto done;
+    }
+    EVP_DigestUpdate(ctx, out->data + got, (size_t)r);
+    got += (size_t)r;
+  }
+  if (got != size) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s shrank while being read (%zu of %zu bytes)", path, got,
+                  size);
+    goto done;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "hashing %s failed", path);
+    goto done;
+  }
+  for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+  out->size = size;
+done:
+  EVP_MD_CTX_free(ctx);
+  close(fd);
+  if (ret) rc_shard_image_free(out);
+  return ret;
 }
 
 /* ---- zero-copy file images.
@@ -408,13 +490,12 @@ done:
 }
 
 static int inspect(const char *shard_path, FILE *out, rc_err *err) {
-  char *buf = NULL;
-  size_t n = 0;
-  int ret = rc_read_file(shard_path, &buf, &n, err);
-  if (ret) return ret;
+  rc_shard_image img;
   char sha[RC_SHA256_HEX];
-  rc_sha256_hex(buf, n, sha);
-  rc_h5_image_ref ref = {buf, n};
+  int ret = rc_read_shard(shard_path, -1, &img, sha, err);
+  if (ret) return ret;
+  size_t n = img.size;
+  rc_h5_image_ref ref = {img.data, n};
   hid_t fid = H5I_INVALID_HID;
   char **paths = NULL;
   int npaths = 0;
@@ -442,7 +523,7 @@ done:
   rc_h5_free_paths(paths, npaths);
   if (fid >= 0 && H5Fclose(fid) < 0 && !ret)
     ret = rc_h5_fail(err, RC_EXIT_IOERR, "%s: closing", shard_path);
-  free(buf);
+  rc_shard_image_free(&img);
   return ret;
 }
 

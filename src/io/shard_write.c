@@ -15,21 +15,147 @@
  *     on /meta (RC_META_MAX), checked with a clear message;
  *   - datasets created in the order of the rc_state, groups on demand in
  *     that order, so the allocator sees the same sequence of requests;
- *   - contiguous layout, fill value never written, every dataset written
- *     whole right after creation, so no byte of raw data is left unset;
+ *   - contiguous layout, space allocated when the dataset is created, fill
+ *     value never written, so each dataset is one run of raw bytes at a
+ *     fixed offset and nothing else is ever written there;
  *   - /meta attributes as fixed-length strings and fixed-width integers
  *     (no global heap, whose collections carry slack).
- * Nothing else varies: file names are not stored in the file, and the
- * image is taken with H5Fget_file_image after an explicit flush. */
+ * Nothing else varies: file names are not stored in the file.
+ *
+ * No tensor byte is copied. HDF5 builds only the metadata, in the core
+ * driver's buffer (an anonymous mapping lent through the file-image
+ * callbacks and kept when the file closes); each dataset's raw-data region
+ * stays untouched (zero pages, never faulted in) and its bytes come
+ * straight from the caller's buffer when the file is written and hashed,
+ * as a list of pieces in file order. Writing the data with H5Dwrite and
+ * taking H5Fget_file_image gives the same bytes, at the cost of two full
+ * copies of the state (seconds and gigabytes for a large shard); the
+ * io tests pin the result. The file length is the superblock's end-of-file
+ * address as written at close (closing releases the unused end of the last
+ * allocation block, so it can be less than the allocation before). */
 #include "io/checkpoint_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* A v1 object header message holds at most 64 KiB; /meta's attributes
+ * share one header, so the config gets a little less. */
+#define RC_META_MAX 65000
+
+/* ---- the image buffer, owned by us, lent to the core driver */
+
+typedef struct {
+  unsigned char *buf; /* the driver's current buffer (NULL until first write) */
+  size_t cap;         /* its mapped length */
+  bool released;      /* the driver let go of it at file close */
+  int allocations;    /* more than one: metadata spilled past the first block */
+} image_mem;
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* 2 MiB-aligned so the kernel can back it with huge pages. */
+unsigned char *rc_map_image(size_t n, size_t *cap) {
+  size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+  unsigned char *raw =
+      mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  uintptr_t a = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+  unsigned char *p = (unsigned char *)a;
+  if (p > raw) munmap(raw, (size_t)(p - raw));
+  size_t tail = (size_t)(raw + len + HUGE_PAGE - (p + len));
+  if (tail) munmap(p + len, tail);
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, len, MADV_HUGEPAGE); /* advice only: fine if refused */
+#endif
+  *cap = len;
+  return p;
+}
+
+static void *img_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata) {
+  image_mem *m = udata;
+  (void)op;
+  if (ptr && ptr != m->buf) return NULL; /* only ever one buffer */
+  if (ptr && size <= m->cap) return ptr;
+  size_t cap;
+  unsigned char *p = rc_map_image(size, &cap);
+  if (!p) return NULL;
+  m->allocations++;
+  if (m->buf) {
+    memcpy(p, m->buf, m->cap);
+    munmap(m->buf, m->cap);
+  }
+  m->buf = p;
+  m->cap = cap;
+  return p;
+}
+
+static void *img_malloc(size_t size, H5FD_file_image_op_t op, void *udata) {
+  image_mem *m = udata;
+  return m->buf ? NULL : img_realloc(NULL, size, op, udata);
+}
+
+static void *img_memcpy(void *dst, const void *src, size_t size, H5FD_file_image_op_t op,
+                        void *udata) {
+  (void)op, (void)udata;
+  memcpy(dst, src, size);
+  return dst;
+}
+
+/* At close the driver frees its buffer: keep it, it is the file. */
+static herr_t img_free(void *ptr, H5FD_file_image_op_t op, void *udata) {
+  image_mem *m = udata;
+  if (ptr != m->buf) return -1;
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE) {
+    m->released = true;
+    return 0;
+  }
+  munmap(m->buf, m->cap);
+  m->buf = NULL;
+  m->cap = 0;
+  return 0;
+}
+
+static void *udata_copy(void *udata) {
+  return udata;
+}
+
+static herr_t udata_free(void *udata) {
+  (void)udata;
+  return 0;
+}
+
+void rc_shard_image_free(rc_shard_image *image) {
+  if (image->data) munmap(image->data, image->cap);
+  free(image->pieces);
+  memset(image, 0, sizeof *image);
+}
+
+/* End of file as a version-0 superblock records it (with 8-byte offsets):
+ * signature 8, versions and sizes 8, B-tree K values 4, consistency flags
+ * 4, base address 8, free-space address 8, then the end-of-file address. */
+static bool superblock_eof(const unsigned char *p, size_t cap, uint64_t *eof) {
+  static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (cap < 48 || memcmp(p, sig, 8) || p[8] != 0 || p[13] != 8) return false;
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[40 + i];
+  *eof = v;
+  return true;
+}
+
+/* Where a tensor's raw bytes go in the file. */
+typedef struct {
+  uint64_t offset;
+  size_t size;
+  const void *data;
+} span;
 
 typedef struct {
   hid_t fid, gcpl, dcpl;
   char last_parent[RC_PATH_MAX]; /* groups known to exist up to here */
+  span *spans;                   /* one per non-empty tensor */
+  int nspans;
 } writer;
 
 /* Rejects what HDF5 would misread or what would collide with /meta:
@@ -120,11 +246,16 @@ static int write_tensor(writer *w, const rc_tensor *t, rc_err *err) {
   H5_CHECK(ds = H5Dcreate2(w->fid, t->path, rc_h5_file_type(t->dtype), space, H5P_DEFAULT, w->dcpl,
                            H5P_DEFAULT),
            RC_EXIT_SOFTWARE, "creating dataset %s", t->path);
-  /* Empty datasets get no storage at all; everything else is written whole
-   * now, so allocation and data are one step and no fill is ever needed. */
-  if (nbytes > 0)
-    H5_CHECK(H5Dwrite(ds, rc_h5_mem_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data),
-             RC_EXIT_SOFTWARE, "writing dataset %s", t->path);
+  /* Space is allocated at creation; the bytes are placed there when the
+   * file is written (see the header). Empty datasets have no storage. */
+  if (nbytes > 0) {
+    haddr_t off = H5Dget_offset(ds);
+    if (off == HADDR_UNDEF) {
+      ret = rc_h5_fail(err, RC_EXIT_SOFTWARE, "dataset %s has no contiguous storage", t->path);
+      goto done;
+    }
+    w->spans[w->nspans++] = (span){(uint64_t)off, nbytes, t->data};
+  }
 done:
   if (ds >= 0) H5Dclose(ds);
   if (space >= 0) H5Sclose(space);
@@ -160,10 +291,6 @@ done:
   return ret;
 }
 
-/* A v1 object header message holds at most 64 KiB; /meta's attributes
- * share one header, so the config gets a little less. */
-#define RC_META_MAX 65000
-
 static int write_meta(writer *w, const rc_shard_meta *meta, rc_err *err) {
   int ret = RC_OK;
   hid_t g = H5I_INVALID_HID;
@@ -198,28 +325,144 @@ done:
   return ret;
 }
 
-int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, unsigned char **image,
-                         size_t *size, rc_err *err) {
+static int cmp_cstr(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Bytes of metadata the shard will need. Fitted on HDF5 1.10.8 with these
+ * property lists: about 370 B per dataset and 1030 B per group (v1 object
+ * header, symbol-table B-tree node, local heap) plus the link names, and
+ * the superblock and /meta with its config; estimated at 640 B, 1152 B and
+ * an eighth more, which leaves 30-50% headroom on the shapes measured.
+ * Groups are counted exactly, as the distinct parent paths of datasets. */
+size_t rc_shard_meta_block(const rc_shard_meta *meta, const rc_state *state) {
+  size_t groups = 0, names = 0, n = 0;
+  for (int i = 0; i < state->count; i++)
+    for (const char *c = state->tensors[i].path + 1; (c = strchr(c, '/')); c++) n++;
+  char **prefixes = malloc((n ? n : 1) * sizeof *prefixes);
+  if (prefixes) {
+    for (int i = 0; i < state->count; i++) {
+      const char *path = state->tensors[i].path;
+      names += strlen(path);
+      for (const char *c = path + 1; (c = strchr(c, '/')); c++) {
+        size_t len = (size_t)(c - path);
+        char *p = malloc(len + 1);
+        if (!p) continue;
+        memcpy(p, path, len);
+        p[len] = 0;
+        prefixes[groups++] = p;
+      }
+    }
+    qsort(prefixes, groups, sizeof *prefixes, cmp_cstr);
+    size_t distinct = 0;
+    for (size_t i = 0; i < groups; i++) {
+      if (i == 0 || strcmp(prefixes[i], prefixes[i - 1])) distinct++;
+      if (i > 0) free(prefixes[i - 1]);
+    }
+    if (groups) free(prefixes[groups - 1]);
+    free(prefixes);
+    groups = distinct;
+  } else {
+    groups = n; /* an upper bound */
+  }
+  size_t config = meta->config_json ? strlen(meta->config_json) : 0;
+  size_t est = (16 << 10) + 2 * config + 640 * (size_t)state->count + 1152 * groups + names;
+  est += est / 8;
+  return (est + 4095) & ~(size_t)4095;
+}
+
+static int cmp_span(const void *a, const void *b) {
+  uint64_t x = ((const span *)a)->offset, y = ((const span *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+/* Bytes HDF5 allocated but never wrote outside its buffer (the unused end
+ * of an aggregator block after the data) are zeros, as they are in a file
+ * HDF5 writes itself with this build (it zero-fills new space). */
+static const unsigned char k_zeros[1 << 16];
+
+static int add_piece(rc_shard_image *im, int *cap, const void *p, size_t n, rc_err *err) {
+  if (im->npieces == *cap) {
+    int ncap = *cap ? 2 * *cap : 64;
+    rc_piece *np = realloc(im->pieces, (size_t)ncap * sizeof *np);
+    if (!np) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    im->pieces = np;
+    *cap = ncap;
+  }
+  im->pieces[im->npieces++] = (rc_piece){p, n};
+  return RC_OK;
+}
+
+/* Bytes [from, to) that are not tensor data: from the image where the
+ * driver's buffer reaches, zeros beyond it. */
+static int add_gap(rc_shard_image *im, int *cap, uint64_t from, uint64_t to, rc_err *err) {
   int ret = RC_OK;
-  *image = NULL;
-  *size = 0;
+  if (from < im->cap && from < to) {
+    uint64_t end = to < im->cap ? to : im->cap;
+    ret = add_piece(im, cap, im->data + from, (size_t)(end - from), err);
+    from = end;
+  }
+  while (!ret && from < to) {
+    size_t n = to - from < sizeof k_zeros ? (size_t)(to - from) : sizeof k_zeros;
+    ret = add_piece(im, cap, k_zeros, n, err);
+    from += n;
+  }
+  return ret;
+}
+
+/* The file in order: image bytes up to each raw-data region, the tensor's
+ * own buffer for the region, and so on to the end of file. Regions must
+ * lie inside the file and not overlap. */
+static int make_pieces(rc_shard_image *im, span *spans, int n, rc_err *err) {
+  qsort(spans, (size_t)n, sizeof *spans, cmp_span);
+  int cap = 0, ret = RC_OK;
+  uint64_t pos = 0;
+  for (int i = 0; i <= n && !ret; i++) {
+    uint64_t start = i < n ? spans[i].offset : im->size;
+    if (start < pos || start > im->size || (i < n && spans[i].size > im->size - start))
+      return rc_fail(err, RC_EXIT_SOFTWARE,
+                     "raw-data region at %llu (+%zu) overlaps or leaves the %zu-byte file",
+                     (unsigned long long)start, i < n ? spans[i].size : 0, im->size);
+    ret = add_gap(im, &cap, pos, start, err);
+    if (!ret && i < n) {
+      ret = add_piece(im, &cap, spans[i].data, spans[i].size, err);
+      pos = start + spans[i].size;
+    }
+  }
+  return ret;
+}
+
+int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
+                         rc_err *err) {
+  int ret = RC_OK;
+  memset(image, 0, sizeof *image);
   writer w = {.fid = H5I_INVALID_HID, .gcpl = H5I_INVALID_HID, .dcpl = H5I_INVALID_HID};
   hid_t fcpl = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
+  image_mem mem = {0};
+  ssize_t flushed = -1;
   rc_h5_quiet quiet;
   rc_h5_quiet_begin(&quiet);
 
-  /* Grow the in-memory file in one step: the core driver reallocs by
-   * `increment`, so sizing it to the whole state avoids copying a large
-   * image several times while it is built. */
-  size_t total = 0;
-  for (int i = 0; i < state->count; i++) total += rc_tensor_nbytes(&state->tensors[i]);
-  size_t increment = total + ((size_t)1 << 20) + (size_t)state->count * 4096;
-  increment = (increment + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+  w.spans = calloc((size_t)(state->count ? state->count : 1), sizeof *w.spans);
+  if (!w.spans) {
+    rc_h5_quiet_end(&quiet);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  }
+  /* All metadata goes into one leading block, sized from the state, so the
+   * core driver's buffer (which this HDF5 build zero-fills as it grows)
+   * covers only that block and never a raw-data region. An estimate that
+   * is too small costs speed (a second block after the data), never
+   * correctness; the unused tail of the block is zeros in the file. */
+  size_t meta_block = rc_shard_meta_block(meta, state);
+  H5FD_file_image_callbacks_t cb = {img_malloc, img_memcpy, img_realloc, img_free,
+                                    udata_copy, udata_free, &mem};
 
   H5_CHECK(fcpl = H5Pcreate(H5P_FILE_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(file create)");
   H5_CHECK(H5Pset_obj_track_times(fcpl, 0), RC_EXIT_SOFTWARE, "track times off (root group)");
   H5_CHECK(fapl = H5Pcreate(H5P_FILE_ACCESS), RC_EXIT_SOFTWARE, "H5Pcreate(file access)");
-  H5_CHECK(H5Pset_fapl_core(fapl, increment, 0), RC_EXIT_SOFTWARE, "H5Pset_fapl_core");
+  H5_CHECK(H5Pset_fapl_core(fapl, meta_block, 0), RC_EXIT_SOFTWARE, "H5Pset_fapl_core");
+  H5_CHECK(H5Pset_meta_block_size(fapl, meta_block), RC_EXIT_SOFTWARE, "H5Pset_meta_block_size");
+  H5_CHECK(H5Pset_file_image_callbacks(fapl, &cb), RC_EXIT_SOFTWARE, "H5Pset_file_image_callbacks");
   H5_CHECK(H5Pset_libver_bounds(fapl, RC_SHARD_LIBVER_LOW, RC_SHARD_LIBVER_HIGH), RC_EXIT_SOFTWARE,
            "H5Pset_libver_bounds");
   H5_CHECK(w.gcpl = H5Pcreate(H5P_GROUP_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(group create)");
@@ -228,7 +471,8 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, unsig
   H5_CHECK(H5Pset_obj_track_times(w.dcpl, 0), RC_EXIT_SOFTWARE, "track times off (datasets)");
   H5_CHECK(H5Pset_layout(w.dcpl, H5D_CONTIGUOUS), RC_EXIT_SOFTWARE, "contiguous layout");
   H5_CHECK(H5Pset_fill_time(w.dcpl, H5D_FILL_TIME_NEVER), RC_EXIT_SOFTWARE, "fill time never");
-  H5_CHECK(H5Pset_alloc_time(w.dcpl, H5D_ALLOC_TIME_LATE), RC_EXIT_SOFTWARE, "late allocation");
+  H5_CHECK(H5Pset_alloc_time(w.dcpl, H5D_ALLOC_TIME_EARLY), RC_EXIT_SOFTWARE,
+           "allocation at creation");
 
   /* The name only identifies the in-memory file within this process. */
   char name[64];
@@ -238,23 +482,10 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, unsig
   if ((ret = write_meta(&w, meta, err))) goto done;
   for (int i = 0; i < state->count; i++)
     if ((ret = write_tensor(&w, &state->tensors[i], err))) goto done;
-
-  H5_CHECK(H5Fflush(w.fid, H5F_SCOPE_GLOBAL), RC_EXIT_SOFTWARE, "flushing the in-memory file");
-  ssize_t n;
-  H5_CHECK(n = H5Fget_file_image(w.fid, NULL, 0), RC_EXIT_SOFTWARE, "sizing the file image");
-  *image = malloc(n > 0 ? (size_t)n : 1);
-  if (!*image) {
-    ret = rc_fail(err, RC_EXIT_SOFTWARE, "out of memory for a %zd-byte shard image", n);
-    goto done;
-  }
-  ssize_t got;
-  H5_CHECK(got = H5Fget_file_image(w.fid, *image, (size_t)n), RC_EXIT_SOFTWARE,
-           "copying the file image");
-  if (got != n) {
-    ret = rc_fail(err, RC_EXIT_SOFTWARE, "file image changed size (%zd, then %zd bytes)", n, got);
-    goto done;
-  }
-  *size = (size_t)n;
+  /* No H5Fflush: flushing "truncates" the core driver's buffer up to the
+   * end of allocation, zero-filling every raw-data region. Close writes all
+   * metadata anyway; its length is then read from the superblock. */
+  H5_CHECK(flushed = H5Fget_file_image(w.fid, NULL, 0), RC_EXIT_SOFTWARE, "sizing the file image");
 done:
   if (w.fid >= 0 && H5Fclose(w.fid) < 0 && !ret)
     ret = rc_h5_fail(err, RC_EXIT_SOFTWARE, "closing the in-memory file");
@@ -262,10 +493,25 @@ done:
   if (w.gcpl >= 0) H5Pclose(w.gcpl);
   if (fapl >= 0) H5Pclose(fapl);
   if (fcpl >= 0) H5Pclose(fcpl);
+  if (!ret) {
+    uint64_t eof = 0;
+    if (!mem.released || !mem.buf)
+      ret = rc_fail(err, RC_EXIT_SOFTWARE, "HDF5 did not hand over the file image at close");
+    else if (!superblock_eof(mem.buf, mem.cap, &eof) || eof > (uint64_t)flushed)
+      ret = rc_fail(err, RC_EXIT_SOFTWARE,
+                    "file image inconsistent: superblock end of file %llu, %zd bytes allocated"
+                    " before close",
+                    (unsigned long long)eof, flushed);
+    else
+      *image = (rc_shard_image){mem.buf, (size_t)eof, mem.cap, NULL, 0, mem.allocations > 1};
+  }
+  if (!ret) ret = make_pieces(image, w.spans, w.nspans, err);
+  free(w.spans);
   if (ret) {
-    free(*image);
-    *image = NULL;
-    *size = 0;
+    if (image->data)
+      rc_shard_image_free(image);
+    else if (mem.buf)
+      munmap(mem.buf, mem.cap);
   }
   rc_h5_quiet_end(&quiet);
   return ret;
