@@ -34,10 +34,16 @@ df -h "$work"
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt $((3 * bytes)) ] || { echo "need $((3 * gib)) GiB free in $work" >&2; exit 1; }
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), sha_ni: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no)"
-echo "hdf5: $(pkg-config --modversion hdf5 2>/dev/null || echo ?), openssl: $(openssl version)"
+echo "hdf5: $(pkg-config --modversion hdf5 2>/dev/null || echo "see build"), openssl: $(openssl version)"
 
-cc -O2 -std=c11 -Wall -Wextra -Werror -D_DEFAULT_SOURCE -I"$src/src" $(pkg-config --cflags hdf5) "$src/bench/bench_io.c" \
-  -o "$work/bench_io" "$build/librc.a" $(pkg-config --libs hdf5) -lcrypto -lpthread -lm
+# HDF5 flags from pkg-config, else from the build's CMake cache.
+if h5c=$(pkg-config --cflags hdf5 2>/dev/null) && h5l=$(pkg-config --libs hdf5 2>/dev/null); then :; else
+  h5lib=$(sed -n 's/^HDF5_C_LIBRARY_hdf5:FILEPATH=//p' "$build/CMakeCache.txt")
+  h5inc=$(dirname "$(find /usr/include /usr/local/include -name hdf5.h 2>/dev/null | head -1)")
+  h5c="-I$h5inc"; h5l="$h5lib"
+fi
+cc -O2 -std=c11 -Wall -Wextra -Werror -D_DEFAULT_SOURCE -I"$src/src" $h5c "$src/bench/bench_io.c" \
+  -o "$work/bench_io" "$build/librc.a" $h5l -lcrypto -lpthread -lm
 
 now() { date +%s.%N; }
 best() { sort -g | head -1; }

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # io_fixtures_regen.sh — the committed fixtures in fixtures/io are what
 # make_io_fixtures writes today, byte for byte: a determinism check across
-# processes, builds and time. Skips (77) when this HDF5 library version is
-# not the one that wrote them (HDF5_VERSION), since the file layout may
-# legitimately change between releases. Negative control: one flipped byte
-# in a copy is detected by the same comparison.
+# processes, builds and time. Skips (77) when this HDF5 library is of
+# another major.minor series than the one that wrote them (HDF5_VERSION),
+# since the layout may legitimately change between series. Within 1.10 it
+# does not: 1.10.8 and 1.10.10 were checked to write identical fixtures.
+# Negative control: one flipped byte in a copy is detected by the same
+# comparison.
 set -uo pipefail
 : "${IO_MKFIX:?}" "${RC_FIXTURES:?}"
 fix="$RC_FIXTURES/io"
 have=$("$IO_MKFIX" --hdf5-version)
 want=$(cat "$fix/HDF5_VERSION" 2>/dev/null || echo none)
-if [ "$have" != "$want" ]; then
-  echo "fixtures written with HDF5 $want, this is $have: skipping"; exit 77
+if [ "${have%.*}" != "${want%.*}" ]; then
+  echo "fixtures written with HDF5 $want, this is $have (another series): skipping"; exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -4,10 +4,13 @@
 # valgrind's memcheck, with a group large enough to split B-tree nodes.
 # Negative control: a state whose tensor buffer was never initialised must
 # make valgrind fail, proving the check can see such bytes. Skips (77)
-# without valgrind.
+# without valgrind, and in AddressSanitizer builds.
 set -uo pipefail
 : "${IO_TEST_BIN:?}"
 command -v valgrind >/dev/null || { echo "valgrind not installed: skipping"; exit 77; }
+if ldd "$IO_TEST_BIN" 2>/dev/null | grep -q libasan; then
+  echo "AddressSanitizer build (RC_SANITIZE): valgrind cannot run it; skipping"; exit 77
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 vg() { valgrind -q --error-exitcode=99 --exit-on-first-error=no "$@"; }
