@@ -7,17 +7,13 @@
  *   bench_io load ITER_DIR BYTES time rc_checkpoint_load of that state
  *   bench_io hash FILE           time rc_sha256_file
  *   bench_io memhash BYTES       time rc_sha256_hex over memory (the CPU bound)
- *   bench_io rawwrite FILE BYTES time write(2) + fsync of BYTES of the same kind
- *                                of noise from memory: the I/O floor for a save
  * Each prints "seconds=S" and a few facts on stdout. */
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "io/checkpoint.h"
 #include "io/sha256.h"
@@ -113,30 +109,7 @@ int main(int argc, char **argv) {
     free(p);
     return 0;
   }
-  if (argc == 4 && !strcmp(argv[1], "rawwrite")) {
-    size_t bytes = (size_t)strtoull(argv[3], NULL, 10);
-    uint64_t *p = malloc(bytes);
-    if (!p) return 1;
-    uint64_t x = 0x9E3779B97F4A7C15ULL;
-    for (size_t k = 0; k < bytes / 8; k++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      p[k] = x;
-    }
-    double t0 = now();
-    int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return 74;
-    for (size_t off = 0; off < bytes;) {
-      ssize_t w = write(fd, (const char *)p + off, bytes - off);
-      if (w <= 0) return 74;
-      off += (size_t)w;
-    }
-    if (fsync(fd) || close(fd)) return 74;
-    double t = now() - t0;
-    printf("seconds=%.3f\n", t);
-    free(p);
-    return 0;
-  }
   fprintf(stderr, "usage: bench_io save ROOT BYTES | load ITER_DIR BYTES | hash FILE |"
-                  " memhash BYTES | rawwrite FILE BYTES\n");
+                  " memhash BYTES\n");
   return 64;
 }

@@ -4,11 +4,10 @@
 # number of bytes. Not a test: it times things; results go in
 # bench/NOTES_io.md.
 #
-#   writer:  rc_checkpoint_save of a GIB-GiB float32 state (HDF5 metadata
-#            image, SHA-256 of the file and of every tensor, write + fsync +
+#   writer:  rc_checkpoint_save of a GIB-GiB float32 state (build the HDF5
+#            image in memory, SHA-256 it and every tensor, write + fsync +
 #            rename + fsync dir, manifest, COMPLETE)
 #            vs dd if=/dev/zero of=F bs=1M count=N conv=fdatasync
-#            and vs a raw write(2) + fsync of the same noise from memory
 #   hashing: rc_sha256_file vs openssl dgst -sha256 vs sha256sum on the
 #            shard just written (page cache warm for all three)
 #   also:    rc_checkpoint_load of the same checkpoint, rc_sha256_hex in memory
@@ -54,30 +53,23 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 
 # The disk of a shared VM swings between fast and slow phases, so dd and
 # the writer alternate run by run and both best and median are reported.
-# raw: the same noise written from memory with write(2) + fsync, no HDF5
-# and no hashing: what the save costs beyond the I/O itself.
-echo "== write $gib GiB: dd, rc_checkpoint_save and a raw write alternating, $reps runs each"
-: >"$work/dd.t"; : >"$work/save.t"; : >"$work/raw.t"
+echo "== write $gib GiB: dd and rc_checkpoint_save alternating, $reps runs each"
+: >"$work/dd.t"; : >"$work/save.t"
 for i in $(seq "$reps"); do
   rm -f "$work/dd.bin"; sync
   time_cmd dd if=/dev/zero of="$work/dd.bin" bs=1M count="$mib" conv=fdatasync >>"$work/dd.t"
   rm -f "$work/dd.bin"
   rm -rf "$work/ckpt"; sync
   "$work/bench_io" save "$work/ckpt" "$bytes" | sed -n 's/^seconds=\([0-9.]*\).*/\1/p' >>"$work/save.t"
-  rm -f "$work/raw.bin"; sync
-  "$work/bench_io" rawwrite "$work/raw.bin" "$bytes" | sed -n 's/^seconds=//p' >>"$work/raw.t"
-  rm -f "$work/raw.bin"
-  echo "  run $i: dd $(tail -1 "$work/dd.t") s, save $(tail -1 "$work/save.t") s, raw $(tail -1 "$work/raw.t") s"
+  echo "  run $i: dd $(tail -1 "$work/dd.t") s, save $(tail -1 "$work/save.t") s"
 done
 median() { sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-dd_t=$(best <"$work/dd.t"); save_t=$(best <"$work/save.t"); raw_t=$(best <"$work/raw.t")
-dd_m=$(median <"$work/dd.t"); save_m=$(median <"$work/save.t"); raw_m=$(median <"$work/raw.t")
+dd_t=$(best <"$work/dd.t"); save_t=$(best <"$work/save.t")
+dd_m=$(median <"$work/dd.t"); save_m=$(median <"$work/save.t")
 shard="$work/ckpt/iter_0001000/shard_00000_of_00001.h5"
 echo "dd conv=fdatasync:    best ${dd_t} s, median ${dd_m} s"
-echo "raw write + fsync:    best ${raw_t} s, median ${raw_m} s"
 echo "rc_checkpoint_save:   best ${save_t} s, median ${save_m} s  (shard $(stat -c %s "$shard") bytes)"
 echo "writer / dd:          best $(ratio "$save_t" "$dd_t")x, median $(ratio "$save_m" "$dd_m")x   (goal <= 1.25)"
-echo "writer / raw write:   best $(ratio "$save_t" "$raw_t")x, median $(ratio "$save_m" "$raw_m")x"
 
 echo "== hash the $gib GiB shard, warm cache (best of $reps)"
 cat "$shard" >/dev/null

@@ -688,6 +688,52 @@ static int count_files(const char *dir) {
   return n;
 }
 
+/* rc_write_file_atomic itself: a write that fails half-way (file-size
+ * limit, EFBIG, in a child) reports IOERR, removes its temp file and leaves
+ * the previous contents of the target as they were. Control: the same
+ * write without the limit replaces them. */
+static void test_atomic_write_failure(void) {
+  char dir[4096], path[4096];
+  rc_err err = {0};
+  tmp_path(dir, sizeof dir, "atomic");
+  rc_mkdir_p(dir, &err);
+  pathf(path, sizeof path, "%s/target", dir);
+  rc_write_file_atomic(path, "old contents", 12, &err);
+  size_t n = 1 << 16;
+  char *big = malloc(n);
+  memset(big, 'n', n);
+  for (int limit = 1; limit >= 0; limit--) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (limit) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {4096, 4096};
+        setrlimit(RLIMIT_FSIZE, &rl);
+      }
+      rc_err e = {0};
+      int rc = rc_write_file_atomic(path, big, n, &e);
+      if (rc) fprintf(stderr, "  (child, expected) %s\n", e.msg);
+      _exit(rc == RC_EXIT_IOERR && strstr(e.msg, "File too large") ? 3 : rc);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char *data;
+    size_t got;
+    rc_read_file(path, &data, &got, &err);
+    if (limit) {
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3, "failed write: IOERR saying why");
+      CHECK(got == 12 && !memcmp(data, "old contents", 12), "target untouched by a failed write");
+      CHECK(count_files(dir) == 1, "temp file removed (%d files)", count_files(dir));
+    } else {
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "control: the write succeeds");
+      CHECK(got == n && data[0] == 'n', "control: the target is replaced");
+    }
+    free(data);
+  }
+  free(big);
+}
+
 static void test_unwritable(void) {
   char root[4096], dir[4096], path[4096];
   rc_err err = {0};
@@ -925,6 +971,7 @@ int main(int argc, char **argv) {
     test_latest();
     test_writer_rejects();
     test_unwritable();
+    test_atomic_write_failure();
     test_load_misc();
     if (!failures) rm_rf(g_tmp);
   } else {
