@@ -214,8 +214,8 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
 
   /* Three independent passes over the bytes run at once: the write (mostly
    * the kernel's copy and the device), the SHA-256 of the whole image, and
-   * the SHA-256 of each tensor. With them overlapped the disk, not the
-   * hashing, sets the pace. */
+   * the SHA-256 of each tensor. Where there are cores for all three, the
+   * disk, not the hashing, sets the pace (bench/NOTES_io.md). */
   write_job job = {.path = path, .image = &image};
   hash_job whole = {.image = &image, .out = shard.sha256};
   pthread_t wtid, htid;
