@@ -18,6 +18,8 @@ static void help(void) {
          "  --resume-from DIR          continue from DIR = .../ckpt/iter_NNNNNNN\n"
          "  --device cpu|cuda|auto     backend (default cpu)\n"
          "  --leg NAME                 name recorded in args.json\n"
+         "  --events FILE              write the bisect event log (docs/events.md)\n"
+         "  --events-from-step S       log only steps >= S\n"
          "  --dry-run                  validate the flags, print the canonical config, exit\n"
          "  --progress                 progress lines even when stderr is not a terminal\n"
          "\nexit codes: 0 ok, 64 usage, 65 bad checkpoint, 66 missing input, 74 I/O error\n");

@@ -401,6 +401,16 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       if (parse_steps_list(a, v, leg->save_at, 256, &leg->n_save_at, err)) return err->code;
       continue;
     }
+    if (leg && !strcmp(a, "--events")) {
+      NEED_VALUE;
+      if (copy_str(a, v, leg->events, sizeof leg->events, err)) return err->code;
+      continue;
+    }
+    if (leg && !strcmp(a, "--events-from-step")) {
+      NEED_VALUE;
+      if (parse_int(a, v, 1, INT_MAX, &leg->events_from_step, err)) return err->code;
+      continue;
+    }
     if (leg && !strcmp(a, "--dry-run")) {
       leg->dry_run = true;
       continue;

@@ -82,6 +82,8 @@ typedef struct {
   int stop_at;     /* 0 = run to steps */
   int save_at[256];
   int n_save_at;
+  char events[1024]; /* --events FILE: the bisect event log */
+  int events_from_step;
   bool dry_run;
   bool progress; /* force progress lines */
 } rc_leg_opts;

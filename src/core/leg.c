@@ -115,6 +115,15 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   }
   trace_header(trace, m->D);
   fprintf(timing, "step,seconds\n");
+  if (leg->events[0]) {
+    m->events.file = fopen(leg->events, "w");
+    if (!m->events.file) {
+      rc = rc_fail(err, RC_EXIT_IOERR, "--events %s: cannot open for writing", leg->events);
+      fclose(trace), fclose(timing);
+      goto done;
+    }
+    m->events.from_step = leg->events_from_step;
+  }
   char *args = args_json(leg, ops, argc, argv);
   bool tty = isatty(2) || leg->progress;
   double t0 = now_s();
@@ -145,6 +154,7 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);
   fclose(trace);
   fclose(timing);
+  if (m->events.file) fclose(m->events.file);
   free(args);
 done:
   rc_model_free(m);

@@ -104,7 +104,7 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
                       int beta, const float *out, size_t out_n) {
   rc_event_log *ev = &m->events;
   const rc_ops *o = m->ops;
-  fprintf(ev->out, "step=%d mb=%d %s module=%s call=%d passed=%s beta=%d fp_out=%016llx", ev->step,
+  fprintf(ev->out, "step=%d mb=%d kind=%s module=%s call=%d passed=%s beta=%d fp_out=%016llx", ev->step,
           ev->microbatch, dir, lin->name, call, rc_flag_name(p), beta,
           (unsigned long long)o->fingerprint(out, out_n * sizeof(float)));
   if (beta >= 0)

@@ -78,9 +78,12 @@ typedef struct {
   rc_layer trm;
 } rc_mtp_layer;
 
-/* Events for `bisect` (DESIGN §9): off by default; one line per event. */
+/* Events for `bisect` (DESIGN §9, docs/events.md): off by default and one
+ * NULL check when off; one key=value line per event. */
 typedef struct {
-  FILE *out; /* NULL = off */
+  FILE *out;       /* where events go during the current step; NULL = off */
+  FILE *file;      /* --events FILE */
+  int from_step;   /* --events-from-step: log steps >= this */
   int step, microbatch;
 } rc_event_log;
 

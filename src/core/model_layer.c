@@ -6,6 +6,7 @@
  * Inputs of every GEMM are rounded to the compute type first (that is how
  * bf16/fp16 are emulated, identically on both backends), and the rounded
  * copies are what the weight-gradient GEMMs see in backward. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,9 @@ static void dropout_maybe(rc_model *m, float *x, size_t n, uint64_t *offset_out,
   if (draw) {
     *offset_out = m->rng_offset;
     m->rng_offset += (n + 3) / 4; /* one Philox block per 4 elements */
+    if (m->events.out)
+      fprintf(m->events.out, "step=%d mb=%d kind=dropout seed=%016llx offset=%llu n=%zu\n", m->events.step,
+              m->events.microbatch, (unsigned long long)m->rng_seed, (unsigned long long)*offset_out, n);
   }
   m->ops->dropout(x, n, (float)m->cfg.dropout, m->rng_seed, *offset_out);
 }

@@ -129,6 +129,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   st->step = m->iteration + 1;
   st->loss_scale = m->loss_scale;
   m->events.step = (int)st->step;
+  m->events.out = m->events.file && st->step >= m->events.from_step ? m->events.file : NULL;
 
   /* Zero main_grad at the start of every step. The injected bug models a
    * "zero only if this process produced gradients" shortcut combined with a
@@ -149,7 +150,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
     m->events.microbatch = mb;
     rc_data_batch(data, m->consumed_samples + (int64_t)mb * m->B, m->B, m->S, D, ids, labels, mask);
     if (m->events.out) {
-      fprintf(m->events.out, "step=%d mb=%d batch samples=%lld fp_ids=%016llx\n", m->events.step, mb,
+      fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx\n", m->events.step, mb,
               (long long)(m->consumed_samples + (int64_t)mb * m->B),
               (unsigned long long)o->fingerprint(ids[0], sizeof(int32_t) * (size_t)T));
     }
@@ -186,16 +187,30 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
     st->lr = rc_model_lr(m, m->scheduler_steps);
     double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
     double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
+    if (m->events.out)
+      fprintf(m->events.out, "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
+              m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step);
     for (int i = 0; i < m->nparams; i++) {
       rc_param *p = &m->params[i];
       o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
                (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
                p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
+      if (m->events.out)
+        fprintf(m->events.out,
+                "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx fp_exp_avg=%016llx "
+                "fp_exp_avg_sq=%016llx\n",
+                m->events.step, p->name, (unsigned long long)o->fingerprint(p->main_grad, p->numel * 4),
+                (unsigned long long)o->fingerprint(p->weight, p->numel * 4),
+                (unsigned long long)o->fingerprint(p->exp_avg, p->numel * 4),
+                (unsigned long long)o->fingerprint(p->exp_avg_sq, p->numel * 4));
     }
-    if (m->events.out)
-      fprintf(m->events.out, "step=%d optimizer lr=%a clip=%a bc1=%a bc2=%a fp_params=%016llx\n",
-              m->events.step, st->lr, clip, bc1, bc2, (unsigned long long)rc_model_fp_params(m));
   }
+  if (m->events.out)
+    fprintf(m->events.out,
+            "step=%d mb=-1 kind=loss_scaler scale=%a overflow=%d growth_tracker=%lld hysteresis_tracker=%lld "
+            "grad_norm=%a\n",
+            m->events.step, m->loss_scale, overflow, (long long)m->growth_tracker,
+            (long long)m->hysteresis_tracker, st->grad_norm);
   update_loss_scale(m, overflow);
   m->iteration += 1;
   rc_model_end_step(m);
