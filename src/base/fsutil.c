@@ -7,8 +7,12 @@
  * any failure the temp file is removed and path is left as it was. */
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +100,54 @@ static int fsync_parent(const char *path) {
   return 0;
 }
 
+/* ---- the crash hook: read the environment once (several save threads may
+ * reach a crash point), count atomically. */
+static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
+static long crash_at = 0; /* 0: never */
+static bool crash_trace = false;
+static atomic_long crash_count;
+
+static void crash_init(void) {
+  const char *v = getenv("RC_TEST_CRASH_AT_WRITE");
+  if (v && *v) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end == 0 && n > 0) crash_at = n;
+  }
+  const char *t = getenv("RC_TEST_CRASH_TRACE");
+  crash_trace = t && !strcmp(t, "1");
+}
+
+void rc_test_crash_point(const char *what, const char *path) {
+  pthread_once(&crash_once, crash_init);
+  long n = atomic_fetch_add(&crash_count, 1) + 1;
+  if (crash_trace) fprintf(stderr, "crash point %ld: %s %s\n", n, what, path);
+  if (n == crash_at) {
+    fprintf(stderr, "RC_TEST_CRASH_AT_WRITE=%ld: SIGKILL %s %s\n", n, what, path);
+    raise(SIGKILL);
+  }
+}
+
+void rc_remove_stale_temps(const char *dir, const char *const *names, int n) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  char path[4096];
+  while ((e = readdir(d))) {
+    for (int i = 0; i < n; i++) {
+      size_t len = strlen(names[i]);
+      const char *rest = e->d_name + len;
+      if (strncmp(e->d_name, names[i], len) || strncmp(rest, ".tmp.", 5) || !rest[5]) continue;
+      bool digits = true;
+      for (const char *p = rest + 5; *p; p++) digits = digits && *p >= '0' && *p <= '9';
+      if (!digits) continue;
+      int k = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (k > 0 && (size_t)k < sizeof path) unlink(path);
+    }
+  }
+  closedir(d);
+}
+
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
   char tmp[4096];
   int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -106,16 +158,23 @@ int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *e
     int e = errno;
     return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s%s", tmp, strerror(e), hint(e));
   }
+  rc_test_crash_point("created", tmp);
   const char *step = "writing";
-  if (write_all(fd, data, n) != 0) goto fail;
+  /* in two halves, so that the crash hook can leave a half-written temp */
+  if (write_all(fd, data, n / 2) != 0) goto fail;
+  rc_test_crash_point("half written", tmp);
+  if (write_all(fd, (const char *)data + n / 2, n - n / 2) != 0) goto fail;
+  rc_test_crash_point("written", tmp);
   step = "fsync of";
   if (fsync(fd) != 0) goto fail;
   step = "closing";
   int r = close(fd);
   fd = -1;
   if (r != 0) goto fail;
+  rc_test_crash_point("synced", tmp);
   step = "renaming";
   if (rename(tmp, path) != 0) goto fail;
+  rc_test_crash_point("renamed", path);
   /* From here the new file is in place; a failed directory fsync is still
    * reported because durability was asked for. */
   if (fsync_parent(path) != 0) {
@@ -123,6 +182,7 @@ int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *e
     return rc_fail(err, RC_EXIT_IOERR, "fsync of the directory of %s: %s%s", path, strerror(e),
                    hint(e));
   }
+  rc_test_crash_point("directory synced", path);
   return RC_OK;
 fail:;
   int e = errno;

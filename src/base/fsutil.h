@@ -16,6 +16,18 @@ int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *e
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for text use). */
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err);
 bool rc_path_exists(const char *path);
+/* Test hook for crash-safety tests (docs/robustness.md), not a feature: with
+ * RC_TEST_CRASH_AT_WRITE=N in the environment, the Nth call in this process
+ * raises SIGKILL, so a test can stop a save at any of its write steps (temp
+ * file created, half written, written, fsync'd, renamed, directory
+ * fsync'd). Without the variable it only counts. `what` names the step; with
+ * RC_TEST_CRASH_TRACE=1 each call prints "crash point N: what" to stderr. */
+void rc_test_crash_point(const char *what, const char *path);
+/* Removes stale "NAME.tmp.<digits>" files in dir for the given names: left
+ * by a process that was killed mid-save. Only the caller writes these names,
+ * so any such file is stale. Failure to remove is ignored (a leftover temp
+ * file is untidy, never loaded). */
+void rc_remove_stale_temps(const char *dir, const char *const *names, int n);
 bool rc_is_dir(const char *path);
 /* path = dir + "/" + name; aborts if it does not fit. */
 void rc_path_join(char *out, size_t cap, const char *dir, const char *name);

@@ -93,16 +93,23 @@ static int write_pieces_atomic(const char *path, const rc_piece *pieces, int n, 
     int e = errno;
     return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s%s", tmp, strerror(e), errno_hint(e));
   }
+  rc_test_crash_point("created", tmp);
   const char *step = "writing";
-  if (write_pieces(fd, pieces, n) != 0) goto fail;
+  /* in two halves, so that the crash hook can leave a half-written temp */
+  if (write_pieces(fd, pieces, n / 2) != 0) goto fail;
+  rc_test_crash_point("half written", tmp);
+  if (write_pieces(fd, pieces + n / 2, n - n / 2) != 0) goto fail;
+  rc_test_crash_point("written", tmp);
   step = "fsync of";
   if (fsync(fd) != 0) goto fail;
   step = "closing";
   int r = close(fd);
   fd = -1;
   if (r != 0) goto fail;
+  rc_test_crash_point("synced", tmp);
   step = "renaming";
   if (rename(tmp, path) != 0) goto fail;
+  rc_test_crash_point("renamed", path);
   const char *slash = strrchr(path, '/');
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -112,6 +119,7 @@ static int write_pieces_atomic(const char *path, const rc_piece *pieces, int n, 
     return rc_fail(err, RC_EXIT_IOERR, "fsync of the directory of %s: %s", path, strerror(e));
   }
   close(dfd);
+  rc_test_crash_point("directory synced", path);
   return RC_OK;
 fail:;
   int e = errno;
@@ -202,6 +210,12 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   shard.rank = meta->rank;
   shard.bytes = image.size;
   rc_shard_filename(shard.file, sizeof shard.file, meta->rank, meta->world_size);
+  /* A save killed here before left NAME.tmp.<pid> files: remove this rank's
+   * (only this rank writes those names, so they are stale). The renamed
+   * files of an unfinished save are simply replaced. */
+  rc_fragment_filename(file, sizeof file, meta->rank, meta->world_size);
+  const char *mine[] = {shard.file, file, RC_ARGS_NAME, RC_MANIFEST_NAME, RC_COMPLETE_NAME};
+  rc_remove_stale_temps(dir, mine, meta->rank == 0 ? 5 : 2);
   rc_path_join(path, sizeof path, dir, shard.file);
   if (state->count > 0) {
     shard.datasets = calloc((size_t)state->count, sizeof *shard.datasets);
@@ -270,6 +284,8 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
   if (rc_path_exists(path))
     return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s",
                    iter_dir);
+  const char *mine[] = {RC_MANIFEST_NAME, RC_COMPLETE_NAME};
+  rc_remove_stale_temps(iter_dir, mine, 2);
   rc_manifest m = {.iteration = iteration, .world_size = world_size};
   m.shards = calloc((size_t)world_size, sizeof *m.shards);
   if (!m.shards) return rc_fail(err, RC_EXIT_SOFTWARE, "finalize %s: out of memory", iter_dir);
