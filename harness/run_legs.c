@@ -22,6 +22,7 @@
 
 #include "base/fsutil.h"
 #include "harness/report.h"
+#include "harness/run_signal.h"
 
 extern char **environ;
 
@@ -145,7 +146,15 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     leg->term_signal = WTERMSIG(status);
   }
   if (was_killed) {
-    leg->state = RC_LEG_KILLED; /* reason set when it was stopped */
+    leg->state = RC_LEG_KILLED; /* reason set when it was stopped; add how far it got */
+    char trace[RC_RUN_PATH_CAP + 16];
+    snprintf(trace, sizeof trace, "%s/trace.csv", leg->dir);
+    int64_t done = rc_trace_rows(trace);
+    if (done > leg->steps_done) leg->steps_done = done;
+    size_t len = strlen(leg->reason);
+    snprintf(leg->reason + len, sizeof leg->reason - len,
+             "; it had finished %" PRId64 " of its %" PRId64 " steps", leg->steps_done,
+             leg->last_step - leg->resume_step);
   } else if (leg->term_signal) {
     leg->state = RC_LEG_FAILED;
     snprintf(leg->reason, sizeof leg->reason, "killed by signal %d (%s)", leg->term_signal,
@@ -175,7 +184,11 @@ int rc_run_legs(rc_run *run, rc_err *err) {
     if (rc_run_interrupt_requested() && !run->interrupted) {
       run->interrupted = true;
       stop = true;
-      snprintf(stop_reason, sizeof stop_reason, "interrupted (SIGINT/SIGTERM)");
+      int sig = rc_run_interrupt_signal();
+      snprintf(stop_reason, sizeof stop_reason, "interrupted by %s",
+               sig == SIGTERM  ? "SIGTERM"
+               : sig == SIGINT ? "SIGINT"
+                               : "a signal");
     }
     /* reap */
     int running = 0;

@@ -3,20 +3,26 @@
  * by `train --dry-run` (whose canonical config goes into the report), an
  * exec trainer's program must exist, and the output directory must not hold
  * leg directories from an earlier run (--overwrite removes them, and only
- * where a marker shows that `run` made them). */
+ * where a marker shows that `run` made them). Two runs never share a
+ * directory: the first holds an flock on DIR/.lock until it exits, and a
+ * second is refused before it touches anything (--overwrite included). An
+ * --out that cannot be written is refused here too, before any leg starts. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
+#include "harness/run_signal.h"
 
 #define RUN_MARKER ".resumecheck-run"
 
@@ -107,6 +113,55 @@ static int remove_tree(const char *path, rc_err *err) {
   return RC_OK;
 }
 
+/* The lock of this process's run: one run per process, held until exit (the
+ * kernel drops it then, however the process ends). Close-on-exec, so a leg
+ * never inherits it. */
+static int g_lock_fd = -1;
+
+static int lock_out_dir(const char *out_dir, rc_err *err) {
+  char path[RC_RUN_PATH_CAP + 32];
+  snprintf(path, sizeof path, "%s/%s", out_dir, RC_RUN_LOCK_NAME);
+  if (g_lock_fd >= 0) { /* a second run in this process: the first is over */
+    close(g_lock_fd);
+    g_lock_fd = -1;
+  }
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    return rc_fail(err, RC_EXIT_IOERR, "--out %s is not writable: cannot create %s: %s", out_dir,
+                   path, strerror(e));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char holder[32] = "";
+    ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
+    close(fd);
+    if (e != EWOULDBLOCK)
+      return rc_fail(err, RC_EXIT_IOERR, "cannot lock %s: %s", path, strerror(e));
+    if (got > 0) {
+      holder[got] = 0;
+      holder[strcspn(holder, "\n")] = 0;
+    }
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "another `resumecheck run`%s%s%s is using %s (it holds %s): choose another"
+                   " --out or wait for it to finish",
+                   got > 0 ? " (pid " : "", got > 0 ? holder : "", got > 0 ? ")" : "", out_dir,
+                   path);
+  }
+  /* the holder's pid, for the message above (informative only: the lock is
+   * the flock, not the text) */
+  char text[32];
+  int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+    int e = errno;
+    close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "--out %s is not writable: writing %s: %s", out_dir, path,
+                   strerror(e));
+  }
+  g_lock_fd = fd;
+  return RC_OK;
+}
+
 int rc_run_prepare(rc_run *run, rc_err *err) {
   const rc_run_opts *o = &run->opts;
   int rc;
@@ -121,6 +176,7 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
   }
 
   if ((rc = rc_mkdir_p(o->out_dir, err))) return rc;
+  if ((rc = lock_out_dir(o->out_dir, err))) return rc;
   char marker[RC_RUN_PATH_CAP + 32];
   snprintf(marker, sizeof marker, "%s/%s", o->out_dir, RUN_MARKER);
   bool ours = rc_path_exists(marker);

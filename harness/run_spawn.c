@@ -19,13 +19,14 @@
 #include <unistd.h>
 
 #include "harness/report.h"
+#include "harness/run_signal.h"
 
 extern char **environ;
 
 static volatile sig_atomic_t g_interrupt = 0;
 
 static void on_signal(int sig) {
-  g_interrupt = sig;
+  if (!g_interrupt) g_interrupt = sig; /* the first signal decides the exit status */
 }
 
 void rc_run_install_signal_handlers(void) {
@@ -40,6 +41,10 @@ void rc_run_install_signal_handlers(void) {
 
 bool rc_run_interrupt_requested(void) {
   return g_interrupt != 0;
+}
+
+int rc_run_interrupt_signal(void) {
+  return (int)g_interrupt;
 }
 
 /* Default dispositions and an empty mask in the child, whatever the harness

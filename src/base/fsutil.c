@@ -118,6 +118,12 @@ static void crash_init(void) {
   crash_trace = t && !strcmp(t, "1");
 }
 
+void rc_test_crash_points_off(void) {
+  pthread_once(&crash_once, crash_init);
+  crash_at = 0;
+  crash_trace = false;
+}
+
 void rc_test_crash_point(const char *what, const char *path) {
   pthread_once(&crash_once, crash_init);
   long n = atomic_fetch_add(&crash_count, 1) + 1;

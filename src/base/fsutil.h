@@ -23,6 +23,10 @@ bool rc_path_exists(const char *path);
  * fsync'd). Without the variable it only counts. `what` names the step; with
  * RC_TEST_CRASH_TRACE=1 each call prints "crash point N: what" to stderr. */
 void rc_test_crash_point(const char *what, const char *path);
+/* Turns the hook off in this process (it stays in the environment for the
+ * processes it starts): `run` uses it so that the variable reaches the legs'
+ * saves, not the harness's own files. */
+void rc_test_crash_points_off(void);
 /* Removes stale "NAME.tmp.<digits>" files in dir for the given names: left
  * by a process that was killed mid-save. Only the caller writes these names,
  * so any such file is stale. Failure to remove is ignored (a leftover temp

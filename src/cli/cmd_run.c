@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "cli/cli.h"
 #include "harness/report.h"
 #include "harness/run.h"
+#include "harness/run_signal.h"
 
 static void usage(FILE *out) {
   fprintf(
@@ -64,7 +66,8 @@ static void usage(FILE *out) {
       "Exit codes: 0 every check identical; 1 resume divergence (or the fusion arms differ);\n"
       "2 A/A failure (not deterministic: the resume result is inconclusive); 64 usage error;\n"
       "70 a leg failed (its exit status and log tail are reported); 74 I/O error;\n"
-      "130 interrupted. With --git-bisect: 0, 1, or 125 for anything untestable.\n");
+      "130/143 interrupted (SIGINT/SIGTERM). With --git-bisect: 0, 1, or 125 for anything "
+      "untestable.\n");
 }
 
 typedef struct {
@@ -299,6 +302,7 @@ int rc_cmd_run(int argc, char **argv) {
   o.argc = argc;
 
   rc_run_install_signal_handlers();
+  rc_test_crash_points_off(); /* RC_TEST_CRASH_AT_WRITE is for the legs' saves */
   double t_start = rc_now();
   if ((rc = rc_run_plan(&run, &o, &err))) {
     planned = true;
@@ -315,6 +319,9 @@ int rc_cmd_run(int argc, char **argv) {
     fprintf(stderr, "resumecheck run: %s\n", err.msg);
     goto done;
   }
+  /* 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM */
+  if (run.interrupted && rc_run_interrupt_signal() > 0)
+    run.exit_code = 128 + rc_run_interrupt_signal();
   run.wall_s = rc_now() - t_start; /* the whole run: dry-run, legs and checks */
   rc_report_text(&run, stdout);
 
