@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""torch_crosscheck.py - an independent PyTorch re-implementation of one
+resumecheck training step, started from a resumecheck checkpoint (issue #6).
+
+    resumecheck train --preset tiny --precision fp32 --device cuda \\
+        --steps 3 --save-at 2,3 --out D
+    python3 bench/torch_crosscheck.py D --step 2
+
+Loads D/ckpt/iter_000000K/shard_00000_of_00001.h5 (weights, optimizer
+moments and step, expert bias, data position, the canonical config in
+/meta), rebuilds the batch of step K+1 from the synthetic data stream
+(src/core/data.c ported exactly: a pure function of (seed, sample index)
+through rc_mix64), runs the model of src/core (model.c, model_layer.c,
+train_step.c) with autograd, and compares step K+1's loss, MTP losses and
+grad norm with row K+1 of D/trace.csv. If D also holds the checkpoint at
+K+1, the AdamW update (the core's formula, clip and bias correction) is
+applied and every parameter and moment is compared with it.
+
+The model, as the core has it: token embedding; pre-norm layers RMSNorm ->
+fused QKV (rows [q | k | v], head h at h*hd) -> interleaved RoPE on q and k
+-> causal softmax attention (scale 1/sqrt(hd)) -> out proj -> residual;
+RMSNorm -> SwiGLU ([gate | up]) or MoE (fp32 router on the unrounded
+normalised input, sigmoid scores + expert_bias select top-k by (score desc,
+index asc), weights s_sel / sum s_sel, stable dispatch, aux loss coeff * E *
+sum_e f_e mean_t p[t,e] with p = s / sum s and f_e = count_e / (T k)
+constant) -> residual; final RMSNorm; MTP depths k = 1..D through the
+physical layer(s): x = eh_proj(concat(enorm(Emb(ids_k)), hnorm(h_{k-1}))),
+h_k = final_norm_k(TRM(x)); head shared. Per microbatch
+J = [CE0/N0 + lambda/D sum_k CE_k/N_k + aux] / M; grad norm = L2 over every
+parameter's gradient (before clipping).
+
+Precision: with fp32 the step runs in float64 by default (--dtype), so the
+difference is the core's own fp32 rounding (expect ~1e-6 relative). With
+bf16 the core's emulation is reproduced: every linear rounds its input and
+weight to bf16 in forward and its output gradient to bf16 in backward (what
+model_layer.c does around each GEMM); the router stays unrounded. Expect
+agreement to a few 1e-3.
+
+Prints a table and one JSON line; exit 0 if every check is within
+tolerance, 1 otherwise, 2 on bad input.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MASK64 = (1 << 64) - 1
+
+
+# ---------------------------------------------------------------- data (src/core/data.c)
+def mix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def hash3(seed, a, b):
+    return mix64(mix64(seed ^ 0x5DEECE66D) ^ mix64(((a * 0x9E3779B97F4A7C15) & MASK64) + b & MASK64))
+
+
+def next_token(seed, V, prev, r):
+    u = float(r >> 11) * (1.0 / 9007199254740992.0)
+    j = 0 if u < 0.55 else 1 if u < 0.80 else 2 if u < 0.92 else 3
+    return 1 + hash3(seed, prev & MASK64, j + 7) % (V - 1)
+
+
+def make_sample(cfg, i, S):
+    seed = cfg["seed"] & MASK64
+    if cfg.get("data"):
+        raise SystemExit("torch_crosscheck: --data FILE runs are not supported (synthetic corpus only)")
+    span = S // 4 if S // 4 > 0 else 1
+    ln = S + 1 - hash3(seed, i, 2) % span
+    x = [0] * (S + 1)
+    x[0] = 1 + hash3(seed, i, 3) % (cfg["vocab"] - 1)
+    for t in range(1, S + 1):
+        x[t] = next_token(seed, cfg["vocab"], x[t - 1], hash3(seed, i, 100 + t)) if t < ln else 0
+    return x, ln
+
+
+def make_batch(cfg, first, B, S, D):
+    """ids, labels, mask: lists over depth 0..D of (B, S) arrays, as rc_data_batch."""
+    ids = [np.zeros((B, S), np.int64) for _ in range(D + 1)]
+    lab = [np.zeros((B, S), np.int64) for _ in range(D + 1)]
+    msk = [np.zeros((B, S), np.float64) for _ in range(D + 1)]
+    P = cfg.get("prompt_len", 0)
+    for b in range(B):
+        x, ln = make_sample(cfg, first + b, S)
+        for t in range(S):
+            ids[0][b, t] = x[t]
+            lab[0][b, t] = x[t + 1]
+            msk[0][b, t] = 1.0 if (t + 1 < ln and t >= P) else 0.0
+        for k in range(1, D + 1):
+            ids[k][b, :-1], lab[k][b, :-1], msk[k][b, :-1] = ids[k - 1][b, 1:], lab[k - 1][b, 1:], msk[k - 1][b, 1:]
+    return ids, lab, msk
+
+
+# ---------------------------------------------------------------- model
+class RLinear(torch.autograd.Function):
+    """y = r(x) r(W)^T; backward rounds dy first: the core's bf16 emulation."""
+
+    @staticmethod
+    def forward(ctx, x, w, rnd):
+        xr, wr = rnd(x), rnd(w)
+        ctx.save_for_backward(xr, wr)
+        ctx.rnd = rnd
+        return xr @ wr.t()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        g = ctx.rnd(dy)
+        return g @ wr, g.reshape(-1, g.shape[-1]).t() @ xr.reshape(-1, xr.shape[-1]), None
+
+
+class Core:
+    def __init__(self, cfg, W, bias, dtype, dev):
+        self.c, self.W, self.bias, self.dt, self.dev = cfg, W, bias, dtype, dev
+        self.H, self.nh = cfg["hidden"], cfg["heads"]
+        self.hd = self.H // self.nh
+        self.E, self.K, self.D = cfg["experts"], cfg["topk"], cfg["mtp_depths"]
+        self.eps = cfg["norm_eps"]
+        bf16 = cfg["precision"] in ("bf16", "fp8")
+        if cfg["precision"] in ("fp16", "fp8"):
+            raise SystemExit("torch_crosscheck: precision %s is not supported (fp32, bf16)" % cfg["precision"])
+        self.rnd = (lambda t: t.to(torch.bfloat16).to(dtype)) if bf16 else (lambda t: t)
+        S = cfg["seq_len"]
+        i = torch.arange(self.hd // 2, dtype=torch.float64)
+        ang = torch.arange(S, dtype=torch.float64)[:, None] * cfg["rope_theta"] ** (-2.0 * i / self.hd)
+        # the core computes angles, cos, sin in double, then rounds to float
+        self.cos = ang.cos().float().to(dtype).to(dev)
+        self.sin = ang.sin().float().to(dtype).to(dev)
+
+    def lin(self, x, name):
+        return RLinear.apply(x, self.W[name + "/weight"], self.rnd)
+
+    def norm(self, x, name):
+        w = self.W[name + "/weight"]
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
+
+    def rope(self, x):  # (B, S, n, hd), interleaved pairs
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        c, s = self.cos[None, :, None, :], self.sin[None, :, None, :]
+        return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+
+    def attention(self, a, p, B, S):
+        qkv = self.lin(a, p + "/self_attention/linear_qkv").view(B, S, 3, self.nh, self.hd)
+        q = self.rope(qkv[:, :, 0]).transpose(1, 2)
+        k = self.rope(qkv[:, :, 1]).transpose(1, 2)
+        v = qkv[:, :, 2].transpose(1, 2)
+        sc = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
+        causal = torch.ones(S, S, dtype=torch.bool, device=self.dev).triu(1)
+        pr = torch.softmax(sc.masked_fill(causal, float("-inf")), -1)
+        o = (pr @ v).transpose(1, 2).reshape(B, S, self.H)
+        return self.lin(o, p + "/self_attention/linear_proj")
+
+    def swiglu(self, x, w1, w2):
+        h = RLinear.apply(x, w1, self.rnd)
+        g, u = h.chunk(2, dim=-1)
+        return RLinear.apply(F.silu(g) * u, w2, self.rnd)
+
+    def moe(self, a, p, T):
+        """a: (T, H) normalised, unrounded. Returns (out, aux, counts)."""
+        E, K = self.E, self.K
+        logits = a @ self.W[p + "/mlp/router/weight"].t()  # fp32 router: no rounding
+        sig = torch.sigmoid(logits)
+        if self.c["moe_scoring"] != "sigmoid":
+            raise SystemExit("torch_crosscheck: only --moe-scoring sigmoid is implemented")
+        score = (sig + self.bias[p].to(sig.dtype)).detach()
+        # top-k by (score desc, index asc): a stable sort on -score keeps the lower index first
+        idx = torch.sort(-score, dim=-1, stable=True).indices[:, :K]
+        s_sel = torch.gather(sig, 1, idx)
+        w = s_sel / s_sel.sum(-1, keepdim=True)
+        flat = idx.reshape(-1)
+        counts = torch.bincount(flat, minlength=E)
+        perm = torch.sort(flat, stable=True).indices  # (expert, token, slot) order
+        xs = a[perm // K]
+        w1, w2 = self.W[p + "/mlp/experts/linear_fc1/weight"], self.W[p + "/mlp/experts/linear_fc2/weight"]
+        outs, lo = [], 0
+        for e, n in enumerate(counts.tolist()):
+            if n:
+                outs.append(self.swiglu(xs[lo:lo + n], w1[e], w2[e]))
+            lo += n
+        ys = torch.cat(outs, 0)
+        y = torch.empty_like(ys).index_copy(0, perm, ys).view(T, K, self.H)
+        out = (y * w[..., None]).sum(1)
+        prob = sig / sig.sum(-1, keepdim=True)
+        f = counts.to(prob.dtype) / (T * K)
+        aux = self.c["moe_aux_loss_coeff"] * E * (f * prob.mean(0)).sum()
+        return out, aux, counts
+
+    def layer(self, x, p, moe, B, S):
+        a = self.norm(x, p + "/input_layernorm")
+        x = x + self.attention(a, p, B, S)
+        a = self.norm(x, p + "/pre_mlp_layernorm")
+        if moe:
+            out, aux, counts = self.moe(a.view(-1, self.H), p, B * S)
+            return x + out.view(B, S, self.H), aux
+        return x + self.swiglu(a, self.W[p + "/mlp/linear_fc1/weight"], self.W[p + "/mlp/linear_fc2/weight"]), None
+
+    def microbatch(self, ids, lab, msk):
+        """J (this microbatch's share of the objective), main loss, MTP losses."""
+        c, D, M = self.c, self.D, self.c["microbatches"]
+        B, S = ids[0].shape
+        L, moe_layers = c["layers"], parse_layers(c["moe_layers"])
+        emb = self.W["embedding/word_embeddings/weight"]
+        head = "embedding/word_embeddings" if c.get("tie_embeddings") else "output_layer"
+        x = emb[ids[0]]
+        aux = []
+        for l in range(L):
+            x, a = self.layer(x, "decoder/layers/%d" % l, l in moe_layers, B, S)
+            if a is not None:
+                aux.append(a)
+        hs = [self.norm(x, "decoder/final_layernorm")]
+        for k in range(1, D + 1):
+            p = "mtp/layers/%d" % (0 if c["mtp_repeated_layer"] else k - 1)
+            cat = torch.cat([self.norm(emb[ids[k]], p + "/enorm"), self.norm(hs[-1], p + "/hnorm")], -1)
+            y, a = self.layer(self.lin(cat, p + "/eh_proj"), p + "/transformer_layer", (L - 1) in moe_layers, B, S)
+            if a is not None:
+                aux.append(a)
+            hs.append(self.norm(y, p + "/final_layernorm"))
+        J = sum(aux) if aux else 0.0
+        losses = []
+        for k in range(D + 1):
+            logits = self.lin(hs[k], head).reshape(-1, c["vocab"])
+            ce = F.cross_entropy(logits, lab[k].reshape(-1), reduction="none")
+            m = msk[k].reshape(-1)
+            n = float(m.sum()) or 1.0
+            lk = (ce * m).sum() / n
+            losses.append(lk)
+            J = J + (lk if k == 0 else c["mtp_loss_scale"] / D * lk)
+        return J / M, [float(v) for v in losses]
+
+
+def parse_layers(s):
+    if isinstance(s, list):
+        return set(s)
+    s = str(s).strip()
+    return set() if s in ("", "none") else {int(v) for v in s.split(",")}
+
+
+# ---------------------------------------------------------------- checkpoint
+def shard_path(run, step):
+    d = os.path.join(run, "ckpt", "iter_%07d" % step)
+    return os.path.join(d, "shard_00000_of_00001.h5")
+
+
+def load_shard(path):
+    f = h5py.File(path, "r")
+    meta = f["/meta"]
+    cfg_raw = meta.attrs["config"]
+    cfg = json.loads(cfg_raw.decode() if isinstance(cfg_raw, bytes) else str(cfg_raw))
+    data = {}
+
+    def visit(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            data["/" + name] = obj[()]
+
+    f.visititems(visit)
+    it = int(meta.attrs["iteration"])
+    f.close()
+    return cfg, data, it
+
+
+def lr_at(cfg, s):
+    if cfg["warmup"] > 0 and s <= cfg["warmup"]:
+        return cfg["lr"] * s / cfg["warmup"]
+    span = cfg["steps"] - cfg["warmup"]
+    prog = min(1.0, (s - cfg["warmup"]) / span) if span > 0 else 1.0
+    return cfg["min_lr"] + 0.5 * (cfg["lr"] - cfg["min_lr"]) * (1.0 + math.cos(math.pi * prog))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", help="the --out directory of a resumecheck train leg")
+    ap.add_argument("--step", type=int, required=True, help="K: start from the checkpoint at K, check step K+1")
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tol", type=float, default=None, help="relative tolerance (default 1e-5 fp32, 2e-2 bf16)")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dtype = getattr(torch, a.dtype)
+    dev = torch.device(a.device)
+
+    path = shard_path(a.run, a.step)
+    if not os.path.exists(path):
+        print("torch_crosscheck: no shard %s" % path, file=sys.stderr)
+        return 2
+    cfg, st, it = load_shard(path)
+    for need in ("moe_scoring", "precision"):
+        if need not in cfg:
+            print("torch_crosscheck: config lacks %r; keys: %s" % (need, sorted(cfg)), file=sys.stderr)
+            return 2
+    tol = a.tol if a.tol is not None else (1e-5 if cfg["precision"] == "fp32" else 2e-2)
+    names = sorted(k[len("/model/"):] for k in st if k.startswith("/model/"))
+    W = {n: torch.tensor(st["/model/" + n], dtype=dtype, device=dev).requires_grad_(True) for n in names}
+    bias = {k[len("/moe/expert_bias/"):]: torch.tensor(v, device=dev) for k, v in st.items()
+            if k.startswith("/moe/expert_bias/")}
+    consumed = int(st["/data/consumed_samples"])
+    core = Core(cfg, W, bias, dtype, dev)
+
+    B, S, D, M = cfg["micro_batch"], cfg["seq_len"], cfg["mtp_depths"], cfg["microbatches"]
+    loss, mtp = 0.0, [0.0] * D
+    for mb in range(M):
+        ids, lab, msk = make_batch(cfg, consumed + mb * B, B, S, D)
+        ids = [torch.tensor(t, device=dev) for t in ids]
+        lab = [torch.tensor(t, device=dev) for t in lab]
+        msk = [torch.tensor(t, dtype=dtype, device=dev) for t in msk]
+        J, ls = core.microbatch(ids, lab, msk)
+        J.backward()  # grads accumulate over microbatches, like main_grad
+        loss += ls[0] / M
+        for k in range(D):
+            mtp[k] += ls[k + 1] / M
+    # the core's parameter order does not matter for the value of the norm up to rounding
+    gsq = sum(float((W[n].grad.double() ** 2).sum()) for n in names)
+    gnorm = math.sqrt(gsq)
+
+    rows = list(csv.DictReader(open(os.path.join(a.run, "trace.csv"))))
+    row = next((r for r in rows if int(r["step"]) == a.step + 1), None)
+    if row is None:
+        print("torch_crosscheck: trace.csv has no step %d" % (a.step + 1), file=sys.stderr)
+        return 2
+    fx = lambda key: float.fromhex(row[key + "_hex"]) if (key + "_hex") in row else float(row[key])
+    checks = [("loss", loss, fx("loss"))]
+    checks += [("mtp_loss_%d" % (k + 1), mtp[k], fx("mtp_loss_%d" % (k + 1))) for k in range(D)]
+    checks.append(("grad_norm", gnorm, fx("grad_norm")))
+
+    # AdamW, if the run also saved K+1: the core's formula in float64
+    nxt = shard_path(a.run, a.step + 1)
+    if os.path.exists(nxt):
+        _, st1, _ = load_shard(nxt)
+        step = int(st["/optimizer/step"]) + 1
+        lr = lr_at(cfg, int(st["/scheduler/num_steps"]) + 1)
+        clip = cfg["clip_grad"] / (gnorm + 1e-6) if cfg["clip_grad"] > 0 and gnorm > cfg["clip_grad"] else 1.0
+        b1, b2 = cfg["adam_beta1"], cfg["adam_beta2"]
+        bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+        worst = {"weight": (0.0, ""), "exp_avg": (0.0, ""), "exp_avg_sq": (0.0, "")}
+        for n in names:
+            decay = W[n].dim() >= 2
+            g = W[n].grad.double().cpu().numpy() * clip
+            m = b1 * st["/optimizer/exp_avg/" + n].astype(np.float64) + (1 - b1) * g
+            v = b2 * st["/optimizer/exp_avg_sq/" + n].astype(np.float64) + (1 - b2) * g * g
+            p = st["/model/" + n].astype(np.float64)
+            p = p - lr * ((m / bc1) / (np.sqrt(v / bc2) + cfg["adam_eps"]) + (cfg["weight_decay"] if decay else 0) * p)
+            for key, ours, theirs in (("weight", p, st1["/model/" + n]), ("exp_avg", m, st1["/optimizer/exp_avg/" + n]),
+                                      ("exp_avg_sq", v, st1["/optimizer/exp_avg_sq/" + n])):
+                den = max(float(np.abs(theirs).max()), 1e-30)
+                r = float(np.abs(ours - theirs).max()) / den
+                if r > worst[key][0]:
+                    worst[key] = (r, n)
+        for key, (r, n) in worst.items():
+            checks.append(("%s@%d (max|d|/max|x|, %s)" % (key, a.step + 1, n or "-"), r, 0.0))
+
+    ok = True
+    print("torch_crosscheck: %s, K=%d, precision %s, torch %s %s on %s, tolerance %.0e" %
+          (a.run, a.step, cfg["precision"], a.dtype, torch.__version__, a.device, tol))
+    print("%-52s %22s %22s %10s" % ("quantity (step %d)" % (a.step + 1), "torch", "resumecheck", "rel diff"))
+    out = {}
+    for name, ours, theirs in checks:
+        if name.startswith(("weight@", "exp_avg@", "exp_avg_sq@")):
+            rel = ours  # already a relative max difference
+            print("%-52s %22s %22s %10.2e" % (name, "-", "-", rel))
+        else:
+            rel = abs(ours - theirs) / max(abs(theirs), 1e-30)
+            print("%-52s %22.12g %22.12g %10.2e" % (name, ours, theirs, rel))
+        out[name] = {"torch": ours, "core": theirs, "rel": rel}
+        ok = ok and rel <= tol
+    print(json.dumps({"crosscheck": "ok" if ok else "FAIL", "precision": cfg["precision"], "step": a.step + 1,
+                      "tol": tol, "checks": out}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
