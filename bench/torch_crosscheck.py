@@ -308,12 +308,13 @@ def main():
     core = Core(cfg, W, bias, dtype, dev)
 
     B, S, D, M = cfg["micro_batch"], cfg["seq_len"], cfg["mtp_depths"], cfg["microbatches"]
-    loss, mtp = 0.0, [0.0] * D
+    loss, mtp, tokens = 0.0, [0.0] * D, 0
     for mb in range(M):
         ids, lab, msk = make_batch(cfg, consumed + mb * B, B, S, D)
         ids = [torch.tensor(t, device=dev) for t in ids]
         lab = [torch.tensor(t, device=dev) for t in lab]
         msk = [torch.tensor(t, dtype=dtype, device=dev) for t in msk]
+        tokens += int(msk[0].sum())
         J, ls = core.microbatch(ids, lab, msk)
         J.backward()  # grads accumulate over microbatches, like main_grad
         loss += ls[0] / M
@@ -329,7 +330,8 @@ def main():
         print("torch_crosscheck: trace.csv has no step %d" % (a.step + 1), file=sys.stderr)
         return 2
     fx = lambda key: float.fromhex(row[key + "_hex"]) if (key + "_hex") in row else float(row[key])
-    checks = [("loss", loss, fx("loss"))]
+    checks = [("tokens (data stream port)", float(tokens), float(row["tokens"]))]
+    checks.append(("loss", loss, fx("loss")))
     checks += [("mtp_loss_%d" % (k + 1), mtp[k], fx("mtp_loss_%d" % (k + 1))) for k in range(D)]
     checks.append(("grad_norm", gnorm, fx("grad_norm")))
 
