@@ -12,6 +12,7 @@
 
 #include "backend/numeric.h"
 #include "core/model_internal.h"
+#include "dist/comm.h"
 #include "io/sha256.h"
 
 typedef enum { ON_DEVICE, ON_HOST } where;
@@ -22,16 +23,18 @@ typedef struct {
   where loc;
   size_t nbytes;
   bool apply_on_load;
+  bool replicated; /* data parallel: saved by rank 0 only, broadcast from it on load */
 } binding;
 
 typedef struct {
   rc_state st;
   binding *b;
   int cap;
+  bool replicated; /* what `add` marks the items it adds as */
 } state_list;
 
-static void add(state_list *l, const char *path, rc_dtype dt, int ndim, const int64_t *shape, void *src,
-                where loc, bool apply) {
+static void add(state_list *l, const char *path, rc_dtype dt, int ndim, const int64_t *shape,
+                void *src, where loc, bool apply) {
   rc_tensor *t = rc_state_add(&l->st, path, dt, ndim, shape, NULL);
   size_t n = rc_tensor_nbytes(t);
   t->data = calloc(n ? n : 1, 1);
@@ -41,7 +44,7 @@ static void add(state_list *l, const char *path, rc_dtype dt, int ndim, const in
     l->b = realloc(l->b, sizeof(binding) * (size_t)l->cap);
     if (!l->b) abort();
   }
-  l->b[l->st.count - 1] = (binding){src, loc, n, apply};
+  l->b[l->st.count - 1] = (binding){src, loc, n, apply, l->replicated};
 }
 
 static void add_scalar(state_list *l, const char *path, rc_dtype dt, void *host_src, bool apply) {
@@ -55,21 +58,51 @@ static void add_moe_bias(rc_model *m, state_list *l, rc_layer *L) {
   add(l, path, RC_DT_F32, 1, shape, L->expert_bias_host, ON_HOST, true);
 }
 
+/* Every piece of state in a fixed order. With data parallel (m->comm) each
+ * item is either replicated (identical on every rank: rank 0 saves it) or
+ * this rank's own (every rank saves its own): the sharded optimizer moments,
+ * the dropout RNG, and main_grad when the injected bug carries it. */
 static void build(rc_model *m, state_list *l) {
   const rc_config *c = &m->cfg;
   unsigned bug = c->inject;
   char path[RC_PATH_MAX];
+  bool dp = m->comm != NULL;
+  l->replicated = dp;
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     snprintf(path, sizeof path, "/model/%s", p->name);
     add(l, path, RC_DT_F32, p->ndim, p->shape, p->weight, ON_DEVICE, true);
   }
-  for (int i = 0; i < m->nparams; i++) {
-    rc_param *p = &m->params[i];
-    snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
-    add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg, ON_DEVICE, true);
-    snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
-    add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg_sq, ON_DEVICE, true);
+  l->replicated = false;
+  if (dp) {
+    /* interleaved per parameter, as below, so that W = 1 matches */
+    for (int i = 0; i < m->nparams; i++) {
+      size_t lo, hi;
+      if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+      rc_param *p = &m->params[i];
+      float *a = rc_dist_shard_ptr(m, m->dist.exp_avg, i, lo),
+            *b = rc_dist_shard_ptr(m, m->dist.exp_avg_sq, i, lo);
+      if (lo == 0 && hi == p->numel) {
+        snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
+        add(l, path, RC_DT_F32, p->ndim, p->shape, a, ON_DEVICE, true);
+        snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
+        add(l, path, RC_DT_F32, p->ndim, p->shape, b, ON_DEVICE, true);
+      } else {
+        int64_t shape[1] = {(int64_t)(hi - lo)};
+        snprintf(path, sizeof path, "/optimizer/exp_avg/%s.elements_%zu_%zu", p->name, lo, hi);
+        add(l, path, RC_DT_F32, 1, shape, a, ON_DEVICE, true);
+        snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s.elements_%zu_%zu", p->name, lo, hi);
+        add(l, path, RC_DT_F32, 1, shape, b, ON_DEVICE, true);
+      }
+    }
+  } else {
+    for (int i = 0; i < m->nparams; i++) {
+      rc_param *p = &m->params[i];
+      snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
+      add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg, ON_DEVICE, true);
+      snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
+      add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg_sq, ON_DEVICE, true);
+    }
   }
   if (bug & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD)
     for (int i = 0; i < m->nparams; i++) {
@@ -77,6 +110,7 @@ static void build(rc_model *m, state_list *l) {
       snprintf(path, sizeof path, "/optimizer/main_grad/%s", p->name);
       add(l, path, RC_DT_F32, p->ndim, p->shape, p->main_grad, ON_DEVICE, true);
     }
+  l->replicated = dp;
   if (!(bug & RC_BUG_OPTIMIZER_STEP_NOT_SAVED))
     add_scalar(l, "/optimizer/step", RC_DT_I64, &m->optimizer_step, true);
   add_scalar(l, "/scheduler/num_steps", RC_DT_I64, &m->scheduler_steps,
@@ -86,8 +120,12 @@ static void build(rc_model *m, state_list *l) {
     add_scalar(l, "/loss_scaler/growth_tracker", RC_DT_I64, &m->growth_tracker, true);
     add_scalar(l, "/loss_scaler/hysteresis_tracker", RC_DT_I64, &m->hysteresis_tracker, true);
   }
+  /* per-rank state; the injected bug treats it as replicated: rank 0's
+   * stream is saved and every rank resumes with it */
+  l->replicated = dp && (bug & RC_BUG_RNG_SAVED_AS_REPLICATED);
   add_scalar(l, "/rng/seed", RC_DT_U64, &m->rng_seed, true);
   if (!(bug & RC_BUG_RNG_NOT_SAVED)) add_scalar(l, "/rng/offset", RC_DT_U64, &m->rng_offset, true);
+  l->replicated = dp;
   if (!(bug & RC_BUG_DATA_POSITION_NOT_SAVED))
     add_scalar(l, "/data/consumed_samples", RC_DT_I64, &m->consumed_samples, true);
   if (!(bug & RC_BUG_EXPERT_BIAS_NOT_SAVED) && c->moe_scoring == RC_SCORE_SIGMOID) {
@@ -117,6 +155,31 @@ static void free_list(state_list *l) {
   free(l->b);
 }
 
+/* The items this rank's shard holds: everything with one process; with data
+ * parallel, its own items, and the replicated ones on rank 0 only. The
+ * tensors borrow the list's buffers. */
+static void shard_view(rc_model *m, const state_list *l, rc_state *view) {
+  memset(view, 0, sizeof *view);
+  for (int i = 0; i < l->st.count; i++) {
+    if (l->b[i].replicated && m->rank != 0) continue;
+    const rc_tensor *t = &l->st.tensors[i];
+    rc_state_add(view, t->path, t->dtype, t->ndim, t->shape, t->data);
+  }
+}
+
+/* After a data-parallel load: rank 0's replicated state to every rank. */
+static int broadcast_replicated(rc_model *m, const state_list *l, rc_err *err) {
+  for (int i = 0; i < l->st.count; i++) {
+    const binding *b = &l->b[i];
+    if (!b->replicated) continue;
+    int rc = b->loc == ON_DEVICE
+                 ? m->comm->broadcast(m->comm, b->src, b->nbytes, 0, err)
+                 : rc_comm_broadcast_host(m->comm, m->ops, b->src, b->nbytes, 0, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static void fill_meta(rc_model *m, rc_shard_meta *meta, char *config_json, char *hash) {
   memset(meta, 0, sizeof *meta);
   meta->format_version = RC_SHARD_FORMAT_VERSION;
@@ -133,10 +196,13 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   build(m, &l);
   for (int i = 0; i < l.st.count; i++) {
     binding *b = &l.b[i];
-    if (b->loc == ON_DEVICE) m->ops->to_host(l.st.tensors[i].data, b->src, b->nbytes);
-    else memcpy(l.st.tensors[i].data, b->src, b->nbytes);
+    if (b->loc == ON_DEVICE)
+      m->ops->to_host(l.st.tensors[i].data, b->src, b->nbytes);
+    else
+      memcpy(l.st.tensors[i].data, b->src, b->nbytes);
     /* the injected down-cast: moments stored as bf16 values */
-    if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) && !strncmp(l.st.tensors[i].path, "/optimizer/exp_avg", 18)) {
+    if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) &&
+        !strncmp(l.st.tensors[i].path, "/optimizer/exp_avg", 18)) {
       float *f = l.st.tensors[i].data;
       for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
     }
@@ -145,7 +211,21 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   char hash[RC_SHA256_HEX];
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
-  int rc = rc_checkpoint_save(ckpt_root, &meta, &l.st, args_json, err);
+  rc_state view;
+  shard_view(m, &l, &view);
+  int rc = rc_checkpoint_save(ckpt_root, &meta, &view, m->rank == 0 ? args_json : NULL, err);
+  if (m->comm && m->cfg.world_size > 1) {
+    /* every shard is written before rank 0 writes the manifest and COMPLETE */
+    rc = rc_comm_agree(m->comm, m->ops, rc, err);
+    if (!rc && m->rank == 0) {
+      char iter_dir[4096], name[32];
+      rc_iter_dirname(name, sizeof name, m->iteration);
+      snprintf(iter_dir, sizeof iter_dir, "%s/%s", ckpt_root, name);
+      rc = rc_checkpoint_finalize(iter_dir, m->cfg.world_size, m->iteration, err);
+    }
+    rc = rc_comm_agree(m->comm, m->ops, rc, err);
+  }
+  rc_state_free(&view);
   free(config);
   free_list(&l);
   return rc;
@@ -164,11 +244,12 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   long long iteration;
   char tail;
   if (sscanf(base, "iter_%lld%c", &iteration, &tail) != 1 || iteration < 0)
-    return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: expected a checkpoint directory named iter_NNNNNNN",
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--resume-from %s: expected a checkpoint directory named iter_NNNNNNN",
                    iter_dir);
   if (iteration >= m->cfg.steps)
-    return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: iteration %lld is not before --steps %d", iter_dir,
-                   iteration, m->cfg.steps);
+    return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: iteration %lld is not before --steps %d",
+                   iter_dir, iteration, m->cfg.steps);
   state_list l = {0};
   build(m, &l);
   char *config = rc_config_canonical(&m->cfg);
@@ -177,22 +258,32 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   m->iteration = iteration;
   fill_meta(m, &meta, config, hash);
   m->iteration = 0;
-  int rc = rc_checkpoint_load(trimmed, &meta, &l.st, err);
+  rc_state view;
+  shard_view(m, &l, &view);
+  int rc = rc_checkpoint_load(trimmed, &meta, &view, err);
+  rc_state_free(&view);
+  /* a failed load on any rank stops every rank before anything is applied */
+  if (m->comm) rc = rc_comm_agree(m->comm, m->ops, rc, err);
   if (rc == 0) {
     for (int i = 0; i < l.st.count; i++) {
       binding *b = &l.b[i];
-      if (!b->apply_on_load) continue;
-      if (b->loc == ON_DEVICE) m->ops->to_device(b->src, l.st.tensors[i].data, b->nbytes);
-      else memcpy(b->src, l.st.tensors[i].data, b->nbytes);
+      if (!b->apply_on_load || (b->replicated && m->rank != 0)) continue;
+      if (b->loc == ON_DEVICE)
+        m->ops->to_device(b->src, l.st.tensors[i].data, b->nbytes);
+      else
+        memcpy(b->src, l.st.tensors[i].data, b->nbytes);
     }
     m->iteration = iteration;
+    if (m->comm) rc = broadcast_replicated(m, &l, err);
     /* host copies drive the device copies */
     for (int i = 0; i < m->cfg.layers; i++)
       if (m->layers[i].moe)
-        m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host, sizeof(float) * (size_t)m->E);
+        m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host,
+                          sizeof(float) * (size_t)m->E);
     for (int p = 0; p < m->n_mtp_physical; p++)
       if (m->mtp[p].trm.moe)
-        m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host, sizeof(float) * (size_t)m->E);
+        m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
+                          sizeof(float) * (size_t)m->E);
   }
   free(config);
   free_list(&l);

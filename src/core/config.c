@@ -92,7 +92,8 @@ static const flag_spec FLAGS[] = {
       "fp16: overflows tolerated before the scale halves"),
     F("--fp8-amax-history", "fp8_amax_history", K_INT, fp8_amax_history, 1, 1024,
       "fp8 delayed-scaling history length"),
-    F("--world-size", "world_size", K_INT, world_size, 1, 1, "data-parallel ranks (1 for now)"),
+    F("--world-size", "world_size", K_INT, world_size, 1, 1024,
+      "data-parallel ranks (processes; one GPU each with --device cuda)"),
 };
 #undef F
 
@@ -137,6 +138,7 @@ void rc_config_defaults(rc_config *c, rc_leg_opts *leg) {
   if (leg) {
     memset(leg, 0, sizeof *leg);
     snprintf(leg->device, sizeof leg->device, "cpu");
+    snprintf(leg->collectives, sizeof leg->collectives, "auto");
     snprintf(leg->leg, sizeof leg->leg, "train");
   }
 }
@@ -409,6 +411,19 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
     if (leg && !strcmp(a, "--events-from-step")) {
       NEED_VALUE;
       if (parse_int(a, v, 1, INT_MAX, &leg->events_from_step, err)) return err->code;
+      continue;
+    }
+    if (leg && !strcmp(a, "--collectives")) {
+      NEED_VALUE;
+      static const char *kinds[] = {"auto", "none", "single", "mpi", "nccl"};
+      int d;
+      if (parse_enum(a, v, kinds, 5, &d, err)) return err->code;
+      snprintf(leg->collectives, sizeof leg->collectives, "%s", kinds[d]);
+      continue;
+    }
+    if (leg && !strcmp(a, "--rendezvous")) {
+      NEED_VALUE;
+      if (copy_str(a, v, leg->rendezvous, sizeof leg->rendezvous, err)) return err->code;
       continue;
     }
     if (leg && !strcmp(a, "--dry-run")) {

@@ -86,6 +86,11 @@ typedef struct {
   int events_from_step;
   bool dry_run;
   bool progress; /* force progress lines */
+  /* data parallel (docs/distributed.md): "auto" (none at world size 1, mpi
+   * on the CPU, nccl on CUDA), "none", "single" (one process through the
+   * distributed optimizer), "mpi", "nccl" */
+  char collectives[16];
+  char rendezvous[1024]; /* NCCL: the file carrying the unique id */
 } rc_leg_opts;
 
 /* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */

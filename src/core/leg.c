@@ -18,6 +18,8 @@
 #include "core/checkpointing.h"
 #include "core/data.h"
 #include "core/model.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -38,12 +40,13 @@ static void trace_row(FILE *f, const rc_step_stats *s, int D) {
   for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_loss[k], s->mtp_loss[k]);
   for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_acc[k], s->mtp_acc[k]);
   fprintf(f, ",%.9g,%a,%.9g,%a,%.9g,%a,%d,%lld,%lld,%016llx,%016llx,%016llx\n", s->grad_norm,
-          s->grad_norm, s->lr, s->lr, s->loss_scale, s->loss_scale, s->skipped, (long long)s->tokens,
-          (long long)s->consumed_samples, (unsigned long long)s->fp_params,
+          s->grad_norm, s->lr, s->lr, s->loss_scale, s->loss_scale, s->skipped,
+          (long long)s->tokens, (long long)s->consumed_samples, (unsigned long long)s->fp_params,
           (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
 }
 
-static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, int argc, char **argv) {
+static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, const rc_comm *comm,
+                       const rc_dist_env *env, int argc, char **argv) {
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
@@ -51,6 +54,16 @@ static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, int argc, char
   rc_jw_str(&w, leg->leg);
   rc_jw_key(&w, "device");
   rc_jw_str(&w, ops->name);
+  rc_jw_key(&w, "collectives");
+  rc_jw_str(&w, comm ? comm->name : "none");
+  if (comm) {
+    rc_jw_key(&w, "collectives_settings");
+    rc_jw_str(&w, comm->settings);
+    rc_jw_key(&w, "world_size");
+    rc_jw_int(&w, comm->world);
+    rc_jw_key(&w, "launcher");
+    rc_jw_str(&w, env->launcher);
+  }
   rc_jw_key(&w, "argv");
   rc_jw_arr_begin(&w);
   for (int i = 0; i < argc; i++) rc_jw_str(&w, argv[i]);
@@ -74,39 +87,103 @@ static bool in_list(const int *list, int n, int x) {
   return false;
 }
 
+/* Which collectives this leg uses (docs/distributed.md). */
+static const char *pick_collectives(const rc_config *cfg, const rc_leg_opts *leg, bool cpu) {
+  if (strcmp(leg->collectives, "auto")) return leg->collectives;
+  if (cfg->world_size == 1) return "none";
+  return cpu ? "mpi" : "nccl";
+}
+
+/* Joins (or, for "none", skips) the job's collectives. */
+static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *leg,
+                     const rc_dist_env *env, const rc_ops *ops, rc_comm **comm, rc_err *err) {
+  *comm = NULL;
+  bool cpu = !strcmp(ops->name, "cpu");
+  if (!strcmp(kind, "none")) {
+    if (cfg->world_size > 1)
+      return rc_fail(err, RC_EXIT_USAGE, "--collectives none needs --world-size 1");
+    return 0;
+  }
+  if (!strcmp(kind, "single")) {
+    if (cfg->world_size > 1)
+      return rc_fail(err, RC_EXIT_USAGE, "--collectives single needs --world-size 1");
+    *comm = rc_comm_single(ops);
+    return 0;
+  }
+  if (!strcmp(kind, "mpi")) {
+    if (!cpu)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--collectives mpi moves host memory: it needs --device cpu");
+    return rc_comm_mpi_create(comm, cfg->world_size, err);
+  }
+  if (cpu) return rc_fail(err, RC_EXIT_USAGE, "--collectives nccl needs --device cuda");
+  return rc_comm_nccl_create(comm, env->rank, cfg->world_size, env->local_rank, leg->rendezvous,
+                             err);
+}
+
 int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **argv, rc_err *err) {
+  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  rc_dist_env env;
+  int rc = rc_dist_env_read(&env, err);
+  if (rc) return rc;
+  bool want_cpu = !strcmp(leg->device, "cpu");
+  const char *kind = pick_collectives(cfg, leg, want_cpu);
+  if (env.external && env.world != cfg->world_size)
+    return rc_fail(err, RC_EXIT_USAGE, "the launcher (%s) started %d ranks but --world-size is %d",
+                   env.launcher, env.world, cfg->world_size);
+  if (cfg->world_size > 1 && !env.external) {
+    /* this process is the local launcher, not a rank */
+    if ((rc = rc_mkdir_p(leg->out, err))) return rc;
+    char rdv[1200];
+    if (leg->rendezvous[0])
+      snprintf(rdv, sizeof rdv, "%s", leg->rendezvous);
+    else
+      snprintf(rdv, sizeof rdv, "%s/.rendezvous.%ld", leg->out, (long)getpid());
+    return rc_dist_launch_local(kind, cfg->world_size, argc, argv, rdv, err);
+  }
+  /* one GPU per rank: the launcher's local rank picks it, before CUDA starts */
+  if (env.external && !want_cpu) rc_dist_select_gpu(env.local_rank);
   const rc_ops *ops = NULL;
   const char *why = NULL;
-  if (!strcmp(leg->device, "cpu")) ops = rc_cpu_ops();
+  if (want_cpu)
+    ops = rc_cpu_ops();
   else {
     ops = rc_cuda_ops(&why);
     if (!ops && !strcmp(leg->device, "auto")) ops = rc_cpu_ops();
     if (!ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
   }
-  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  rc_comm *comm = NULL;
+  if ((rc = open_comm(kind, cfg, leg, &env, ops, &comm, err))) return rc;
+  int rank = comm ? comm->rank : 0;
   rc_data data;
-  int rc = rc_data_open(&data, cfg, err);
-  if (rc) return rc;
+  rc = rc_data_open(&data, cfg, err);
+  if (rc) {
+    if (comm) comm->destroy(comm);
+    return rc;
+  }
   rc_model *m = calloc(1, sizeof *m);
   if (!m) abort();
-  rc = rc_model_init(m, cfg, ops, 0, err);
+  rc = rc_model_init(m, cfg, ops, rank, err);
+  if (!rc && comm) rc = rc_model_attach_comm(m, comm, err);
   /* a failed load starts no training and writes nothing */
   if (!rc && leg->resume_from[0]) rc = rc_model_load(m, leg->resume_from, err);
   if (rc) goto done;
 
   int last = leg->stop_at ? leg->stop_at : cfg->steps;
   if (last <= m->iteration) {
-    rc = rc_fail(err, RC_EXIT_USAGE, "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
+    rc = rc_fail(err, RC_EXIT_USAGE,
+                 "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
                  (long long)m->iteration, last);
     goto done;
   }
   char path[1200], ckpt_root[1200];
   if ((rc = rc_mkdir_p(leg->out, err))) goto done;
   rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, "ckpt");
+  /* the trace holds global quantities: rank 0 writes it */
   rc_path_join(path, sizeof path, leg->out, "trace.csv");
-  FILE *trace = fopen(path, "w");
+  FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
   rc_path_join(path, sizeof path, leg->out, "timing.csv");
-  FILE *timing = fopen(path, "w");
+  FILE *timing = fopen(rank == 0 ? path : "/dev/null", "w");
   if (!trace || !timing) {
     rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/trace.csv or timing.csv", leg->out);
     if (trace) fclose(trace);
@@ -115,7 +192,7 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   }
   trace_header(trace, m->D);
   fprintf(timing, "step,seconds\n");
-  if (leg->events[0]) {
+  if (leg->events[0] && rank == 0) {
     m->events.file = fopen(leg->events, "w");
     if (!m->events.file) {
       rc = rc_fail(err, RC_EXIT_IOERR, "--events %s: cannot open for writing", leg->events);
@@ -124,14 +201,19 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     }
     m->events.from_step = leg->events_from_step;
   }
-  char *args = args_json(leg, ops, argc, argv);
-  bool tty = isatty(2) || leg->progress;
+  char *args = args_json(leg, ops, comm, &env, argc, argv);
+  bool tty = (isatty(2) || leg->progress) && rank == 0;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
   for (int step = first; step <= last; step++) {
     double ts = now_s();
     rc_step_stats st;
     rc_model_train_step(m, &data, &st);
+    if (m->dist_rc) {
+      rc = m->dist_rc, *err = m->dist_err;
+      rc_err_prefix(err, "step %d", step);
+      break;
+    }
     trace_row(trace, &st, m->D);
     fflush(trace);
     ops->sync();
@@ -139,8 +221,8 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     fprintf(timing, "%d,%.6f\n", step, dt);
     if (tty) {
       double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
-      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ", leg->leg, step,
-              last, st.loss, st.grad_norm, elapsed, eta);
+      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ",
+              leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta);
       if (step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
@@ -150,7 +232,7 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
       }
     }
   }
-  if (!rc && (fflush(trace) || fsync(fileno(trace))))
+  if (!rc && rank == 0 && (fflush(trace) || fsync(fileno(trace))))
     rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);
   fclose(trace);
   fclose(timing);
@@ -160,5 +242,6 @@ done:
   rc_model_free(m);
   free(m);
   rc_data_close(&data);
+  if (comm) comm->destroy(comm);
   return rc;
 }

@@ -39,12 +39,12 @@ typedef struct {
   char name[128]; /* module path, "mtp/layers/0/transformer_layer/mlp/experts/fc1" */
   rc_param *w;
   int groups, in, out;
-  bool te_style;       /* false: a plain linear whose wgrad always accumulates */
-  bool repeated;       /* a module of the shared MTP layer */
-  rc_flag flag;        /* is_first_microbatch, TRUE at construction */
-  float *wq;           /* the weight as used by forward: rounded / quantised */
-  bool cache_valid;    /* fp8: wq holds a cached quantisation */
-  int cache_step;      /* the step whose weights are in the cache (for tests) */
+  bool te_style;        /* false: a plain linear whose wgrad always accumulates */
+  bool repeated;        /* a module of the shared MTP layer */
+  rc_flag flag;         /* is_first_microbatch, TRUE at construction */
+  float *wq;            /* the weight as used by forward: rounded / quantised */
+  bool cache_valid;     /* fp8: wq holds a cached quantisation */
+  int cache_step;       /* the step whose weights are in the cache (for tests) */
   float *wgrad_scratch; /* fusion off */
   /* fp8 delayed scaling: history of per-step amax, scale fixed for a step */
   float *amax_history; /* [history] host */
@@ -64,11 +64,11 @@ typedef struct {
   rc_param *ln1, *ln2;
   rc_linear *qkv, *proj;
   bool moe;
-  rc_linear *fc1, *fc2;  /* dense, or grouped experts */
-  rc_linear *router;     /* MoE router (plain linear, fp32) */
-  float *expert_bias;    /* [E] device, MoE only */
+  rc_linear *fc1, *fc2; /* dense, or grouped experts */
+  rc_linear *router;    /* MoE router (plain linear, fp32) */
+  float *expert_bias;   /* [E] device, MoE only */
   float *expert_bias_host;
-  double *token_counts;  /* [E] tokens routed this step, host */
+  double *token_counts; /* [E] tokens routed this step, host */
 } rc_layer;
 
 /* One physical MTP layer. */
@@ -81,11 +81,26 @@ typedef struct {
 /* Events for `bisect` (DESIGN §9, docs/events.md): off by default and one
  * NULL check when off; one key=value line per event. */
 typedef struct {
-  FILE *out;       /* where events go during the current step; NULL = off */
-  FILE *file;      /* --events FILE */
-  int from_step;   /* --events-from-step: log steps >= this */
+  FILE *out;     /* where events go during the current step; NULL = off */
+  FILE *file;    /* --events FILE */
+  int from_step; /* --events-from-step: log steps >= this */
   int step, microbatch;
 } rc_event_log;
+
+/* The distributed optimizer (docs/distributed.md): every parameter's
+ * gradient laid end to end in one flat fp32 buffer of `total` elements,
+ * padded to `padded` = W * `shard`; rank r owns [r*shard, (r+1)*shard) and
+ * keeps the Adam moments of that slice only. All pointers are backend memory
+ * owned by the model; offset is host. */
+typedef struct {
+  size_t total, padded, shard, begin, end; /* end = min(begin + shard, total) */
+  size_t *offset;                          /* [nparams] param i starts at offset[i] */
+  float *flat_grad;                        /* [padded] this rank's gradients */
+  float *scratch;                          /* [padded] all-to-all / all-gather landing area */
+  float *grad_shard;                       /* [shard] the reduced gradient of the owned slice */
+  float *exp_avg, *exp_avg_sq;             /* [shard] Adam moments of the owned slice */
+  float *weight_send;                      /* [shard] the owned slice's updated weights */
+} rc_dist_opt;
 
 typedef struct rc_model {
   const rc_ops *ops;
@@ -108,7 +123,7 @@ typedef struct rc_model {
   rc_layer_act *acts;
   struct rc_mtp_act *mtp_acts;
   float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in;
-  float *logits[17];  /* D+1 heads: [T, V] each, dlogits after forward */
+  float *logits[17]; /* D+1 heads: [T, V] each, dlogits after forward */
   float *ce_losses, *ce_correct, *ce_dloss;
   int32_t *ids_dev[17], *labels_dev[17];
   /* backward scratch */
@@ -129,6 +144,12 @@ typedef struct rc_model {
 
   rc_event_log events;
   int rank;
+  /* Data parallel: NULL = one process and no collectives (the original,
+   * single-rank path, whose bytes must never change). Not owned. */
+  struct rc_comm *comm;
+  rc_dist_opt dist;
+  int dist_rc; /* first collective failure, 0 if none; the leg stops on it */
+  rc_err dist_err;
   double aux_loss; /* load-balancing loss of the last microbatch (sum over MoE calls) */
   /* Tests of the mechanism: called before each weight-gradient GEMM with that
    * call's operands, so a test can compute per-call contributions itself. */
@@ -148,6 +169,10 @@ typedef struct {
 } rc_step_stats;
 
 int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);
+/* Switches the model to data parallel over `comm` (world = cfg.world_size)
+ * with the distributed optimizer. Call after rc_model_init with the same
+ * rank and before loading. */
+int rc_model_attach_comm(rc_model *m, struct rc_comm *comm, rc_err *err);
 void rc_model_free(rc_model *m);
 
 /* One optimizer step: M microbatches of forward/backward, grad norm, clip,
@@ -160,8 +185,8 @@ void rc_model_zero_grads(rc_model *m);
 void rc_model_begin_step(rc_model *m); /* re-arm tracked flags, fix fp8 scales */
 /* Forward and backward of one microbatch given its per-depth ids, labels and
  * masks (host arrays of T); accumulates into main_grad. */
-void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask, double *loss,
-                            double *mtp_loss, double *mtp_acc, int64_t *tokens);
+void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
+                            double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens);
 void rc_model_end_step(rc_model *m);
 double rc_model_lr(const rc_model *m, int64_t scheduler_step);
 

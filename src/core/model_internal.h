@@ -9,12 +9,12 @@ struct rc_layer_act {
   float *ln1, *ln1_rstd, *ln1_r;
   float *qkv; /* [T,3H] after RoPE */
   float *attn, *attn_r, *lse;
-  float *proj;          /* [T,H] after dropout */
-  float *xm;            /* [T,H] residual after attention */
+  float *proj; /* [T,H] after dropout */
+  float *xm;   /* [T,H] residual after attention */
   float *ln2, *ln2_rstd, *ln2_r;
-  float *fc1, *sw_r;    /* dense [T,2F],[T,F]; MoE [T*k,2F],[T*k,F] */
-  float *mlp_out;       /* [T,H] after dropout */
-  float *y;             /* [T,H] output */
+  float *fc1, *sw_r; /* dense [T,2F],[T,F]; MoE [T*k,2F],[T*k,F] */
+  float *mlp_out;    /* [T,H] after dropout */
+  float *y;          /* [T,H] output */
   /* MoE */
   float *router_logits, *probs, *topk_w, *xs, *e_out, *aux_grad;
   int32_t *topk_idx, *perm, *inv_perm, *offsets;
@@ -31,7 +31,28 @@ struct rc_mtp_act {
 
 /* model_layer.c */
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x);
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy, float *dx);
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy,
+                       float *dx);
+
+/* dist_optimizer.c: the distributed optimizer's steps (m->comm set). */
+void rc_dist_free(rc_model *m);
+/* Param i's overlap with the owned slice, as element offsets [lo, hi)
+ * within the parameter; false if none. */
+bool rc_dist_segment(const rc_model *m, int i, size_t *lo, size_t *hi);
+/* Element lo of param i inside a [shard]-sized buffer of the owned slice. */
+float *rc_dist_shard_ptr(const rc_model *m, float *shard_buf, int i, size_t lo);
+void rc_dist_reduce_grads(rc_model *m);
+bool rc_dist_overflow(rc_model *m);
+double rc_dist_grad_sumsq(rc_model *m);
+uint64_t rc_dist_fp_grad(rc_model *m);
+uint64_t rc_dist_fp_optim(rc_model *m);
+void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2);
+void rc_dist_gather_weights(rc_model *m);
+void rc_dist_sum_host(rc_model *m, double *x, int n); /* every rank's x summed in rank order */
+
+/* train_step.c: the sum of per-tensor sums of squares, in order (or, with
+ * the injected nondeterministic reduction, in a clock-seeded order). */
+double rc_sum_partials(const rc_model *m, const double *part, int n);
 
 /* Allocation helper: zeroed backend memory of n floats. */
 float *rc_model_alloc(rc_model *m, size_t n);

@@ -13,6 +13,7 @@
 #include "core/data.h"
 #include "core/linear.h"
 #include "core/model_internal.h"
+#include "dist/comm.h"
 
 void rc_model_zero_grads(rc_model *m) {
   for (int i = 0; i < m->nparams; i++)
@@ -45,6 +46,8 @@ void rc_model_begin_step(rc_model *m) {
 /* DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean(c) - c). */
 static void update_expert_bias(rc_model *m, rc_layer *L) {
   if (m->cfg.moe_scoring != RC_SCORE_SIGMOID || m->cfg.moe_bias_update_rate == 0) return;
+  /* the bias is replicated: every rank updates it from the global counts */
+  if (m->comm) rc_dist_sum_host(m, L->token_counts, m->E);
   double mean = 0;
   for (int e = 0; e < m->E; e++) mean += L->token_counts[e];
   mean /= m->E;
@@ -69,33 +72,40 @@ double rc_model_lr(const rc_model *m, int64_t s) {
   return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-/* Sum of squares of every main_grad in parameter order. The injected
- * `nondeterministic-reduction` sums the per-tensor partials in float, in an
- * order seeded by the clock — the way an atomics-based reduction behaves. */
-static double grad_sumsq(rc_model *m) {
-  double *part = malloc(sizeof(double) * (size_t)m->nparams);
-  if (!part) abort();
-  for (int i = 0; i < m->nparams; i++) part[i] = m->ops->sumsq(m->params[i].main_grad, m->params[i].numel);
+/* The sum of per-tensor partial sums of squares in order. The injected
+ * `nondeterministic-reduction` sums them in float, in an order seeded by the
+ * clock — the way an atomics-based reduction behaves. */
+double rc_sum_partials(const rc_model *m, const double *part, int n) {
   double total = 0;
   if (m->cfg.inject & RC_BUG_NONDETERMINISTIC_REDUCTION) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t r = rc_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
-    int *order = malloc(sizeof(int) * (size_t)m->nparams);
+    int *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (!order) abort();
-    for (int i = 0; i < m->nparams; i++) order[i] = i;
-    for (int i = m->nparams - 1; i > 0; i--) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
       r = rc_mix64(r);
       int j = (int)(r % (uint64_t)(i + 1)), t = order[i];
       order[i] = order[j], order[j] = t;
     }
     float acc = 0;
-    for (int i = 0; i < m->nparams; i++) acc += (float)part[order[i]];
+    for (int i = 0; i < n; i++) acc += (float)part[order[i]];
     total = acc;
     free(order);
   } else {
-    for (int i = 0; i < m->nparams; i++) total += part[i];
+    for (int i = 0; i < n; i++) total += part[i];
   }
+  return total;
+}
+
+/* Sum of squares of every main_grad in parameter order. */
+static double grad_sumsq(rc_model *m) {
+  double *part = malloc(sizeof(double) * (size_t)m->nparams);
+  if (!part) abort();
+  for (int i = 0; i < m->nparams; i++)
+    part[i] = m->ops->sumsq(m->params[i].main_grad, m->params[i].numel);
+  double total = rc_sum_partials(m, part, m->nparams);
   free(part);
   return total;
 }
@@ -135,7 +145,8 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
    * "zero only if this process produced gradients" shortcut combined with a
    * checkpoint that carries main_grad: after a load the stale buffer is
    * accumulated into. */
-  if (!(c->inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty) rc_model_zero_grads(m);
+  if (!(c->inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty)
+    rc_model_zero_grads(m);
   rc_model_begin_step(m);
 
   int32_t *ids[17], *labels[17];
@@ -148,58 +159,90 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   }
   for (int mb = 0; mb < M; mb++) {
     m->events.microbatch = mb;
-    rc_data_batch(data, m->consumed_samples + (int64_t)mb * m->B, m->B, m->S, D, ids, labels, mask);
+    /* rank r's microbatch mb of this step: W ranks together consume W*M*B
+     * samples, rank-major (docs/distributed.md) */
+    int64_t first = m->consumed_samples + ((int64_t)m->rank * M + mb) * m->B;
+    rc_data_batch(data, first, m->B, m->S, D, ids, labels, mask);
     if (m->events.out) {
-      fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx\n", m->events.step, mb,
-              (long long)(m->consumed_samples + (int64_t)mb * m->B),
+      fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx\n",
+              m->events.step, mb, (long long)first,
               (unsigned long long)o->fingerprint(ids[0], sizeof(int32_t) * (size_t)T));
     }
     double loss, mtp_loss[16], mtp_acc[16];
     int64_t tokens;
     rc_model_microbatch_io(m, ids, labels, mask, &loss, mtp_loss, mtp_acc, &tokens);
     st->loss += loss / M;
-    for (int k = 0; k < D; k++) st->mtp_loss[k] += mtp_loss[k] / M, st->mtp_acc[k] += mtp_acc[k] / M;
+    for (int k = 0; k < D; k++)
+      st->mtp_loss[k] += mtp_loss[k] / M, st->mtp_acc[k] += mtp_acc[k] / M;
     st->tokens += tokens;
   }
   for (int k = 0; k <= D; k++) free(ids[k]), free(labels[k]), free(mask[k]);
   m->consumed_samples += (int64_t)M * m->B * c->world_size;
 
-  /* unscale once, before the grad norm */
-  if (m->loss_scale != 1.0)
-    for (int i = 0; i < m->nparams; i++)
-      o->scale(m->params[i].main_grad, (float)(1.0 / m->loss_scale), m->params[i].numel);
   bool overflow = false;
-  if (c->precision == RC_PREC_FP16)
-    for (int i = 0; i < m->nparams && !overflow; i++)
-      overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
-  double sumsq = grad_sumsq(m);
-  st->grad_norm = sqrt(sumsq);
-  st->fp_main_grad = rc_model_fp_main_grad(m);
+  if (m->comm) {
+    /* the trace shows the mean over ranks of the losses, summed tokens */
+    double v[2 + 32];
+    int n = 0;
+    v[n++] = st->loss;
+    for (int k = 0; k < D; k++) v[n++] = st->mtp_loss[k], v[n++] = st->mtp_acc[k];
+    v[n++] = (double)st->tokens;
+    rc_dist_sum_host(m, v, n);
+    int W = m->comm->world;
+    n = 0;
+    st->loss = v[n++] / W;
+    for (int k = 0; k < D; k++) st->mtp_loss[k] = v[n++] / W, st->mtp_acc[k] = v[n++] / W;
+    st->tokens = (int64_t)v[n++];
+    /* reduce-scatter (mean over ranks, unscaled), global overflow and norm */
+    rc_dist_reduce_grads(m);
+    if (c->precision == RC_PREC_FP16) overflow = rc_dist_overflow(m);
+    st->grad_norm = sqrt(rc_dist_grad_sumsq(m));
+    st->fp_main_grad = rc_dist_fp_grad(m);
+  } else {
+    /* unscale once, before the grad norm */
+    if (m->loss_scale != 1.0)
+      for (int i = 0; i < m->nparams; i++)
+        o->scale(m->params[i].main_grad, (float)(1.0 / m->loss_scale), m->params[i].numel);
+    if (c->precision == RC_PREC_FP16)
+      for (int i = 0; i < m->nparams && !overflow; i++)
+        overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
+    double sumsq = grad_sumsq(m);
+    st->grad_norm = sqrt(sumsq);
+    st->fp_main_grad = rc_model_fp_main_grad(m);
+  }
 
   if (overflow) {
     st->skipped = 1;
     st->lr = rc_model_lr(m, m->scheduler_steps + 1);
   } else {
     double clip = 1.0;
-    if (c->clip_grad > 0 && st->grad_norm > c->clip_grad) clip = c->clip_grad / (st->grad_norm + 1e-6);
+    if (c->clip_grad > 0 && st->grad_norm > c->clip_grad)
+      clip = c->clip_grad / (st->grad_norm + 1e-6);
     m->optimizer_step += 1;
     m->scheduler_steps += 1;
     st->lr = rc_model_lr(m, m->scheduler_steps);
     double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
     double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
     if (m->events.out)
-      fprintf(m->events.out, "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
+      fprintf(m->events.out,
+              "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
               m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step);
-    for (int i = 0; i < m->nparams; i++) {
+    if (m->comm) {
+      rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
+      rc_dist_gather_weights(m);
+    }
+    for (int i = 0; i < m->nparams && !m->comm; i++) {
       rc_param *p = &m->params[i];
       o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
                (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
                p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
       if (m->events.out)
         fprintf(m->events.out,
-                "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx fp_exp_avg=%016llx "
+                "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx "
+                "fp_exp_avg=%016llx "
                 "fp_exp_avg_sq=%016llx\n",
-                m->events.step, p->name, (unsigned long long)o->fingerprint(p->main_grad, p->numel * 4),
+                m->events.step, p->name,
+                (unsigned long long)o->fingerprint(p->main_grad, p->numel * 4),
                 (unsigned long long)o->fingerprint(p->weight, p->numel * 4),
                 (unsigned long long)o->fingerprint(p->exp_avg, p->numel * 4),
                 (unsigned long long)o->fingerprint(p->exp_avg_sq, p->numel * 4));
@@ -207,7 +250,8 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   }
   if (m->events.out)
     fprintf(m->events.out,
-            "step=%d mb=-1 kind=loss_scaler scale=%a overflow=%d growth_tracker=%lld hysteresis_tracker=%lld "
+            "step=%d mb=-1 kind=loss_scaler scale=%a overflow=%d growth_tracker=%lld "
+            "hysteresis_tracker=%lld "
             "grad_norm=%a\n",
             m->events.step, m->loss_scale, overflow, (long long)m->growth_tracker,
             (long long)m->hysteresis_tracker, st->grad_norm);
@@ -216,28 +260,32 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   rc_model_end_step(m);
   st->consumed_samples = m->consumed_samples;
   st->fp_params = rc_model_fp_params(m);
-  st->fp_optim = rc_model_fp_optim(m);
+  st->fp_optim = m->comm ? rc_dist_fp_optim(m) : rc_model_fp_optim(m);
 }
 
 uint64_t rc_model_fp_params(const rc_model *m) {
   uint64_t acc = 0;
   for (int i = 0; i < m->nparams; i++)
-    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].weight, m->params[i].numel * 4));
+    acc = rc_fingerprint_combine(acc,
+                                 m->ops->fingerprint(m->params[i].weight, m->params[i].numel * 4));
   return acc;
 }
 
 uint64_t rc_model_fp_main_grad(const rc_model *m) {
   uint64_t acc = 0;
   for (int i = 0; i < m->nparams; i++)
-    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].main_grad, m->params[i].numel * 4));
+    acc = rc_fingerprint_combine(
+        acc, m->ops->fingerprint(m->params[i].main_grad, m->params[i].numel * 4));
   return acc;
 }
 
 uint64_t rc_model_fp_optim(const rc_model *m) {
   uint64_t acc = rc_mix64((uint64_t)m->optimizer_step);
   for (int i = 0; i < m->nparams; i++) {
-    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].exp_avg, m->params[i].numel * 4));
-    acc = rc_fingerprint_combine(acc, m->ops->fingerprint(m->params[i].exp_avg_sq, m->params[i].numel * 4));
+    acc = rc_fingerprint_combine(acc,
+                                 m->ops->fingerprint(m->params[i].exp_avg, m->params[i].numel * 4));
+    acc = rc_fingerprint_combine(
+        acc, m->ops->fingerprint(m->params[i].exp_avg_sq, m->params[i].numel * 4));
   }
   return acc;
 }

@@ -1,0 +1,214 @@
+/* dist_optimizer.c — data parallel with the distributed optimizer
+ * (DESIGN §4, docs/distributed.md).
+ *
+ * Each rank runs its microbatches into its own main_grad. Then:
+ *   1. the main_grads are laid end to end in one flat buffer (parameter
+ *      order, zero padding to W equal slices);
+ *   2. reduce-scatter: rank r receives every rank's slice r and sums them in
+ *      rank order (src/dist/comm.c), then multiplies by 1/(W * loss_scale):
+ *      the gradient is the mean over ranks, unscaled once;
+ *   3. the grad norm is global: per-parameter-segment sums of squares of the
+ *      owned slice, summed in order on each rank, then the rank partials
+ *      summed in rank order — the same double on every rank;
+ *   4. AdamW updates the owned slice (its moments live only on this rank);
+ *   5. all-gather: every rank receives every slice's new weights.
+ * With W = 1 every step above is a copy or the identical operation in the
+ * identical order, so a one-rank run through the collectives writes the
+ * bytes of the plain path (tested on the CPU with "single" and on the GPU
+ * with NCCL). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/numeric.h"
+#include "core/model_internal.h"
+#include "dist/comm.h"
+
+static void fail(rc_model *m, int rc, const rc_err *e) {
+  if (rc && !m->dist_rc) m->dist_rc = rc, m->dist_err = *e;
+}
+
+int rc_model_attach_comm(rc_model *m, rc_comm *comm, rc_err *err) {
+  if (comm->world != m->cfg.world_size)
+    return rc_fail(err, RC_EXIT_USAGE, "the collectives have %d ranks but --world-size is %d",
+                   comm->world, m->cfg.world_size);
+  if (comm->rank != m->rank)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "model built for rank %d attached as rank %d", m->rank,
+                   comm->rank);
+  rc_dist_opt *d = &m->dist;
+  size_t W = (size_t)comm->world;
+  d->offset = calloc((size_t)m->nparams, sizeof(size_t));
+  if (!d->offset) abort();
+  for (int i = 0; i < m->nparams; i++) d->offset[i] = d->total, d->total += m->params[i].numel;
+  d->shard = (d->total + W - 1) / W;
+  d->padded = d->shard * W;
+  d->begin = d->shard * (size_t)comm->rank;
+  d->end = d->begin + d->shard < d->total ? d->begin + d->shard : d->total;
+  if (d->end < d->begin) d->end = d->begin;
+  d->flat_grad = rc_model_alloc(m, d->padded);
+  d->scratch = rc_model_alloc(m, d->padded);
+  d->grad_shard = rc_model_alloc(m, d->shard);
+  d->exp_avg = rc_model_alloc(m, d->shard);
+  d->exp_avg_sq = rc_model_alloc(m, d->shard);
+  d->weight_send = rc_model_alloc(m, d->shard);
+  /* the full-size per-parameter moments are never used now */
+  for (int i = 0; i < m->nparams; i++) {
+    m->ops->free(m->params[i].exp_avg), m->ops->free(m->params[i].exp_avg_sq);
+    m->params[i].exp_avg = m->params[i].exp_avg_sq = NULL;
+  }
+  m->comm = comm;
+  return 0;
+}
+
+void rc_dist_free(rc_model *m) {
+  rc_dist_opt *d = &m->dist;
+  const rc_ops *o = m->ops;
+  o->free(d->flat_grad), o->free(d->scratch), o->free(d->grad_shard);
+  o->free(d->exp_avg), o->free(d->exp_avg_sq), o->free(d->weight_send);
+  free(d->offset);
+  memset(d, 0, sizeof *d);
+}
+
+bool rc_dist_segment(const rc_model *m, int i, size_t *lo, size_t *hi) {
+  const rc_dist_opt *d = &m->dist;
+  size_t a = d->offset[i], b = a + m->params[i].numel;
+  size_t s = a > d->begin ? a : d->begin, e = b < d->end ? b : d->end;
+  if (s >= e) return false;
+  *lo = s - a, *hi = e - a;
+  return true;
+}
+
+float *rc_dist_shard_ptr(const rc_model *m, float *shard_buf, int i, size_t lo) {
+  return shard_buf + (m->dist.offset[i] + lo - m->dist.begin);
+}
+
+void rc_dist_reduce_grads(rc_model *m) {
+  if (m->dist_rc) return;
+  rc_dist_opt *d = &m->dist;
+  const rc_ops *o = m->ops;
+  for (int i = 0; i < m->nparams; i++)
+    o->copy(d->flat_grad + d->offset[i], m->params[i].main_grad,
+            m->params[i].numel * sizeof(float));
+  rc_err e = {0};
+  int rc =
+      rc_comm_reduce_scatter_sum(m->comm, o, d->flat_grad, d->grad_shard, d->scratch, d->shard, &e);
+  if (rc) return fail(m, rc, &e);
+  /* mean over ranks and unscale, one rounding; W = 1 is the plain path's
+   * `if (loss_scale != 1) scale by 1/loss_scale` */
+  double factor = 1.0 / (m->loss_scale * m->comm->world);
+  if (factor != 1.0) o->scale(d->grad_shard, (float)factor, d->shard);
+}
+
+bool rc_dist_overflow(rc_model *m) {
+  double bad = (double)m->ops->count_nonfinite(m->dist.grad_shard, m->dist.end - m->dist.begin);
+  rc_err e = {0};
+  int rc = rc_comm_sum_doubles_host(m->comm, m->ops, &bad, 1, &e);
+  fail(m, rc, &e);
+  return bad > 0;
+}
+
+double rc_dist_grad_sumsq(rc_model *m) {
+  double *part = calloc((size_t)m->nparams + 1, sizeof(double));
+  if (!part) abort();
+  int n = 0;
+  for (int i = 0; i < m->nparams; i++) {
+    size_t lo, hi;
+    if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+    part[n++] = m->ops->sumsq(rc_dist_shard_ptr(m, m->dist.grad_shard, i, lo), hi - lo);
+  }
+  double mine = rc_sum_partials(m, part, n);
+  free(part);
+  /* rank partials in rank order; with W = 1: 0 + mine == mine exactly */
+  rc_err e = {0};
+  int rc = rc_comm_sum_doubles_host(m->comm, m->ops, &mine, 1, &e);
+  fail(m, rc, &e);
+  return mine;
+}
+
+/* Fingerprints of the owned segments of up to two shard buffers, gathered
+ * from every rank and combined in global (= parameter) order, so the value
+ * is the same on every rank and, with W = 1, equal to the plain path's. */
+static uint64_t global_fp(rc_model *m, uint64_t acc, float *buf_a, float *buf_b) {
+  int cap = m->nparams + 1, per = buf_b ? 2 : 1;
+  size_t slots = (size_t)cap * per + 1;
+  uint64_t *mine = calloc(slots, sizeof(uint64_t));
+  uint64_t *all = calloc(slots * (size_t)m->comm->world, sizeof(uint64_t));
+  if (!mine || !all) abort();
+  uint64_t n = 0;
+  for (int i = 0; i < m->nparams; i++) {
+    size_t lo, hi;
+    if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+    mine[1 + n * per] = m->ops->fingerprint(rc_dist_shard_ptr(m, buf_a, i, lo), (hi - lo) * 4);
+    if (buf_b)
+      mine[2 + n * per] = m->ops->fingerprint(rc_dist_shard_ptr(m, buf_b, i, lo), (hi - lo) * 4);
+    n++;
+  }
+  mine[0] = n;
+  rc_err e = {0};
+  int rc = rc_comm_all_gather_host(m->comm, m->ops, mine, all, slots * sizeof(uint64_t), &e);
+  fail(m, rc, &e);
+  for (int r = 0; !rc && r < m->comm->world; r++) {
+    const uint64_t *v = all + (size_t)r * slots;
+    for (uint64_t k = 0; k < v[0] * (uint64_t)per; k++) acc = rc_fingerprint_combine(acc, v[1 + k]);
+  }
+  free(mine), free(all);
+  return acc;
+}
+
+uint64_t rc_dist_fp_grad(rc_model *m) {
+  return global_fp(m, 0, m->dist.grad_shard, NULL);
+}
+
+uint64_t rc_dist_fp_optim(rc_model *m) {
+  return global_fp(m, rc_mix64((uint64_t)m->optimizer_step), m->dist.exp_avg, m->dist.exp_avg_sq);
+}
+
+void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2) {
+  const rc_config *c = &m->cfg;
+  rc_dist_opt *d = &m->dist;
+  for (int i = 0; i < m->nparams; i++) {
+    size_t lo, hi;
+    rc_param *p = &m->params[i];
+    if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+    m->ops->adamw(p->weight + lo, rc_dist_shard_ptr(m, d->grad_shard, i, lo),
+                  rc_dist_shard_ptr(m, d->exp_avg, i, lo),
+                  rc_dist_shard_ptr(m, d->exp_avg_sq, i, lo), hi - lo, lr, (float)c->adam_beta1,
+                  (float)c->adam_beta2, (float)c->adam_eps,
+                  p->decay ? (float)c->weight_decay : 0.0f, clip, bc1, bc2);
+    if (m->events.out)
+      fprintf(m->events.out,
+              "step=%d mb=-1 kind=adam param=%s elements=%zu:%zu fp_main_grad=%016llx "
+              "fp_weight=%016llx "
+              "fp_exp_avg=%016llx fp_exp_avg_sq=%016llx\n",
+              m->events.step, p->name, lo, hi,
+              (unsigned long long)m->ops->fingerprint(rc_dist_shard_ptr(m, d->grad_shard, i, lo),
+                                                      (hi - lo) * 4),
+              (unsigned long long)m->ops->fingerprint(p->weight + lo, (hi - lo) * 4),
+              (unsigned long long)m->ops->fingerprint(rc_dist_shard_ptr(m, d->exp_avg, i, lo),
+                                                      (hi - lo) * 4),
+              (unsigned long long)m->ops->fingerprint(rc_dist_shard_ptr(m, d->exp_avg_sq, i, lo),
+                                                      (hi - lo) * 4));
+  }
+}
+
+void rc_dist_gather_weights(rc_model *m) {
+  if (m->dist_rc) return;
+  rc_dist_opt *d = &m->dist;
+  const rc_ops *o = m->ops;
+  for (int i = 0; i < m->nparams; i++) {
+    size_t lo, hi;
+    if (rc_dist_segment(m, i, &lo, &hi))
+      o->copy(rc_dist_shard_ptr(m, d->weight_send, i, lo), m->params[i].weight + lo,
+              (hi - lo) * sizeof(float));
+  }
+  rc_err e = {0};
+  int rc = m->comm->all_gather(m->comm, d->weight_send, d->scratch, d->shard * sizeof(float), &e);
+  if (rc) return fail(m, rc, &e);
+  for (int i = 0; i < m->nparams; i++)
+    o->copy(m->params[i].weight, d->scratch + d->offset[i], m->params[i].numel * sizeof(float));
+}
+
+void rc_dist_sum_host(rc_model *m, double *x, int n) {
+  if (m->dist_rc) return;
+  rc_err e = {0};
+  fail(m, rc_comm_sum_doubles_host(m->comm, m->ops, x, n, &e), &e);
+}
