@@ -1,0 +1,156 @@
+/* bisect.h — `resumecheck bisect RUN_DIR`: the first operation whose result
+ * differs between the train-through and the resumed process (DESIGN §9).
+ *
+ * Three parts, so that each can be tested alone:
+ *  - event logs (bisect_events.c): parse the `train --events` format
+ *    (docs/events.md) and align two logs event by event. The answer is the
+ *    first event whose *values* (fingerprints, counters, hex floats) differ;
+ *    events whose values agree but whose flag or beta differ are collected
+ *    as "harmless here".
+ *  - the replay (bisect.c): read a run's report.json, check the checkpoint
+ *    the resumed leg loaded against through@K, re-run the first divergent
+ *    step in two fresh `train` processes with the event log on, align.
+ *  - reports (bisect_report.c): the text summary and bisect.json.
+ *
+ * Ownership: an rc_event_list owns its events and their strings; an
+ * rc_bisect owns everything in it and is released with rc_bisect_free. */
+#ifndef RC_HARNESS_BISECT_H
+#define RC_HARNESS_BISECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/error.h"
+
+#define RC_EVENT_MAX_FIELDS 16
+
+/* One line of the event log. `name` is the module (linear events) or the
+ * parameter (adam events), "" otherwise; `call` is -1 where absent. Fields
+ * are every key=value pair after kind/module/param/call, in line order. */
+typedef struct {
+  int64_t step;
+  int mb;
+  char kind[16];
+  char name[256];
+  int call;
+  int n_fields;
+  char key[RC_EVENT_MAX_FIELDS][24];
+  char val[RC_EVENT_MAX_FIELDS][40];
+  int line; /* 1-based line number in its file */
+} rc_event;
+
+typedef struct {
+  rc_event *ev;
+  int n, cap;
+} rc_event_list;
+
+/* Parses a whole log (text of length n). RC_EXIT_DATAERR names the line of
+ * a malformed event. */
+int rc_events_parse(const char *text, size_t n, rc_event_list *out, rc_err *err);
+int rc_events_read(const char *path, rc_event_list *out, rc_err *err);
+void rc_events_free(rc_event_list *l);
+
+/* Fields that describe how an operation was asked to run (the flag value
+ * passed, the GEMM's beta), not what it produced. */
+bool rc_event_field_is_context(const char *key);
+const char *rc_event_get(const rc_event *e, const char *key); /* NULL if absent */
+/* "step 6, microbatch 0, backward, mtp/layers/0/... call 0" */
+void rc_event_describe(const rc_event *e, char *buf, size_t cap);
+/* The line again, key=value pairs (for context listings). */
+void rc_event_format(const rc_event *e, char *buf, size_t cap);
+
+typedef enum {
+  RC_ALIGN_IDENTICAL = 0, /* same events, same values (context may differ) */
+  RC_ALIGN_VALUES,        /* event `index` has differing values */
+  RC_ALIGN_STRUCTURE,     /* event `index` is a different operation, or one log ended */
+} rc_align_kind;
+
+typedef struct {
+  int a, b;         /* indices into the two lists */
+  char fields[256]; /* context fields that differ, comma-separated ("passed,beta") */
+} rc_harmless;
+
+typedef struct {
+  rc_align_kind kind;
+  int index;                /* first differing event (both lists), -1 if identical */
+  char fields[512];         /* value fields that differ there, comma-separated */
+  char context_fields[256]; /* context fields that differ there too */
+  rc_harmless *harmless;    /* context-only differences, in order, over the whole logs */
+  int n_harmless, cap_harmless;
+  int n_compared; /* events aligned */
+} rc_alignment;
+
+/* Aligns a (train-through) and b (resumed) by position: both processes run
+ * the same code, so event i is the same operation on both sides unless the
+ * identity (step, mb, kind, name, call) differs, which is a structural
+ * difference. Harmless differences are collected across both logs' common
+ * prefix (those after the answer too: the seed's decoder modules pass TRUE
+ * after the MTP layer's overwrite and are still harmless). */
+int rc_events_align(const rc_event_list *a, const rc_event_list *b, rc_alignment *out, rc_err *err);
+void rc_alignment_free(rc_alignment *al);
+
+/* ---- the whole command ---- */
+typedef struct {
+  const char *run_dir;
+  const char *out_dir;  /* replay directory; NULL = RUN_DIR/bisect */
+  const char *self_exe; /* the binary that replays ("/proc/self/exe") */
+  bool git_bisect;
+  int context; /* events listed before the first difference (default 3) */
+} rc_bisect_opts;
+
+typedef enum {
+  RC_BISECT_NO_DIVERGENCE = 0, /* the run is identical: nothing to bisect */
+  RC_BISECT_LOCATED,           /* a first differing event or state tensor was named */
+  RC_BISECT_NOT_REPRODUCED,    /* the run diverged, the replay's events all agree */
+  RC_BISECT_NOT_REPLAYABLE,    /* diverged, but not a resume divergence of our own trainer */
+  RC_BISECT_INCONCLUSIVE,      /* the run's A/A check failed */
+  RC_BISECT_UNTESTABLE,        /* a leg failed, or the run reported an error */
+  RC_BISECT_ERROR              /* bisect itself failed (err) */
+} rc_bisect_verdict;
+
+typedef struct {
+  rc_bisect_opts opts;
+  char out_dir[4096];
+  /* from the report */
+  char run_verdict[64], run_verdict_text[1024];
+  int run_exit;
+  char check[128]; /* the check that showed the first divergence */
+  char through_leg[96], resume_leg[96];
+  int64_t step;             /* the first divergent step S, -1 unknown */
+  int64_t resume_step;      /* K */
+  char resume_from[4096];   /* the checkpoint the resumed leg loaded */
+  char through_ckpt[4096];  /* through@K */
+  char trace_columns[1024]; /* the trace columns differing at S */
+  /* state at K */
+  bool ckpt_compared, ckpt_identical;
+  char ckpt_first[1024]; /* first differing state tensor (described) */
+  /* the replay */
+  bool replayed;
+  int64_t events_from, events_to;
+  char through_events[4096], resume_events[4096];
+  char through_log[4096], resume_log[4096];
+  char through_cmd[8192], resume_cmd[8192];
+  rc_event_list ev_through, ev_resume;
+  rc_alignment align;
+  /* verdict */
+  rc_bisect_verdict verdict;
+  char verdict_text[2048];
+  char note[1024]; /* extra explanation (e.g. the overwrite, or sign of zeros) */
+  rc_err err;      /* RC_BISECT_ERROR */
+  int exit_code;
+} rc_bisect;
+
+/* Runs the whole bisect. Returns RC_OK when a verdict was reached (the
+ * verdict's exit code is in b->exit_code), or an error code (b->err) when
+ * bisect could not run; b->exit_code then holds the code to exit with
+ * (125 under --git-bisect). */
+int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts);
+void rc_bisect_free(rc_bisect *b);
+const char *rc_bisect_verdict_name(rc_bisect_verdict v);
+
+/* Reports (bisect_report.c). */
+void rc_bisect_print(const rc_bisect *b, FILE *out);
+int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err);
+
+#endif
