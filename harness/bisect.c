@@ -398,21 +398,20 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
   if (!strcmp(verdict, "identical")) {
     b->verdict = RC_BISECT_NO_DIVERGENCE;
     rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "no divergence: every check of the run is identical");
+                 "every check of the run is identical: nothing to bisect");
     goto out;
   }
   if (!strcmp(verdict, "aa-failed")) {
     b->verdict = RC_BISECT_INCONCLUSIVE;
-    rc_bufprintf(
-        b->verdict_text, sizeof b->verdict_text,
-        "inconclusive: the run's A/A check failed (two fresh processes differ), so a resume "
-        "difference cannot be told from non-determinism");
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run's A/A check failed (two fresh processes differ), so a resume "
+                 "difference cannot be told from non-determinism");
     goto out;
   }
   if (strcmp(verdict, "resume-diverged") && strcmp(verdict, "arms-differ")) {
     b->verdict = RC_BISECT_UNTESTABLE;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "untestable: the run's verdict is %s (%s)", verdict, b->run_verdict_text);
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "the run's verdict is %s (%s)", verdict,
+                 b->run_verdict_text);
     goto out;
   }
 
