@@ -8,3 +8,6 @@ endforeach()
 # hash before parse: every H5Fopen of the loader is counted (--wrap)
 rc_add_c_test(robust_hash_before_parse test_robust_hash.c)
 target_link_options(robust_hash_before_parse PRIVATE -Wl,--wrap=H5Fopen)
+# libFuzzer targets (fuzz/), bounded time; skips without clang's fuzzer runtime
+rc_add_sh_test(robust_fuzz robust_fuzz.sh)
+set_tests_properties(robust_fuzz PROPERTIES TIMEOUT 600)
