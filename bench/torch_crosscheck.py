@@ -236,7 +236,7 @@ class Core:
             lk = (ce * m).sum() / n
             losses.append(lk)
             J = J + (lk if k == 0 else c["mtp_loss_scale"] / D * lk)
-        return J / M, [float(v) for v in losses]
+        return J / M, [float(v.detach()) for v in losses]
 
 
 def parse_layers(s):
