@@ -18,6 +18,11 @@
  *           block per query tile looping over the key tiles up to it. P is
  *           recomputed from lse in both, by the same arithmetic.
  *
+ * Two implementations of that scheme: the register-tiled kernels (the
+ * default, further below: each thread computes a 4 x 4 block of every tile
+ * product) and the original one-row-per-thread kernels, kept as a baseline
+ * (RC_CUDA_ATTENTION=simple). Both are fp32 throughout, as ops.h requires.
+ *
  * The head dimension is a template bound HD in {32, 64, 128} (hd <= HD; the
  * unused dimensions are zero-filled). Hot loops use explicit fmaf: the file
  * is built with --fmad=false, and fused multiply-adds here are fine — the
