@@ -28,7 +28,7 @@ run_json() { # name cmd... : run with a timeout, keep the last JSON line
 }
 
 run_json gemm_peak "$PY" bench/torch_peer.py --gemm-peak
-for mode in eager deterministic compile; do
+for mode in ${BENCH_MODES:-eager deterministic compile}; do
   run_json "torch_$mode" "$PY" bench/torch_peer.py --mode "$mode" --steps "$STEPS" --warmup 3
 done
 
