@@ -11,3 +11,5 @@ target_link_options(robust_hash_before_parse PRIVATE -Wl,--wrap=H5Fopen)
 # libFuzzer targets (fuzz/), bounded time; skips without clang's fuzzer runtime
 rc_add_sh_test(robust_fuzz robust_fuzz.sh)
 set_tests_properties(robust_fuzz PROPERTIES TIMEOUT 600)
+rc_add_sh_test(robust_valgrind_train robust_valgrind_train.sh)
+set_tests_properties(robust_valgrind_train PROPERTIES TIMEOUT 600)
