@@ -128,7 +128,7 @@ static void list_append(char *buf, size_t cap, const char *item) {
   if (len >= 3 && !strcmp(buf + len - 3, "...")) return;
   size_t need = (len ? 1 : 0) + strlen(item);
   if (len + need + 4 > cap) {
-    if (len + 4 <= cap) strcat(buf, len ? ",..." : "...");
+    if (len + 5 <= cap) strcat(buf, len ? ",..." : "..."); /* 4 bytes and the NUL */
     return;
   }
   if (len) strcat(buf, ",");

@@ -7,9 +7,7 @@
 # or in sanitizer builds. With the CUDA backend linked, memcheck is slow
 # (about 1.5 min on 2 cores: the CUDA runtime's start-up), hence the timeout.
 #
-# Known: until rc_model_free releases the model's backend memory
-# (src/core/model.c, being fixed by its owner), `train` leaks the model; set
-# RC_VALGRIND_LEAKS=definite to make definite leaks fail this test too.
+# Definite leaks fail the test (RC_VALGRIND_LEAKS=none turns leak checking off).
 set -uo pipefail
 : "${RC_BIN:?}"
 command -v valgrind >/dev/null || { echo "valgrind not installed: skipping"; exit 77; }
@@ -20,7 +18,7 @@ T=$(mktemp -d /tmp/rc_robust_vg.XXXXXX)
 fails=0
 trap 'if [ "$fails" = 0 ]; then rm -rf "$T"; else echo "files kept in $T" >&2; fi' EXIT
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-leaks=${RC_VALGRIND_LEAKS:-none}
+leaks=${RC_VALGRIND_LEAKS:-definite}
 kinds=()
 [ "$leaks" = definite ] && kinds=(--leak-check=full --errors-for-leak-kinds=definite)
 [ "$leaks" = none ] && kinds=(--leak-check=no)

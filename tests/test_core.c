@@ -63,6 +63,10 @@ static void get_batch(const rc_model *m, const rc_data *d, batch *b) {
   rc_data_batch(d, 0, m->B, m->S, m->D, b->ids, b->labels, b->mask);
 }
 
+static void free_batch(const rc_model *m, batch *b) {
+  for (int k = 0; k <= m->D; k++) free(b->ids[k]), free(b->labels[k]), free(b->mask[k]);
+}
+
 /* J = main loss + lambda/D * sum_k mtp_loss_k + aux (M = 1): the objective
  * whose gradient backward accumulates into main_grad. */
 static double objective(rc_model *m, batch *b) {
@@ -200,6 +204,7 @@ static int gradcheck(void) {
       CHECK(sqrt(gn) > 0, "embedding gradient is zero");
       free(g);
     }
+    free_batch(&m, &b);
     rc_model_free(&m);
     rc_data_close(&d);
   }
@@ -300,6 +305,9 @@ static int mechanism(void) {
             "%s %s: depth 1 passed %s", lin->name, cases[ci].policy, rc_flag_name(lin->passed[0]));
       m.ops->free(sum);
     }
+    for (int i = 0; i < 3; i++)
+      for (int c = 0; c < 4; c++)
+        if (cap.contrib[i][c]) m.ops->free(cap.contrib[i][c]);
     printf("%-15s fusion %-3s: ok\n", cases[ci].policy, cases[ci].fusion);
     rc_model_free(&m);
   }
