@@ -194,6 +194,40 @@ void rc_jw_raw(rc_jw *w, const char *json) {
   jw_puts(w, json);
 }
 
+/* A parsed value written back, keys in file order. */
+void rc_jw_value(rc_jw *w, const rc_json *v) {
+  switch (v->type) {
+  case RC_JSON_NULL:
+    rc_jw_null(w);
+    break;
+  case RC_JSON_BOOL:
+    rc_jw_bool(w, v->boolean);
+    break;
+  case RC_JSON_NUM:
+    if (v->is_int)
+      rc_jw_int(w, v->i64);
+    else
+      rc_jw_double(w, v->num);
+    break;
+  case RC_JSON_STR:
+    rc_jw_str(w, v->str);
+    break;
+  case RC_JSON_ARR:
+    rc_jw_arr_begin(w);
+    for (int i = 0; i < v->nkids; i++) rc_jw_value(w, &v->kids[i]);
+    rc_jw_arr_end(w);
+    break;
+  case RC_JSON_OBJ:
+    rc_jw_obj_begin(w);
+    for (int i = 0; i < v->nkids; i++) {
+      rc_jw_key(w, v->kids[i].key);
+      rc_jw_value(w, &v->kids[i]);
+    }
+    rc_jw_obj_end(w);
+    break;
+  }
+}
+
 /* ------------------------------------------------------------------ reader */
 
 #define JSON_MAX_DEPTH 64

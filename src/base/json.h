@@ -36,9 +36,18 @@ void rc_jw_double(rc_jw *w, double v); /* %.17g; non-finite written as null */
 void rc_jw_bool(rc_jw *w, bool v);
 void rc_jw_null(rc_jw *w);
 void rc_jw_raw(rc_jw *w, const char *json); /* an already-serialised value */
+struct rc_json;
+void rc_jw_value(rc_jw *w, const struct rc_json *v); /* a parsed value, keys in file order */
 
 /* ---- reader ---- */
-typedef enum { RC_JSON_NULL, RC_JSON_BOOL, RC_JSON_NUM, RC_JSON_STR, RC_JSON_ARR, RC_JSON_OBJ } rc_json_type;
+typedef enum {
+  RC_JSON_NULL,
+  RC_JSON_BOOL,
+  RC_JSON_NUM,
+  RC_JSON_STR,
+  RC_JSON_ARR,
+  RC_JSON_OBJ
+} rc_json_type;
 
 typedef struct rc_json {
   rc_json_type type;
@@ -56,7 +65,8 @@ typedef struct rc_json {
  * into errbuf on malformed input. */
 rc_json *rc_json_parse(const char *text, size_t n, char *errbuf, size_t errcap);
 void rc_json_free(rc_json *j);
-const rc_json *rc_json_get(const rc_json *obj, const char *key); /* NULL if absent / not an object */
+const rc_json *rc_json_get(const rc_json *obj,
+                           const char *key); /* NULL if absent / not an object */
 const char *rc_json_get_str(const rc_json *obj, const char *key); /* NULL unless a string */
 bool rc_json_get_i64(const rc_json *obj, const char *key, int64_t *out);
 

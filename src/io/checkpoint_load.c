@@ -19,41 +19,6 @@
 
 /* ---- config comparison: name the first differing key with both values. */
 
-static void value_text(const rc_json *v, char *buf, size_t cap);
-
-static void value_jw(rc_jw *w, const rc_json *v) {
-  switch (v->type) {
-  case RC_JSON_NULL:
-    rc_jw_null(w);
-    break;
-  case RC_JSON_BOOL:
-    rc_jw_bool(w, v->boolean);
-    break;
-  case RC_JSON_NUM:
-    if (v->is_int)
-      rc_jw_int(w, v->i64);
-    else
-      rc_jw_double(w, v->num);
-    break;
-  case RC_JSON_STR:
-    rc_jw_str(w, v->str);
-    break;
-  case RC_JSON_ARR:
-    rc_jw_arr_begin(w);
-    for (int i = 0; i < v->nkids; i++) value_jw(w, &v->kids[i]);
-    rc_jw_arr_end(w);
-    break;
-  case RC_JSON_OBJ:
-    rc_jw_obj_begin(w);
-    for (int i = 0; i < v->nkids; i++) {
-      rc_jw_key(w, v->kids[i].key);
-      value_jw(w, &v->kids[i]);
-    }
-    rc_jw_obj_end(w);
-    break;
-  }
-}
-
 /* Compact JSON of a value, cut to fit a one-line message. */
 static void value_text(const rc_json *v, char *buf, size_t cap) {
   if (!v) {
@@ -62,7 +27,7 @@ static void value_text(const rc_json *v, char *buf, size_t cap) {
   }
   rc_jw w;
   rc_jw_init(&w, false);
-  value_jw(&w, v);
+  rc_jw_value(&w, v);
   if (w.len + 1 > cap && cap > 4)
     snprintf(buf, cap, "%.*s...", (int)(cap - 4), w.buf);
   else
