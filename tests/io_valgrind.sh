@@ -8,7 +8,7 @@
 set -uo pipefail
 : "${IO_TEST_BIN:?}"
 command -v valgrind >/dev/null || { echo "valgrind not installed: skipping"; exit 77; }
-if ldd "$IO_TEST_BIN" 2>/dev/null | grep -q libasan; then
+if ldd "$IO_TEST_BIN" 2>/dev/null | grep libasan >/dev/null; then  # no -q: with pipefail, an early exit would SIGPIPE ldd
   echo "AddressSanitizer build (RC_SANITIZE): valgrind cannot run it; skipping"; exit 77
 fi
 tmp=$(mktemp -d)

@@ -11,7 +11,7 @@
 set -uo pipefail
 : "${RC_BIN:?}"
 command -v valgrind >/dev/null || { echo "valgrind not installed: skipping"; exit 77; }
-if ldd "$RC_BIN" 2>/dev/null | grep -q 'libasan\|libubsan'; then
+if ldd "$RC_BIN" 2>/dev/null | grep 'libasan\|libubsan' >/dev/null; then  # no -q: pipefail + SIGPIPE
   echo "sanitizer build: valgrind cannot run it; skipping"; exit 77
 fi
 T=$(mktemp -d /tmp/rc_robust_vg.XXXXXX)
