@@ -205,7 +205,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   bool tty = (isatty(2) || leg->progress) && rank == 0;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
+  m->profile = getenv("RC_PROFILE") && *getenv("RC_PROFILE") == '1';
   for (int step = first; step <= last; step++) {
+    if (m->profile && step == first + 1)
+      memset(m->profile_s, 0, sizeof m->profile_s); /* skip warm-up */
     double ts = now_s();
     rc_step_stats st;
     rc_model_train_step(m, &data, &st);
@@ -231,6 +234,16 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
         break;
       }
     }
+  }
+  if (m->profile && rank == 0 && last > first) {
+    double total = 0;
+    for (int p = 0; p < RC_PROFILE_PHASES; p++) total += m->profile_s[p];
+    fprintf(stderr, "profile (RC_PROFILE=1, synchronised; mean per step over steps %d..%d):\n",
+            first + 1, last);
+    for (int p = 0; p < RC_PROFILE_PHASES; p++)
+      fprintf(stderr, "  %-36s %8.2f ms  %5.1f%%\n", rc_model_profile_phase_name(p),
+              1e3 * m->profile_s[p] / (last - first),
+              total > 0 ? 100 * m->profile_s[p] / total : 0);
   }
   if (!rc && rank == 0 && (fflush(trace) || fsync(fileno(trace))))
     rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);

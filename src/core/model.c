@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/numeric.h"
 #include "core/linear.h"
@@ -118,12 +119,14 @@ static size_t max_sz(size_t a, size_t b) {
 static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, bool moe) {
   size_t T = (size_t)m->T, H = (size_t)m->H, F = (size_t)m->F, E = (size_t)m->E, K = (size_t)m->K;
   size_t rows = moe ? T * K : T;
-  a->ln1 = rc_model_alloc(m, T * H), a->ln1_rstd = rc_model_alloc(m, T), a->ln1_r = rc_model_alloc(m, T * H);
+  a->ln1 = rc_model_alloc(m, T * H), a->ln1_rstd = rc_model_alloc(m, T),
+  a->ln1_r = rc_model_alloc(m, T * H);
   a->qkv = rc_model_alloc(m, T * 3 * H);
   a->attn = rc_model_alloc(m, T * H), a->attn_r = rc_model_alloc(m, T * H);
   a->lse = rc_model_alloc(m, (size_t)m->B * m->nh * m->S);
   a->proj = rc_model_alloc(m, T * H), a->xm = rc_model_alloc(m, T * H);
-  a->ln2 = rc_model_alloc(m, T * H), a->ln2_rstd = rc_model_alloc(m, T), a->ln2_r = rc_model_alloc(m, T * H);
+  a->ln2 = rc_model_alloc(m, T * H), a->ln2_rstd = rc_model_alloc(m, T),
+  a->ln2_r = rc_model_alloc(m, T * H);
   a->fc1 = rc_model_alloc(m, rows * 2 * F), a->sw_r = rc_model_alloc(m, rows * F);
   a->mlp_out = rc_model_alloc(m, T * H), a->y = rc_model_alloc(m, T * H);
   if (moe) {
@@ -192,9 +195,10 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   for (int i = 0; i < m->nlinears; i++) {
     rc_linear *lin = &m->linears[i];
     bool is_router = strstr(lin->name, "/router") != NULL;
-    lin->wq = (m->ct == RC_COMPUTE_FP32 || is_router) && !(lin->te_style && c->precision == RC_PREC_FP8)
-                  ? lin->w->weight
-                  : rc_model_alloc(m, lin->w->numel);
+    lin->wq =
+        (m->ct == RC_COMPUTE_FP32 || is_router) && !(lin->te_style && c->precision == RC_PREC_FP8)
+            ? lin->w->weight
+            : rc_model_alloc(m, lin->w->numel);
     if (lin->te_style && !c->grad_accum_fusion)
       lin->wgrad_scratch = rc_model_alloc(m, (size_t)lin->in * lin->out);
   }
@@ -203,7 +207,8 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
     rc_param *p = &m->params[i];
     bool norm = p->ndim == 1;
     float std = (float)c->init_std;
-    if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2")) std /= sqrtf(2.0f * c->layers);
+    if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
+      std /= sqrtf(2.0f * c->layers);
     init_param(m, p, i, std, norm);
   }
   /* activations */
@@ -220,23 +225,28 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
     ma->en = rc_model_alloc(m, T * H), ma->en_rstd = rc_model_alloc(m, T);
     ma->hn = rc_model_alloc(m, T * H), ma->hn_rstd = rc_model_alloc(m, T);
     ma->cat_r = rc_model_alloc(m, T * 2 * H), ma->x = rc_model_alloc(m, T * H);
-    ma->hk = rc_model_alloc(m, T * H), ma->hk_rstd = rc_model_alloc(m, T), ma->hk_r = rc_model_alloc(m, T * H);
+    ma->hk = rc_model_alloc(m, T * H), ma->hk_rstd = rc_model_alloc(m, T),
+    ma->hk_r = rc_model_alloc(m, T * H);
   }
   m->emb_out = rc_model_alloc(m, T * H);
-  m->h0 = rc_model_alloc(m, T * H), m->h0_rstd = rc_model_alloc(m, T), m->h0_r = rc_model_alloc(m, T * H);
+  m->h0 = rc_model_alloc(m, T * H), m->h0_rstd = rc_model_alloc(m, T),
+  m->h0_r = rc_model_alloc(m, T * H);
   for (int k = 0; k <= m->D; k++) {
     m->logits[k] = rc_model_alloc(m, T * V);
     m->ids_dev[k] = m->ops->alloc(T * sizeof(int32_t));
     m->labels_dev[k] = m->ops->alloc(T * sizeof(int32_t));
     m->d_h[k] = rc_model_alloc(m, T * H);
   }
-  m->ce_losses = rc_model_alloc(m, T), m->ce_correct = rc_model_alloc(m, T), m->ce_dloss = rc_model_alloc(m, T);
+  m->ce_losses = rc_model_alloc(m, T), m->ce_correct = rc_model_alloc(m, T),
+  m->ce_dloss = rc_model_alloc(m, T);
   size_t K = (size_t)m->K, F = (size_t)m->F, E = (size_t)m->E;
-  size_t big = max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
+  size_t big =
+      max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
   big = max_sz(big, T * 2 * H);
   m->d_big = rc_model_alloc(m, big), m->d_big2 = rc_model_alloc(m, big);
   m->d_resid = rc_model_alloc(m, 2 * T * H);
-  m->d_tmp = rc_model_alloc(m, T * H), m->d_xm = rc_model_alloc(m, T * H), m->d_ln = rc_model_alloc(m, T * H);
+  m->d_tmp = rc_model_alloc(m, T * H), m->d_xm = rc_model_alloc(m, T * H),
+  m->d_ln = rc_model_alloc(m, T * H);
   m->d_topk_w = rc_model_alloc(m, T * K);
   m->scratch_round = rc_model_alloc(m, max_sz(T * V, big));
   /* state */
@@ -247,9 +257,10 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
 }
 
 static void free_layer_act(const rc_ops *o, struct rc_layer_act *a) {
-  float *bufs[] = {a->ln1, a->ln1_rstd, a->ln1_r, a->qkv, a->attn, a->attn_r, a->lse, a->proj, a->xm,
-                   a->ln2, a->ln2_rstd, a->ln2_r, a->fc1, a->sw_r, a->mlp_out, a->y, a->router_logits,
-                   a->probs, a->topk_w, a->xs, a->e_out, a->aux_grad};
+  float *bufs[] = {a->ln1,    a->ln1_rstd, a->ln1_r,   a->qkv,     a->attn,          a->attn_r,
+                   a->lse,    a->proj,     a->xm,      a->ln2,     a->ln2_rstd,      a->ln2_r,
+                   a->fc1,    a->sw_r,     a->mlp_out, a->y,       a->router_logits, a->probs,
+                   a->topk_w, a->xs,       a->e_out,   a->aux_grad};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
   o->free(a->topk_idx), o->free(a->perm), o->free(a->inv_perm), o->free(a->offsets);
   free(a->group_rows);
@@ -285,15 +296,16 @@ void rc_model_free(rc_model *m) {
   if (m->mtp_acts)
     for (int k = 1; k <= m->D; k++) {
       struct rc_mtp_act *ma = &m->mtp_acts[k];
-      float *bufs[] = {ma->emb, ma->en, ma->en_rstd, ma->hn, ma->hn_rstd, ma->cat_r, ma->x, ma->hk,
-                       ma->hk_rstd, ma->hk_r};
+      float *bufs[] = {ma->emb,   ma->en, ma->en_rstd, ma->hn,      ma->hn_rstd,
+                       ma->cat_r, ma->x,  ma->hk,      ma->hk_rstd, ma->hk_r};
       for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
     }
   free(m->acts), free(m->mtp_acts);
   m->acts = NULL, m->mtp_acts = NULL;
-  float *bufs[] = {m->emb_out, m->h0,       m->h0_rstd,  m->h0_r,    m->ce_losses,    m->ce_correct,
-                   m->ce_dloss, m->d_big,   m->d_big2,   m->d_resid, m->d_tmp,        m->d_xm,
-                   m->d_ln,     m->d_topk_w, m->scratch_round, m->aux_grad_dev};
+  float *bufs[] = {m->emb_out,   m->h0,         m->h0_rstd,       m->h0_r,
+                   m->ce_losses, m->ce_correct, m->ce_dloss,      m->d_big,
+                   m->d_big2,    m->d_resid,    m->d_tmp,         m->d_xm,
+                   m->d_ln,      m->d_topk_w,   m->scratch_round, m->aux_grad_dev};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
   for (int k = 0; k <= m->D && k < 17; k++) {
     o->free(m->logits[k]), o->free(m->ids_dev[k]), o->free(m->labels_dev[k]), o->free(m->d_h[k]);
@@ -301,6 +313,29 @@ void rc_model_free(rc_model *m) {
   rc_dist_free(m);
   m->nparams = m->nlinears = 0;
   m->ops = NULL;
+}
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void rc_model_profile_mark(rc_model *m, int phase) {
+  if (!m->profile) return;
+  m->ops->sync();
+  double now = wall_s();
+  if (m->profile_mark > 0) m->profile_s[phase] += now - m->profile_mark;
+  m->profile_mark = now;
+}
+
+const char *rc_model_profile_phase_name(int phase) {
+  static const char *names[RC_PROFILE_PHASES] = {
+      "data and upload",    "forward decoder",
+      "forward MTP layers", "forward heads + CE",
+      "backward heads",     "backward MTP",
+      "backward decoder",   "grad norm, optimizer, fingerprints"};
+  return phase >= 0 && phase < RC_PROFILE_PHASES ? names[phase] : "?";
 }
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name) {
@@ -333,7 +368,8 @@ static int head_forward(rc_model *m, int c, const float *h_r, const float *dloss
   int T = m->T;
   int call = rc_linear_forward(m, m->head, h_r, m->logits[c], T, NULL);
   o->to_device(m->ce_dloss, dloss_host, sizeof(float) * (size_t)T);
-  o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T, m->V);
+  o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T,
+                   m->V);
   o->to_host(host_tmp, m->ce_losses, sizeof(float) * (size_t)T);
   double ls = 0, cs = 0;
   for (int t = 0; t < T; t++) ls += mask_host[t] ? (double)host_tmp[t] : 0.0;
@@ -343,8 +379,8 @@ static int head_forward(rc_model *m, int c, const float *h_r, const float *dloss
   return call;
 }
 
-void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask, double *loss,
-                            double *mtp_loss, double *mtp_acc, int64_t *tokens) {
+void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
+                            double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens) {
   const rc_ops *o = m->ops;
   const rc_config *c = &m->cfg;
   int T = m->T, H = m->H, D = m->D, L = c->layers;
@@ -365,11 +401,13 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     double n = 0;
     for (int t = 0; t < T; t++) n += mask[k][t];
     n_valid[k] = n;
-    double w = (k == 0 ? 1.0 : c->mtp_loss_scale / D) / (n > 0 ? n : 1) / c->microbatches * m->loss_scale;
+    double w =
+        (k == 0 ? 1.0 : c->mtp_loss_scale / D) / (n > 0 ? n : 1) / c->microbatches * m->loss_scale;
     for (int t = 0; t < T; t++) dloss[(size_t)k * T + t] = mask[k][t] ? (float)w : 0.0f;
   }
   *tokens = (int64_t)n_valid[0];
 
+  rc_model_profile_mark(m, 0);
   /* forward: decoder */
   o->embedding_forward(m->emb_out, m->ids_dev[0], m->embedding->weight, T, H);
   const float *x = m->emb_out;
@@ -379,6 +417,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   }
   o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, eps);
   o->round_to(m->h0_r, m->h0, TH, m->ct);
+  rc_model_profile_mark(m, 1);
   /* forward: MTP layer calls 1..D */
   const float *h_prev = m->h0;
   for (int k = 1; k <= D; k++) {
@@ -397,11 +436,13 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     o->round_to(ma->hk_r, ma->hk, TH, m->ct);
     h_prev = ma->hk;
   }
+  rc_model_profile_mark(m, 2);
   /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
   int head_call[17];
   for (int k = 1; k <= D; k++) {
     double ls, cs;
-    head_call[k] = head_forward(m, k, m->mtp_acts[k].hk_r, dloss + (size_t)k * T, mask[k], &ls, &cs, host_tmp);
+    head_call[k] =
+        head_forward(m, k, m->mtp_acts[k].hk_r, dloss + (size_t)k * T, mask[k], &ls, &cs, host_tmp);
     mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
     mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
   }
@@ -411,13 +452,15 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   }
 
+  rc_model_profile_mark(m, 3);
   /* backward: main head, then MTP heads D..1 */
   for (int i = 0; i <= D; i++) {
     int k = i == 0 ? 0 : D + 1 - i;
     o->round_to(m->scratch_round, m->logits[k], (size_t)T * m->V, m->ct);
-    rc_linear_backward(m, m->head, head_call[k], m->scratch_round, k == 0 ? m->h0_r : m->mtp_acts[k].hk_r,
-                       m->d_h[k], T, NULL);
+    rc_linear_backward(m, m->head, head_call[k], m->scratch_round,
+                       k == 0 ? m->h0_r : m->mtp_acts[k].hk_r, m->d_h[k], T, NULL);
   }
+  rc_model_profile_mark(m, 4);
   /* MTP layer calls D..1 */
   for (int k = D; k >= 1; k--) {
     rc_mtp_layer *mt = mtp_layer(m, k);
@@ -425,7 +468,8 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     struct rc_layer_act *a = &m->acts[L + k - 1];
     float *d_y = m->d_resid, *d_x = m->d_resid + TH;
     o->zero(d_y, TH * sizeof(float));
-    o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight, ma->hk_rstd, T, H);
+    o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
+                        ma->hk_rstd, T, H);
     rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
     o->round_to(d_x, d_x, TH, m->ct);
     float *d_cat = m->d_big;
@@ -434,22 +478,27 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     o->copy2d(d_en, H, d_cat, 2 * H, T, H);
     o->copy2d(d_hn, H, d_cat + H, 2 * H, T, H);
     o->zero(d_emb, TH * sizeof(float));
-    o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_en, ma->emb, mt->enorm->weight, ma->en_rstd, T, H);
+    o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_en, ma->emb, mt->enorm->weight, ma->en_rstd,
+                        T, H);
     o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
     const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
-    o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight, ma->hn_rstd, T, H);
+    o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight,
+                        ma->hn_rstd, T, H);
   }
+  rc_model_profile_mark(m, 5);
   /* final norm, decoder layers L..1, embedding */
   float *dy = m->d_resid, *dx = m->d_resid + TH;
   o->zero(dy, TH * sizeof(float));
   const float *dec_out = L > 0 ? m->acts[L - 1].y : m->emb_out;
-  o->rmsnorm_backward(dy, m->final_norm->main_grad, m->d_h[0], dec_out, m->final_norm->weight, m->h0_rstd, T, H);
+  o->rmsnorm_backward(dy, m->final_norm->main_grad, m->d_h[0], dec_out, m->final_norm->weight,
+                      m->h0_rstd, T, H);
   for (int l = L - 1; l >= 0; l--) {
     rc_layer_backward(m, &m->layers[l], &m->acts[l], dy, dx);
     float *t = dy;
     dy = dx, dx = t;
   }
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[0], dy, T, H, m->V);
+  rc_model_profile_mark(m, 6);
   m->grads_dirty = true;
   free(dloss);
 }

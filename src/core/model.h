@@ -16,7 +16,8 @@
 
 #define RC_MAX_PARAMS 1024
 #define RC_MAX_LINEARS 512
-#define RC_MAX_CALLS 64 /* forward calls of one linear within a microbatch */
+#define RC_MAX_CALLS 64
+#define RC_PROFILE_PHASES 8 /* forward calls of one linear within a microbatch */
 
 /* A trainable tensor with its fp32 main_grad and AdamW moments. */
 typedef struct {
@@ -143,6 +144,10 @@ typedef struct rc_model {
   bool grads_dirty;              /* main_grad holds this process's gradients */
 
   rc_event_log events;
+  /* RC_PROFILE=1: wall time per phase of the step, synchronising at each
+   * boundary (so it slows the step; for finding where time goes only) */
+  bool profile;
+  double profile_s[RC_PROFILE_PHASES], profile_mark;
   int rank;
   /* Data parallel: NULL = one process and no collectives (the original,
    * single-rank path, whose bytes must never change). Not owned. */
@@ -194,6 +199,11 @@ double rc_model_lr(const rc_model *m, int64_t scheduler_step);
 uint64_t rc_model_fp_params(const rc_model *m);
 uint64_t rc_model_fp_main_grad(const rc_model *m);
 uint64_t rc_model_fp_optim(const rc_model *m);
+
+/* Profiling (see rc_model.profile): charges the time since the last mark to
+ * `phase` and names the phases for reports. */
+void rc_model_profile_mark(rc_model *m, int phase);
+const char *rc_model_profile_phase_name(int phase);
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name);
 rc_param *rc_model_find_param(rc_model *m, const char *name);

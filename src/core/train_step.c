@@ -157,6 +157,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
     mask[k] = malloc(sizeof(float) * (size_t)T);
     if (!ids[k] || !labels[k] || !mask[k]) abort();
   }
+  rc_model_profile_mark(m, 7);
   for (int mb = 0; mb < M; mb++) {
     m->events.microbatch = mb;
     /* rank r's microbatch mb of this step: W ranks together consume W*M*B
@@ -261,6 +262,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   st->consumed_samples = m->consumed_samples;
   st->fp_params = rc_model_fp_params(m);
   st->fp_optim = m->comm ? rc_dist_fp_optim(m) : rc_model_fp_optim(m);
+  rc_model_profile_mark(m, 7);
 }
 
 uint64_t rc_model_fp_params(const rc_model *m) {
