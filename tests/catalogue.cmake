@@ -71,3 +71,8 @@ rc_catalogue(clean_mtp_3_separate 0 - - --mtp-depths 3 --mtp-separate-layers)
 rc_catalogue(clean_te_output_head 0 - - --te-output-head)
 rc_catalogue(clean_tied 0 - - --tie-embeddings)
 rc_catalogue(clean_prompt 0 - - --prompt-len 4)
+rc_catalogue(clean_save_early 0 - - --save-at 1)
+rc_catalogue(clean_save_late 0 - - --save-at 9)
+rc_catalogue(clean_save_chained 0 - - --save-at 3,6 --dropout 0.1)
+# a chain still finds the seed's bug, one step after each resume
+rc_catalogue(seed_chained 1 4 grad_norm --save-at 3,6 --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy)

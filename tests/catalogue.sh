@@ -7,7 +7,9 @@ set -u
 want_rc=$1 want_step=$2 want_first=$3; shift 3
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
-out=$("$RC_BIN" run "$@" --steps 10 --save-at 5 --out "$t/run" 2>"$t/err"); rc=$?
+save=(--save-at 5)
+for a in "$@"; do [ "$a" = --save-at ] && save=(); done # the flags name their own K
+out=$("$RC_BIN" run "$@" --steps 10 "${save[@]}" --out "$t/run" 2>"$t/err"); rc=$?
 echo "$out"
 fail=0
 [ "$rc" = "$want_rc" ] || { echo "FAIL: exit $rc, expected $want_rc"; cat "$t/err"; fail=1; }
