@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* ENOSPC and EDQUOT get a plain-language tail: they are the common case in
@@ -54,19 +55,36 @@ int rc_mkdir_p(const char *path, rc_err *err) {
   return ret;
 }
 
-static int write_all(int fd, const void *data, size_t n) {
-  const char *p = data;
-  while (n > 0) {
-    size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-    ssize_t w = write(fd, p, chunk);
+/* All pieces with writev, up to IOV_MAX at a time, resuming after short
+ * writes: states with thousands of small tensors cost few system calls. */
+static int write_pieces(int fd, const rc_piece *pieces, int n) {
+  enum { BATCH = 1024 }; /* IOV_MAX on Linux */
+  struct iovec iov[BATCH];
+  int i = 0;
+  size_t done = 0; /* bytes of pieces[i] already written */
+  while (i < n) {
+    int k = 0;
+    size_t batch = 0;
+    for (int j = i; j < n && k < BATCH && batch < ((size_t)1 << 30); j++, k++) {
+      size_t skip = j == i ? done : 0;
+      iov[k].iov_base = (void *)((const char *)pieces[j].p + skip);
+      iov[k].iov_len = pieces[j].n - skip;
+      batch += iov[k].iov_len;
+    }
+    ssize_t w = writev(fd, iov, k);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return -1;
-    if (w == 0) { /* should not happen for regular files; avoid spinning */
+    if (w == 0 && batch > 0) {
       errno = EIO;
       return -1;
     }
-    p += w;
-    n -= (size_t)w;
+    size_t left = (size_t)w;
+    while (i < n && left >= pieces[i].n - done) {
+      left -= pieces[i].n - done;
+      done = 0;
+      i++;
+    }
+    done += left;
   }
   return 0;
 }
@@ -154,7 +172,9 @@ void rc_remove_stale_temps(const char *dir, const char *const *names, int n) {
   closedir(d);
 }
 
-int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
+int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
+  size_t n = 0;
+  for (int i = 0; i < npieces; i++) n += pieces[i].n;
   char tmp[4096];
   int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   if (len < 0 || (size_t)len >= sizeof tmp)
@@ -167,9 +187,9 @@ int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *e
   rc_test_crash_point("created", tmp);
   const char *step = "writing";
   /* in two halves, so that the crash hook can leave a half-written temp */
-  if (write_all(fd, data, n / 2) != 0) goto fail;
+  if (write_pieces(fd, pieces, npieces / 2) != 0) goto fail;
   rc_test_crash_point("half written", tmp);
-  if (write_all(fd, (const char *)data + n / 2, n - n / 2) != 0) goto fail;
+  if (write_pieces(fd, pieces + npieces / 2, npieces - npieces / 2) != 0) goto fail;
   rc_test_crash_point("written", tmp);
   step = "fsync of";
   if (fsync(fd) != 0) goto fail;
@@ -195,6 +215,12 @@ fail:;
   if (fd >= 0) close(fd);
   unlink(tmp);
   return rc_fail(err, RC_EXIT_IOERR, "%s %s (%zu bytes): %s%s", step, tmp, n, strerror(e), hint(e));
+}
+
+int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
+  /* two pieces, so that the crash hook's "half written" leaves half a file */
+  rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
+  return rc_write_pieces_atomic(path, halves, 2, err);
 }
 
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {

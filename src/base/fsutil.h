@@ -13,6 +13,13 @@
 int rc_mkdir_p(const char *path, rc_err *err);
 /* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir. */
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err);
+/* The same for a file that is the concatenation of buffers (written with
+ * writev, no copy): a shard is its HDF5 metadata image plus tensor buffers. */
+typedef struct {
+  const void *p;
+  size_t n;
+} rc_piece;
+int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for text use). */
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err);
 bool rc_path_exists(const char *path);

@@ -38,97 +38,6 @@ static void iter_path(char *out, size_t cap, const char *root, int64_t iteration
   rc_path_join(out, cap, root, name);
 }
 
-/* ---- writing a shard: its pieces in order to path.tmp.<pid>, fsync,
- * rename, fsync of the directory; the same guarantees as
- * rc_write_file_atomic (fsutil.h), for a file that is a list of buffers. */
-
-static const char *errno_hint(int e) {
-  if (e == ENOSPC || e == EDQUOT) return " (disk full; nothing was left behind)";
-  if (e == EACCES || e == EPERM || e == EROFS) return " (directory not writable)";
-  return "";
-}
-
-/* All pieces with writev, up to IOV_MAX at a time, resuming after short
- * writes: states with thousands of small tensors cost few system calls. */
-static int write_pieces(int fd, const rc_piece *pieces, int n) {
-  enum { BATCH = 1024 }; /* IOV_MAX on Linux */
-  struct iovec iov[BATCH];
-  int i = 0;
-  size_t done = 0; /* bytes of pieces[i] already written */
-  while (i < n) {
-    int k = 0;
-    size_t batch = 0;
-    for (int j = i; j < n && k < BATCH && batch < ((size_t)1 << 30); j++, k++) {
-      size_t skip = j == i ? done : 0;
-      iov[k].iov_base = (void *)((const char *)pieces[j].p + skip);
-      iov[k].iov_len = pieces[j].n - skip;
-      batch += iov[k].iov_len;
-    }
-    ssize_t w = writev(fd, iov, k);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    if (w == 0 && batch > 0) {
-      errno = EIO;
-      return -1;
-    }
-    size_t left = (size_t)w;
-    while (i < n && left >= pieces[i].n - done) {
-      left -= pieces[i].n - done;
-      done = 0;
-      i++;
-    }
-    done += left;
-  }
-  return 0;
-}
-
-static int write_pieces_atomic(const char *path, const rc_piece *pieces, int n, size_t total,
-                               rc_err *err) {
-  char tmp[4096], dir[4096];
-  int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (len < 0 || (size_t)len >= sizeof tmp)
-    return rc_fail(err, RC_EXIT_USAGE, "path too long: %s", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    int e = errno;
-    return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s%s", tmp, strerror(e), errno_hint(e));
-  }
-  rc_test_crash_point("created", tmp);
-  const char *step = "writing";
-  /* in two halves, so that the crash hook can leave a half-written temp */
-  if (write_pieces(fd, pieces, n / 2) != 0) goto fail;
-  rc_test_crash_point("half written", tmp);
-  if (write_pieces(fd, pieces + n / 2, n - n / 2) != 0) goto fail;
-  rc_test_crash_point("written", tmp);
-  step = "fsync of";
-  if (fsync(fd) != 0) goto fail;
-  step = "closing";
-  int r = close(fd);
-  fd = -1;
-  if (r != 0) goto fail;
-  rc_test_crash_point("synced", tmp);
-  step = "renaming";
-  if (rename(tmp, path) != 0) goto fail;
-  rc_test_crash_point("renamed", path);
-  const char *slash = strrchr(path, '/');
-  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-  int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0 || (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS)) {
-    int e = errno;
-    if (dfd >= 0) close(dfd);
-    return rc_fail(err, RC_EXIT_IOERR, "fsync of the directory of %s: %s", path, strerror(e));
-  }
-  close(dfd);
-  rc_test_crash_point("directory synced", path);
-  return RC_OK;
-fail:;
-  int e = errno;
-  if (fd >= 0) close(fd);
-  unlink(tmp);
-  return rc_fail(err, RC_EXIT_IOERR, "%s %s (%zu bytes): %s%s", step, tmp, total, strerror(e),
-                 errno_hint(e));
-}
-
 typedef struct {
   const char *path;
   const rc_shard_image *image;
@@ -138,8 +47,7 @@ typedef struct {
 
 static void *write_job_run(void *arg) {
   write_job *j = arg;
-  j->ret =
-      write_pieces_atomic(j->path, j->image->pieces, j->image->npieces, j->image->size, &j->err);
+  j->ret = rc_write_pieces_atomic(j->path, j->image->pieces, j->image->npieces, &j->err);
   return NULL;
 }
 

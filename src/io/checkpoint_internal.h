@@ -11,6 +11,7 @@
 #include <hdf5.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/json.h"
 #include "io/sha256.h"
 #include "io/state.h"
@@ -72,11 +73,6 @@ void rc_manifest_free(rc_manifest *m);
  * driver's own buffer, taken over at file close) with each dataset's raw
  * data left to come straight from the caller's tensor buffers. The file is
  * the concatenation of `pieces`, in order. See shard_write.c. */
-typedef struct {
-  const void *p;
-  size_t n;
-} rc_piece;
-
 typedef struct {
   unsigned char *data; /* metadata image; raw-data regions are never touched */
   size_t size;         /* the whole file: bytes [0, size) */
