@@ -20,16 +20,7 @@
 #include "harness/compare.h"
 #include "io/sha256.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);                     \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* Every HDF5 call in the fixtures must succeed; a failure here is a broken
  * test, not a finding. */

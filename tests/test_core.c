@@ -14,16 +14,7 @@
 #include "core/model.h"
 #include "core/model_internal.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      failures++;                                                                                  \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf("\n");                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static void make_config(rc_config *c, const char *const *flags, int n) {
   rc_leg_opts leg;

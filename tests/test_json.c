@@ -13,17 +13,7 @@
 
 #include "base/json.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static rc_json *parse(const char *s, char *err, size_t cap) {
   return rc_json_parse(s, strlen(s), err, cap);

@@ -8,16 +8,7 @@
 
 #include "harness/exec_template.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* Parses text and compares the words with want (NULL-terminated). */
 static void split_is(const char *text, const char *const *want) {
