@@ -493,11 +493,55 @@ static void note_first(stats_t *st, const el_fmt *f, const unsigned char *pa,
  * in locals (~3 ns per differing element instead of ~30 through the generic
  * path). Categories, in order: NaN payload only, NaN on one side, sign of
  * zero only, else a numeric difference with |a-b|, relative and ULP size. */
+/* Running statistics of one float block, in locals of the caller's loop
+ * (kept out of stats_t so the compiler can hold them in registers). */
+typedef struct {
+  double max_abs, max_rel;
+  uint64_t max_ulp;
+  int64_t nz, npay, nmis;
+} float_tally;
+
+/* One differing pair, already decoded: NaN and signed-zero cases are counted
+ * as such, everything else updates |a-b|, the relative difference and ULPs. */
+static inline void tally_pair(float_tally *t, double x, double y, uint64_t ulp) {
+  bool nx = x != x, ny = y != y;
+  if (nx || ny) {
+    t->npay += nx && ny;
+    t->nmis += nx != ny;
+    return;
+  }
+  if (x == 0 && y == 0) {
+    t->nz++;
+    return;
+  }
+  double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
+  if (d > t->max_abs) t->max_abs = d;
+  if (isinf(d))
+    t->max_rel = INFINITY;
+  else if (d > t->max_rel * m) /* divide only for a new maximum */
+    t->max_rel = d / m;
+  if (ulp > t->max_ulp) t->max_ulp = ulp;
+}
+
+static void tally_begin(float_tally *t, const stats_t *st) {
+  *t = (float_tally){st->max_abs, st->max_rel, st->max_ulp, 0, 0, 0};
+}
+
+static void tally_end(stats_t *st, const float_tally *t, int64_t ndiff) {
+  st->max_abs = t->max_abs;
+  st->max_rel = t->max_rel;
+  st->max_ulp = t->max_ulp;
+  st->n_different = ndiff;
+  st->n_signed_zero += t->nz;
+  st->n_nan_payload += t->npay;
+  st->n_nan_mismatch += t->nmis;
+}
+
 static void scan_f32(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
                      size_t n, int64_t base) {
-  double max_abs = st->max_abs, max_rel = st->max_rel;
-  uint64_t max_ulp = st->max_ulp;
-  int64_t ndiff = st->n_different, nz = 0, npay = 0, nmis = 0;
+  float_tally t;
+  tally_begin(&t, st);
+  int64_t ndiff = st->n_different;
   for (size_t i = 0; i < n; i++) {
     uint32_t ua, ub;
     memcpy(&ua, a + 4 * i, 4);
@@ -511,40 +555,16 @@ static void scan_f32(stats_t *st, const el_fmt *f, const unsigned char *a, const
     float xf, yf;
     memcpy(&xf, &ua, 4);
     memcpy(&yf, &ub, 4);
-    double x = xf, y = yf;
-    bool nx = x != x, ny = y != y;
-    if (nx || ny) {
-      npay += nx && ny;
-      nmis += nx != ny;
-      continue;
-    }
-    if (x == 0 && y == 0) {
-      nz++;
-      continue;
-    }
-    double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
-    uint64_t ulp = distance(ordered_f32(ua), ordered_f32(ub));
-    if (d > max_abs) max_abs = d;
-    if (isinf(d))
-      max_rel = INFINITY;
-    else if (d > max_rel * m) /* divide only for a new maximum */
-      max_rel = d / m;
-    if (ulp > max_ulp) max_ulp = ulp;
+    tally_pair(&t, xf, yf, distance(ordered_f32(ua), ordered_f32(ub)));
   }
-  st->max_abs = max_abs;
-  st->max_rel = max_rel;
-  st->max_ulp = max_ulp;
-  st->n_different = ndiff;
-  st->n_signed_zero += nz;
-  st->n_nan_payload += npay;
-  st->n_nan_mismatch += nmis;
+  tally_end(st, &t, ndiff);
 }
 
 static void scan_f64(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
                      size_t n, int64_t base) {
-  double max_abs = st->max_abs, max_rel = st->max_rel;
-  uint64_t max_ulp = st->max_ulp;
-  int64_t ndiff = st->n_different, nz = 0, npay = 0, nmis = 0;
+  float_tally t;
+  tally_begin(&t, st);
+  int64_t ndiff = st->n_different;
   for (size_t i = 0; i < n; i++) {
     uint64_t ua, ub;
     memcpy(&ua, a + 8 * i, 8);
@@ -558,32 +578,9 @@ static void scan_f64(stats_t *st, const el_fmt *f, const unsigned char *a, const
     double x, y;
     memcpy(&x, &ua, 8);
     memcpy(&y, &ub, 8);
-    bool nx = x != x, ny = y != y;
-    if (nx || ny) {
-      npay += nx && ny;
-      nmis += nx != ny;
-      continue;
-    }
-    if (x == 0 && y == 0) {
-      nz++;
-      continue;
-    }
-    double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
-    uint64_t ulp = distance(ordered_f64(ua), ordered_f64(ub));
-    if (d > max_abs) max_abs = d;
-    if (isinf(d))
-      max_rel = INFINITY;
-    else if (d > max_rel * m) /* divide only for a new maximum */
-      max_rel = d / m;
-    if (ulp > max_ulp) max_ulp = ulp;
+    tally_pair(&t, x, y, distance(ordered_f64(ua), ordered_f64(ub)));
   }
-  st->max_abs = max_abs;
-  st->max_rel = max_rel;
-  st->max_ulp = max_ulp;
-  st->n_different = ndiff;
-  st->n_signed_zero += nz;
-  st->n_nan_payload += npay;
-  st->n_nan_mismatch += nmis;
+  tally_end(st, &t, ndiff);
 }
 
 /* Integers (|a-b| as the "ULP" distance), strings and opaque types. */
