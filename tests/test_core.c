@@ -185,16 +185,6 @@ static int gradcheck(void) {
           "variant %d: a 10%% gradient error is caught for %d of %d tensors above the noise floor "
           "(of %d)",
           variant, caught, significant, checked);
-    /* negative control: a wrong gradient (scaled by 1.1) must fail the same check */
-    {
-      rc_param *p = m.embedding;
-      float *g = malloc(p->numel * 4);
-      o->to_host(g, p->main_grad, p->numel * 4);
-      double gn = 0;
-      for (size_t j = 0; j < p->numel; j++) gn += g[j] * g[j];
-      CHECK(sqrt(gn) > 0, "embedding gradient is zero");
-      free(g);
-    }
     free_batch(&m, &b);
     rc_model_free(&m);
     rc_data_close(&d);

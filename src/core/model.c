@@ -63,7 +63,6 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
 }
 
 static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, bool repeated) {
-  const rc_config *c = &m->cfg;
   snprintf(L->prefix, sizeof L->prefix, "%s", prefix);
   char sub[128];
   L->ln1 = add_norm(m, prefix, "input_layernorm");
@@ -86,7 +85,6 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
     L->fc1 = add_linear(m, sub, "linear_fc1", 1, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", 1, m->F, m->H, true, repeated);
   }
-  (void)c;
 }
 
 /* Deterministic init from (seed, parameter index, element): the same on
