@@ -12,6 +12,7 @@
 #include "dist/launch.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,6 +50,18 @@ static int self_path(char *buf, size_t cap, rc_err *err) {
   return 0;
 }
 
+#ifdef RC_HAVE_MPI
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)type, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void remove_tree(const char *dir) {
+  nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+#endif
+
 static int launch_mpi(int world, int argc, char **argv, rc_err *err) {
 #ifndef RC_HAVE_MPI
   (void)argc, (void)argv;
@@ -67,6 +80,15 @@ static int launch_mpi(int world, int argc, char **argv, rc_err *err) {
   setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
   setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0); /* containers forbid CMA */
+  /* A private session directory per launch: legs start their mpiexec
+   * concurrently, and OpenMPI's shared default under /tmp was seen to fail
+   * orte_init ("orte_session_dir failed") when they collide. */
+  char session[] = "/tmp/rc-ompi-XXXXXX";
+  bool own_session = !getenv("OMPI_MCA_orte_tmpdir_base") && mkdtemp(session);
+  if (own_session) {
+    setenv("OMPI_MCA_orte_tmpdir_base", session, 1);
+    setenv("OMPI_MCA_prte_tmpdir_base", session, 1); /* OpenMPI 5 */
+  }
   const char *pre[] = {RC_MPIEXEC, "-n", n};
   char **v = rank_argv(self, argc, argv, NULL, 0, pre, 3);
   fflush(NULL);
@@ -84,6 +106,7 @@ static int launch_mpi(int world, int argc, char **argv, rc_err *err) {
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return rc_fail(err, RC_EXIT_SOFTWARE, "waitpid: %s", strerror(errno));
+  if (own_session) remove_tree(session);
   int rc = exit_code(status);
   if (rc)
     return rc_fail(err, rc,
