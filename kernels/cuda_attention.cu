@@ -21,7 +21,8 @@
  * Two implementations of that scheme: the register-tiled kernels (the
  * default, further below: each thread computes a 4 x 4 block of every tile
  * product) and the original one-row-per-thread kernels, kept as a baseline
- * (RC_CUDA_ATTENTION=simple). Both are fp32 throughout, as ops.h requires.
+ * (RC_CUDA_ATTENTION=simple). Both are fp32 throughout (ops.h's FP32
+ * attention); the BF16 contract runs on tensor cores in cuda_attention_bf16.cu.
  *
  * The head dimension is a template bound HD in {32, 64, 128} (hd <= HD; the
  * unused dimensions are zero-filled). Hot loops use explicit fmaf: the file
@@ -838,10 +839,14 @@ static void check_head_dim(int hd) {
   }
 }
 
-void rc_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                               int hd) {
+void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B,
+                               int S, int nh, int hd) {
   if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
   check_head_dim(hd);
+  if (ct == RC_COMPUTE_BF16) {
+    rc_cuda_attention_bf16_forward(out, lse, qkv, B, S, nh, hd);
+    return;
+  }
   if (hd <= 32)
     forward_impl<32>(out, lse, qkv, B, S, nh, hd);
   else if (hd <= 64)
@@ -850,10 +855,14 @@ void rc_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, 
     forward_impl<128>(out, lse, qkv, B, S, nh, hd);
 }
 
-void rc_cuda_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
-                                const float *qkv, int B, int S, int nh, int hd) {
+void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
+                                const float *lse, const float *qkv, int B, int S, int nh, int hd) {
   if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
   check_head_dim(hd);
+  if (ct == RC_COMPUTE_BF16) {
+    rc_cuda_attention_bf16_backward(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+    return;
+  }
   if (hd <= 32)
     backward_impl<32>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
   else if (hd <= 64)

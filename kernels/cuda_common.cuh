@@ -129,11 +129,18 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
 void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
 void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
 
-/* cuda_attention.cu */
-void rc_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                               int hd);
-void rc_cuda_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
-                                const float *qkv, int B, int S, int nh, int hd);
+/* cuda_attention.cu (fp32; dispatches BF16 to cuda_attention_bf16.cu) */
+void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B,
+                               int S, int nh, int hd);
+void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
+                                const float *lse, const float *qkv, int B, int S, int nh, int hd);
+
+/* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
+void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
+                                    int hd);
+void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
+                                     const float *lse, const float *qkv, int B, int S, int nh,
+                                     int hd);
 
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

@@ -457,7 +457,7 @@ typedef struct {
 
 static double attn_loss(void *p) {
   attn_ctx *c = p;
-  c->ops->attention_forward(c->out, c->lse, c->qkv, c->B, c->S, c->NH, c->HD);
+  c->ops->attention_forward(RC_COMPUTE_FP32, c->out, c->lse, c->qkv, c->B, c->S, c->NH, c->HD);
   return proj(c->out, c->r, (size_t)c->B * c->S * c->NH * c->HD);
 }
 
@@ -504,11 +504,56 @@ static void test_attention(const rc_ops *ops) {
 
   float *dqkv = falloc(N);
   ffill(dqkv, N, NAN); /* writes: every element must be overwritten */
-  ops->attention_backward(dqkv, c.r, c.out, c.lse, c.qkv, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, B, S, NH, HD);
   CHECK(count_nan(dqkv, N) == 0, "attention_backward left %zu elements unwritten",
         count_nan(dqkv, N));
   expect_grad("attention dqkv", attn_loss, &c, c.qkv, N, dqkv);
   free(c.qkv), free(c.r), free(c.out), free(c.lse), free(dqkv);
+}
+
+/* The BF16 attention contract (ops.h): q, k, v and dout enter rounded, so
+ * inputs nudged off bf16 values give the bits of the rounded inputs; the
+ * result stays within bf16 tolerance of fp32 but is not fp32's. Negative
+ * control: the FP32 path does see the nudge. */
+static void test_attention_bf16(const rc_ops *ops) {
+  enum { B = 2, S = 37, NH = 2, HD = 16, ROW = 3 * NH * HD, N = B * S * ROW, NO = B * S * NH * HD };
+  enum { NL = B * NH * S };
+  uint64_t rng = 77;
+  float *rounded = frand(N, &rng, -1.5f, 1.5f), *dout_r = frand(NO, &rng, -1, 1);
+  for (size_t i = 0; i < N; i++) rounded[i] = rc_round_bf16(rounded[i]);
+  for (size_t i = 0; i < NO; i++) dout_r[i] = rc_round_bf16(dout_r[i]);
+  float *nudged = fdup(rounded, N), *dout_n = fdup(dout_r, NO);
+  for (size_t i = 0; i < N; i++) nudged[i] *= 1.0f + 1e-4f; /* well inside half a bf16 ulp */
+  for (size_t i = 0; i < NO; i++) dout_n[i] *= 1.0f + 1e-4f;
+  float *o_r = falloc(NO), *o_n = falloc(NO), *o_f = falloc(NO), *l_r = falloc(NL),
+        *l_n = falloc(NL), *l_f = falloc(NL);
+  float *d_r = falloc(N), *d_n = falloc(N), *d_f = falloc(N);
+  ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o_n, l_n, nudged, B, S, NH, HD);
+  CHECK(memcmp(o_r, o_n, sizeof(float) * NO) == 0 && memcmp(l_r, l_n, sizeof(float) * NL) == 0,
+        "bf16 attention forward did not round q, k, v");
+  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, B, S, NH, HD);
+  CHECK(memcmp(d_r, d_n, sizeof(float) * N) == 0,
+        "bf16 attention backward did not round its inputs");
+  /* against fp32: close, not equal */
+  ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, B, S, NH, HD);
+  double eo = 0, mo = 0, ed = 0, md = 0;
+  for (size_t i = 0; i < NO; i++) eo = fmax(eo, fabs(o_r[i] - o_f[i])), mo = fmax(mo, fabs(o_f[i]));
+  for (size_t i = 0; i < N; i++) ed = fmax(ed, fabs(d_r[i] - d_f[i])), md = fmax(md, fabs(d_f[i]));
+  CHECK(eo / mo < 1e-2 && ed / md < 2e-2, "bf16 attention strays from fp32: out %g, dqkv %g",
+        eo / mo, ed / md);
+  CHECK(eo / mo > 1e-6 && ed / md > 1e-6,
+        "bf16 attention equals fp32 (out %g, dqkv %g): P and dS were not rounded", eo / mo,
+        ed / md);
+  /* negative control: fp32 sees the nudge */
+  float *o_fn = falloc(NO), *l_fn = falloc(NL);
+  ops->attention_forward(RC_COMPUTE_FP32, o_fn, l_fn, nudged, B, S, NH, HD);
+  CHECK(memcmp(o_f, o_fn, sizeof(float) * NO) != 0,
+        "negative control: fp32 ignored a nudge of q, k, v");
+  free(rounded), free(dout_r), free(nudged), free(dout_n), free(o_r), free(o_n), free(o_f);
+  free(l_r), free(l_n), free(l_f), free(d_r), free(d_n), free(d_f), free(o_fn), free(l_fn);
 }
 
 /* ---- SwiGLU ---- */
@@ -905,6 +950,7 @@ int main(void) {
   test_rmsnorm(ops);
   test_rope(ops);
   test_attention(ops);
+  test_attention_bf16(ops);
   test_swiglu(ops);
   test_cross_entropy(ops);
   test_dropout(ops);

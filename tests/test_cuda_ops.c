@@ -631,25 +631,44 @@ static void test_rope(int B, int S, int nh, int hd) {
   free(x);
 }
 
-static void test_attention(int B, int S, int nh, int hd) {
+/* ct FP32: the fp32 kernels against the CPU within 1e-5. ct BF16: the
+ * tensor-core kernels against the CPU's emulation of the same contract
+ * within 1e-2, and (negative control) visibly apart from the fp32 result:
+ * the rounding the contract names really happens. */
+static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
+  const char *tag = ct == RC_COMPUTE_BF16 ? "bf16" : "fp32";
+  double tol = ct == RC_COMPUTE_BF16 ? 1e-2 : 1e-5;
   size_t nqkv = (size_t)B * S * 3 * nh * hd, no = (size_t)B * S * nh * hd, nl = (size_t)B * nh * S;
   float *qkv = rand_host(nqkv, 1.5f), *dout = rand_host(no, 1.0f);
   char name[128];
   float *cq = put(C, qkv, nqkv * 4), *co = C->alloc(no * 4), *cl = C->alloc(nl * 4);
   float *gq = put(G, qkv, nqkv * 4), *go = G->alloc(no * 4), *gl = G->alloc(nl * 4);
-  C->attention_forward(co, cl, cq, B, S, nh, hd);
+  C->attention_forward(ct, co, cl, cq, B, S, nh, hd);
   float *ro = get(C, co, no * 4), *rl = get(C, cl, nl * 4);
   float *o[2], *l[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
-    G->attention_forward(go, gl, gq, B, S, nh, hd);
+    G->attention_forward(ct, go, gl, gq, B, S, nh, hd);
     o[rep] = get(G, go, no * 4);
     l[rep] = get(G, gl, nl * 4);
   }
-  snprintf(name, sizeof name, "attention_forward out B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
-  check_rel(name, o[0], ro, no, 1e-5);
-  check_rel("attention_forward lse", l[0], rl, nl, 1e-5);
+  snprintf(name, sizeof name, "attention_forward %s out B=%d S=%d nh=%d hd=%d", tag, B, S, nh, hd);
+  check_rel(name, o[0], ro, no, tol);
+  check_rel("attention_forward lse", l[0], rl, nl, tol);
+  if (ct == RC_COMPUTE_BF16) {
+    float *fo = C->alloc(no * 4), *fl = C->alloc(nl * 4);
+    C->attention_forward(RC_COMPUTE_FP32, fo, fl, cq, B, S, nh, hd);
+    float *f = get(C, fo, no * 4);
+    checks++;
+    double e = rel_err(o[0], f, no);
+    if (!(e > 1e-5)) failures++;
+    printf("%s  %-52s rel err %.3g (must exceed 1e-5)\n", e > 1e-5 ? "ok  " : "FAIL",
+           "  bf16 out differs from fp32 out", e);
+    free(f);
+    C->free(fo);
+    C->free(fl);
+  }
   check_bits("  run-to-run out", o[0], o[1], no * 4);
   check_bits("  run-to-run lse", l[0], l[1], nl * 4);
   /* backward from the CPU's forward results on both */
@@ -657,16 +676,17 @@ static void test_attention(int B, int S, int nh, int hd) {
   upload(G, gl, rl, nl * 4);
   float *cdo = put(C, dout, no * 4), *gdo = put(G, dout, no * 4);
   float *cdq = C->alloc(nqkv * 4), *gdq = G->alloc(nqkv * 4);
-  C->attention_backward(cdq, cdo, co, cl, cq, B, S, nh, hd);
+  C->attention_backward(ct, cdq, cdo, co, cl, cq, B, S, nh, hd);
   float *rd = get(C, cdq, nqkv * 4);
   float *d[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, gdq, nqkv * 4);
-    G->attention_backward(gdq, gdo, go, gl, gq, B, S, nh, hd);
+    G->attention_backward(ct, gdq, gdo, go, gl, gq, B, S, nh, hd);
     d[rep] = get(G, gdq, nqkv * 4);
   }
-  snprintf(name, sizeof name, "attention_backward dqkv B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
-  check_rel(name, d[0], rd, nqkv, 1e-5);
+  snprintf(name, sizeof name, "attention_backward %s dqkv B=%d S=%d nh=%d hd=%d", tag, B, S, nh,
+           hd);
+  check_rel(name, d[0], rd, nqkv, tol);
   check_bits("  run-to-run dqkv", d[0], d[1], nqkv * 4);
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
@@ -1100,30 +1120,38 @@ static void bench(void) {
   float *qkv = rand_host(nqkv, 1.5f), *dout = rand_host(no, 1.0f);
   float *gq = put(G, qkv, nqkv * 4), *gdo = put(G, dout, no * 4);
   float *go = G->alloc(no * 4), *gl = G->alloc(nl * 4), *gd = G->alloc(nqkv * 4);
-  uint64_t fo[2], fd[2];
-  double tf = 0, tb = 0;
-  for (int rep = 0; rep < 3; rep++) {
-    G->sync();
-    double t0 = now_s();
-    G->attention_forward(go, gl, gq, B, S, nh, hd);
-    G->sync();
-    double t1 = now_s();
-    G->attention_backward(gd, gdo, go, gl, gq, B, S, nh, hd);
-    G->sync();
-    double t2 = now_s();
-    if (rep > 0) {
-      fo[rep - 1] = G->fingerprint(go, no * 4);
-      fd[rep - 1] = G->fingerprint(gd, nqkv * 4);
-      tf += t1 - t0;
-      tb += t2 - t1;
+  for (int pass = 0; pass < 2; pass++) {
+    rc_compute act = pass ? RC_COMPUTE_BF16 : RC_COMPUTE_FP32;
+    uint64_t fo[2], fd[2];
+    double tf = 0, tb = 0;
+    for (int rep = 0; rep < 3; rep++) {
+      G->sync();
+      double t0 = now_s();
+      G->attention_forward(act, go, gl, gq, B, S, nh, hd);
+      G->sync();
+      double t1 = now_s();
+      G->attention_backward(act, gd, gdo, go, gl, gq, B, S, nh, hd);
+      G->sync();
+      double t2 = now_s();
+      if (rep > 0) {
+        fo[rep - 1] = G->fingerprint(go, no * 4);
+        fd[rep - 1] = G->fingerprint(gd, nqkv * 4);
+        tf += t1 - t0;
+        tb += t2 - t1;
+      }
     }
+    double flops = 4.0 * B * nh * (double)S * S * hd / 2; /* causal forward: QK^T and PV */
+    printf("      attention %s B=%d S=%d nh=%d hd=%d: forward %.3f ms (%.1f TFLOP/s), backward "
+           "%.3f ms (%.1f TFLOP/s)\n",
+           pass ? "bf16" : "fp32", B, S, nh, hd, 1e3 * tf / 2, flops / (tf / 2) / 1e12,
+           1e3 * tb / 2, 2.5 * flops / (tb / 2) / 1e12);
+    check_true(pass ? "attention bf16 production shape: run-to-run out"
+                    : "attention fp32 production shape: run-to-run out",
+               fo[0] == fo[1]);
+    check_true(pass ? "attention bf16 production shape: run-to-run dqkv"
+                    : "attention fp32 production shape: run-to-run dqkv",
+               fd[0] == fd[1]);
   }
-  double flops = 4.0 * B * nh * (double)S * S * hd / 2; /* causal forward: QK^T and PV */
-  printf(
-      "      attention B=%d S=%d nh=%d hd=%d: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms\n",
-      B, S, nh, hd, 1e3 * tf / 2, flops / (tf / 2) / 1e12, 1e3 * tb / 2);
-  check_true("attention production shape: run-to-run out", fo[0] == fo[1]);
-  check_true("attention production shape: run-to-run dqkv", fd[0] == fd[1]);
   G->free(gq);
   G->free(gdo);
   G->free(go);
@@ -1220,12 +1248,20 @@ int main(int argc, char **argv) {
   test_rmsnorm(130, 768);
   test_rope(2, 50, 3, 16);
   if (!quick) test_rope(1, 1024, 2, 64);
-  test_attention(2, 100, 3, 16);
-  test_attention(1, 130, 2, 64);
-  test_attention(2, 64, 2, 32);
-  test_attention(1, 77, 1, 128);
-  test_attention(1, 40, 2, 6);
-  if (!quick) test_attention(1, 1024, 2, 64);
+  test_attention(RC_COMPUTE_FP32, 2, 100, 3, 16);
+  test_attention(RC_COMPUTE_FP32, 1, 130, 2, 64);
+  test_attention(RC_COMPUTE_FP32, 2, 64, 2, 32);
+  test_attention(RC_COMPUTE_FP32, 1, 77, 1, 128);
+  test_attention(RC_COMPUTE_FP32, 1, 40, 2, 6);
+  if (!quick) test_attention(RC_COMPUTE_FP32, 1, 1024, 2, 64);
+  /* bf16: every head-dim template (16, 32, 64 with hd 48, 128), partial tiles */
+  test_attention(RC_COMPUTE_BF16, 2, 100, 3, 16);
+  test_attention(RC_COMPUTE_BF16, 1, 130, 2, 64);
+  test_attention(RC_COMPUTE_BF16, 2, 64, 2, 32);
+  test_attention(RC_COMPUTE_BF16, 1, 77, 2, 48);
+  test_attention(RC_COMPUTE_BF16, 1, 77, 1, 128);
+  test_attention(RC_COMPUTE_BF16, 1, 5, 1, 16);
+  if (!quick) test_attention(RC_COMPUTE_BF16, 1, 1024, 2, 64);
   test_swiglu(100, 300);
   test_cross_entropy(64, 1000, 1);
   test_cross_entropy(8, 50257, 1);

@@ -40,7 +40,8 @@ typedef enum {
 
 typedef enum {
   RC_SCORE_SOFTMAX = 0, /* weights = softmax over the selected k logits */
-  RC_SCORE_SIGMOID = 1  /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
+  RC_SCORE_SIGMOID =
+      1 /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
 } rc_moe_scoring;
 
 typedef struct rc_ops {
@@ -72,9 +73,10 @@ typedef struct rc_ops {
   void (*round_to)(float *dst, const float *src, size_t n, rc_compute ct);
   /* dst[i] = rc_round_e4m3(src[i] * scale) / scale. dst may equal src. */
   void (*quantize_e4m3)(float *dst, const float *src, size_t n, float scale);
-  float (*amax)(const float *x, size_t n);                        /* max |x|; NaN if any NaN */
-  void (*add)(float *out, const float *a, const float *b, size_t n); /* out = a + b; out may alias */
-  void (*scale)(float *x, float s, size_t n);                        /* x *= s */
+  float (*amax)(const float *x, size_t n); /* max |x|; NaN if any NaN */
+  void (*add)(float *out, const float *a, const float *b,
+              size_t n);                      /* out = a + b; out may alias */
+  void (*scale)(float *x, float s, size_t n); /* x *= s */
   void (*copy2d)(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
   double (*sum)(const float *x, size_t n);   /* fixed order; result deterministic */
   double (*sumsq)(const float *x, size_t n); /* fixed order, accumulated in double */
@@ -99,15 +101,26 @@ typedef struct rc_ops {
    * rope_backward applies the inverse rotation (to dq, dk in a dqkv buffer). */
   void (*rope_forward)(float *qkv, int B, int S, int nh, int hd, float theta);
   void (*rope_backward)(float *dqkv, int B, int S, int nh, int hd, float theta);
-  /* Causal softmax attention, scale 1/sqrt(hd), fp32 internally.
-   * out [B*S, nh*hd] (writes), lse [B, nh, S] log-sum-exp of the scaled scores (writes). */
-  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd);
+  /* Causal softmax attention, scale 1/sqrt(hd).
+   * out [B*S, nh*hd] (writes), lse [B, nh, S] log-sum-exp of the scaled scores (writes).
+   * ct says where the products may round (the attention precision, a config
+   * setting of its own, because it changes the numerics of every run):
+   *   FP32  fp32 throughout.
+   *   BF16  the tensor-core contract (FlashAttention's): q, k, v and dout are
+   *         rounded to bf16; the probabilities P are rounded to bf16 before
+   *         P V and P^T dout, and dS = P (dP - D) before dS K and dS^T Q; every
+   *         product accumulates in fp32; softmax statistics (max, sum, lse) and
+   *         D = rowsum(bf16(dout) * out) stay fp32. Needs hd % 16 == 0, hd <= 128.
+   * Only FP32 and BF16 are valid. */
+  void (*attention_forward)(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
+                            int nh, int hd);
   /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv (post-RoPE). */
-  void (*attention_backward)(float *dqkv, const float *dout, const float *out, const float *lse,
-                             const float *qkv, int B, int S, int nh, int hd);
+  void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
+                             const float *lse, const float *qkv, int B, int S, int nh, int hd);
   /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). */
   void (*swiglu_forward)(float *out, const float *in, int T, int F);
-  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T, int F); /* writes */
+  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T,
+                          int F); /* writes */
   /* Softmax cross-entropy over logits [T, V]. Writes losses[t] = -log p[label],
    * correct[t] = 1.0f if argmax (lowest index among ties) == label else 0.0f,
    * then overwrites logits in place with dloss[t] * (softmax - onehot).
@@ -142,8 +155,8 @@ typedef struct rc_ops {
   void (*moe_gather)(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
   /* out[t,:] (writes) = sum over s = 0..k-1 in order of w[t,s] * rows[inv_perm[t*k+s], :];
    * w == NULL means weight 1 (the backward's scatter of token gradients). */
-  void (*moe_combine)(float *out, const float *rows, const float *w, const int32_t *inv_perm,
-                      int T, int k, int H);
+  void (*moe_combine)(float *out, const float *rows, const float *w, const int32_t *inv_perm, int T,
+                      int k, int H);
   /* Backward of moe_combine with weights: drows[inv_perm[t*k+s],:] = w[t,s]*dout[t,:]
    * (writes all T*k rows), dw[t,s] = dot(dout[t,:], rows[inv_perm[t*k+s],:]) (writes). */
   void (*moe_combine_backward)(float *drows, float *dw, const float *dout, const float *rows,

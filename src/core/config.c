@@ -28,13 +28,14 @@ typedef struct {
 } flag_spec;
 
 #define F(flag, key, kind, field, min, max, help)                                                  \
-  {flag, key, kind, offsetof(rc_config, field), sizeof(((rc_config *)0)->field), min, max, help}
+  { flag, key, kind, offsetof(rc_config, field), sizeof(((rc_config *)0)->field), min, max, help }
 
 static const flag_spec FLAGS[] = {
     F("--vocab", "vocab", K_INT, vocab, 2, 1 << 22, "vocabulary size"),
     F("--hidden", "hidden", K_INT, hidden, 2, 1 << 16, "hidden size H"),
     F("--layers", "layers", K_INT, layers, 1, RC_MAX_LAYERS, "decoder layers L"),
-    F("--heads", "heads", K_INT, heads, 1, 1024, "attention heads (H divisible by heads, head dim even)"),
+    F("--heads", "heads", K_INT, heads, 1, 1024,
+      "attention heads (H divisible by heads, head dim even)"),
     F("--ffn", "ffn", K_INT, ffn, 1, 1 << 18, "SwiGLU width F (fc1 is H->2F, fc2 F->H)"),
     F("--seq-len", "seq_len", K_INT, seq_len, 2, 1 << 20, "sequence length S"),
     F("--mtp-depths", "mtp_depths", K_INT, mtp_depths, 0, 16, "MTP depths D (0 disables MTP)"),
@@ -64,6 +65,9 @@ static const flag_spec FLAGS[] = {
     F("--microbatches", "microbatches", K_INT, microbatches, 1, 1 << 16, "microbatches M per step"),
     F("--steps", "steps", K_INT, steps, 1, 1 << 30, "training horizon N (also the LR horizon)"),
     F("--precision", "precision", K_PREC, precision, 0, 0, "fp32 | bf16 | fp16 | fp8"),
+    F("--attention-precision", "attention_precision", K_PREC, attention_precision, 0, 0,
+      "fp32 | bf16: bf16 rounds q, k, v, P, dS and dout at the tensor-core products "
+      "(FlashAttention's numerics; head dim a multiple of 16, at most 128)"),
     F("--grad-accum-fusion", "grad_accum_fusion", K_ONOFF, grad_accum_fusion, 0, 0,
       "on | off: wgrad GEMM straight into main_grad (beta from the flag) or via scratch"),
     F("--first-microbatch-policy", "first_microbatch_policy", K_POLICY, policy, 0, 0,
@@ -80,7 +84,8 @@ static const flag_spec FLAGS[] = {
     F("--adam-eps", "adam_eps", K_DOUBLE, adam_eps, 0, 1, "AdamW epsilon"),
     F("--dropout", "dropout", K_DOUBLE, dropout, 0, 0.95, "hidden dropout probability"),
     F("--seed", "seed", K_U64, seed, 0, 0, "seed of init, data and dropout"),
-    F("--data", "data", K_STR, data, 0, 0, "train on the bytes of FILE (default: synthetic corpus)"),
+    F("--data", "data", K_STR, data, 0, 0,
+      "train on the bytes of FILE (default: synthetic corpus)"),
     F("--prompt-len", "prompt_len", K_INT, prompt_len, 0, 1 << 20,
       "tokens at the start of each sample masked out of the loss"),
     F("--initial-loss-scale", "initial_loss_scale", K_DOUBLE, initial_loss_scale, 1, 1e30,
@@ -108,7 +113,7 @@ static void apply_preset(rc_config *c, const char *name) {
   snprintf(c->moe_layers, sizeof c->moe_layers, "1");
   c->experts = 4, c->topk = 2, c->moe_scoring = RC_SCORE_SIGMOID;
   c->micro_batch = 2, c->microbatches = 2;
-  c->precision = RC_PREC_BF16;
+  c->precision = RC_PREC_BF16, c->attention_precision = RC_PREC_FP32;
   if (!strcmp(name, "small")) {
     c->vocab = 512, c->hidden = 128, c->layers = 4, c->heads = 4, c->ffn = 256, c->seq_len = 64;
     snprintf(c->moe_layers, sizeof c->moe_layers, "3");
@@ -118,6 +123,8 @@ static void apply_preset(rc_config *c, const char *name) {
     c->seq_len = 1024, c->micro_batch = 8;
     snprintf(c->moe_layers, sizeof c->moe_layers, "11");
     c->experts = 8;
+    /* what PyTorch's bf16 SDPA does, the peer this preset is measured against */
+    c->attention_precision = RC_PREC_BF16;
   }
 }
 
@@ -167,7 +174,8 @@ static const rc_bug_info BUGS[] = {
      "RESUME fails; first divergent step K+1, lr first"},
     {RC_BUG_LOSS_SCALER_NOT_SAVED, "loss-scaler-not-saved",
      "the fp16 loss scaler (scale, growth and hysteresis trackers) restarts from its defaults",
-     "RESUME fails; first divergent step K+1, grad_norm and loss_scale first, loss equal (needs the "
+     "RESUME fails; first divergent step K+1, grad_norm and loss_scale first, loss equal (needs "
+     "the "
      "scale to move before K, e.g. --loss-scale-window 3)"},
     {RC_BUG_EXPERT_BIAS_NOT_SAVED, "expert-bias-not-saved",
      "the MoE expert_bias (aux-loss-free balancing) is not checkpointed",
@@ -198,7 +206,8 @@ static int parse_int(const char *flag, const char *v, double lo, double hi, int 
   char *end;
   errno = 0;
   long x = strtol(v, &end, 10);
-  if (errno || end == v || *end) return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not an integer", flag, v);
+  if (errno || end == v || *end)
+    return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not an integer", flag, v);
   if (x < lo || x > hi)
     return rc_fail(err, RC_EXIT_USAGE, "%s: %ld is out of range [%.0f, %.0f]", flag, x, lo, hi);
   *out = (int)x;
@@ -212,7 +221,8 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
   double x = strtod(v, &end);
   if (errno || end == v || *end || x != x)
     return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a number", flag, v);
-  if (x < lo || x > hi) return rc_fail(err, RC_EXIT_USAGE, "%s: %g is out of range [%g, %g]", flag, x, lo, hi);
+  if (x < lo || x > hi)
+    return rc_fail(err, RC_EXIT_USAGE, "%s: %g is out of range [%g, %g]", flag, x, lo, hi);
   *out = x;
   return 0;
 }
@@ -230,7 +240,8 @@ static int parse_enum(const char *flag, const char *v, const char *const *names,
 }
 
 /* "5,10" -> sorted unique list. */
-static int parse_steps_list(const char *flag, const char *v, int *out, int cap, int *n, rc_err *err) {
+static int parse_steps_list(const char *flag, const char *v, int *out, int cap, int *n,
+                            rc_err *err) {
   *n = 0;
   const char *p = v;
   while (*p) {
@@ -248,14 +259,17 @@ static int parse_steps_list(const char *flag, const char *v, int *out, int cap, 
       (*n)++;
     }
     p = end;
-    if (*p == ',') p++;
-    else if (*p) return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a list of positive steps", flag, v);
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a list of positive steps", flag, v);
   }
   return 0;
 }
 
 static int copy_str(const char *flag, const char *v, char *dst, size_t cap, rc_err *err) {
-  if (strlen(v) >= cap) return rc_fail(err, RC_EXIT_USAGE, "%s: value longer than %zu bytes", flag, cap - 1);
+  if (strlen(v) >= cap)
+    return rc_fail(err, RC_EXIT_USAGE, "%s: value longer than %zu bytes", flag, cap - 1);
   memcpy(dst, v, strlen(v) + 1);
   return 0;
 }
@@ -274,13 +288,17 @@ static int parse_moe_layers(rc_config *c, rc_err *err) {
     char *end;
     long x = strtol(p, &end, 10);
     if (end == p || x < 0 || x >= RC_MAX_LAYERS)
-      return rc_fail(err, RC_EXIT_USAGE, "--moe-layers: '%s' is not a list of layer indices", c->moe_layers);
+      return rc_fail(err, RC_EXIT_USAGE, "--moe-layers: '%s' is not a list of layer indices",
+                     c->moe_layers);
     char buf[16];
     snprintf(buf, sizeof buf, "%s%ld", shifted[0] ? "," : "", x + 1);
     strncat(shifted, buf, sizeof shifted - strlen(shifted) - 1);
     p = end;
-    if (*p == ',') p++;
-    else if (*p) return rc_fail(err, RC_EXIT_USAGE, "--moe-layers: '%s' is not a list of layer indices", c->moe_layers);
+    if (*p == ',')
+      p++;
+    else if (*p)
+      return rc_fail(err, RC_EXIT_USAGE, "--moe-layers: '%s' is not a list of layer indices",
+                     c->moe_layers);
   }
   if (parse_steps_list("--moe-layers", shifted, list, RC_MAX_LAYERS, &n, err)) return err->code;
   /* canonical form: sorted, unique */
@@ -296,28 +314,42 @@ static int parse_moe_layers(rc_config *c, rc_err *err) {
 
 int rc_config_validate(const rc_config *c, rc_err *err) {
   if (c->hidden % c->heads)
-    return rc_fail(err, RC_EXIT_USAGE, "--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
+    return rc_fail(err, RC_EXIT_USAGE, "--hidden %d is not divisible by --heads %d", c->hidden,
+                   c->heads);
   if ((c->hidden / c->heads) % 2)
     return rc_fail(err, RC_EXIT_USAGE, "head dim %d (--hidden / --heads) must be even for RoPE",
                    c->hidden / c->heads);
+  if (c->attention_precision != RC_PREC_FP32 && c->attention_precision != RC_PREC_BF16)
+    return rc_fail(err, RC_EXIT_USAGE, "--attention-precision must be fp32 or bf16 (got %s)",
+                   rc_precision_name(c->attention_precision));
+  int head_dim = c->hidden / c->heads;
+  if (c->attention_precision == RC_PREC_BF16 && (head_dim % 16 || head_dim > 128))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--attention-precision bf16 needs a head dim (--hidden / --heads) that is a "
+                   "multiple of 16 and at most 128 (is %d)",
+                   head_dim);
   if (c->mtp_repeated_layer && c->mtp_depths == 0)
     return rc_fail(err, RC_EXIT_USAGE, "--mtp-repeated-layer needs --mtp-depths >= 1");
   if (c->mtp_depths >= c->seq_len)
-    return rc_fail(err, RC_EXIT_USAGE, "--mtp-depths %d must be below --seq-len %d", c->mtp_depths, c->seq_len);
+    return rc_fail(err, RC_EXIT_USAGE, "--mtp-depths %d must be below --seq-len %d", c->mtp_depths,
+                   c->seq_len);
   if (c->topk > c->experts)
     return rc_fail(err, RC_EXIT_USAGE, "--topk %d exceeds --experts %d", c->topk, c->experts);
   for (int l = c->layers; l < RC_MAX_LAYERS; l++)
     if (c->is_moe_layer[l])
-      return rc_fail(err, RC_EXIT_USAGE, "--moe-layers names layer %d but there are only %d layers (0-based)",
-                     l, c->layers);
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--moe-layers names layer %d but there are only %d layers (0-based)", l,
+                     c->layers);
   if (c->prompt_len >= c->seq_len)
-    return rc_fail(err, RC_EXIT_USAGE, "--prompt-len %d leaves no tokens in --seq-len %d", c->prompt_len,
-                   c->seq_len);
-  if (c->min_lr > c->lr) return rc_fail(err, RC_EXIT_USAGE, "--min-lr %g exceeds --lr %g", c->min_lr, c->lr);
+    return rc_fail(err, RC_EXIT_USAGE, "--prompt-len %d leaves no tokens in --seq-len %d",
+                   c->prompt_len, c->seq_len);
+  if (c->min_lr > c->lr)
+    return rc_fail(err, RC_EXIT_USAGE, "--min-lr %g exceeds --lr %g", c->min_lr, c->lr);
   if (c->warmup > c->steps)
     return rc_fail(err, RC_EXIT_USAGE, "--warmup %d exceeds --steps %d", c->warmup, c->steps);
   if (c->data[0] && c->vocab < 256)
-    return rc_fail(err, RC_EXIT_USAGE, "--data trains on bytes: --vocab must be at least 256 (is %d)", c->vocab);
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--data trains on bytes: --vocab must be at least 256 (is %d)", c->vocab);
   if (c->te_output_head && c->tie_embeddings)
     return rc_fail(err, RC_EXIT_USAGE, "--te-output-head and --tie-embeddings cannot be combined");
   if (c->precision != RC_PREC_FP16 && (c->inject & RC_BUG_LOSS_SCALER_NOT_SAVED))
@@ -329,14 +361,16 @@ int rc_config_validate(const rc_config *c, rc_err *err) {
   if (!any_moe && (c->inject & RC_BUG_EXPERT_BIAS_NOT_SAVED))
     return rc_fail(err, RC_EXIT_USAGE, "--inject expert-bias-not-saved needs --moe-layers");
   if ((c->inject & RC_BUG_RNG_NOT_SAVED) && c->dropout == 0)
-    return rc_fail(err, RC_EXIT_USAGE, "--inject rng-not-saved needs --dropout > 0 (no RNG is drawn otherwise)");
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject rng-not-saved needs --dropout > 0 (no RNG is drawn otherwise)");
   if ((long)c->micro_batch * c->seq_len > (1L << 26))
     return rc_fail(err, RC_EXIT_USAGE, "--micro-batch * --seq-len is too large");
   return 0;
 }
 
 static const char *PREC_NAMES[] = {"fp32", "bf16", "fp16", "fp8"};
-static const char *POLICY_NAMES[] = {"legacy", "untracked-none", "resolve", "always-false", "persist"};
+static const char *POLICY_NAMES[] = {"legacy", "untracked-none", "resolve", "always-false",
+                                     "persist"};
 static const char *SCORING_NAMES[] = {"softmax", "sigmoid"};
 static const char *ONOFF_NAMES[] = {"off", "on"};
 
@@ -366,7 +400,9 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       const rc_bug_info *bugs = rc_bug_catalogue(&n);
       int k = 0;
       while (k < n && strcmp(bugs[k].name, v)) k++;
-      if (k == n) return rc_fail(err, RC_EXIT_USAGE, "--inject: unknown bug '%s' (see `resumecheck bugs`)", v);
+      if (k == n)
+        return rc_fail(err, RC_EXIT_USAGE, "--inject: unknown bug '%s' (see `resumecheck bugs`)",
+                       v);
       c->inject |= bugs[k].bit;
       continue;
     }
@@ -441,10 +477,21 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
     char *field = (char *)c + f->offset;
     int e = 0, tmp;
     switch (f->kind) {
-    case K_BOOL: *(bool *)field = strcmp(a, "--mtp-separate-layers") != 0; break;
-    case K_INT: NEED_VALUE; e = parse_int(a, v, f->min, f->max, (int *)field, err); break;
-    case K_DOUBLE: NEED_VALUE; e = parse_double(a, v, f->min, f->max, (double *)field, err); break;
-    case K_STR: NEED_VALUE; e = copy_str(a, v, field, f->size, err); break;
+    case K_BOOL:
+      *(bool *)field = strcmp(a, "--mtp-separate-layers") != 0;
+      break;
+    case K_INT:
+      NEED_VALUE;
+      e = parse_int(a, v, f->min, f->max, (int *)field, err);
+      break;
+    case K_DOUBLE:
+      NEED_VALUE;
+      e = parse_double(a, v, f->min, f->max, (double *)field, err);
+      break;
+    case K_STR:
+      NEED_VALUE;
+      e = copy_str(a, v, field, f->size, err);
+      break;
     case K_U64: {
       NEED_VALUE;
       char *end;
@@ -455,10 +502,26 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       *(uint64_t *)field = x;
       break;
     }
-    case K_ONOFF: NEED_VALUE; e = parse_enum(a, v, ONOFF_NAMES, 2, &tmp, err); *(bool *)field = tmp; break;
-    case K_PREC: NEED_VALUE; e = parse_enum(a, v, PREC_NAMES, 4, &tmp, err); *(rc_precision *)field = tmp; break;
-    case K_POLICY: NEED_VALUE; e = parse_enum(a, v, POLICY_NAMES, 5, &tmp, err); *(rc_policy *)field = tmp; break;
-    case K_SCORING: NEED_VALUE; e = parse_enum(a, v, SCORING_NAMES, 2, &tmp, err); *(int *)field = tmp; break;
+    case K_ONOFF:
+      NEED_VALUE;
+      e = parse_enum(a, v, ONOFF_NAMES, 2, &tmp, err);
+      *(bool *)field = tmp;
+      break;
+    case K_PREC:
+      NEED_VALUE;
+      e = parse_enum(a, v, PREC_NAMES, 4, &tmp, err);
+      *(rc_precision *)field = tmp;
+      break;
+    case K_POLICY:
+      NEED_VALUE;
+      e = parse_enum(a, v, POLICY_NAMES, 5, &tmp, err);
+      *(rc_policy *)field = tmp;
+      break;
+    case K_SCORING:
+      NEED_VALUE;
+      e = parse_enum(a, v, SCORING_NAMES, 2, &tmp, err);
+      *(int *)field = tmp;
+      break;
     }
     if (e) return e;
 #undef NEED_VALUE
@@ -467,10 +530,12 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
   if (rc_config_validate(c, err)) return err->code;
   if (leg) {
     if (leg->stop_at > c->steps)
-      return rc_fail(err, RC_EXIT_USAGE, "--stop-at %d is beyond --steps %d", leg->stop_at, c->steps);
+      return rc_fail(err, RC_EXIT_USAGE, "--stop-at %d is beyond --steps %d", leg->stop_at,
+                     c->steps);
     for (int i = 0; i < leg->n_save_at; i++)
       if (leg->save_at[i] > c->steps)
-        return rc_fail(err, RC_EXIT_USAGE, "--save-at %d is beyond --steps %d", leg->save_at[i], c->steps);
+        return rc_fail(err, RC_EXIT_USAGE, "--save-at %d is beyond --steps %d", leg->save_at[i],
+                       c->steps);
   }
   return 0;
 }
@@ -506,14 +571,30 @@ char *rc_config_canonical(const rc_config *c) {
     rc_jw_key(&w, f->key);
     switch (f->kind) {
     case K_BOOL:
-    case K_ONOFF: rc_jw_bool(&w, *(const bool *)field); break;
-    case K_INT: rc_jw_int(&w, *(const int *)field); break;
-    case K_DOUBLE: rc_jw_double(&w, *(const double *)field); break;
-    case K_STR: rc_jw_str(&w, field); break;
-    case K_U64: rc_jw_uint(&w, *(const uint64_t *)field); break;
-    case K_PREC: rc_jw_str(&w, PREC_NAMES[*(const rc_precision *)field]); break;
-    case K_POLICY: rc_jw_str(&w, POLICY_NAMES[*(const rc_policy *)field]); break;
-    case K_SCORING: rc_jw_str(&w, SCORING_NAMES[*(const int *)field]); break;
+    case K_ONOFF:
+      rc_jw_bool(&w, *(const bool *)field);
+      break;
+    case K_INT:
+      rc_jw_int(&w, *(const int *)field);
+      break;
+    case K_DOUBLE:
+      rc_jw_double(&w, *(const double *)field);
+      break;
+    case K_STR:
+      rc_jw_str(&w, field);
+      break;
+    case K_U64:
+      rc_jw_uint(&w, *(const uint64_t *)field);
+      break;
+    case K_PREC:
+      rc_jw_str(&w, PREC_NAMES[*(const rc_precision *)field]);
+      break;
+    case K_POLICY:
+      rc_jw_str(&w, POLICY_NAMES[*(const rc_policy *)field]);
+      break;
+    case K_SCORING:
+      rc_jw_str(&w, SCORING_NAMES[*(const int *)field]);
+      break;
     }
   }
   rc_jw_obj_end(&w);
@@ -522,8 +603,10 @@ char *rc_config_canonical(const rc_config *c) {
 }
 
 void rc_config_print_help(const char *prog, const char *summary) {
-  printf("usage: %s [flags]\n\n%s\n\nmodel and training flags (canonical config keys):\n", prog, summary);
-  printf("  %-28s %s\n", "--preset NAME", "tiny (default) | small | gpu-small; later flags override");
+  printf("usage: %s [flags]\n\n%s\n\nmodel and training flags (canonical config keys):\n", prog,
+         summary);
+  printf("  %-28s %s\n", "--preset NAME",
+         "tiny (default) | small | gpu-small; later flags override");
   for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
     const flag_spec *f = &FLAGS[k];
     char left[64];
@@ -531,5 +614,6 @@ void rc_config_print_help(const char *prog, const char *summary) {
     snprintf(left, sizeof left, "%s%s", f->flag, arg);
     printf("  %-28s %s\n", left, f->help);
   }
-  printf("  %-28s %s\n", "--inject NAME", "switch on a known resume bug (repeatable; see `resumecheck bugs`)");
+  printf("  %-28s %s\n", "--inject NAME",
+         "switch on a known resume bug (repeatable; see `resumecheck bugs`)");
 }

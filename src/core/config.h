@@ -57,6 +57,7 @@ typedef struct {
   /* training */
   int micro_batch, microbatches, steps;
   rc_precision precision;
+  rc_precision attention_precision; /* fp32 | bf16: where attention's products round (ops.h) */
   bool grad_accum_fusion;
   rc_policy policy;
   bool no_weight_cache;

@@ -153,6 +153,7 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->ct = c->precision == RC_PREC_FP32   ? RC_COMPUTE_FP32
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
+  m->attn_ct = c->attention_precision == RC_PREC_BF16 ? RC_COMPUTE_BF16 : RC_COMPUTE_FP32;
   /* parameters, in a fixed order: the order of the shards and fingerprints */
   m->embedding = add_param(m, "embedding/word_embeddings/weight", 2, m->V, m->H, 0, true);
   for (int l = 0; l < c->layers; l++) {

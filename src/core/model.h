@@ -107,7 +107,8 @@ typedef struct rc_model {
   const rc_ops *ops;
   rc_config cfg;
   int T, B, S, H, V, F, nh, hd, E, K, D;
-  rc_compute ct; /* compute type of GEMM inputs */
+  rc_compute ct;      /* compute type of GEMM inputs */
+  rc_compute attn_ct; /* attention's products: FP32 or BF16 (--attention-precision) */
 
   rc_param params[RC_MAX_PARAMS];
   int nparams;

@@ -76,7 +76,7 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   o->round_to(a->ln1_r, a->ln1, TH, m->ct);
   a->call_qkv = rc_linear_forward(m, L->qkv, a->ln1_r, a->qkv, T, NULL);
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
-  o->attention_forward(a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  o->attention_forward(m->attn_ct, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
   o->round_to(a->attn_r, a->attn, TH, m->ct);
   a->call_proj = rc_linear_forward(m, L->proj, a->attn_r, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
@@ -149,7 +149,7 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
   float *d_attn = m->d_big2;
   rc_linear_backward(m, L->proj, a->call_proj, d_branch, a->attn_r, d_attn, T, NULL);
   float *d_qkv = m->d_big;
-  o->attention_backward(d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
   o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
   o->round_to(d_qkv, d_qkv, (size_t)T * 3 * H, m->ct);
   rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, a->ln1_r, d_ln, T, NULL);

@@ -27,10 +27,10 @@ void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
                              const float *w, const float *rstd, int T, int H);
 void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
 void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
-void rc_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                              int hd);
-void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
-                               const float *qkv, int B, int S, int nh, int hd);
+void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
+                              int nh, int hd);
+void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
+                               const float *lse, const float *qkv, int B, int S, int nh, int hd);
 void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F);
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

@@ -121,12 +121,28 @@ static float dotf(const float *a, const float *b, int n) {
   return s;
 }
 
+/* The BF16 attention contract of ops.h, emulated: a bf16-rounded copy of n
+ * floats (the caller frees it), or src itself for FP32. */
+static const float *att_rounded(const float *src, size_t n, rc_compute ct, float **owned) {
+  *owned = NULL;
+  if (ct != RC_COMPUTE_BF16) return src;
+  float *r = rc_cpu_scratch(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) r[i] = rc_round_bf16(src[i]);
+  *owned = r;
+  return r;
+}
+
 /* Per (batch, head, query i): scores s_j = q_i.k_j / sqrt(hd) for j <= i,
- * lse = log sum exp s_j, out_i = sum_j exp(s_j - lse) v_j. */
-void rc_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                              int hd) {
+ * lse = log sum exp s_j, out_i = sum_j exp(s_j - lse) v_j. With BF16 the
+ * weights exp(s_j - max) are rounded before they multiply v_j and the sum is
+ * divided out at the end (the tensor-core kernel's order of operations). */
+void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
+                              int nh, int hd) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
+  bool bf16 = ct == RC_COMPUTE_BF16;
+  float *owned;
+  qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned);
   float *sc = rc_cpu_scratch((size_t)S * sizeof(float));
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (size_t)b * S * row;
@@ -148,25 +164,33 @@ void rc_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, i
         float *o = out + ((size_t)b * S + i) * orow + (size_t)h * hd;
         for (int d = 0; d < hd; d++) o[d] = 0.0f;
         for (int j = 0; j <= i; j++) {
-          float p = sc[j] * inv;
+          float p = bf16 ? rc_round_bf16(sc[j]) : sc[j] * inv;
           const float *v = V + (size_t)j * row;
           for (int d = 0; d < hd; d++) o[d] += p * v[d];
         }
+        if (bf16)
+          for (int d = 0; d < hd; d++) o[d] *= inv;
         lse[((size_t)b * nh + h) * S + i] = mx + logf(sum);
       }
     }
   }
   free(sc);
+  free(owned);
 }
 
 /* Recomputes P = exp(S - lse) and applies, per (batch, head):
  * dP = dout V^T, dS = P * (dP - rowsum(dout * out)), dQ = dS K * scale,
  * dK = dS^T Q * scale, dV = P^T dout. dK and dV sum over queries i in
- * increasing order. */
-void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
-                               const float *qkv, int B, int S, int nh, int hd) {
+ * increasing order. BF16 rounds q, k, v, dout, and P and dS where they
+ * enter a product (ops.h). */
+void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
+                               const float *lse, const float *qkv, int B, int S, int nh, int hd) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
+  bool bf16 = ct == RC_COMPUTE_BF16;
+  float *owned_qkv, *owned_dout;
+  qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned_qkv);
+  dout = att_rounded(dout, (size_t)B * S * orow, ct, &owned_dout);
   memset(dqkv, 0, (size_t)B * S * row * sizeof(float));
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (size_t)b * S * row;
@@ -185,6 +209,7 @@ void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out,
           const float *kj = K + (size_t)j * row, *vj = V + (size_t)j * row;
           float p = expf(dotf(q, kj, hd) * scale - l);
           float ds = p * (dotf(go, vj, hd) - D);
+          if (bf16) p = rc_round_bf16(p), ds = rc_round_bf16(ds);
           float *dk = dK + (size_t)j * row, *dv = dV + (size_t)j * row;
           for (int d = 0; d < hd; d++) {
             dq[d] += ds * scale * kj[d];
@@ -195,6 +220,8 @@ void rc_cpu_attention_backward(float *dqkv, const float *dout, const float *out,
       }
     }
   }
+  free(owned_qkv);
+  free(owned_dout);
 }
 
 /* ---- SwiGLU ---- */
