@@ -31,6 +31,9 @@ expect64 "--topk 5 exceeds --experts 4" --topk 5 --experts 4
 expect64 "--mtp-repeated-layer needs --mtp-depths" --mtp-depths 0 --mtp-repeated-layer
 expect64 "not divisible by --heads" --hidden 64 --heads 5
 expect64 "must be even" --hidden 24 --heads 8
+expect64 "needs a head dim" --attention-precision bf16 --hidden 40 --heads 4
+expect64 "must be fp32 or bf16" --attention-precision fp8
+expect64 "needs a head dim" --attention-precision bf16 --hidden 1024 --heads 4
 expect64 "unknown flag '--bogus'" --bogus
 expect64 "is not an integer" --steps ten
 expect64 "is not one of" --precision fp12

@@ -20,7 +20,7 @@ static double rel_err(const float *a, const float *b, size_t n) {
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static int run(const char *precision, double tol_grad, double tol_param) {
+static int run(const char *precision, const char *attention, double tol_grad, double tol_param) {
   const char *why = NULL;
   const rc_ops *gpu = rc_cuda_ops(&why);
   if (!gpu) {
@@ -30,9 +30,10 @@ static int run(const char *precision, double tol_grad, double tol_param) {
   rc_config c;
   rc_leg_opts leg;
   rc_config_defaults(&c, &leg);
-  char *argv[] = {"t", "--precision", (char *)precision};
+  char *argv[] = {"t", "--precision", (char *)precision, "--attention-precision",
+                  (char *)attention};
   rc_err err = {0};
-  if (rc_config_parse(3, argv, &c, NULL, &err)) return printf("%s\n", err.msg), 2;
+  if (rc_config_parse(5, argv, &c, NULL, &err)) return printf("%s\n", err.msg), 2;
   rc_model mc, mg;
   if (rc_model_init(&mc, &c, rc_cpu_ops(), 0, &err) || rc_model_init(&mg, &c, gpu, 0, &err))
     return printf("%s\n", err.msg), 2;
@@ -53,14 +54,15 @@ static int run(const char *precision, double tol_grad, double tol_param) {
     double eg = rel_err(b, a, n), ep = rel_err(pb, pa, n);
     worst_g = eg > worst_g ? eg : worst_g, worst_p = ep > worst_p ? ep : worst_p;
     if (eg > tol_grad || ep > tol_param) {
-      printf("FAIL %s %s: main_grad rel err %.3g (tol %.0e), weight rel err %.3g (tol %.0e)\n", precision,
-             mc.params[i].name, eg, tol_grad, ep, tol_param);
+      printf("FAIL %s/%s %s: main_grad rel err %.3g (tol %.0e), weight rel err %.3g (tol %.0e)\n",
+             precision, attention, mc.params[i].name, eg, tol_grad, ep, tol_param);
       fails++;
     }
     free(a), free(b), free(pa), free(pb);
   }
-  printf("%s: loss cpu %.9g gpu %.9g, grad norm cpu %.9g gpu %.9g; worst main_grad rel err %.3g, weight %.3g\n",
-         precision, sc.loss, sg.loss, sc.grad_norm, sg.grad_norm, worst_g, worst_p);
+  printf("%s, attention %s: loss cpu %.9g gpu %.9g, grad norm cpu %.9g gpu %.9g; worst main_grad "
+         "rel err %.3g, weight %.3g\n",
+         precision, attention, sc.loss, sg.loss, sc.grad_norm, sg.grad_norm, worst_g, worst_p);
   if (fabs(sc.loss - sg.loss) > tol_grad * fabs(sc.loss)) printf("FAIL loss differs\n"), fails++;
   rc_model_free(&mc), rc_model_free(&mg);
   rc_data_close(&d);
@@ -70,7 +72,8 @@ static int run(const char *precision, double tol_grad, double tol_param) {
 int main(void) {
   /* fp32: 1e-5 on gradients; bf16: 1e-2. Weights after one AdamW step move
    * by about lr * sign(g), so their relative error is bounded by the same. */
-  int f = run("fp32", 1e-5, 1e-5) + run("bf16", 1e-2, 1e-2);
+  int f = run("fp32", "fp32", 1e-5, 1e-5) + run("bf16", "fp32", 1e-2, 1e-2) +
+          run("bf16", "bf16", 1e-2, 1e-2);
   printf("gpu parity: %s\n", f ? "FAILED" : "passed");
   return f ? 1 : 0;
 }
