@@ -25,6 +25,7 @@
  * output. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 
@@ -80,36 +81,39 @@ static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws)
           ws);
 }
 
-/* Builds the descriptor and asks the heuristic for one algorithm. Returns 0
- * when the heuristic finds none for this compute type. */
-static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
-  cublasLtHandle_t lt = rc_cuda_lt();
-  cudaDataType_t in = input_type((rc_compute)p->ct);
-  int rows_a = p->ta ? p->k : p->m, cols_a = p->ta ? p->m : p->k;
-  int rows_b = p->tb ? p->n : p->k, cols_b = p->tb ? p->k : p->n;
-  cublasOperation_t op_a = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
-  cublasOperation_t op_b = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-
-  /* A compute type this cuBLASLt does not know is "no plan", not an error. */
-  if (cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 0;
-  CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-  CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  /* Column-major views of the row-major buffers: rows = row-major width. */
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_a, in, (uint64_t)cols_b, (uint64_t)rows_b,
+/* Column-major views of the row-major operands of an (m, n, k) GEMM. */
+static void make_layouts(rc_compute ct, int ta, int tb, int m, int n, int k,
+                         cublasLtMatrixLayout_t *lay_a, cublasLtMatrixLayout_t *lay_b,
+                         cublasLtMatrixLayout_t *lay_d) {
+  cudaDataType_t in = input_type(ct);
+  int rows_a = ta ? k : m, cols_a = ta ? m : k;
+  int rows_b = tb ? n : k, cols_b = tb ? k : n;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_a, in, (uint64_t)cols_b, (uint64_t)rows_b,
                                           (int64_t)canon_ld(cols_b)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_b, in, (uint64_t)cols_a, (uint64_t)rows_a,
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_b, in, (uint64_t)cols_a, (uint64_t)rows_a,
                                           (int64_t)canon_ld(cols_a)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lay_d, CUDA_R_32F, (uint64_t)p->n, (uint64_t)p->m,
-                                          (int64_t)canon_ld(p->n)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_d, CUDA_R_32F, (uint64_t)n, (uint64_t)m,
+                                          (int64_t)canon_ld(n)));
+}
 
+static void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                            cublasLtMatrixLayout_t d) {
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(a));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(b));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(d));
+}
+
+/* The heuristic's first algorithm for these layouts under our constraints
+ * (fixed workspace; split-K only with a separate reduction pass, never the
+ * in-place counter scheme; 16-byte alignment). Returns 0 if it has none. */
+static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+                          cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d,
+                          cublasLtMatmulAlgo_t *algo, size_t *ws_needed) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws_bytes = 0;
   rc_cuda_gemm_workspace(&ws_bytes);
   uint64_t ws64 = ws_bytes;
-  /* Split-K is allowed only with a separate, fixed-order reduction pass. */
   uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
                      CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
   uint32_t align = 16; /* what canonical layouts guarantee, whoever owns the buffer */
@@ -125,20 +129,104 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
-
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->lay_a, p->lay_b, p->lay_d,
-                                                     p->lay_d, pref, 1, &result, &found);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(rc_cuda_lt(), desc, lay_a, lay_b, lay_d, lay_d,
+                                                     pref, 1, &result, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    p->algo = result.algo;
-    if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, result.workspaceSize);
+  if (st != CUBLAS_STATUS_SUCCESS || found <= 0 || result.state != CUBLAS_STATUS_SUCCESS) return 0;
+  *algo = result.algo;
+  *ws_needed = result.workspaceSize;
+  return 1;
+}
+
+/* ---- algorithm buckets for the grouped (MoE) GEMMs ----
+ * An expert's row count changes with every routing decision, so its GEMMs
+ * (m for forward and dgrad, k for wgrad) rarely repeat a shape, and asking
+ * the heuristic costs host time per new shape — hundreds of queries a step,
+ * during which the GPU idles. A dimension that is not a multiple of 64 (the
+ * model's own widths all are) is therefore rounded up to a multiple of 256,
+ * the heuristic is asked once for that bucket's shape, and its algorithm is
+ * used for every shape of the bucket that cublasLtMatmulAlgoCheck accepts
+ * within our workspace (else the shape gets its own heuristic answer). The
+ * algorithm stays a pure function of the shape: the bucket's shape is fixed
+ * by the shape, not by which shape came first. */
+typedef struct {
+  int ct, ta, tb, m, n, k, compute, found;
+  cublasLtMatmulAlgo_t algo;
+} algo_bucket;
+
+static algo_bucket *g_buckets = NULL;
+static int g_nbuckets = 0, g_capbuckets = 0;
+
+static int bucket_dim(int x) {
+  return x % 64 == 0 ? x : (x + 255) / 256 * 256;
+}
+
+static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta, int tb, int m,
+                                      int n, int k, cublasComputeType_t compute) {
+  for (int i = 0; i < g_nbuckets; i++) {
+    const algo_bucket *b = &g_buckets[i];
+    if (b->ct == ct && b->ta == ta && b->tb == tb && b->m == m && b->n == n && b->k == k &&
+        b->compute == (int)compute)
+      return b;
+  }
+  if (g_nbuckets == g_capbuckets) {
+    int cap = g_capbuckets ? 2 * g_capbuckets : 64;
+    algo_bucket *nb = (algo_bucket *)realloc(g_buckets, (size_t)cap * sizeof *nb);
+    if (!nb) {
+      fprintf(stderr, "resumecheck: out of host memory for GEMM buckets\n");
+      abort();
+    }
+    g_buckets = nb;
+    g_capbuckets = cap;
+  }
+  algo_bucket *b = &g_buckets[g_nbuckets++];
+  memset(b, 0, sizeof *b);
+  b->ct = ct, b->ta = ta, b->tb = tb, b->m = m, b->n = n, b->k = k, b->compute = (int)compute;
+  cublasLtMatrixLayout_t la, lb, ld;
+  make_layouts((rc_compute)ct, ta, tb, m, n, k, &la, &lb, &ld);
+  size_t ws_needed = 0;
+  b->found = heuristic_algo(desc, la, lb, ld, &b->algo, &ws_needed);
+  destroy_layouts(la, lb, ld);
+  return b;
+}
+
+/* Builds the descriptor and chooses one algorithm (the bucket's, when it is
+ * valid for this shape, else the heuristic's for the shape). Returns 0 when
+ * there is none for this compute type. */
+static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
+  cublasOperation_t op_a = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
+  cublasOperation_t op_b = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+  /* A compute type this cuBLASLt does not know is "no plan", not an error. */
+  if (cublasLtMatmulDescCreate(&p->desc, compute, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return 0;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  make_layouts((rc_compute)p->ct, p->ta, p->tb, p->m, p->n, p->k, &p->lay_a, &p->lay_b, &p->lay_d);
+
+  size_t ws_bytes = 0, ws_needed = 0;
+  rc_cuda_gemm_workspace(&ws_bytes);
+  int mb = bucket_dim(p->m), kb = bucket_dim(p->k);
+  if (mb != p->m || kb != p->k) {
+    const algo_bucket *b = bucket_algo(p->desc, p->ct, p->ta, p->tb, mb, p->n, kb, compute);
+    cublasLtMatmulHeuristicResult_t check;
+    if (b->found &&
+        cublasLtMatmulAlgoCheck(rc_cuda_lt(), p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
+                                &b->algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes) {
+      p->algo = b->algo;
+      if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, check.workspaceSize);
+      return 1;
+    }
+  }
+  if (heuristic_algo(p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {
+    if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, ws_needed);
     return 1;
   }
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_a));
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_b));
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(p->lay_d));
+  destroy_layouts(p->lay_a, p->lay_b, p->lay_d);
   CUBLAS_CHECK(cublasLtMatmulDescDestroy(p->desc));
   return 0;
 }
@@ -205,6 +293,41 @@ __global__ void convert_matrix_kernel(T *dst, int ld_dst, const float *src, int 
   }
 }
 
+/* The same conversion when source and destination are both contiguous
+ * (ld == cols, the common case: model widths are multiples of 8): a flat
+ * loop, four elements per step from one 16-byte load. Per-element index
+ * division made the strided kernel ALU-bound on the largest operands (the
+ * output head's [T, V] gradient); the values written are the same. */
+template <typename T> struct __align__(8) Packed4 {
+  T v[4];
+};
+template <typename T>
+__global__ void convert_flat4_kernel(Packed4<T> *dst, const float4 *src, size_t n4) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+       i += (size_t)gridDim.x * blockDim.x) {
+    float4 x = src[i];
+    Packed4<T> y;
+    y.v[0] = convert_from_float<T>(x.x), y.v[1] = convert_from_float<T>(x.y);
+    y.v[2] = convert_from_float<T>(x.z), y.v[3] = convert_from_float<T>(x.w);
+    dst[i] = y;
+  }
+}
+
+template <typename T>
+static void convert_matrix(T *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
+  cudaStream_t s = rc_cuda_stream();
+  size_t total = (size_t)rows * (size_t)cols;
+  if (ld_dst == cols && ld_src == cols && total % 4 == 0 && aligned16(src) &&
+      ((uintptr_t)dst & 7u) == 0) {
+    convert_flat4_kernel<T><<<rc_grid_1d(total / 4, 256), 256, 0, s>>>(
+        (Packed4<T> *)dst, (const float4 *)src, total / 4);
+  } else {
+    convert_matrix_kernel<T>
+        <<<rc_grid_1d(total, 256), 256, 0, s>>>(dst, ld_dst, src, ld_src, rows, cols);
+  }
+  KERNEL_CHECK();
+}
+
 /* C = acc + beta*C with acc the beta = 0 result (alpha already applied by
  * cuBLASLt) or, for k == 0, alpha*0. beta == 0 never reads C; beta == 1 is a
  * plain add, the same single rounding as the `add` op. */
@@ -225,6 +348,21 @@ __global__ void gemm_epilogue_kernel(float *C, int ldc, const float *D, int ldd,
   }
 }
 
+/* The epilogue over contiguous C and D (ldc == ldd == n): the same
+ * arithmetic element for element, without per-element index division. */
+__global__ void gemm_epilogue_flat_kernel(float *C, const float *D, size_t total, float beta) {
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    float acc = D[idx];
+    if (beta == 0.0f)
+      C[idx] = acc;
+    else if (beta == 1.0f)
+      C[idx] = acc + C[idx];
+    else
+      C[idx] = acc + beta * C[idx];
+  }
+}
+
 /* Returns a pointer cuBLASLt may read as a canonical rows x cols operand. */
 static const void *prepare_operand(rc_compute ct, const float *X, int ldx, int rows, int cols,
                                    int slot) {
@@ -238,15 +376,11 @@ static const void *prepare_operand(rc_compute ct, const float *X, int ldx, int r
                                  cudaMemcpyDeviceToDevice, s));
     return dst;
   }
-  size_t total = (size_t)rows * (size_t)cols;
   void *dst = rc_cuda_scratch(slot, (size_t)rows * (size_t)ld * 2);
   if (ct == RC_COMPUTE_BF16)
-    convert_matrix_kernel<__nv_bfloat16>
-        <<<rc_grid_1d(total, 256), 256, 0, s>>>((__nv_bfloat16 *)dst, ld, X, ldx, rows, cols);
+    convert_matrix<__nv_bfloat16>((__nv_bfloat16 *)dst, ld, X, ldx, rows, cols);
   else
-    convert_matrix_kernel<__half>
-        <<<rc_grid_1d(total, 256), 256, 0, s>>>((__half *)dst, ld, X, ldx, rows, cols);
-  KERNEL_CHECK();
+    convert_matrix<__half>((__half *)dst, ld, X, ldx, rows, cols);
   return dst;
 }
 
@@ -279,8 +413,11 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
   CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &alpha, b, p->lay_a, a, p->lay_b, &zero, D,
                               p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
   if (!direct) {
-    gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, ldc, D, ldd, m, n, alpha, beta,
-                                                                0);
+    if (ldc == n && ldd == n)
+      gemm_epilogue_flat_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, D, total, beta);
+    else
+      gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, ldc, D, ldd, m, n, alpha, beta,
+                                                                  0);
     KERNEL_CHECK();
   }
 }
