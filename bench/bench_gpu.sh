@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench_gpu.sh - throughput of resumecheck's CUDA core vs the PyTorch peer
 # (bench/torch_peer.py) on the gpu-small preset. Run from the repo root on
-# the GPU machine after building into ./build with CUDA.
+# the GPU machine after building into ./build with CUDA (or RC_BIN=path).
 #   OUT=/some/dir bash bench/bench_gpu.sh
+# BENCH_MODES picks the PyTorch modes (default: eager deterministic compile);
+# BENCH_CORE picks resumecheck variants: "default" (the preset as is: bf16
+# attention) and/or "fp32attn" (--attention-precision fp32).
 # Prints one JSON line per run, then a table with ratios vs torch eager.
 set -u
 
@@ -33,6 +36,9 @@ for mode in ${BENCH_MODES:-eager deterministic compile}; do
 done
 
 # ---- resumecheck's own core, with nvidia-smi sampling used memory
+RC_BIN="${RC_BIN:-./build/resumecheck}"
+run_core() { # mode extra-flags...
+mode="$1"; shift
 CORE="$OUT_DIR/core"
 rm -rf "$CORE"
 SMI_LOG="$OUT_DIR/core_smi.txt"
@@ -43,15 +49,15 @@ if command -v nvidia-smi > /dev/null 2>&1; then
   SMI_PID=$!
 fi
 BASE_MIB=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2> /dev/null | head -n 1)
-timeout "$TMO" ./build/resumecheck train --preset gpu-small --device cuda --steps 12 --out "$CORE" \
+timeout "$TMO" "$RC_BIN" train --preset gpu-small --device cuda --steps 12 --out "$CORE" "$@" \
   > "$OUT_DIR/core.out" 2> "$OUT_DIR/core.err"
 core_rc=$?
 if [ -n "$SMI_PID" ]; then kill "$SMI_PID" 2> /dev/null; wait "$SMI_PID" 2> /dev/null; fi
-"$PY" - "$CORE/timing.csv" "$SMI_LOG" "${BASE_MIB:-}" "$core_rc" "$CORE/trace.csv" << 'EOF' | tee -a "$JSONL"
+"$PY" - "$CORE/timing.csv" "$SMI_LOG" "${BASE_MIB:-}" "$core_rc" "$CORE/trace.csv" "$mode" << 'EOF' | tee -a "$JSONL"
 import csv, json, statistics, sys
-timing, smi, base, rc, trace = sys.argv[1:6]
+timing, smi, base, rc, trace, mode = sys.argv[1:7]
 tok = 8 * 1024 * 2
-d = {"mode": "resumecheck"}
+d = {"mode": mode}
 try:
     rows = [r for r in csv.DictReader(open(timing)) if 3 <= int(r["step"]) <= 12]
     med = statistics.median(float(r["seconds"]) for r in rows)
@@ -70,6 +76,14 @@ except Exception:
     pass
 print(json.dumps(d))
 EOF
+}
+for v in ${BENCH_CORE:-default}; do
+  case "$v" in
+  default) run_core resumecheck ;;
+  fp32attn) run_core resumecheck_fp32attn --attention-precision fp32 ;;
+  *) echo "unknown BENCH_CORE variant '$v'" >&2 ;;
+  esac
+done
 
 echo
 "$PY" - "$JSONL" << 'EOF'
