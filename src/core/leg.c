@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/ops_profile.h"
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "core/checkpointing.h"
@@ -152,6 +153,12 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     if (!ops && !strcmp(leg->device, "auto")) ops = rc_cpu_ops();
     if (!ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
   }
+  /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
+   * op synchronised and timed by a wrapping table (backend/ops_profile.h),
+   * installed before anything holds the ops so that everything goes through it */
+  const char *profile_env = getenv("RC_PROFILE");
+  bool profile_ops = profile_env && !strcmp(profile_env, "ops");
+  if (profile_ops) ops = rc_ops_profiled(ops);
   rc_comm *comm = NULL;
   if ((rc = open_comm(kind, cfg, leg, &env, ops, &comm, err))) return rc;
   int rank = comm ? comm->rank : 0;
@@ -205,10 +212,12 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   bool tty = (isatty(2) || leg->progress) && rank == 0;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
-  m->profile = getenv("RC_PROFILE") && *getenv("RC_PROFILE") == '1';
+  m->profile = profile_env && (*profile_env == '1' || profile_ops);
+  int last_done = first - 1; /* the last step that ran, for the ops profile */
   for (int step = first; step <= last; step++) {
     if (m->profile && step == first + 1)
-      memset(m->profile_s, 0, sizeof m->profile_s); /* skip warm-up */
+      memset(m->profile_s, 0, sizeof m->profile_s);               /* skip warm-up */
+    if (profile_ops && step == first + 1) rc_ops_profile_reset(); /* likewise */
     double ts = now_s();
     rc_step_stats st;
     rc_model_train_step(m, &data, &st);
@@ -217,6 +226,7 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
       rc_err_prefix(err, "step %d", step);
       break;
     }
+    last_done = step;
     trace_row(trace, &st, m->D);
     fflush(trace);
     ops->sync();
@@ -238,12 +248,22 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   if (m->profile && rank == 0 && last > first) {
     double total = 0;
     for (int p = 0; p < RC_PROFILE_PHASES; p++) total += m->profile_s[p];
-    fprintf(stderr, "profile (RC_PROFILE=1, synchronised; mean per step over steps %d..%d):\n",
-            first + 1, last);
+    fprintf(stderr, "profile (RC_PROFILE=%s, synchronised; mean per step over steps %d..%d):\n",
+            profile_ops ? "ops" : "1", first + 1, last);
     for (int p = 0; p < RC_PROFILE_PHASES; p++)
       fprintf(stderr, "  %-36s %8.2f ms  %5.1f%%\n", rc_model_profile_phase_name(p),
               1e3 * m->profile_s[p] / (last - first),
               total > 0 ? 100 * m->profile_s[p] / total : 0);
+  }
+  if (profile_ops && rank == 0 && last_done >= first) {
+    /* the accumulators were reset after the leg's first step (the warm-up:
+     * allocation, first-touch, cuBLAS heuristics) unless it had only one */
+    int from = last_done > first ? first + 1 : first;
+    fprintf(stderr, "ops profile: %d step(s) profiled, steps %d..%d (%s); per step = total / %d\n",
+            last_done - from + 1, from, last_done,
+            from > first ? "the leg's first step not counted" : "one step: warm-up included",
+            last_done - from + 1);
+    rc_ops_profile_report(stderr);
   }
   if (!rc && rank == 0 && (fflush(trace) || fsync(fileno(trace))))
     rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);

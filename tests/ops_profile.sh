@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# ops_profile.sh — RC_PROFILE=ops (src/backend/ops_profile.c) on the CPU
+# backend: the profiled run writes the same trace and shards as a plain one
+# (the wrapper only adds synchronisation), also when resuming; its stderr
+# holds the op table and the GEMM shape table; a plain run prints no report.
+set -u
+fail=0
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+shard=shard_00000_of_00001.h5
+same() { cmp -s "$1" "$2"; }
+
+# (a) the profiler changes no result
+"$RC_BIN" train --steps 4 --save-at 2,4 --out "$t/plain" 2>"$t/plain.err" || bad "plain train failed"
+RC_PROFILE=ops "$RC_BIN" train --steps 4 --save-at 2,4 --out "$t/prof" 2>"$t/prof.err" ||
+  bad "profiled train failed: $(tail -3 "$t/prof.err")"
+for f in trace.csv ckpt/iter_0000002/$shard ckpt/iter_0000004/$shard ckpt/iter_0000004/manifest.json; do
+  same "$t/plain/$f" "$t/prof/$f" && ok "$f identical" || bad "$f differs with RC_PROFILE=ops"
+done
+# the wrapper keeps the backend's name, which args.json records
+grep -q '"device": *"cpu"' "$t/prof/ckpt/iter_0000004/args.json" && ok "args.json device is cpu" ||
+  bad "args.json device: $(grep device "$t/prof/ckpt/iter_0000004/args.json")"
+
+# a resumed leg, profiled, reproduces the plain train-through shard
+RC_PROFILE=ops "$RC_BIN" train --steps 4 --resume-from "$t/plain/ckpt/iter_0000002" --save-at 4 \
+  --out "$t/resume" 2>"$t/resume.err" || bad "profiled resume failed"
+same "$t/plain/ckpt/iter_0000004/$shard" "$t/resume/ckpt/iter_0000004/$shard" &&
+  ok "profiled resume: step-4 shard identical" || bad "profiled resume: step-4 shard differs"
+grep -q "ops profile: 1 step(s) profiled, steps 4..4" "$t/resume.err" && ok "resume profiles step 4 only" ||
+  bad "resume header: $(grep 'ops profile:' "$t/resume.err")"
+
+# bf16 attention: the same bytes, and its own per-compute-type row
+"$RC_BIN" train --steps 3 --attention-precision bf16 --out "$t/bf" 2>/dev/null &&
+  RC_PROFILE=ops "$RC_BIN" train --steps 3 --attention-precision bf16 --out "$t/bfp" 2>"$t/bfp.err" ||
+  bad "bf16 attention runs failed"
+same "$t/bf/trace.csv" "$t/bfp/trace.csv" && ok "bf16 attention: traces identical" || bad "bf16 attention: traces differ"
+grep -Eq '^    attention_backward\[bf16\] +[1-9]' "$t/bfp.err" && ok "attention_backward[bf16] row" ||
+  bad "no attention_backward[bf16] row"
+
+# (b) the report: a row per op with calls > 0, a shape row, totals
+e="$t/prof.err"
+grep -q "ops profile: 3 step(s) profiled, steps 2..4 (the leg's first step not counted)" "$e" &&
+  ok "header: 3 steps profiled" || bad "header: $(grep 'ops profile:' "$e")"
+calls() { awk -v op="$1" '$1 == op && $2 ~ /^[0-9]+$/ {print $2; exit}' "$e"; }
+for op in gemm attention_forward attention_backward "attention_forward[fp32]" adamw rmsnorm_forward \
+  swiglu_backward cross_entropy fingerprint round_to to_host total; do
+  n=$(calls "$op")
+  [ -n "$n" ] && [ "$n" -gt 0 ] && ok "$op: $n calls" || bad "no $op row with calls > 0"
+done
+grep -Eq '^  (fp32|bf16|fp16) [NT][NT] [0-9]+x[0-9]+x[0-9]+ beta(=0|!=0) +[1-9][0-9]* ' "$e" &&
+  ok "a gemm shape row" || bad "no gemm shape row"
+g=$(calls gemm)
+tg=$(awk '$1 == "total" && $2 == "gemm" {print $3}' "$e")
+[ "$g" = "$tg" ] && ok "shape table total = gemm calls ($g)" || bad "shape total $tg != gemm calls $g"
+grep -q "^profile (RC_PROFILE=ops" "$e" && ok "ops turns the phase profile on" || bad "no phase profile"
+
+# (c) negative controls: no report without RC_PROFILE, and none for RC_PROFILE=1
+grep -q "ops profile" "$t/plain.err" && bad "a plain run printed an ops report" || ok "plain run: no report"
+RC_PROFILE=1 "$RC_BIN" train --steps 3 --out "$t/one" 2>"$t/one.err" || bad "RC_PROFILE=1 train failed"
+grep -q "^profile (RC_PROFILE=1" "$t/one.err" && ok "RC_PROFILE=1: phase profile" || bad "RC_PROFILE=1: no phase profile"
+grep -q "ops profile" "$t/one.err" && bad "RC_PROFILE=1 printed an ops report" || ok "RC_PROFILE=1: no ops report"
+exit $fail
