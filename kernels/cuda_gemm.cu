@@ -144,9 +144,12 @@ static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_
  * An expert's row count changes with every routing decision, so its GEMMs
  * (m for forward and dgrad, k for wgrad) rarely repeat a shape, and asking
  * the heuristic costs host time per new shape — hundreds of queries a step,
- * during which the GPU idles. A dimension that is not a multiple of 64 (the
- * model's own widths all are) is therefore rounded up to a multiple of 256,
- * the heuristic is asked once for that bucket's shape, and its algorithm is
+ * during which the GPU idles (a query costs milliseconds on the H200:
+ * bench/NOTES.md, round three). A dimension that is not a multiple of 64
+ * (the model's own widths all are) is therefore rounded up to the next power
+ * of two (at least 64) — expert loads range over two orders of magnitude, so
+ * finer buckets kept missing — the heuristic is asked once for that
+ * bucket's shape, and its algorithm is
  * used for every shape of the bucket that cublasLtMatmulAlgoCheck accepts
  * within our workspace (else the shape gets its own heuristic answer). The
  * algorithm stays a pure function of the shape: the bucket's shape is fixed
@@ -160,7 +163,10 @@ static algo_bucket *g_buckets = NULL;
 static int g_nbuckets = 0, g_capbuckets = 0;
 
 static int bucket_dim(int x) {
-  return x % 64 == 0 ? x : (x + 255) / 256 * 256;
+  if (x % 64 == 0) return x;
+  int b = 64;
+  while (b < x && b < (1 << 30)) b <<= 1;
+  return b;
 }
 
 static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta, int tb, int m,
