@@ -801,6 +801,147 @@ static void test_load_misc(void) {
   iofix_free(&got);
 }
 
+/* ------------------------------------------------- forged shard structure */
+
+static uint64_t get_le64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static void put_le64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Loads `shard` as dir's shard with manifest.json and COMPLETE forged to its
+ * SHA-256, as a forger would: the hash passes, so only the structure check
+ * stands between these bytes and libhdf5. The files are restored after. */
+static int load_forged(const char *dir, const unsigned char *shard, size_t n, rc_err *err) {
+  char spath[4096], mpath[4096], cpath[4096];
+  pathf(spath, sizeof spath, "%s/shard_00000_of_00001.h5", dir);
+  pathf(mpath, sizeof mpath, "%s/manifest.json", dir);
+  pathf(cpath, sizeof cpath, "%s/COMPLETE", dir);
+  char *good_shard = NULL, *manifest = NULL, *complete = NULL;
+  size_t good_n = 0, mn = 0, cn = 0;
+  rc_err e = {0};
+  if (rc_read_file(spath, &good_shard, &good_n, &e) || rc_read_file(mpath, &manifest, &mn, &e) ||
+      rc_read_file(cpath, &complete, &cn, &e)) {
+    fprintf(stderr, "test_io: %s\n", e.msg);
+    abort();
+  }
+  char good_sha[RC_SHA256_HEX], sha[RC_SHA256_HEX], marker[128];
+  rc_sha256_hex(good_shard, good_n, good_sha);
+  rc_sha256_hex(shard, n, sha);
+  char *at = strstr(manifest, good_sha);
+  CHECK(at && n == good_n, "forged load: the manifest lists the shard's hash, sizes equal");
+  if (at) memcpy(at, sha, strlen(sha));
+  rc_sha256_hex(manifest, mn, sha);
+  int k = snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
+  CHECK(rc_write_file_atomic(spath, shard, n, &e) == 0 &&
+            rc_write_file_atomic(mpath, manifest, mn, &e) == 0 &&
+            rc_write_file_atomic(cpath, marker, (size_t)k, &e) == 0,
+        "forged load: writing (%s)", e.msg);
+  iofix got;
+  iofix_build(&got, IOFIX_EMPTY, 3);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  memset(err, 0, sizeof *err);
+  int rc = rc_checkpoint_load(dir, &m, &got.st, err);
+  iofix_free(&got);
+  if (at) memcpy(at, good_sha, strlen(good_sha));
+  CHECK(rc_write_file_atomic(spath, good_shard, good_n, &e) == 0 &&
+            rc_write_file_atomic(mpath, manifest, mn, &e) == 0 &&
+            rc_write_file_atomic(cpath, complete, cn, &e) == 0,
+        "forged load: restoring (%s)", e.msg);
+  free(good_shard);
+  free(manifest);
+  free(complete);
+  return rc;
+}
+
+/* Shards have no metadata checksums (superblock v0, object header v1), so a
+ * forged length field made libhdf5 malloc gigabytes (robust_fuzz). Each
+ * forged field must be refused before libhdf5 parses the file: 65, naming
+ * the structure. The control: the same bytes unforged, through the same
+ * forging path, load. */
+static void test_forged_structure(void) {
+  char root[4096], dir[4096], spath[4096];
+  rc_err err = {0};
+  tmp_path(root, sizeof root, "forged");
+  iter_dir(dir, sizeof dir, root);
+  CHECK(save_fix(root, 0, 3, &err) == 0, "save: %s", err.msg);
+  pathf(spath, sizeof spath, "%s/shard_00000_of_00001.h5", dir);
+  char *good = NULL;
+  size_t n = 0;
+  if (rc_read_file(spath, &good, &n, &err) || n < 96) {
+    CHECK(0, "reading the shard: %s", err.msg);
+    free(good);
+    return;
+  }
+  unsigned char *img = malloc(n);
+  if (!img) abort();
+
+  memcpy(img, good, n);
+  int rc = load_forged(dir, img, n, &err);
+  CHECK(rc == 0, "control: the unforged shard loads through the forging path (%d: %s)", rc,
+        err.msg);
+
+  /* superblock: end-of-file address (offset 40) one block past the size */
+  CHECK(get_le64(img + 40) == n, "control: the end-of-file address is the size");
+  put_le64(img + 40, n + 4096);
+  rc = load_forged(dir, img, n, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "superblock") &&
+            strstr(err.msg, "end-of-file address"),
+        "forged end-of-file address: 65 naming the superblock (%d: %s)", rc, err.msg);
+  memcpy(img, good, n);
+  img[8] = 2; /* superblock version 2 */
+  rc = load_forged(dir, img, n, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "superblock: version 2"),
+        "forged superblock version: 65 (%d: %s)", rc, err.msg);
+
+  /* /meta's object header starts with a continuation message (its
+   * attributes did not fit in the first chunk): its length forged to the
+   * size robust_fuzz's OOM report showed */
+  memcpy(img, good, n);
+  hid_t fid = H5Fopen(spath, H5F_ACC_RDONLY, H5P_DEFAULT);
+  H5O_info_t info;
+  bool found =
+      fid >= 0 && H5Oget_info_by_name2(fid, "meta", &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0;
+  if (fid >= 0) H5Fclose(fid);
+  uint64_t msg = found ? (uint64_t)info.addr + 16 : 0;
+  CHECK(found && msg + 24 <= n && img[msg] == 0x10 && img[msg + 1] == 0,
+        "control: /meta's first message is a continuation");
+  if (found && msg + 24 <= n) {
+    put_le64(img + msg + 16, 4295491589u);
+    rc = load_forged(dir, img, n, &err);
+    CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "object header at") &&
+              strstr(err.msg, "runs past the end of the file"),
+          "forged continuation length: 65 naming the object header (%d: %s)", rc, err.msg);
+  }
+
+  /* the root group's local heap (its symbol table message is the root
+   * object header's first): data size forged */
+  memcpy(img, good, n);
+  uint64_t oh = get_le64(img + 64), heap = oh + 40 <= n ? get_le64(img + oh + 32) : n;
+  bool have_heap =
+      oh + 40 <= n && img[oh + 16] == 0x11 && heap + 32 <= n && !memcmp(img + heap, "HEAP", 4);
+  CHECK(have_heap, "control: the root group's heap found");
+  if (have_heap) {
+    put_le64(img + heap + 8, (uint64_t)1 << 40);
+    rc = load_forged(dir, img, n, &err);
+    CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "local heap at"),
+          "forged local heap size: 65 naming the heap (%d: %s)", rc, err.msg);
+  }
+
+  /* and the unforged directory, restored, still loads */
+  iofix got;
+  iofix_build(&got, IOFIX_EMPTY, 3);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  CHECK(rc_checkpoint_load(dir, &m, &got.st, &err) == 0, "restored copy loads: %s", err.msg);
+  iofix_free(&got);
+  free(img);
+  free(good);
+}
+
 /* ---------------------------------------------------------------- fixtures */
 
 typedef struct {
@@ -963,6 +1104,7 @@ int main(int argc, char **argv) {
     test_unwritable();
     test_atomic_write_failure();
     test_load_misc();
+    test_forged_structure();
     if (!failures) rm_rf(g_tmp);
   } else {
     fprintf(stderr, "usage: test_io | test_io fixtures DIR | test_io save ROOT [...] |"

@@ -12,10 +12,12 @@
  *   entry_removed garbage shard, and the manifest's shard entry removed with
  *                 COMPLETE forged to match -> 65, never parsed
  * Negative controls: the good copy loads and H5Fopen is called (the counter
- * sees the loader's opens); the replacement shard really is valid HDF5; a
- * forger who rewrites the manifest entry and COMPLETE for the garbage gets
- * past the hash (the documented limit: hashes catch corruption, not
- * forgery) and libhdf5 then rejects the garbage cleanly (65, no crash). */
+ * sees the loader's opens); the replacement shard really is valid HDF5.
+ * The limit (hashes catch corruption, not forgery): a forger who rewrites
+ * the manifest entry and COMPLETE gets past the hash. Garbage is then still
+ * refused before libhdf5, by the superblock check (65, never parsed); a
+ * well-formed shard (the valid_other one) reaches libhdf5 and the /meta
+ * checks ("config mismatch"). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,8 +208,8 @@ int main(void) {
     free(t2);
   }
 
-  /* the limit: a forger who rewrites the entry for the garbage gets to
-   * libhdf5, which must still fail cleanly */
+  /* the limit: a forger who rewrites the entry gets past the hash; garbage
+   * is still refused by the superblock check, before libhdf5 */
   copy_good(fixtures, root, "forged", dir, sizeof dir);
   put(dir, SHARD, garbage, n_good);
   char good_sha[RC_SHA256_HEX], bad_sha[RC_SHA256_HEX];
@@ -218,9 +220,22 @@ int main(void) {
   replace(&text, good_sha, bad_sha);
   forge_manifest(dir, text);
   rc = load(dir, &err, &opens);
-  CHECK(rc == RC_EXIT_DATAERR && opens >= 1, "forged entry: code %d, %d H5Fopen (%s)", rc, opens,
-        err.msg);
-  printf("forged (reaches libhdf5 by design): %d: %s\n", rc, err.msg);
+  CHECK(rc == RC_EXIT_DATAERR && opens == 0 && strstr(err.msg, "superblock"),
+        "forged entry, garbage: code %d, %d H5Fopen (%s)", rc, opens, err.msg);
+  printf("forged garbage (past the hash, not parsed): %d: %s\n", rc, err.msg);
+
+  /* ... and a well-formed forged shard reaches libhdf5 and /meta */
+  copy_good(fixtures, root, "forged_valid", dir, sizeof dir);
+  put(dir, SHARD, valid, n_other);
+  rc_sha256_hex(valid, n_other, bad_sha);
+  free(text);
+  text = slurp(dir, "manifest.json", &n_text);
+  replace(&text, good_sha, bad_sha);
+  forge_manifest(dir, text);
+  rc = load(dir, &err, &opens);
+  CHECK(rc == RC_EXIT_DATAERR && opens >= 1 && strstr(err.msg, "config mismatch"),
+        "forged entry, valid shard: code %d, %d H5Fopen (%s)", rc, opens, err.msg);
+  printf("forged valid shard (reaches libhdf5 by design): %d: %s\n", rc, err.msg);
 
   free(text);
   free(garbage);
