@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/numeric.h"
 #include "cuda_common.cuh"
 
 #define ATT_BQ 64
@@ -143,7 +144,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* ---- backward ---- */
 
-/* D[b, h, i] = dot(dout row, out row), in increasing d like the CPU. */
+/* D[b, h, i] = dot(dout row, out row), in increasing d like the CPU; with
+ * ROUND, dout is rounded to bf16 first (the BF16 contract). */
+template <bool ROUND>
 __global__ void attention_backward_d_kernel(float *Dd, const float *dout, const float *out, int B,
                                             int S, int nh, int hd) {
   size_t n = (size_t)B * nh * S;
@@ -152,9 +155,24 @@ __global__ void attention_backward_d_kernel(float *Dd, const float *dout, const 
     size_t b = idx / ((size_t)nh * S), h = (idx / S) % nh, i = idx % S;
     size_t off = (b * S + i) * (size_t)nh * hd + h * hd;
     float acc = 0.0f;
-    for (int d = 0; d < hd; d++) acc += dout[off + d] * out[off + d];
+    for (int d = 0; d < hd; d++)
+      acc += (ROUND ? rc_round_bf16(dout[off + d]) : dout[off + d]) * out[off + d];
     Dd[idx] = acc;
   }
+}
+
+float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int S, int nh, int hd,
+                                bool round_dout) {
+  size_t nrows = (size_t)B * nh * S;
+  float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
+  if (round_dout)
+    attention_backward_d_kernel<true>
+        <<<rc_grid_1d(nrows, 256), 256, 0, rc_cuda_stream()>>>(Dd, dout, out, B, S, nh, hd);
+  else
+    attention_backward_d_kernel<false>
+        <<<rc_grid_1d(nrows, 256), 256, 0, rc_cuda_stream()>>>(Dd, dout, out, B, S, nh, hd);
+  KERNEL_CHECK();
+  return Dd;
 }
 
 /* One block per (key tile, head, batch): dK = scale * dS^T Q, dV = P^T dout,
@@ -746,13 +764,6 @@ template <int HD> static size_t dq_smem(void) {
          sizeof(float);
 }
 
-/* Kernels above 48 KiB of dynamic shared memory must opt in, once each. */
-template <typename K> static void allow_smem(K kernel, size_t bytes, bool *done) {
-  if (*done) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  *done = true;
-}
-
 template <int HD> static size_t fwd_rt_smem(void) {
   return (size_t)(HD * RT_LDT + 2 * ATT_BK * (HD + 1) + ATT_BK * RT_LDT) * sizeof(float);
 }
@@ -784,12 +795,12 @@ static void forward_impl(float *out, float *lse, const float *qkv, int B, int S,
   float scale = 1.0f / sqrtf((float)hd);
   if (use_simple()) {
     size_t sm = fwd_smem<HD>();
-    allow_smem(attention_forward_kernel<HD>, sm, &opted);
+    rc_allow_smem(attention_forward_kernel<HD>, sm, &opted);
     attention_forward_kernel<HD>
         <<<grid, ATT_THREADS, sm, rc_cuda_stream()>>>(out, lse, qkv, S, nh, hd, scale);
   } else {
     size_t sm = fwd_rt_smem<HD>();
-    allow_smem(attention_forward_rt_kernel<HD>, sm, &opted_rt);
+    rc_allow_smem(attention_forward_rt_kernel<HD>, sm, &opted_rt);
     attention_forward_rt_kernel<HD>
         <<<grid, ATT_THREADS, sm, rc_cuda_stream()>>>(out, lse, qkv, S, nh, hd, scale);
   }
@@ -801,17 +812,14 @@ static void backward_impl(float *dqkv, const float *dout, const float *out, cons
                           const float *qkv, int B, int S, int nh, int hd) {
   static bool opted_dkv = false, opted_dq = false;
   cudaStream_t s = rc_cuda_stream();
-  size_t nrows = (size_t)B * nh * S;
-  float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
-  attention_backward_d_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(Dd, dout, out, B, S, nh, hd);
-  KERNEL_CHECK();
+  float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, false);
 
   float scale = 1.0f / sqrtf((float)hd);
   dim3 grid((unsigned int)((S + ATT_BQ - 1) / ATT_BQ), (unsigned int)nh, (unsigned int)B);
   if (use_simple()) {
     size_t sm_dkv = dkv_smem<HD>(), sm_dq = dq_smem<HD>();
-    allow_smem(attention_backward_dkv_kernel<HD>, sm_dkv, &opted_dkv);
-    allow_smem(attention_backward_dq_kernel<HD>, sm_dq, &opted_dq);
+    rc_allow_smem(attention_backward_dkv_kernel<HD>, sm_dkv, &opted_dkv);
+    rc_allow_smem(attention_backward_dq_kernel<HD>, sm_dq, &opted_dq);
     attention_backward_dkv_kernel<HD>
         <<<grid, ATT_THREADS, sm_dkv, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
     KERNEL_CHECK();
@@ -822,8 +830,8 @@ static void backward_impl(float *dqkv, const float *dout, const float *out, cons
   }
   static bool opted_dkv_rt = false, opted_dq_rt = false;
   size_t sm_dkv = dkv_rt_smem<HD>(), sm_dq = dq_rt_smem<HD>();
-  allow_smem(attention_backward_dkv_rt_kernel<HD>, sm_dkv, &opted_dkv_rt);
-  allow_smem(attention_backward_dq_rt_kernel<HD>, sm_dq, &opted_dq_rt);
+  rc_allow_smem(attention_backward_dkv_rt_kernel<HD>, sm_dkv, &opted_dkv_rt);
+  rc_allow_smem(attention_backward_dq_rt_kernel<HD>, sm_dq, &opted_dq_rt);
   attention_backward_dkv_rt_kernel<HD>
       <<<grid, ATT_THREADS, sm_dkv, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
   KERNEL_CHECK();

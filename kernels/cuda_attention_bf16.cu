@@ -31,7 +31,6 @@
 
 #include <cuda_bf16.h>
 
-#include "backend/numeric.h"
 #include "cuda_common.cuh"
 
 using namespace nvcuda;
@@ -225,20 +224,6 @@ __global__ void __launch_bounds__(AB_THREADS)
 
 /* ---- backward ---- */
 
-/* D[b, h, i] = sum over d, increasing, of bf16(dout) * out (the CPU's loop). */
-__global__ void attention_bf16_d_kernel(float *Dd, const float *dout, const float *out, int B,
-                                        int S, int nh, int hd) {
-  size_t n = (size_t)B * nh * S;
-  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
-       idx += (size_t)gridDim.x * blockDim.x) {
-    size_t b = idx / ((size_t)nh * S), h = (idx / S) % nh, i = idx % S;
-    size_t off = (b * S + i) * (size_t)nh * hd + h * hd;
-    float acc = 0.0f;
-    for (int d = 0; d < hd; d++) acc += rc_round_bf16(dout[off + d]) * out[off + d];
-    Dd[idx] = acc;
-  }
-}
-
 /* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
  * Per query tile: S^T = K Q^T, P^T = exp(S^T scale - lse), dV += bf16(P^T) dO,
  * dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += bf16(dS^T) Q; dK *= scale. */
@@ -391,18 +376,11 @@ template <int HD> static size_t bwd_smem(void) {
          2 * AB_BQ * sizeof(float);
 }
 
-/* Kernels above 48 KiB of dynamic shared memory must opt in, once each. */
-template <typename K> static void opt_in(K kernel, size_t bytes, bool *done) {
-  if (*done) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  *done = true;
-}
-
 template <int HD>
 static void forward_bf16(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd) {
   static bool opted = false;
   size_t sm = fwd_smem<HD>();
-  opt_in(attention_bf16_forward_kernel<HD>, sm, &opted);
+  rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
   attention_bf16_forward_kernel<HD><<<grid, AB_THREADS, sm, rc_cuda_stream()>>>(
       out, lse, qkv, S, nh, hd, 1.0f / sqrtf((float)hd));
@@ -414,13 +392,11 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
                           const float *qkv, int B, int S, int nh, int hd) {
   static bool opted_dkv = false, opted_dq = false;
   cudaStream_t s = rc_cuda_stream();
-  size_t nrows = (size_t)B * nh * S;
-  float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
-  attention_bf16_d_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(Dd, dout, out, B, S, nh, hd);
-  KERNEL_CHECK();
+  /* D = rowsum(bf16(dout) * out), the CPU's loop */
+  float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, true);
   size_t sm = bwd_smem<HD>();
-  opt_in(attention_bf16_dkv_kernel<HD>, sm, &opted_dkv);
-  opt_in(attention_bf16_dq_kernel<HD>, sm, &opted_dq);
+  rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm, &opted_dkv);
+  rc_allow_smem(attention_bf16_dq_kernel<HD>, sm, &opted_dq);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
   float scale = 1.0f / sqrtf((float)hd);
   attention_bf16_dkv_kernel<HD>

@@ -75,6 +75,14 @@ void rc_cuda_read_back(void *dst_host, const void *src, size_t bytes);
 static inline unsigned int rc_cdiv(size_t a, size_t b) {
   return (unsigned int)((a + b - 1) / b);
 }
+/* Kernels above 48 KiB of dynamic shared memory must opt in, once each
+ * (*done remembers it per kernel instantiation). */
+template <typename K> static void rc_allow_smem(K kernel, size_t bytes, bool *done) {
+  if (*done) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  *done = true;
+}
+
 /* Grid for a 1-D elementwise kernel with a grid-stride loop: the element
  * partition does not affect results (elementwise), only coverage. */
 static inline unsigned int rc_grid_1d(size_t n, int threads) {
@@ -134,6 +142,11 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
                                int S, int nh, int hd);
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, int B, int S, int nh, int hd);
+
+/* D[b, h, i] = rowsum(dout * out) of every (batch, head, query), dout rounded
+ * to bf16 first if asked; in the attention scratch slot (returned). */
+float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int S, int nh, int hd,
+                                bool round_dout);
 
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
