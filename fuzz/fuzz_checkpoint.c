@@ -34,6 +34,9 @@ static char *g_good_shard, *g_good_manifest;
 static size_t g_good_shard_n, g_good_manifest_n;
 
 static void setup(void) {
+  /* libhdf5's automatic error-stack printing: hundreds of MB of log per
+   * minute of fuzzing; the loader reports its own errors */
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   char root[128];
   snprintf(root, sizeof root, "/tmp/rc_fuzz_ckpt.%ld", (long)getpid());
   snprintf(g_dir, sizeof g_dir, "%s/iter_0000005", root);

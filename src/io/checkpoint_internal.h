@@ -136,6 +136,10 @@ typedef struct {
   const void *buf;
   size_t size;
 } rc_h5_image_ref;
+/* Opens an in-memory shard image read-only (no copy). Checks first that its
+ * HDF5 structure is what shard_write.c produces, every length inside the
+ * image (shard_read.c, check_shard_structure): libhdf5 allocates forged
+ * lengths before it reads. Exit 65 on a structure it refuses. */
 int rc_h5_open_image(rc_h5_image_ref *ref, const char *what, hid_t *fid, rc_err *err);
 
 /* /meta as read from a shard; strings malloc'd. */
