@@ -7,9 +7,11 @@
 #
 # Every run uses a fixed libFuzzer seed (-seed=RC_FUZZ_SEED, default 1) and a
 # fixed input count (-runs, per target below, about 5-10 s each under ASan on
-# the CI machine), so the inputs tried, and hence the verdict, are the same
-# on every CI run and every machine; a time limit (RC_FUZZ_SECONDS, default
-# 60 per target) is only a safety net. For exploratory fuzzing set
+# the CI machine), so every run starts the same search of the same size,
+# whatever the machine's speed (two runs still differ a little: the corpus
+# libFuzzer keeps depends on coverage details such as library state carried
+# between inputs); a time limit (RC_FUZZ_SECONDS, default 60 per target) is
+# only a safety net. For exploratory fuzzing set
 # RC_FUZZ_SEED to other values (0 lets libFuzzer pick one per run) and
 # RC_FUZZ_RUNS to a larger count (it replaces every target's count); each
 # run logs its seed ("INFO: Seed: N").
