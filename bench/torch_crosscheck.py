@@ -299,6 +299,13 @@ def main():
         if need not in cfg:
             print("torch_crosscheck: config lacks %r; keys: %s" % (need, sorted(cfg)), file=sys.stderr)
             return 2
+    if cfg.get("attention_precision", "fp32") != "fp32":
+        # the BF16 attention contract (ops.h) is not emulated here: the
+        # attention below is fp32, so agreement would only be bf16-close
+        print("torch_crosscheck: attention_precision %s is not emulated; train the run to check "
+              "with --attention-precision fp32 (gpu-small sets bf16)" % cfg["attention_precision"],
+              file=sys.stderr)
+        return 2
     tol = a.tol if a.tol is not None else (1e-5 if cfg["precision"] == "fp32" else 2e-2)
     names = sorted(k[len("/model/"):] for k in st if k.startswith("/model/"))
     W = {n: torch.tensor(st["/model/" + n], dtype=dtype, device=dev).requires_grad_(True) for n in names}
