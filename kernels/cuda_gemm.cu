@@ -8,8 +8,9 @@
  *  - cuBLASLt only ever sees canonical layouts: every operand and the output
  *    with leading dimension round_up(width, 8) and at least 16-byte aligned.
  *    A caller's fp32 operand that already has that form is used in place;
- *    anything else is copied (fp32) or converted (bf16/fp16, exact because
- *    the values are representable) into a scratch buffer first.
+ *    anything else is copied (fp32) or converted (bf16/fp16: rounded to
+ *    nearest even, the rounding ops.h asks of the GEMM) into a scratch
+ *    buffer first.
  *  - The algorithm is chosen once per key by the cuBLASLt heuristic (with a
  *    fixed workspace, split-K only with a separate reduction pass, never the
  *    in-place counter scheme) and cached, so it never changes within a
@@ -278,8 +279,8 @@ static const gemm_plan *get_plan(rc_compute ct, bool ta, bool tb, int m, int n, 
 
 /* ---- kernels ---- */
 
-/* dst (canonical ld) = convert(src) for a rows x cols row-major matrix. The
- * conversion is exact for representable values (the ops.h contract). */
+/* dst (canonical ld) = convert(src) for a rows x cols row-major matrix:
+ * rounded to nearest even, as rc_round_bf16 / rc_round_fp16 (ops.h). */
 template <typename T> __device__ __forceinline__ T convert_from_float(float x);
 template <> __device__ __forceinline__ __nv_bfloat16 convert_from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);

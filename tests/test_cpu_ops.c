@@ -255,6 +255,51 @@ static void test_gemm(const rc_ops *ops) {
   CHECK(isnan(naive), "negative control: 0 * NaN should be NaN");
 }
 
+/* ops.h: a BF16/FP16 GEMM rounds its operands itself. With unrounded inputs
+ * it gives the bits of the same GEMM on inputs rounded first, in all four
+ * layouts (the model relies on it: it no longer rounds GEMM inputs into
+ * copies). Negative control: FP32 sees the unrounded values. */
+static void test_gemm_rounds_inputs(const rc_ops *ops) {
+  enum { M = 9, N = 11, K = 21 };
+  uint64_t rng = 23;
+  float *A = frand(M * K, &rng, -2, 2), *B = frand(K * N, &rng, -2, 2);
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++) {
+    float *Ar = fdup(A, M * K), *Br = fdup(B, K * N);
+    for (int i = 0; i < M * K; i++) Ar[i] = c ? rc_round_fp16(A[i]) : rc_round_bf16(A[i]);
+    for (int i = 0; i < K * N; i++) Br[i] = c ? rc_round_fp16(B[i]) : rc_round_bf16(B[i]);
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        /* the same matrices stored for the requested transposes */
+        float *a = falloc(M * K), *b = falloc(K * N), *ar = falloc(M * K), *br = falloc(K * N);
+        for (int i = 0; i < M; i++)
+          for (int p = 0; p < K; p++) {
+            size_t at = ta ? (size_t)p * M + i : (size_t)i * K + p;
+            a[at] = A[i * K + p], ar[at] = Ar[i * K + p];
+          }
+        for (int p = 0; p < K; p++)
+          for (int j = 0; j < N; j++) {
+            size_t bt = tb ? (size_t)j * K + p : (size_t)p * N + j;
+            b[bt] = B[p * N + j], br[bt] = Br[p * N + j];
+          }
+        int lda = ta ? M : K, ldb = tb ? K : N;
+        float got[M * N], want[M * N], fp32[M * N];
+        ops->gemm(cts[c], ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, got, N);
+        ops->gemm(cts[c], ta, tb, M, N, K, 1.0f, ar, lda, br, ldb, 0.0f, want, N);
+        ops->gemm(RC_COMPUTE_FP32, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, fp32, N);
+        CHECK(memcmp(got, want, sizeof got) == 0,
+              "gemm %s ta=%d tb=%d: unrounded inputs differ from pre-rounded ones",
+              c ? "fp16" : "bf16", ta, tb);
+        CHECK(memcmp(got, fp32, sizeof got) != 0,
+              "negative control: %s gemm ta=%d tb=%d equals the fp32 gemm of unrounded inputs",
+              c ? "fp16" : "bf16", ta, tb);
+        free(a), free(b), free(ar), free(br);
+      }
+    free(Ar), free(Br);
+  }
+  free(A), free(B);
+}
+
 /* ---- elementwise and reductions ---- */
 
 static void test_elementwise(const rc_ops *ops) {
@@ -945,6 +990,7 @@ int main(void) {
   }
 
   test_gemm(ops);
+  test_gemm_rounds_inputs(ops);
   test_elementwise(ops);
   test_embedding(ops);
   test_rmsnorm(ops);

@@ -263,8 +263,42 @@ static void gemm_k0(void) {
   free(C0);
 }
 
+/* ops.h: a BF16/FP16 GEMM rounds its operands itself. Unrounded inputs give
+ * the bits of pre-rounded ones on the GPU (both the flat conversion of
+ * contiguous operands, pad 0, and the strided one, pad > 0) and agree with
+ * the CPU's rounding GEMM. */
+static void gemm_rounds_inputs(rc_compute ct, int pad) {
+  int m = 70, n = 48, k = 96, lda = k + pad, ldb = k + pad;
+  size_t na = (size_t)m * lda, nb = (size_t)n * ldb, nc = (size_t)m * n;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f);
+  float *Ar = malloc(na * 4), *Br = malloc(nb * 4);
+  for (size_t i = 0; i < na; i++) Ar[i] = round_ct(A[i], ct);
+  for (size_t i = 0; i < nb; i++) Br[i] = round_ct(B[i], ct);
+  float *gA = put(G, A, na * 4), *gB = put(G, B, nb * 4), *gAr = put(G, Ar, na * 4),
+        *gBr = put(G, Br, nb * 4), *gC = G->alloc(nc * 4);
+  G->gemm(ct, false, true, m, n, k, 1.0f, gA, lda, gB, ldb, 0.0f, gC, n);
+  float *got = get(G, gC, nc * 4);
+  G->gemm(ct, false, true, m, n, k, 1.0f, gAr, lda, gBr, ldb, 0.0f, gC, n);
+  float *want = get(G, gC, nc * 4);
+  float *cA = put(C, A, na * 4), *cB = put(C, B, nb * 4), *cC = C->alloc(nc * 4);
+  C->gemm(ct, false, true, m, n, k, 1.0f, cA, lda, cB, ldb, 0.0f, cC, n);
+  float *ref = get(C, cC, nc * 4);
+  char name[96];
+  snprintf(name, sizeof name, "gemm %s pad=%d rounds its inputs (unrounded vs rounded)",
+           ct == RC_COMPUTE_BF16 ? "bf16" : "fp16", pad);
+  check_bits(name, got, want, nc * 4);
+  check_rel("  vs the CPU's rounding gemm", got, ref, nc, 1e-5);
+  free(A), free(B), free(Ar), free(Br), free(got), free(want), free(ref);
+  G->free(gA), G->free(gB), G->free(gAr), G->free(gBr), G->free(gC);
+  C->free(cA), C->free(cB), C->free(cC);
+}
+
 static void test_gemm(void) {
   printf("-- gemm\n");
+  for (int pad = 0; pad <= 3; pad += 3) {
+    gemm_rounds_inputs(RC_COMPUTE_BF16, pad);
+    gemm_rounds_inputs(RC_COMPUTE_FP16, pad);
+  }
   rc_compute cts[3] = {RC_COMPUTE_FP32, RC_COMPUTE_BF16, RC_COMPUTE_FP16};
   for (int c = 0; c < 3; c++)
     for (int ta = 0; ta <= 1; ta++)

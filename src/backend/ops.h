@@ -10,9 +10,11 @@
  *    pointers), row-major, contiguous unless a leading dimension is given.
  *    T = tokens in a microbatch (micro_batch * seq_len), H = hidden, etc.
  *  - Lower precisions are emulated by rounding: a bf16 tensor is a float32
- *    tensor whose values are representable in bf16 (numeric.h). The GEMM is
- *    told the compute type so a GPU may convert its (exactly representable)
- *    inputs and use tensor cores; the CPU ignores it.
+ *    tensor whose values are representable in bf16 (numeric.h). A BF16 or
+ *    FP16 GEMM rounds both operands to its compute type itself (to nearest
+ *    even, numeric.h) and accumulates in fp32, so a GPU converts while it
+ *    packs for tensor cores and the CPU while it packs; callers need not
+ *    round a copy first (values already representable pass unchanged).
  *  - Deterministic run to run: no atomics in reductions, fixed reduction
  *    orders, fixed GEMM algorithms. Two backends agree within tolerance, not
  *    bitwise (fingerprints, rounding and RNG draws are bitwise: numeric.h).
@@ -57,7 +59,8 @@ typedef struct rc_ops {
   void (*sync)(void);
 
   /* ---- GEMM ----
-   * C[m,n] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
+   * C[m,n] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T,
+   * with A and B rounded to ct first (BF16/FP16; FP32 uses them as they are).
    * A is [m,k] (or [k,m] if trans_a) with row stride lda; B is [k,n] (or
    * [n,k] if trans_b) with row stride ldb; C has row stride ldc.
    * The product is accumulated fully (fp32, fixed order) and only then

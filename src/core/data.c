@@ -17,8 +17,8 @@ int rc_data_open(rc_data *d, const rc_config *cfg, rc_err *err) {
   if (rc) return rc;
   if (n < (size_t)cfg->seq_len + 2) {
     free(buf);
-    return rc_fail(err, RC_EXIT_DATAERR, "--data %s: %zu bytes is shorter than one sample (%d)", cfg->data,
-                   n, cfg->seq_len + 2);
+    return rc_fail(err, RC_EXIT_DATAERR, "--data %s: %zu bytes is shorter than one sample (%d)",
+                   cfg->data, n, cfg->seq_len + 2);
   }
   d->file = (uint8_t *)buf;
   d->file_len = n;
@@ -57,7 +57,9 @@ static void make_sample(const rc_data *d, int64_t i, int S, int32_t *x /* S+1 */
   *len = S + 1 - (int)(hash3(seed, (uint64_t)i, 2) % (uint64_t)span);
   x[0] = 1 + (int32_t)(hash3(seed, (uint64_t)i, 3) % (uint64_t)(c->vocab - 1));
   for (int t = 1; t <= S; t++)
-    x[t] = t < *len ? next_token(seed, c->vocab, x[t - 1], hash3(seed, (uint64_t)i, 100 + (uint64_t)t)) : 0;
+    x[t] = t < *len
+               ? next_token(seed, c->vocab, x[t - 1], hash3(seed, (uint64_t)i, 100 + (uint64_t)t))
+               : 0;
 }
 
 void rc_data_batch(const rc_data *d, int64_t first, int B, int S, int D, int32_t **ids,

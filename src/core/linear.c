@@ -32,11 +32,14 @@ rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin) {
   bool tracked = is_tracked(m);
   switch (c->policy) {
   case RC_POLICY_LEGACY:
-  case RC_POLICY_PERSIST: return c->no_weight_cache ? RC_FLAG_NONE : lin->flag;
-  case RC_POLICY_UNTRACKED_NONE: return (c->no_weight_cache || !tracked) ? RC_FLAG_NONE : lin->flag;
+  case RC_POLICY_PERSIST:
+    return c->no_weight_cache ? RC_FLAG_NONE : lin->flag;
+  case RC_POLICY_UNTRACKED_NONE:
+    return (c->no_weight_cache || !tracked) ? RC_FLAG_NONE : lin->flag;
   case RC_POLICY_RESOLVE:
     return (c->no_weight_cache || !tracked || lin->repeated) ? RC_FLAG_NONE : lin->flag;
-  case RC_POLICY_ALWAYS_FALSE: return RC_FLAG_FALSE;
+  case RC_POLICY_ALWAYS_FALSE:
+    return RC_FLAG_FALSE;
   }
   return RC_FLAG_NONE;
 }
@@ -53,7 +56,8 @@ static float scale_from_amax(float amax) {
 void rc_linear_begin_step(rc_model *m, rc_linear *lin) {
   if (!is_quantised(m, lin)) return;
   float h = 0;
-  for (int i = 0; i < m->cfg.fp8_amax_history; i++) h = lin->amax_history[i] > h ? lin->amax_history[i] : h;
+  for (int i = 0; i < m->cfg.fp8_amax_history; i++)
+    h = lin->amax_history[i] > h ? lin->amax_history[i] : h;
   lin->fp8_scale = h > 0 ? scale_from_amax(h) : 0.0f;
   lin->step_amax = 0;
   lin->quantised_this_step = false;
@@ -100,12 +104,23 @@ static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
   return lin->wq == lin->w->weight || is_quantised(m, lin) ? RC_COMPUTE_FP32 : m->ct;
 }
 
+bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin) {
+  return gemm_compute(m, lin) == m->ct;
+}
+
+const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst, const float *src,
+                                   size_t n) {
+  if (rc_linear_rounds_inputs(m, lin)) return src;
+  m->ops->round_to(dst, src, n, m->ct);
+  return dst;
+}
+
 static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int call, rc_flag p,
                       int beta, const float *out, size_t out_n) {
   rc_event_log *ev = &m->events;
   const rc_ops *o = m->ops;
-  fprintf(ev->out, "step=%d mb=%d kind=%s module=%s call=%d passed=%s beta=%d fp_out=%016llx", ev->step,
-          ev->microbatch, dir, lin->name, call, rc_flag_name(p), beta,
+  fprintf(ev->out, "step=%d mb=%d kind=%s module=%s call=%d passed=%s beta=%d fp_out=%016llx",
+          ev->step, ev->microbatch, dir, lin->name, call, rc_flag_name(p), beta,
           (unsigned long long)o->fingerprint(out, out_n * sizeof(float)));
   if (beta >= 0)
     fprintf(ev->out, " fp_main_grad=%016llx",
@@ -118,7 +133,8 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int
   rc_flag p = lin->te_style ? rc_linear_policy_value(m, lin) : RC_FLAG_NONE;
   int call = lin->ncalls++;
   if (call >= RC_MAX_CALLS) {
-    fprintf(stderr, "resumecheck: internal error: %s called more than %d times\n", lin->name, RC_MAX_CALLS);
+    fprintf(stderr, "resumecheck: internal error: %s called more than %d times\n", lin->name,
+            RC_MAX_CALLS);
     abort();
   }
   lin->passed[call] = p;
@@ -151,8 +167,8 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, 
     int r = group_rows ? group_rows[g] : rows;
     const float *dy_g = dy + (size_t)r0 * lin->out, *x_g = x + (size_t)r0 * lin->in;
     if (dx && r > 0)
-      o->gemm(ct, false, false, r, lin->in, lin->out, 1.0f, dy_g, lin->out, lin->wq + g * wsz, lin->in,
-              0.0f, dx + (size_t)r0 * lin->in, lin->in);
+      o->gemm(ct, false, false, r, lin->in, lin->out, 1.0f, dy_g, lin->out, lin->wq + g * wsz,
+              lin->in, 0.0f, dx + (size_t)r0 * lin->in, lin->in);
     float *main_grad = lin->w->main_grad + g * wsz;
     if (!lin->te_style || m->cfg.grad_accum_fusion) {
       /* fused: one GEMM into the fp32 main_grad, beta picked by the flag */

@@ -114,17 +114,24 @@ static size_t max_sz(size_t a, size_t b) {
   return a > b ? a : b;
 }
 
-static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, bool moe) {
+/* A rounded copy of n floats for lin's GEMM input, or NULL when its GEMMs
+ * round themselves (rc_linear_rounds_inputs). */
+static float *alloc_rounded(rc_model *m, const rc_linear *lin, size_t n) {
+  return rc_linear_rounds_inputs(m, lin) ? NULL : rc_model_alloc(m, n);
+}
+
+static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer *L) {
   size_t T = (size_t)m->T, H = (size_t)m->H, F = (size_t)m->F, E = (size_t)m->E, K = (size_t)m->K;
+  bool moe = L->moe;
   size_t rows = moe ? T * K : T;
   a->ln1 = rc_model_alloc(m, T * H), a->ln1_rstd = rc_model_alloc(m, T),
-  a->ln1_r = rc_model_alloc(m, T * H);
+  a->ln1_r = alloc_rounded(m, L->qkv, T * H);
   a->qkv = rc_model_alloc(m, T * 3 * H);
-  a->attn = rc_model_alloc(m, T * H), a->attn_r = rc_model_alloc(m, T * H);
+  a->attn = rc_model_alloc(m, T * H), a->attn_r = alloc_rounded(m, L->proj, T * H);
   a->lse = rc_model_alloc(m, (size_t)m->B * m->nh * m->S);
   a->proj = rc_model_alloc(m, T * H), a->xm = rc_model_alloc(m, T * H);
   a->ln2 = rc_model_alloc(m, T * H), a->ln2_rstd = rc_model_alloc(m, T),
-  a->ln2_r = rc_model_alloc(m, T * H);
+  a->ln2_r = alloc_rounded(m, L->fc1, T * H);
   a->fc1 = rc_model_alloc(m, rows * 2 * F), a->sw_r = rc_model_alloc(m, rows * F);
   a->mlp_out = rc_model_alloc(m, T * H), a->y = rc_model_alloc(m, T * H);
   if (moe) {
@@ -215,21 +222,21 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->acts = calloc((size_t)n_acts, sizeof *m->acts);
   m->mtp_acts = calloc((size_t)(m->D + 1), sizeof *m->mtp_acts);
   if (!m->acts || !m->mtp_acts) abort();
-  for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], c->is_moe_layer[l]);
+  for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   for (int k = 1; k <= m->D; k++) {
-    alloc_layer_act(m, &m->acts[c->layers + k - 1], last_moe);
+    alloc_layer_act(m, &m->acts[c->layers + k - 1], &m->mtp[c->mtp_repeated_layer ? 0 : k - 1].trm);
     struct rc_mtp_act *ma = &m->mtp_acts[k];
     ma->emb = rc_model_alloc(m, T * H);
     ma->en = rc_model_alloc(m, T * H), ma->en_rstd = rc_model_alloc(m, T);
     ma->hn = rc_model_alloc(m, T * H), ma->hn_rstd = rc_model_alloc(m, T);
     ma->cat_r = rc_model_alloc(m, T * 2 * H), ma->x = rc_model_alloc(m, T * H);
     ma->hk = rc_model_alloc(m, T * H), ma->hk_rstd = rc_model_alloc(m, T),
-    ma->hk_r = rc_model_alloc(m, T * H);
+    ma->hk_r = alloc_rounded(m, m->head, T * H);
   }
   m->emb_out = rc_model_alloc(m, T * H);
   m->h0 = rc_model_alloc(m, T * H), m->h0_rstd = rc_model_alloc(m, T),
-  m->h0_r = rc_model_alloc(m, T * H);
+  m->h0_r = alloc_rounded(m, m->head, T * H);
   for (int k = 0; k <= m->D; k++) {
     m->logits[k] = rc_model_alloc(m, T * V);
     m->ids_dev[k] = m->ops->alloc(T * sizeof(int32_t));
@@ -247,7 +254,7 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->d_tmp = rc_model_alloc(m, T * H), m->d_xm = rc_model_alloc(m, T * H),
   m->d_ln = rc_model_alloc(m, T * H);
   m->d_topk_w = rc_model_alloc(m, T * K);
-  m->scratch_round = rc_model_alloc(m, max_sz(T * V, big));
+  m->scratch_round = alloc_rounded(m, m->head, T * V); /* the logits' gradient, rounded */
   /* state */
   m->loss_scale = c->precision == RC_PREC_FP16 ? c->initial_loss_scale : 1.0;
   m->hysteresis_tracker = c->hysteresis;
@@ -415,7 +422,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     x = m->acts[l].y;
   }
   o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, eps);
-  o->round_to(m->h0_r, m->h0, TH, m->ct);
+  m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, TH);
   rc_model_profile_mark(m, 1);
   /* forward: MTP layer calls 1..D */
   const float *h_prev = m->h0;
@@ -428,11 +435,11 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps);
     o->copy2d(ma->cat_r, 2 * H, ma->en, H, T, H); /* embedding first, hidden second */
     o->copy2d(ma->cat_r + H, 2 * H, ma->hn, H, T, H);
-    o->round_to(ma->cat_r, ma->cat_r, TH * 2, m->ct);
+    rc_linear_round_input(m, mt->eh_proj, ma->cat_r, ma->cat_r, TH * 2);
     ma->call_eh = rc_linear_forward(m, mt->eh_proj, ma->cat_r, ma->x, T, NULL);
     rc_layer_forward(m, mtp_trm(m, k), a, ma->x);
     o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps);
-    o->round_to(ma->hk_r, ma->hk, TH, m->ct);
+    ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
     h_prev = ma->hk;
   }
   rc_model_profile_mark(m, 2);
@@ -440,14 +447,14 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   int head_call[17];
   for (int k = 1; k <= D; k++) {
     double ls, cs;
-    head_call[k] =
-        head_forward(m, k, m->mtp_acts[k].hk_r, dloss + (size_t)k * T, mask[k], &ls, &cs, host_tmp);
+    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, dloss + (size_t)k * T, mask[k], &ls,
+                                &cs, host_tmp);
     mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
     mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
   }
   {
     double ls, cs;
-    head_call[0] = head_forward(m, 0, m->h0_r, dloss, mask[0], &ls, &cs, host_tmp);
+    head_call[0] = head_forward(m, 0, m->head_in0, dloss, mask[0], &ls, &cs, host_tmp);
     *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   }
 
@@ -455,9 +462,10 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   /* backward: main head, then MTP heads D..1 */
   for (int i = 0; i <= D; i++) {
     int k = i == 0 ? 0 : D + 1 - i;
-    o->round_to(m->scratch_round, m->logits[k], (size_t)T * m->V, m->ct);
-    rc_linear_backward(m, m->head, head_call[k], m->scratch_round,
-                       k == 0 ? m->h0_r : m->mtp_acts[k].hk_r, m->d_h[k], T, NULL);
+    const float *dlogits =
+        rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
+    rc_linear_backward(m, m->head, head_call[k], dlogits,
+                       k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
   }
   rc_model_profile_mark(m, 4);
   /* MTP layer calls D..1 */
@@ -470,7 +478,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
                         ma->hk_rstd, T, H);
     rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
-    o->round_to(d_x, d_x, TH, m->ct);
+    rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
     float *d_cat = m->d_big;
     rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, ma->cat_r, d_cat, T, NULL);
     float *d_en = m->d_tmp, *d_hn = m->d_ln, *d_emb = m->d_xm;

@@ -124,13 +124,14 @@ typedef struct rc_model {
   /* activations: L + D layer invocations, per-depth MTP buffers, heads */
   rc_layer_act *acts;
   struct rc_mtp_act *mtp_acts;
-  float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in;
+  float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in; /* h0_r: NULL unless the head needs it */
+  const float *head_in0;                           /* h0 or h0_r: the main head's GEMM input */
   float *logits[17]; /* D+1 heads: [T, V] each, dlogits after forward */
   float *ce_losses, *ce_correct, *ce_dloss;
   int32_t *ids_dev[17], *labels_dev[17];
   /* backward scratch */
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[17];
-  float *scratch_round; /* rounding of dY for GEMMs */
+  float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
   size_t scratch_floats;
   float *aux_grad_dev;
 

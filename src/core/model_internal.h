@@ -19,13 +19,18 @@ struct rc_layer_act {
   float *router_logits, *probs, *topk_w, *xs, *e_out, *aux_grad;
   int32_t *topk_idx, *perm, *inv_perm, *offsets;
   int *group_rows; /* host [E] */
+  /* what the qkv, proj and fc1 GEMMs were given (forward and wgrad): the
+   * normalised/attention output itself, or its rounded copy (*_r, allocated
+   * only for linears whose GEMMs do not round: rc_linear_rounds_inputs) */
+  const float *qkv_in, *proj_in, *fc1_in;
   int call_qkv, call_proj, call_fc1, call_fc2, call_router;
   uint64_t drop_offset[2];
 };
 
 struct rc_mtp_act {
   float *emb, *en, *en_rstd, *hn, *hn_rstd, *cat_r, *x;
-  float *hk, *hk_rstd, *hk_r; /* final_norm_k output, rounded copy for the head */
+  float *hk, *hk_rstd, *hk_r; /* final_norm_k output, rounded copy for the head (or NULL) */
+  const float *head_in;       /* hk or hk_r: what the head's GEMMs were given */
   int call_eh;
 };
 

@@ -3,9 +3,11 @@
  * residual; RMSNorm -> SwiGLU MLP or mixture of experts -> dropout ->
  * residual. Used for the decoder layers and for the MTP block's TRM.
  *
- * Inputs of every GEMM are rounded to the compute type first (that is how
- * bf16/fp16 are emulated, identically on both backends), and the rounded
- * copies are what the weight-gradient GEMMs see in backward. */
+ * Inputs of every GEMM are rounded to the compute type (that is how bf16/fp16
+ * are emulated, identically on both backends): by the GEMM itself (ops.h),
+ * or, for fp8-quantised linears whose GEMMs run in fp32, into a rounded copy
+ * first (rc_linear_round_input). The weight-gradient GEMMs in backward see
+ * what the forward GEMMs saw. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +21,9 @@ static void dropout_maybe(rc_model *m, float *x, size_t n, uint64_t *offset_out,
     *offset_out = m->rng_offset;
     m->rng_offset += (n + 3) / 4; /* one Philox block per 4 elements */
     if (m->events.out)
-      fprintf(m->events.out, "step=%d mb=%d kind=dropout seed=%016llx offset=%llu n=%zu\n", m->events.step,
-              m->events.microbatch, (unsigned long long)m->rng_seed, (unsigned long long)*offset_out, n);
+      fprintf(m->events.out, "step=%d mb=%d kind=dropout seed=%016llx offset=%llu n=%zu\n",
+              m->events.step, m->events.microbatch, (unsigned long long)m->rng_seed,
+              (unsigned long long)*offset_out, n);
   }
   m->ops->dropout(x, n, (float)m->cfg.dropout, m->rng_seed, *offset_out);
 }
@@ -40,10 +43,10 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
     a->group_rows[e] = offsets[e + 1] - offsets[e];
     L->token_counts[e] += a->group_rows[e];
   }
-  o->moe_gather(a->xs, a->ln2_r, a->perm, T, K, H);
+  o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H);
   a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1, T * K, a->group_rows);
   o->swiglu_forward(a->sw_r, a->fc1, T * K, F);
-  o->round_to(a->sw_r, a->sw_r, (size_t)T * K * F, m->ct);
+  rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
   a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->e_out, T * K, a->group_rows);
   o->moe_combine(a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H);
   /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
@@ -73,22 +76,22 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   size_t TH = (size_t)T * H;
   a->x_in = x;
   o->rmsnorm_forward(a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, (float)m->cfg.norm_eps);
-  o->round_to(a->ln1_r, a->ln1, TH, m->ct);
-  a->call_qkv = rc_linear_forward(m, L->qkv, a->ln1_r, a->qkv, T, NULL);
+  a->qkv_in = rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
+  a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv, T, NULL);
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
-  o->round_to(a->attn_r, a->attn, TH, m->ct);
-  a->call_proj = rc_linear_forward(m, L->proj, a->attn_r, a->proj, T, NULL);
+  a->proj_in = rc_linear_round_input(m, L->proj, a->attn_r, a->attn, TH);
+  a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
   o->add(a->xm, x, a->proj, TH);
   o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, (float)m->cfg.norm_eps);
-  o->round_to(a->ln2_r, a->ln2, TH, m->ct);
+  a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
   if (L->moe) {
     moe_forward(m, L, a);
   } else {
-    a->call_fc1 = rc_linear_forward(m, L->fc1, a->ln2_r, a->fc1, T, NULL);
+    a->call_fc1 = rc_linear_forward(m, L->fc1, a->fc1_in, a->fc1, T, NULL);
     o->swiglu_forward(a->sw_r, a->fc1, T, F);
-    o->round_to(a->sw_r, a->sw_r, (size_t)T * F, m->ct);
+    rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
     a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->mlp_out, T, NULL);
   }
   dropout_maybe(m, a->mlp_out, TH, &a->drop_offset[1], true);
@@ -103,12 +106,12 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   size_t TKH = (size_t)T * K * H;
   float *d_eout = m->d_big, *d_topk_w = m->d_topk_w;
   o->moe_combine_backward(d_eout, d_topk_w, d_mlp, a->e_out, a->topk_w, a->inv_perm, T, K, H);
-  o->round_to(d_eout, d_eout, TKH, m->ct);
+  rc_linear_round_input(m, L->fc2, d_eout, d_eout, TKH);
   float *d_sw = m->d_big2;
   rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, a->sw_r, d_sw, T * K, a->group_rows);
   float *d_fc1 = m->d_big;
   o->swiglu_backward(d_fc1, d_sw, a->fc1, T * K, F);
-  o->round_to(d_fc1, d_fc1, (size_t)T * K * 2 * F, m->ct);
+  rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
   rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->xs, d_xs, T * K, a->group_rows);
   o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H);
@@ -121,7 +124,8 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
 }
 
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy, float *dx) {
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy,
+                       float *dx) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, F = m->F;
   size_t TH = (size_t)T * H;
@@ -129,8 +133,12 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
   /* y = xm + dropout(mlp): d xm = dy (+ the MLP path below) */
   o->copy(dxm, dy, TH * sizeof(float));
   o->copy(d_branch, dy, TH * sizeof(float));
-  if (m->cfg.dropout > 0) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
-  o->round_to(d_branch, d_branch, TH, m->ct);
+  if (m->cfg.dropout > 0)
+    o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
+  if (L->moe) /* the routing weights' gradient, a dot product, sees it rounded too */
+    o->round_to(d_branch, d_branch, TH, m->ct);
+  else
+    rc_linear_round_input(m, L->fc2, d_branch, d_branch, TH);
   float *d_ln2 = m->d_ln;
   if (L->moe) {
     moe_backward(m, L, a, d_branch, d_ln2);
@@ -138,21 +146,23 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
     rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, a->sw_r, d_sw, T, NULL);
     o->swiglu_backward(d_fc1, d_sw, a->fc1, T, F);
-    o->round_to(d_fc1, d_fc1, (size_t)T * 2 * F, m->ct);
-    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->ln2_r, d_ln2, T, NULL);
+    rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
+    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->fc1_in, d_ln2, T, NULL);
   }
   o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H);
   /* xm = x + dropout(proj) */
   o->copy(d_branch, dxm, TH * sizeof(float));
-  if (m->cfg.dropout > 0) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
-  o->round_to(d_branch, d_branch, TH, m->ct);
+  if (m->cfg.dropout > 0)
+    o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
+  rc_linear_round_input(m, L->proj, d_branch, d_branch, TH);
   float *d_attn = m->d_big2;
-  rc_linear_backward(m, L->proj, a->call_proj, d_branch, a->attn_r, d_attn, T, NULL);
+  rc_linear_backward(m, L->proj, a->call_proj, d_branch, a->proj_in, d_attn, T, NULL);
   float *d_qkv = m->d_big;
-  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh,
+                        m->hd);
   o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
-  o->round_to(d_qkv, d_qkv, (size_t)T * 3 * H, m->ct);
-  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, a->ln1_r, d_ln, T, NULL);
+  rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
+  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, a->qkv_in, d_ln, T, NULL);
   o->copy(dx, dxm, TH * sizeof(float));
   o->rmsnorm_backward(dx, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
 }

@@ -15,9 +15,11 @@
  * involved: beta == 0 writes alpha*acc without reading C, otherwise
  * alpha*acc + beta*C. With beta == 1 that is bitwise what a beta == 0 GEMM
  * into scratch followed by `add` gives, which keeps the fusion-on and
- * fusion-off arms of the linear layer identical. The compute type is
- * ignored: callers have already rounded the inputs. */
+ * fusion-off arms of the linear layer identical. With a BF16 or FP16
+ * compute type both operands are rounded to it as they are packed (ops.h);
+ * the products and sums stay fp32. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/numeric.h"
 
 #include <stdlib.h>
 
@@ -69,21 +71,35 @@ static void store(float *c, float acc, float alpha, float beta) {
   *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
 }
 
-/* dst[j*rows + i] = src[i*ld + j]: a [rows, cols] matrix with row stride ld
- * becomes its contiguous transpose. Blocked so both sides stay in cache. */
-static void transpose(float *restrict dst, const float *restrict src, int rows, int cols, int ld) {
+static float round_ct(float x, rc_compute ct) {
+  return ct == RC_COMPUTE_BF16 ? rc_round_bf16(x) : ct == RC_COMPUTE_FP16 ? rc_round_fp16(x) : x;
+}
+
+/* dst[j*rows + i] = round(src[i*ld + j]): a [rows, cols] matrix with row
+ * stride ld becomes its contiguous transpose. Blocked so both sides stay in
+ * cache. */
+static void transpose(float *restrict dst, const float *restrict src, int rows, int cols, int ld,
+                      rc_compute ct) {
   enum { BLK = 32 };
   for (int i0 = 0; i0 < rows; i0 += BLK)
     for (int j0 = 0; j0 < cols; j0 += BLK)
       for (int i = i0; i < rows && i < i0 + BLK; i++)
         for (int j = j0; j < cols && j < j0 + BLK; j++)
-          dst[(size_t)j * rows + i] = src[(size_t)i * ld + j];
+          dst[(size_t)j * rows + i] = round_ct(src[(size_t)i * ld + j], ct);
+}
+
+/* dst[i*cols + j] = round(src[i*ld + j]): a contiguous rounded copy. */
+static void copy_rounded(float *restrict dst, const float *restrict src, int rows, int cols, int ld,
+                         rc_compute ct) {
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++)
+      dst[(size_t)i * cols + j] = round_ct(src[(size_t)i * ld + j], ct);
 }
 
 void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-  (void)ct;
   if (m <= 0 || n <= 0) return;
+  bool rounds = ct == RC_COMPUTE_BF16 || ct == RC_COMPUTE_FP16;
   if (k <= 0) { /* empty product: acc = 0, and A and B may be NULL */
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) store(&C[(size_t)i * ldc + j], 0.0f, alpha, beta);
@@ -94,15 +110,21 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
   const float *arow = A, *bcol = B;
   size_t astride = (size_t)lda, bstride = (size_t)ldb;
   float *apack = NULL, *bpack = NULL;
-  if (trans_a) { /* A is [k, m]: its transpose gives contiguous rows of op(A) */
+  if (trans_a || rounds) { /* A is [k, m]: its transpose gives contiguous rows of op(A) */
     apack = rc_cpu_scratch((size_t)m * k * sizeof(float));
-    transpose(apack, A, k, m, lda);
+    if (trans_a)
+      transpose(apack, A, k, m, lda, ct);
+    else
+      copy_rounded(apack, A, m, k, lda, ct);
     arow = apack;
     astride = (size_t)k;
   }
-  if (!trans_b) { /* B is [k, n]: its transpose gives contiguous columns of op(B) */
+  if (!trans_b || rounds) { /* B is [k, n]: its transpose gives contiguous columns of op(B) */
     bpack = rc_cpu_scratch((size_t)n * k * sizeof(float));
-    transpose(bpack, B, k, n, ldb);
+    if (!trans_b)
+      transpose(bpack, B, k, n, ldb, ct);
+    else
+      copy_rounded(bpack, B, n, k, ldb, ct);
     bcol = bpack;
     bstride = (size_t)k;
   }
