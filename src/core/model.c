@@ -114,6 +114,11 @@ static size_t max_sz(size_t a, size_t b) {
   return a > b ? a : b;
 }
 
+/* The TRM that MTP depth k (1..D) runs: the shared one or its own. */
+static rc_layer *mtp_trm(rc_model *m, int k) {
+  return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1].trm;
+}
+
 /* A rounded copy of n floats for lin's GEMM input, or NULL when its GEMMs
  * round themselves (rc_linear_rounds_inputs). */
 static float *alloc_rounded(rc_model *m, const rc_linear *lin, size_t n) {
@@ -225,7 +230,7 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   for (int k = 1; k <= m->D; k++) {
-    alloc_layer_act(m, &m->acts[c->layers + k - 1], &m->mtp[c->mtp_repeated_layer ? 0 : k - 1].trm);
+    alloc_layer_act(m, &m->acts[c->layers + k - 1], mtp_trm(m, k));
     struct rc_mtp_act *ma = &m->mtp_acts[k];
     ma->emb = rc_model_alloc(m, T * H);
     ma->en = rc_model_alloc(m, T * H), ma->en_rstd = rc_model_alloc(m, T);
@@ -358,9 +363,6 @@ rc_param *rc_model_find_param(rc_model *m, const char *name) {
 
 /* ---- one microbatch ---- */
 
-static rc_layer *mtp_trm(rc_model *m, int k) {
-  return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1].trm;
-}
 static rc_mtp_layer *mtp_layer(rc_model *m, int k) {
   return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1];
 }
