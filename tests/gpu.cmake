@@ -1,3 +1,10 @@
 # GPU tests: they skip (77) without a GPU.
 rc_add_c_test(gpu_parity test_gpu_parity.c)
 rc_add_sh_test(gpu_harness gpu_harness.sh)
+# compute-sanitizer on tiny steps, with planted-bug controls (sanitizer_control)
+if(RC_HAVE_CUDA)
+  add_executable(sanitizer_control ${CMAKE_CURRENT_SOURCE_DIR}/sanitizer_control.cu)
+  target_link_libraries(sanitizer_control PRIVATE CUDA::cudart)
+  rc_add_sh_test(gpu_sanitizer gpu_sanitizer.sh)
+  set_tests_properties(gpu_sanitizer PROPERTIES TIMEOUT 1200)
+endif()
