@@ -11,7 +11,8 @@
 # HDF5 that refuses them), the tree is configured and built here instead.
 # Files written to $OUT (at most 8, the device tool's limit): session.log,
 # cuda_ops.log, gpu_parity.log, bench.log, results.jsonl, profile_ops.txt,
-# gpu_harness.log.
+# gpu_harness.log, sanitizer.log (build.log instead of the rest when the
+# build fails).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -30,7 +31,7 @@ if ! { [ -x "$B/resumecheck" ] && ! ldd "$B/resumecheck" | grep -q "not found" &
   log "carried build $B unusable here: building"
   B=build
   { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-    cmake --build "$B" -j16 --target resumecheck test_cuda_ops gpu_parity; } > "$OUT/build.log" 2>&1 ||
+    cmake --build "$B" -j16 --target resumecheck test_cuda_ops gpu_parity sanitizer_control; } > "$OUT/build.log" 2>&1 ||
     { log "build failed"; tail -30 "$OUT/build.log" | tee -a "$S"; exit 1; }
 fi
 rm -rf "$probe"
@@ -63,4 +64,9 @@ RC_BIN="$B/resumecheck" RC_SRC="$PWD" RC_FIXTURES="$PWD/fixtures" timeout 200 \
   bash tests/gpu_harness.sh > "$OUT/gpu_harness.log" 2>&1
 echo "gpu_harness exit $?" | tee -a "$S"
 grep -E "^(ok|FAIL)" "$OUT/gpu_harness.log" | tee -a "$S"
+
+log "gpu_sanitizer (compute-sanitizer memcheck + racecheck)"
+RC_BIN="$B/resumecheck" timeout 300 bash tests/gpu_sanitizer.sh > "$OUT/sanitizer.log" 2>&1
+echo "gpu_sanitizer exit $?" | tee -a "$S"
+grep -E "^(ok|FAIL)" "$OUT/sanitizer.log" | tee -a "$S"
 log "done"

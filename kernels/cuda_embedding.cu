@@ -100,7 +100,14 @@ static void bitonic_sort(unsigned long long *keys, size_t n) {
   }
 }
 
-/* ---- backward: one block per run of equal ids in the sorted keys ---- */
+/* ---- backward: one block per run of equal ids in the sorted keys ----
+ * The adds of a run form one dependent chain (increasing t, one rounding per
+ * term, as on the CPU), so a frequent token is a long serial chain. What can
+ * overlap are the loads: each thread fetches the next EMB_BATCH rows of its
+ * column at once, then adds them in order. The sum is the same, bit for bit,
+ * as adding them one at a time. */
+
+#define EMB_BATCH 16
 
 __global__ void embedding_backward_kernel(float *dtable, const unsigned long long *keys,
                                           const float *dout, int T, int H) {
@@ -109,9 +116,20 @@ __global__ void embedding_backward_kernel(float *dtable, const unsigned long lon
   if (i > 0 && (unsigned int)(keys[i - 1] >> 32) == id) return; /* not the first of its run */
   for (int h = threadIdx.x; h < H; h += blockDim.x) {
     float acc = dtable[(size_t)id * H + h];
-    for (int q = i; q < T && (unsigned int)(keys[q] >> 32) == id; q++) {
-      size_t t = (size_t)(keys[q] & 0xffffffffull);
-      acc += dout[t * H + h]; /* increasing t, one rounding per term like the CPU */
+    for (int q = i;; q += EMB_BATCH) {
+      float row[EMB_BATCH];
+      int in_run = 0; /* keys are sorted, so the run is a prefix of the batch */
+#pragma unroll
+      for (int b = 0; b < EMB_BATCH; b++) {
+        int qb = q + b;
+        bool in = qb < T && (unsigned int)(keys[qb] >> 32) == id;
+        row[b] = in ? dout[(size_t)(keys[qb] & 0xffffffffull) * H + h] : 0.0f;
+        in_run += in;
+      }
+#pragma unroll
+      for (int b = 0; b < EMB_BATCH; b++)
+        if (b < in_run) acc += row[b];
+      if (in_run < EMB_BATCH) break;
     }
     dtable[(size_t)id * H + h] = acc;
   }
@@ -129,7 +147,8 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
   make_keys_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(keys, ids, T, n);
   KERNEL_CHECK();
   bitonic_sort(keys, n);
-  int threads = H >= 256 ? 256 : ((H + 31) / 32) * 32;
+  /* one thread per column up to 1024: every column's chain runs at once */
+  int threads = H >= 1024 ? 1024 : ((H + 31) / 32) * 32;
   embedding_backward_kernel<<<T, threads, 0, s>>>(dtable, keys, dout, T, H);
   KERNEL_CHECK();
 }

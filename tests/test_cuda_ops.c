@@ -503,9 +503,11 @@ static void test_basic(void) {
 
 /* ======================= layers ======================= */
 
-static void test_embedding(int T, int H, int V) {
+/* hot >= 0: three tokens in four are id `hot`, one long run of adds (a
+ * frequent token; the backward batches its loads) */
+static void test_embedding(int T, int H, int V, int hot) {
   int32_t *ids = malloc((size_t)T * 4);
-  for (int t = 0; t < T; t++) ids[t] = rndi(V);
+  for (int t = 0; t < T; t++) ids[t] = hot >= 0 && t % 4 != 0 ? hot : rndi(V);
   float *table = rand_host((size_t)V * H, 1.0f), *dout = rand_host((size_t)T * H, 1.0f);
   float *dtab0 = rand_host((size_t)V * H, 0.1f);
   char name[96];
@@ -532,7 +534,8 @@ static void test_embedding(int T, int H, int V) {
     G->embedding_backward(gdt, gid, gdo, T, H, V);
     got[rep] = get(G, gdt, (size_t)V * H * 4);
   }
-  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d", T, H, V);
+  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s", T, H, V,
+           hot >= 0 ? " (one hot id)" : "");
   check_rel(name, got[0], r, (size_t)V * H, 1e-5);
   /* rows sum in increasing t, one rounding per term, as on the CPU */
   check_bits("  same order as the CPU", got[0], r, (size_t)V * H * 4);
@@ -1276,8 +1279,9 @@ int main(int argc, char **argv) {
   test_basic();
 
   printf("-- layers\n");
-  test_embedding(1000, 72, 37);
-  test_embedding(5000, 40, 300); /* several sort chunks */
+  test_embedding(1000, 72, 37, -1);
+  test_embedding(5000, 40, 300, -1); /* several sort chunks */
+  test_embedding(3000, 768, 500, 5); /* a run of 2250 adds, a thread per column */
   test_rmsnorm(300, 200);
   test_rmsnorm(130, 768);
   test_rope(2, 50, 3, 16);
@@ -1298,7 +1302,10 @@ int main(int argc, char **argv) {
   if (!quick) test_attention(RC_COMPUTE_BF16, 1, 1024, 2, 64);
   test_swiglu(100, 300);
   test_cross_entropy(64, 1000, 1);
-  test_cross_entropy(8, 50257, 1);
+  test_cross_entropy(8, 50257, 1);  /* beyond rows in registers */
+  test_cross_entropy(24, 32768, 1); /* 32 per thread, gpu-small's vocab */
+  test_cross_entropy(12, 9000, 1);  /* 16 per thread, a partial last stripe */
+  test_cross_entropy(8, 5000, 0);   /* 8 per thread */
   test_cross_entropy(16, 300, 0);
   test_dropout(10003, 0.1f, 42, 12345);
   test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
