@@ -6,7 +6,12 @@
 # BENCH_MODES picks the PyTorch modes (default: eager deterministic compile);
 # BENCH_CORE picks resumecheck variants: "default" (the preset as is: bf16
 # attention) and/or "fp32attn" (--attention-precision fp32).
-# Prints one JSON line per run, then a table with ratios vs torch eager.
+# BENCH_REPEAT=N (default 1) runs every mode and variant N times,
+# interleaved (round 1 of each, then round 2, ...): eager PyTorch is bound by
+# the host CPU, and its tokens/s moved between 70k and 114k across runs on the
+# same H200 model, so one pairing proves little. The table then gives each
+# mode's median and range over the rounds, and the median of the per-round
+# ratios to eager. One JSON line per run, with its "round".
 set -u
 
 OUT_DIR="${OUT:-/tmp}/bench_gpu"
@@ -23,17 +28,15 @@ run_json() { # name cmd... : run with a timeout, keep the last JSON line
   rc=$?
   line=$(grep '^{' "$OUT_DIR/$name.out" | tail -n 1)
   if [ -n "$line" ]; then
-    echo "$line" | tee -a "$JSONL"
+    echo "${line%\}}, \"round\": $ROUND}" | tee -a "$JSONL"
   else
-    echo "{\"mode\":\"$name\",\"error\":\"exit $rc\"}" | tee -a "$JSONL"
+    echo "{\"mode\": \"$name\", \"error\": \"exit $rc\", \"round\": $ROUND}" | tee -a "$JSONL"
     tail -n 5 "$OUT_DIR/$name.err" >&2
   fi
 }
 
+ROUND=0
 run_json gemm_peak "$PY" bench/torch_peer.py --gemm-peak
-for mode in ${BENCH_MODES:-eager deterministic compile}; do
-  run_json "torch_$mode" "$PY" bench/torch_peer.py --mode "$mode" --steps "$STEPS" --warmup 3
-done
 
 # ---- resumecheck's own core, with nvidia-smi sampling used memory
 RC_BIN="${RC_BIN:-./build/resumecheck}"
@@ -53,11 +56,11 @@ timeout "$TMO" "$RC_BIN" train --preset gpu-small --device cuda --steps 12 --out
   > "$OUT_DIR/core.out" 2> "$OUT_DIR/core.err"
 core_rc=$?
 if [ -n "$SMI_PID" ]; then kill "$SMI_PID" 2> /dev/null; wait "$SMI_PID" 2> /dev/null; fi
-"$PY" - "$CORE/timing.csv" "$SMI_LOG" "${BASE_MIB:-}" "$core_rc" "$CORE/trace.csv" "$mode" << 'EOF' | tee -a "$JSONL"
+"$PY" - "$CORE/timing.csv" "$SMI_LOG" "${BASE_MIB:-}" "$core_rc" "$CORE/trace.csv" "$mode" "$ROUND" << 'EOF' | tee -a "$JSONL"
 import csv, json, statistics, sys
-timing, smi, base, rc, trace, mode = sys.argv[1:7]
+timing, smi, base, rc, trace, mode, rnd = sys.argv[1:8]
 tok = 8 * 1024 * 2
-d = {"mode": mode}
+d = {"mode": mode, "round": int(rnd)}
 try:
     rows = [r for r in csv.DictReader(open(timing)) if 3 <= int(r["step"]) <= 12]
     med = statistics.median(float(r["seconds"]) for r in rows)
@@ -77,37 +80,54 @@ except Exception:
 print(json.dumps(d))
 EOF
 }
-for v in ${BENCH_CORE:-default}; do
-  case "$v" in
-  default) run_core resumecheck ;;
-  fp32attn) run_core resumecheck_fp32attn --attention-precision fp32 ;;
-  *) echo "unknown BENCH_CORE variant '$v'" >&2 ;;
-  esac
+for ROUND in $(seq 1 "${BENCH_REPEAT:-1}"); do
+  for mode in ${BENCH_MODES:-eager deterministic compile}; do
+    run_json "torch_$mode" "$PY" bench/torch_peer.py --mode "$mode" --steps "$STEPS" --warmup 3
+  done
+  for v in ${BENCH_CORE:-default}; do
+    case "$v" in
+    default) run_core resumecheck ;;
+    fp32attn) run_core resumecheck_fp32attn --attention-precision fp32 ;;
+    *) echo "unknown BENCH_CORE variant '$v'" >&2 ;;
+    esac
+  done
 done
 
 echo
 "$PY" - "$JSONL" << 'EOF'
-import json, sys
+import json, statistics, sys
 rows = []
 for l in open(sys.argv[1]):
     try:
         rows.append(json.loads(l))
     except Exception:
         pass
-eager = next((r.get("tokens_per_s") for r in rows if r.get("mode") == "eager"), None)
 gemm = next((r.get("tflops") for r in rows if r.get("mode") == "gemm_peak"), None)
 fpt = next((r.get("model_flops_per_token") for r in rows if r.get("model_flops_per_token")), None)
+eager = {r.get("round"): r["tokens_per_s"] for r in rows if r.get("mode") == "eager" and r.get("tokens_per_s")}
+modes = []
+for r in rows:
+    if r.get("mode") != "gemm_peak" and r.get("mode") not in modes:
+        modes.append(r.get("mode"))
 if gemm:
     print("gemm peak (bf16 8192^3): %.1f TFLOP/s" % gemm)
-print("%-20s %14s %10s %9s %9s %8s" % ("mode", "tokens/s", "step ms", "mem GiB", "vs eager", "MFU*"))
-for r in rows:
-    if r.get("mode") == "gemm_peak":
+f = lambda v, fmt: (fmt % v) if isinstance(v, (int, float)) else "-"
+med = lambda xs: statistics.median(xs) if xs else None
+print("%-20s %6s %10s %17s %10s %9s %9s %8s" % ("mode", "rounds", "tokens/s", "range", "step ms",
+      "mem GiB", "vs eager", "MFU*"))
+for m in modes:
+    rs = [r for r in rows if r.get("mode") == m and r.get("tokens_per_s")]
+    if not rs:
+        print("%-20s %6s %10s  %s" % (m, 0, "-", next((r.get("error") for r in rows if r.get("mode") == m), "")))
         continue
-    t = r.get("tokens_per_s")
-    f = lambda v, fmt: (fmt % v) if isinstance(v, (int, float)) else "-"
-    ratio = t / eager if t and eager else None
-    mfu = t * fpt / (gemm * 1e12) if t and fpt and gemm else None
-    print("%-20s %14s %10s %9s %9s %8s" % (r.get("mode"), f(t, "%.0f"), f(r.get("step_ms_median"), "%.1f"),
-          f(r.get("peak_mem_gib"), "%.2f"), f(ratio, "%.3f"), f(mfu, "%.3f")))
+    toks = [r["tokens_per_s"] for r in rs]
+    t = med(toks)
+    ratio = med([r["tokens_per_s"] / eager[r.get("round")] for r in rs if r.get("round") in eager])
+    mfu = t * fpt / (gemm * 1e12) if fpt and gemm else None
+    rng = "%.0f-%.0f" % (min(toks), max(toks)) if len(toks) > 1 else "-"
+    print("%-20s %6d %10s %17s %10s %9s %9s %8s" % (m, len(rs), f(t, "%.0f"), rng,
+          f(med([r.get("step_ms_median") for r in rs if r.get("step_ms_median")]), "%.1f"),
+          f(max((r.get("peak_mem_gib") or 0) for r in rs) or None, "%.2f"), f(ratio, "%.3f"), f(mfu, "%.3f")))
+print("tokens/s and step ms: medians over rounds; vs eager: median of the per-round ratios")
 print("* MFU here = tokens/s * model_flops_per_token / measured gemm peak (approximate)")
 EOF
