@@ -123,6 +123,8 @@ double rc_cuda_sum(const float *x, size_t n);
 double rc_cuda_sumsq(const float *x, size_t n);
 long rc_cuda_count_nonfinite(const float *x, size_t n);
 uint64_t rc_cuda_fingerprint(const void *x, size_t nbytes);
+void rc_cuda_sumsq_many(double *out, const float *const *x, const size_t *n, int count);
+void rc_cuda_fingerprint_many(uint64_t *out, const void *const *x, const size_t *nbytes, int count);
 
 /* cuda_embedding.cu */
 void rc_cuda_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H);

@@ -27,6 +27,8 @@ static const rc_ops cuda_ops = {
     /* sumsq */ rc_cuda_sumsq,
     /* count_nonfinite */ rc_cuda_count_nonfinite,
     /* fingerprint */ rc_cuda_fingerprint,
+    /* sumsq_many */ rc_cuda_sumsq_many,
+    /* fingerprint_many */ rc_cuda_fingerprint_many,
     /* embedding_forward */ rc_cuda_embedding_forward,
     /* embedding_backward */ rc_cuda_embedding_backward,
     /* rmsnorm_forward */ rc_cuda_rmsnorm_forward,

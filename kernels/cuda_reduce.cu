@@ -8,7 +8,10 @@
  * result is therefore the same on every run (and on every GPU of the same
  * kind, since nothing depends on the SM count). sum and sumsq accumulate in
  * double; the fingerprint is a wrapping uint64 sum, exact in any order, so it
- * equals the CPU's loop bit for bit. */
+ * equals the CPU's loop bit for bit. The batched forms (sumsq_many,
+ * fingerprint_many) run the same two kernels per tensor, each result landing
+ * in its own device slot, and read all of them back once: the same bits,
+ * without a device round trip per tensor. */
 #include <math.h>
 
 #include "backend/numeric.h"
@@ -123,26 +126,45 @@ __global__ void reduce_stage2(Op op, const typename Op::T *partials, int nparts,
   if (threadIdx.x == 0) *result = r;
 }
 
-template <class Op> static typename Op::T reduce(const Op &op, size_t n) {
+/* Queues the reduction of n elements into *result (device memory), using
+ * partials[0 .. RED_MAX_BLOCKS) as stage 1's output. Reductions queued one
+ * after another may share `partials`: the stream runs them in order. */
+template <class Op>
+static void reduce_enqueue(const Op &op, size_t n, typename Op::T *partials,
+                           typename Op::T *result) {
   typedef typename Op::T T;
+  cudaStream_t s = rc_cuda_stream();
   if (n == 0) {
-    T zero;
-    memset(&zero, 0, sizeof zero);
-    return zero;
+    CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(T), s));
+    return;
   }
   /* The partition is a function of n only. */
   size_t per_block = (size_t)RED_THREADS * RED_PER_THREAD;
   size_t nb = (n + per_block - 1) / per_block;
   int blocks = nb > RED_MAX_BLOCKS ? RED_MAX_BLOCKS : (int)nb;
+  reduce_stage1<Op><<<blocks, RED_THREADS, 0, s>>>(op, n, partials);
+  KERNEL_CHECK();
+  reduce_stage2<Op><<<1, RED_MAX_BLOCKS, 0, s>>>(op, partials, blocks, result);
+  KERNEL_CHECK();
+}
+
+template <class Op> static typename Op::T reduce(const Op &op, size_t n) {
+  typedef typename Op::T T;
   T *buf = (T *)rc_cuda_scratch(RC_SCRATCH_REDUCE, (RED_MAX_BLOCKS + 1) * sizeof(T));
-  cudaStream_t s = rc_cuda_stream();
-  reduce_stage1<Op><<<blocks, RED_THREADS, 0, s>>>(op, n, buf);
-  KERNEL_CHECK();
-  reduce_stage2<Op><<<1, RED_MAX_BLOCKS, 0, s>>>(op, buf, blocks, buf + RED_MAX_BLOCKS);
-  KERNEL_CHECK();
+  reduce_enqueue(op, n, buf, buf + RED_MAX_BLOCKS);
   T r;
   rc_cuda_read_back(&r, buf + RED_MAX_BLOCKS, sizeof r);
   return r;
+}
+
+/* ops[i] over n[i] elements into out[i] (host), one read-back for all. */
+template <class Op>
+static void reduce_many(const Op *ops, const size_t *n, int count, typename Op::T *out) {
+  typedef typename Op::T T;
+  if (count <= 0) return;
+  T *buf = (T *)rc_cuda_scratch(RC_SCRATCH_REDUCE, (RED_MAX_BLOCKS + (size_t)count) * sizeof(T));
+  for (int i = 0; i < count; i++) reduce_enqueue(ops[i], n[i], buf, buf + RED_MAX_BLOCKS + i);
+  rc_cuda_read_back(out, buf + RED_MAX_BLOCKS, (size_t)count * sizeof(T));
 }
 
 float rc_cuda_amax(const float *x, size_t n) {
@@ -173,4 +195,35 @@ uint64_t rc_cuda_fingerprint(const void *x, size_t nbytes) {
   FingerprintOp op;
   op.w = (const uint32_t *)x;
   return (uint64_t)reduce(op, nbytes / 4);
+}
+
+void rc_cuda_sumsq_many(double *out, const float *const *x, const size_t *n, int count) {
+  if (count <= 0) return;
+  SumSqOp *ops = (SumSqOp *)malloc((size_t)count * sizeof *ops);
+  if (!ops) {
+    fprintf(stderr, "resumecheck: out of host memory in sumsq_many\n");
+    abort();
+  }
+  for (int i = 0; i < count; i++) ops[i].x = x[i];
+  reduce_many(ops, n, count, out);
+  free(ops);
+}
+
+void rc_cuda_fingerprint_many(uint64_t *out, const void *const *x, const size_t *nbytes,
+                              int count) {
+  if (count <= 0) return;
+  FingerprintOp *ops = (FingerprintOp *)malloc((size_t)count * sizeof *ops);
+  size_t *words = (size_t *)malloc((size_t)count * sizeof *words);
+  if (!ops || !words) {
+    fprintf(stderr, "resumecheck: out of host memory in fingerprint_many\n");
+    abort();
+  }
+  for (int i = 0; i < count; i++) {
+    ops[i].w = (const uint32_t *)x[i];
+    words[i] = nbytes[i] / 4;
+  }
+  /* unsigned long long and uint64_t are the same 64 bits */
+  reduce_many(ops, words, count, (unsigned long long *)out);
+  free(ops);
+  free(words);
 }

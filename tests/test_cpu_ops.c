@@ -357,6 +357,27 @@ static void test_elementwise(const rc_ops *ops) {
   float sq[3] = {3.0f, 4.0f, 0.1f};
   CHECK(ops->sumsq(sq, 3) == 9.0 + 16.0 + (double)0.1f * (double)0.1f, "sumsq in double");
 
+  /* the batched forms return what the single calls do, slot by slot (an
+   * empty tensor included); flipping one word of tensor 1 changes slot 1
+   * and no other (the negative control: the slots are not all one value) */
+  {
+    const float *bx[4] = {x, big, sq, x + 7};
+    size_t bn[4] = {16, 5, 0, 9}, bbytes[4] = {64, 20, 0, 36};
+    double bsq[4];
+    uint64_t bfp[4], bfp2[4];
+    ops->sumsq_many(bsq, bx, bn, 4);
+    ops->fingerprint_many(bfp, (const void *const *)bx, bbytes, 4);
+    int same = 1;
+    for (int i = 0; i < 4; i++)
+      same &= bsq[i] == ops->sumsq(bx[i], bn[i]) && bfp[i] == ops->fingerprint(bx[i], bbytes[i]);
+    CHECK(same, "sumsq_many / fingerprint_many differ from the single calls");
+    big[2] = 2.0f;
+    ops->fingerprint_many(bfp2, (const void *const *)bx, bbytes, 4);
+    CHECK(bfp2[1] != bfp[1] && bfp2[0] == bfp[0] && bfp2[2] == bfp[2] && bfp2[3] == bfp[3],
+          "fingerprint_many: a changed tensor changes its own slot only");
+    ops->sumsq_many(bsq, bx, bn, 0); /* count 0 writes nothing and does not crash */
+  }
+
   void *z = ops->alloc(64);
   const unsigned char *zb = z;
   int zero = 1;

@@ -398,6 +398,55 @@ static void test_rounding(void) {
   free(x);
 }
 
+/* sumsq_many / fingerprint_many: on the GPU, what the single calls return,
+ * for a count of tensors larger than the reduction's partials block (so the
+ * scratch grows) and sizes on both sides of every partition boundary. */
+static void test_reductions_many(void) {
+  printf("-- sumsq_many, fingerprint_many\n");
+  enum { COUNT = 1500 };
+  size_t total = 0, *n = malloc(COUNT * sizeof *n), *nbytes = malloc(COUNT * sizeof *nbytes);
+  for (int i = 0; i < COUNT; i++) {
+    n[i] = i % 97 == 0 ? 0
+                       : (i % 3 == 0 ? 4096u * (size_t)(1 + i % 5) + (size_t)(i % 7)
+                                     : 1 + (size_t)(i % 300));
+    if (i == 7) n[i] = (1u << 22) + 3; /* more than RED_MAX_BLOCKS blocks' worth */
+    nbytes[i] = n[i] * 4;
+    total += n[i];
+  }
+  float *x = rand_host(total, 2.0f);
+  float *g = put(G, x, total * 4);
+  const float **gx = malloc(COUNT * sizeof *gx);
+  size_t off = 0;
+  for (int i = 0; i < COUNT; i++) gx[i] = g + off, off += n[i];
+  double *sq = malloc(COUNT * sizeof *sq);
+  uint64_t *fp = malloc(COUNT * sizeof *fp), *fp_cpu = malloc(COUNT * sizeof *fp_cpu);
+  G->sumsq_many(sq, gx, n, COUNT);
+  G->fingerprint_many(fp, (const void *const *)gx, nbytes, COUNT);
+  int same_sq = 1, same_fp = 1;
+  off = 0;
+  for (int i = 0; i < COUNT; i++) {
+    double s1 = G->sumsq(gx[i], n[i]);
+    same_sq &= memcmp(&s1, &sq[i], 8) == 0;
+    same_fp &= G->fingerprint(gx[i], nbytes[i]) == fp[i];
+    fp_cpu[i] = C->fingerprint(x + off, nbytes[i]);
+    off += n[i];
+  }
+  check_true("sumsq_many (1500 tensors) bitwise the single calls", same_sq);
+  check_true("fingerprint_many (1500 tensors) equal to the single calls", same_fp);
+  check_bits("fingerprint_many equal to the CPU's", fp, fp_cpu, COUNT * 8);
+  /* negative control: one changed word changes its own slot only */
+  x[0] = x[0] + 1.0f; /* tensor 0 is empty (n = 0); the word belongs to tensor 1 */
+  upload(G, g, x, total * 4);
+  uint64_t *fp2 = malloc(COUNT * sizeof *fp2);
+  G->fingerprint_many(fp2, (const void *const *)gx, nbytes, COUNT);
+  int others = 1;
+  for (int i = 0; i < COUNT; i++)
+    if (i != 1) others &= fp2[i] == fp[i];
+  check_true("  a changed tensor changes its own slot only", fp2[1] != fp[1] && others);
+  G->free(g);
+  free(x), free(gx), free(n), free(nbytes), free(sq), free(fp), free(fp_cpu), free(fp2);
+}
+
 static void test_reductions(void) {
   printf("-- amax, sum, sumsq, count_nonfinite, fingerprint\n");
   size_t sizes[5] = {0, 1, 1000, 65537, (1u << 22) + 3};
@@ -1276,6 +1325,7 @@ int main(int argc, char **argv) {
   test_gemm();
   test_rounding();
   test_reductions();
+  test_reductions_many();
   test_basic();
 
   printf("-- layers\n");

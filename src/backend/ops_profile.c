@@ -32,6 +32,8 @@
   X(sumsq)                                                                                         \
   X(count_nonfinite)                                                                               \
   X(fingerprint)                                                                                   \
+  X(sumsq_many)                                                                                    \
+  X(fingerprint_many)                                                                              \
   X(embedding_forward)                                                                             \
   X(embedding_backward)                                                                            \
   X(rmsnorm_forward)                                                                               \
@@ -236,6 +238,17 @@ static uint64_t p_fingerprint(const void *x, size_t nbytes) {
   end(OP_fingerprint, t0);
   return r;
 }
+static void p_sumsq_many(double *out, const float *const *x, const size_t *n, int count) {
+  double t0 = begin();
+  inner->sumsq_many(out, x, n, count);
+  end(OP_sumsq_many, t0);
+}
+static void p_fingerprint_many(uint64_t *out, const void *const *x, const size_t *nbytes,
+                               int count) {
+  double t0 = begin();
+  inner->fingerprint_many(out, x, nbytes, count);
+  end(OP_fingerprint_many, t0);
+}
 static void p_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H) {
   double t0 = begin();
   inner->embedding_forward(out, ids, table, T, H);
@@ -368,6 +381,8 @@ static rc_ops profiled = {
     .sumsq = p_sumsq,
     .count_nonfinite = p_count_nonfinite,
     .fingerprint = p_fingerprint,
+    .sumsq_many = p_sumsq_many,
+    .fingerprint_many = p_fingerprint_many,
     .embedding_forward = p_embedding_forward,
     .embedding_backward = p_embedding_backward,
     .rmsnorm_forward = p_rmsnorm_forward,

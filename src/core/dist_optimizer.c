@@ -108,15 +108,19 @@ bool rc_dist_overflow(rc_model *m) {
 
 double rc_dist_grad_sumsq(rc_model *m) {
   double *part = calloc((size_t)m->nparams + 1, sizeof(double));
-  if (!part) abort();
+  const float **x = calloc((size_t)m->nparams + 1, sizeof(*x));
+  size_t *numel = calloc((size_t)m->nparams + 1, sizeof(size_t));
+  if (!part || !x || !numel) abort();
   int n = 0;
   for (int i = 0; i < m->nparams; i++) {
     size_t lo, hi;
     if (!rc_dist_segment(m, i, &lo, &hi)) continue;
-    part[n++] = m->ops->sumsq(rc_dist_shard_ptr(m, m->dist.grad_shard, i, lo), hi - lo);
+    x[n] = rc_dist_shard_ptr(m, m->dist.grad_shard, i, lo);
+    numel[n++] = hi - lo;
   }
+  m->ops->sumsq_many(part, x, numel, n);
   double mine = rc_sum_partials(m, part, n);
-  free(part);
+  free(part), free(x), free(numel);
   /* rank partials in rank order; with W = 1: 0 + mine == mine exactly */
   rc_err e = {0};
   int rc = rc_comm_sum_doubles_host(m->comm, m->ops, &mine, 1, &e);
@@ -133,15 +137,24 @@ static uint64_t global_fp(rc_model *m, uint64_t acc, float *buf_a, float *buf_b)
   uint64_t *mine = calloc(slots, sizeof(uint64_t));
   uint64_t *all = calloc(slots * (size_t)m->comm->world, sizeof(uint64_t));
   if (!mine || !all) abort();
+  const void **x = calloc((size_t)cap * per, sizeof(*x));
+  size_t *nbytes = calloc((size_t)cap * per, sizeof(size_t));
+  if (!x || !nbytes) abort();
   uint64_t n = 0;
   for (int i = 0; i < m->nparams; i++) {
     size_t lo, hi;
     if (!rc_dist_segment(m, i, &lo, &hi)) continue;
-    mine[1 + n * per] = m->ops->fingerprint(rc_dist_shard_ptr(m, buf_a, i, lo), (hi - lo) * 4);
-    if (buf_b)
-      mine[2 + n * per] = m->ops->fingerprint(rc_dist_shard_ptr(m, buf_b, i, lo), (hi - lo) * 4);
+    x[n * per] = rc_dist_shard_ptr(m, buf_a, i, lo);
+    nbytes[n * per] = (hi - lo) * 4;
+    if (buf_b) {
+      x[n * per + 1] = rc_dist_shard_ptr(m, buf_b, i, lo);
+      nbytes[n * per + 1] = (hi - lo) * 4;
+    }
     n++;
   }
+  /* slot 1 + k holds tensor k, in the order the single calls used */
+  m->ops->fingerprint_many(mine + 1, x, nbytes, (int)(n * (uint64_t)per));
+  free(x), free(nbytes);
   mine[0] = n;
   rc_err e = {0};
   int rc = rc_comm_all_gather_host(m->comm, m->ops, mine, all, slots * sizeof(uint64_t), &e);

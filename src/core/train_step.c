@@ -4,6 +4,7 @@
  * skips the step), fp8 amax bookkeeping and the MoE expert_bias update.
  * Everything a later step depends on is in rc_model and is checkpointed. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -101,12 +102,15 @@ double rc_sum_partials(const rc_model *m, const double *part, int n) {
 
 /* Sum of squares of every main_grad in parameter order. */
 static double grad_sumsq(rc_model *m) {
-  double *part = malloc(sizeof(double) * (size_t)m->nparams);
-  if (!part) abort();
-  for (int i = 0; i < m->nparams; i++)
-    part[i] = m->ops->sumsq(m->params[i].main_grad, m->params[i].numel);
-  double total = rc_sum_partials(m, part, m->nparams);
-  free(part);
+  int n = m->nparams;
+  double *part = calloc((size_t)n + 1, sizeof(double));
+  const float **x = calloc((size_t)n + 1, sizeof(*x));
+  size_t *numel = calloc((size_t)n + 1, sizeof(size_t));
+  if (!part || !x || !numel) abort();
+  for (int i = 0; i < n; i++) x[i] = m->params[i].main_grad, numel[i] = m->params[i].numel;
+  m->ops->sumsq_many(part, x, numel, n);
+  double total = rc_sum_partials(m, part, n);
+  free(part), free(x), free(numel);
   return total;
 }
 
@@ -265,29 +269,38 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   rc_model_profile_mark(m, 7);
 }
 
-uint64_t rc_model_fp_params(const rc_model *m) {
-  uint64_t acc = 0;
+/* Folds, into acc, the fingerprints of `per` float tensors of every
+ * parameter (tensor k of parameter i at offsets[k] bytes into rc_param), in
+ * the order parameter by parameter, tensor by tensor — one batched op. */
+static uint64_t fp_params_fold(const rc_model *m, uint64_t acc, const size_t *offsets, int per) {
+  int n = m->nparams * per;
+  const void **x = calloc((size_t)n + 1, sizeof(*x));
+  size_t *nbytes = calloc((size_t)n + 1, sizeof(size_t));
+  uint64_t *fp = calloc((size_t)n + 1, sizeof(uint64_t));
+  if (!x || !nbytes || !fp) abort();
   for (int i = 0; i < m->nparams; i++)
-    acc = rc_fingerprint_combine(acc,
-                                 m->ops->fingerprint(m->params[i].weight, m->params[i].numel * 4));
+    for (int k = 0; k < per; k++) {
+      const char *p = (const char *)&m->params[i];
+      x[i * per + k] = *(float *const *)(p + offsets[k]);
+      nbytes[i * per + k] = m->params[i].numel * 4;
+    }
+  m->ops->fingerprint_many(fp, x, nbytes, n);
+  for (int j = 0; j < n; j++) acc = rc_fingerprint_combine(acc, fp[j]);
+  free(x), free(nbytes), free(fp);
   return acc;
+}
+
+uint64_t rc_model_fp_params(const rc_model *m) {
+  const size_t off[] = {offsetof(rc_param, weight)};
+  return fp_params_fold(m, 0, off, 1);
 }
 
 uint64_t rc_model_fp_main_grad(const rc_model *m) {
-  uint64_t acc = 0;
-  for (int i = 0; i < m->nparams; i++)
-    acc = rc_fingerprint_combine(
-        acc, m->ops->fingerprint(m->params[i].main_grad, m->params[i].numel * 4));
-  return acc;
+  const size_t off[] = {offsetof(rc_param, main_grad)};
+  return fp_params_fold(m, 0, off, 1);
 }
 
 uint64_t rc_model_fp_optim(const rc_model *m) {
-  uint64_t acc = rc_mix64((uint64_t)m->optimizer_step);
-  for (int i = 0; i < m->nparams; i++) {
-    acc = rc_fingerprint_combine(acc,
-                                 m->ops->fingerprint(m->params[i].exp_avg, m->params[i].numel * 4));
-    acc = rc_fingerprint_combine(
-        acc, m->ops->fingerprint(m->params[i].exp_avg_sq, m->params[i].numel * 4));
-  }
-  return acc;
+  const size_t off[] = {offsetof(rc_param, exp_avg), offsetof(rc_param, exp_avg_sq)};
+  return fp_params_fold(m, rc_mix64((uint64_t)m->optimizer_step), off, 2);
 }

@@ -126,6 +126,15 @@ static uint64_t cpu_fingerprint(const void *x, size_t nbytes) {
   return fp;
 }
 
+static void cpu_sumsq_many(double *out, const float *const *x, const size_t *n, int count) {
+  for (int i = 0; i < count; i++) out[i] = cpu_sumsq(x[i], n[i]);
+}
+
+static void cpu_fingerprint_many(uint64_t *out, const void *const *x, const size_t *nbytes,
+                                 int count) {
+  for (int i = 0; i < count; i++) out[i] = cpu_fingerprint(x[i], nbytes[i]);
+}
+
 /* ---- optimizer ---- */
 
 static void cpu_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
@@ -165,6 +174,8 @@ static const rc_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .count_nonfinite = cpu_count_nonfinite,
     .fingerprint = cpu_fingerprint,
+    .sumsq_many = cpu_sumsq_many,
+    .fingerprint_many = cpu_fingerprint_many,
     .embedding_forward = rc_cpu_embedding_forward,
     .embedding_backward = rc_cpu_embedding_backward,
     .rmsnorm_forward = rc_cpu_rmsnorm_forward,
