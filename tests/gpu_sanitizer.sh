@@ -54,20 +54,20 @@ expect_reported() { # name log
   if [ "${n:-0}" -gt 0 ] 2> /dev/null; then echo "ok: $1 reported ($n)"; else
     echo "FAIL: $1: the sanitizer missed the planted bug"; tail -5 "$2"; fail=1; fi
 }
-run() { # name log command...
-  local name=$1 log=$2; shift 2
+run() { # log command...: runs it, output to log; prints its exit status
+  local log=$1; shift
   "$@" > "$log" 2>&1
   echo $?
 }
 
 # negative and positive controls, read exactly as our runs are read below
-run c "$t/control_oob.log" "${MEMCHECK[@]}" --leak-check full "$CONTROL" oob > /dev/null
+run "$t/control_oob.log" "${MEMCHECK[@]}" --leak-check full "$CONTROL" oob > /dev/null
 expect_reported "memcheck control (out-of-bounds write)" "$t/control_oob.log"
-run c "$t/control_race.log" "${RACECHECK[@]}" "$CONTROL" race > /dev/null
+run "$t/control_race.log" "${RACECHECK[@]}" "$CONTROL" race > /dev/null
 expect_reported "racecheck control (missing barrier)" "$t/control_race.log"
-rc=$(run c "$t/control_clean.log" "${MEMCHECK[@]}" --leak-check full "$CONTROL" clean)
+rc=$(run "$t/control_clean.log" "${MEMCHECK[@]}" --leak-check full "$CONTROL" clean)
 expect_clean "memcheck control (clean kernel)" "$t/control_clean.log" "$rc"
-rc=$(run c "$t/control_clean_race.log" "${RACECHECK[@]}" "$CONTROL" clean)
+rc=$(run "$t/control_clean_race.log" "${RACECHECK[@]}" "$CONTROL" clean)
 expect_clean "racecheck control (clean kernel)" "$t/control_clean_race.log" "$rc"
 
 # tiny legs of 2 steps that save at 1: forward, backward, optimizer, MoE,
@@ -75,7 +75,7 @@ expect_clean "racecheck control (clean kernel)" "$t/control_clean_race.log" "$rc
 leg() { # name tool-array-name flags...
   local name=$1; shift
   local -n tool=$1; shift
-  local rc; rc=$(run "$name" "$t/$name.log" "${tool[@]}" "$RC_BIN" train --device cuda \
+  local rc; rc=$(run "$t/$name.log" "${tool[@]}" "$RC_BIN" train --device cuda \
     --preset tiny --steps 2 --warmup 0 --save-at 1 --out "$t/$name" "$@")
   expect_clean "$name" "$t/$name.log" "$rc"
 }
@@ -87,8 +87,8 @@ leg racecheck_fp32 RACECHECK --precision fp32
 leg racecheck_bf16 RACECHECK --precision bf16 --attention-precision bf16
 
 # every op at small shapes, including the paths tiny does not take
-rc=$(run ops "$t/memcheck_cuda_ops.log" "${MEMCHECK[@]}" "$OPS" --quick)
+rc=$(run "$t/memcheck_cuda_ops.log" "${MEMCHECK[@]}" "$OPS" --quick)
 expect_clean "memcheck cuda_ops --quick" "$t/memcheck_cuda_ops.log" "$rc"
-rc=$(run ops "$t/racecheck_cuda_ops.log" "${RACECHECK[@]}" "$OPS" --quick)
+rc=$(run "$t/racecheck_cuda_ops.log" "${RACECHECK[@]}" "$OPS" --quick)
 expect_clean "racecheck cuda_ops --quick" "$t/racecheck_cuda_ops.log" "$rc"
 exit $fail
