@@ -12,7 +12,8 @@
 # Files written to $OUT (at most 8, the device tool's limit): session.log,
 # cuda_ops.log, gpu_parity.log, bench.log, results.jsonl, profile_ops.txt,
 # gpu_harness.log, sanitizer.log (build.log instead of the rest when the
-# build fails). RC_SESSION_SANITIZER=0 leaves the sanitizer test out.
+# build fails). RC_SESSION_SANITIZER=0 leaves the sanitizer test out;
+# RC_SESSION_STOP_ON_FAIL=1 stops after a failing cuda_ops (saves device time).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -39,8 +40,13 @@ log "binaries: $B"
 
 log "cuda_ops"
 timeout 150 "$B/tests/test_cuda_ops" > "$OUT/cuda_ops.log" 2>&1
-echo "cuda_ops exit $?" | tee -a "$S"
+rc_ops=$?
+echo "cuda_ops exit $rc_ops" | tee -a "$S"
 grep -E "FAIL|attention (fp32|bf16) B=|checks" "$OUT/cuda_ops.log" | head -40 | tee -a "$S"
+if [ "$rc_ops" != 0 ] && [ "${RC_SESSION_STOP_ON_FAIL:-0}" = 1 ]; then
+  log "stopping: cuda_ops failed (RC_SESSION_STOP_ON_FAIL=1)"
+  exit 1
+fi
 
 log "gpu_parity"
 timeout 60 "$B/tests/gpu_parity" > "$OUT/gpu_parity.log" 2>&1

@@ -1,389 +1,516 @@
 /* cuda_attention_bf16.cu — causal attention under ops.h's BF16 contract, on
- * tensor cores (WMMA, bf16 x bf16 -> fp32, m16n16k16).
+ * tensor cores: mma.sync m16n8k16 (bf16 x bf16 -> fp32), the FlashAttention-2
+ * structure with scores and probabilities kept in registers.
  *
  * The fp32 kernels (cuda_attention.cu) spend their time in CUDA-core
  * arithmetic; PyTorch's SDPA, the peer of the gpu-small benchmark, runs bf16
  * products on tensor cores. This file gives resumecheck the same numerics
  * class, selected explicitly (--attention-precision bf16), never silently.
  *
- * Determinism: a tensor-core MMA folds its 16 products in a fixed order, and
- * every tile product here is a fixed sequence of MMAs into one accumulator;
- * softmax statistics use a fixed xor-shuffle tree (every lane ends with the
- * same bits); there are no atomics and no split reductions. Each output
- * element is written by exactly one block.
+ * Why mma.sync and not WMMA: WMMA's accumulator layout is opaque, so every
+ * score tile had to round-trip through shared memory for the softmax (the
+ * previous version of this file, 8.7x slower than SDPA's forward). The PTX
+ * fragment layouts are documented, so a score tile's accumulator registers
+ * are reused directly as the A operand of P V (FlashAttention-2's trick).
  *
- * Tiles are 64 queries x 64 keys; a block has 4 warps, each owning 16 rows
- * of the block's tile (query rows in the forward and dQ, key rows in dK/dV).
- * Tiles are read from the fp32 qkv buffer, rounded to bf16 into shared
- * memory (round to nearest even, as rc_round_bf16), and used from there.
+ * Rounding, as ops.h names it: q, k, v and dout are rounded to bf16 once per
+ * call (round to nearest even, rc_round_bf16's rule) into [B][nh][S][hd]
+ * blocks, which the kernels stream into shared memory with cp.async, two
+ * stages deep. P is rounded to bf16 before P V and P^T dO, dS before dS K and
+ * dS^T Q; everything accumulates in fp32; max, sum, lse and D stay fp32.
  *
- *  forward  per (query tile, head, batch): online softmax over key tiles up
- *           to the diagonal; P = exp(s - running max) rounded to bf16 for
- *           P V; the row sum keeps the unrounded P; out = O / l.
+ * Determinism: each MMA folds its products in the hardware's fixed order;
+ * every accumulator is a fixed sequence of MMAs (key or query tiles in
+ * increasing order, k-steps in increasing order); row statistics reduce over
+ * a quad with a fixed xor-shuffle tree; there are no atomics and no split
+ * reductions; each output element is written by exactly one thread.
+ *
+ * Tiles are 64 x 64; a block has 4 warps, each owning 16 rows (query rows in
+ * the forward and dQ, key rows in dK/dV).
+ *  forward  per (query tile, head, batch): online softmax over the key tiles
+ *           up to the diagonal, P = exp(s - running max); out = O / l.
  *  backward D = rowsum(bf16(dout) * out) first; dK/dV per key tile looping
  *           over query tiles at or after it; dQ per query tile looping over
  *           key tiles up to it. P = exp(s - lse) is recomputed in both.
  *
- * Head dims: multiples of 16 up to 128 (the config enforces it); HD is the
- * template bound, smaller hd use the first hd/16 column blocks. */
+ * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
+ * template bound; columns hd..HD-1 of every shared tile are zero, so a
+ * smaller hd runs the HD kernel unchanged (its extra products add zeros). */
 #include <math.h>
-#include <mma.h>
 
 #include <cuda_bf16.h>
 
 #include "cuda_common.cuh"
 
-using namespace nvcuda;
-
 #define AB_BQ 64
 #define AB_BK 64
 #define AB_WARPS 4
 #define AB_THREADS (AB_WARPS * 32)
-#define AB_LDP (AB_BK + 8) /* bf16 row stride of 16 x 64 probability tiles */
 
 typedef __nv_bfloat16 bf16;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b_row;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_acc;
 
-/* Strides: ldh for bf16 [rows x HD] tiles, ldf for the fp32 [16 x max(BK, HD)]
- * per-warp scratch. Both keep WMMA's alignment (32-byte tiles) and spread
- * rows over banks. */
-template <int HD> struct AbDims {
-  static constexpr int ldh = HD + 8;
-  static constexpr int ldf = (HD > AB_BK ? HD : AB_BK) + 4;
-  static constexpr size_t tile_h = (size_t)64 * ldh * sizeof(bf16);    /* one 64-row bf16 tile */
-  static constexpr size_t warp_f = (size_t)16 * ldf * sizeof(float);   /* one warp's fp32 scratch */
-  static constexpr size_t warp_p = (size_t)16 * AB_LDP * sizeof(bf16); /* one warp's bf16 16x64 */
-};
+/* ---- PTX building blocks (layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix") ----
+ * In a warp, lane = 4 g + t. A 16x8 fp32 accumulator c holds rows g (c[0],
+ * c[1]) and g + 8 (c[2], c[3]), columns 2t and 2t + 1. */
 
-/* rows [r0, r0 + 64) of one head's q, k or v (column offset col) of the
- * [B*S, 3*nh*hd] buffer src of batch b, rounded to bf16 into dst [64 x ldh];
- * rows >= S and columns >= hd are zero. Also used for dout ([B*S, nh*hd]). */
-template <int HD>
-__device__ void load_tile_bf16(bf16 *dst, const float *src, size_t row_stride, int r0, int S,
-                               int hd) {
-  constexpr int ldh = AbDims<HD>::ldh;
-  for (int idx = threadIdx.x; idx < 64 * (HD / 4); idx += AB_THREADS) {
-    int r = idx / (HD / 4), c = (idx % (HD / 4)) * 4;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r0 + r < S && c < hd) v = *(const float4 *)(src + (size_t)(r0 + r) * row_stride + c);
-    bf16 *d = dst + r * ldh + c;
-    d[0] = __float2bfloat16_rn(v.x), d[1] = __float2bfloat16_rn(v.y);
-    d[2] = __float2bfloat16_rn(v.z), d[3] = __float2bfloat16_rn(v.w);
-  }
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+  return (unsigned)__cvta_generic_to_shared(p);
 }
 
-/* acc_out[16 x 64] (fp32, ld ldf) = A[16 x hd] . B[64 x hd]^T, A and B bf16
- * row-major with stride ldh: a score tile. */
-template <int HD> __device__ void tile_abt(float *acc_out, const bf16 *A, const bf16 *B, int hd) {
-  constexpr int ldh = AbDims<HD>::ldh, ldf = AbDims<HD>::ldf;
-  frag_a a;
-  frag_b_col b;
-  frag_acc c;
+/* 16 bytes global -> shared, asynchronously; zeros when !valid (src unread). */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit(void) {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_async_wait_all(void) {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/* Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8. */
+__device__ __forceinline__ void ldsm_x4(unsigned r[4], const bf16 *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned r[4], const bf16 *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+/* c += a (16x16, row) * b (16x8, col) */
+__device__ __forceinline__ void mma_bf16(float c[4], const unsigned a[4], unsigned b0,
+                                         unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* two fp32 -> one register of two bf16 (lo in the low half), round to nearest even */
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *(unsigned *)&v;
+}
+
+/* A fragment (16 rows x 16 k) of a row-major shared tile whose row 0 is rows,
+ * k columns from k0. */
+template <int LDS> __device__ __forceinline__ void load_a(unsigned a[4], const bf16 *rows, int k0) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4(a, rows + (lane % 16) * LDS + k0 + 8 * (lane / 16));
+}
+
+/* acc[nt] (16 x 64, 8 n-tiles) += A (16 x HD, fragments a[HD/16]) * B^T where
+ * B is a shared [64 x HD] row-major tile: a score tile, S = Q K^T. */
+template <int HD, int LDS>
+__device__ __forceinline__ void mma_abt(float acc[8][4], const unsigned a[HD / 16][4],
+                                        const bf16 *B) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int nt = 0; nt < AB_BK / 16; nt++) {
-    wmma::fill_fragment(c, 0.0f);
+  for (int kk = 0; kk < HD / 16; kk++)
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      if (kk * 16 >= hd) break;
-      wmma::load_matrix_sync(a, A + kk * 16, ldh);
-      wmma::load_matrix_sync(b, B + nt * 16 * ldh + kk * 16, ldh);
-      wmma::mma_sync(c, a, b, c);
+    for (int np = 0; np < 4; np++) {
+      unsigned b[4];
+      ldsm_x4(b, B + (np * 16 + lane % 8 + 8 * (lane / 16)) * LDS + kk * 16 + 8 * ((lane / 8) % 2));
+      mma_bf16(acc[2 * np], a[kk], b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a[kk], b[2], b[3]);
     }
-    wmma::store_matrix_sync(acc_out + nt * 16, c, ldf, wmma::mem_row_major);
-  }
 }
 
-/* acc[nt] += P[16 x 64] (bf16, ld AB_LDP) . X[64 x hd] (bf16 row-major, ldh),
- * folded over the 4 k-steps in order. */
-template <int HD> __device__ void tile_px_acc(frag_acc *acc, const bf16 *P, const bf16 *X, int hd) {
-  constexpr int ldh = AbDims<HD>::ldh;
-  frag_a a;
-  frag_b_row b;
+/* acc[nt] (16 x HD) += P (16 x 64, fragments p[4]) * X where X is a shared
+ * [64 x HD] row-major tile: P V, P^T dO, dS^T Q, dS K. */
+template <int HD, int LDS>
+__device__ __forceinline__ void mma_px(float acc[HD / 8][4], const unsigned p[4][4],
+                                       const bf16 *X) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int nt = 0; nt < HD / 16; nt++) {
-    if (nt * 16 >= hd) break;
+  for (int kk = 0; kk < 4; kk++)
 #pragma unroll
-    for (int kk = 0; kk < AB_BK / 16; kk++) {
-      wmma::load_matrix_sync(a, P + kk * 16, AB_LDP);
-      wmma::load_matrix_sync(b, X + kk * 16 * ldh + nt * 16, ldh);
-      wmma::mma_sync(acc[nt], a, b, acc[nt]);
+    for (int np = 0; np < HD / 16; np++) {
+      unsigned b[4];
+      ldsm_x4_trans(b, X + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LDS + np * 16 +
+                           8 * (lane / 16));
+      mma_bf16(acc[2 * np], p[kk], b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], p[kk], b[2], b[3]);
     }
+}
+
+/* A 16 x 64 fp32 accumulator tile as the A operand (4 k-steps of 16) of the
+ * next MMA, rounded to bf16: column 16 kk + 2t of tile 2kk is k 2t of step kk. */
+__device__ __forceinline__ void acc_to_a(unsigned a[4][4], const float c[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
 }
 
-/* Writes 16 rows x hd of fragments acc (times scale) to global dst (row
- * stride row_stride) through the warp's fp32 scratch; rows >= nrows skipped. */
-template <int HD>
-__device__ void store_rows(float *dst, size_t row_stride, int nrows, frag_acc *acc, float scale,
-                           float *scratch, int hd, int lane) {
-  constexpr int ldf = AbDims<HD>::ldf;
+template <int N> __device__ __forceinline__ void zero_acc(float c[N][4]) {
 #pragma unroll
-  for (int nt = 0; nt < HD / 16; nt++) {
-    if (nt * 16 >= hd) break;
-    for (int t = 0; t < acc[nt].num_elements; t++) acc[nt].x[t] *= scale;
-    wmma::store_matrix_sync(scratch + nt * 16, acc[nt], ldf, wmma::mem_row_major);
+  for (int i = 0; i < N; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+
+/* ---- tiles ---- */
+
+/* rows [r0, r0 + 64) of one head's [S x hd] bf16 block into a shared
+ * [64 x LDS] tile, asynchronously; rows >= S become zeros. */
+template <int LDS>
+__device__ void load_tile_async(bf16 *dst, const bf16 *head, int r0, int S, int hd) {
+  const int chunks = hd / 8; /* 16-byte pieces per row */
+  for (int idx = threadIdx.x; idx < 64 * chunks; idx += AB_THREADS) {
+    const int r = idx / chunks, c = (idx % chunks) * 8;
+    const bool valid = r0 + r < S;
+    cp_async16(dst + r * LDS + c, valid ? head + (size_t)(r0 + r) * hd + c : head, valid);
   }
-  __syncwarp();
-  for (int r = 0; r < 16 && r < nrows; r++)
-    for (int c = lane; c < hd; c += 32) dst[(size_t)r * row_stride + c] = scratch[r * ldf + c];
-  __syncwarp();
+}
+
+/* columns hd..HD-1 of ntiles consecutive shared tiles to zero (never written
+ * by load_tile_async, read by the HD-wide fragments) */
+template <int HD, int LDS> __device__ void zero_pad_columns(bf16 *tiles, int ntiles, int hd) {
+  if (hd == HD) return;
+  const int w = HD - hd;
+  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += AB_THREADS)
+    tiles[(idx / w) * LDS + hd + idx % w] = __float2bfloat16_rn(0.0f);
+}
+
+/* 16 rows x hd of fp32 fragments (times scale) to global rows row0.. of dst
+ * (row stride ld); rows >= S skipped. */
+template <int HD>
+__device__ void store_rows(float *dst, size_t ld, int row0, int S, const float acc[HD / 8][4],
+                           float scale, int hd) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int r = row0 + g + 8 * half;
+    if (r >= S) continue;
+    float *d = dst + (size_t)r * ld;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++)
+      if (nt * 8 < hd)
+        *(float2 *)(d + nt * 8 + 2 * t) =
+            make_float2(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
+  }
 }
 
 /* ---- forward ---- */
 
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_forward_kernel(float *out, float *lse, const float *qkv, int S, int nh, int hd,
-                                  float scale) {
-  typedef AbDims<HD> Dm;
+    attention_bf16_forward_kernel(float *out, float *lse, const bf16 *qh, const bf16 *kh,
+                                  const bf16 *vh, int S, int nh, int hd, float scale) {
+  constexpr int LDS = HD + 8, TILE = 64 * LDS;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int q0 = qt * AB_BQ;
-  bf16 *Qs = (bf16 *)smem;
-  bf16 *Ks = (bf16 *)(smem + Dm::tile_h);
-  bf16 *Vs = (bf16 *)(smem + 2 * Dm::tile_h);
-  float *Sw = (float *)(smem + 3 * Dm::tile_h + warp * Dm::warp_f);
-  float *Ow = (float *)(smem + 3 * Dm::tile_h + (AB_WARPS + warp) * Dm::warp_f);
-  bf16 *Pw = (bf16 *)(smem + 3 * Dm::tile_h + 2 * AB_WARPS * Dm::warp_f + warp * Dm::warp_p);
-  float *stats =
-      (float *)(smem + 3 * Dm::tile_h + 2 * AB_WARPS * Dm::warp_f + AB_WARPS * Dm::warp_p) +
-      warp * 48; /* m, l, alpha per row */
-  float *m_row = stats, *l_row = stats + 16, *alpha_row = stats + 32;
+  bf16 *Qs = (bf16 *)smem, *Ks = Qs + TILE, *Vs = Ks + 2 * TILE; /* K, V: two stages */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int qt = gridDim.x - 1 - blockIdx.x; /* the longest rows start first */
+  const int h = blockIdx.y, b = blockIdx.z, q0 = qt * AB_BQ;
+  const size_t head = ((size_t)b * nh + h) * S * hd;
 
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  const float *base = qkv + (size_t)b * S * row + (size_t)h * hd;
-  load_tile_bf16<HD>(Qs, base, row, q0, S, hd);
-  for (int c = lane; c < 16 * Dm::ldf; c += 32) Ow[c] = 0.0f;
-  if (lane < 16) m_row[lane] = -INFINITY, l_row[lane] = 0.0f;
+  zero_pad_columns<HD, LDS>(Qs, 5, hd);
+  load_tile_async<LDS>(Qs, qh + head, q0, S, hd);
+  load_tile_async<LDS>(Ks, kh + head, 0, S, hd);
+  load_tile_async<LDS>(Vs, vh + head, 0, S, hd);
+  cp_async_commit();
+
+  unsigned qa[HD / 16][4];
+  float o[HD / 8][4];
+  zero_acc<HD / 8>(o);
+  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this thread's columns */
 
   for (int kt = 0; kt <= qt; kt++) {
     const int k0 = kt * AB_BK;
-    __syncthreads(); /* every warp is done with the previous K, V */
-    load_tile_bf16<HD>(Ks, base + orow, row, k0, S, hd);
-    load_tile_bf16<HD>(Vs, base + 2 * orow, row, k0, S, hd);
-    __syncthreads();
-    tile_abt<HD>(Sw, Qs + warp * 16 * Dm::ldh, Ks, hd);
-    __syncwarp();
-    /* online softmax, one row at a time; lanes own columns lane, lane + 32 */
-    for (int r = 0; r < 16; r++) {
-      const int i = q0 + warp * 16 + r;
-      float s[2];
-      float mx = -INFINITY;
-      for (int u = 0; u < 2; u++) {
-        int j = k0 + lane + 32 * u;
-        s[u] = j <= i && j < S ? Sw[r * Dm::ldf + lane + 32 * u] * scale : -INFINITY;
-        mx = fmaxf(mx, s[u]);
-      }
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_old = m_row[r], m_new = fmaxf(m_old, mx); /* finite: key k0 <= i is valid */
-      float sum = 0.0f;
-      for (int u = 0; u < 2; u++) {
-        float p = expf(s[u] - m_new);
-        sum += p;
-        Pw[r * AB_LDP + lane + 32 * u] = __float2bfloat16_rn(p);
-      }
-      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      __syncwarp();
-      if (lane == 0) {
-        float alpha = expf(m_old - m_new); /* 0 on the first tile: m_old = -inf */
-        alpha_row[r] = alpha;
-        l_row[r] = l_row[r] * alpha + sum;
-        m_row[r] = m_new;
-      }
-    }
-    __syncwarp();
-    /* PV into the score scratch, then O = O * alpha + PV */
-    frag_acc pv[HD / 16];
+    cp_async_wait_all();
+    __syncthreads(); /* tile kt landed; every warp is done with tile kt - 1's stage */
+    if (kt == 0)
 #pragma unroll
-    for (int nt = 0; nt < HD / 16; nt++) wmma::fill_fragment(pv[nt], 0.0f);
-    tile_px_acc<HD>(pv, Pw, Vs, hd);
-#pragma unroll
-    for (int nt = 0; nt < HD / 16; nt++)
-      if (nt * 16 < hd) wmma::store_matrix_sync(Sw + nt * 16, pv[nt], Dm::ldf, wmma::mem_row_major);
-    __syncwarp();
-    for (int r = 0; r < 16; r++) {
-      const float alpha = alpha_row[r];
-      for (int c = lane; c < hd; c += 32)
-        Ow[r * Dm::ldf + c] = Ow[r * Dm::ldf + c] * alpha + Sw[r * Dm::ldf + c];
+      for (int kk = 0; kk < HD / 16; kk++) load_a<LDS>(qa[kk], Qs + warp * 16 * LDS, kk * 16);
+    if (kt < qt) {
+      const int st = (kt + 1) % 2;
+      load_tile_async<LDS>(Ks + st * TILE, kh + head, k0 + AB_BK, S, hd);
+      load_tile_async<LDS>(Vs + st * TILE, vh + head, k0 + AB_BK, S, hd);
+      cp_async_commit();
     }
-    __syncwarp();
+    const bf16 *Kb = Ks + (kt % 2) * TILE, *Vb = Vs + (kt % 2) * TILE;
+
+    float s[8][4];
+    zero_acc<8>(s);
+    mma_abt<HD, LDS>(s, qa, Kb);
+
+    /* online softmax: scale and mask, the new row max over the quad */
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
+        s[nt][e] = j <= i && j < S ? s[nt][e] * scale : -INFINITY;
+        mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+      }
+    float alpha[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key k0 <= every row is valid */
+      alpha[hr] = expf(m[hr] - m_new);          /* 0 on the first tile: m = -inf */
+      m[hr] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        s[nt][e] = expf(s[nt][e] - m[e / 2]);
+        sum[e / 2] += s[nt][e]; /* the unrounded P */
+      }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) l[hr] = l[hr] * alpha[hr] + sum[hr];
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[nt][e] *= alpha[e / 2];
+
+    unsigned pa[4][4];
+    acc_to_a(pa, s);
+    mma_px<HD, LDS>(o, pa, Vb);
   }
-  for (int r = 0; r < 16; r++) {
-    const int i = q0 + warp * 16 + r;
-    if (i >= S) break;
-    const float inv = 1.0f / l_row[r];
-    float *o = out + ((size_t)b * S + i) * orow + (size_t)h * hd;
-    for (int c = lane; c < hd; c += 32) o[c] = Ow[r * Dm::ldf + c] * inv;
-    if (lane == 0) lse[((size_t)b * nh + h) * S + i] = m_row[r] + logf(l_row[r]);
+
+  /* the row sums over the quad, then out = O / l and lse = m + log l */
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
+    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
   }
+  const size_t orow = (size_t)nh * hd;
+  float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+#pragma unroll
+  for (int nt = 0; nt < HD / 8; nt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[nt][e] *= inv[e / 2];
+  store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, q0 + warp * 16, S, o, 1.0f, hd);
+  if (t == 0)
+    for (int hr = 0; hr < 2; hr++)
+      if (row[hr] < S) lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] + logf(l[hr]);
 }
 
 /* ---- backward ---- */
 
 /* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
- * Per query tile: S^T = K Q^T, P^T = exp(S^T scale - lse), dV += bf16(P^T) dO,
- * dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += bf16(dS^T) Q; dK *= scale. */
+ * Per query tile at or after the key tile: S^T = K Q^T, dP^T = V dO^T,
+ * P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D), dV += bf16(P^T) dO,
+ * dK += bf16(dS^T) Q; finally dK *= scale. */
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_dkv_kernel(float *dqkv, const float *dout, const float *lse, const float *Dd,
-                              const float *qkv, int S, int nh, int hd, float scale) {
-  typedef AbDims<HD> Dm;
+    attention_bf16_dkv_kernel(float *dqkv, const float *lse, const float *Dd, const bf16 *qh,
+                              const bf16 *kh, const bf16 *vh, const bf16 *doh, int S, int nh,
+                              int hd, float scale) {
+  constexpr int LDS = HD + 8, TILE = 64 * LDS;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
-  bf16 *Ks = (bf16 *)smem;
-  bf16 *Vs = (bf16 *)(smem + Dm::tile_h);
-  bf16 *Qs = (bf16 *)(smem + 2 * Dm::tile_h);
-  bf16 *dOs = (bf16 *)(smem + 3 * Dm::tile_h);
-  unsigned char *wbase = smem + 4 * Dm::tile_h;
-  float *St = (float *)(wbase + warp * Dm::warp_f); /* S^T, then P^T (fp32) */
-  float *dPt = (float *)(wbase + (AB_WARPS + warp) * Dm::warp_f);
-  bf16 *Pt = (bf16 *)(wbase + 2 * AB_WARPS * Dm::warp_f + warp * Dm::warp_p);
-  bf16 *dSt = (bf16 *)(wbase + 2 * AB_WARPS * Dm::warp_f + (AB_WARPS + warp) * Dm::warp_p);
-  float *lse_s = (float *)(wbase + 2 * AB_WARPS * Dm::warp_f + 2 * AB_WARPS * Dm::warp_p);
-  float *D_s = lse_s + AB_BQ;
-
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  const float *base = qkv + (size_t)b * S * row + (size_t)h * hd;
-  const float *dbase = dout + (size_t)b * S * orow + (size_t)h * hd;
+  bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
+  bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
+  float *lse_s = (float *)(dOs + 2 * TILE), *D_s = lse_s + 2 * AB_BQ;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
+  const int h = blockIdx.y, b = blockIdx.z, k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const size_t head = ((size_t)b * nh + h) * S * hd;
   const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
-  load_tile_bf16<HD>(Ks, base + orow, row, k0, S, hd);
-  load_tile_bf16<HD>(Vs, base + 2 * orow, row, k0, S, hd);
 
-  frag_acc dk[HD / 16], dv[HD / 16];
-#pragma unroll
-  for (int nt = 0; nt < HD / 16; nt++)
-    wmma::fill_fragment(dk[nt], 0.0f), wmma::fill_fragment(dv[nt], 0.0f);
+  zero_pad_columns<HD, LDS>(Ks, 6, hd);
+  load_tile_async<LDS>(Ks, kh + head, k0, S, hd);
+  load_tile_async<LDS>(Vs, vh + head, k0, S, hd);
+  load_tile_async<LDS>(Qs, qh + head, k0, S, hd);
+  load_tile_async<LDS>(dOs, doh + head, k0, S, hd);
+  cp_async_commit();
+  for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
+    lse_s[c] = k0 + c < S ? lse_bh[k0 + c] : 0.0f;
+    D_s[c] = k0 + c < S ? D_bh[k0 + c] : 0.0f;
+  }
+
+  float dk[HD / 8][4], dv[HD / 8][4];
+  zero_acc<HD / 8>(dk);
+  zero_acc<HD / 8>(dv);
+  const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
   for (int qt = kt; qt < ntiles; qt++) {
-    const int q0 = qt * AB_BQ;
-    __syncthreads(); /* previous Q, dO, lse, D no longer read */
-    load_tile_bf16<HD>(Qs, base, row, q0, S, hd);
-    load_tile_bf16<HD>(dOs, dbase, orow, q0, S, hd);
-    for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
-      lse_s[c] = q0 + c < S ? lse_bh[q0 + c] : 0.0f;
-      D_s[c] = q0 + c < S ? D_bh[q0 + c] : 0.0f;
-    }
-    __syncthreads();
-    tile_abt<HD>(St, Ks + warp * 16 * Dm::ldh, Qs, hd);
-    tile_abt<HD>(dPt, Vs + warp * 16 * Dm::ldh, dOs, hd);
-    __syncwarp();
-    for (int r = 0; r < 16; r++) {
-      const int j = k0 + warp * 16 + r;
-      for (int u = 0; u < 2; u++) {
-        const int c = lane + 32 * u, i = q0 + c;
-        const bool valid = j <= i && i < S && j < S;
-        const float p = valid ? expf(St[r * Dm::ldf + c] * scale - lse_s[c]) : 0.0f;
-        const float ds = p * (dPt[r * Dm::ldf + c] - D_s[c]);
-        Pt[r * AB_LDP + c] = __float2bfloat16_rn(p);
-        dSt[r * AB_LDP + c] = __float2bfloat16_rn(ds);
+    const int q0 = qt * AB_BQ, st = (qt - kt) % 2;
+    cp_async_wait_all();
+    __syncthreads(); /* tile qt landed; every warp is done with the other stage */
+    if (qt + 1 < ntiles) {
+      const int nx = 1 - st, q1 = q0 + AB_BQ;
+      load_tile_async<LDS>(Qs + nx * TILE, qh + head, q1, S, hd);
+      load_tile_async<LDS>(dOs + nx * TILE, doh + head, q1, S, hd);
+      cp_async_commit();
+      for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
+        lse_s[nx * AB_BQ + c] = q1 + c < S ? lse_bh[q1 + c] : 0.0f;
+        D_s[nx * AB_BQ + c] = q1 + c < S ? D_bh[q1 + c] : 0.0f;
       }
     }
-    __syncwarp();
-    tile_px_acc<HD>(dv, Pt, dOs, hd);
-    tile_px_acc<HD>(dk, dSt, Qs, hd);
+    const bf16 *Qb = Qs + st * TILE, *dOb = dOs + st * TILE;
+    const float *lse_b = lse_s + st * AB_BQ, *D_b = D_s + st * AB_BQ;
+
+    unsigned ka[HD / 16][4], va[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      load_a<LDS>(ka[kk], Ks + warp * 16 * LDS, kk * 16);
+      load_a<LDS>(va[kk], Vs + warp * 16 * LDS, kk * 16);
+    }
+    float sp[8][4], dp[8][4];
+    zero_acc<8>(sp);
+    zero_acc<8>(dp);
+    mma_abt<HD, LDS>(sp, ka, Qb);
+    mma_abt<HD, LDS>(dp, va, dOb);
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
+        const bool valid = j <= i && i < S && j < S;
+        const float p = valid ? expf(sp[nt][e] * scale - lse_b[c]) : 0.0f;
+        sp[nt][e] = p;
+        dp[nt][e] = p * (dp[nt][e] - D_b[c]);
+      }
+    unsigned pa[4][4];
+    acc_to_a(pa, sp);
+    mma_px<HD, LDS>(dv, pa, dOb);
+    acc_to_a(pa, dp);
+    mma_px<HD, LDS>(dk, pa, Qb);
   }
-  __syncwarp();
-  const int nrows = S - (k0 + warp * 16);
-  float *dst = dqkv + ((size_t)b * S + k0 + warp * 16) * row + (size_t)h * hd;
-  if (nrows > 0) {
-    store_rows<HD>(dst + orow, row, nrows, dk, scale, St, hd, lane);
-    store_rows<HD>(dst + 2 * orow, row, nrows, dv, 1.0f, St, hd, lane);
-  }
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
+  store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
+  store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
 }
 
 /* One block per (query tile, head, batch); warp w owns query rows 16w..+15.
  * Per key tile up to the diagonal: S = Q K^T, dP = dO V^T,
- * dS = exp(S scale - lse) (dP - D), dQ += bf16(dS) K; dQ *= scale. */
+ * dS = exp(S scale - lse) (dP - D), dQ += bf16(dS) K; finally dQ *= scale. */
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_dq_kernel(float *dqkv, const float *dout, const float *lse, const float *Dd,
-                             const float *qkv, int S, int nh, int hd, float scale) {
-  typedef AbDims<HD> Dm;
+    attention_bf16_dq_kernel(float *dqkv, const float *lse, const float *Dd, const bf16 *qh,
+                             const bf16 *kh, const bf16 *vh, const bf16 *doh, int S, int nh, int hd,
+                             float scale) {
+  constexpr int LDS = HD + 8, TILE = 64 * LDS;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int q0 = qt * AB_BQ;
-  bf16 *Qs = (bf16 *)smem;
-  bf16 *dOs = (bf16 *)(smem + Dm::tile_h);
-  bf16 *Ks = (bf16 *)(smem + 2 * Dm::tile_h);
-  bf16 *Vs = (bf16 *)(smem + 3 * Dm::tile_h);
-  unsigned char *wbase = smem + 4 * Dm::tile_h;
-  float *Sw = (float *)(wbase + warp * Dm::warp_f);
-  float *dPw = (float *)(wbase + (AB_WARPS + warp) * Dm::warp_f);
-  bf16 *dSw = (bf16 *)(wbase + 2 * AB_WARPS * Dm::warp_f + warp * Dm::warp_p);
-  float *lse_s = (float *)(wbase + 2 * AB_WARPS * Dm::warp_f + 2 * AB_WARPS * Dm::warp_p);
-  float *D_s = lse_s + AB_BQ;
+  bf16 *Qs = (bf16 *)smem, *dOs = Qs + TILE;
+  bf16 *Ks = dOs + TILE, *Vs = Ks + 2 * TILE; /* two stages each */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int qt = gridDim.x - 1 - blockIdx.x; /* the longest rows start first */
+  const int h = blockIdx.y, b = blockIdx.z, q0 = qt * AB_BQ;
+  const size_t head = ((size_t)b * nh + h) * S * hd;
 
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  const float *base = qkv + (size_t)b * S * row + (size_t)h * hd;
-  const float *dbase = dout + (size_t)b * S * orow + (size_t)h * hd;
-  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
-  load_tile_bf16<HD>(Qs, base, row, q0, S, hd);
-  load_tile_bf16<HD>(dOs, dbase, orow, q0, S, hd);
-  for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
-    lse_s[c] = q0 + c < S ? lse_bh[q0 + c] : 0.0f;
-    D_s[c] = q0 + c < S ? D_bh[q0 + c] : 0.0f;
+  zero_pad_columns<HD, LDS>(Qs, 6, hd);
+  load_tile_async<LDS>(Qs, qh + head, q0, S, hd);
+  load_tile_async<LDS>(dOs, doh + head, q0, S, hd);
+  load_tile_async<LDS>(Ks, kh + head, 0, S, hd);
+  load_tile_async<LDS>(Vs, vh + head, 0, S, hd);
+  cp_async_commit();
+  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float lse_r[2], D_r[2];
+  for (int hr = 0; hr < 2; hr++) {
+    const size_t at = ((size_t)b * nh + h) * S + row[hr];
+    lse_r[hr] = row[hr] < S ? lse[at] : 0.0f;
+    D_r[hr] = row[hr] < S ? Dd[at] : 0.0f;
   }
 
-  frag_acc dq[HD / 16];
-#pragma unroll
-  for (int nt = 0; nt < HD / 16; nt++) wmma::fill_fragment(dq[nt], 0.0f);
-
+  unsigned qa[HD / 16][4], da[HD / 16][4];
+  float dq[HD / 8][4];
+  zero_acc<HD / 8>(dq);
   for (int kt = 0; kt <= qt; kt++) {
     const int k0 = kt * AB_BK;
-    __syncthreads(); /* previous K, V no longer read (and Q, dO, lse, D loaded) */
-    load_tile_bf16<HD>(Ks, base + orow, row, k0, S, hd);
-    load_tile_bf16<HD>(Vs, base + 2 * orow, row, k0, S, hd);
-    __syncthreads();
-    tile_abt<HD>(Sw, Qs + warp * 16 * Dm::ldh, Ks, hd);
-    tile_abt<HD>(dPw, dOs + warp * 16 * Dm::ldh, Vs, hd);
-    __syncwarp();
-    for (int r = 0; r < 16; r++) {
-      const int il = warp * 16 + r, i = q0 + il;
-      for (int u = 0; u < 2; u++) {
-        const int c = lane + 32 * u, j = k0 + c;
-        const bool valid = j <= i && i < S && j < S;
-        const float p = valid ? expf(Sw[r * Dm::ldf + c] * scale - lse_s[il]) : 0.0f;
-        dSw[r * AB_LDP + c] = __float2bfloat16_rn(p * (dPw[r * Dm::ldf + c] - D_s[il]));
+    cp_async_wait_all();
+    __syncthreads(); /* tile kt landed; every warp is done with tile kt - 1's stage */
+    if (kt == 0)
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        load_a<LDS>(qa[kk], Qs + warp * 16 * LDS, kk * 16);
+        load_a<LDS>(da[kk], dOs + warp * 16 * LDS, kk * 16);
       }
+    if (kt < qt) {
+      const int st = (kt + 1) % 2;
+      load_tile_async<LDS>(Ks + st * TILE, kh + head, k0 + AB_BK, S, hd);
+      load_tile_async<LDS>(Vs + st * TILE, vh + head, k0 + AB_BK, S, hd);
+      cp_async_commit();
     }
-    __syncwarp();
-    tile_px_acc<HD>(dq, dSw, Ks, hd);
+    const bf16 *Kb = Ks + (kt % 2) * TILE, *Vb = Vs + (kt % 2) * TILE;
+    float sp[8][4], dp[8][4];
+    zero_acc<8>(sp);
+    zero_acc<8>(dp);
+    mma_abt<HD, LDS>(sp, qa, Kb);
+    mma_abt<HD, LDS>(dp, da, Vb);
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
+        const bool valid = j <= i && i < S && j < S;
+        const float p = valid ? expf(sp[nt][e] * scale - lse_r[e / 2]) : 0.0f;
+        dp[nt][e] = p * (dp[nt][e] - D_r[e / 2]);
+      }
+    unsigned pa[4][4];
+    acc_to_a(pa, dp);
+    mma_px<HD, LDS>(dq, pa, Kb);
   }
-  __syncwarp();
-  const int nrows = S - (q0 + warp * 16);
-  if (nrows > 0)
-    store_rows<HD>(dqkv + ((size_t)b * S + q0 + warp * 16) * row + (size_t)h * hd, row, nrows, dq,
-                   scale, Sw, hd, lane);
+  const size_t row_stride = 3 * (size_t)nh * hd;
+  store_rows<HD>(dqkv + (size_t)b * S * row_stride + (size_t)h * hd, row_stride, q0 + warp * 16, S,
+                 dq, scale, hd);
+}
+
+/* ---- the rounding pass ---- */
+
+/* dst [nparts][B][nh][S][hd] bf16 from src [B*S][nparts*nh*hd] fp32 (qkv:
+ * nparts 3, dout: 1), 8 elements a thread (hd % 16 == 0 keeps them in one row). */
+__global__ void heads_to_bf16_kernel(bf16 *dst, const float *src, int B, int S, int nparts, int nh,
+                                     int hd) {
+  const size_t n8 = (size_t)nparts * B * nh * S * hd / 8;
+  for (size_t i8 = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i8 < n8;
+       i8 += (size_t)gridDim.x * blockDim.x) {
+    const size_t e = i8 * 8;
+    size_t r = e / hd;
+    const int c = (int)(e % hd), s = (int)(r % S);
+    r /= S;
+    const int h = (int)(r % nh);
+    r /= nh;
+    const int b = (int)(r % B), part = (int)(r / B);
+    const float *p =
+        src + ((size_t)b * S + s) * nparts * nh * hd + (size_t)part * nh * hd + (size_t)h * hd + c;
+    const float4 x = *(const float4 *)p, y = *(const float4 *)(p + 4);
+    uint4 v;
+    v.x = pack_bf16(x.x, x.y), v.y = pack_bf16(x.z, x.w);
+    v.z = pack_bf16(y.x, y.y), v.w = pack_bf16(y.z, y.w);
+    *(uint4 *)(dst + e) = v;
+  }
+}
+
+static void heads_to_bf16(bf16 *dst, const float *src, int B, int S, int nparts, int nh, int hd) {
+  const size_t n8 = (size_t)nparts * B * nh * S * hd / 8;
+  heads_to_bf16_kernel<<<rc_grid_1d(n8, 256), 256, 0, rc_cuda_stream()>>>(dst, src, B, S, nparts,
+                                                                          nh, hd);
+  KERNEL_CHECK();
 }
 
 /* ---- host side ---- */
 
-template <int HD> static size_t fwd_smem(void) {
-  typedef AbDims<HD> Dm;
-  return 3 * Dm::tile_h + 2 * AB_WARPS * Dm::warp_f + AB_WARPS * Dm::warp_p +
-         AB_WARPS * 48 * sizeof(float);
-}
-template <int HD> static size_t bwd_smem(void) {
-  typedef AbDims<HD> Dm;
-  return 4 * Dm::tile_h + 2 * AB_WARPS * Dm::warp_f + 2 * AB_WARPS * Dm::warp_p +
-         2 * AB_BQ * sizeof(float);
+template <int HD> static size_t tile_bytes(void) {
+  return (size_t)64 * (HD + 8) * sizeof(bf16);
 }
 
 template <int HD>
 static void forward_bf16(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd) {
   static bool opted = false;
-  size_t sm = fwd_smem<HD>();
+  const size_t per_part = (size_t)B * nh * S * hd;
+  bf16 *qh = (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, 3 * per_part * sizeof(bf16));
+  heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
+  const size_t sm = 5 * tile_bytes<HD>(); /* Q, two stages of K and V */
   rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
   attention_bf16_forward_kernel<HD><<<grid, AB_THREADS, sm, rc_cuda_stream()>>>(
-      out, lse, qkv, S, nh, hd, 1.0f / sqrtf((float)hd));
+      out, lse, qh, qh + per_part, qh + 2 * per_part, S, nh, hd, 1.0f / sqrtf((float)hd));
   KERNEL_CHECK();
 }
 
@@ -394,16 +521,22 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   cudaStream_t s = rc_cuda_stream();
   /* D = rowsum(bf16(dout) * out), the CPU's loop */
   float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, true);
-  size_t sm = bwd_smem<HD>();
-  rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm, &opted_dkv);
-  rc_allow_smem(attention_bf16_dq_kernel<HD>, sm, &opted_dq);
+  const size_t per_part = (size_t)B * nh * S * hd;
+  bf16 *qh = (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, 4 * per_part * sizeof(bf16));
+  bf16 *kh = qh + per_part, *vh = qh + 2 * per_part, *doh = qh + 3 * per_part;
+  heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
+  heads_to_bf16(doh, dout, B, S, 1, nh, hd);
+  const size_t sm_dkv = 6 * tile_bytes<HD>() + 4 * AB_BQ * sizeof(float);
+  const size_t sm_dq = 6 * tile_bytes<HD>();
+  rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
+  rc_allow_smem(attention_bf16_dq_kernel<HD>, sm_dq, &opted_dq);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
   float scale = 1.0f / sqrtf((float)hd);
   attention_bf16_dkv_kernel<HD>
-      <<<grid, AB_THREADS, sm, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
+      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
   attention_bf16_dq_kernel<HD>
-      <<<grid, AB_THREADS, sm, s>>>(dqkv, dout, lse, Dd, qkv, S, nh, hd, scale);
+      <<<grid, AB_THREADS, sm_dq, s>>>(dqkv, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
 }
 

@@ -1,7 +1,9 @@
 /* cuda_loss.cu — softmax cross-entropy over logits [T, V], in place.
  *
- * One block per row; two kernels: rows held in registers for V up to 32768,
- * rows re-read from global memory beyond. The argmax takes ties to the
+ * Rows up to V = 32768 are held in registers, one block per row, or (V a
+ * multiple of 4) streamed through shared memory by a block per SM that
+ * fetches the next row while it works on the current one; longer rows are
+ * re-read from global memory. The argmax takes ties to the
  * lowest index (exact, so `correct` agrees with the CPU bit for bit). The
  * exponentials are fp32 expf, summed in double; the log-sum-exp and the
  * loss are double. The CPU reference takes double exp() (ops.h promises
@@ -113,31 +115,29 @@ __device__ __forceinline__ double warp_sum(double x) {
   return x;
 }
 
+/* One row t whose elements v = tid + i * CE_ROW_THREADS are in x[i]: loss,
+ * correct, and (written to l) the gradient. The caller has read every element
+ * it will read of the row; this writes the row. Ends with no thread still
+ * reading the shared variables, so it can be called again at once. */
 template <int PER_THREAD>
-__global__ void __launch_bounds__(CE_ROW_THREADS)
-    cross_entropy_rows_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
-                              const float *dloss, int V) {
+__device__ __forceinline__ void ce_row(float *losses, float *correct, float *l, const float *x,
+                                       int y, float d, size_t t, int V) {
   __shared__ float sh_val[CE_ROW_WARPS];
   __shared__ int sh_idx[CE_ROW_WARPS];
   __shared__ double sh_sum[CE_ROW_WARPS];
-  __shared__ int sh_amax;
+  __shared__ float sh_max, sh_ly;
   __shared__ double sh_lse;
-  size_t t = blockIdx.x;
-  float *l = logits + t * (size_t)V;
-  int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int y = labels[t];
-
-  float x[PER_THREAD];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float best = -INFINITY;
   int bi = INT_MAX;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) {
     int v = tid + i * CE_ROW_THREADS;
-    x[i] = v < V ? l[v] : 0.0f;
     if (v < V && (bi == INT_MAX || x[i] > best)) { /* increasing v, strict > */
       best = x[i];
       bi = v;
     }
+    if (v == y) sh_ly = x[i];
   }
   warp_argmax(&best, &bi);
   if (lane == 0) {
@@ -149,14 +149,11 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
     best = sh_val[lane];
     bi = sh_idx[lane];
     warp_argmax(&best, &bi);
-    if (lane == 0) sh_amax = bi;
+    if (lane == 0) sh_max = best, sh_idx[0] = bi; /* best: the logit at the argmax */
   }
   __syncthreads();
-  int amax = sh_amax;
-  /* every global read of the row happens before the barrier below, and
-   * every write after it */
-  float mxf = l[amax];
-  double ly = (double)l[y];
+  const int amax = sh_idx[0];
+  const float mxf = sh_max;
 
   double se = 0.0;
 #pragma unroll
@@ -170,13 +167,11 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
     if (lane == 0) sh_lse = (double)mxf + log(se);
   }
   __syncthreads();
-  double lse = sh_lse;
+  const double lse = sh_lse;
   if (tid == 0) {
-    losses[t] = (float)(lse - ly);
+    losses[t] = (float)(lse - (double)sh_ly);
     correct[t] = amax == y ? 1.0f : 0.0f;
   }
-
-  float d = dloss ? dloss[t] : 0.0f;
 #pragma unroll
   for (int i = 0; i < PER_THREAD; i++) {
     int v = tid + i * CE_ROW_THREADS;
@@ -188,6 +183,72 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
       l[v] = d * (v == y ? p - 1.0f : p);
     }
   }
+  __syncthreads(); /* sh_ly, sh_max, sh_idx[0], sh_lse read by all before a next row */
+}
+
+template <int PER_THREAD>
+__global__ void __launch_bounds__(CE_ROW_THREADS)
+    cross_entropy_rows_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
+                              const float *dloss, int V) {
+  const size_t t = blockIdx.x;
+  float *l = logits + t * (size_t)V;
+  float x[PER_THREAD];
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; i++) {
+    int v = threadIdx.x + i * CE_ROW_THREADS;
+    x[i] = v < V ? l[v] : 0.0f;
+  }
+  ce_row<PER_THREAD>(losses, correct, l, x, labels[t], dloss ? dloss[t] : 0.0f, t, V);
+}
+
+/* ---- rows streamed through shared memory ----
+ * A row in registers takes the whole register file's worth of a block, so an
+ * SM holds one row at a time and, in the kernel above, its read, its
+ * reductions and its write run one after another (1.35 ms for 8192 x 32768,
+ * ~3x the memory bound). Here a block per SM walks rows t, t + grid, ...
+ * and fetches the next row into shared memory (cp.async) while it reduces
+ * and writes the current one. Rows stay independent, each computed by
+ * ce_row exactly as above, so the grid size does not touch the results.
+ * Needs V % 4 == 0 (16-byte copies) and V * 4 bytes of shared memory. */
+__device__ __forceinline__ void ce_prefetch(float *dst, const float *row, int V) {
+  for (int c = threadIdx.x * 4; c < V; c += CE_ROW_THREADS * 4) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(dst + c);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(row + c));
+  }
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int PER_THREAD>
+__global__ void __launch_bounds__(CE_ROW_THREADS)
+    cross_entropy_stream_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
+                                const float *dloss, int T, int V) {
+  extern __shared__ __align__(16) float next_row[];
+  size_t t = blockIdx.x;
+  ce_prefetch(next_row, logits + t * (size_t)V, V);
+  for (; t < (size_t)T; t += gridDim.x) {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    float x[PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; i++) {
+      int v = threadIdx.x + i * CE_ROW_THREADS;
+      x[i] = v < V ? next_row[v] : 0.0f;
+    }
+    __syncthreads(); /* the buffer is free for the next row */
+    if (t + gridDim.x < (size_t)T) ce_prefetch(next_row, logits + (t + gridDim.x) * V, V);
+    ce_row<PER_THREAD>(losses, correct, logits + t * (size_t)V, x, labels[t],
+                       dloss ? dloss[t] : 0.0f, t, V);
+  }
+}
+
+static int sm_count(void) {
+  static int n = 0;
+  if (!n) {
+    int dev;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return n;
 }
 
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
@@ -195,6 +256,29 @@ void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const i
   if (T <= 0 || V <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int per_thread = (V + CE_ROW_THREADS - 1) / CE_ROW_THREADS;
+  if (V % 4 == 0 && per_thread <= 32) {
+    static bool opted[4]; /* per template, for its largest row: P * CE_ROW_THREADS floats */
+    size_t sm = (size_t)V * sizeof(float);
+    unsigned int grid = (unsigned int)(T < sm_count() ? T : sm_count());
+#define CE_STREAM(P, slot)                                                                         \
+  do {                                                                                             \
+    rc_allow_smem(cross_entropy_stream_kernel<P>, (size_t)(P)*CE_ROW_THREADS * sizeof(float),      \
+                  &opted[slot]);                                                                   \
+    cross_entropy_stream_kernel<P>                                                                 \
+        <<<grid, CE_ROW_THREADS, sm, s>>>(losses, correct, logits, labels, dloss, T, V);           \
+  } while (0)
+    if (per_thread <= 4)
+      CE_STREAM(4, 0);
+    else if (per_thread <= 8)
+      CE_STREAM(8, 1);
+    else if (per_thread <= 16)
+      CE_STREAM(16, 2);
+    else
+      CE_STREAM(32, 3);
+#undef CE_STREAM
+    KERNEL_CHECK();
+    return;
+  }
 #define CE_ROWS(P)                                                                                 \
   cross_entropy_rows_kernel<P>                                                                     \
       <<<T, CE_ROW_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V)

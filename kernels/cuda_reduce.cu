@@ -9,9 +9,9 @@
  * kind, since nothing depends on the SM count). sum and sumsq accumulate in
  * double; the fingerprint is a wrapping uint64 sum, exact in any order, so it
  * equals the CPU's loop bit for bit. The batched forms (sumsq_many,
- * fingerprint_many) run the same two kernels per tensor, each result landing
- * in its own device slot, and read all of them back once: the same bits,
- * without a device round trip per tensor. */
+ * fingerprint_many) give every tensor the partition and folds of a single
+ * call, in two launches for the whole batch and one read-back: the same
+ * bits, without a launch pair and a device round trip per tensor. */
 #include <math.h>
 
 #include "backend/numeric.h"
@@ -126,6 +126,13 @@ __global__ void reduce_stage2(Op op, const typename Op::T *partials, int nparts,
   if (threadIdx.x == 0) *result = r;
 }
 
+/* Stage 1's block count for n elements: a function of n only. */
+static int stage1_blocks(size_t n) {
+  size_t per_block = (size_t)RED_THREADS * RED_PER_THREAD;
+  size_t nb = (n + per_block - 1) / per_block;
+  return nb > RED_MAX_BLOCKS ? RED_MAX_BLOCKS : (int)nb;
+}
+
 /* Queues the reduction of n elements into *result (device memory), using
  * partials[0 .. RED_MAX_BLOCKS) as stage 1's output. Reductions queued one
  * after another may share `partials`: the stream runs them in order. */
@@ -138,10 +145,7 @@ static void reduce_enqueue(const Op &op, size_t n, typename Op::T *partials,
     CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(T), s));
     return;
   }
-  /* The partition is a function of n only. */
-  size_t per_block = (size_t)RED_THREADS * RED_PER_THREAD;
-  size_t nb = (n + per_block - 1) / per_block;
-  int blocks = nb > RED_MAX_BLOCKS ? RED_MAX_BLOCKS : (int)nb;
+  int blocks = stage1_blocks(n); /* a function of n only */
   reduce_stage1<Op><<<blocks, RED_THREADS, 0, s>>>(op, n, partials);
   KERNEL_CHECK();
   reduce_stage2<Op><<<1, RED_MAX_BLOCKS, 0, s>>>(op, partials, blocks, result);
@@ -157,14 +161,92 @@ template <class Op> static typename Op::T reduce(const Op &op, size_t n) {
   return r;
 }
 
+/* ---- batched: every tensor of a step in two launches ----
+ * A step fingerprints and sums ~1300 tensors, most of them small; two
+ * launches per tensor made the batch launch-bound (1.6 ms for 840 MB). Here
+ * one stage-1 launch covers every (tensor, block) pair and one stage-2 launch
+ * has a block per tensor. Each tensor keeps exactly the partition and the
+ * folds of a single call (its own block count, its own grid stride), so
+ * every result has the single call's bits. */
+template <class Op> struct Segment {
+  Op op;
+  size_t n;
+  int blocks; /* stage-1 blocks of a single call over n (0 when n == 0) */
+  int first;  /* index of its first block in the batch, and of its partials */
+};
+
+template <class Op>
+__global__ void reduce_many_stage1(const Segment<Op> *seg, int count, typename Op::T *partials) {
+  __shared__ typename Op::T sh[RED_THREADS];
+  __shared__ int which;
+  if (threadIdx.x == 0) { /* the last segment starting at or before this block */
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (seg[mid].first <= (int)blockIdx.x)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    which = lo;
+  }
+  __syncthreads();
+  const Segment<Op> s = seg[which];
+  const size_t local = blockIdx.x - (unsigned int)s.first;
+  typename Op::T acc = s.op.identity();
+  for (size_t i = local * blockDim.x + threadIdx.x; i < s.n; i += (size_t)s.blocks * blockDim.x)
+    acc = s.op.combine(acc, s.op.load(i));
+  typename Op::T r = block_fold(s.op, acc, sh);
+  if (threadIdx.x == 0) partials[blockIdx.x] = r;
+}
+
+template <class Op>
+__global__ void reduce_many_stage2(const Segment<Op> *seg, const typename Op::T *partials,
+                                   typename Op::T *result) {
+  __shared__ typename Op::T sh[RED_MAX_BLOCKS];
+  const Segment<Op> s = seg[blockIdx.x];
+  typename Op::T acc = s.op.identity();
+  for (int i = threadIdx.x; i < s.blocks; i += blockDim.x)
+    acc = s.op.combine(acc, partials[s.first + i]);
+  typename Op::T r = block_fold(s.op, acc, sh);
+  if (threadIdx.x == 0) result[blockIdx.x] = r;
+}
+
 /* ops[i] over n[i] elements into out[i] (host), one read-back for all. */
 template <class Op>
 static void reduce_many(const Op *ops, const size_t *n, int count, typename Op::T *out) {
   typedef typename Op::T T;
   if (count <= 0) return;
-  T *buf = (T *)rc_cuda_scratch(RC_SCRATCH_REDUCE, (RED_MAX_BLOCKS + (size_t)count) * sizeof(T));
-  for (int i = 0; i < count; i++) reduce_enqueue(ops[i], n[i], buf, buf + RED_MAX_BLOCKS + i);
-  rc_cuda_read_back(out, buf + RED_MAX_BLOCKS, (size_t)count * sizeof(T));
+  Segment<Op> *seg = (Segment<Op> *)malloc((size_t)count * sizeof *seg);
+  if (!seg) {
+    fprintf(stderr, "resumecheck: out of host memory in a batched reduction\n");
+    abort();
+  }
+  size_t total = 0;
+  for (int i = 0; i < count; i++) {
+    seg[i].op = ops[i];
+    seg[i].n = n[i];
+    seg[i].blocks = n[i] ? stage1_blocks(n[i]) : 0;
+    seg[i].first = (int)total;
+    total += (size_t)seg[i].blocks;
+  }
+  /* scratch: [partials: total][results: count][segments: count] */
+  size_t seg_off = (total + (size_t)count) * sizeof(T);
+  seg_off = (seg_off + 15) / 16 * 16;
+  unsigned char *buf =
+      (unsigned char *)rc_cuda_scratch(RC_SCRATCH_REDUCE, seg_off + (size_t)count * sizeof *seg);
+  T *partials = (T *)buf, *results = partials + total;
+  Segment<Op> *dseg = (Segment<Op> *)(buf + seg_off);
+  cudaStream_t s = rc_cuda_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dseg, seg, (size_t)count * sizeof *seg, cudaMemcpyHostToDevice, s));
+  if (total > 0) {
+    reduce_many_stage1<Op><<<(unsigned int)total, RED_THREADS, 0, s>>>(dseg, count, partials);
+    KERNEL_CHECK();
+  }
+  reduce_many_stage2<Op><<<(unsigned int)count, RED_MAX_BLOCKS, 0, s>>>(dseg, partials, results);
+  KERNEL_CHECK();
+  rc_cuda_read_back(out, results, (size_t)count * sizeof(T));
+  free(seg);
 }
 
 float rc_cuda_amax(const float *x, size_t n) {

@@ -1357,6 +1357,8 @@ int main(int argc, char **argv) {
   test_cross_entropy(12, 9000, 1);  /* 16 per thread, a partial last stripe */
   test_cross_entropy(8, 5000, 0);   /* 8 per thread */
   test_cross_entropy(16, 300, 0);
+  test_cross_entropy(40, 4099, 1);  /* V % 4 != 0: rows in registers, not streamed */
+  test_cross_entropy(300, 4096, 1); /* more rows than SMs: a block streams several */
   test_dropout(10003, 0.1f, 42, 12345);
   test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
 
