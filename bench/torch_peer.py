@@ -353,6 +353,7 @@ def main():
         "moe": not args.no_moe,
         "tokens_per_s": tok / med,
         "step_ms_median": med * 1e3,
+        "step_ms": [round(t * 1e3, 2) for t in times],
         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2 ** 30 if IS_CUDA else None,
         "loss_first": losses[0],
         "loss_last": losses[-1],
