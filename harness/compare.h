@@ -20,14 +20,14 @@
 
 typedef enum {
   RC_DIFF_NONE = 0,
-  RC_DIFF_MISSING_IN_A,   /* file or dataset only in B */
-  RC_DIFF_MISSING_IN_B,   /* only in A */
-  RC_DIFF_DTYPE,          /* dtype differs (values may be equal) */
+  RC_DIFF_MISSING_IN_A, /* file or dataset only in B */
+  RC_DIFF_MISSING_IN_B, /* only in A */
+  RC_DIFF_DTYPE,        /* dtype differs (values may be equal) */
   RC_DIFF_SHAPE,
-  RC_DIFF_ATTRIBUTE,      /* an attribute is missing, extra or different */
-  RC_DIFF_VALUES,         /* same dtype and shape, different bytes */
-  RC_DIFF_BYTES,          /* a non-HDF5 file differs */
-  RC_DIFF_INFORMATIONAL   /* differs by construction (args.json): reported, not failed */
+  RC_DIFF_ATTRIBUTE,    /* an attribute is missing, extra or different */
+  RC_DIFF_VALUES,       /* same dtype and shape, different bytes */
+  RC_DIFF_BYTES,        /* a non-HDF5 file differs */
+  RC_DIFF_INFORMATIONAL /* differs by construction (args.json): reported, not failed */
 } rc_diff_kind;
 
 typedef struct {
@@ -56,7 +56,7 @@ typedef struct {
 typedef struct {
   const char **ignore; /* glob patterns (fnmatch) on "file" or "file:object"; may be NULL */
   int n_ignore;
-  bool deep;           /* compare datasets even when manifests / file hashes agree */
+  bool deep; /* compare datasets even when manifests / file hashes agree */
 } rc_compare_opts;
 
 /* a and b: two checkpoint iter directories, two shard files, or two run

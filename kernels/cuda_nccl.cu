@@ -45,8 +45,8 @@ extern "C" int rc_nccl_unique_id(unsigned char id[RC_NCCL_ID_BYTES], char *msg, 
   return 0;
 }
 
-extern "C" void *rc_nccl_init(int rank, int world, const unsigned char id[RC_NCCL_ID_BYTES], char *msg,
-                              size_t cap) {
+extern "C" void *rc_nccl_init(int rank, int world, const unsigned char id[RC_NCCL_ID_BYTES],
+                              char *msg, size_t cap) {
   ncclUniqueId u;
   memcpy(u.internal, id, RC_NCCL_ID_BYTES);
   ncclComm_t comm = NULL;
@@ -64,7 +64,8 @@ extern "C" int rc_nccl_version(void) {
   return v;
 }
 
-extern "C" int rc_nccl_all_to_all(void *h, const void *send, void *recv, size_t chunk, char *msg, size_t cap) {
+extern "C" int rc_nccl_all_to_all(void *h, const void *send, void *recv, size_t chunk, char *msg,
+                                  size_t cap) {
   ncclComm_t comm = (ncclComm_t)h;
   int world = 0;
   NCCL_TRY(ncclCommCount(comm, &world), "ncclCommCount");
@@ -83,13 +84,15 @@ extern "C" int rc_nccl_all_to_all(void *h, const void *send, void *recv, size_t 
   return finish(comm, "all-to-all", msg, cap);
 }
 
-extern "C" int rc_nccl_all_gather(void *h, const void *send, void *recv, size_t chunk, char *msg, size_t cap) {
+extern "C" int rc_nccl_all_gather(void *h, const void *send, void *recv, size_t chunk, char *msg,
+                                  size_t cap) {
   ncclComm_t comm = (ncclComm_t)h;
   NCCL_TRY(ncclAllGather(send, recv, chunk, ncclChar, comm, rc_cuda_stream()), "ncclAllGather");
   return finish(comm, "all-gather", msg, cap);
 }
 
-extern "C" int rc_nccl_broadcast(void *h, void *buf, size_t bytes, int root, char *msg, size_t cap) {
+extern "C" int rc_nccl_broadcast(void *h, void *buf, size_t bytes, int root, char *msg,
+                                 size_t cap) {
   ncclComm_t comm = (ncclComm_t)h;
   NCCL_TRY(ncclBroadcast(buf, buf, bytes, ncclChar, root, comm, rc_cuda_stream()), "ncclBroadcast");
   return finish(comm, "broadcast", msg, cap);

@@ -43,9 +43,9 @@ RC_HD float rc_round_bf16(float x) {
 RC_HD float rc_round_fp16(float x) {
   uint32_t u = rc_f32_bits(x);
   uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
-  if (mag >= 0x7f800000u) return x; /* inf/nan */
+  if (mag >= 0x7f800000u) return x;                               /* inf/nan */
   if (mag >= 0x477ff000u) return rc_bits_f32(sign | 0x7f800000u); /* >= 65520: overflow */
-  if (mag < 0x38800000u) {                                         /* fp16 subnormal range */
+  if (mag < 0x38800000u) {                                        /* fp16 subnormal range */
     /* quantum is 2^-24: round mag to a multiple of it, ties to even */
     float q = rc_bits_f32(mag) * 16777216.0f; /* exact: scales by 2^24 */
     float r = rintf(q);                       /* ties to even */
@@ -62,7 +62,7 @@ RC_HD float rc_round_e4m3(float x) {
   uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
   if (mag > 0x7f800000u) return x;
   if (mag >= 0x43e00000u) return rc_bits_f32(sign | 0x43e00000u); /* >= 448 saturates */
-  if (mag < 0x3c800000u) {                                       /* below 2^-6: subnormal step 2^-9 */
+  if (mag < 0x3c800000u) { /* below 2^-6: subnormal step 2^-9 */
     float q = rc_bits_f32(mag) * 512.0f;
     float r = rintf(q);
     return rc_bits_f32(sign | rc_f32_bits(r * 0.001953125f));

@@ -9,7 +9,8 @@
 int rc_cmd_bugs(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: resumecheck bugs\n\nLists the resume bugs `--inject NAME` switches on, the real-world\n"
+      printf("usage: resumecheck bugs\n\nLists the resume bugs `--inject NAME` switches on, the "
+             "real-world\n"
              "failure each models, and the signature `resumecheck run` reports for it.\n");
       return 0;
     }
@@ -19,6 +20,7 @@ int rc_cmd_bugs(int argc, char **argv) {
   int n;
   const rc_bug_info *bugs = rc_bug_catalogue(&n);
   for (int i = 0; i < n; i++)
-    printf("%s\n  models:    %s\n  signature: %s\n", bugs[i].name, bugs[i].models, bugs[i].signature);
+    printf("%s\n  models:    %s\n  signature: %s\n", bugs[i].name, bugs[i].models,
+           bugs[i].signature);
   return 0;
 }

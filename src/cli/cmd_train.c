@@ -8,9 +8,10 @@
 #include "core/leg.h"
 
 static void help(void) {
-  rc_config_print_help("resumecheck train",
-                       "Runs one training leg: from step 1 (or from --resume-from) to --stop-at or\n"
-                       "--steps, writing OUT/trace.csv, OUT/timing.csv and OUT/ckpt/iter_NNNNNNN/.");
+  rc_config_print_help(
+      "resumecheck train",
+      "Runs one training leg: from step 1 (or from --resume-from) to --stop-at or\n"
+      "--steps, writing OUT/trace.csv, OUT/timing.csv and OUT/ckpt/iter_NNNNNNN/.");
   printf("\nleg flags (not part of the config):\n"
          "  --out DIR                  output directory (required)\n"
          "  --save-at K[,K2...]        save a checkpoint after these steps\n"

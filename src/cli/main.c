@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   static const struct {
     const char *name;
     int (*fn)(int, char **);
-  } cmds[] = {{"train", rc_cmd_train},   {"run", rc_cmd_run},     {"compare", rc_cmd_compare},
+  } cmds[] = {{"train", rc_cmd_train},     {"run", rc_cmd_run},   {"compare", rc_cmd_compare},
               {"inspect", rc_cmd_inspect}, {"bugs", rc_cmd_bugs}, {"bisect", rc_cmd_bisect}};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);

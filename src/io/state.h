@@ -23,7 +23,8 @@ typedef enum {
 } rc_dtype;
 
 typedef struct {
-  char path[RC_PATH_MAX]; /* HDF5 dataset path, e.g. "/model/decoder/layers/0/attention/qkv/weight" */
+  char path[RC_PATH_MAX]; /* HDF5 dataset path, e.g. "/model/decoder/layers/0/attention/qkv/weight"
+                           */
   rc_dtype dtype;
   int ndim; /* 0 = scalar dataset */
   int64_t shape[RC_MAX_DIMS];
@@ -47,7 +48,8 @@ typedef struct {
 #define RC_SHARD_FORMAT "resumecheck-shard"
 #define RC_SHARD_FORMAT_VERSION 1
 
-const char *rc_dtype_name(rc_dtype dt); /* "float32", "float64", "int64", "uint64", "int32", "int8" */
+const char *
+rc_dtype_name(rc_dtype dt); /* "float32", "float64", "int64", "uint64", "int32", "int8" */
 size_t rc_dtype_size(rc_dtype dt);
 int64_t rc_tensor_numel(const rc_tensor *t);
 size_t rc_tensor_nbytes(const rc_tensor *t);
