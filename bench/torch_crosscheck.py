@@ -34,7 +34,10 @@ difference is the core's own fp32 rounding (expect ~1e-6 relative). With
 bf16 the core's emulation is reproduced: every linear rounds its input and
 weight to bf16 in forward and its output gradient to bf16 in backward (what
 model_layer.c does around each GEMM); the router stays unrounded. Expect
-agreement to a few 1e-3.
+agreement to a few 1e-3. attention_precision bf16 (gpu-small's) is
+emulated too: ops.h's BF16 attention contract as the CPU backend writes it
+(BF16Attention below: q, k, v and dout rounded; P rounded before P V and
+P^T dout, dS before dS K and dS^T Q; statistics unrounded).
 
 Prints a table and one JSON line; exit 0 if every check is within
 tolerance, 1 otherwise, 2 on bad input.
@@ -120,6 +123,39 @@ class RLinear(torch.autograd.Function):
         return g @ wr, g.reshape(-1, g.shape[-1]).t() @ xr.reshape(-1, xr.shape[-1]), None
 
 
+class BF16Attention(torch.autograd.Function):
+    """Causal attention under ops.h's BF16 contract, the CPU backend's order
+    of operations (cpu_layers.c): forward o = sum_j bf16(exp(s_j - max)) v_j /
+    sum_j exp(s_j - max); backward from p = exp(s - lse) and
+    D = rowsum(bf16(dout) * o). q, k, v: (B, nh, S, hd), already post-RoPE."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, rnd):
+        qr, kr, vr = rnd(q), rnd(k), rnd(v)
+        S, hd = q.shape[-2], q.shape[-1]
+        causal = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1)
+        s = ((qr @ kr.transpose(-1, -2)) * (1.0 / math.sqrt(hd))).masked_fill(causal, float("-inf"))
+        mx = s.amax(-1, keepdim=True)
+        e = torch.exp(s - mx)
+        tot = e.sum(-1, keepdim=True)
+        o = (rnd(e) @ vr) / tot
+        ctx.save_for_backward(qr, kr, vr, o, mx + torch.log(tot))
+        ctx.rnd, ctx.causal = rnd, causal
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        qr, kr, vr, o, lse = ctx.saved_tensors
+        rnd, scale = ctx.rnd, 1.0 / math.sqrt(qr.shape[-1])
+        dor = rnd(do)
+        D = (dor * o).sum(-1, keepdim=True)
+        s = ((qr @ kr.transpose(-1, -2)) * scale).masked_fill(ctx.causal, float("-inf"))
+        p = torch.exp(s - lse)
+        ds = p * (dor @ vr.transpose(-1, -2) - D)
+        pr, dsr = rnd(p), rnd(ds)
+        return (dsr @ kr) * scale, (dsr.transpose(-1, -2) @ qr) * scale, pr.transpose(-1, -2) @ dor, None
+
+
 class Core:
     def __init__(self, cfg, W, bias, dtype, dev):
         self.c, self.W, self.bias, self.dt, self.dev = cfg, W, bias, dtype, dev
@@ -131,6 +167,8 @@ class Core:
         if cfg["precision"] in ("fp16", "fp8"):
             raise SystemExit("torch_crosscheck: precision %s is not supported (fp32, bf16)" % cfg["precision"])
         self.rnd = (lambda t: t.to(torch.bfloat16).to(dtype)) if bf16 else (lambda t: t)
+        self.attn_bf16 = cfg.get("attention_precision", "fp32") == "bf16"
+        self.rnd_bf16 = lambda t: t.to(torch.bfloat16).to(dtype)
         S = cfg["seq_len"]
         i = torch.arange(self.hd // 2, dtype=torch.float64)
         ang = torch.arange(S, dtype=torch.float64)[:, None] * cfg["rope_theta"] ** (-2.0 * i / self.hd)
@@ -155,10 +193,13 @@ class Core:
         q = self.rope(qkv[:, :, 0]).transpose(1, 2)
         k = self.rope(qkv[:, :, 1]).transpose(1, 2)
         v = qkv[:, :, 2].transpose(1, 2)
-        sc = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
-        causal = torch.ones(S, S, dtype=torch.bool, device=self.dev).triu(1)
-        pr = torch.softmax(sc.masked_fill(causal, float("-inf")), -1)
-        o = (pr @ v).transpose(1, 2).reshape(B, S, self.H)
+        if self.attn_bf16:
+            o = BF16Attention.apply(q, k, v, self.rnd_bf16)
+        else:
+            sc = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
+            causal = torch.ones(S, S, dtype=torch.bool, device=self.dev).triu(1)
+            o = torch.softmax(sc.masked_fill(causal, float("-inf")), -1) @ v
+        o = o.transpose(1, 2).reshape(B, S, self.H)
         return self.lin(o, p + "/self_attention/linear_proj")
 
     def swiglu(self, x, w1, w2):
@@ -284,6 +325,9 @@ def main():
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tol", type=float, default=None, help="relative tolerance (default 1e-5 fp32, 2e-2 bf16)")
+    ap.add_argument("--attention-as", choices=["run", "fp32", "bf16"], default="run",
+                    help="emulate attention as the run's config says (default), or force one contract: "
+                         "a control that shows how much the emulation matters")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -299,11 +343,8 @@ def main():
         if need not in cfg:
             print("torch_crosscheck: config lacks %r; keys: %s" % (need, sorted(cfg)), file=sys.stderr)
             return 2
-    if cfg.get("attention_precision", "fp32") != "fp32":
-        # the BF16 attention contract (ops.h) is not emulated here: the
-        # attention below is fp32, so agreement would only be bf16-close
-        print("torch_crosscheck: attention_precision %s is not emulated; train the run to check "
-              "with --attention-precision fp32 (gpu-small sets bf16)" % cfg["attention_precision"],
+    if cfg.get("attention_precision", "fp32") not in ("fp32", "bf16"):
+        print("torch_crosscheck: attention_precision %s is not emulated (fp32, bf16)" % cfg["attention_precision"],
               file=sys.stderr)
         return 2
     tol = a.tol if a.tol is not None else (1e-5 if cfg["precision"] == "fp32" else 2e-2)
@@ -313,6 +354,8 @@ def main():
             if k.startswith("/moe/expert_bias/")}
     consumed = int(st["/data/consumed_samples"])
     core = Core(cfg, W, bias, dtype, dev)
+    if a.attention_as != "run":
+        core.attn_bf16 = a.attention_as == "bf16"
 
     B, S, D, M = cfg["micro_batch"], cfg["seq_len"], cfg["mtp_depths"], cfg["microbatches"]
     loss, mtp, tokens = 0.0, [0.0] * D, 0
@@ -369,8 +412,9 @@ def main():
             checks.append(("%s@%d (max|d|/max|x|, %s)" % (key, a.step + 1, n or "-"), r, 0.0))
 
     ok = True
-    print("torch_crosscheck: %s, K=%d, precision %s, torch %s %s on %s, tolerance %.0e" %
-          (a.run, a.step, cfg["precision"], a.dtype, torch.__version__, a.device, tol))
+    print("torch_crosscheck: %s, K=%d, precision %s, attention %s, torch %s %s on %s, tolerance %.0e" %
+          (a.run, a.step, cfg["precision"], cfg.get("attention_precision", "fp32"), a.dtype, torch.__version__,
+           a.device, tol))
     print("%-52s %22s %22s %10s" % ("quantity (step %d)" % (a.step + 1), "torch", "resumecheck", "rel diff"))
     out = {}
     for name, ours, theirs in checks:
@@ -382,7 +426,8 @@ def main():
             print("%-52s %22.12g %22.12g %10.2e" % (name, ours, theirs, rel))
         out[name] = {"torch": ours, "core": theirs, "rel": rel}
         ok = ok and rel <= tol
-    print(json.dumps({"crosscheck": "ok" if ok else "FAIL", "precision": cfg["precision"], "step": a.step + 1,
+    print(json.dumps({"crosscheck": "ok" if ok else "FAIL", "precision": cfg["precision"],
+                      "attention_precision": cfg.get("attention_precision", "fp32"), "step": a.step + 1,
                       "tol": tol, "checks": out}))
     return 0 if ok else 1
 
