@@ -103,6 +103,11 @@ template <int LDS> __device__ __forceinline__ void load_a(unsigned a[4], const b
   ldsm_x4(a, rows + (lane % 16) * LDS + k0 + 8 * (lane / 16));
 }
 
+template <int N> __device__ __forceinline__ void zero_acc(float c[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
+}
+
 /* acc[nt] (16 x 64, 8 n-tiles) += A (16 x HD, fragments a[HD/16]) * B^T where
  * B is a shared [64 x HD] row-major tile: a score tile, S = Q K^T. */
 template <int HD, int LDS>
@@ -118,6 +123,18 @@ __device__ __forceinline__ void mma_abt(float acc[8][4], const unsigned a[HD / 1
       mma_bf16(acc[2 * np], a[kk], b[0], b[1]);
       mma_bf16(acc[2 * np + 1], a[kk], b[2], b[3]);
     }
+}
+
+/* The backward's two score tiles, each from zero: sp = A1 B1^T (S or S^T)
+ * and dp = A2 B2^T (dP or dP^T). */
+template <int HD, int LDS>
+__device__ __forceinline__ void score_tiles(float sp[8][4], float dp[8][4],
+                                            const unsigned a1[HD / 16][4], const bf16 *B1,
+                                            const unsigned a2[HD / 16][4], const bf16 *B2) {
+  zero_acc<8>(sp);
+  zero_acc<8>(dp);
+  mma_abt<HD, LDS>(sp, a1, B1);
+  mma_abt<HD, LDS>(dp, a2, B2);
 }
 
 /* acc[nt] (16 x HD) += P (16 x 64, fragments p[4]) * X where X is a shared
@@ -148,11 +165,6 @@ __device__ __forceinline__ void acc_to_a(unsigned a[4][4], const float c[8][4]) 
     a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
     a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
-}
-
-template <int N> __device__ __forceinline__ void zero_acc(float c[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
 }
 
 /* ---- tiles ---- */
@@ -361,10 +373,7 @@ __global__ void __launch_bounds__(AB_THREADS)
       load_a<LDS>(va[kk], Vs + warp * 16 * LDS, kk * 16);
     }
     float sp[8][4], dp[8][4];
-    zero_acc<8>(sp);
-    zero_acc<8>(dp);
-    mma_abt<HD, LDS>(sp, ka, Qb);
-    mma_abt<HD, LDS>(dp, va, dOb);
+    score_tiles<HD, LDS>(sp, dp, ka, Qb, va, dOb);
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
@@ -439,10 +448,7 @@ __global__ void __launch_bounds__(AB_THREADS)
     }
     const bf16 *Kb = Ks + (kt % 2) * TILE, *Vb = Vs + (kt % 2) * TILE;
     float sp[8][4], dp[8][4];
-    zero_acc<8>(sp);
-    zero_acc<8>(dp);
-    mma_abt<HD, LDS>(sp, qa, Kb);
-    mma_abt<HD, LDS>(dp, da, Vb);
+    score_tiles<HD, LDS>(sp, dp, qa, Kb, da, Vb);
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
