@@ -8,8 +8,11 @@
  * exponentials are fp32 expf, summed in double; the log-sum-exp and the
  * loss are double. The CPU reference takes double exp() (ops.h promises
  * tolerances, not bits, here): fp64 exponentials made these kernels
- * FP64-bound on an H200 (1.7-1.9 ms per 8192 x 32768 call), where fp32 ones
- * leave them memory-bound. Relative error of p stays below ~1e-6. The row sum
+ * FP64-bound on an H200 (1.7-1.9 ms per 8192 x 32768 call); with fp32 ones
+ * they take 1.32-1.35 ms, still ~3x the memory bound: bound by the
+ * instruction stream (double sums and conversions, two expf per element),
+ * not by memory, so prefetching rows gained little. Relative error of p
+ * stays below ~1e-6. The row sum
  * is folded per thread in increasing v and then in a fixed tree, so it is
  * the same on every run. */
 #include <limits.h>
