@@ -224,10 +224,33 @@ static void test_state_and_sha(void) {
   CHECK(rc_write_file_atomic(path, buf, n, &err) == 0, "write: %s", err.msg);
   rc_sha256_hex(buf, n, hex);
   CHECK(rc_sha256_file(path, fhex, &err) == 0 && !strcmp(hex, fhex), "file hash == memory hash");
+  /* parallel forms: every slot equals the serial hash, for any thread count */
+  enum { NPAR = 7 };
+  const void *parts[NPAR];
+  size_t lens[NPAR];
+  char many[NPAR][RC_SHA256_HEX], one[RC_SHA256_HEX];
+  for (int i = 0; i < NPAR; i++) parts[i] = buf + (size_t)i * 1000, lens[i] = (size_t)i * 77777;
+  for (int threads = 1; threads <= 4; threads += 3) {
+    rc_sha256_many(parts, lens, NPAR, threads, many);
+    for (int i = 0; i < NPAR; i++) {
+      rc_sha256_hex(parts[i], lens[i], one);
+      CHECK(!strcmp(one, many[i]), "sha256_many slot %d on %d threads", i, threads);
+    }
+  }
+  CHECK(strcmp(many[1], many[2]), "negative control: different parts hash differently");
+  const char *files[3] = {path, path, NULL};
+  char fmany[3][RC_SHA256_HEX];
+  CHECK(rc_sha256_files(files, 2, 2, fmany, &err) == 0 && !strcmp(fmany[0], hex) &&
+            !strcmp(fmany[1], hex),
+        "sha256_files: %s", err.msg);
   free(buf);
   tmp_path(path, sizeof path, "no-such-file");
   CHECK(rc_sha256_file(path, fhex, &err) == RC_EXIT_NOINPUT && strstr(err.msg, "no-such-file"),
         "missing file: NOINPUT naming it (%s)", err.msg);
+  files[1] = path;
+  CHECK(rc_sha256_files(files, 2, 2, fmany, &err) == RC_EXIT_NOINPUT &&
+            strstr(err.msg, "no-such-file"),
+        "sha256_files: the failing file is named (%s)", err.msg);
 }
 
 static void test_fsutil(void) {

@@ -6,6 +6,8 @@
 #include "sha256.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,5 +82,80 @@ done:
   EVP_MD_CTX_free(ctx);
   free(buf);
   close(fd);
+  return ret;
+}
+
+/* ---- parallel hashing ---- */
+
+int rc_sha256_threads(int threads, int jobs) {
+  if (threads <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = online > 0 ? (int)online : 1;
+  }
+  if (threads > RC_SHA256_MAX_THREADS) threads = RC_SHA256_MAX_THREADS;
+  if (threads > jobs) threads = jobs;
+  return threads < 1 ? 1 : threads;
+}
+
+typedef struct {
+  int count;
+  atomic_int next; /* the next job index: a work queue, not a reduction */
+  const void *const *data;
+  const size_t *n;
+  const char *const *paths;
+  char (*hex)[RC_SHA256_HEX];
+  rc_err *errs; /* per file, files only */
+  int *rcs;
+} hash_jobs;
+
+static void *hash_worker(void *arg) {
+  hash_jobs *j = arg;
+  for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->count;) {
+    if (j->paths)
+      j->rcs[i] = rc_sha256_file(j->paths[i], j->hex[i], &j->errs[i]);
+    else
+      rc_sha256_hex(j->data[i], j->n[i], j->hex[i]);
+  }
+  return NULL;
+}
+
+/* Runs the jobs on `threads` threads, this one included; a thread that
+ * cannot be created leaves its share to the others. */
+static void run_jobs(hash_jobs *j, int threads) {
+  pthread_t tid[RC_SHA256_MAX_THREADS];
+  int started = 0;
+  for (int t = 1; t < threads; t++)
+    if (!pthread_create(&tid[started], NULL, hash_worker, j)) started++;
+  hash_worker(j);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}
+
+void rc_sha256_many(const void *const *data, const size_t *n, int count, int threads,
+                    char (*hex)[RC_SHA256_HEX]) {
+  if (count <= 0) return;
+  hash_jobs j = {.count = count, .data = data, .n = n, .hex = hex};
+  atomic_init(&j.next, 0);
+  run_jobs(&j, rc_sha256_threads(threads, count));
+}
+
+int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex)[RC_SHA256_HEX],
+                    rc_err *err) {
+  if (count <= 0) return RC_OK;
+  rc_err *errs = calloc((size_t)count, sizeof *errs);
+  int *rcs = calloc((size_t)count, sizeof *rcs);
+  if (!errs || !rcs) {
+    free(errs), free(rcs);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "hashing %d files: out of memory", count);
+  }
+  hash_jobs j = {.count = count, .paths = paths, .hex = hex, .errs = errs, .rcs = rcs};
+  atomic_init(&j.next, 0);
+  run_jobs(&j, rc_sha256_threads(threads, count));
+  int ret = RC_OK;
+  for (int i = 0; i < count && !ret; i++)
+    if (rcs[i]) {
+      ret = rcs[i];
+      if (err) *err = errs[i];
+    }
+  free(errs), free(rcs);
   return ret;
 }

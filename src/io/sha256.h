@@ -12,4 +12,17 @@ void rc_sha256_hex(const void *data, size_t n, char hex[RC_SHA256_HEX]);
 /* Streams a file; RC_EXIT_NOINPUT / RC_EXIT_IOERR on failure. */
 int rc_sha256_file(const char *path, char hex[RC_SHA256_HEX], rc_err *err);
 
+/* Parallel forms: one EVP context per worker thread, jobs taken in index
+ * order, each result written to its own slot (the hashes do not depend on the
+ * thread count). threads <= 0 picks the online CPUs, capped at
+ * RC_SHA256_MAX_THREADS; never more threads than jobs. */
+#define RC_SHA256_MAX_THREADS 16
+int rc_sha256_threads(int threads, int jobs);
+void rc_sha256_many(const void *const *data, const size_t *n, int count, int threads,
+                    char (*hex)[RC_SHA256_HEX]);
+/* Streams count files at once. Returns the first failure in index order
+ * (every file is still attempted); err names that file. */
+int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex)[RC_SHA256_HEX],
+                    rc_err *err);
+
 #endif
