@@ -129,6 +129,19 @@ RC_HD uint64_t rc_mix64(uint64_t z) {
 RC_HD uint64_t rc_fingerprint_word(uint64_t index, uint32_t word) {
   return rc_mix64((index << 32) ^ (uint64_t)word ^ (index >> 32) * 0x100000001B3ull);
 }
+/* The fingerprint of a buffer in host memory: what every backend's
+ * fingerprint() computes, for data that lives on the host whatever the
+ * backend (a batch's token ids before they are copied to the device). */
+static inline uint64_t rc_fingerprint_host(const void *x, size_t nbytes) {
+  const unsigned char *p = (const unsigned char *)x;
+  uint64_t fp = 0;
+  for (size_t i = 0; i < nbytes / 4; i++) {
+    uint32_t w;
+    memcpy(&w, p + 4 * i, 4);
+    fp += rc_fingerprint_word(i, w); /* wraps mod 2^64 by definition */
+  }
+  return fp;
+}
 /* Combines per-tensor fingerprints in a fixed (caller's) order. */
 RC_HD uint64_t rc_fingerprint_combine(uint64_t acc, uint64_t fp) {
   return rc_mix64(acc ^ fp) + fp;

@@ -171,7 +171,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
     if (m->events.out) {
       fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx\n",
               m->events.step, mb, (long long)first,
-              (unsigned long long)o->fingerprint(ids[0], sizeof(int32_t) * (size_t)T));
+              (unsigned long long)rc_fingerprint_host(ids[0], sizeof(int32_t) * (size_t)T));
     }
     double loss, mtp_loss[16], mtp_acc[16];
     int64_t tokens;

@@ -116,14 +116,7 @@ static long cpu_count_nonfinite(const float *x, size_t n) {
 }
 
 static uint64_t cpu_fingerprint(const void *x, size_t nbytes) {
-  const unsigned char *p = x;
-  uint64_t fp = 0;
-  for (size_t i = 0; i < nbytes / 4; i++) {
-    uint32_t w;
-    memcpy(&w, p + 4 * i, 4);
-    fp += rc_fingerprint_word(i, w); /* wraps mod 2^64 by definition */
-  }
-  return fp;
+  return rc_fingerprint_host(x, nbytes);
 }
 
 static void cpu_sumsq_many(double *out, const float *const *x, const size_t *n, int count) {
