@@ -103,6 +103,8 @@ void rc_cuda_copy(void *dst, const void *src, size_t bytes);
 void rc_cuda_zero(void *dst, size_t bytes);
 void rc_cuda_sync(void);
 int rc_cuda_device_usable(const char **why);
+/* The ops table (cuda_ops.cu), NULL with a reason without a usable GPU. */
+const rc_ops *rc_cuda_backend_ops(const char **why);
 
 /* cuda_gemm.cu */
 void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

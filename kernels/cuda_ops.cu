@@ -1,4 +1,5 @@
-/* cuda_ops.cu — rc_cuda_ops(): the CUDA backend's rc_ops table.
+/* cuda_ops.cu — rc_cuda_backend_ops(): the CUDA backend's rc_ops table
+ * (handed to the program through the module entry, cuda_module.cu).
  *
  * Every member is a CUDA implementation from the files of this directory;
  * they all run on the context's single stream (cuda_memory.cu), so the ops
@@ -50,7 +51,7 @@ static const rc_ops cuda_ops = {
     /* adamw */ rc_cuda_adamw,
 };
 
-extern "C" const rc_ops *rc_cuda_ops(const char **why) {
+const rc_ops *rc_cuda_backend_ops(const char **why) {
   if (!rc_cuda_device_usable(why)) return NULL;
   return &cuda_ops;
 }

@@ -10,3 +10,4 @@ rc_add_sh_test(ckpt_resume ckpt_resume.sh)
 # RC_PROFILE=ops: the per-op profiler's counts, and that it changes no byte
 rc_add_c_test(ops_profile_unit test_ops_profile.c)
 rc_add_sh_test(ops_profile_train ops_profile.sh)
+rc_add_sh_test(core_cuda_module core_cuda_module.sh)

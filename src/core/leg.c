@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cuda_module.h"
 #include "backend/ops_profile.h"
 #include "base/fsutil.h"
 #include "base/json.h"
@@ -55,6 +56,13 @@ static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, const rc_comm 
   rc_jw_str(&w, leg->leg);
   rc_jw_key(&w, "device");
   rc_jw_str(&w, ops->name);
+  const rc_cuda_module *cuda = rc_cuda_module_loaded();
+  if (cuda && !strcmp(ops->name, "cuda")) {
+    rc_jw_key(&w, "cuda_module");
+    rc_jw_str(&w, rc_cuda_module_path());
+    rc_jw_key(&w, "cuda_device");
+    rc_jw_str(&w, cuda->describe());
+  }
   rc_jw_key(&w, "collectives");
   rc_jw_str(&w, comm ? comm->name : "none");
   if (comm) {
@@ -148,9 +156,16 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   const char *why = NULL;
   if (want_cpu)
     ops = rc_cpu_ops();
-  else {
+  else if (!strcmp(leg->device, "auto") && !rc_cuda_gpu_visible()) {
+    /* no GPU: the CUDA module is not even opened */
+    fprintf(stderr, "note: --device auto: no NVIDIA GPU visible; using the CPU backend\n");
+    ops = rc_cpu_ops();
+  } else {
     ops = rc_cuda_ops(&why);
-    if (!ops && !strcmp(leg->device, "auto")) ops = rc_cpu_ops();
+    if (!ops && !strcmp(leg->device, "auto")) {
+      fprintf(stderr, "note: --device auto: %s; using the CPU backend\n", why ? why : "no GPU");
+      ops = rc_cpu_ops();
+    }
     if (!ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
   }
   /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
