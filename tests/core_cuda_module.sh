@@ -5,8 +5,9 @@
 # leg processes included) load none at run time — read from the dynamic
 # loader's own log (LD_DEBUG=libs, one file per process). `--device cuda`
 # without a GPU or without the module exits 125 with one line saying which;
-# `--device auto` falls back to the CPU with a note. Negative control: a
-# `--device cuda` leg does open the module (when this build has one).
+# `--device auto` falls back to the CPU with a note; an installed tree
+# finds its module. Negative control: a `--device cuda` leg does open the
+# module (when this build has one).
 set -u
 : "${RC_BIN:?RC_BIN is not set}"
 T=$(mktemp -d /tmp/rc_cuda_module.XXXXXX)
@@ -86,6 +87,20 @@ r=$?
 [ "$r" = 125 ] || fail "RC_CUDA_MODULE missing: exit $r, want 125"
 if [ -f "$module" ]; then
   grep -q "cannot open the CUDA module" "$T/badmod.out" || fail "bad module path: $(cat "$T/badmod.out")"
+fi
+# 4. installed: the module goes to PREFIX/lib/resumecheck and the installed
+# binary finds it there (no GPU: it then gets as far as looking for a device)
+if [ -f "$module" ] && command -v cmake >/dev/null 2>&1; then
+  if cmake --install "$(dirname "$RC_BIN")" --prefix "$T/prefix" >"$T/install.out" 2>&1; then
+    [ -x "$T/prefix/bin/resumecheck" ] || fail "install: no PREFIX/bin/resumecheck"
+    [ -f "$T/prefix/lib/resumecheck/libresumecheck_cuda.so" ] || fail "install: no PREFIX/lib/resumecheck/libresumecheck_cuda.so"
+    got=$(env -u RC_CUDA_MODULE LD_DEBUG=libs LD_DEBUG_OUTPUT="$T/ld/installed" \
+      "$T/prefix/bin/resumecheck" train --device cuda --steps 2 --out "$T/installed" 2>&1)
+    cat "$T/ld/installed".* | grep -q "calling init: $T/prefix/bin/../lib/resumecheck/libresumecheck_cuda.so" ||
+      fail "the installed binary did not open the installed module: $got"
+  else
+    fail "cmake --install failed: $(tail -3 "$T/install.out")"
+  fi
 fi
 [ "$fails" = 0 ] && echo "ok"
 exit $((fails > 0))
