@@ -7,10 +7,13 @@
  * order matters: it decides which forward call of a shared module pairs with
  * which backward, and that pairing is the seed's bug. */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/numeric.h"
 #include "core/linear.h"
@@ -88,23 +91,75 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
 }
 
 /* Deterministic init from (seed, parameter index, element): the same on
- * every backend and independent of the order parameters are created in. */
-static void init_param(rc_model *m, rc_param *p, int index, float std, bool ones) {
-  float *host = malloc(p->numel * sizeof(float));
-  if (!host) abort();
-  uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
-  for (size_t i = 0; i < p->numel; i += 2) {
-    if (ones) {
-      host[i] = 1.0f;
-      if (i + 1 < p->numel) host[i + 1] = 1.0f;
-      continue;
-    }
-    uint64_t r = rc_mix64(key + i);
+ * every backend and independent of the order parameters are created in.
+ * Element pair (i, i+1) is a pure function of (key, i), so the elements can
+ * be filled on several threads in any split with the same bits; a gpu-small
+ * model is ~200M Box-Muller draws, seconds on one core. */
+typedef struct {
+  float *host;
+  size_t lo, hi, numel; /* this chunk: pairs starting at even lo .. hi */
+  uint64_t key;
+  float std;
+} init_chunk;
+
+static void fill_normal(const init_chunk *c) {
+  for (size_t i = c->lo; i < c->hi; i += 2) {
+    uint64_t r = rc_mix64(c->key + i);
     double u1 = ((double)(r >> 11) + 1.0) * (1.0 / 9007199254740993.0);
     double u2 = (double)(rc_mix64(r) >> 11) * (1.0 / 9007199254740992.0);
     double rad = sqrt(-2.0 * log(u1));
-    host[i] = (float)(std * rad * cos(2 * M_PI * u2));
-    if (i + 1 < p->numel) host[i + 1] = (float)(std * rad * sin(2 * M_PI * u2));
+    c->host[i] = (float)(c->std * rad * cos(2 * M_PI * u2));
+    if (i + 1 < c->numel) c->host[i + 1] = (float)(c->std * rad * sin(2 * M_PI * u2));
+  }
+}
+
+static void *fill_normal_thread(void *arg) {
+  fill_normal(arg);
+  return NULL;
+}
+
+enum { INIT_MAX_THREADS = 32, INIT_MIN_CHUNK = 1 << 18 };
+
+/* The online CPUs; RC_INIT_THREADS overrides (tests show the split changes
+ * no bit: tests/core_init_threads.sh). */
+static int init_threads(void) {
+  const char *env = getenv("RC_INIT_THREADS");
+  long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > INIT_MAX_THREADS ? INIT_MAX_THREADS : (int)n;
+}
+
+/* Fills host[0..numel) on up to `threads` threads (this one included); a
+ * thread that cannot be started leaves its chunk to this one. */
+static void fill_normal_parallel(float *host, size_t numel, uint64_t key, float std, int threads) {
+  size_t pairs = (numel + 1) / 2;
+  size_t per = (pairs + (size_t)threads - 1) / (size_t)threads;
+  if (per * 2 < INIT_MIN_CHUNK) per = INIT_MIN_CHUNK / 2;
+  init_chunk chunk[INIT_MAX_THREADS];
+  pthread_t tid[INIT_MAX_THREADS];
+  bool started[INIT_MAX_THREADS] = {false};
+  int n = 0;
+  for (size_t lo = 0; lo < numel && n < INIT_MAX_THREADS; lo += 2 * per, n++) {
+    size_t hi = lo + 2 * per < numel ? lo + 2 * per : numel;
+    chunk[n] = (init_chunk){host, lo, hi, numel, key, std};
+    if (n > 0) started[n] = !pthread_create(&tid[n], NULL, fill_normal_thread, &chunk[n]);
+  }
+  fill_normal(&chunk[0]);
+  for (int t = 1; t < n; t++) {
+    if (started[t])
+      pthread_join(tid[t], NULL);
+    else
+      fill_normal(&chunk[t]);
+  }
+}
+
+static void init_param(rc_model *m, rc_param *p, int index, float std, bool ones, int threads) {
+  float *host = malloc(p->numel * sizeof(float));
+  if (!host) abort();
+  if (ones)
+    for (size_t i = 0; i < p->numel; i++) host[i] = 1.0f;
+  else {
+    uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
+    fill_normal_parallel(host, p->numel, key, std, threads);
   }
   m->ops->to_device(p->weight, host, p->numel * sizeof(float));
   free(host);
@@ -214,13 +269,14 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
       lin->wgrad_scratch = rc_model_alloc(m, (size_t)lin->in * lin->out);
   }
   /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
+  int threads = init_threads();
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     bool norm = p->ndim == 1;
     float std = (float)c->init_std;
     if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
       std /= sqrtf(2.0f * c->layers);
-    init_param(m, p, i, std, norm);
+    init_param(m, p, i, std, norm, threads);
   }
   /* activations */
   int n_acts = c->layers + m->D;
