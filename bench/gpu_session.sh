@@ -14,6 +14,11 @@
 # gpu_harness.log, sanitizer.log (build.log instead of the rest when the
 # build fails). RC_SESSION_SANITIZER=0 leaves the sanitizer test out;
 # RC_SESSION_STOP_ON_FAIL=1 stops after a failing cuda_ops (saves device time).
+# RC_SESSION_PARTS (default "ops parity bench profile harness attention
+# sanitizer") picks the parts; "module" runs core_cuda_module, "verdict"
+# bench/bench_verdict.sh on gpu-small, "save" bench/bench_save.sh when present,
+# "rootcause" compute-sanitizer on an events-on leg of $RC_OLD_BIN (a build
+# from before the bisect fix) and of this build.
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -32,12 +37,42 @@ if ! { [ -x "$B/resumecheck" ] && ! ldd "$B/resumecheck" | grep -q "not found" &
   log "carried build $B unusable here: building"
   B=build
   { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-    cmake --build "$B" -j16 --target resumecheck test_cuda_ops gpu_parity sanitizer_control; } > "$OUT/build.log" 2>&1 ||
+    cmake --build "$B" -j16 --target resumecheck resumecheck_cuda test_cuda_ops gpu_parity sanitizer_control; } > "$OUT/build.log" 2>&1 ||
     { log "build failed"; tail -30 "$OUT/build.log" | tee -a "$S"; exit 1; }
 fi
 rm -rf "$probe"
 log "binaries: $B"
+# the test programs live in $B/tests, not beside the CUDA module
+export RC_CUDA_MODULE="$PWD/$B/libresumecheck_cuda.so"
+case "$B" in /*) RC_CUDA_MODULE="$B/libresumecheck_cuda.so" ;; esac
+PARTS=" ${RC_SESSION_PARTS:-ops parity bench profile harness attention sanitizer} "
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 
+if want rootcause; then
+  log "root cause: compute-sanitizer memcheck on an events-on leg (bisect's through replay)"
+  ev=(train --device cuda --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy
+    --steps 6 --events /tmp/rc_rc.events --events-from-step 6)
+  if [ -n "${RC_OLD_SRC:-}" ] && [ -z "${RC_OLD_BIN:-}" ]; then
+    log "building the old tree $RC_OLD_SRC"
+    { cmake -S "$RC_OLD_SRC" -B /tmp/rc_old_build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DRC_WITH_MPI=OFF && cmake --build /tmp/rc_old_build -j16 --target resumecheck; } > /tmp/rc_old_build.log 2>&1 &&
+      RC_OLD_BIN=/tmp/rc_old_build/resumecheck || tail -5 /tmp/rc_old_build.log | tee -a "$S"
+  fi
+  for bin in "${RC_OLD_BIN:-}" "$B/resumecheck"; do
+    [ -n "$bin" ] && [ -x "$bin" ] || continue
+    rm -rf /tmp/rc_rc
+    timeout 240 compute-sanitizer --tool memcheck --print-limit 3 "$bin" "${ev[@]}" --out /tmp/rc_rc \
+      > /tmp/rc_rc.log 2>&1
+    echo "$bin: exit $?; $(grep -c 'Invalid' /tmp/rc_rc.log) invalid-access reports" | tee -a "$S"
+    grep -E "Invalid|at .*0x|by thread|Address|ERROR SUMMARY|fingerprint|Host Frame" /tmp/rc_rc.log | head -14 | tee -a "$S"
+  done
+fi
+if want module; then
+  log "core_cuda_module (the module loads for a CUDA leg only)"
+  RC_BIN="$B/resumecheck" timeout 120 bash tests/core_cuda_module.sh 2>&1 | tail -5 | tee -a "$S"
+fi
+
+if want ops; then
 log "cuda_ops"
 timeout 150 "$B/tests/test_cuda_ops" > "$OUT/cuda_ops.log" 2>&1
 rc_ops=$?
@@ -47,12 +82,16 @@ if [ "$rc_ops" != 0 ] && [ "${RC_SESSION_STOP_ON_FAIL:-0}" = 1 ]; then
   log "stopping: cuda_ops failed (RC_SESSION_STOP_ON_FAIL=1)"
   exit 1
 fi
+fi
 
+if want parity; then
 log "gpu_parity"
 timeout 60 "$B/tests/gpu_parity" > "$OUT/gpu_parity.log" 2>&1
 echo "gpu_parity exit $?" | tee -a "$S"
 grep -E "FAIL|attention|parity" "$OUT/gpu_parity.log" | tee -a "$S"
+fi
 
+if want bench; then
 log "bench"
 # three interleaved rounds of eager vs the core: eager's tokens/s swings with
 # the host CPU (70k-114k in round four), so the verdict is a median of pairs
@@ -62,22 +101,40 @@ RC_BIN="$B/resumecheck" OUT=/tmp BENCH_MODES="${BENCH_MODES:-eager}" \
   bash bench/bench_gpu.sh > "$OUT/bench.log" 2>&1
 cp /tmp/bench_gpu/results.jsonl "$OUT/results.jsonl" 2> /dev/null
 tail -9 "$OUT/bench.log" | tee -a "$S"
+fi
 
+if want profile; then
 log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps)"
 RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
   --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
 head -30 "$OUT/profile_ops.txt" | tee -a "$S"
+fi
 
+if want harness; then
 log "gpu_harness"
-RC_BIN="$B/resumecheck" RC_SRC="$PWD" RC_FIXTURES="$PWD/fixtures" timeout 200 \
+RC_BIN="$B/resumecheck" RC_SRC="$PWD" RC_FIXTURES="$PWD/fixtures" timeout 300 \
   bash tests/gpu_harness.sh > "$OUT/gpu_harness.log" 2>&1
 echo "gpu_harness exit $?" | tee -a "$S"
 grep -E "^(ok|FAIL)" "$OUT/gpu_harness.log" | tee -a "$S"
+fi
 
+if want verdict; then
+log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
+RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
+  REPEAT="${VERDICT_REPEAT:-2}" timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
+fi
+if want save && [ -f bench/bench_save.sh ]; then
+log "save and load vs dd (gpu-small checkpoint)"
+RC_BIN="$B/resumecheck" BENCH_FLAGS="--preset gpu-small --device cuda" timeout 300 \
+  bash bench/bench_save.sh 2>&1 | tail -20 | tee -a "$S"
+fi
+
+if want attention; then
 log "attention peer (PyTorch SDPA at gpu-small's shape)"
 timeout 60 python3 bench/torch_attention.py 2>&1 | tail -1 | tee -a "$S"
+fi
 
-if [ "${RC_SESSION_SANITIZER:-1}" = 1 ]; then
+if want sanitizer && [ "${RC_SESSION_SANITIZER:-1}" = 1 ]; then
   log "gpu_sanitizer (compute-sanitizer memcheck + racecheck)"
   RC_BIN="$B/resumecheck" timeout 300 bash tests/gpu_sanitizer.sh > "$OUT/sanitizer.log" 2>&1
   echo "gpu_sanitizer exit $?" | tee -a "$S"

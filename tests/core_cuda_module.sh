@@ -90,7 +90,7 @@ if [ -f "$module" ]; then
 fi
 # 4. installed: the module goes to PREFIX/lib/resumecheck and the installed
 # binary finds it there (no GPU: it then gets as far as looking for a device)
-if [ -f "$module" ] && command -v cmake >/dev/null 2>&1; then
+if [ -f "$module" ] && [ -f "$(dirname "$RC_BIN")/cmake_install.cmake" ] && command -v cmake >/dev/null 2>&1; then
   if cmake --install "$(dirname "$RC_BIN")" --prefix "$T/prefix" >"$T/install.out" 2>&1; then
     [ -x "$T/prefix/bin/resumecheck" ] || fail "install: no PREFIX/bin/resumecheck"
     [ -f "$T/prefix/lib/resumecheck/libresumecheck_cuda.so" ] || fail "install: no PREFIX/lib/resumecheck/libresumecheck_cuda.so"
