@@ -91,7 +91,7 @@ static void supervisor_on_parent_death(int sig) {
 
 /* Never returns: in the forked child. */
 static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
-                      int wait_fd, pid_t run_pid, int err_w) {
+                      int wait_fd, pid_t run_pid, bool die_with_run, int err_w) {
   setpgid(0, 0);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -108,7 +108,8 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid) kill(0, SIGKILL);
+  if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
+    kill(0, SIGKILL);
 
   /* The supervisor is a copy of `run` that never execs: it must not keep
    * `run`'s descriptors (other legs' wait pipes, the run's lock), so every
@@ -135,7 +136,7 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   if (child == 0) {
     sa.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &sa, NULL); /* EINVAL for some: fine */
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor itself be killed */
+    if (die_with_run) prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor be killed */
     if (search_path)
       execvpe(argv[0], argv, env);
     else
@@ -192,6 +193,9 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
   if (pipe2(errp, O_CLOEXEC)) return rc_fail(err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
   char *const *env = envp ? envp : environ;
   pid_t run_pid = getpid();
+  /* test hook (docs/robustness.md): legs that outlive run, as before */
+  const char *orphan = getenv("RC_TEST_LEGS_OUTLIVE_RUN");
+  bool die_with_run = !(orphan && *orphan == '1');
   if (wait_fd >= 0 && wait_fd <= 4) {
     close(errp[0]);
     close(errp[1]);
@@ -207,7 +211,7 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
   }
   if (p == 0) {
     close(errp[0]);
-    supervise(argv, env, search_path, log_path, wait_fd, run_pid, errp[1]);
+    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, errp[1]);
   }
   setpgid(p, p); /* also here, so that kill(-p) works before the child ran */
   close(errp[1]);
