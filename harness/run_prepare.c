@@ -5,8 +5,10 @@
  * leg directories from an earlier run (--overwrite removes them, and only
  * where a marker shows that `run` made them). Two runs never share a
  * directory: the first holds an flock on DIR/.lock until it exits, and a
- * second is refused before it touches anything (--overwrite included). An
- * --out that cannot be written is refused here too, before any leg starts. */
+ * second is refused before it touches anything (--overwrite included); a
+ * leg directory whose lock a live `train` holds (a leg that outlived an
+ * earlier run) is refused, never removed under it. An --out that cannot
+ * be written is refused here too, before any leg starts. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "run.h"
 
@@ -16,7 +18,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
