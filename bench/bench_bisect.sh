@@ -20,7 +20,8 @@ preset=${2:-tiny} steps=${3:-200} reps=${4:-5} device=${5:-cpu}
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 
-step_time() { awk -F, 'NR>2{s+=$2;n++}END{printf "%.6f", s/n}' "$1/timing.csv"; }
+# timing.csv: phase,step,seconds; the step rows after the first (docs/trace.md)
+step_time() { awk -F, '$1=="step"{if(seen++)s+=$3}END{printf "%.6f", s/(seen-1)}' "$1/timing.csv"; }
 median() { sort -g | awk '{a[NR]=$1}END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 
 common=(train --preset "$preset" --steps "$steps" --device "$device")

@@ -62,7 +62,8 @@ timing, smi, base, rc, trace, mode, rnd = sys.argv[1:8]
 tok = 8 * 1024 * 2
 d = {"mode": mode, "round": int(rnd)}
 try:
-    rows = [r for r in csv.DictReader(open(timing)) if 3 <= int(r["step"]) <= 12]
+    rows = [r for r in csv.DictReader(open(timing))
+            if r.get("phase", "step") == "step" and 3 <= int(r["step"]) <= 12]
     med = statistics.median(float(r["seconds"]) for r in rows)
     d.update(tokens_per_s=tok / med, step_ms_median=med * 1e3, steps_timed=len(rows))
 except Exception as e:

@@ -107,6 +107,37 @@ static void config(rc_jw *w, const rc_run *run) {
   rc_jw_obj_end(w);
 }
 
+/* A phase of timing.csv in seconds, null where the leg did not measure it. */
+static void kv_secs(rc_jw *w, const char *k, double v) {
+  rc_jw_key(w, k);
+  if (v >= 0)
+    rc_jw_double(w, v);
+  else
+    rc_jw_null(w);
+}
+
+/* "timing": the leg's start-up phases and saves (docs/trace.md), or null. */
+static void timing(rc_jw *w, const rc_leg_timing *t) {
+  rc_jw_key(w, "timing");
+  if (!t->have) {
+    rc_jw_null(w);
+    return;
+  }
+  rc_jw_obj_begin(w);
+  kv_secs(w, "exec_s", t->exec_s);
+  kv_secs(w, "backend_s", t->backend_s);
+  kv_secs(w, "model_init_s", t->model_init_s);
+  kv_secs(w, "wait_s", t->wait_s);
+  kv_secs(w, "load_s", t->load_s);
+  kv_secs(w, "first_step_s", t->first_step_s);
+  kv_secs(w, "start_to_first_step_s", t->start_to_first_step_s);
+  kv_int(w, "steps", t->n_steps);
+  kv_secs(w, "steps_s", t->steps_s);
+  kv_int(w, "saves", t->n_saves);
+  kv_secs(w, "saves_s", t->saves_s);
+  rc_jw_obj_end(w);
+}
+
 static void legs(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "legs");
   rc_jw_arr_begin(w);
@@ -149,6 +180,9 @@ static void legs(rc_jw *w, const rc_run *run) {
       rc_jw_null(w);
     kv_str_or_null(w, "reason", l->reason);
     kv_str_or_null(w, "log_tail", l->log_tail);
+    rc_jw_key(w, "prewarmed");
+    rc_jw_bool(w, l->prewarmed);
+    timing(w, &l->timing);
     rc_jw_obj_end(w);
   }
   rc_jw_arr_end(w);

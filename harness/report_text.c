@@ -78,6 +78,40 @@ static void print_legs(const rc_run *run, FILE *out) {
   }
 }
 
+/* One line: where the legs' time went outside their steps (timing.csv of
+ * each `train` leg; nothing for exec trainers). Phases summed over legs. */
+static void print_startup(const rc_run *run, FILE *out) {
+  double sum[5] = {0}, saves = 0, first = -1;
+  int n = 0, n_saves = 0;
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg_timing *t = &run->legs[i].timing;
+    if (!t->have) continue;
+    const double v[5] = {t->exec_s, t->backend_s, t->model_init_s, t->wait_s, t->load_s};
+    for (int k = 0; k < 5; k++)
+      if (v[k] > 0) sum[k] += v[k];
+    saves += t->saves_s;
+    n_saves += t->n_saves;
+    if (t->start_to_first_step_s > first) first = t->start_to_first_step_s;
+    n++;
+  }
+  if (!n) return;
+  static const char *const names[5] = {"exec", "backend", "model init", "wait", "load"};
+  fprintf(out, "\n  start-up, summed over %d legs:", n);
+  for (int k = 0; k < 5; k++) {
+    char s[32];
+    rc_fmt_seconds(sum[k], s, sizeof s);
+    fprintf(out, " %s %s%s", names[k], s, k < 4 ? "," : "");
+  }
+  char s[32], f[32];
+  rc_fmt_seconds(saves, s, sizeof s);
+  fprintf(out, "; %d saves %s", n_saves, s);
+  if (first >= 0) {
+    rc_fmt_seconds(first, f, sizeof f);
+    fprintf(out, "; slowest start to first step %s", f);
+  }
+  fprintf(out, "\n");
+}
+
 static void print_failed_legs(const rc_run *run, FILE *out) {
   for (int i = 0; i < run->n_legs; i++) {
     const rc_leg *l = &run->legs[i];
@@ -187,6 +221,7 @@ static void print_findings(const rc_run *run, FILE *out) {
 void rc_report_text(const rc_run *run, FILE *out) {
   print_config(run, out);
   print_legs(run, out);
+  print_startup(run, out);
   print_checks(run, out);
   print_failed_legs(run, out);
   print_findings(run, out);

@@ -63,6 +63,18 @@ typedef enum {
   RC_LEG_SKIPPED /* never started: its input does not exist */
 } rc_leg_state;
 
+/* A leg's start-up and save times, read from its timing.csv when it ended
+ * (docs/trace.md); -1 where the leg did not measure a phase. Legs of exec
+ * trainers write their own timing.csv, if any: have stays false. */
+typedef struct {
+  bool have;
+  double exec_s, backend_s, model_init_s, wait_s, load_s;
+  double first_step_s;          /* the leg's first training step */
+  double start_to_first_step_s; /* spawn to the end of that step */
+  int n_steps, n_saves;
+  double steps_s, saves_s; /* sums over the step and save rows */
+} rc_leg_timing;
+
 typedef struct {
   char name[64];  /* "through", "save", "resume@5", "aa" */
   char arm[16];   /* "" or "fusion-on" / "fusion-off" */
@@ -83,7 +95,14 @@ typedef struct {
   int exit_code;   /* valid when it exited */
   int term_signal; /* > 0 when a signal ended it */
   double t_start, wall_s;
-  int64_t steps_done;  /* trace rows seen (progress) */
+  int64_t steps_done; /* trace rows seen (progress) */
+  /* pre-warmed resume legs (`train --wait-for-checkpoint`): started while
+   * their producer still runs; `run` holds the write end of a pipe whose
+   * read end is the leg's fd 3 and closes it when the producer ends */
+  bool prewarmed;
+  bool waiting; /* its checkpoint was not complete at the last look (progress) */
+  int wait_wfd; /* the write end, valid while > 0 */
+  rc_leg_timing timing;
   char reason[1024];   /* why it failed, was killed or skipped */
   char log_tail[4096]; /* last lines of its log when it failed */
 } rc_leg;
@@ -230,9 +249,18 @@ const char *rc_leg_argv0(const rc_run *run, const rc_leg *leg);
 
 /* Spawns argv (PATH search when search_path) in its own process group with
  * stdin from /dev/null and stdout+stderr into log_path (truncated), whose
- * first line is "$ " + header when header is non-NULL. envp NULL = inherit. */
+ * first line is "$ " + header when header is non-NULL. envp NULL = inherit.
+ * *pid is the group's leader, a small supervisor that dies with the caller
+ * and then takes the whole group with it (run_spawn.c); its exit status is
+ * the trainer's. */
 int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
                     const char *header, pid_t *pid, rc_err *err);
+/* The same, with wait_fd (>= 0) as the leg's fd 3 (RC_WAIT_FD=3 is the
+ * caller's to put into envp). */
+int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const char *log_path,
+                 const char *header, int wait_fd, pid_t *pid, rc_err *err);
+/* Reads DIR/timing.csv of a `train` leg into *t. */
+void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t);
 /* Runs argv to completion, collecting its stdout (malloc'd, NUL-terminated)
  * while its stderr goes to ours. *status is the waitpid status. */
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err);

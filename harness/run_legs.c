@@ -1,9 +1,13 @@
 /* run_legs.c — running the planned legs as processes.
  *
- * A small scheduler: legs start in plan order as soon as a job slot is free
- * and the checkpoint they resume from exists (the leg that writes it has
- * finished and left a COMPLETE marker), so through, save and aa start
- * together and each resume leg follows its producer. A leg that exits 0
+ * A small scheduler: legs start in plan order as soon as a job slot is free,
+ * so through, save and aa start together. A resume leg of the built-in
+ * trainer starts as soon as its producer runs, pre-warmed: `train
+ * --wait-for-checkpoint` sets up its backend and model, then waits for the
+ * checkpoint's COMPLETE marker, and run tells it through a pipe when the
+ * producer has ended (docs/robustness.md: why a pipe). Exec trainers cannot
+ * be pre-warmed: their resume legs start once the producer has finished and
+ * left the checkpoint. A leg that exits 0
  * must also have written every checkpoint it was asked for; otherwise it
  * counts as failed, with the reason. On the first failure the other legs
  * are stopped, unless --keep-going; on SIGINT/SIGTERM every leg is stopped.
@@ -12,6 +16,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -28,17 +33,22 @@ extern char **environ;
 
 #define KILL_GRACE_S 5.0 /* SIGTERM, then SIGKILL after this long */
 
-/* environ plus RC_* variables describing the leg, for exec trainers that
- * prefer the environment to placeholders. Strings it adds are owned by
- * *extra (freed by free_env). */
-static char **leg_env(const rc_run *run, const rc_leg *leg, char ***extra) {
-  static const char *const names[] = {"RC_LEG=",         "RC_STEPS=", "RC_STOP_AT=", "RC_SAVE_AT=",
-                                      "RC_RESUME_FROM=", "RC_OUT=",   "RC_FUSION="};
-  enum { NX = 7 };
+/* environ plus RC_* variables describing the leg: for every leg the spawn
+ * time (start-up timing) and, pre-warmed, the wait pipe; for exec trainers,
+ * which may prefer the environment to placeholders, the leg itself. Any
+ * RC_* of these names in run's own environment is replaced. Strings it adds
+ * are owned by *extra (freed by free_env). */
+static char **leg_env(const rc_run *run, const rc_leg *leg, bool exec, double t_spawn,
+                      char ***extra) {
+  static const char *const names[] = {
+      "RC_SPAWN_TIME=", "RC_WAIT_FD=",     "RC_LEG=", "RC_STEPS=", "RC_STOP_AT=",
+      "RC_SAVE_AT=",    "RC_RESUME_FROM=", "RC_OUT=", "RC_FUSION="};
+  enum { NX = 9 };
   int n = 0;
   while (environ[n]) n++;
   char **env = calloc((size_t)n + NX + 1, sizeof *env);
   char **mine = calloc(NX + 1, sizeof *mine);
+  char *saves = NULL;
   if (!env || !mine) goto oom;
   int m = 0;
   for (int i = 0; i < n; i++) {
@@ -48,28 +58,29 @@ static char **leg_env(const rc_run *run, const rc_leg *leg, char ***extra) {
     if (!ours) env[m++] = environ[i];
   }
   size_t save_len = (size_t)leg->n_saves * 21 + 1;
-  char *saves = malloc(save_len);
+  saves = malloc(save_len);
   if (!saves) goto oom;
   size_t len = 0;
   saves[0] = 0;
   for (int i = 0; i < leg->n_saves; i++)
     len += (size_t)snprintf(saves + len, save_len - len, "%s%" PRId64, i ? "," : "", leg->saves[i]);
-  char steps[24], stop[24];
+  char steps[24], stop[24], spawn[40];
   snprintf(steps, sizeof steps, "%" PRId64, run->opts.steps);
   snprintf(stop, sizeof stop, "%" PRId64, leg->last_step);
+  snprintf(spawn, sizeof spawn, "%.9f", t_spawn);
   const char *fusion = !strcmp(leg->arm, "fusion-on")    ? "on"
                        : !strcmp(leg->arm, "fusion-off") ? "off"
                                                          : "";
-  const char *vals[NX] = {leg->label, steps, stop, saves, leg->resume_from, leg->dir, fusion};
+  const char *vals[NX] = {spawn,    "3",   leg->label, steps, stop, saves, leg->resume_from,
+                          leg->dir, fusion};
+  int k_mine = 0;
   for (int k = 0; k < NX; k++) {
+    if (k == 1 && !leg->prewarmed) continue;
+    if (k >= 2 && !exec) break;
     size_t sz = strlen(names[k]) + strlen(vals[k]) + 1;
-    mine[k] = malloc(sz);
-    if (!mine[k]) {
-      free(saves);
-      goto oom;
-    }
-    snprintf(mine[k], sz, "%s%s", names[k], vals[k]);
-    env[m++] = mine[k];
+    if (!(mine[k_mine] = malloc(sz))) goto oom;
+    snprintf(mine[k_mine], sz, "%s%s", names[k], vals[k]);
+    env[m++] = mine[k_mine++];
   }
   free(saves);
   env[m] = NULL;
@@ -80,6 +91,7 @@ oom:
     for (int k = 0; k < NX; k++) free(mine[k]);
   free(mine);
   free(env);
+  free(saves);
   return NULL;
 }
 
@@ -90,22 +102,64 @@ static void free_env(char **env, char **extra) {
   free(env);
 }
 
+/* argv plus --wait-for-checkpoint, for a pre-warmed leg (the flag is not in
+ * leg->argv: a leg re-run by hand from its repro line needs no wait).
+ * Borrows the words; NULL on OOM. */
+static char **prewarm_argv(const rc_leg *leg) {
+  char **v = calloc((size_t)leg->argc + 2, sizeof *v);
+  if (!v) return NULL;
+  for (int k = 0; k < leg->argc; k++) v[k] = leg->argv[k];
+  v[leg->argc] = "--wait-for-checkpoint";
+  return v;
+}
+
+/* The pipe of a pre-warmed leg: the read end above fd 4 (the supervisor
+ * makes it the leg's fd 3), both ends close-on-exec so no other leg holds
+ * them: the write end's last copy is run's, and its closing (by run, or by
+ * the kernel when run dies) is what the leg sees. */
+static int wait_pipe(int *rfd, int *wfd) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC)) return -1;
+  int r = fcntl(p[0], F_DUPFD_CLOEXEC, 10);
+  close(p[0]);
+  if (r < 0) {
+    close(p[1]);
+    return -1;
+  }
+  *rfd = r;
+  *wfd = p[1];
+  return 0;
+}
+
+static void close_wait_pipe(rc_leg *leg) {
+  if (leg->wait_wfd > 0) close(leg->wait_wfd);
+  leg->wait_wfd = 0;
+}
+
 static void start_leg(rc_run *run, int i, rc_progress *prog) {
   rc_leg *leg = &run->legs[i];
   rc_err err = {0};
-  char **env = NULL, **extra = NULL;
+  char **env = NULL, **extra = NULL, **argv = leg->argv;
   bool exec = run->opts.trainer == RC_TRAINER_EXEC;
+  int rfd = -1;
   leg->t_start = rc_now();
-  if (exec && !(env = leg_env(run, leg, &extra))) {
+  if (leg->prewarmed && wait_pipe(&rfd, &leg->wait_wfd)) {
+    rc_fail(&err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
+  } else if (leg->prewarmed && !(argv = prewarm_argv(leg))) {
+    rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
+  } else if (!(env = leg_env(run, leg, exec, leg->t_start, &extra))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
   } else {
     char *header = malloc(65536);
     if (header) rc_leg_command(run, leg, header, 65536);
-    rc_spawn_logged(leg->argv, env, exec, leg->log_path, header, &leg->pid, &err);
+    rc_spawn_leg(argv, env, exec, leg->log_path, header, rfd, &leg->pid, &err);
     free(header);
   }
+  if (rfd >= 0) close(rfd); /* the leg's copy is its own now */
+  if (argv != leg->argv) free(argv);
   free_env(env, extra);
   if (err.code) {
+    close_wait_pipe(leg);
     leg->state = RC_LEG_FAILED;
     leg->exit_code = 127;
     leg->wall_s = 0;
@@ -155,6 +209,15 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     snprintf(leg->reason + len, sizeof leg->reason - len,
              "; it had finished %" PRId64 " of its %" PRId64 " steps", leg->steps_done,
              leg->last_step - leg->resume_step);
+  } else if (leg->prewarmed && leg->exit_code == RC_EXIT_NOINPUT &&
+             run->legs[leg->depends_on].state != RC_LEG_OK) {
+    /* it ended its wait because run said the checkpoint will not come */
+    const rc_leg *dep = &run->legs[leg->depends_on];
+    leg->state = RC_LEG_KILLED;
+    snprintf(leg->reason, sizeof leg->reason,
+             "stopped waiting: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
+             dep->label, leg->resume_step, dep->label,
+             dep->state == RC_LEG_FAILED ? "failed" : "was stopped");
   } else if (leg->term_signal) {
     leg->state = RC_LEG_FAILED;
     snprintf(leg->reason, sizeof leg->reason, "killed by signal %d (%s)", leg->term_signal,
@@ -166,6 +229,19 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     leg->state = check_outputs(leg) ? RC_LEG_OK : RC_LEG_FAILED;
   }
   if (leg->state != RC_LEG_OK) rc_log_tail(leg->log_path, 12, leg->log_tail, sizeof leg->log_tail);
+  close_wait_pipe(leg);
+  leg->waiting = false;
+  if (run->opts.trainer == RC_TRAINER_SELF) rc_leg_timing_read(leg->dir, &leg->timing);
+}
+
+/* A leg ended: the pre-warmed legs that wait for its checkpoints are told,
+ * by the end of their pipe. Each then loads, if the checkpoint it needs is
+ * complete, or ends at once (66, "will not come"). RC_TEST_KEEP_WAIT_PIPES
+ * (tests only) skips this, to show that nothing else would end the wait. */
+static void release_waiters(rc_run *run, int producer, bool keep_pipes) {
+  if (keep_pipes) return;
+  for (int j = 0; j < run->n_legs; j++)
+    if (run->legs[j].depends_on == producer) close_wait_pipe(&run->legs[j]);
 }
 
 int rc_run_legs(rc_run *run, rc_err *err) {
@@ -177,6 +253,8 @@ int rc_run_legs(rc_run *run, rc_err *err) {
   if (!kill_at) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   double t0 = rc_now();
   bool stop = false;
+  const char *keep_env = getenv("RC_TEST_KEEP_WAIT_PIPES");
+  const bool keep_pipes = keep_env && *keep_env == '1';
   char stop_reason[256] = "";
 
   for (;;) {
@@ -209,6 +287,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
         status = 0x7f00;
       }
       finish_leg(run, i, status, kill_at[i] > 0);
+      release_waiters(run, i, keep_pipes);
       rc_progress_leg_finished(&prog, run, i);
       if (leg->state == RC_LEG_FAILED && !run->opts.keep_going && !stop) {
         stop = true;
@@ -223,6 +302,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
         if (leg->state != RC_LEG_RUNNING) continue;
         if (!kill_at[i]) {
           snprintf(leg->reason, sizeof leg->reason, "%s", stop_reason);
+          if (!keep_pipes) close_wait_pipe(leg);
           kill(-leg->pid, SIGTERM);
           kill_at[i] = now;
         } else if (now - kill_at[i] > KILL_GRACE_S) {
@@ -253,10 +333,15 @@ int rc_run_legs(rc_run *run, rc_err *err) {
                                                  : "never ran");
           continue;
         }
-        if (dep->state != RC_LEG_OK) {
+        /* self-trainer legs start pre-warmed once their producer runs (not
+         * before: a waiting leg holds a job slot, and waits only for a leg
+         * that holds one too); exec trainers once it has finished */
+        bool prewarm = run->opts.trainer == RC_TRAINER_SELF;
+        if (dep->state != RC_LEG_OK && !(prewarm && dep->state == RC_LEG_RUNNING)) {
           pending++;
           continue;
         }
+        leg->prewarmed = prewarm && dep->state == RC_LEG_RUNNING;
       }
       if (running >= run->opts.jobs) {
         pending++;

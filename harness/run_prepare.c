@@ -5,8 +5,10 @@
  * leg directories from an earlier run (--overwrite removes them, and only
  * where a marker shows that `run` made them). Two runs never share a
  * directory: the first holds an flock on DIR/.lock until it exits, and a
- * second is refused before it touches anything (--overwrite included). An
- * --out that cannot be written is refused here too, before any leg starts. */
+ * second is refused before it touches anything (--overwrite included); a
+ * leg directory whose lock a live `train` holds (a leg that outlived an
+ * earlier run) is refused, never removed under it. An --out that cannot
+ * be written is refused here too, before any leg starts. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "run.h"
 
@@ -16,11 +18,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "harness/run_signal.h"
 
@@ -119,47 +121,11 @@ static int remove_tree(const char *path, rc_err *err) {
 static int g_lock_fd = -1;
 
 static int lock_out_dir(const char *out_dir, rc_err *err) {
-  char path[RC_RUN_PATH_CAP + 32];
-  snprintf(path, sizeof path, "%s/%s", out_dir, RC_RUN_LOCK_NAME);
   if (g_lock_fd >= 0) { /* a second run in this process: the first is over */
     close(g_lock_fd);
     g_lock_fd = -1;
   }
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    return rc_fail(err, RC_EXIT_IOERR, "--out %s is not writable: cannot create %s: %s", out_dir,
-                   path, strerror(e));
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    char holder[32] = "";
-    ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
-    close(fd);
-    if (e != EWOULDBLOCK)
-      return rc_fail(err, RC_EXIT_IOERR, "cannot lock %s: %s", path, strerror(e));
-    if (got > 0) {
-      holder[got] = 0;
-      holder[strcspn(holder, "\n")] = 0;
-    }
-    return rc_fail(err, RC_EXIT_USAGE,
-                   "another `resumecheck run`%s%s%s is using %s (it holds %s): choose another"
-                   " --out or wait for it to finish",
-                   got > 0 ? " (pid " : "", got > 0 ? holder : "", got > 0 ? ")" : "", out_dir,
-                   path);
-  }
-  /* the holder's pid, for the message above (informative only: the lock is
-   * the flock, not the text) */
-  char text[32];
-  int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
-    int e = errno;
-    close(fd);
-    return rc_fail(err, RC_EXIT_IOERR, "--out %s is not writable: writing %s: %s", out_dir, path,
-                   strerror(e));
-  }
-  g_lock_fd = fd;
-  return RC_OK;
+  return rc_dir_lock(out_dir, "run", &g_lock_fd, err);
 }
 
 int rc_run_prepare(rc_run *run, rc_err *err) {
@@ -194,6 +160,11 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
   for (int i = 0; i < run->n_legs; i++) {
     const rc_leg *leg = &run->legs[i];
     if (rc_path_exists(leg->dir)) {
+      /* a leg of an earlier run that outlived it (or a `train` by hand)
+       * still writes here: neither refused-and-kept nor removed under it */
+      if ((rc = rc_dir_lock_probe(leg->dir, "a leg of an earlier run or a `resumecheck train`",
+                                  err)))
+        return rc;
       if (!o->overwrite || !ours)
         return rc_fail(err, RC_EXIT_USAGE,
                        "%s already exists from an earlier run: choose a new --out, remove it%s",

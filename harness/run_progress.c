@@ -1,8 +1,9 @@
 /* run_progress.c — what a person watching `resumecheck run` sees while the
  * legs train. On a terminal: a live block, one line per running leg with
- * step/N and an ETA read from the row count of its trace.csv, redrawn in
- * place, with a permanent line for each leg that ends. In CI logs (not a
- * TTY): one plain line when a leg starts and one when it ends, nothing
+ * step/N and an ETA read from the row count of its trace.csv (or "waiting
+ * for save@K" for a pre-warmed resume leg), redrawn in place, with a permanent line for each leg
+ * that ends. In CI logs (not a TTY): one plain line when a leg starts (saying what a pre-warmed leg
+ * waits for) and one when it ends, nothing
  * else, so logs stay short and diffable. */
 #include "run.h"
 
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "harness/report.h"
 
 double rc_now(void) {
@@ -58,6 +60,12 @@ static void draw_block(rc_progress *p, const rc_run *run, double now) {
       rc_fmt_seconds(el / (double)doneN * (double)(total - doneN), s, sizeof s);
       snprintf(eta, sizeof eta, "ETA %s", s);
     }
+    if (l->waiting) {
+      fprintf(p->out, "  %-22s waiting for %s@%" PRId64 " (set up, not loaded)\033[K\n", l->label,
+              run->legs[l->depends_on].label, l->resume_step);
+      shown++;
+      continue;
+    }
     int width = 20, fill = total > 0 ? (int)(width * doneN / total) : 0;
     char bar[32];
     for (int k = 0; k < width; k++) bar[k] = k < fill ? '#' : '.';
@@ -76,7 +84,11 @@ void rc_progress_leg_started(rc_progress *p, const rc_run *run, int i) {
   char range[48];
   rc_leg_range(l, range, sizeof range);
   if (p->mode == RC_PROGRESS_PLAIN) {
-    fprintf(p->out, "resumecheck run: leg %s started (steps %s)\n", l->label, range);
+    if (l->prewarmed)
+      fprintf(p->out, "resumecheck run: leg %s started (steps %s), waiting for %s@%" PRId64 "\n",
+              l->label, range, run->legs[l->depends_on].label, l->resume_step);
+    else
+      fprintf(p->out, "resumecheck run: leg %s started (steps %s)\n", l->label, range);
     fflush(p->out);
   }
 }
@@ -106,6 +118,11 @@ void rc_progress_tick(rc_progress *p, rc_run *run, double now) {
     char path[RC_RUN_PATH_CAP + 16];
     snprintf(path, sizeof path, "%s/trace.csv", l->dir);
     l->steps_done = rc_trace_rows(path);
+    if (l->prewarmed) {
+      char marker[RC_RUN_PATH_CAP + 16];
+      snprintf(marker, sizeof marker, "%s/COMPLETE", l->resume_from);
+      l->waiting = !rc_path_exists(marker);
+    }
   }
   erase_block(p);
   draw_block(p, run, now);

@@ -1,11 +1,11 @@
 /* run_spawn.c — starting leg processes and reading what they leave behind.
  *
- * Legs are started with posix_spawn, never through a shell: argv words are
- * passed as they are, so paths with spaces, quotes or "$(...)" stay inert.
- * Each leg gets its own process group (so that stopping it also stops what
- * an exec trainer started), stdin from /dev/null, and its stdout and stderr
- * in one log file. The SIGINT/SIGTERM flag below is the only global state of
- * the harness: a signal handler can do nothing else. */
+ * Legs are started with fork and exec (under a supervisor, below), never
+ * through a shell: argv words are passed as they are, so paths with spaces,
+ * quotes or "$(...)" stay inert. Each leg gets its own process group (so
+ * that stopping it also stops what an exec trainer started), stdin from
+ * /dev/null, and its stdout and stderr in one log file; it dies with `run`. The SIGINT/SIGTERM flag
+ * below is the only global state of the harness: a signal handler can do nothing else. */
 #include "run.h"
 
 #include <errno.h>
@@ -14,6 +14,8 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,50 +71,171 @@ static int init_attr(posix_spawnattr_t *attr, bool new_group) {
   return 0;
 }
 
-int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
-                    const char *header, pid_t *pid, rc_err *err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t attr;
-  if (posix_spawn_file_actions_init(&fa))
-    return rc_fail(err, RC_EXIT_SOFTWARE, "posix_spawn_file_actions_init failed");
-  if (init_attr(&attr, true)) {
-    posix_spawn_file_actions_destroy(&fa);
-    return rc_fail(err, RC_EXIT_SOFTWARE, "posix_spawnattr setup failed");
+/* ---- legs: a supervisor per leg, so that legs die with `run` ----
+ *
+ * posix_spawn cannot ask the kernel to signal a child when its parent dies,
+ * and a signal to the child alone would leave an exec trainer's own children
+ * running. So each leg is a fork of `run` that becomes the leader of a new
+ * process group, asks for SIGUSR1 when `run` dies (PR_SET_PDEATHSIG, then
+ * getppid() to close the race with a death before the prctl), forks the
+ * trainer into its group and waits for it. When `run` dies, however it dies
+ * (SIGKILL included), the supervisor kills its whole group. Otherwise it
+ * leaves with the trainer's own status (the same exit code, or the same
+ * signal), so `run` sees what it always saw. Between fork and exec only
+ * async-signal-safe calls are made. */
+
+static void supervisor_on_parent_death(int sig) {
+  (void)sig;
+  kill(0, SIGKILL); /* the whole group, this supervisor included */
+}
+
+/* Never returns: in the forked child. */
+static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
+                      int wait_fd, pid_t run_pid, bool die_with_run, int err_w) {
+  setpgid(0, 0);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = supervisor_on_parent_death;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  /* `run` stops a leg with SIGTERM to the group: the trainer decides what
+   * that means, the supervisor waits for its answer */
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGQUIT, &sa, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
+    kill(0, SIGKILL);
+
+  /* The supervisor is a copy of `run` that never execs: it must not keep
+   * `run`'s descriptors (other legs' wait pipes, the run's lock), so every
+   * descriptor but 0-2, the wait pipe as 3 and the error pipe as 4 goes. */
+  int high = fcntl(err_w, F_DUPFD_CLOEXEC, 10); /* out of the way of 0-4 */
+  if (high >= 0) err_w = high;
+  int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int out = open(log_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  bool ok = in >= 0 && out >= 0 && dup2(in, 0) == 0 && dup2(out, 1) == 1 && dup2(out, 2) == 2;
+  if (ok && wait_fd >= 0) ok = dup2(wait_fd, 3) == 3; /* wait_fd > 4: see rc_spawn_leg */
+  if (ok && wait_fd < 0) close(3);
+  ok = ok && dup2(err_w, 4) == 4 && fcntl(4, F_SETFD, FD_CLOEXEC) == 0;
+  if (!ok) {
+    int e = errno;
+    ssize_t w = write(err_w, &e, sizeof e);
+    (void)w;
+    _exit(127);
   }
-  int rc = RC_OK;
+  err_w = 4;
+  if (close_range(5, ~0U, 0) != 0)
+    for (int f = 5; f < 65536; f++) close(f);
+
+  pid_t child = fork();
+  if (child == 0) {
+    sa.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &sa, NULL); /* EINVAL for some: fine */
+    if (die_with_run) prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor be killed */
+    if (search_path)
+      execvpe(argv[0], argv, env);
+    else
+      execve(argv[0], argv, env);
+    int e = errno;
+    ssize_t w = write(err_w, &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  if (child < 0) {
+    int e = errno;
+    ssize_t w = write(err_w, &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  close(err_w); /* the exec closes the trainer's copy: EOF tells `run` it started */
+  close(3);     /* the wait pipe is the trainer's */
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) _exit(RC_EXIT_SOFTWARE);
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  struct rlimit no_core = {0, 0}; /* the trainer dumped its core, if any */
+  setrlimit(RLIMIT_CORE, &no_core);
+  sa.sa_handler = SIG_DFL;
+  sigaction(sig, &sa, NULL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, NULL);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const char *log_path,
+                 const char *header, int wait_fd, pid_t *pid, rc_err *err) {
+  *pid = -1;
   /* The log starts with the command, so that it can be re-run by hand;
    * creating it here also gives a clear error for an unwritable directory.
-   * The child then opens it again by name and appends. */
+   * The leg then opens it again by name and appends. */
   int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s", log_path, strerror(errno));
-    goto out;
-  }
+  if (fd < 0) return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s", log_path, strerror(errno));
   if (header) {
     size_t len = strlen(header);
     ssize_t w1 = write(fd, "$ ", 2), w2 = write(fd, header, len), w3 = write(fd, "\n", 1);
     if (w1 != 2 || w2 != (ssize_t)len || w3 != 1) {
       int e = errno;
       close(fd);
-      rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s", log_path, strerror(e));
-      goto out;
+      return rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s", log_path, strerror(e));
     }
   }
   close(fd);
-  if (posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) ||
-      posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_APPEND, 0644) ||
-      posix_spawn_file_actions_adddup2(&fa, 1, 2)) {
-    rc = rc_fail(err, RC_EXIT_SOFTWARE, "posix_spawn file actions failed");
-    goto out;
-  }
+  int errp[2]; /* the exec's errno, or EOF once it succeeded */
+  if (pipe2(errp, O_CLOEXEC)) return rc_fail(err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
   char *const *env = envp ? envp : environ;
-  int e = search_path ? posix_spawnp(pid, argv[0], &fa, &attr, argv, env)
-                      : posix_spawn(pid, argv[0], &fa, &attr, argv, env);
-  if (e) rc = rc_fail(err, RC_EXIT_SOFTWARE, "cannot execute '%s': %s", argv[0], strerror(e));
-out:
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&fa);
-  return rc;
+  pid_t run_pid = getpid();
+  /* test hook (docs/robustness.md): legs that outlive run, as before */
+  const char *orphan = getenv("RC_TEST_LEGS_OUTLIVE_RUN");
+  bool die_with_run = !(orphan && *orphan == '1');
+  if (wait_fd >= 0 && wait_fd <= 4) {
+    close(errp[0]);
+    close(errp[1]);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "wait pipe on fd %d: must be above 4", wait_fd);
+  }
+  fflush(NULL); /* nothing buffered is written twice */
+  pid_t p = fork();
+  if (p < 0) {
+    int e = errno;
+    close(errp[0]);
+    close(errp[1]);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "fork: %s", strerror(e));
+  }
+  if (p == 0) {
+    close(errp[0]);
+    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, errp[1]);
+  }
+  setpgid(p, p); /* also here, so that kill(-p) works before the child ran */
+  close(errp[1]);
+  int child_errno = 0;
+  ssize_t got;
+  do got = read(errp[0], &child_errno, sizeof child_errno);
+  while (got < 0 && errno == EINTR);
+  close(errp[0]);
+  *pid = p;
+  if (got == (ssize_t)sizeof child_errno) {
+    /* the leg never ran: reap its supervisor here */
+    int st;
+    while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+    }
+    *pid = -1;
+    return rc_fail(err, RC_EXIT_SOFTWARE, "cannot execute '%s': %s", argv[0],
+                   strerror(child_errno));
+  }
+  return RC_OK;
+}
+
+int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
+                    const char *header, pid_t *pid, rc_err *err) {
+  return rc_spawn_leg(argv, envp, search_path, log_path, header, -1, pid, err);
 }
 
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err) {
@@ -235,4 +358,53 @@ int64_t rc_trace_rows(const char *path) {
   }
   close(fd);
   return lines > 0 ? lines - 1 : 0; /* the header */
+}
+
+void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
+  memset(t, 0, sizeof *t);
+  t->exec_s = t->backend_s = t->model_init_s = t->wait_s = t->load_s = -1;
+  t->first_step_s = t->start_to_first_step_s = -1;
+  char path[RC_RUN_PATH_CAP + 16];
+  snprintf(path, sizeof path, "%s/timing.csv", leg_dir);
+  FILE *f = fopen(path, "re");
+  if (!f) return;
+  char line[256];
+  if (!fgets(line, sizeof line, f) || strcmp(line, "phase,step,seconds\n")) {
+    fclose(f); /* not ours (an exec trainer's), or from before the phases */
+    return;
+  }
+  t->have = true;
+  while (fgets(line, sizeof line, f)) {
+    char phase[32];
+    long long step = 0;
+    double sec = 0;
+    char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c2 || (size_t)(c1 - line) >= sizeof phase) continue;
+    memcpy(phase, line, (size_t)(c1 - line));
+    phase[c1 - line] = 0;
+    if (c2 > c1 + 1) step = strtoll(c1 + 1, NULL, 10);
+    sec = strtod(c2 + 1, NULL);
+    (void)step;
+    if (!strcmp(phase, "exec"))
+      t->exec_s = sec;
+    else if (!strcmp(phase, "backend"))
+      t->backend_s = sec;
+    else if (!strcmp(phase, "model_init"))
+      t->model_init_s = sec;
+    else if (!strcmp(phase, "wait"))
+      t->wait_s = sec;
+    else if (!strcmp(phase, "load"))
+      t->load_s = sec;
+    else if (!strcmp(phase, "start_to_first_step"))
+      t->start_to_first_step_s = sec;
+    else if (!strcmp(phase, "save")) {
+      t->n_saves++;
+      t->saves_s += sec;
+    } else if (!strcmp(phase, "step")) {
+      if (!t->n_steps) t->first_step_s = sec;
+      t->n_steps++;
+      t->steps_s += sec;
+    }
+  }
+  fclose(f);
 }

@@ -83,7 +83,8 @@ static const flag_def RUN_FLAGS[] = {
 };
 
 /* Flags of a single leg: `run` sets them for each leg itself. */
-static const char *const LEG_FLAGS[] = {"--stop-at", "--resume-from", "--leg", "--dry-run"};
+static const char *const LEG_FLAGS[] = {"--stop-at", "--resume-from", "--leg", "--dry-run",
+                                        "--wait-for-checkpoint"};
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
   va_list ap;

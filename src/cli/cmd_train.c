@@ -1,6 +1,11 @@
-/* cmd_train.c — `resumecheck train`: one leg, in this process. */
+/* cmd_train.c — `resumecheck train`: one leg, in this process.
+ *
+ * --wait-for-checkpoint is a flag of the process, not of the config (it
+ * changes when the leg loads, never what it computes), so it is taken out
+ * of argv here, before the shared config parser sees the rest. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "cli/cli.h"
@@ -17,16 +22,32 @@ static void help(void) {
          "  --save-at K[,K2...]        save a checkpoint after these steps\n"
          "  --stop-at K                end the process after step K; --steps stays the horizon\n"
          "  --resume-from DIR          continue from DIR = .../ckpt/iter_NNNNNNN\n"
+         "  --wait-for-checkpoint      set up backend and model first, then wait until\n"
+         "                             --resume-from DIR is complete (COMPLETE), then load;\n"
+         "                             `run` starts its resume legs this way\n"
          "  --device cpu|cuda|auto     backend (default cpu)\n"
          "  --leg NAME                 name recorded in args.json\n"
          "  --events FILE              write the bisect event log (docs/events.md)\n"
          "  --events-from-step S       log only steps >= S\n"
          "  --dry-run                  validate the flags, print the canonical config, exit\n"
          "  --progress                 progress lines even when stderr is not a terminal\n"
-         "\nexit codes: 0 ok, 64 usage, 65 bad checkpoint, 66 missing input, 74 I/O error\n");
+         "\nexit codes: 0 ok, 64 usage (or --out locked by another process), 65 bad checkpoint,\n"
+         "66 missing input (or the checkpoint waited for will not come), 70 internal error,\n"
+         "74 I/O error (or a complete checkpoint in --out in the way), 125 no GPU\n");
 }
 
 int rc_cmd_train(int argc, char **argv) {
+  rc_leg_proc proc;
+  rc_leg_proc_init(&proc); /* first: its clock reading is "main" */
+  int kept = 0;
+  for (int i = 0; i < argc; i++) {
+    if (i > 0 && !strcmp(argv[i], "--wait-for-checkpoint")) {
+      proc.wait_for_checkpoint = true;
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
   rc_config cfg;
   rc_leg_opts leg;
   rc_err err = {0};
@@ -46,7 +67,7 @@ int rc_cmd_train(int argc, char **argv) {
     free(s);
     return 0;
   }
-  rc = rc_leg_run(&cfg, &leg, argc, argv, &err);
+  rc = rc_leg_run(&cfg, &leg, &proc, argc, argv, &err);
   if (rc) fprintf(stderr, "resumecheck train: %s\n", err.msg);
   return rc;
 }

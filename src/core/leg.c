@@ -3,9 +3,20 @@
  *
  * The trace holds only what must match between legs (docs/trace.md): wall
  * times go to timing.csv and run-specific facts to args.json, so equal runs
- * write byte-identical traces and shards. */
+ * write byte-identical traces and shards.
+ *
+ * Order: everything that can refuse the leg comes before anything is
+ * written (the --out lock, no complete checkpoint in the way); then the
+ * backend and the model; then, pre-warmed (--wait-for-checkpoint), the wait
+ * for the checkpoint to be complete; then the load. Waiting after the model
+ * is built costs nothing in determinism: the model has trained nothing, its
+ * process-local state is what a fresh process has. */
 #include "core/leg.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +26,7 @@
 
 #include "backend/cuda_module.h"
 #include "backend/ops_profile.h"
+#include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "core/checkpointing.h"
@@ -27,6 +39,139 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Start-up phases, timed in memory until timing.csv is open (docs/trace.md). */
+enum { PH_EXEC = 0, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_N };
+static const char *const PHASE_NAMES[PH_N] = {"exec", "backend", "model_init", "wait", "load"};
+
+/* Seconds since this process started, from /proc/self/stat (field 22, clock
+ * ticks since boot) against CLOCK_BOOTTIME: for a `train` not started by
+ * `run`. Tick resolution (10 ms); -1 if unreadable. */
+static double process_age_s(void) {
+  FILE *f = fopen("/proc/self/stat", "r");
+  if (!f) return -1;
+  char buf[1024];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+  if (!p) return -1;
+  unsigned long long start = 0;
+  int field = 2;
+  for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+    if (++field == 22) {
+      start = strtoull(tok, NULL, 10);
+      break;
+    }
+  long hz = sysconf(_SC_CLK_TCK);
+  struct timespec ts;
+  if (field != 22 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts)) return -1;
+  double age = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - (double)start / (double)hz;
+  return age >= 0 ? age : -1;
+}
+
+void rc_leg_proc_init(rc_leg_proc *proc) {
+  memset(proc, 0, sizeof *proc);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  proc->t_main = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+  proc->t_spawn = -1;
+  proc->wait_fd = -1;
+  const char *v = getenv("RC_SPAWN_TIME");
+  char *end;
+  if (v && *v) {
+    double t = strtod(v, &end);
+    if (!*end && t > 0 && t <= proc->t_main) proc->t_spawn = t;
+  }
+  if (proc->t_spawn < 0) {
+    double age = process_age_s();
+    if (age >= 0) proc->t_spawn = proc->t_main - age;
+  }
+  v = getenv("RC_WAIT_FD");
+  if (v && *v) {
+    long fd = strtol(v, &end, 10);
+    if (!*end && fd >= 0 && fd < 1024) proc->wait_fd = (int)fd;
+  }
+}
+
+/* The iteration a checkpoint directory name names (.../iter_0000005), -1 if
+ * it names none (rc_model_load then says so). */
+static long long iter_of(const char *dir) {
+  char trimmed[1200];
+  snprintf(trimmed, sizeof trimmed, "%s", dir);
+  size_t n = strlen(trimmed);
+  while (n > 1 && trimmed[n - 1] == '/') trimmed[--n] = 0;
+  const char *base = strrchr(trimmed, '/');
+  base = base ? base + 1 : trimmed;
+  long long it;
+  char tail;
+  return sscanf(base, "iter_%lld%c", &it, &tail) == 1 && it >= 0 ? it : -1;
+}
+
+/* Refuses, before anything is written, a leg whose --out already holds a
+ * complete checkpoint it would save (the writer refuses too, but only after
+ * the trace was truncated and the steps before it trained). */
+static int check_outputs_free(const rc_leg_opts *leg, long long from, int last, rc_err *err) {
+  for (int i = 0; i < leg->n_save_at; i++) {
+    int k = leg->save_at[i];
+    if (k <= from || k > last) continue;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/ckpt/iter_%07d/COMPLETE", leg->out, k);
+    if (rc_path_exists(path)) {
+      path[strlen(path) - strlen("/COMPLETE")] = 0;
+      return rc_fail(err, RC_EXIT_IOERR,
+                     "refusing to overwrite the complete checkpoint %s (nothing was written; "
+                     "choose another --out or remove it)",
+                     path);
+    }
+  }
+  return RC_OK;
+}
+
+/* Pre-warmed resume: waits until iter_dir/COMPLETE exists. Ends at once,
+ * with a clear error, when the wait can no longer succeed: `run` closed the
+ * pipe (the leg that writes the checkpoint ended without it, or `run` ended
+ * however it ended: the kernel closes the write end), or, without a pipe,
+ * the parent process went away. */
+static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc_err *err) {
+  char marker[1300];
+  snprintf(marker, sizeof marker, "%s/COMPLETE", iter_dir);
+  pid_t parent = getppid();
+  bool announced = false;
+  for (;;) {
+    if (rc_path_exists(marker)) return RC_OK;
+    if (!announced) {
+      fprintf(stderr, "resumecheck train: waiting for %s (set-up done)\n", marker);
+      announced = true;
+    }
+    bool give_up = false;
+    if (proc->wait_fd >= 0) {
+      struct pollfd pfd = {.fd = proc->wait_fd, .events = POLLIN};
+      int r = poll(&pfd, 1, 20);
+      if (r < 0 && errno != EINTR) give_up = true;
+      if (r > 0) give_up = true; /* EOF or any byte: `run` says the checkpoint will not come */
+    } else {
+      struct timespec ts = {0, 20 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      if (getppid() != parent) give_up = true;
+    }
+    if (give_up) {
+      if (rc_path_exists(marker)) return RC_OK; /* written just before the producer ended */
+      return rc_fail(err, RC_EXIT_NOINPUT,
+                     "the checkpoint %s that this leg waits for will not come: %s", iter_dir,
+                     proc->wait_fd >= 0 ? "the leg that writes it ended without it (or `run` ended)"
+                                        : "the parent process ended");
+    }
+  }
+}
+
+/* Test hook (docs/robustness.md), not a feature: RC_TEST_KILL_BEFORE_SAVE=LEG
+ * makes the leg named LEG (--leg) die by SIGKILL just before its first save,
+ * so that a test can kill a producer while a pre-warmed leg waits for it. */
+static void test_kill_before_save(const rc_leg_opts *leg) {
+  const char *v = getenv("RC_TEST_KILL_BEFORE_SAVE");
+  if (v && *v && !strcmp(v, leg->leg)) raise(SIGKILL);
 }
 
 static void trace_header(FILE *f, int D) {
@@ -130,8 +275,14 @@ static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *
                              err);
 }
 
-int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **argv, rc_err *err) {
+int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+               char **argv, rc_err *err) {
   if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  if (proc->wait_for_checkpoint && !leg->resume_from[0])
+    return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
+  double phase_s[PH_N];
+  for (int p = 0; p < PH_N; p++) phase_s[p] = -1;
+  if (proc->t_spawn >= 0) phase_s[PH_EXEC] = proc->t_main - proc->t_spawn;
   rc_dist_env env;
   int rc = rc_dist_env_read(&env, err);
   if (rc) return rc;
@@ -140,17 +291,39 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   if (env.external && env.world != cfg->world_size)
     return rc_fail(err, RC_EXIT_USAGE, "the launcher (%s) started %d ranks but --world-size is %d",
                    env.launcher, env.world, cfg->world_size);
+  /* One writer per --out: this process, or the local launcher of its ranks.
+   * Ranks of an external launcher share the launcher's --out and lock
+   * nothing (docs/robustness.md). Then nothing this leg would write may be
+   * in the way: refused before a byte is written. */
+  int lock_fd = -1;
+  int last = leg->stop_at ? leg->stop_at : cfg->steps;
+  if (!env.external) {
+    if ((rc = rc_mkdir_p(leg->out, err)) || (rc = rc_dir_lock(leg->out, "train", &lock_fd, err)))
+      return rc;
+    long long from = leg->resume_from[0] ? iter_of(leg->resume_from) : 0;
+    if ((rc = check_outputs_free(leg, from, last, err))) {
+      close(lock_fd);
+      return rc;
+    }
+  }
   if (cfg->world_size > 1 && !env.external) {
-    /* this process is the local launcher, not a rank */
-    if ((rc = rc_mkdir_p(leg->out, err))) return rc;
+    /* this process is the local launcher, not a rank: it has nothing to
+     * pre-warm, so it waits before it starts them */
+    if (proc->wait_for_checkpoint && (rc = wait_for_checkpoint(leg->resume_from, proc, err))) {
+      close(lock_fd);
+      return rc;
+    }
     char rdv[1200];
     if (leg->rendezvous[0])
       snprintf(rdv, sizeof rdv, "%s", leg->rendezvous);
     else
       snprintf(rdv, sizeof rdv, "%s/.rendezvous.%ld", leg->out, (long)getpid());
-    return rc_dist_launch_local(kind, cfg->world_size, argc, argv, rdv, err);
+    rc = rc_dist_launch_local(kind, cfg->world_size, argc, argv, rdv, err);
+    close(lock_fd);
+    return rc;
   }
   /* one GPU per rank: the launcher's local rank picks it, before CUDA starts */
+  double t_phase = now_s();
   if (env.external && !want_cpu) rc_dist_select_gpu(env.local_rank);
   const rc_ops *ops = NULL;
   const char *why = NULL;
@@ -166,7 +339,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
       fprintf(stderr, "note: --device auto: %s; using the CPU backend\n", why ? why : "no GPU");
       ops = rc_cpu_ops();
     }
-    if (!ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
+    if (!ops) {
+      if (lock_fd >= 0) close(lock_fd);
+      return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
+    }
   }
   /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
    * op synchronised and timed by a wrapping table (backend/ops_profile.h),
@@ -175,23 +351,43 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   bool profile_ops = profile_env && !strcmp(profile_env, "ops");
   if (profile_ops) ops = rc_ops_profiled(ops);
   rc_comm *comm = NULL;
-  if ((rc = open_comm(kind, cfg, leg, &env, ops, &comm, err))) return rc;
+  if ((rc = open_comm(kind, cfg, leg, &env, ops, &comm, err))) {
+    if (lock_fd >= 0) close(lock_fd);
+    return rc;
+  }
   int rank = comm ? comm->rank : 0;
+  phase_s[PH_BACKEND] = now_s() - t_phase;
+  t_phase = now_s();
   rc_data data;
   rc = rc_data_open(&data, cfg, err);
   if (rc) {
     if (comm) comm->destroy(comm);
+    if (lock_fd >= 0) close(lock_fd);
     return rc;
   }
   rc_model *m = calloc(1, sizeof *m);
   if (!m) abort();
   rc = rc_model_init(m, cfg, ops, rank, err);
   if (!rc && comm) rc = rc_model_attach_comm(m, comm, err);
+  if (!rc) {
+    ops->sync();
+    phase_s[PH_MODEL_INIT] = now_s() - t_phase;
+  }
+  /* pre-warmed: everything is set up; now the checkpoint must be complete */
+  if (!rc && proc->wait_for_checkpoint) {
+    t_phase = now_s();
+    rc = wait_for_checkpoint(leg->resume_from, proc, err);
+    phase_s[PH_WAIT] = now_s() - t_phase;
+  }
   /* a failed load starts no training and writes nothing */
-  if (!rc && leg->resume_from[0]) rc = rc_model_load(m, leg->resume_from, err);
+  if (!rc && leg->resume_from[0]) {
+    t_phase = now_s();
+    rc = rc_model_load(m, leg->resume_from, err);
+    ops->sync();
+    phase_s[PH_LOAD] = now_s() - t_phase;
+  }
   if (rc) goto done;
 
-  int last = leg->stop_at ? leg->stop_at : cfg->steps;
   if (last <= m->iteration) {
     rc = rc_fail(err, RC_EXIT_USAGE,
                  "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
@@ -213,7 +409,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     goto done;
   }
   trace_header(trace, m->D);
-  fprintf(timing, "step,seconds\n");
+  /* phases first (those that ran), then one row per step and per save */
+  fprintf(timing, "phase,step,seconds\n");
+  for (int p = 0; p < PH_N; p++)
+    if (phase_s[p] >= 0) fprintf(timing, "%s,,%.6f\n", PHASE_NAMES[p], phase_s[p]);
   if (leg->events[0] && rank == 0) {
     m->events.file = fopen(leg->events, "w");
     if (!m->events.file) {
@@ -246,7 +445,9 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     fflush(trace);
     ops->sync();
     double dt = now_s() - ts;
-    fprintf(timing, "%d,%.6f\n", step, dt);
+    fprintf(timing, "step,%d,%.6f\n", step, dt);
+    if (step == first && proc->t_spawn >= 0) /* the figure start-up is judged by */
+      fprintf(timing, "start_to_first_step,%d,%.6f\n", step, now_s() - proc->t_spawn);
     if (tty) {
       double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
       fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ",
@@ -254,11 +455,15 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
       if (step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
+      test_kill_before_save(leg);
+      double tsave = now_s();
       if ((rc = rc_model_save(m, ckpt_root, args, err))) {
         rc_err_prefix(err, "saving step %d", step);
         break;
       }
+      fprintf(timing, "save,%d,%.6f\n", step, now_s() - tsave);
     }
+    fflush(timing);
   }
   if (m->profile && rank == 0 && last > first) {
     double total = 0;
@@ -291,5 +496,6 @@ done:
   free(m);
   rc_data_close(&data);
   if (comm) comm->destroy(comm);
+  if (lock_fd >= 0) close(lock_fd);
   return rc;
 }

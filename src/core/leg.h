@@ -2,12 +2,35 @@
 #ifndef RC_CORE_LEG_H
 #define RC_CORE_LEG_H
 
+#include <stdbool.h>
+
 #include "base/error.h"
 #include "core/config.h"
 
+/* How this process was started and what it waits for: facts of the
+ * process, not of the config, never in the trace or the shards. */
+typedef struct {
+  /* --wait-for-checkpoint: set up the backend and the model first, then wait
+   * until --resume-from DIR has its COMPLETE marker, then load */
+  bool wait_for_checkpoint;
+  /* RC_WAIT_FD: the read end of a pipe whose write end `run` holds; EOF
+   * means "stop waiting" (the producer ended, or `run` itself ended). -1
+   * when absent: the wait then ends only with the marker or the parent. */
+  int wait_fd;
+  /* CLOCK_MONOTONIC seconds: when `run` spawned this process (RC_SPAWN_TIME,
+   * -1 if not given) and when main started */
+  double t_spawn, t_main;
+} rc_leg_proc;
+
+/* Fills proc from the environment (RC_WAIT_FD, RC_SPAWN_TIME) and the clock. */
+void rc_leg_proc_init(rc_leg_proc *proc);
+
 /* Trains from step 1 (or after --resume-from) to --stop-at / --steps,
- * writing OUT/trace.csv, OUT/timing.csv and checkpoints at --save-at. A
- * failed load writes nothing. argv is recorded in args.json. */
-int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **argv, rc_err *err);
+ * writing OUT/trace.csv, OUT/timing.csv and checkpoints at --save-at. It
+ * locks OUT (base/dirlock.h) and checks that no checkpoint it would write
+ * is already complete before it writes anything. A failed load writes
+ * nothing but the lock. argv is recorded in args.json. */
+int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+               char **argv, rc_err *err);
 
 #endif
