@@ -301,3 +301,121 @@ void rc_path_join(char *out, size_t cap, const char *dir, const char *name) {
     abort();
   }
 }
+
+/* ---- regular files only, for what a load reads */
+
+const char *rc_file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG:
+    return "is a regular file";
+  case S_IFDIR:
+    return "is a directory";
+  case S_IFIFO:
+    return "is a FIFO";
+  case S_IFCHR:
+    return "is a character device";
+  case S_IFBLK:
+    return "is a block device";
+  case S_IFSOCK:
+    return "is a socket";
+  case S_IFLNK:
+    return "is a symbolic link";
+  }
+  return "is not a regular file";
+}
+
+int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_err *err) {
+  *fd = -1;
+  *size = 0;
+  /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer
+   * forever. It means nothing for a regular file and is cleared below. */
+  int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+  if (f < 0) {
+    int e = errno;
+    struct stat lst;
+    if (nofollow && e == ELOOP && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s is a symbolic link; this file is never a link, so it is not followed",
+                     path);
+    return rc_fail(err, e == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR, "cannot open %s: %s", path,
+                   strerror(e));
+  }
+  struct stat st;
+  if (fstat(f, &st) != 0) {
+    int e = errno;
+    close(f);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(f);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s %s, not a regular file; refusing to read it", path,
+                   rc_file_kind((unsigned)st.st_mode));
+  }
+  int flags = fcntl(f, F_GETFL);
+  if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    close(f);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
+  }
+  *fd = f;
+  *size = (size_t)st.st_size;
+  return RC_OK;
+}
+
+int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **data, size_t *n,
+                         rc_err *err) {
+  *data = NULL;
+  *n = 0;
+  int fd;
+  size_t size;
+  int ret = rc_open_regular(path, nofollow, &fd, &size, err);
+  if (ret) return ret;
+  if (size > cap) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s is %zu bytes, more than the %zu this file may have",
+                   path, size, cap);
+  }
+  /* Room for one byte more than fstat said, so that the read that sees EOF
+   * needs no growth; a file that grows while read is followed up to cap + 1
+   * bytes (refused), so the buffer never exceeds cap + 2. */
+  char *buf = malloc(size + 2);
+  size_t room = size + 1, len = 0;
+  if (!buf) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
+  }
+  for (;;) {
+    if (len == room) { /* grew while read: take what is there, up to cap + 1 */
+      size_t nroom = room * 2 < cap + 1 ? room * 2 : cap + 1;
+      char *nb = nroom > room ? realloc(buf, nroom + 1) : NULL;
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return nroom > room ? rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path)
+                            : rc_fail(err, RC_EXIT_DATAERR,
+                                      "%s grew past %zu bytes while being read", path, cap);
+      }
+      buf = nb;
+      room = nroom;
+    }
+    ssize_t got = read(fd, buf + len, room - len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int e = errno;
+      free(buf);
+      close(fd);
+      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
+    }
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  if (len > cap) {
+    free(buf);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s grew past %zu bytes while being read", path, cap);
+  }
+  buf[len] = 0;
+  *data = buf;
+  *n = len;
+  return RC_OK;
+}

@@ -43,4 +43,25 @@ bool rc_is_dir(const char *path);
 /* path = dir + "/" + name; aborts if it does not fit. */
 void rc_path_join(char *out, size_t cap, const char *dir, const char *name);
 
+/* ---- reading files that a checkpoint consists of (docs/robustness.md,
+ * "What a load opens"). Only regular files: a FIFO would block, a device
+ * such as /dev/zero would never end, a directory is not data. */
+
+/* "is a directory", "is a FIFO", "is a character device", ...: what a
+ * non-regular file is, for messages. */
+const char *rc_file_kind(unsigned mode);
+/* Opens path read-only without blocking (O_NONBLOCK, cleared again once the
+ * file is known to be regular) and, with nofollow, without following a
+ * symbolic link in its last component (O_NOFOLLOW); fstat; refuses
+ * anything but a regular file. On success *fd is open and *size set.
+ * RC_EXIT_NOINPUT when missing; RC_EXIT_DATAERR naming the file and what it
+ * is otherwise ("... is a FIFO, not a regular file"); RC_EXIT_IOERR for
+ * other failures. */
+int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_err *err);
+/* rc_open_regular, then reads the whole file (NUL-terminated) into a
+ * malloc'd buffer; a file of more than cap bytes is refused before it is
+ * read (RC_EXIT_DATAERR), one that grows past cap while read as well. */
+int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **data, size_t *n,
+                         rc_err *err);
+
 #endif
