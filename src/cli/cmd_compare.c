@@ -122,7 +122,7 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
   } else {
     memcpy(text, w.buf, w.len);
     text[w.len] = '\n';
-    rc = rc_write_file_atomic(path, text, w.len + 1, err);
+    rc = rc_write_output(path, text, w.len + 1, err);
   }
   free(text);
   rc_jw_free(&w);

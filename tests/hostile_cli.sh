@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# hostile_cli.sh — the CLI against hostile and careless use (issue 16): what
+# the report writers do with paths that are not regular files, configs too
+# large for the machine, duplicate flags, one --progress vocabulary, exit
+# codes listed by --help, and messages with their reasons.
+#
+# Every node a writer is pointed at is made here, under a mktemp -d
+# directory: FIFOs, symlinks, a directory, a socket and (as root only, via
+# mknod) character devices with /dev/full's (1,7) and /dev/null's (1,3)
+# numbers. No writer is ever pointed at anything under /dev. FIFO readers
+# run under `timeout`, and every command under test runs under `timeout`, so
+# the test cannot hang.
+#
+# Negative control of the writers: RC_TEST_OUTPUT_ALWAYS_RENAME=1 restores
+# the old rule (temp file renamed over whatever the path is); the same probes
+# must then report the damage (FIFO, device and symlink replaced by regular
+# files) — so each probe is shown to fail before the fix.
+set -u
+: "${RC_BIN:?}" "${RC_SRC:?}"
+T=$(mktemp -d /tmp/rc_hostile.XXXXXX)
+fails=0
+skipped=""
+trap 'if [ "$fails" = 0 ]; then rm -rf "$T"; else echo "files kept in $T" >&2; fi' EXIT
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+is_root() { [ "$(id -u)" = 0 ]; }
+TO=30 # seconds any one command may take
+
+FAKE="$RC_SRC/tests/trainers/fake_trainer.sh"
+TPL="bash $FAKE --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
+
+# write_with WRITER PATH: one writer writes PATH; status in $rc, stderr in $T/err.
+# Writers: run's --json, --junit, --summary-md, --plot and compare's --json.
+write_with() {
+  local w=$1 path=$2
+  rm -rf "$T/out"
+  case $w in
+  run-json | run-junit | run-summary-md | run-plot)
+    local flag=--${w#run-}
+    timeout $TO "$RC_BIN" run --trainer exec --train-cmd "$TPL" --steps 4 --save-at 2 \
+      --progress off --out "$T/out" "$flag" "$path" >"$T/stdout" 2>"$T/err"
+    ;;
+  compare-json)
+    timeout $TO "$RC_BIN" compare "$RC_FIXTURES/io/good" "$RC_FIXTURES/io/good" --json "$path" \
+      >"$T/stdout" 2>"$T/err"
+    ;;
+  esac
+  rc=$?
+}
+
+# the first bytes each writer writes, to recognise its output
+signature() {
+  case $1 in
+  run-json) echo '"schema": "resumecheck.run-report"' ;;
+  run-junit) echo '<testsuites' ;;
+  run-summary-md) echo 'resumecheck' ;;
+  run-plot) echo '<svg' ;;
+  compare-json) echo '"schema": "resumecheck-compare"' ;;
+  esac
+}
+
+# start_reader FIFO FILE: a reader that copies FIFO to FILE and gives up
+# after a few seconds; waits until it has the FIFO open.
+start_reader() {
+  timeout 5 cat "$1" >"$2" &
+  reader=$!
+  local i
+  for i in $(seq 50); do
+    # the FIFO is open for reading once the reader's fd points at it
+    if ls -l /proc/$reader/fd 2>/dev/null | grep -q "$(basename "$1")"; then return; fi
+    sleep 0.05
+  done
+}
+
+# probe WRITER CASE: makes the node for CASE in a fresh directory, lets
+# WRITER write to it, and prints nothing when the outcome is right, else one
+# line saying what went wrong.
+probe() {
+  local w=$1 c=$2 d="$T/p/$1-$2"
+  rm -rf "$d" && mkdir -p "$d"
+  local sig
+  sig=$(signature "$w")
+  local p="$d/target" why=""
+  case $c in
+  missing)
+    write_with "$w" "$p"
+    [ "$rc" = 0 ] || why="exit $rc: $(tail -1 "$T/err")"
+    [ -z "$why" ] && { [ -f "$p" ] && grep -qF -- "$sig" "$p" || why="no report written"; }
+    ;;
+  regular)
+    echo old >"$p"
+    write_with "$w" "$p"
+    [ "$rc" = 0 ] || why="exit $rc: $(tail -1 "$T/err")"
+    [ -z "$why" ] && { grep -qF -- "$sig" "$p" || why="the file was not replaced by the report"; }
+    ;;
+  symlink-regular)
+    mkdir "$d/real" && echo old >"$d/real/file" && ln -s real/file "$p"
+    write_with "$w" "$p"
+    [ "$rc" = 0 ] || why="exit $rc: $(tail -1 "$T/err")"
+    [ -z "$why" ] && { [ -L "$p" ] || why="the symlink was replaced"; }
+    [ -z "$why" ] && { grep -qF -- "$sig" "$d/real/file" || why="the link's target was not written"; }
+    [ -z "$why" ] && { [ -z "$(ls "$d/real" | grep -v '^file$')" ] || why="a file was left beside the target"; }
+    ;;
+  fifo-reader | symlink-fifo)
+    mkfifo "$d/fifo"
+    if [ "$c" = fifo-reader ]; then p="$d/fifo"; else ln -s fifo "$p"; fi
+    start_reader "$d/fifo" "$d/got"
+    write_with "$w" "$p"
+    wait "$reader" 2>/dev/null
+    [ "$rc" = 0 ] || why="exit $rc: $(tail -1 "$T/err")"
+    [ -z "$why" ] && { [ -p "$d/fifo" ] || why="the FIFO was replaced"; }
+    [ -z "$why" ] && [ "$c" = symlink-fifo ] && { [ -L "$p" ] || why="the symlink was replaced"; }
+    [ -z "$why" ] && { grep -qF -- "$sig" "$d/got" || why="the reader did not get the report"; }
+    ;;
+  fifo-no-reader)
+    mkfifo "$p"
+    write_with "$w" "$p"
+    [ "$rc" = 124 ] && why="hung (killed by timeout)"
+    [ -z "$why" ] && { [ -p "$p" ] || why="the FIFO was replaced (exit $rc)"; }
+    [ -z "$why" ] && { [ "$rc" = 74 ] || why="exit $rc, want 74"; }
+    [ -z "$why" ] && { grep -q "FIFO with no reader" "$T/err" || why="message: $(tail -1 "$T/err")"; }
+    ;;
+  directory)
+    mkdir "$p"
+    write_with "$w" "$p"
+    [ -d "$p" ] && [ -z "$(ls -A "$p")" ] || why="the directory was changed"
+    [ -z "$why" ] && { [ "$rc" = 74 ] || why="exit $rc, want 74"; }
+    [ -z "$why" ] && { grep -q "is a directory" "$T/err" || why="message: $(tail -1 "$T/err")"; }
+    ;;
+  dangling)
+    ln -s nodir/file "$p"
+    write_with "$w" "$p"
+    [ -L "$p" ] || why="the symlink was replaced (exit $rc)"
+    [ -z "$why" ] && { [ ! -e "$d/nodir" ] || why="the missing directory was created"; }
+    [ -z "$why" ] && { [ "$rc" = 74 ] || why="exit $rc, want 74"; }
+    [ -z "$why" ] && { grep -q "symbolic link to nodir/file" "$T/err" || why="message: $(tail -1 "$T/err")"; }
+    ;;
+  socket)
+    python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$p"
+    write_with "$w" "$p"
+    [ -S "$p" ] || why="the socket was replaced (exit $rc)"
+    [ -z "$why" ] && { [ "$rc" = 74 ] || why="exit $rc, want 74"; }
+    [ -z "$why" ] && { grep -q "is a socket" "$T/err" || why="message: $(tail -1 "$T/err")"; }
+    ;;
+  chr-full) # /dev/full's numbers: every write fails with ENOSPC
+    mknod "$p" c 1 7
+    write_with "$w" "$p"
+    [ -c "$p" ] || why="the device node was replaced (exit $rc)"
+    [ -z "$why" ] && { [ "$rc" = 74 ] || why="exit $rc, want 74"; }
+    [ -z "$why" ] && { grep -q "No space left on device" "$T/err" || why="message: $(tail -1 "$T/err")"; }
+    ;;
+  chr-null) # /dev/null's numbers: writes succeed and vanish
+    mknod "$p" c 1 3
+    write_with "$w" "$p"
+    [ -c "$p" ] || why="the device node was replaced (exit $rc)"
+    [ -z "$why" ] && { [ "$rc" = 0 ] || why="exit $rc, want 0: $(tail -1 "$T/err")"; }
+    ;;
+  esac
+  [ -z "$(ls "$d" | grep '\.tmp\.')" ] || why="${why:+$why; }a temp file was left behind"
+  echo "$why"
+}
+
+WRITERS="run-json run-junit run-summary-md run-plot compare-json"
+CASES="missing regular symlink-regular fifo-reader symlink-fifo fifo-no-reader directory dangling"
+command -v python3 >/dev/null && CASES="$CASES socket" || skipped="$skipped socket(no python3)"
+if is_root; then
+  CASES="$CASES chr-full chr-null"
+else
+  skipped="$skipped chr-full,chr-null(need root for mknod)"
+fi
+
+for w in $WRITERS; do
+  for c in $CASES; do
+    why=$(probe "$w" "$c")
+    if [ -z "$why" ]; then ok "$w -> $c"; else fail "$w -> $c: $why"; fi
+  done
+done
+
+# Negative control: with the old rule the probes must see the damage.
+CONTROL="symlink-regular fifo-reader fifo-no-reader dangling"
+is_root && CONTROL="$CONTROL chr-full chr-null"
+for c in $CONTROL; do
+  why=$(RC_TEST_OUTPUT_ALWAYS_RENAME=1 probe run-json "$c")
+  if [ -n "$why" ]; then ok "control (old rule) run-json -> $c detected: $why"; else fail "control: the old rule was not detected for $c"; fi
+done
+export -n RC_TEST_OUTPUT_ALWAYS_RENAME 2>/dev/null
+
+[ -n "$skipped" ] && echo "skipped cases:$skipped"
+exit $((fails > 0))
