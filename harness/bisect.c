@@ -514,7 +514,8 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
   int rc = bisect_body(b, &b->err);
   if (rc) {
     b->verdict = RC_BISECT_ERROR;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "error: %s", b->err.msg);
+    /* the verdict's name ("error") is printed before the text: not again here */
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "%s", b->err.msg);
   }
   b->exit_code = verdict_exit(b);
   return rc;

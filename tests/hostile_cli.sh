@@ -185,5 +185,25 @@ for c in $CONTROL; do
 done
 export -n RC_TEST_OUTPUT_ALWAYS_RENAME 2>/dev/null
 
+# ---- configs too large for the machine: refused with 75 before allocating
+# (before the fix: SIGABRT, 134). The huge config needs terabytes; the tiny
+# one is refused only when RC_TEST_MEM_AVAILABLE pretends 1 MB, and trains
+# (negative control) when it pretends plenty.
+timeout $TO "$RC_BIN" train --hidden 65536 --vocab 4000000 --steps 2 --out "$T/huge" >"$T/stdout" 2>"$T/err"
+rc=$?
+if [ "$rc" = 75 ] && grep -q "needs .* GiB of memory" "$T/err" && grep -q "is available (MemAvailable)" "$T/err"; then
+  ok "train --hidden 65536 --vocab 4000000 -> 75: $(cat "$T/err")"
+else
+  fail "train --hidden 65536 --vocab 4000000: exit $rc, want 75 naming need and MemAvailable: $(cat "$T/err")"
+fi
+[ ! -e "$T/huge" ] || fail "the refused train created its --out"
+RC_TEST_MEM_AVAILABLE=1000000 timeout $TO "$RC_BIN" train --steps 2 --out "$T/tiny1" >"$T/stdout" 2>"$T/err"
+rc=$?
+if [ "$rc" = 75 ] && grep -q "is available (RC_TEST_MEM_AVAILABLE)" "$T/err"; then ok "tiny with 1 MB available -> 75"; else fail "tiny with 1 MB available: exit $rc: $(cat "$T/err")"; fi
+RC_TEST_MEM_AVAILABLE=$((1 << 40)) timeout $TO "$RC_BIN" train --steps 2 --out "$T/tiny2" >"$T/stdout" 2>"$T/err"
+rc=$?
+[ "$rc" = 0 ] && ok "control: tiny with 1 TiB available trains" || fail "control: tiny with 1 TiB available: exit $rc: $(cat "$T/err")"
+"$RC_BIN" train --help | grep -q "75" || fail "train --help does not list 75"
+
 [ -n "$skipped" ] && echo "skipped cases:$skipped"
 exit $((fails > 0))

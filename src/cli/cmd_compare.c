@@ -35,8 +35,9 @@ static void usage(FILE *out) {
           "  --json FILE       write every difference as JSON (schema resumecheck-compare v1)\n"
           "  --max-lines N     list at most N differences on stdout (default 40; -1: all)\n"
           "\n"
-          "exit: 0 identical, 1 different, 64 usage, 65 unreadable/corrupt input, 66 missing "
-          "input\n");
+          "exit: 0 identical, 1 different, 64 usage (bad, unknown or repeated flag), 65\n"
+          "unreadable/corrupt input, 66 missing input, 70 internal error (e.g. out of memory),\n"
+          "74 I/O error (e.g. --json cannot be written)\n");
 }
 
 static void write_diff_json(rc_jw *w, const rc_diff *d) {

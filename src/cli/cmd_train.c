@@ -23,7 +23,10 @@ static void help(void) {
          "  --events-from-step S       log only steps >= S\n"
          "  --dry-run                  validate the flags, print the canonical config, exit\n"
          "  --progress                 progress lines even when stderr is not a terminal\n"
-         "\nexit codes: 0 ok, 64 usage, 65 bad checkpoint, 66 missing input, 74 I/O error\n");
+         "\nexit codes: 0 ok; 64 usage (bad, unknown or repeated flag); 65 bad checkpoint;\n"
+         "66 missing input; 70 internal error; 74 I/O error (the message says why); 75 the\n"
+         "config needs more memory than is available (need and availability named, nothing\n"
+         "allocated); 125 --device cuda without a usable GPU.\n");
 }
 
 int rc_cmd_train(int argc, char **argv) {

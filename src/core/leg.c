@@ -6,6 +6,7 @@
  * write byte-identical traces and shards. */
 #include "core/leg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,10 +190,13 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
   /* the trace holds global quantities: rank 0 writes it */
   rc_path_join(path, sizeof path, leg->out, "trace.csv");
   FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
+  int open_errno = trace ? 0 : errno;
   rc_path_join(path, sizeof path, leg->out, "timing.csv");
-  FILE *timing = fopen(rank == 0 ? path : "/dev/null", "w");
+  FILE *timing = trace ? fopen(rank == 0 ? path : "/dev/null", "w") : NULL;
+  if (trace && !timing) open_errno = errno;
   if (!trace || !timing) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/trace.csv or timing.csv", leg->out);
+    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
+                 trace ? "timing.csv" : "trace.csv", strerror(open_errno));
     if (trace) fclose(trace);
     if (timing) fclose(timing);
     goto done;
