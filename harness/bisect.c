@@ -128,6 +128,10 @@ static char **replay_argv(const rc_json *leg_argv, const char *self_exe, const c
       if (flag_is(a, LEG_VALUE_FLAGS[f])) skip = true, skip_value = !strchr(a, '=');
     for (size_t f = 0; f < sizeof LEG_BOOL_FLAGS / sizeof *LEG_BOOL_FLAGS; f++)
       if (!strcmp(a, LEG_BOOL_FLAGS[f])) skip = true;
+    /* --progress may carry a mode (auto | live | plain | off) */
+    if (!strcmp(a, "--progress") && i + 1 < n && leg_argv->kids[i + 1].str &&
+        leg_argv->kids[i + 1].str[0] != '-')
+      skip_value = true;
     if (skip) {
       if (skip_value) i++;
       continue;

@@ -205,5 +205,76 @@ rc=$?
 [ "$rc" = 0 ] && ok "control: tiny with 1 TiB available trains" || fail "control: tiny with 1 TiB available: exit $rc: $(cat "$T/err")"
 "$RC_BIN" train --help | grep -q "75" || fail "train --help does not list 75"
 
+# ---- duplicate flags: 64 naming the flag (before the fix: the last one won)
+dup() { # dup WHAT FLAG CMD...: CMD must exit 64 naming FLAG "given twice"
+  local what=$1 flag=$2
+  shift 2
+  timeout $TO "$@" >"$T/stdout" 2>"$T/err"
+  rc=$?
+  if [ "$rc" = 64 ] && grep -qF -- "$flag given twice" "$T/err"; then ok "$what -> 64 ($(head -1 "$T/err"))"; else fail "$what: exit $rc, want 64 naming $flag: $(cat "$T/err")"; fi
+}
+dup "train --steps 8 --steps 6" --steps "$RC_BIN" train --steps 8 --steps 6 --out "$T/dup"
+dup "train --dropout twice" --dropout "$RC_BIN" train --dropout 0.1 --dropout 0.2 --out "$T/dup"
+dup "train --tie-embeddings twice" --tie-embeddings "$RC_BIN" train --tie-embeddings --tie-embeddings --out "$T/dup"
+dup "train --out twice" --out "$RC_BIN" train --out "$T/dup1" --out "$T/dup2"
+dup "run --steps twice" --steps "$RC_BIN" run --steps 4 --steps 6 --save-at 2 --out "$T/dup"
+dup "run --aa twice" --aa "$RC_BIN" run --aa --aa --steps 4 --save-at 2 --out "$T/dup"
+dup "run, a train flag twice" --seed "$RC_BIN" run --steps 4 --save-at 2 --seed 1 --seed 2 --progress off --out "$T/dupr"
+dup "compare --json twice" --json "$RC_BIN" compare "$RC_FIXTURES/io/good" "$RC_FIXTURES/io/good" --json "$T/j1" --json "$T/j2"
+dup "compare --deep twice" --deep "$RC_BIN" compare "$RC_FIXTURES/io/good" "$RC_FIXTURES/io/good" --deep --deep
+dup "bisect --context twice" --context "$RC_BIN" bisect "$T" --context 2 --context 3
+[ ! -e "$T/dup" ] && [ ! -e "$T/j1" ] && [ ! -e "$T/j2" ] || fail "a refused command wrote something"
+# control: a repeatable flag stays repeatable, and a single flag passes
+timeout $TO "$RC_BIN" train --inject rng-not-saved --inject data-position-not-saved --dropout 0.1 --dry-run >/dev/null 2>"$T/err" &&
+  ok "control: --inject twice (two bugs) accepted" || fail "control: --inject twice refused: $(cat "$T/err")"
+timeout $TO "$RC_BIN" compare "$RC_FIXTURES/io/good" "$RC_FIXTURES/io/good" --ignore 'a*' --ignore 'b*' >/dev/null 2>"$T/err" &&
+  ok "control: compare --ignore twice accepted" || fail "control: compare --ignore twice refused: $(cat "$T/err")"
+
+# ---- one --progress vocabulary: train takes run's modes
+for mode in auto live plain off; do
+  timeout $TO "$RC_BIN" train --steps 2 --progress "$mode" --out "$T/prog-$mode" >/dev/null 2>"$T/err-$mode"
+  rc=$?
+  [ "$rc" = 0 ] && ok "train --progress $mode" || fail "train --progress $mode: exit $rc: $(cat "$T/err-$mode")"
+done
+[ "$(grep -c '^\[train\] step [12]/2' "$T/err-plain")" = 2 ] || fail "--progress plain: not one line per step: $(cat "$T/err-plain")"
+[ ! -s "$T/err-off" ] && [ ! -s "$T/err-auto" ] || fail "--progress off/auto (not a terminal) printed: $(cat "$T/err-off" "$T/err-auto")"
+grep -q $'\r' "$T/err-live" || fail "--progress live: no line rewritten in place"
+"$RC_BIN" train --progress bogus --out "$T/prog-x" >/dev/null 2>"$T/err"
+[ $? = 64 ] && grep -q "auto | live | plain | off" "$T/err" && ok "train --progress bogus -> 64 naming the modes" || fail "train --progress bogus: $(cat "$T/err")"
+
+# ---- every --help lists every exit code its subcommand can return
+helps() { # helps SUB CODE...
+  local sub=$1 code
+  shift
+  "$RC_BIN" "$sub" --help >"$T/help" 2>&1 || fail "$sub --help failed"
+  for code in "$@"; do
+    grep -Eq "(^|[^0-9])$code([^0-9]|$)" "$T/help" || fail "$sub --help does not list exit code $code"
+  done
+}
+helps train 0 64 65 66 70 74 75 125
+helps run 0 1 2 64 65 70 74 125 130 143
+helps compare 0 1 64 65 66 70 74
+helps inspect 0 64 65 66 70 74
+helps bisect 0 1 2 64 65 66 70 74 125
+helps bugs 0 64
+# and the codes provoked here are among them: train without a GPU, a bad --device
+"$RC_BIN" train --device cuda --steps 2 --out "$T/cuda" >/dev/null 2>"$T/err"
+rc=$?
+"$RC_BIN" train --help | grep -Eq "(^|[^0-9])$rc([^0-9]|$)" && ok "train --device cuda here: exit $rc, listed by --help" || fail "train --device cuda: exit $rc not in --help"
+
+# ---- messages: bisect prints one "error:" prefix; train says why it cannot write
+"$RC_BIN" bisect "$T/no-such-run" >"$T/stdout" 2>"$T/err"
+if grep -q "error: error:" "$T/stdout" "$T/err"; then fail "bisect prints 'error: error:': $(cat "$T/stdout")"; else ok "bisect: one error prefix ($(grep '^error' "$T/stdout"))"; fi
+mkdir -p "$T/ro" && chmod 555 "$T/ro" && chmod 755 "$T"
+as_user=""
+if is_root; then command -v setpriv >/dev/null && as_user="setpriv --reuid=65534 --regid=65534 --clear-groups"; fi
+if ! is_root || [ -n "$as_user" ]; then
+  $as_user "$RC_BIN" train --steps 2 --out "$T/ro" >/dev/null 2>"$T/err"
+  rc=$?
+  [ "$rc" = 74 ] && grep -q "Permission denied" "$T/err" && ok "train into a read-only --out: 74, says why ($(cat "$T/err"))" || fail "train read-only: exit $rc: $(cat "$T/err")"
+else
+  skipped="$skipped read-only-out(root without setpriv)"
+fi
+
 [ -n "$skipped" ] && echo "skipped cases:$skipped"
 exit $((fails > 0))

@@ -145,9 +145,18 @@ int rc_cmd_compare(int argc, char **argv) {
   const char *ignore[MAX_IGNORE];
   int n_paths = 0, n_ignore = 0, max_lines = 40;
   const char *json = NULL;
-  bool deep = false;
+  bool deep = false, seen_max_lines = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v;
+    /* every flag but --ignore (repeatable) is given once */
+    bool again =
+        (!strcmp(arg, "--deep") && deep) ||
+        (!strncmp(arg, "--json", 6) && (arg[6] == 0 || arg[6] == '=') && json) ||
+        (!strncmp(arg, "--max-lines", 11) && (arg[11] == 0 || arg[11] == '=') && seen_max_lines);
+    if (again) {
+      fprintf(stderr, "resumecheck compare: %.*s given twice\n", (int)strcspn(arg, "="), arg);
+      return RC_EXIT_USAGE;
+    }
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
       usage(stdout);
       return RC_OK;
@@ -173,6 +182,7 @@ int rc_cmd_compare(int argc, char **argv) {
         return RC_EXIT_USAGE;
       }
       max_lines = (int)n;
+      seen_max_lines = true;
     } else if (arg[0] == '-' && arg[1] != 0) {
       fprintf(stderr, "resumecheck compare: unknown flag '%s'\n\n", arg);
       usage(stderr);

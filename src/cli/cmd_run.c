@@ -160,6 +160,7 @@ static int split_args(int argc, char **argv, raw_flags *r, char **fwd, int *n_fw
     }
     if (!def->takes_value) {
       if (eq) return usage_error("%s takes no value", name);
+      if (*bool_slot(r, name)) return usage_error("%s given twice", name);
       *bool_slot(r, name) = true;
       continue;
     }

@@ -213,7 +213,12 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     m->events.from_step = leg->events_from_step;
   }
   char *args = args_json(leg, ops, comm, &env, argc, argv);
-  bool tty = (isatty(2) || leg->progress) && rank == 0;
+  /* --progress: auto = live on a terminal, else none */
+  int progress = leg->progress == RC_LEG_PROGRESS_AUTO
+                     ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
+                     : leg->progress;
+  bool tty = progress != RC_LEG_PROGRESS_OFF && rank == 0;
+  bool live = progress == RC_LEG_PROGRESS_LIVE;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
   m->profile = profile_env && (*profile_env == '1' || profile_ops);
@@ -238,9 +243,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, int argc, char **ar
     fprintf(timing, "%d,%.6f\n", step, dt);
     if (tty) {
       double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
-      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ",
-              leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta);
-      if (step == last) fputc('\n', stderr);
+      fprintf(stderr, "%s[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs%s",
+              live ? "\r" : "", leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta,
+              live ? "   " : "\n");
+      if (live && step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
       if ((rc = rc_model_save(m, ckpt_root, args, err))) {
