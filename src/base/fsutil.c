@@ -4,12 +4,18 @@
  * else reads: the bytes go to path.tmp.<pid>, are fsync'd, renamed over path,
  * and the parent directory is fsync'd so the rename itself survives a crash.
  * A reader therefore sees the old file, no file, or the whole new file; on
- * any failure the temp file is removed and path is left as it was. */
+ * any failure the temp file is removed and path is left as it was. It never
+ * renames over what is not a regular file.
+ *
+ * rc_write_output is the rule for files a user names (reports): it decides
+ * by what the path is whether to replace it atomically, write through to it
+ * (a character device, a FIFO) or refuse. */
 #include "fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -172,9 +178,38 @@ void rc_remove_stale_temps(const char *dir, const char *const *names, int n) {
   closedir(d);
 }
 
-int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
+/* What kind of file system object st describes, for messages. */
+static const char *kind_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/* 0 when path is missing or a regular file, else -1 with errno = EEXIST and
+ * *mode set: rename would replace a device node, FIFO, directory, socket or
+ * symlink with a regular file (as root, `--json /dev/null` once did). */
+static int check_replaceable(const char *path, mode_t *mode) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0; /* missing: nothing to replace */
+  *mode = st.st_mode;
+  if (S_ISREG(st.st_mode)) return 0;
+  errno = EEXIST;
+  return -1;
+}
+
+static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces,
+                               bool check_target, rc_err *err) {
   size_t n = 0;
   for (int i = 0; i < npieces; i++) n += pieces[i].n;
+  mode_t mode = 0;
+  if (check_target && check_replaceable(path, &mode) != 0)
+    return rc_fail(err, RC_EXIT_IOERR, "%s is %s: refusing to replace it with a regular file", path,
+                   kind_name(mode));
   char tmp[4096];
   int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   if (len < 0 || (size_t)len >= sizeof tmp)
@@ -198,6 +233,12 @@ int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces
   fd = -1;
   if (r != 0) goto fail;
   rc_test_crash_point("synced", tmp);
+  /* again, just before the rename: what was missing may have appeared */
+  if (check_target && check_replaceable(path, &mode) != 0) {
+    unlink(tmp);
+    return rc_fail(err, RC_EXIT_IOERR, "%s is %s: refusing to replace it with a regular file", path,
+                   kind_name(mode));
+  }
   step = "renaming";
   if (rename(tmp, path) != 0) goto fail;
   rc_test_crash_point("renamed", path);
@@ -217,10 +258,140 @@ fail:;
   return rc_fail(err, RC_EXIT_IOERR, "%s %s (%zu bytes): %s%s", step, tmp, n, strerror(e), hint(e));
 }
 
+int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
+  return write_pieces_atomic(path, pieces, npieces, true, err);
+}
+
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
   /* two pieces, so that the crash hook's "half written" leaves half a file */
   rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
   return rc_write_pieces_atomic(path, halves, 2, err);
+}
+
+/* Writes all of data to fd, resuming after short writes; -1 with errno. A
+ * reader that closes a FIFO early must give EPIPE, not kill the process with
+ * SIGPIPE: the signal is blocked for the writes and a SIGPIPE they raise is
+ * taken off the pending set before the mask is restored. */
+static int write_all_nosigpipe(int fd, const void *data, size_t n) {
+  sigset_t pipe_set, old, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  const char *p = data;
+  size_t done = 0;
+  int ret = 0, e = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      ret = -1, e = errno;
+      break;
+    }
+    if (w == 0) {
+      ret = -1, e = EIO;
+      break;
+    }
+    done += (size_t)w;
+  }
+  if (e == EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = e;
+  return ret;
+}
+
+/* A character device or FIFO named as an output: opened as it is (no
+ * O_CREAT, no O_TRUNC) and written; a FIFO is opened without blocking so
+ * that one nobody reads is refused rather than waited on for ever. */
+static int write_through(const char *path, mode_t mode, const void *data, size_t n, rc_err *err) {
+  bool fifo = S_ISFIFO(mode);
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  if (fd < 0) {
+    int e = errno;
+    if (fifo && e == ENXIO)
+      return rc_fail(err, RC_EXIT_IOERR, "%s is a FIFO with no reader: not waiting for one", path);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot open %s (%s) for writing: %s", path, kind_name(mode),
+                   strerror(e));
+  }
+  /* what was opened must still be what was checked: writing into a regular
+   * file that took its place, without truncating it, would corrupt it */
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "%s changed while it was opened: not written", path);
+  }
+  const char *step = "writing";
+  if (fifo) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) goto fail;
+  }
+  if (write_all_nosigpipe(fd, data, n) != 0) goto fail;
+  step = "closing";
+  if (close(fd) != 0) {
+    fd = -1;
+    goto fail;
+  }
+  return RC_OK;
+fail:;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  return rc_fail(err, RC_EXIT_IOERR, "%s %s (%s, %zu bytes): %s", step, path, kind_name(mode), n,
+                 strerror(e));
+}
+
+/* Test hook (docs/robustness.md): RC_TEST_OUTPUT_ALWAYS_RENAME=1 restores the
+ * old rule — temp file renamed over whatever the path is — so that a test
+ * can show that it detects what the rule prevents. */
+static bool output_always_rename(void) {
+  const char *v = getenv("RC_TEST_OUTPUT_ALWAYS_RENAME");
+  return v && !strcmp(v, "1");
+}
+
+int rc_write_output(const char *path, const void *data, size_t n, rc_err *err) {
+  rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
+  if (output_always_rename()) return write_pieces_atomic(path, halves, 2, false, err);
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    int e = errno;
+    if (e != ENOENT)
+      return rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s%s", path, strerror(e), hint(e));
+    return rc_write_file_atomic(path, data, n, err); /* missing: created atomically */
+  }
+  char resolved[PATH_MAX];
+  const char *target = path;
+  bool via_link = S_ISLNK(st.st_mode);
+  if (via_link) {
+    char link[PATH_MAX] = "?";
+    ssize_t k = readlink(path, link, sizeof link - 1);
+    if (k >= 0) link[k] = 0;
+    if (stat(path, &st) != 0) {
+      int e = errno;
+      return rc_fail(err, RC_EXIT_IOERR,
+                     "%s is a symbolic link to %s, which cannot be written: %s (refusing to "
+                     "replace the link)",
+                     path, link, strerror(e));
+    }
+    if (S_ISREG(st.st_mode)) {
+      /* the target is replaced in its own directory, so the link stays */
+      if (!realpath(path, resolved)) {
+        int e = errno;
+        return rc_fail(err, RC_EXIT_IOERR, "cannot resolve the symbolic link %s: %s", path,
+                       strerror(e));
+      }
+      target = resolved;
+    }
+  }
+  if (S_ISREG(st.st_mode)) return rc_write_file_atomic(target, data, n, err);
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+    return write_through(path, st.st_mode, data, n, err);
+  return rc_fail(err, RC_EXIT_IOERR,
+                 "%s%s is %s: a report is written to a regular file (replaced atomically), a "
+                 "character device or a FIFO",
+                 path, via_link ? " (through a symbolic link)" : "", kind_name(st.st_mode));
 }
 
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {

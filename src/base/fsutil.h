@@ -11,7 +11,8 @@
 #include "error.h"
 
 int rc_mkdir_p(const char *path, rc_err *err);
-/* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir. */
+/* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir.
+ * For files a user names (reports), use rc_write_output below. */
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err);
 /* The same for a file that is the concatenation of buffers (written with
  * writev, no copy): a shard is its HDF5 metadata image plus tensor buffers. */
@@ -20,6 +21,22 @@ typedef struct {
   size_t n;
 } rc_piece;
 int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err);
+/* Both atomic writers refuse (74) to rename over anything that exists and is
+ * not a regular file: a device node, FIFO, socket, directory or symlink is
+ * never replaced. */
+
+/* Writes a file the user named (--json, --junit, --summary-md, --plot), by
+ * what path is (docs/robustness.md, "Report files"):
+ *  - missing or a regular file: replaced atomically (rc_write_file_atomic);
+ *  - a character device or a FIFO: written through (open O_WRONLY, no
+ *    create, no truncate; a FIFO without a reader is refused, never waited
+ *    for); write errors such as ENOSPC from /dev/full are reported (74);
+ *  - a symlink: followed to what it names, which then gets the rule above
+ *    (a regular target is replaced atomically in its own directory, the
+ *    link stays);
+ *  - anything else (directory, socket, block device, dangling symlink):
+ *    refused, 74, naming what it is. */
+int rc_write_output(const char *path, const void *data, size_t n, rc_err *err);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for text use). */
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err);
 bool rc_path_exists(const char *path);

@@ -400,10 +400,13 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
   /* the trace holds global quantities: rank 0 writes it */
   rc_path_join(path, sizeof path, leg->out, "trace.csv");
   FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
+  int open_errno = trace ? 0 : errno;
   rc_path_join(path, sizeof path, leg->out, "timing.csv");
-  FILE *timing = fopen(rank == 0 ? path : "/dev/null", "w");
+  FILE *timing = trace ? fopen(rank == 0 ? path : "/dev/null", "w") : NULL;
+  if (trace && !timing) open_errno = errno;
   if (!trace || !timing) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/trace.csv or timing.csv", leg->out);
+    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
+                 trace ? "timing.csv" : "trace.csv", strerror(open_errno));
     if (trace) fclose(trace);
     if (timing) fclose(timing);
     goto done;
@@ -423,7 +426,12 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
     m->events.from_step = leg->events_from_step;
   }
   char *args = args_json(leg, ops, comm, &env, argc, argv);
-  bool tty = (isatty(2) || leg->progress) && rank == 0;
+  /* --progress: auto = live on a terminal, else none */
+  int progress = leg->progress == RC_LEG_PROGRESS_AUTO
+                     ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
+                     : leg->progress;
+  bool tty = progress != RC_LEG_PROGRESS_OFF && rank == 0;
+  bool live = progress == RC_LEG_PROGRESS_LIVE;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
   m->profile = profile_env && (*profile_env == '1' || profile_ops);
@@ -450,9 +458,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
       fprintf(timing, "start_to_first_step,%d,%.6f\n", step, now_s() - proc->t_spawn);
     if (tty) {
       double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
-      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ",
-              leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta);
-      if (step == last) fputc('\n', stderr);
+      fprintf(stderr, "%s[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs%s",
+              live ? "\r" : "", leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta,
+              live ? "   " : "\n");
+      if (live && step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
       test_kill_before_save(leg);
