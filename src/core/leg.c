@@ -17,9 +17,11 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -275,9 +277,8 @@ static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *
                              err);
 }
 
-int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
-               char **argv, rc_err *err) {
-  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+                   char **argv, rc_err *err) {
   if (proc->wait_for_checkpoint && !leg->resume_from[0])
     return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
   double phase_s[PH_N];
@@ -506,5 +507,34 @@ done:
   rc_data_close(&data);
   if (comm) comm->destroy(comm);
   if (lock_fd >= 0) close(lock_fd);
+  return rc;
+}
+
+/* A leg refused before it wrote anything (a config that does not fit, no
+ * GPU, a lock held elsewhere...) leaves no trace: an --out it created for
+ * its lock is removed again when the lock file is all it holds. */
+static bool only_lock_file(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool only = true;
+  for (struct dirent *e; only && (e = readdir(d));)
+    only =
+        !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, RC_DIR_LOCK_NAME);
+  closedir(d);
+  return only;
+}
+
+int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+               char **argv, rc_err *err) {
+  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  struct stat st;
+  bool existed = stat(leg->out, &st) == 0;
+  int rc = leg_run(cfg, leg, proc, argc, argv, err);
+  if (rc && !existed && only_lock_file(leg->out)) {
+    char lock[1200];
+    rc_path_join(lock, sizeof lock, leg->out, RC_DIR_LOCK_NAME);
+    (void)unlink(lock);
+    (void)rmdir(leg->out);
+  }
   return rc;
 }
