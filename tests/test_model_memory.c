@@ -20,6 +20,7 @@
 
 #include "core/config.h"
 #include "core/model.h"
+#include "harness/run.h"
 
 #include "check.h"
 
@@ -119,36 +120,37 @@ static void checks(void) {
 
   /* --jobs: min(jobs, legs that can run at once) legs of per_leg bytes */
   uint64_t leg = 100u << 20;
-  CHECK(rc_jobs_memory_check(leg, 4, 3, 3 * leg, "device memory", &err) == RC_OK, "%s",
-        "rc_jobs_memory_check(leg, 4, 3, 3 * leg, \"device memory\", &err) == RC_OK");
-  CHECK(
-      rc_jobs_memory_check(leg, 4, 3, 3 * leg - 1, "device memory", &err) == RC_EXIT_RESOURCES,
-      "%s",
-      "rc_jobs_memory_check(leg, 4, 3, 3 * leg - 1, \"device memory\", &err) == RC_EXIT_RESOURCES");
+  CHECK(rc_run_jobs_memory_check(leg, 4, 3, 3 * leg, "device memory", &err) == RC_OK, "%s",
+        "rc_run_jobs_memory_check(leg, 4, 3, 3 * leg, \"device memory\", &err) == RC_OK");
+  CHECK(rc_run_jobs_memory_check(leg, 4, 3, 3 * leg - 1, "device memory", &err) ==
+            RC_EXIT_RESOURCES,
+        "%s",
+        "rc_run_jobs_memory_check(leg, 4, 3, 3 * leg - 1, \"device memory\", &err) == "
+        "RC_EXIT_RESOURCES");
   CHECK(strstr(err.msg, "--jobs 2 or fewer") != NULL, "%s",
         "strstr(err.msg, \"--jobs 2 or fewer\") != NULL");
   CHECK(strstr(err.msg, "--jobs 4 runs 3 legs at once") != NULL, "%s",
         "strstr(err.msg, \"--jobs 4 runs 3 legs at once\") != NULL");
-  CHECK(rc_jobs_memory_check(leg, 1, 3, leg, "device memory", &err) == RC_OK, "%s",
-        "rc_jobs_memory_check(leg, 1, 3, leg, \"device memory\", &err) == RC_OK");
-  CHECK(rc_jobs_memory_check(leg, 1, 3, leg - 1, "device memory", &err) == RC_EXIT_RESOURCES, "%s",
-        "rc_jobs_memory_check(leg, 1, 3, leg - 1, \"device memory\", &err) == RC_EXIT_RESOURCES");
+  CHECK(rc_run_jobs_memory_check(leg, 1, 3, leg, "device memory", &err) == RC_OK, "%s",
+        "rc_run_jobs_memory_check(leg, 1, 3, leg, \"device memory\", &err) == RC_OK");
+  CHECK(
+      rc_run_jobs_memory_check(leg, 1, 3, leg - 1, "device memory", &err) == RC_EXIT_RESOURCES,
+      "%s",
+      "rc_run_jobs_memory_check(leg, 1, 3, leg - 1, \"device memory\", &err) == RC_EXIT_RESOURCES");
   CHECK(strstr(err.msg, "not even --jobs 1") != NULL, "%s",
         "strstr(err.msg, \"not even --jobs 1\") != NULL");
-  CHECK(rc_jobs_memory_check(leg, 64, 3, 0, "device memory", &err) == RC_OK, "%s",
-        "rc_jobs_memory_check(leg, 64, 3, 0, \"device memory\", &err) == RC_OK"); /* unknown */
-  setenv("RC_TEST_MEM_AVAILABLE", "1", 1);
-  CHECK(
-      rc_jobs_memory_check(leg, 2, 3, 1ull << 40, "device memory", &err) == RC_EXIT_RESOURCES, "%s",
-      "rc_jobs_memory_check(leg, 2, 3, 1ull << 40, \"device memory\", &err) == RC_EXIT_RESOURCES");
-  unsetenv("RC_TEST_MEM_AVAILABLE");
+  CHECK(rc_run_jobs_memory_check(leg, 64, 3, 0, "device memory", &err) == RC_OK, "%s",
+        "rc_run_jobs_memory_check(leg, 64, 3, 0, \"device memory\", &err) == RC_OK"); /* unknown */
+  /* the RC_TEST_MEM_AVAILABLE hook reaches run through train --dry-run-memory:
+   * tests/run_jobs_memory.sh */
   /* the need of a real config, as `run` would pass it */
-  CHECK(rc_jobs_memory_check(n.device, 3, 3, 3 * n.device, "device memory", &err) == RC_OK, "%s",
-        "rc_jobs_memory_check(n.device, 3, 3, 3 * n.device, \"device memory\", &err) == RC_OK");
-  CHECK(rc_jobs_memory_check(n.device, 3, 3, 2 * n.device, "device memory", &err) ==
+  CHECK(rc_run_jobs_memory_check(n.device, 3, 3, 3 * n.device, "device memory", &err) == RC_OK,
+        "%s",
+        "rc_run_jobs_memory_check(n.device, 3, 3, 3 * n.device, \"device memory\", &err) == RC_OK");
+  CHECK(rc_run_jobs_memory_check(n.device, 3, 3, 2 * n.device, "device memory", &err) ==
             RC_EXIT_RESOURCES,
         "%s",
-        "rc_jobs_memory_check(n.device, 3, 3, 2 * n.device, \"device memory\", &err) == "
+        "rc_run_jobs_memory_check(n.device, 3, 3, 2 * n.device, \"device memory\", &err) == "
         "RC_EXIT_RESOURCES");
   CHECK(rc_host_memory_available() > 0, "%s", "rc_host_memory_available() > 0");
 }

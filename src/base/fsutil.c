@@ -590,3 +590,10 @@ int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **dat
   *n = len;
   return RC_OK;
 }
+
+void rc_format_bytes(uint64_t b, char *buf, size_t cap) {
+  if (b >= (1ull << 30))
+    snprintf(buf, cap, "%.1f GiB", (double)b / (1ull << 30));
+  else
+    snprintf(buf, cap, "%.1f MiB", (double)b / (1ull << 20));
+}

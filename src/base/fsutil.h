@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -80,5 +81,8 @@ int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_e
  * read (RC_EXIT_DATAERR), one that grows past cap while read as well. */
 int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **data, size_t *n,
                          rc_err *err);
+
+/* b as "12.3 GiB" or "4.5 MiB", for messages. */
+void rc_format_bytes(uint64_t b, char *buf, size_t cap);
 
 #endif

@@ -30,6 +30,9 @@ static void help(void) {
          "  --events FILE              write the bisect event log (docs/events.md)\n"
          "  --events-from-step S       log only steps >= S\n"
          "  --dry-run                  validate the flags, print the canonical config, exit\n"
+         "  --dry-run-memory           print, as JSON, the memory a leg of this config needs\n"
+         "                             and what its device has free (opens the CUDA module\n"
+         "                             for --device cuda), exit\n"
          "  --progress MODE            auto (default: live on a terminal, else none), live\n"
          "                             (one line rewritten), plain (a line per step), off;\n"
          "                             the modes of `run --progress` (bare --progress: live)\n"
@@ -64,6 +67,11 @@ int rc_cmd_train(int argc, char **argv) {
   }
   if (rc) {
     fprintf(stderr, "resumecheck train: %s\n", err.msg);
+    return rc;
+  }
+  if (leg.dry_run_memory) {
+    rc = rc_leg_memory_report(&cfg, &leg, stdout, &err);
+    if (rc) fprintf(stderr, "resumecheck train: %s\n", err.msg);
     return rc;
   }
   if (leg.dry_run) {

@@ -486,6 +486,10 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       leg->dry_run = true;
       continue;
     }
+    if (leg && !strcmp(a, "--dry-run-memory")) {
+      leg->dry_run = leg->dry_run_memory = true;
+      continue;
+    }
     if (leg && !strcmp(a, "--progress")) {
       /* `run`'s vocabulary: --progress MODE; a bare --progress (the old
        * spelling) means live */

@@ -86,7 +86,8 @@ typedef struct {
   char events[1024]; /* --events FILE: the bisect event log */
   int events_from_step;
   bool dry_run;
-  int progress; /* rc_leg_progress: --progress auto | live | plain | off */
+  bool dry_run_memory; /* --dry-run-memory: print what a leg needs and has, exit */
+  int progress;        /* rc_leg_progress: --progress auto | live | plain | off */
   /* data parallel (docs/distributed.md): "auto" (none at world size 1, mpi
    * on the CPU, nccl on CUDA), "none", "single" (one process through the
    * distributed optimizer), "mpi", "nccl" */

@@ -345,6 +345,18 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
       return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
     }
   }
+  /* the device's own memory, before the model allocates any (the CPU
+   * backend's host memory is checked by rc_model_init) */
+  const rc_cuda_module *cuda = rc_cuda_module_loaded();
+  size_t dev_free = 0, dev_total = 0;
+  if (!strcmp(ops->name, "cuda") && cuda && cuda->memory_info(&dev_free, &dev_total) == 0) {
+    rc_memory_need need;
+    rc_model_memory_need(cfg, &need);
+    if ((rc = rc_model_memory_check(&need, false, dev_free, rc_host_memory_available(), err))) {
+      if (lock_fd >= 0) close(lock_fd);
+      return rc;
+    }
+  }
   /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
    * op synchronised and timed by a wrapping table (backend/ops_profile.h),
    * installed before anything holds the ops so that everything goes through it */
@@ -537,4 +549,33 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
     (void)rmdir(leg->out);
   }
   return rc;
+}
+
+int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out, rc_err *err) {
+  rc_memory_need need;
+  rc_model_memory_need(cfg, &need);
+  uint64_t host_avail = rc_host_memory_available();
+  const char *device = "cpu";
+  uint64_t device_free = host_avail;
+  bool want_cuda =
+      !strcmp(leg->device, "cuda") || (!strcmp(leg->device, "auto") && rc_cuda_gpu_visible());
+  if (want_cuda) {
+    const char *why = NULL;
+    const rc_cuda_module *cm = rc_cuda_ops(&why) ? rc_cuda_module_loaded() : NULL;
+    size_t free_b = 0, total_b = 0;
+    if (cm && cm->memory_info(&free_b, &total_b) == 0) {
+      device = "cuda";
+      device_free = free_b;
+    } else if (!strcmp(leg->device, "cuda")) {
+      return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s",
+                     why ? why : "cannot read the device's free memory");
+    }
+  }
+  const char *test_avail = getenv("RC_TEST_MEM_AVAILABLE"); /* the memory check's test hook */
+  if (test_avail && *test_avail) device_free = host_avail = strtoull(test_avail, NULL, 10);
+  fprintf(out,
+          "{\"device\": \"%s\", \"need_device_bytes\": %" PRIu64 ", \"need_host_bytes\": %" PRIu64
+          ", \"device_free_bytes\": %" PRIu64 ", \"host_available_bytes\": %" PRIu64 "}\n",
+          device, need.device, need.host, device_free, host_avail);
+  return RC_OK;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/numeric.h"
+#include "base/fsutil.h"
 #include "core/linear.h"
 #include "core/model_internal.h"
 
@@ -371,13 +372,6 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   n->host = n->host_buffers + n->transient + n->staging;
 }
 
-static void fmt_bytes(uint64_t b, char *buf, size_t cap) {
-  if (b >= (1ull << 30))
-    snprintf(buf, cap, "%.1f GiB", (double)b / (1ull << 30));
-  else
-    snprintf(buf, cap, "%.1f MiB", (double)b / (1ull << 20));
-}
-
 /* RC_TEST_MEM_AVAILABLE=BYTES: the available memory a test pretends */
 static bool test_available(uint64_t *out) {
   const char *v = getenv("RC_TEST_MEM_AVAILABLE");
@@ -398,16 +392,17 @@ int rc_model_memory_check(const rc_memory_need *n, bool device_is_host, uint64_t
   char b[6][32];
   uint64_t v[6] = {n->weights,       n->main_grad,   n->optimizer,
                    n->weight_copies, n->activations, n->scratch + n->dist + n->overhead};
-  for (int i = 0; i < 6; i++) fmt_bytes(v[i], b[i], sizeof b[i]);
+  for (int i = 0; i < 6; i++) rc_format_bytes(v[i], b[i], sizeof b[i]);
   snprintf(parts, sizeof parts,
            "weights %s, main_grad %s, Adam moments %s, weight copies %s, activations %s, "
            "scratch %s",
            b[0], b[1], b[2], b[3], b[4], b[5]);
-  fmt_bytes(n->host, host_s, sizeof host_s);
+  rc_format_bytes(n->host, host_s, sizeof host_s);
   if (device_is_host) {
     uint64_t total = n->device + n->host;
     if (host_available && total > host_available) {
-      fmt_bytes(total, need_s, sizeof need_s), fmt_bytes(host_available, avail_s, sizeof avail_s);
+      rc_format_bytes(total, need_s, sizeof need_s),
+          rc_format_bytes(host_available, avail_s, sizeof avail_s);
       return rc_fail(err, RC_EXIT_RESOURCES,
                      "this config needs %s of memory (%s; checkpoint staging and host buffers "
                      "%s) but %s is available (%s): nothing was allocated; use smaller sizes",
@@ -416,43 +411,22 @@ int rc_model_memory_check(const rc_memory_need *n, bool device_is_host, uint64_t
     return RC_OK;
   }
   if (device_available && n->device > device_available) {
-    fmt_bytes(n->device, need_s, sizeof need_s),
-        fmt_bytes(device_available, avail_s, sizeof avail_s);
+    rc_format_bytes(n->device, need_s, sizeof need_s),
+        rc_format_bytes(device_available, avail_s, sizeof avail_s);
     return rc_fail(err, RC_EXIT_RESOURCES,
                    "this config needs %s of device memory (%s) but %s is free on the device: "
                    "nothing was allocated; use smaller sizes",
                    need_s, parts, avail_s);
   }
   if (host_available && n->host > host_available) {
-    fmt_bytes(n->host, need_s, sizeof need_s), fmt_bytes(host_available, avail_s, sizeof avail_s);
+    rc_format_bytes(n->host, need_s, sizeof need_s),
+        rc_format_bytes(host_available, avail_s, sizeof avail_s);
     return rc_fail(err, RC_EXIT_RESOURCES,
                    "this config needs %s of host memory (checkpoint staging and host buffers) but "
                    "%s is available (%s): nothing was allocated",
                    need_s, avail_s, src);
   }
   return RC_OK;
-}
-
-int rc_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, uint64_t available,
-                         const char *what, rc_err *err) {
-  uint64_t t;
-  if (test_available(&t)) available = t;
-  int at_once = jobs < concurrent_legs ? jobs : concurrent_legs;
-  if (at_once < 1) at_once = 1;
-  if (!available || per_leg * (uint64_t)at_once <= available) return RC_OK;
-  uint64_t fit = per_leg ? available / per_leg : 0;
-  char need_s[32], avail_s[32], leg_s[32];
-  fmt_bytes(per_leg * (uint64_t)at_once, need_s, sizeof need_s);
-  fmt_bytes(available, avail_s, sizeof avail_s);
-  fmt_bytes(per_leg, leg_s, sizeof leg_s);
-  if (fit == 0)
-    return rc_fail(err, RC_EXIT_RESOURCES,
-                   "one leg needs %s of %s but %s is available: not even --jobs 1 fits", leg_s,
-                   what, avail_s);
-  return rc_fail(err, RC_EXIT_RESOURCES,
-                 "--jobs %d runs %d legs at once, needing %s of %s (%s each) but %s is "
-                 "available: use --jobs %llu or fewer",
-                 jobs, at_once, need_s, what, leg_s, avail_s, (unsigned long long)fit);
 }
 
 static bool read_u64_file(const char *path, unsigned long long *out) {

@@ -206,12 +206,6 @@ void rc_model_memory_need(const rc_config *cfg, rc_memory_need *need);
  * values (a test hook, docs/robustness.md). */
 int rc_model_memory_check(const rc_memory_need *need, bool device_is_host,
                           uint64_t device_available, uint64_t host_available, rc_err *err);
-/* `run --jobs J`: legs that run at once share one device (or the host). RC_OK
- * if min(jobs, concurrent_legs) legs of per_leg bytes each fit in available,
- * else RC_EXIT_RESOURCES naming the largest --jobs that fits. available 0:
- * unknown, not checked. */
-int rc_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, uint64_t available,
-                         const char *what, rc_err *err);
 /* MemAvailable of /proc/meminfo in bytes; 0 if it cannot be read. */
 uint64_t rc_host_memory_available(void);
 
