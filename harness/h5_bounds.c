@@ -66,6 +66,36 @@ static bool addr_undef_or_inside(uint64_t a, int size, uint64_t limit) {
   return a == undef || a < limit;
 }
 
+/* v0/v1 superblocks cache the root group's symbol table in the root entry's
+ * scratch pad: the B-tree and the local heap of its names. libhdf5
+ * allocates a heap's declared data segment before reading it, so a forged
+ * size (16 GiB in an 80 KiB file) costs that allocation: refused here. */
+static int check_root_heap(const unsigned char *p, size_t avail, size_t entry, int so, int sl,
+                           const unsigned char *d, size_t size, uint64_t eof, const char *label,
+                           rc_err *err) {
+  size_t scratch = entry + 2 * (size_t)so + 8;
+  if (avail < scratch + 16) return rc_fail(err, RC_EXIT_DATAERR, "%s: superblock cut short", label);
+  if (le(p + entry + 2 * (size_t)so, 4) != 1 || so > 8) return RC_OK; /* nothing cached */
+  uint64_t btree = le(p + scratch, so), heap = le(p + scratch + (size_t)so, so);
+  if (!addr_inside(btree, so, eof) || !addr_inside(heap, so, eof))
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: root group B-tree or name heap address is outside the file", label);
+  size_t need = 8 + 2 * (size_t)sl + (size_t)so;
+  if (heap > size || size - heap < need || memcmp(d + heap, "HEAP", 4))
+    return RC_OK; /* not a heap where the cache says: libhdf5 reports that itself */
+  uint64_t seg_size = le(d + heap + 8, sl), seg_addr = le(d + heap + 8 + 2 * (size_t)sl, so);
+  if (seg_size > eof || (addr_inside(seg_addr, so, UINT64_MAX) && seg_addr > eof - seg_size)) {
+    char hs[32], hf[32];
+    rc_h5_human_bytes(seg_size, hs, sizeof hs);
+    rc_h5_human_bytes(size, hf, sizeof hf);
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: the root group's name heap claims %s at byte %" PRIu64
+                   ", file has %s: not read",
+                   label, hs, seg_addr, hf);
+  }
+  return RC_OK;
+}
+
 int rc_h5_precheck_bytes(const unsigned char *d, size_t size, const char *label, rc_err *err) {
   /* The signature is at 0 or at a user-block boundary 512, 1024, 2048, ... */
   size_t sb = SIZE_MAX;
@@ -134,6 +164,8 @@ int rc_h5_precheck_bytes(const unsigned char *d, size_t size, const char *label,
     return rc_fail(err, RC_EXIT_DATAERR,
                    "%s: a superblock address (free space, driver or extension) is outside the file",
                    label);
+  if (version <= 1)
+    return check_root_heap(p, avail, addrs + 4 * (size_t)so, so, sl, d, size, eof, label, err);
   return RC_OK;
 }
 

@@ -916,7 +916,7 @@ static void test_superblock_bounds(void) {
   char a[1024], b[1024], cmd[2400];
   mkdirs("superblock");
   path_of(a, sizeof a, "identical/a.h5");
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     snprintf(b, sizeof b, "%s/superblock/%d.h5", tmp_root, i);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, b);
     CHECK(system(cmd) == 0, "copying");
@@ -925,9 +925,24 @@ static void test_superblock_bounds(void) {
   unsigned char three = 3, big[8] = {0, 0, 0, 0, 0, 0, 0, 1};
   poke("superblock/1.h5", 13, &three, 1);
   poke("superblock/2.h5", 24 + 2 * 8, big, 8); /* v0: base, free space, then EOF */
+  /* the root group's name heap (v0 root entry scratch pad: B-tree, heap)
+   * declaring a 16 GiB data segment: libhdf5 would allocate it */
+  FILE *f = fopen(b, "rb");
+  unsigned char addr[8];
+  CHECK(f && !fseek(f, 24 + 6 * 8 + 8 + 8, SEEK_SET) && fread(addr, 1, 8, f) == 8,
+        "reading the heap address");
+  if (f) fclose(f);
+  long heap = 0;
+  for (int i = 7; i >= 0; i--) heap = heap << 8 | addr[i];
+  unsigned char huge[8] = {0, 0, 0, 0, 4, 0, 0, 0};
+  poke("superblock/3.h5", heap + 8, huge, 8);
   rc_compare_result res;
   rc_err err;
-  int rc = compare("superblock/0.h5", "superblock/1.h5", NULL, &res, &err);
+  int rc = compare("superblock/0.h5", "superblock/3.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "root group's name heap claims 16.0 GiB"),
+        "heap size: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  rc = compare("superblock/0.h5", "superblock/1.h5", NULL, &res, &err);
   CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "3-byte offsets"), "offset size: rc %d (%s)", rc,
         err.msg);
   rc_compare_result_free(&res);
