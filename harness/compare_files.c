@@ -3,10 +3,10 @@
  * fill (DESIGN §7, docs/compare.md).
  *
  * Nothing is claimed about bytes that were not read. In a directory with a
- * manifest, every shard it lists is first hashed (rc_sha256_files: every
- * shard of both sides at once, one thread each) and checked against the
- * manifest's whole-file SHA-256; a shard that does not match is a corrupt
- * checkpoint (65). Two verified manifests that give a shard the same
+ * manifest, every shard it lists is first hashed (rc_sha256_many on the
+ * mapped files: every shard of both sides at once, one thread each) and
+ * checked against the manifest's whole-file SHA-256; a shard that does not
+ * match is a corrupt checkpoint (65). Two verified manifests that give a shard the same
  * SHA-256 then settle the pair as byte-identical. Files without a manifest
  * are compared as bytes, memory-mapped, stopping at the first difference
  * (memcmp of mapped page cache runs at ~10 GB/s here, SHA-256 at ~1.4 per
@@ -628,7 +628,12 @@ static int compare_derived(walk_t *w, const char *rel, const char *da, const cha
  * none), both sides in one parallel pass, and checks each against its
  * manifest's size and whole-file SHA-256. A shard that does not match is a
  * corrupt checkpoint: RC_EXIT_DATAERR, naming the file and the side. Files
- * matching --ignore are neither read nor verified. */
+ * matching --ignore are neither read nor verified.
+ *
+ * The shards are hashed where they are mapped (rc_sha256_many: one EVP
+ * context per thread, one shard per job) rather than streamed through
+ * read() (rc_sha256_files): the same hashes without copying the page cache,
+ * measured at 1.2 s of system time saved per 2 GiB (bench/NOTES_compare.md). */
 static int verify_shards(walk_t *w, const char *rel, const char *const dirs[2],
                          const dir_list *const lists[2], manifest_t *const mfs[2], rc_err *err) {
   int total = (mfs[0] ? mfs[0]->n : 0) + (mfs[1] ? mfs[1]->n : 0);
@@ -638,8 +643,11 @@ static int verify_shards(walk_t *w, const char *rel, const char *const dirs[2],
   char(*hex)[RC_SHA256_HEX] = calloc((size_t)total, sizeof *hex);
   mf_shard **entry = calloc((size_t)total, sizeof *entry);
   int *sides = calloc((size_t)total, sizeof *sides);
+  rc_cmp_map *maps = calloc((size_t)total, sizeof *maps);
+  const void **data = calloc((size_t)total, sizeof *data);
+  size_t *sizes = calloc((size_t)total, sizeof *sizes);
   int rc = RC_OK, n = 0;
-  if (!paths || !pv || !hex || !entry || !sides) {
+  if (!paths || !pv || !hex || !entry || !sides || !maps || !data || !sizes) {
     rc = rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
     goto done;
   }
@@ -667,10 +675,18 @@ static int verify_shards(walk_t *w, const char *rel, const char *const dirs[2],
       pv[n] = paths[n];
       entry[n] = e;
       sides[n] = side;
+      if ((rc = rc_cmp_map_open(paths[n], &maps[n], err))) goto done;
       n++;
+      if ((int64_t)maps[n - 1].size != e->bytes) { /* changed since the stat */
+        rc = rc_fail(err, RC_EXIT_DATAERR, "%s: changed while being compared (side %s)",
+                     paths[n - 1], side ? "B" : "A");
+        goto done;
+      }
+      data[n - 1] = maps[n - 1].data ? (const void *)maps[n - 1].data : "";
+      sizes[n - 1] = maps[n - 1].size;
     }
   }
-  if ((rc = rc_sha256_files(pv, n, 0, hex, err))) goto done;
+  rc_sha256_many(data, sizes, n, 0, hex);
   for (int i = 0; i < n; i++) {
     if (strcmp(hex[i], entry[i]->sha256)) {
       rc = rc_fail(err, RC_EXIT_DATAERR,
@@ -684,11 +700,15 @@ static int verify_shards(walk_t *w, const char *rel, const char *const dirs[2],
     w->c.res->bytes_verified += entry[i]->bytes;
   }
 done:
+  for (int i = 0; maps && i < n; i++) rc_cmp_map_close(&maps[i]);
   free(paths);
   free(pv);
   free(hex);
   free(entry);
   free(sides);
+  free(maps);
+  free(data);
+  free(sizes);
   return rc;
 }
 
