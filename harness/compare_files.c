@@ -153,8 +153,8 @@ void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines) {
 }
 
 /* ---------------------------------------------------------------------------
- * One comparison in progress, beyond rc_cmp_ctx: where the roots are and how
- * much was settled without reading shards. */
+ * One comparison in progress, beyond rc_cmp_ctx: how many shard pairs were
+ * read (fast_path needs none). */
 
 typedef struct {
   rc_cmp_ctx c;
