@@ -96,7 +96,7 @@ static int check_root_heap(const unsigned char *p, size_t avail, size_t entry, i
   return RC_OK;
 }
 
-int rc_h5_precheck_bytes(const unsigned char *d, size_t size, const char *label, rc_err *err) {
+static int check_superblock(const unsigned char *d, size_t size, const char *label, rc_err *err) {
   /* The signature is at 0 or at a user-block boundary 512, 1024, 2048, ... */
   size_t sb = SIZE_MAX;
   for (size_t off = 0; off + 8 <= size; off = off ? 2 * off : 512)
@@ -169,6 +169,14 @@ int rc_h5_precheck_bytes(const unsigned char *d, size_t size, const char *label,
   return RC_OK;
 }
 
+/* Every refusal of step 1 reads "LABEL: cannot open as HDF5: WHY", as
+ * libhdf5's own refusals do in compare. */
+int rc_h5_precheck_bytes(const unsigned char *d, size_t size, const char *label, rc_err *err) {
+  char lab[4400];
+  snprintf(lab, sizeof lab, "%s: cannot open as HDF5", label);
+  return check_superblock(d, size, lab, err);
+}
+
 /* ---------------------------------------------------------------------------
  * Step 2: what each dataset declares against what it stores. */
 
@@ -222,6 +230,19 @@ static int check_one(bounds_walk *w, hid_t dset, const char *name) {
   uint64_t stored = H5Dget_storage_size(dset);
   if (stored > (uint64_t)w->file_size) {
     ret = dataset_fail(w, name, "claims to store %s (declares %s), file has %s", stored, declared);
+    goto done;
+  }
+  /* Unfiltered layouts store exactly what they declare: compact data is in
+   * the object header (libhdf5 reads it from a buffer of the stored size),
+   * contiguous data is one run, allocated (all of it) or not (0 bytes). */
+  if (nfilters == 0 && layout == H5D_COMPACT && stored != declared) {
+    ret = dataset_fail(w, name, "is compact and declares %s but stores %s (file has %s)", declared,
+                       stored);
+    goto done;
+  }
+  if (nfilters == 0 && layout == H5D_CONTIGUOUS && stored != 0 && stored != declared) {
+    ret = dataset_fail(w, name, "is contiguous and declares %s but stores %s (file has %s)",
+                       declared, stored);
     goto done;
   }
   uint64_t cap = nfilters > 0 ? stored * RC_H5_MAX_FILTER_RATIO : stored;
