@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# bench_compare.sh — `resumecheck compare` against h5diff on two ≥1 GiB
-# checkpoints: an identical pair and a pair that differs in one float32
-# element. Not a test: it times things; results go in bench/NOTES_compare.md.
+# bench_compare.sh — `resumecheck compare` on a pair of identical ~1 GiB
+# checkpoints, timed in one run against what else could settle the pair:
+#   verify   the default: every shard of both sides read and its SHA-256
+#            checked against its manifest (one thread per shard), then the
+#            verified manifests settle the pair;
+#   trust    --trust-manifests: manifests only, no shard byte read;
+#   h5diff   h5diff a.h5 b.h5 (reads and compares every element);
+#   sha256   `openssl dgst -sha256` of the two shards, one process (the cost
+#            of the hashing alone, serial) and two at once (parallel);
+#   cmp      `cmp` of the two shards (a byte compare without hashing).
+# Then, for reference, the pair that differs in one float32 element.
+# Not a test: it times things; results go in bench/NOTES_compare.md.
 #
 # The checkpoints are written by the io layer itself (rc_checkpoint_save,
 # through a small generator compiled here against the build's librc.a), so
-# they carry real manifests. Each compare is timed with a warm page cache
-# (every file is read once before timing), best of $REPS runs.
+# they carry real manifests. Warm page cache (every file is read once before
+# timing); each command runs $REPS times, timed with date +%s.%N, median kept.
 #
 # usage: bench/bench_compare.sh [BUILD_DIR] [WORK_DIR]
-#   BUILD_DIR  a configured and built tree (default: build-cmp)
+#   BUILD_DIR  a configured and built tree (default: build-cpu)
 #   WORK_DIR   where the 3 GiB of checkpoints go (default: mktemp -d)
-#   env: GIB (checkpoint size, default 1), REPS (default 3), KEEP=1 keeps WORK_DIR
+#   env: GIB (checkpoint size, default 1), REPS (default 5), KEEP=1 keeps WORK_DIR
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$src/build-cmp}" && pwd)
+build=$(cd "${1:-$src/build-cpu}" && pwd)
 work=${2:-$(mktemp -d "${TMPDIR:-/tmp}/rc_bench_compare_XXXXXX")}
 gib=${GIB:-1}
-reps=${REPS:-3}
+reps=${REPS:-5}
 bin=$build/resumecheck
 [ -x "$bin" ] || { echo "no $bin: build first" >&2; exit 1; }
 command -v h5diff >/dev/null || { echo "h5diff not installed" >&2; exit 1; }
@@ -88,49 +97,57 @@ h5lib=$(dirname "$(find /usr/lib /usr/lib64 -name 'libhdf5.so' 2>/dev/null | gre
 cc -O2 -std=c11 -D_DEFAULT_SOURCE -I"$src/src" -I"$src" -I"$h5inc" "$work/gen.c" "$build/librc.a" \
   -L"$h5lib" -lhdf5 -lcrypto -lpthread -lm -o "$work/gen"
 
-flips=(0 0 1 2)
-names=(a b c d)
-for i in 0 1 2 3; do
+flips=(0 0 1)
+names=(a b c)
+for i in 0 1 2; do
   [ -f "$work/${names[$i]}/iter_0000001/COMPLETE" ] && continue
   "$work/gen" "$work/${names[$i]}" "$gib" "${flips[$i]}"
 done
 shard=iter_0000001/shard_00000_of_00001.h5
-ls -l "$work"/{a,b,c,d}/$shard
-cat "$work"/{a,b,c,d}/$shard > /dev/null # warm the page cache
+ls -l "$work"/{a,b,c}/$shard
+cmp -s "$work/a/$shard" "$work/b/$shard" || { echo "a and b should be identical" >&2; exit 1; }
+cat "$work"/{a,b,c}/$shard >/dev/null # warm the page cache
 
-# best-of-REPS wall time of a command, in seconds; prints "secs exit"
-best() {
-  local best_t="" code=0 t0 t1 t
+# median wall time of REPS runs of a command; prints "secs exit"
+median() {
+  local ts=() code=0 t0 t1
   for _ in $(seq "$reps"); do
     t0=$(date +%s.%N)
     "$@" >/dev/null 2>&1 && code=0 || code=$?
     t1=$(date +%s.%N)
-    t=$(echo "$t1 - $t0" | bc -l)
-    if [ -z "$best_t" ] || [ "$(echo "$t < $best_t" | bc -l)" = 1 ]; then best_t=$t; fi
+    ts+=("$(echo "$t1 - $t0" | bc -l)")
   done
-  printf '%.3f %d' "$best_t" "$code"
+  printf '%.3f %d' "$(printf '%s\n' "${ts[@]}" | sort -g | sed -n "$(((reps + 1) / 2))p")" "$code"
+}
+sha_both() { # the two shards hashed at once, one openssl process each
+  openssl dgst -sha256 "$1" >/dev/null &
+  openssl dgst -sha256 "$2" >/dev/null
+  wait
 }
 
-row() { # label h5diff-result rc-result
-  local h=${2% *} r=${3% *}
-  printf '%-56s %8.3f s (exit %s)  h5diff %8.3f s (exit %s)  h5diff/resumecheck %6.1fx\n' \
-    "$1" "$r" "${3#* }" "$h" "${2#* }" "$(echo "$h / $r" | bc -l)"
-}
-
-echo "sizes: $gib GiB per shard; best of $reps; warm page cache"
-echo "resumecheck startup (--help): $(best "$bin" compare --help | cut -d' ' -f1) s"
-for pair in "identical a b" "one-element-different a c"; do
-  set -- $pair
-  h=$(best h5diff "$work/$2/$shard" "$work/$3/$shard")
-  row "$1: iter dirs (manifests)" "$h" "$(best "$bin" compare "$work/$2/iter_0000001" "$work/$3/iter_0000001")"
-  row "$1: shard files (no manifest)" "$h" "$(best "$bin" compare "$work/$2/$shard" "$work/$3/$shard")"
-  row "$1: iter dirs --deep (every dataset)" "$h" "$(best "$bin" compare --deep "$work/$2/iter_0000001" "$work/$3/iter_0000001")"
-done
-# Worst case for the slow path: every element differs (each one is then
-# classified and measured). h5diff would print 2^28 lines; -q stops it at
-# the first difference, so it gets no ratio here.
-r=$(best "$bin" compare "$work/a/iter_0000001" "$work/d/iter_0000001")
-h=$(best h5diff -q "$work/a/$shard" "$work/d/$shard")
-printf '%-56s %8.3f s (exit %s)  h5diff -q %5.3f s (exit %s)\n' \
-  "every-element-different: iter dirs (manifests)" "${r% *}" "${r#* }" "${h% *}" "${h#* }"
-"$bin" compare "$work/a/iter_0000001" "$work/c/iter_0000001" || true
+A=$work/a/iter_0000001 B=$work/b/iter_0000001 C=$work/c/iter_0000001
+echo "$(nproc) CPUs; $gib GiB per shard; median of $reps; warm page cache; $(h5diff --version | head -1)"
+echo "resumecheck startup (--help): $(median "$bin" compare --help | cut -d' ' -f1) s"
+"$bin" compare "$A" "$B" | tail -3
+"$bin" compare --trust-manifests "$A" "$B" | tail -2
+v=$(median "$bin" compare "$A" "$B")
+t=$(median "$bin" compare --trust-manifests "$A" "$B")
+h=$(median h5diff "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
+s1=$(median openssl dgst -sha256 "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
+s2=$(median sha_both "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
+c=$(median cmp "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
+ratio() { echo "scale=2; ${1% *} / ${2% *}" | bc -l; }
+printf '%-52s %7s s (exit %s)\n' "identical: compare (verify, default)" "${v% *}" "${v#* }" \
+  "identical: compare --trust-manifests" "${t% *}" "${t#* }" \
+  "identical: h5diff" "${h% *}" "${h#* }" \
+  "identical: openssl dgst -sha256, both shards, serial" "${s1% *}" "${s1#* }" \
+  "identical: openssl dgst -sha256, both shards, parallel" "${s2% *}" "${s2#* }" \
+  "identical: cmp" "${c% *}" "${c#* }"
+echo "ratios: h5diff / verify $(ratio "$h" "$v")x (target >= 5); h5diff / trust $(ratio "$h" "$t")x;" \
+  "verify / parallel sha256 $(ratio "$v" "$s2")x; verify / serial sha256 $(ratio "$v" "$s1")x"
+# the pair that differs in one element: verify both shards, then the slow path
+v1=$(median "$bin" compare "$A" "$C")
+h1=$(median h5diff "$A/shard_00000_of_00001.h5" "$C/shard_00000_of_00001.h5")
+printf '%-52s %7s s (exit %s)\n' "one element different: compare (verify)" "${v1% *}" "${v1#* }" \
+  "one element different: h5diff" "${h1% *}" "${h1#* }"
+echo "ratio: h5diff / verify $(ratio "$h1" "$v1")x"

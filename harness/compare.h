@@ -1,14 +1,20 @@
 /* compare.h — byte-exact comparison of checkpoints, shards and run
  * directories (DESIGN §7), and of per-step traces (DESIGN §6).
  *
- * Fast path: equal manifests (or equal whole-file SHA-256) settle a pair of
- * shards without opening them. Slow path, per dataset in sorted path order:
- * presence, dtype, shape, attributes, SHA-256 of the raw bytes; for a
- * differing float dataset, the count of differing elements, the first
- * differing index, max |a-b|, max relative difference, max ULP distance, and
- * NaN-payload / signed-zero differences named as such. Non-HDF5 files are
- * compared byte for byte. args.json differs by construction: it is reported,
- * never failed. */
+ * Before any verdict every shard a manifest lists is read and its bytes
+ * checked against the manifest's whole-file SHA-256, both sides, in one
+ * parallel pass: a shard that does not match is a corrupt checkpoint
+ * (RC_EXIT_DATAERR, naming it). Then two verified manifests that give a
+ * shard the same SHA-256 settle the pair; other pairs are compared as bytes.
+ * trust_manifests skips the verification (the old fast path: equal
+ * manifests settle shards without reading them, and the result says so).
+ * Slow path, per dataset in sorted path order: presence, dtype, shape,
+ * attributes, raw bytes; for a differing float dataset, the count of
+ * differing elements, the first differing index, max |a-b|, max relative
+ * difference, max ULP distance, and NaN-payload / signed-zero differences
+ * named as such. Foreign HDF5 files are bounded first (h5_bounds.h).
+ * Non-HDF5 files are compared byte for byte. args.json differs by
+ * construction: it is reported, never failed. */
 #ifndef RC_HARNESS_COMPARE_H
 #define RC_HARNESS_COMPARE_H
 
@@ -45,10 +51,17 @@ typedef struct {
 } rc_diff;
 
 typedef struct {
-  int n_files_compared, n_files_identical; /* whole-file identical */
+  int n_files_compared, n_files_identical; /* byte-identical: bytes compared, or both sides
+                                              verified against equal manifest hashes */
   int n_datasets_compared;
-  bool fast_path; /* settled by manifests alone */
-  rc_diff *diffs; /* every difference found, informational ones included */
+  int n_shards_verified;  /* shard files whose bytes were hashed and match their manifest */
+  int64_t bytes_verified; /* the bytes those shards hold */
+  int n_by_manifest;      /* trust_manifests only: pairs equal by manifests, bytes not read */
+  int n_ignored;          /* files, iterations, legs, objects skipped by --ignore */
+  int64_t n_trace_steps;  /* trace steps compared */
+  bool nothing_compared;  /* no failing difference, but only because --ignore left nothing */
+  bool fast_path;         /* trust_manifests and every shard pair settled by manifests, none read */
+  rc_diff *diffs;         /* every difference found, informational ones included */
   int n_diffs, cap_diffs;
   int n_failing; /* diffs that are not RC_DIFF_INFORMATIONAL */
 } rc_compare_result;
@@ -56,7 +69,8 @@ typedef struct {
 typedef struct {
   const char **ignore; /* glob patterns (fnmatch) on "file" or "file:object"; may be NULL */
   int n_ignore;
-  bool deep; /* compare datasets even when manifests / file hashes agree */
+  bool deep;            /* compare datasets even when manifests / file hashes agree */
+  bool trust_manifests; /* do not read shards whose manifests agree (and do not verify any) */
 } rc_compare_opts;
 
 /* a and b: two checkpoint iter directories, two shard files, or two run

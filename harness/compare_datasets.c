@@ -18,6 +18,8 @@
 #include "harness/compare_internal.h"
 
 #include <hdf5.h>
+
+#include "harness/h5_bounds.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -1147,6 +1149,23 @@ bool rc_cmp_is_hdf5(const char *path) {
   return found;
 }
 
+/* Step 1 of h5_bounds.h on the mapped file (mapped here when the caller
+ * has no map); *size: the file's size, for step 2. */
+static int precheck(const char *path, const rc_cmp_map *known, const char *label, int64_t *size,
+                    rc_err *err) {
+  rc_cmp_map own = {0};
+  const rc_cmp_map *m = known;
+  if (!m || !m->data) {
+    int rc = rc_cmp_map_open(path, &own, err);
+    if (rc) return rc;
+    m = &own;
+  }
+  *size = (int64_t)m->size;
+  int rc = rc_h5_precheck_bytes(m->data, m->size, label, err);
+  rc_cmp_map_close(&own);
+  return rc;
+}
+
 int rc_cmp_hdf5(rc_cmp_ctx *c, const char *file_rel, const char *path_a, const char *path_b,
                 const rc_cmp_known *known, rc_err *err) {
   /* libhdf5 prints its error stack by default; our messages say what failed. */
@@ -1159,14 +1178,26 @@ int rc_cmp_hdf5(rc_cmp_ctx *c, const char *file_rel, const char *path_a, const c
   if (known) p.k = *known;
   obj_list la = {0}, lb = {0};
   int rc = RC_OK;
+  /* Foreign files are bounded before libhdf5 reads them (h5_bounds.h):
+   * the superblock from the raw bytes, then each dataset's claims. */
+  char label_a[4200], label_b[4200];
+  snprintf(label_a, sizeof label_a, "%s (A)", path_a);
+  snprintf(label_b, sizeof label_b, "%s (B)", path_b);
+  int64_t size_a = 0, size_b = 0;
+  if ((rc = precheck(path_a, p.k.ma, label_a, &size_a, err)) ||
+      (rc = precheck(path_b, p.k.mb, label_b, &size_b, err)))
+    goto done;
   if ((p.fa = H5Fopen(path_a, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
-    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: cannot open as HDF5 (corrupt or truncated)", path_a);
+    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: cannot open as HDF5 (corrupt or truncated)", label_a);
     goto done;
   }
   if ((p.fb = H5Fopen(path_b, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
-    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: cannot open as HDF5 (corrupt or truncated)", path_b);
+    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: cannot open as HDF5 (corrupt or truncated)", label_b);
     goto done;
   }
+  if ((rc = rc_h5_check_datasets(p.fa, size_a, label_a, err)) ||
+      (rc = rc_h5_check_datasets(p.fb, size_b, label_b, err)))
+    goto done;
   if (list_objects(p.fa, &la) || list_objects(p.fb, &lb)) {
     rc = rc_fail(err, RC_EXIT_DATAERR, "%s / %s: cannot list the objects (corrupt HDF5)", path_a,
                  path_b);

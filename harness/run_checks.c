@@ -1,16 +1,16 @@
 /* run_checks.c — the checks and the verdict.
  *
  * State checks compare two checkpoint directories with rc_compare_paths
- * (byte-exact, HDF5 in depth, args.json reported as differing by
- * construction); trace checks find the first step and the columns where two
- * traces part. A state check runs whenever both checkpoints are complete,
- * even if a leg failed later, so a crash does not hide what was already
- * known. The verdict follows DESIGN §10: A/A failures make the resume result
- * inconclusive (exit 2), resume or arm differences exit 1, a failed leg 70;
- * with --git-bisect divergence is 1 and anything untestable 125. The words
- * follow the seed: "A/A identical (through@5 vs save@5: 1/1 shards
- * byte-identical)", "RESUME diverged at step 6: grad_norm, fp_main_grad
- * differ; loss equal". */
+ * (byte-exact, every shard verified against its manifest first, HDF5 in
+ * depth, args.json reported as differing by construction); trace checks
+ * find the first step and the columns where two traces part. A state check
+ * runs whenever both checkpoints are complete, even if a leg failed later,
+ * so a crash does not hide what was already known. The verdict follows
+ * DESIGN §10: A/A failures make the resume result inconclusive (exit 2),
+ * resume or arm differences exit 1, a failed leg 70; with --git-bisect
+ * divergence is 1 and anything untestable 125. The words follow the seed:
+ * "A/A identical (through@5 vs save@5: 1/1 shards byte-identical)", "RESUME
+ * diverged at step 6: grad_norm, fp_main_grad differ; loss equal". */
 #include "run.h"
 
 #include <dirent.h>
@@ -112,8 +112,12 @@ static void run_state_check(rc_run *run, rc_check *c) {
                  rc_path_exists(ca) ? lb->label : la->label);
     return;
   }
-  rc_compare_opts opts = {c->ignore, c->n_ignore, false};
+  /* Not deep, and never trusting manifests: every shard is read and verified
+   * against its manifest before "byte-identical" is said (docs/compare.md). */
+  rc_compare_opts opts = {c->ignore, c->n_ignore, false, false};
   int rc = rc_compare_paths(c->path_a, c->path_b, &opts, &c->cmp, &c->err);
+  if (!rc && c->cmp.nothing_compared)
+    rc = rc_fail(&c->err, RC_EXIT_NOINPUT, "nothing compared (every file ignored)");
   if (rc) {
     rc_compare_result_free(&c->cmp); /* whatever it gathered before the error */
     c->status = RC_CHECK_ERROR;

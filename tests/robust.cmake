@@ -13,3 +13,5 @@ rc_add_sh_test(robust_fuzz robust_fuzz.sh)
 set_tests_properties(robust_fuzz PROPERTIES TIMEOUT 600)
 rc_add_sh_test(robust_valgrind_train robust_valgrind_train.sh)
 set_tests_properties(robust_valgrind_train PROPERTIES TIMEOUT 600)
+# hostile compare/inspect inputs (issue 16): flipped shard byte, sparse 1 TiB, --ignore '*', garbage shard
+rc_add_sh_test(hostile_compare hostile_compare.sh)

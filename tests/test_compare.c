@@ -6,7 +6,9 @@
  * CLI's exit code as well as the library's result.
  *
  * `test_compare --make-pairs DIR` only writes the pairs (DIR/<case>/a.h5,
- * b.h5) for compare_h5diff.sh, which records what h5diff does with them. */
+ * b.h5) for compare_h5diff.sh, which records what h5diff does with them;
+ * `--make-sparse DIR` writes DIR/sparse/ (files declaring a never-written
+ * 1 TiB dataset) for hostile_compare.sh. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdint.h>
@@ -295,7 +297,7 @@ static void test_identical(void) {
   rc_compare_result_free(&res);
 
   /* --deep opens them anyway and still finds nothing. */
-  rc_compare_opts deep = {NULL, 0, true};
+  rc_compare_opts deep = {NULL, 0, true, false};
   rc = compare("identical/a.h5", "identical/b.h5", &deep, &res, &err);
   CHECK(rc == RC_OK && res.n_diffs == 0, "identical --deep: rc %d, %d diffs", rc, res.n_diffs);
   CHECK(res.n_datasets_compared == 3, "identical --deep: %d datasets compared, expected 3",
@@ -562,9 +564,20 @@ static void test_iter_dirs(void) {
   if (res.n_diffs == 1)
     CHECK(res.diffs[0].kind == RC_DIFF_INFORMATIONAL && !strcmp(res.diffs[0].file, "args.json"),
           "args: %s %s", rc_diff_kind_name(res.diffs[0].kind), res.diffs[0].file);
-  CHECK(res.fast_path, "args: equal manifests settle the shard");
+  /* Equal manifests settle the shard only once both shards were read and
+   * verified against them. */
+  CHECK(!res.fast_path && res.n_shards_verified == 2 && res.n_files_identical >= 1,
+        "args: %d shards verified, %d identical, fast path %d", res.n_shards_verified,
+        res.n_files_identical, res.fast_path);
   rc_compare_result_free(&res);
   CHECK_CLI("compare args/a args/b", 0);
+  rc_compare_opts trusting = {NULL, 0, false, true};
+  rc = compare("args/a", "args/b", &trusting, &res, &err);
+  CHECK(rc == RC_OK && res.fast_path && res.n_shards_verified == 0 && res.n_by_manifest == 1,
+        "args --trust-manifests: rc %d, fast path %d, %d verified, %d by manifest", rc,
+        res.fast_path, res.n_shards_verified, res.n_by_manifest);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --trust-manifests args/a args/b", 0);
 
   /* Negative control: a differing shard beside it fails, and the manifest
    * and COMPLETE (which differ too, as a consequence) are not reported. */
@@ -582,22 +595,33 @@ static void test_iter_dirs(void) {
   rc_compare_result_free(&res);
   CHECK_CLI("compare args/a args/c", 1);
 
-  /* The fast path trusts manifests: a manifest that claims equal hashes for
-   * different shards settles them as identical, and --deep does not trust. */
+  /* Manifests that lie: they claim equal hashes for different shards. The
+   * default reads both shards and finds neither matches (65, naming the
+   * first); --deep verifies too. Negative control: --trust-manifests, the
+   * old fast path, settles them as identical without reading them. */
   const char *fake = "0000000000000000000000000000000000000000000000000000000000000000";
   make_iter("trust/a", V_BASE, "{}\n", 2, fake);
   make_iter("trust/b", V_ATTR, "{}\n", 2, fake);
   rc = compare("trust/a", "trust/b", NULL, &res, &err);
-  /* the sizes agree with the manifests (same structure, same size), so: */
-  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path, "trust: rc %d %s, %d failing", rc,
-        err.msg, res.n_failing);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "trust/a/shard_00000_of_00001.h5") &&
+            strstr(err.msg, "do not match its manifest") && strstr(err.msg, "side A"),
+        "lying manifests: rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
-  rc_compare_opts deep = {NULL, 0, true};
+  CHECK_CLI("compare trust/a trust/b", 65);
+  rc_compare_opts deep = {NULL, 0, true, false};
   rc = compare("trust/a", "trust/b", &deep, &res, &err);
-  CHECK(rc == RC_OK && res.n_failing == 1 && !res.fast_path, "trust --deep: %d failing",
-        res.n_failing);
+  CHECK(rc == RC_EXIT_DATAERR, "lying manifests --deep: rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
-  CHECK_CLI("compare --deep trust/a trust/b", 1);
+  CHECK_CLI("compare --deep trust/a trust/b", 65);
+  rc = compare("trust/a", "trust/b", &trusting, &res, &err);
+  /* the sizes agree with the manifests (same structure, same size), so: */
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path && res.n_by_manifest == 1 &&
+            res.n_files_identical == res.n_files_compared - 1,
+        "trust: rc %d %s, %d failing, %d of %d called byte-identical", rc, err.msg, res.n_failing,
+        res.n_files_identical, res.n_files_compared);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --trust-manifests trust/a trust/b", 0);
+  CHECK_CLI("compare --trust-manifests --deep trust/a trust/b", 64);
 
   /* A missing shard and a missing COMPLETE are failing differences. */
   make_iter("missing/a", V_BASE, "{}\n", 0, NULL);
@@ -616,7 +640,7 @@ static void test_iter_dirs(void) {
 static void test_ignore(void) {
   /* flip_f32 was written by test_flip_f32 and fails without --ignore. */
   const char *pat[] = {"*:/model/w"};
-  rc_compare_opts opts = {pat, 1, false};
+  rc_compare_opts opts = {pat, 1, false, false};
   rc_compare_result res;
   rc_err err;
   int rc = compare("flip_f32/a.h5", "flip_f32/b.h5", &opts, &res, &err);
@@ -627,11 +651,36 @@ static void test_ignore(void) {
 
   /* A file pattern inside directories. */
   const char *pat2[] = {"shard_*"};
-  rc_compare_opts opts2 = {pat2, 1, false};
+  rc_compare_opts opts2 = {pat2, 1, false, false};
   rc = compare("args/a", "args/c", &opts2, &res, &err);
-  CHECK(rc == RC_OK && res.n_failing == 0, "file ignored: %d failing", res.n_failing);
+  /* The only shard ignored: what is left (args.json, the manifest and
+   * COMPLETE, which differ because the shard does) is no evidence. */
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.nothing_compared,
+        "file ignored: %d failing, nothing compared %d", res.n_failing, res.nothing_compared);
   rc_compare_result_free(&res);
-  CHECK_CLI("compare args/a args/c --ignore 'shard_*'", 0);
+  CHECK_CLI("compare args/a args/c --ignore 'shard_*'", 66);
+  CHECK_CLI("compare args/a args/b --ignore 'args.json'", 0);
+
+  /* --ignore '*' compares nothing: not IDENTICAL but "nothing compared" (66),
+   * for two files (every object ignored) and for two directories (every
+   * file ignored). Negative controls: the same pairs without --ignore fail
+   * (1), and partial patterns still pass on what is left (above). */
+  const char *all[] = {"*"};
+  rc_compare_opts every = {all, 1, false, false};
+  rc = compare("flip_f32/a.h5", "flip_f32/b.h5", &every, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.nothing_compared && res.n_ignored > 0,
+        "files --ignore '*': rc %d, %d failing, nothing compared %d", rc, res.n_failing,
+        res.nothing_compared);
+  rc_compare_result_free(&res);
+  rc = compare("args/a", "args/c", &every, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.nothing_compared && res.n_files_compared == 0,
+        "dirs --ignore '*': rc %d, nothing compared %d, %d files", rc, res.nothing_compared,
+        res.n_files_compared);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare flip_f32/a.h5 flip_f32/b.h5 --ignore '*'", 66);
+  CHECK_CLI("compare args/a args/c --ignore '*'", 66);
+  CHECK_CLI("compare flip_f32/a.h5 flip_f32/b.h5", 1);
+  CHECK_CLI("compare args/a args/c", 1);
 }
 
 static void test_errors(void) {
@@ -654,6 +703,256 @@ static void test_errors(void) {
   CHECK(rc == RC_EXIT_DATAERR, "truncated shard: rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
   CHECK_CLI("compare identical/a.h5 corrupt/b.h5", 65);
+}
+
+/* ------------------------------------------------------------------ hostile input */
+
+/* `resumecheck ARGS` prints NEEDLE on stdout or stderr (skipped without RC_BIN). */
+static void check_cli_says(const char *args, const char *needle) {
+  const char *bin = getenv("RC_BIN");
+  if (!bin) return;
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1 | grep -qF -- '%s'", tmp_root, bin, args,
+           needle);
+  CHECK(system(cmd) == 0, "resumecheck %s: does not say '%s'", args, needle);
+}
+
+/* Overwrites `n` bytes at `off` of a file under tmp_root (n == 0: flips one byte). */
+static void poke(const char *rel, long off, const void *bytes, size_t n) {
+  char p[1024];
+  path_of(p, sizeof p, rel);
+  FILE *f = fopen(p, "r+b");
+  unsigned char c;
+  if (!f || fseek(f, off, SEEK_SET) || (n == 0 && fread(&c, 1, 1, f) != 1)) {
+    fprintf(stderr, "cannot poke %s\n", p);
+    exit(1);
+  }
+  if (n == 0) c ^= 0x01;
+  if (fseek(f, off, SEEK_SET) || fwrite(n ? bytes : &c, 1, n ? n : 1, f) != (n ? n : 1) ||
+      fclose(f)) {
+    fprintf(stderr, "cannot poke %s\n", p);
+    exit(1);
+  }
+}
+
+static long size_of(const char *rel) {
+  char p[1024];
+  path_of(p, sizeof p, rel);
+  struct stat st;
+  return stat(p, &st) ? -1 : (long)st.st_size;
+}
+
+/* The same number of pseudo-random bytes as the file has (no HDF5 signature). */
+static void garble(const char *rel) {
+  long n = size_of(rel);
+  unsigned char *buf = malloc((size_t)n);
+  uint32_t x = 2463534242u;
+  for (long i = 0; buf && i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    buf[i] = (unsigned char)x;
+  }
+  if (!buf) exit(1);
+  poke(rel, 0, buf, (size_t)n);
+  free(buf);
+}
+
+/* Item 1: a shard with a flipped byte beside a manifest that still matches
+ * the other side's. The default reads and verifies every shard: 65 naming
+ * the shard and the side. Negative control: --trust-manifests (the old
+ * default) settles the pair unread, and says so. */
+static void test_flipped_shard_byte(void) {
+  make_iter("flipbyte/a", V_BASE, "{}\n", 1, NULL);
+  make_iter("flipbyte/b", V_BASE, "{}\n", 1, NULL);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("flipbyte/a", "flipbyte/b", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.n_shards_verified == 2 &&
+            res.bytes_verified == 2 * size_of("flipbyte/a/shard_00000_of_00001.h5"),
+        "flipbyte before the flip: rc %d (%s), %d verified, %lld bytes", rc, err.msg,
+        res.n_shards_verified, (long long)res.bytes_verified);
+  rc_compare_result_free(&res);
+  check_cli_says("compare flipbyte/a flipbyte/b", "bytes read and verified against manifests");
+
+  poke("flipbyte/b/shard_00000_of_00001.h5", size_of("flipbyte/b/shard_00000_of_00001.h5") / 2,
+       NULL, 0);
+  rc = compare("flipbyte/a", "flipbyte/b", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "flipbyte/b/shard_00000_of_00001.h5") &&
+            strstr(err.msg, "side B") && strstr(err.msg, "do not match its manifest"),
+        "flipped byte: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare flipbyte/a flipbyte/b", 65);
+  CHECK_CLI("compare --deep flipbyte/a flipbyte/b", 65);
+  check_cli_says("compare flipbyte/a flipbyte/b", "flipbyte/b/shard_00000_of_00001.h5");
+
+  rc_compare_opts trusting = {NULL, 0, false, true};
+  rc = compare("flipbyte/a", "flipbyte/b", &trusting, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path && res.n_shards_verified == 0,
+        "flipped byte, --trust-manifests: rc %d, fast path %d", rc, res.fast_path);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --trust-manifests flipbyte/a flipbyte/b", 0);
+  check_cli_says("compare --trust-manifests flipbyte/a flipbyte/b",
+                 "manifests identical; shard bytes not read");
+}
+
+/* Item "weak": a shard replaced by garbage of the same size is a corrupt
+ * file (65, named), with or without manifests, with or without --deep.
+ * Negative control: a non-shard file that is HDF5 on one side only is still
+ * an ordinary difference (1). */
+static void test_garbage_shard(void) {
+  make_iter("garbage/a", V_BASE, "{}\n", 0, NULL);
+  make_iter("garbage/b", V_BASE, "{}\n", 0, NULL);
+  garble("garbage/b/shard_00000_of_00001.h5");
+  make_iter("garbage/ma", V_BASE, "{}\n", 1, NULL);
+  make_iter("garbage/mb", V_BASE, "{}\n", 1, NULL);
+  garble("garbage/mb/shard_00000_of_00001.h5");
+  rc_compare_result res;
+  rc_err err;
+  rc_compare_opts deep = {NULL, 0, true, false};
+  int rc = compare("garbage/a", "garbage/b", &deep, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "garbage/b/shard_00000_of_00001.h5") &&
+            strstr(err.msg, "not an HDF5 file") && strstr(err.msg, "side B"),
+        "garbage shard --deep: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --deep garbage/a garbage/b", 65);
+  CHECK_CLI("compare garbage/a garbage/b", 65);
+  CHECK_CLI("compare garbage/a/shard_00000_of_00001.h5 garbage/b/shard_00000_of_00001.h5", 65);
+  rc = compare("garbage/ma", "garbage/mb", &deep, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "garbage/mb/shard_00000_of_00001.h5") &&
+            strstr(err.msg, "side B"),
+        "garbage shard with manifests --deep: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare --deep garbage/ma garbage/mb", 65);
+  CHECK_CLI("compare garbage/ma garbage/mb", 65);
+
+  char a[1024], b[1024], cmd[2200];
+  path_of(a, sizeof a, "identical/a.h5");
+  path_of(b, sizeof b, "garbage/x.bin");
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, b);
+  CHECK(system(cmd) == 0, "copying");
+  path_of(b, sizeof b, "garbage/y.bin");
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, b);
+  CHECK(system(cmd) == 0, "copying");
+  garble("garbage/y.bin");
+  CHECK_CLI("compare garbage/x.bin garbage/y.bin", 1);
+}
+
+/* A file declaring /model/w of `n` float32 elements that are never written
+ * (late allocation: no storage at all), chunked or contiguous, plus an
+ * attribute `v` so two such files differ as bytes. */
+static void write_sparse(const char *rel, hsize_t n, bool chunked, int v) {
+  char p[1024];
+  path_of(p, sizeof p, rel);
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  H5_CHECK(H5Pset_obj_track_times(fcpl, 0));
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  H5_CHECK(f);
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+  hid_t dcpl = dcpl_no_times();
+  H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE));
+  hsize_t chunk = (hsize_t)1 << 20;
+  if (chunked) H5_CHECK(H5Pset_chunk(dcpl, 1, &chunk));
+  hid_t space = H5Screate_simple(1, &n, NULL);
+  hid_t d = H5Dcreate2(f, "/model/w", H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT);
+  H5_CHECK(d);
+  attr_i64(d, "v", v);
+  H5_CHECK(H5Dclose(d));
+  H5_CHECK(H5Sclose(space));
+  H5_CHECK(H5Pclose(dcpl));
+  H5_CHECK(H5Pclose(lcpl));
+  H5_CHECK(H5Pclose(fcpl));
+  H5_CHECK(H5Fclose(f));
+}
+
+static void make_sparse_files(void) {
+  mkdirs("sparse");
+  const hsize_t tib = (hsize_t)1 << 38; /* float32 elements: 1 TiB */
+  write_sparse("sparse/a.h5", tib, false, 1);
+  write_sparse("sparse/b.h5", tib, false, 2);
+  write_sparse("sparse/ca.h5", tib, true, 1);
+  write_sparse("sparse/cb.h5", tib, true, 2);
+  write_sparse("sparse/small_a.h5", 16, false, 1); /* 64 bytes of fill values: within bounds */
+  write_sparse("sparse/small_b.h5", 16, false, 2);
+}
+
+/* Item 8: a ~2 KiB file declaring a never-written 1 TiB dataset. compare,
+ * compare --deep and inspect refuse it at once (65, naming the dataset and
+ * both sizes) instead of reading 1 TiB of fill values. Negative control: a
+ * never-written dataset that declares less than the file holds is compared
+ * (the attribute differs: 1) and inspected (0). */
+static void test_sparse_tib(void) {
+  make_sparse_files();
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("sparse/a.h5", "sparse/b.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "/model/w claims 1.0 TiB") &&
+            strstr(err.msg, "file has") && strstr(err.msg, "sparse/a.h5 (A)"),
+        "sparse 1 TiB: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  rc = compare("sparse/ca.h5", "sparse/cb.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "/model/w claims 1.0 TiB"),
+        "sparse chunked 1 TiB: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare sparse/a.h5 sparse/b.h5", 65);
+  CHECK_CLI("compare --deep sparse/a.h5 sparse/b.h5", 65);
+  CHECK_CLI("compare --deep sparse/a.h5 sparse/a.h5", 65);
+  CHECK_CLI("compare sparse/ca.h5 sparse/cb.h5", 65);
+  CHECK_CLI("inspect sparse/a.h5", 65);
+  CHECK_CLI("inspect sparse/ca.h5", 65);
+  check_cli_says("inspect sparse/a.h5", "dataset /model/w claims 1.0 TiB (stores 0 B), file has");
+
+  rc = compare("sparse/small_a.h5", "sparse/small_b.h5", NULL, &res, &err);
+  CHECK(rc == RC_OK && res.n_failing == 1, "small sparse: rc %d (%s), %d failing", rc, err.msg,
+        res.n_failing);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare sparse/small_a.h5 sparse/small_b.h5", 1);
+  CHECK_CLI("inspect sparse/small_a.h5", 0);
+}
+
+/* The superblock is checked before libhdf5 parses it: an offset size it
+ * cannot use and an end-of-file address past the file are refused by our
+ * check (its words), 65. Negative control: the unmodified copy compares 0. */
+static void test_superblock_bounds(void) {
+  char a[1024], b[1024], cmd[2400];
+  mkdirs("superblock");
+  path_of(a, sizeof a, "identical/a.h5");
+  for (int i = 0; i < 4; i++) {
+    snprintf(b, sizeof b, "%s/superblock/%d.h5", tmp_root, i);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, b);
+    CHECK(system(cmd) == 0, "copying");
+  }
+  /* write_shard's files: superblock version 0, offsets are byte 13 */
+  unsigned char three = 3, big[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+  poke("superblock/1.h5", 13, &three, 1);
+  poke("superblock/2.h5", 24 + 2 * 8, big, 8); /* v0: base, free space, then EOF */
+  /* the root group's name heap (v0 root entry scratch pad: B-tree, heap)
+   * declaring a 16 GiB data segment: libhdf5 would allocate it */
+  FILE *f = fopen(b, "rb");
+  unsigned char addr[8];
+  CHECK(f && !fseek(f, 24 + 6 * 8 + 8 + 8, SEEK_SET) && fread(addr, 1, 8, f) == 8,
+        "reading the heap address");
+  if (f) fclose(f);
+  long heap = 0;
+  for (int i = 7; i >= 0; i--) heap = heap << 8 | addr[i];
+  unsigned char huge[8] = {0, 0, 0, 0, 4, 0, 0, 0};
+  poke("superblock/3.h5", heap + 8, huge, 8);
+  rc_compare_result res;
+  rc_err err;
+  int rc = compare("superblock/0.h5", "superblock/3.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "root group's name heap claims 16.0 GiB"),
+        "heap size: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  rc = compare("superblock/0.h5", "superblock/1.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "3-byte offsets"), "offset size: rc %d (%s)", rc,
+        err.msg);
+  rc_compare_result_free(&res);
+  rc = compare("superblock/0.h5", "superblock/2.h5", NULL, &res, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "superblock says the file ends at byte"),
+        "EOF address: rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("inspect superblock/2.h5", 65);
+  CHECK_CLI("compare superblock/0.h5 identical/b.h5", 0);
+  CHECK_CLI("inspect superblock/0.h5", 0);
 }
 
 /* ------------------------------------------------------------------ traces */
@@ -757,8 +1056,9 @@ static void test_legs(void) {
   rc_compare_result res;
   rc_err err;
   int rc = compare("legs/through", "legs/save", NULL, &res, &err);
-  CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path, "A/A: rc %d (%s) %d failing", rc,
-        err.msg, res.n_failing);
+  CHECK(rc == RC_OK && res.n_failing == 0 && !res.fast_path && res.n_shards_verified == 2,
+        "A/A: rc %d (%s) %d failing, %d verified", rc, err.msg, res.n_failing,
+        res.n_shards_verified);
   rc_compare_result_free(&res);
   rc = compare("legs/through", "legs/resume", NULL, &res, &err);
   CHECK(rc == RC_OK && res.n_failing == 1, "RESUME: rc %d, %d failing", rc, res.n_failing);
@@ -773,6 +1073,13 @@ static void test_legs(void) {
   rc_compare_result_free(&res);
   /* A run directory: legs matched by name. */
   CHECK_CLI("compare legs legs", 0);
+  /* every trace step and iteration ignored: nothing compared, not "no overlap" */
+  const char *all[] = {"*"};
+  rc_compare_opts every = {all, 1, false, false};
+  rc = compare("legs/through", "legs/resume", &every, &res, &err);
+  CHECK(rc == RC_OK && res.nothing_compared, "legs --ignore '*': rc %d (%s)", rc, err.msg);
+  rc_compare_result_free(&res);
+  CHECK_CLI("compare legs/through legs/resume --ignore '*'", 66);
   CHECK_CLI("compare legs/through legs/resume", 1);
   CHECK_CLI("compare legs/through legs/through/ckpt/iter_0000003", 64);
 }
@@ -800,6 +1107,11 @@ int main(int argc, char **argv) {
       make_pair(pairs[i].name, pairs[i].a, pairs[i].b);
     return 0;
   }
+  if (argc == 3 && !strcmp(argv[1], "--make-sparse")) { /* for tests/hostile_compare.sh */
+    snprintf(tmp_root, sizeof tmp_root, "%s", argv[2]);
+    make_sparse_files();
+    return 0;
+  }
   const char *tmp = getenv("TMPDIR");
   snprintf(tmp_root, sizeof tmp_root, "%s/rc_compare_XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(tmp_root)) {
@@ -824,6 +1136,10 @@ int main(int argc, char **argv) {
   test_errors();
   test_traces();
   test_legs();
+  test_flipped_shard_byte();
+  test_garbage_shard();
+  test_sparse_tib();
+  test_superblock_bounds();
   if (!failures) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);

@@ -4,7 +4,10 @@
  * Exit codes are the verdict, so that a CI step or `git bisect run` can use
  * the command as it is: 0 identical (informational differences such as
  * args.json do not count), 1 different, 64 usage, 65 unreadable or corrupt
- * input, 66 missing input. */
+ * input (a shard whose bytes do not match its manifest included), 66
+ * missing input, and also 66 when --ignore left nothing to compare: an
+ * empty comparison must not pass, and 64 is kept for what the command line
+ * alone shows to be wrong (this depends on what A and B contain). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +22,32 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: resumecheck compare A B [--ignore PATTERN]... [--deep] [--json FILE]\n"
-          "                               [--max-lines N]\n"
+          "usage: resumecheck compare A B [--ignore PATTERN]... [--deep | --trust-manifests]\n"
+          "                               [--json FILE] [--max-lines N]\n"
           "\n"
           "Compares two shard files, two checkpoint iteration directories, two checkpoint roots,\n"
           "two leg directories (ckpt/ and trace.csv) or two run directories, byte for byte.\n"
-          "Identical manifests settle shards without reading them; differing HDF5 shards are\n"
-          "explained per dataset (dtype, shape, attributes, count of differing elements, first\n"
-          "index, max abs/rel difference, max ULP, sign-of-zero and NaN-payload differences).\n"
-          "args.json is reported, never failed. See docs/compare.md.\n"
+          "Every shard a manifest lists is read first and its bytes verified against the\n"
+          "manifest's SHA-256 (all shards of both sides in parallel); a shard that does not\n"
+          "match is a corrupt checkpoint (65). Verified equal manifests then settle a pair;\n"
+          "other files are compared as bytes. Differing HDF5 shards are explained per dataset\n"
+          "(dtype, shape, attributes, count of differing elements, first index, max abs/rel\n"
+          "difference, max ULP, sign-of-zero and NaN-payload differences). HDF5 files that\n"
+          "claim more than they hold are refused (65). args.json is reported, never failed.\n"
+          "See docs/compare.md.\n"
           "\n"
           "  --ignore PATTERN  skip what matches (fnmatch) \"FILE\" or \"FILE:OBJECT\",\n"
           "                    e.g. 'ckpt/*/args.json' or '*:/optimizer/*'; repeatable\n"
           "  --deep            compare datasets even when manifests or file bytes agree\n"
+          "  --trust-manifests do not read shards: equal manifests settle them unread (the\n"
+          "                    summary says \"manifests identical; shard bytes not read\")\n"
           "  --json FILE       write every difference as JSON (schema resumecheck-compare v1)\n"
           "  --max-lines N     list at most N differences on stdout (default 40; -1: all)\n"
           "\n"
           "exit: 0 identical, 1 different, 64 usage (bad, unknown or repeated flag), 65\n"
-          "unreadable/corrupt input, 66 missing input, 70 internal error (e.g. out of memory),\n"
-          "74 I/O error (e.g. --json cannot be written)\n");
+          "unreadable/corrupt input, 66 missing input or nothing compared (--ignore matched\n"
+          "everything), 70 internal error (e.g. out of memory), 74 I/O error (e.g. --json cannot\n"
+          "be written)\n");
 }
 
 static void write_diff_json(rc_jw *w, const rc_diff *d) {
@@ -95,7 +105,10 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
   rc_jw_key(&w, "exit_code");
   rc_jw_int(&w, code);
   rc_jw_key(&w, "verdict");
-  rc_jw_str(&w, cerr ? "error" : res->n_failing ? "different" : "identical");
+  rc_jw_str(&w, cerr                    ? "error"
+                : res->n_failing        ? "different"
+                : res->nothing_compared ? "nothing_compared"
+                                        : "identical");
   if (cerr) {
     rc_jw_key(&w, "error");
     rc_jw_str(&w, cerr->msg);
@@ -106,6 +119,14 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
     rc_jw_int(&w, res->n_files_identical);
     rc_jw_key(&w, "datasets_compared");
     rc_jw_int(&w, res->n_datasets_compared);
+    rc_jw_key(&w, "shards_verified");
+    rc_jw_int(&w, res->n_shards_verified);
+    rc_jw_key(&w, "bytes_verified");
+    rc_jw_int(&w, res->bytes_verified);
+    rc_jw_key(&w, "pairs_by_manifest_unread");
+    rc_jw_int(&w, res->n_by_manifest);
+    rc_jw_key(&w, "n_ignored");
+    rc_jw_int(&w, res->n_ignored);
     rc_jw_key(&w, "fast_path");
     rc_jw_bool(&w, res->fast_path);
     rc_jw_key(&w, "n_failing");
@@ -145,12 +166,12 @@ int rc_cmd_compare(int argc, char **argv) {
   const char *ignore[MAX_IGNORE];
   int n_paths = 0, n_ignore = 0, max_lines = 40;
   const char *json = NULL;
-  bool deep = false, seen_max_lines = false;
+  bool deep = false, trust = false, seen_max_lines = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v;
     /* every flag but --ignore (repeatable) is given once */
     bool again =
-        (!strcmp(arg, "--deep") && deep) ||
+        (!strcmp(arg, "--deep") && deep) || (!strcmp(arg, "--trust-manifests") && trust) ||
         (!strncmp(arg, "--json", 6) && (arg[6] == 0 || arg[6] == '=') && json) ||
         (!strncmp(arg, "--max-lines", 11) && (arg[11] == 0 || arg[11] == '=') && seen_max_lines);
     if (again) {
@@ -162,6 +183,8 @@ int rc_cmd_compare(int argc, char **argv) {
       return RC_OK;
     } else if (!strcmp(arg, "--deep")) {
       deep = true;
+    } else if (!strcmp(arg, "--trust-manifests")) {
+      trust = true;
     } else if (!strncmp(arg, "--ignore", 8) && (arg[8] == 0 || arg[8] == '=')) {
       if (!(v = flag_value(argc, argv, &i, "--ignore")) || n_ignore == MAX_IGNORE) {
         fprintf(stderr, "resumecheck compare: --ignore needs a pattern (at most %d)\n", MAX_IGNORE);
@@ -201,11 +224,19 @@ int rc_cmd_compare(int argc, char **argv) {
     return RC_EXIT_USAGE;
   }
 
-  rc_compare_opts opts = {ignore, n_ignore, deep};
+  if (deep && trust) {
+    fprintf(stderr, "resumecheck compare: --deep reads every shard and --trust-manifests reads "
+                    "none: give one of them\n");
+    return RC_EXIT_USAGE;
+  }
+  rc_compare_opts opts = {ignore, n_ignore, deep, trust};
   rc_compare_result res;
   rc_err err = {0};
   int rc = rc_compare_paths(paths[0], paths[1], &opts, &res, &err);
-  int code = rc ? rc : res.n_failing ? RC_EXIT_DIVERGED : RC_OK;
+  int code = rc                     ? rc
+             : res.n_failing        ? RC_EXIT_DIVERGED
+             : res.nothing_compared ? RC_EXIT_NOINPUT
+                                    : RC_OK;
   if (rc) {
     fprintf(stderr, "resumecheck compare: %s\n", err.msg);
   } else {
