@@ -100,8 +100,9 @@ static int init_attr(posix_spawnattr_t *attr, bool new_group) {
  * RC_LEG_LOG_TAIL bytes, from a ring buffer, starting at a line. So a
  * trainer that prints gigabytes leaves about 2 MiB (docs/robustness.md).
  *
- * Between fork and exec only async-signal-safe calls are made (`run` may
- * have threads): no stdio, no malloc (the ring buffer is mmap'd). */
+ * The supervisor (a fork that never execs) and the trainer before its exec
+ * make only async-signal-safe calls (`run` may have threads): no stdio, no
+ * malloc (the ring buffer is mmap'd). */
 
 enum { MSG_ERRNO = 1, MSG_TRAINER_PID = 2 }; /* on the error pipe: {kind, value} */
 
