@@ -128,6 +128,10 @@ static char **replay_argv(const rc_json *leg_argv, const char *self_exe, const c
       if (flag_is(a, LEG_VALUE_FLAGS[f])) skip = true, skip_value = !strchr(a, '=');
     for (size_t f = 0; f < sizeof LEG_BOOL_FLAGS / sizeof *LEG_BOOL_FLAGS; f++)
       if (!strcmp(a, LEG_BOOL_FLAGS[f])) skip = true;
+    /* --progress may carry a mode (auto | live | plain | off) */
+    if (!strcmp(a, "--progress") && i + 1 < n && leg_argv->kids[i + 1].str &&
+        leg_argv->kids[i + 1].str[0] != '-')
+      skip_value = true;
     if (skip) {
       if (skip_value) i++;
       continue;
@@ -514,7 +518,8 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
   int rc = bisect_body(b, &b->err);
   if (rc) {
     b->verdict = RC_BISECT_ERROR;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "error: %s", b->err.msg);
+    /* the verdict's name ("error") is printed before the text: not again here */
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "%s", b->err.msg);
   }
   b->exit_code = verdict_exit(b);
   return rc;

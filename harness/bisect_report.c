@@ -290,7 +290,7 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw_int(&w, b->exit_code);
   rc_jw_obj_end(&w);
 
-  int rc = rc_write_file_atomic(path, w.buf ? w.buf : "", w.len, err);
+  int rc = rc_write_output(path, w.buf ? w.buf : "", w.len, err);
   rc_jw_free(&w);
   return rc;
 }

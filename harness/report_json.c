@@ -381,7 +381,7 @@ char *rc_report_json_string(const rc_run *run) {
 int rc_report_json(const rc_run *run, const char *path, rc_err *err) {
   char *s = rc_report_json_string(run);
   if (!s) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory writing %s", path);
-  int rc = rc_write_file_atomic(path, s, strlen(s), err);
+  int rc = rc_write_output(path, s, strlen(s), err);
   free(s);
   return rc;
 }

@@ -154,7 +154,7 @@ void rc_sb_xml(rc_sb *b, const char *str) {
 
 int rc_sb_write(const rc_sb *b, const char *path, rc_err *err) {
   if (b->oom) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory writing %s", path);
-  return rc_write_file_atomic(path, b->buf ? b->buf : "", b->len, err);
+  return rc_write_output(path, b->buf ? b->buf : "", b->len, err);
 }
 
 const char *rc_leg_status_name(const rc_leg *leg) {

@@ -278,6 +278,11 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
 void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t);
 /* Runs argv to completion, collecting its stdout (malloc'd, NUL-terminated)
  * while its stderr goes to ours. *status is the waitpid status. */
+/* The memory `run --jobs` needs (run_prepare.c): RC_OK if min(jobs,
+ * concurrent_legs) legs of per_leg bytes fit in available (0: unknown, not
+ * checked), else RC_EXIT_RESOURCES naming the largest --jobs that fits. */
+int rc_run_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, uint64_t available,
+                             const char *what, rc_err *err);
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err);
 /* The last max_lines lines of a text file (at most cap-1 bytes), made valid
  * UTF-8. "" if unreadable. */

@@ -24,6 +24,7 @@
 
 #include "base/dirlock.h"
 #include "base/fsutil.h"
+#include "base/json.h"
 #include "harness/run_signal.h"
 
 #define RUN_MARKER ".resumecheck-run"
@@ -72,6 +73,78 @@ static int dry_run(rc_run *run, const char *fusion, rc_err *err) {
                    WTERMSIG(status));
   return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run failed with exit status %d",
                  WEXITSTATUS(status));
+}
+
+/* `run --jobs J`: legs that run at once share one device (or the host). RC_OK
+ * if min(jobs, concurrent_legs) legs of per_leg bytes each fit in available,
+ * else RC_EXIT_RESOURCES naming the largest --jobs that fits. available 0:
+ * unknown, not checked. */
+int rc_run_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, uint64_t available,
+                             const char *what, rc_err *err) {
+  int at_once = jobs < concurrent_legs ? jobs : concurrent_legs;
+  if (at_once < 1) at_once = 1;
+  if (!available || per_leg * (uint64_t)at_once <= available) return RC_OK;
+  uint64_t fit = per_leg ? available / per_leg : 0;
+  char need_s[32], avail_s[32], leg_s[32];
+  rc_format_bytes(per_leg * (uint64_t)at_once, need_s, sizeof need_s);
+  rc_format_bytes(available, avail_s, sizeof avail_s);
+  rc_format_bytes(per_leg, leg_s, sizeof leg_s);
+  if (fit == 0)
+    return rc_fail(err, RC_EXIT_RESOURCES,
+                   "one leg needs %s of %s but %s is available: not even --jobs 1 fits", leg_s,
+                   what, avail_s);
+  return rc_fail(err, RC_EXIT_RESOURCES,
+                 "--jobs %d runs %d legs at once, needing %s of %s (%s each) but %s is "
+                 "available: use --jobs %llu or fewer",
+                 jobs, at_once, need_s, what, leg_s, avail_s, (unsigned long long)fit);
+}
+
+/* `train [fwd] --steps N --dry-run-memory`: what one leg needs and what its
+ * device has free; then every leg that may run at once must fit (legs are
+ * pre-warmed, so with enough --jobs all of them hold their memory at once). */
+static int check_jobs_memory(rc_run *run, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  int n = o->n_fwd + 6;
+  char **argv = calloc((size_t)n, sizeof *argv);
+  if (!argv) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  char steps[24];
+  snprintf(steps, sizeof steps, "%" PRId64, o->steps);
+  int a = 0;
+  argv[a++] = (char *)o->self_exe;
+  argv[a++] = "train";
+  for (int i = 0; i < o->n_fwd; i++) argv[a++] = o->fwd[i];
+  argv[a++] = "--steps";
+  argv[a++] = steps;
+  argv[a++] = "--dry-run-memory";
+  argv[a] = NULL;
+  char *out = NULL;
+  size_t len = 0;
+  int status = 0;
+  int rc = rc_spawn_capture(argv, &out, &len, &status, err);
+  free(argv);
+  if (rc) return rc;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    free(out);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : RC_EXIT_SOFTWARE;
+    return rc_fail(err, code == RC_EXIT_UNTESTABLE ? code : RC_EXIT_SOFTWARE,
+                   "train --dry-run-memory failed (exit %d): the legs' device is not usable", code);
+  }
+  char jerr[128];
+  rc_json *j = rc_json_parse(out, len, jerr, sizeof jerr);
+  free(out);
+  int64_t need = 0, host_need = 0, avail = 0;
+  const char *device = j ? rc_json_get_str(j, "device") : NULL;
+  if (!j || !device || !rc_json_get_i64(j, "need_device_bytes", &need) ||
+      !rc_json_get_i64(j, "need_host_bytes", &host_need) ||
+      !rc_json_get_i64(j, "device_free_bytes", &avail)) {
+    rc_json_free(j);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run-memory printed no memory report");
+  }
+  bool on_host = !strcmp(device, "cpu");
+  rc = rc_run_jobs_memory_check((uint64_t)(on_host ? need + host_need : need), o->jobs, run->n_legs,
+                                (uint64_t)avail, on_host ? "host memory" : "device memory", err);
+  rc_json_free(j);
+  return rc;
 }
 
 /* The exec trainer's program: a path that is executable, or a name on PATH. */
@@ -137,6 +210,7 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
     } else if ((rc = dry_run(run, NULL, err))) {
       return rc;
     }
+    if ((rc = check_jobs_memory(run, err))) return rc;
   } else if (run->n_legs && (rc = check_program(run->legs[0].argv[0], err))) {
     return rc;
   }

@@ -31,15 +31,35 @@ static const char *describe(void) {
   return line;
 }
 
-static const rc_cuda_module module_table = {
-    RC_CUDA_MODULE_ABI, RC_INTERFACE_HASH, sizeof(rc_ops),  rc_cuda_backend_ops, describe,
+static int memory_info(size_t *free_bytes, size_t *total_bytes) {
+  return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -1;
+}
+
+/* Filled member by member, so that a reordered header cannot swap two
+ * members of the same type. */
+static rc_cuda_module make_table(void) {
+  rc_cuda_module t;
+  memset(&t, 0, sizeof t);
+  t.abi = RC_CUDA_MODULE_ABI;
+  t.interface_hash = RC_INTERFACE_HASH;
+  t.ops_size = sizeof(rc_ops);
+  t.ops = rc_cuda_backend_ops;
+  t.describe = describe;
+  t.memory_info = memory_info;
 #ifdef RC_HAVE_NCCL
-    rc_nccl_unique_id,  rc_nccl_init,      rc_nccl_version, rc_nccl_all_to_all,  rc_nccl_all_gather,
-    rc_nccl_broadcast,  rc_nccl_barrier,   rc_nccl_destroy,
-#else
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  t.nccl_unique_id = rc_nccl_unique_id;
+  t.nccl_init = rc_nccl_init;
+  t.nccl_version = rc_nccl_version;
+  t.nccl_all_to_all = rc_nccl_all_to_all;
+  t.nccl_all_gather = rc_nccl_all_gather;
+  t.nccl_broadcast = rc_nccl_broadcast;
+  t.nccl_barrier = rc_nccl_barrier;
+  t.nccl_destroy = rc_nccl_destroy;
 #endif
-};
+  return t;
+}
+
+static const rc_cuda_module module_table = make_table();
 
 extern "C" __attribute__((visibility("default"))) const rc_cuda_module *rc_cuda_module_entry(void) {
   return &module_table;

@@ -14,3 +14,12 @@ foreach(t io_two_process io_inspect io_full_fs io_valgrind io_fixtures_regen)
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
                "IO_TEST_BIN=$<TARGET_FILE:io_unit>;IO_MKFIX=$<TARGET_FILE:io_make_fixtures>")
 endforeach()
+
+# hostile files in a checkpoint (issue 16: FIFOs, links to /dev/zero,
+# directories, forged per-dataset hashes; disk full at the manifest or
+# COMPLETE in a user+mount namespace, 77 where not allowed)
+rc_add_sh_test(hostile_io hostile_io.sh)
+add_test(NAME hostile_io_full_disk COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/hostile_io.sh full-disk)
+set_tests_properties(hostile_io_full_disk PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>")
+set_tests_properties(hostile_io hostile_io_full_disk PROPERTIES TIMEOUT 600)

@@ -11,3 +11,4 @@ foreach(t run_exec_good run_exec_forget run_exec_nondet run_exec_crash run_exec_
           run_seed_confirm run_prewarm run_prewarm_dies)
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
+rc_add_sh_test(run_jobs_memory run_jobs_memory.sh)

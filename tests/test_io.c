@@ -1040,6 +1040,207 @@ static void test_fixtures(const char *fixdir) {
             k_cases[i].name, k_cases[j].name);
 }
 
+/* ------------------------------------------- what a load opens (issue 16) */
+
+/* Loads dir with a fresh state under a 20 s alarm: a load that blocks (a
+ * FIFO) or never ends (/dev/zero) kills the test instead of hanging it. */
+static int load_dir(const char *dir, rc_err *err) {
+  iofix got;
+  iofix_build(&got, IOFIX_EMPTY, 3);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  memset(err, 0, sizeof *err);
+  alarm(20);
+  int rc = rc_checkpoint_load(dir, &m, &got.st, err);
+  alarm(0);
+  iofix_free(&got);
+  return rc;
+}
+
+/* Replaces dir/name by what make() builds there, loads, restores. */
+typedef void (*make_fn)(const char *path, const char *aside);
+
+static void mk_dir(const char *path, const char *aside) {
+  (void)aside;
+  mkdir(path, 0777);
+}
+static void mk_fifo(const char *path, const char *aside) {
+  (void)aside;
+  mkfifo(path, 0666);
+}
+static void mk_link_to_copy(const char *path, const char *aside) {
+  CHECK(symlink(aside, path) == 0, "symlink %s: %s", path, strerror(errno));
+}
+static char g_fifo[4096];
+static void mk_link_to_fifo(const char *path, const char *aside) {
+  (void)aside;
+  CHECK(symlink(g_fifo, path) == 0, "symlink %s: %s", path, strerror(errno));
+}
+static void mk_link_to_zero(const char *path, const char *aside) {
+  (void)aside; /* a link in the temp dir; /dev itself is never written */
+  CHECK(symlink("/dev/zero", path) == 0, "symlink %s: %s", path, strerror(errno));
+}
+static void mk_huge(const char *path, const char *aside) {
+  (void)aside; /* sparse: 65 MiB of nothing */
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  CHECK(fd >= 0 && ftruncate(fd, (off_t)65 << 20) == 0, "sparse file %s", path);
+  if (fd >= 0) close(fd);
+}
+
+static void hostile_case(const char *dir, const char *name, make_fn make, int want_code,
+                         const char *want_msg) {
+  char path[4096], aside[4096];
+  pathf(path, sizeof path, "%s/%s", dir, name);
+  pathf(aside, sizeof aside, "%s/%s.aside", g_tmp, name);
+  CHECK(rename(path, aside) == 0, "moving %s aside", path);
+  make(path, aside);
+  rc_err err;
+  int rc = load_dir(dir, &err);
+  CHECK(rc == want_code && strstr(err.msg, name) && strstr(err.msg, want_msg),
+        "%s replaced: code %d (want %d), message '%s' (want the name and '%s')", name, rc,
+        want_code, err.msg, want_msg);
+  printf("  %-34s -> %d  %s\n", name, rc, err.msg);
+  struct stat st;
+  if (lstat(path, &st) == 0) S_ISDIR(st.st_mode) ? rmdir(path) : unlink(path);
+  CHECK(rename(aside, path) == 0, "restoring %s", path);
+}
+
+/* Metadata (manifest.json, COMPLETE) and shards are read only when they are
+ * regular files: a FIFO blocked the load forever, a link to /dev/zero grew
+ * it without bound, a directory gave "No such device"-style errors. Each
+ * case is refused at once with 65, naming the file and what it is. The
+ * control: the restored directory loads, so every refusal is the file's
+ * kind, not the replacing. */
+static void test_load_regular_files_only(void) {
+  char root[4096], dir[4096];
+  rc_err err = {0};
+  tmp_path(root, sizeof root, "hostile");
+  iter_dir(dir, sizeof dir, root);
+  CHECK(save_fix(root, 0, 3, &err) == 0, "save: %s", err.msg);
+  tmp_path(g_fifo, sizeof g_fifo, "a_fifo");
+  CHECK(mkfifo(g_fifo, 0666) == 0, "mkfifo: %s", strerror(errno));
+  CHECK(load_dir(dir, &err) == 0, "control: the untouched checkpoint loads (%s)", err.msg);
+  const char *shard = "shard_00000_of_00001.h5";
+  hostile_case(dir, "manifest.json", mk_dir, RC_EXIT_DATAERR, "is a directory");
+  hostile_case(dir, "manifest.json", mk_fifo, RC_EXIT_DATAERR, "is a FIFO");
+  hostile_case(dir, "manifest.json", mk_link_to_fifo, RC_EXIT_DATAERR, "symbolic link");
+  hostile_case(dir, "manifest.json", mk_link_to_copy, RC_EXIT_DATAERR, "symbolic link");
+  hostile_case(dir, "manifest.json", mk_huge, RC_EXIT_DATAERR, "more than the");
+  hostile_case(dir, "COMPLETE", mk_link_to_zero, RC_EXIT_DATAERR, "symbolic link");
+  hostile_case(dir, "COMPLETE", mk_fifo, RC_EXIT_DATAERR, "is a FIFO");
+  hostile_case(dir, "COMPLETE", mk_dir, RC_EXIT_DATAERR, "is a directory");
+  hostile_case(dir, shard, mk_fifo, RC_EXIT_DATAERR, "is a FIFO");
+  hostile_case(dir, shard, mk_link_to_fifo, RC_EXIT_DATAERR, "is a FIFO");
+  hostile_case(dir, shard, mk_link_to_zero, RC_EXIT_DATAERR, "is a character device");
+  hostile_case(dir, shard, mk_dir, RC_EXIT_DATAERR, "is a directory");
+  /* A shard may be a link to a regular file (a copy kept elsewhere). */
+  char path[4096], aside[4096];
+  pathf(path, sizeof path, "%s/%s", dir, shard);
+  pathf(aside, sizeof aside, "%s/shard.aside", g_tmp);
+  CHECK(rename(path, aside) == 0 && symlink(aside, path) == 0, "linking the shard");
+  CHECK(load_dir(dir, &err) == 0, "a shard linked to a regular file loads (%s)", err.msg);
+  unlink(path);
+  rename(aside, path);
+  /* inspect takes the same way in */
+  alarm(20);
+  int rc = rc_shard_inspect(g_fifo, fopen("/dev/null", "w"), &err);
+  alarm(0);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "is a FIFO"), "inspect of a FIFO: 65 (%s)",
+        err.msg);
+  CHECK(load_dir(dir, &err) == 0, "control: the restored checkpoint loads (%s)", err.msg);
+  unlink(g_fifo);
+}
+
+/* Rewrites dir's manifest with `edit` applied and COMPLETE to match, as a
+ * forger would; returns the load's code. The manifest is restored. */
+static int load_with_manifest_edit(const char *dir, const char *find, const char *repl,
+                                   rc_err *err) {
+  char mpath[4096], cpath[4096], marker[128], sha[RC_SHA256_HEX];
+  pathf(mpath, sizeof mpath, "%s/manifest.json", dir);
+  pathf(cpath, sizeof cpath, "%s/COMPLETE", dir);
+  char *text = NULL, *complete = NULL;
+  size_t n = 0, cn = 0;
+  rc_err e = {0};
+  if (rc_read_file(mpath, &text, &n, &e) || rc_read_file(cpath, &complete, &cn, &e)) {
+    fprintf(stderr, "test_io: %s\n", e.msg);
+    abort();
+  }
+  char *edited = strdup(text);
+  char *at = find ? strstr(edited, find) : NULL;
+  CHECK(!find || (at && strlen(find) == strlen(repl)), "manifest edit: '%s' found", find);
+  if (at) memcpy(at, repl, strlen(repl));
+  rc_sha256_hex(edited, n, sha);
+  int k = snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
+  CHECK(rc_write_file_atomic(mpath, edited, n, &e) == 0 &&
+            rc_write_file_atomic(cpath, marker, (size_t)k, &e) == 0,
+        "manifest edit: writing (%s)", e.msg);
+  int rc = load_dir(dir, err);
+  CHECK(rc_write_file_atomic(mpath, text, n, &e) == 0 &&
+            rc_write_file_atomic(cpath, complete, cn, &e) == 0,
+        "manifest edit: restoring (%s)", e.msg);
+  free(edited);
+  free(text);
+  free(complete);
+  return rc;
+}
+
+/* A per-dataset SHA-256 in the manifest was never compared on load: a
+ * forged one (COMPLETE rewritten to match) loaded. Now every dataset's
+ * bytes are hashed as they are copied out, and a mismatch is 65 naming
+ * the dataset. Control: the same rewrite with the true hash loads. */
+static void test_forged_dataset_hash(void) {
+  char root[4096], dir[4096], want[RC_SHA256_HEX], forged[RC_SHA256_HEX];
+  rc_err err = {0};
+  tmp_path(root, sizeof root, "forged_hash");
+  iter_dir(dir, sizeof dir, root);
+  CHECK(save_fix(root, 0, 3, &err) == 0, "save: %s", err.msg);
+  iofix f;
+  iofix_build(&f, 0, 3);
+  const rc_tensor *t = &f.st.tensors[0]; /* the first with bytes: its hash is unique */
+  for (int i = 0; i < f.st.count && !rc_tensor_nbytes(t); i++) t = &f.st.tensors[i];
+  rc_sha256_hex(t->data, rc_tensor_nbytes(t), want);
+  memcpy(forged, want, sizeof forged);
+  forged[10] = forged[10] == 'a' ? 'b' : 'a';
+  CHECK(load_with_manifest_edit(dir, want, want, &err) == 0,
+        "control: rewritten manifest with the true hash loads (%s)", err.msg);
+  int rc = load_with_manifest_edit(dir, want, forged, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, t->path) && strstr(err.msg, forged),
+        "forged hash of %s: 65 naming it (%d: %s)", t->path, rc, err.msg);
+  printf("  forged dataset hash              -> %d  %s\n", rc, err.msg);
+  iofix_free(&f);
+}
+
+/* A save whose manifest or COMPLETE cannot be written (here: a directory
+ * squats on the temp name; a full disk in hostile_io.sh) used to leave the
+ * shard and args.json behind while saying nothing was. Now the directory
+ * is left as it was. Control: without the squatter the same save
+ * succeeds. */
+static void test_failed_save_leaves_nothing(void) {
+  const char *names[] = {"manifest.json", "COMPLETE"};
+  for (int i = 0; i < 2; i++) {
+    char root[4096], dir[4096], squat[4096], name[64];
+    rc_err err = {0};
+    pathf(name, sizeof name, "failed_save_%d", i);
+    tmp_path(root, sizeof root, name);
+    iter_dir(dir, sizeof dir, root);
+    rc_mkdir_p(dir, &err);
+    pathf(squat, sizeof squat, "%s/%s.tmp.%ld", dir, names[i], (long)getpid());
+    CHECK(mkdir(squat, 0777) == 0, "squatter %s", squat);
+    snap_t before = {0}, after = {0};
+    snapshot(dir, &before);
+    int rc = save_fix(root, 0, 3, &err);
+    snapshot(dir, &after);
+    CHECK(rc == RC_EXIT_IOERR, "%s not writable: the save fails with 74 (%d: %s)", names[i], rc,
+          err.msg);
+    CHECK(!strcmp(before.buf, after.buf), "failed save at %s left files behind:\n%s---\n%s",
+          names[i], before.buf, after.buf);
+    rmdir(squat);
+    CHECK(save_fix(root, 0, 3, &err) == 0, "control: the save succeeds (%s)", err.msg);
+    CHECK(count_files(dir) == 4, "control: 4 files written (%d)", count_files(dir));
+    free(before.buf);
+    free(after.buf);
+  }
+}
+
 /* --------------------------------------------------------------- helpers */
 
 static int helper_save(int argc, char **argv) {
@@ -1128,6 +1329,9 @@ int main(int argc, char **argv) {
     test_atomic_write_failure();
     test_load_misc();
     test_forged_structure();
+    test_load_regular_files_only();
+    test_forged_dataset_hash();
+    test_failed_save_leaves_nothing();
     if (!failures) rm_rf(g_tmp);
   } else {
     fprintf(stderr, "usage: test_io | test_io fixtures DIR | test_io save ROOT [...] |"

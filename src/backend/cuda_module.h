@@ -35,6 +35,9 @@ typedef struct rc_cuda_module {
   /* One line naming what can change bits: GPU, compute capability, driver,
    * CUDA runtime and cuBLAS versions (recorded in args.json). */
   const char *(*describe)(void);
+  /* cudaMemGetInfo of the current device: 0, or -1 with nothing set. Only
+   * after ops() succeeded. */
+  int (*memory_info)(size_t *free_bytes, size_t *total_bytes);
   /* NCCL data movement (dist/nccl_shim.h); all NULL when the module was
    * built without NCCL. */
   int (*nccl_unique_id)(unsigned char *id, char *msg, size_t cap);

@@ -18,6 +18,8 @@ enum {
   RC_EXIT_NOINPUT = 66,    /* a named input does not exist */
   RC_EXIT_SOFTWARE = 70,   /* internal error */
   RC_EXIT_IOERR = 74,      /* an I/O operation failed (disk full, EACCES) */
+  RC_EXIT_RESOURCES = 75,  /* the config needs more memory than there is (sysexits'
+                              EX_TEMPFAIL: retry smaller, with fewer --jobs or elsewhere) */
   RC_EXIT_UNTESTABLE = 125 /* --git-bisect: this revision cannot be judged */
 };
 

@@ -4,12 +4,18 @@
  * else reads: the bytes go to path.tmp.<pid>, are fsync'd, renamed over path,
  * and the parent directory is fsync'd so the rename itself survives a crash.
  * A reader therefore sees the old file, no file, or the whole new file; on
- * any failure the temp file is removed and path is left as it was. */
+ * any failure the temp file is removed and path is left as it was. It never
+ * renames over what is not a regular file.
+ *
+ * rc_write_output is the rule for files a user names (reports): it decides
+ * by what the path is whether to replace it atomically, write through to it
+ * (a character device, a FIFO) or refuse. */
 #include "fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -172,9 +178,38 @@ void rc_remove_stale_temps(const char *dir, const char *const *names, int n) {
   closedir(d);
 }
 
-int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
+/* What kind of file system object st describes, for messages. */
+static const char *kind_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/* 0 when path is missing or a regular file, else -1 with errno = EEXIST and
+ * *mode set: rename would replace a device node, FIFO, directory, socket or
+ * symlink with a regular file (as root, `--json /dev/null` once did). */
+static int check_replaceable(const char *path, mode_t *mode) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0; /* missing: nothing to replace */
+  *mode = st.st_mode;
+  if (S_ISREG(st.st_mode)) return 0;
+  errno = EEXIST;
+  return -1;
+}
+
+static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces,
+                               bool check_target, rc_err *err) {
   size_t n = 0;
   for (int i = 0; i < npieces; i++) n += pieces[i].n;
+  mode_t mode = 0;
+  if (check_target && check_replaceable(path, &mode) != 0)
+    return rc_fail(err, RC_EXIT_IOERR, "%s is %s: refusing to replace it with a regular file", path,
+                   kind_name(mode));
   char tmp[4096];
   int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   if (len < 0 || (size_t)len >= sizeof tmp)
@@ -198,6 +233,12 @@ int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces
   fd = -1;
   if (r != 0) goto fail;
   rc_test_crash_point("synced", tmp);
+  /* again, just before the rename: what was missing may have appeared */
+  if (check_target && check_replaceable(path, &mode) != 0) {
+    unlink(tmp);
+    return rc_fail(err, RC_EXIT_IOERR, "%s is %s: refusing to replace it with a regular file", path,
+                   kind_name(mode));
+  }
   step = "renaming";
   if (rename(tmp, path) != 0) goto fail;
   rc_test_crash_point("renamed", path);
@@ -217,10 +258,140 @@ fail:;
   return rc_fail(err, RC_EXIT_IOERR, "%s %s (%zu bytes): %s%s", step, tmp, n, strerror(e), hint(e));
 }
 
+int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
+  return write_pieces_atomic(path, pieces, npieces, true, err);
+}
+
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
   /* two pieces, so that the crash hook's "half written" leaves half a file */
   rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
   return rc_write_pieces_atomic(path, halves, 2, err);
+}
+
+/* Writes all of data to fd, resuming after short writes; -1 with errno. A
+ * reader that closes a FIFO early must give EPIPE, not kill the process with
+ * SIGPIPE: the signal is blocked for the writes and a SIGPIPE they raise is
+ * taken off the pending set before the mask is restored. */
+static int write_all_nosigpipe(int fd, const void *data, size_t n) {
+  sigset_t pipe_set, old, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE);
+  const char *p = data;
+  size_t done = 0;
+  int ret = 0, e = 0;
+  while (done < n) {
+    ssize_t w = write(fd, p + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      ret = -1, e = errno;
+      break;
+    }
+    if (w == 0) {
+      ret = -1, e = EIO;
+      break;
+    }
+    done += (size_t)w;
+  }
+  if (e == EPIPE && !was_pending) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = e;
+  return ret;
+}
+
+/* A character device or FIFO named as an output: opened as it is (no
+ * O_CREAT, no O_TRUNC) and written; a FIFO is opened without blocking so
+ * that one nobody reads is refused rather than waited on for ever. */
+static int write_through(const char *path, mode_t mode, const void *data, size_t n, rc_err *err) {
+  bool fifo = S_ISFIFO(mode);
+  int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+  if (fd < 0) {
+    int e = errno;
+    if (fifo && e == ENXIO)
+      return rc_fail(err, RC_EXIT_IOERR, "%s is a FIFO with no reader: not waiting for one", path);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot open %s (%s) for writing: %s", path, kind_name(mode),
+                   strerror(e));
+  }
+  /* what was opened must still be what was checked: writing into a regular
+   * file that took its place, without truncating it, would corrupt it */
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != (mode & S_IFMT)) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "%s changed while it was opened: not written", path);
+  }
+  const char *step = "writing";
+  if (fifo) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) goto fail;
+  }
+  if (write_all_nosigpipe(fd, data, n) != 0) goto fail;
+  step = "closing";
+  if (close(fd) != 0) {
+    fd = -1;
+    goto fail;
+  }
+  return RC_OK;
+fail:;
+  int e = errno;
+  if (fd >= 0) close(fd);
+  return rc_fail(err, RC_EXIT_IOERR, "%s %s (%s, %zu bytes): %s", step, path, kind_name(mode), n,
+                 strerror(e));
+}
+
+/* Test hook (docs/robustness.md): RC_TEST_OUTPUT_ALWAYS_RENAME=1 restores the
+ * old rule — temp file renamed over whatever the path is — so that a test
+ * can show that it detects what the rule prevents. */
+static bool output_always_rename(void) {
+  const char *v = getenv("RC_TEST_OUTPUT_ALWAYS_RENAME");
+  return v && !strcmp(v, "1");
+}
+
+int rc_write_output(const char *path, const void *data, size_t n, rc_err *err) {
+  rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
+  if (output_always_rename()) return write_pieces_atomic(path, halves, 2, false, err);
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    int e = errno;
+    if (e != ENOENT)
+      return rc_fail(err, RC_EXIT_IOERR, "cannot write %s: %s%s", path, strerror(e), hint(e));
+    return rc_write_file_atomic(path, data, n, err); /* missing: created atomically */
+  }
+  char resolved[PATH_MAX];
+  const char *target = path;
+  bool via_link = S_ISLNK(st.st_mode);
+  if (via_link) {
+    char link[PATH_MAX] = "?";
+    ssize_t k = readlink(path, link, sizeof link - 1);
+    if (k >= 0) link[k] = 0;
+    if (stat(path, &st) != 0) {
+      int e = errno;
+      return rc_fail(err, RC_EXIT_IOERR,
+                     "%s is a symbolic link to %s, which cannot be written: %s (refusing to "
+                     "replace the link)",
+                     path, link, strerror(e));
+    }
+    if (S_ISREG(st.st_mode)) {
+      /* the target is replaced in its own directory, so the link stays */
+      if (!realpath(path, resolved)) {
+        int e = errno;
+        return rc_fail(err, RC_EXIT_IOERR, "cannot resolve the symbolic link %s: %s", path,
+                       strerror(e));
+      }
+      target = resolved;
+    }
+  }
+  if (S_ISREG(st.st_mode)) return rc_write_file_atomic(target, data, n, err);
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+    return write_through(path, st.st_mode, data, n, err);
+  return rc_fail(err, RC_EXIT_IOERR,
+                 "%s%s is %s: a report is written to a regular file (replaced atomically), a "
+                 "character device or a FIFO",
+                 path, via_link ? " (through a symbolic link)" : "", kind_name(st.st_mode));
 }
 
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {
@@ -300,4 +471,129 @@ void rc_path_join(char *out, size_t cap, const char *dir, const char *name) {
     fprintf(stderr, "rc_path_join: path does not fit in %zu bytes: %s/%s\n", cap, dir, name);
     abort();
   }
+}
+
+/* ---- regular files only, for what a load reads */
+
+const char *rc_file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG:
+    return "is a regular file";
+  case S_IFDIR:
+    return "is a directory";
+  case S_IFIFO:
+    return "is a FIFO";
+  case S_IFCHR:
+    return "is a character device";
+  case S_IFBLK:
+    return "is a block device";
+  case S_IFSOCK:
+    return "is a socket";
+  case S_IFLNK:
+    return "is a symbolic link";
+  }
+  return "is not a regular file";
+}
+
+int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_err *err) {
+  *fd = -1;
+  *size = 0;
+  /* O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer
+   * forever. It means nothing for a regular file and is cleared below. */
+  int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
+  if (f < 0) {
+    int e = errno;
+    struct stat lst;
+    if (nofollow && e == ELOOP && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode))
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s is a symbolic link; this file is never a link, so it is not followed",
+                     path);
+    return rc_fail(err, e == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR, "cannot open %s: %s", path,
+                   strerror(e));
+  }
+  struct stat st;
+  if (fstat(f, &st) != 0) {
+    int e = errno;
+    close(f);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(f);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s %s, not a regular file; refusing to read it", path,
+                   rc_file_kind((unsigned)st.st_mode));
+  }
+  int flags = fcntl(f, F_GETFL);
+  if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    close(f);
+    return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
+  }
+  *fd = f;
+  *size = (size_t)st.st_size;
+  return RC_OK;
+}
+
+int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **data, size_t *n,
+                         rc_err *err) {
+  *data = NULL;
+  *n = 0;
+  int fd;
+  size_t size;
+  int ret = rc_open_regular(path, nofollow, &fd, &size, err);
+  if (ret) return ret;
+  if (size > cap) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s is %zu bytes, more than the %zu this file may have",
+                   path, size, cap);
+  }
+  /* Room for one byte more than fstat said, so that the read that sees EOF
+   * needs no growth; a file that grows while read is followed up to cap + 1
+   * bytes (refused), so the buffer never exceeds cap + 2. */
+  char *buf = malloc(size + 2);
+  size_t room = size + 1, len = 0;
+  if (!buf) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
+  }
+  for (;;) {
+    if (len == room) { /* grew while read: take what is there, up to cap + 1 */
+      size_t nroom = room * 2 < cap + 1 ? room * 2 : cap + 1;
+      char *nb = nroom > room ? realloc(buf, nroom + 1) : NULL;
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return nroom > room ? rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path)
+                            : rc_fail(err, RC_EXIT_DATAERR,
+                                      "%s grew past %zu bytes while being read", path, cap);
+      }
+      buf = nb;
+      room = nroom;
+    }
+    ssize_t got = read(fd, buf + len, room - len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int e = errno;
+      free(buf);
+      close(fd);
+      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
+    }
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  if (len > cap) {
+    free(buf);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s grew past %zu bytes while being read", path, cap);
+  }
+  buf[len] = 0;
+  *data = buf;
+  *n = len;
+  return RC_OK;
+}
+
+void rc_format_bytes(uint64_t b, char *buf, size_t cap) {
+  if (b >= (1ull << 30))
+    snprintf(buf, cap, "%.1f GiB", (double)b / (1ull << 30));
+  else
+    snprintf(buf, cap, "%.1f MiB", (double)b / (1ull << 20));
 }

@@ -7,11 +7,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
 int rc_mkdir_p(const char *path, rc_err *err);
-/* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir. */
+/* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir.
+ * For files a user names (reports), use rc_write_output below. */
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err);
 /* The same for a file that is the concatenation of buffers (written with
  * writev, no copy): a shard is its HDF5 metadata image plus tensor buffers. */
@@ -20,6 +22,22 @@ typedef struct {
   size_t n;
 } rc_piece;
 int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err);
+/* Both atomic writers refuse (74) to rename over anything that exists and is
+ * not a regular file: a device node, FIFO, socket, directory or symlink is
+ * never replaced. */
+
+/* Writes a file the user named (--json, --junit, --summary-md, --plot), by
+ * what path is (docs/robustness.md, "Report files"):
+ *  - missing or a regular file: replaced atomically (rc_write_file_atomic);
+ *  - a character device or a FIFO: written through (open O_WRONLY, no
+ *    create, no truncate; a FIFO without a reader is refused, never waited
+ *    for); write errors such as ENOSPC from /dev/full are reported (74);
+ *  - a symlink: followed to what it names, which then gets the rule above
+ *    (a regular target is replaced atomically in its own directory, the
+ *    link stays);
+ *  - anything else (directory, socket, block device, dangling symlink):
+ *    refused, 74, naming what it is. */
+int rc_write_output(const char *path, const void *data, size_t n, rc_err *err);
 /* Reads a whole file into a malloc'd buffer (NUL-terminated for text use). */
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err);
 bool rc_path_exists(const char *path);
@@ -42,5 +60,29 @@ void rc_remove_stale_temps(const char *dir, const char *const *names, int n);
 bool rc_is_dir(const char *path);
 /* path = dir + "/" + name; aborts if it does not fit. */
 void rc_path_join(char *out, size_t cap, const char *dir, const char *name);
+
+/* ---- reading files that a checkpoint consists of (docs/robustness.md,
+ * "What a load opens"). Only regular files: a FIFO would block, a device
+ * such as /dev/zero would never end, a directory is not data. */
+
+/* "is a directory", "is a FIFO", "is a character device", ...: what a
+ * non-regular file is, for messages. */
+const char *rc_file_kind(unsigned mode);
+/* Opens path read-only without blocking (O_NONBLOCK, cleared again once the
+ * file is known to be regular) and, with nofollow, without following a
+ * symbolic link in its last component (O_NOFOLLOW); fstat; refuses
+ * anything but a regular file. On success *fd is open and *size set.
+ * RC_EXIT_NOINPUT when missing; RC_EXIT_DATAERR naming the file and what it
+ * is otherwise ("... is a FIFO, not a regular file"); RC_EXIT_IOERR for
+ * other failures. */
+int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_err *err);
+/* rc_open_regular, then reads the whole file (NUL-terminated) into a
+ * malloc'd buffer; a file of more than cap bytes is refused before it is
+ * read (RC_EXIT_DATAERR), one that grows past cap while read as well. */
+int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **data, size_t *n,
+                         rc_err *err);
+
+/* b as "12.3 GiB" or "4.5 MiB", for messages. */
+void rc_format_bytes(uint64_t b, char *buf, size_t cap);
 
 #endif

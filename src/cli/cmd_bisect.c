@@ -49,6 +49,13 @@ int rc_cmd_bisect(int argc, char **argv) {
       usage(stdout);
       return RC_OK;
     }
+    bool again = (!strcmp(a, "--git-bisect") && opts.git_bisect) ||
+                 (!strcmp(a, "--json") && json) || (!strcmp(a, "--out") && opts.out_dir) ||
+                 (!strcmp(a, "--context") && opts.context);
+    if (again) {
+      fprintf(stderr, "resumecheck bisect: %s given twice\n", a);
+      return RC_EXIT_USAGE;
+    }
     if (!strcmp(a, "--git-bisect")) {
       opts.git_bisect = true;
     } else if (!strcmp(a, "--json") || !strcmp(a, "--out") || !strcmp(a, "--context")) {

@@ -11,7 +11,8 @@ int rc_cmd_bugs(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       printf("usage: resumecheck bugs\n\nLists the resume bugs `--inject NAME` switches on, the "
              "real-world\n"
-             "failure each models, and the signature `resumecheck run` reports for it.\n");
+             "failure each models, and the signature `resumecheck run` reports for it.\n"
+             "\nExit codes: 0 listed, 64 usage (an argument was given).\n");
       return 0;
     }
     fprintf(stderr, "resumecheck bugs: unexpected argument '%s'\n", argv[i]);

@@ -35,8 +35,9 @@ static void usage(FILE *out) {
           "  --json FILE       write every difference as JSON (schema resumecheck-compare v1)\n"
           "  --max-lines N     list at most N differences on stdout (default 40; -1: all)\n"
           "\n"
-          "exit: 0 identical, 1 different, 64 usage, 65 unreadable/corrupt input, 66 missing "
-          "input\n");
+          "exit: 0 identical, 1 different, 64 usage (bad, unknown or repeated flag), 65\n"
+          "unreadable/corrupt input, 66 missing input, 70 internal error (e.g. out of memory),\n"
+          "74 I/O error (e.g. --json cannot be written)\n");
 }
 
 static void write_diff_json(rc_jw *w, const rc_diff *d) {
@@ -122,7 +123,7 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
   } else {
     memcpy(text, w.buf, w.len);
     text[w.len] = '\n';
-    rc = rc_write_file_atomic(path, text, w.len + 1, err);
+    rc = rc_write_output(path, text, w.len + 1, err);
   }
   free(text);
   rc_jw_free(&w);
@@ -144,9 +145,18 @@ int rc_cmd_compare(int argc, char **argv) {
   const char *ignore[MAX_IGNORE];
   int n_paths = 0, n_ignore = 0, max_lines = 40;
   const char *json = NULL;
-  bool deep = false;
+  bool deep = false, seen_max_lines = false;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v;
+    /* every flag but --ignore (repeatable) is given once */
+    bool again =
+        (!strcmp(arg, "--deep") && deep) ||
+        (!strncmp(arg, "--json", 6) && (arg[6] == 0 || arg[6] == '=') && json) ||
+        (!strncmp(arg, "--max-lines", 11) && (arg[11] == 0 || arg[11] == '=') && seen_max_lines);
+    if (again) {
+      fprintf(stderr, "resumecheck compare: %.*s given twice\n", (int)strcspn(arg, "="), arg);
+      return RC_EXIT_USAGE;
+    }
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
       usage(stdout);
       return RC_OK;
@@ -172,6 +182,7 @@ int rc_cmd_compare(int argc, char **argv) {
         return RC_EXIT_USAGE;
       }
       max_lines = (int)n;
+      seen_max_lines = true;
     } else if (arg[0] == '-' && arg[1] != 0) {
       fprintf(stderr, "resumecheck compare: unknown flag '%s'\n\n", arg);
       usage(stderr);

@@ -18,7 +18,7 @@ static void usage(FILE *out) {
           "/meta is reported as absent when the file is not a resumecheck shard.\n"
           "\n"
           "Exit codes: 0 listed, 64 usage, 65 not a readable HDF5 file, 66 no such file,\n"
-          "74 I/O error.\n");
+          "70 internal error (e.g. out of memory), 74 I/O error.\n");
 }
 
 int rc_cmd_inspect(int argc, char **argv) {

@@ -68,8 +68,10 @@ static void usage(FILE *out) {
       "train` leg and checked with `train --dry-run` before any leg starts.\n"
       "\n"
       "Exit codes: 0 every check identical; 1 resume divergence (or the fusion arms differ);\n"
-      "2 A/A failure (not deterministic: the resume result is inconclusive); 64 usage error;\n"
-      "70 a leg failed or timed out (its exit status and log tail are reported); 74 I/O error;\n"
+      "2 A/A failure (not deterministic: the resume result is inconclusive); 64 usage error\n"
+      "(bad, unknown or repeated flag); 65 a leg's trace is unreadable; 70 a leg failed or timed\n"
+      "out (its exit status and log tail are reported; a leg refused for memory exits 75 itself)\n"
+      "or an internal error; 74 I/O error (e.g. a report cannot be written);\n"
       "130/143 interrupted (SIGINT/SIGTERM). With --git-bisect: 0, 1, or 125 for anything "
       "untestable.\n");
 }
@@ -181,6 +183,7 @@ static int split_args(int argc, char **argv, raw_flags *r, char **fwd, int *n_fw
     }
     if (!def->takes_value) {
       if (eq) return usage_error("%s takes no value", name);
+      if (*bool_slot(r, name)) return usage_error("%s given twice", name);
       *bool_slot(r, name) = true;
       continue;
     }

@@ -30,10 +30,18 @@ static void help(void) {
          "  --events FILE              write the bisect event log (docs/events.md)\n"
          "  --events-from-step S       log only steps >= S\n"
          "  --dry-run                  validate the flags, print the canonical config, exit\n"
-         "  --progress                 progress lines even when stderr is not a terminal\n"
-         "\nexit codes: 0 ok, 64 usage (or --out locked by another process), 65 bad checkpoint,\n"
-         "66 missing input (or the checkpoint waited for will not come), 70 internal error,\n"
-         "74 I/O error (or a complete checkpoint in --out in the way), 125 no GPU\n");
+         "  --dry-run-memory           print, as JSON, the memory a leg of this config needs\n"
+         "                             and what its device has free (opens the CUDA module\n"
+         "                             for --device cuda), exit\n"
+         "  --progress MODE            auto (default: live on a terminal, else none), live\n"
+         "                             (one line rewritten), plain (a line per step), off;\n"
+         "                             the modes of `run --progress` (bare --progress: live)\n"
+         "\nexit codes: 0 ok; 64 usage (bad, unknown or repeated flag, or --out locked by\n"
+         "another process); 65 bad checkpoint; 66 missing input (or the checkpoint waited for\n"
+         "will not come); 70 internal error; 74 I/O error (the message says why; or a complete\n"
+         "checkpoint in --out in the way); 75 the config needs more memory than is available\n"
+         "(need and availability named, nothing allocated); 125 --device cuda without a usable\n"
+         "GPU or without the CUDA module.\n");
 }
 
 int rc_cmd_train(int argc, char **argv) {
@@ -59,6 +67,11 @@ int rc_cmd_train(int argc, char **argv) {
   }
   if (rc) {
     fprintf(stderr, "resumecheck train: %s\n", err.msg);
+    return rc;
+  }
+  if (leg.dry_run_memory) {
+    rc = rc_leg_memory_report(&cfg, &leg, stdout, &err);
+    if (rc) fprintf(stderr, "resumecheck train: %s\n", err.msg);
     return rc;
   }
   if (leg.dry_run) {

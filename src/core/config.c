@@ -374,6 +374,8 @@ static const char *POLICY_NAMES[] = {"legacy", "untracked-none", "resolve", "alw
 static const char *SCORING_NAMES[] = {"softmax", "sigmoid"};
 static const char *ONOFF_NAMES[] = {"off", "on"};
 
+static const char *PROGRESS_NAMES[] = {"auto", "live", "plain", "off"};
+
 int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_err *err) {
   /* presets first, wherever they appear, so explicit flags override them */
   for (int i = 1; i < argc; i++) {
@@ -383,9 +385,27 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
     if (parse_enum("--preset", argv[i + 1], PRESETS, 3, &which, err)) return err->code;
     apply_preset(c, PRESETS[which]);
   }
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
+  /* A flag given twice is refused: `--steps 8 --steps 6` silently taking the
+   * last hides a typo or a pasted command line. --inject is repeatable (each
+   * names another bug). Only flags are recorded, never their values. */
+  const char *seen[256];
+  int n_seen = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return -1;
+    if (strcmp(a, "--inject")) {
+      for (int j = 0; j < n_seen; j++)
+        if (!strcmp(seen[j], a))
+          return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once", a);
+      if (n_seen < (int)(sizeof seen / sizeof seen[0])) seen[n_seen++] = a;
+      bool rep_layer = !strcmp(a, "--mtp-repeated-layer"),
+           sep = !strcmp(a, "--mtp-separate-layers");
+      for (int j = 0; j < n_seen - 1 && (rep_layer || sep); j++)
+        if (!strcmp(seen[j], rep_layer ? "--mtp-separate-layers" : "--mtp-repeated-layer"))
+          return rc_fail(err, RC_EXIT_USAGE,
+                         "--mtp-repeated-layer and --mtp-separate-layers contradict each other");
+    }
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE                                                                                 \
   if (!v) return rc_fail(err, RC_EXIT_USAGE, "%s needs a value", a);                               \
@@ -466,8 +486,19 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       leg->dry_run = true;
       continue;
     }
+    if (leg && !strcmp(a, "--dry-run-memory")) {
+      leg->dry_run = leg->dry_run_memory = true;
+      continue;
+    }
     if (leg && !strcmp(a, "--progress")) {
-      leg->progress = true;
+      /* `run`'s vocabulary: --progress MODE; a bare --progress (the old
+       * spelling) means live */
+      int mode = RC_LEG_PROGRESS_LIVE;
+      if (v && v[0] != '-') {
+        if (parse_enum(a, v, PROGRESS_NAMES, 4, &mode, err)) return err->code;
+        i++;
+      }
+      leg->progress = mode;
       continue;
     }
     const flag_spec *f = NULL;

@@ -86,13 +86,24 @@ typedef struct {
   char events[1024]; /* --events FILE: the bisect event log */
   int events_from_step;
   bool dry_run;
-  bool progress; /* force progress lines */
+  bool dry_run_memory; /* --dry-run-memory: print what a leg needs and has, exit */
+  int progress;        /* rc_leg_progress: --progress auto | live | plain | off */
   /* data parallel (docs/distributed.md): "auto" (none at world size 1, mpi
    * on the CPU, nccl on CUDA), "none", "single" (one process through the
    * distributed optimizer), "mpi", "nccl" */
   char collectives[16];
   char rendezvous[1024]; /* NCCL: the file carrying the unique id */
 } rc_leg_opts;
+
+/* --progress of `train`, the same modes as `run --progress`: auto (live on a
+ * terminal, else none), live (one line rewritten in place), plain (one line
+ * per step), off. */
+typedef enum {
+  RC_LEG_PROGRESS_AUTO = 0,
+  RC_LEG_PROGRESS_LIVE,
+  RC_LEG_PROGRESS_PLAIN,
+  RC_LEG_PROGRESS_OFF
+} rc_leg_progress;
 
 /* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */
 void rc_config_defaults(rc_config *cfg, rc_leg_opts *leg);

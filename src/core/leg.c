@@ -17,9 +17,11 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -275,9 +277,8 @@ static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *
                              err);
 }
 
-int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
-               char **argv, rc_err *err) {
-  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+                   char **argv, rc_err *err) {
   if (proc->wait_for_checkpoint && !leg->resume_from[0])
     return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
   double phase_s[PH_N];
@@ -344,6 +345,18 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
       return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
     }
   }
+  /* the device's own memory, before the model allocates any (the CPU
+   * backend's host memory is checked by rc_model_init) */
+  const rc_cuda_module *cuda = rc_cuda_module_loaded();
+  size_t dev_free = 0, dev_total = 0;
+  if (!strcmp(ops->name, "cuda") && cuda && cuda->memory_info(&dev_free, &dev_total) == 0) {
+    rc_memory_need need;
+    rc_model_memory_need(cfg, &need);
+    if ((rc = rc_model_memory_check(&need, false, dev_free, rc_host_memory_available(), err))) {
+      if (lock_fd >= 0) close(lock_fd);
+      return rc;
+    }
+  }
   /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
    * op synchronised and timed by a wrapping table (backend/ops_profile.h),
    * installed before anything holds the ops so that everything goes through it */
@@ -400,10 +413,13 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
   /* the trace holds global quantities: rank 0 writes it */
   rc_path_join(path, sizeof path, leg->out, "trace.csv");
   FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
+  int open_errno = trace ? 0 : errno;
   rc_path_join(path, sizeof path, leg->out, "timing.csv");
-  FILE *timing = fopen(rank == 0 ? path : "/dev/null", "w");
+  FILE *timing = trace ? fopen(rank == 0 ? path : "/dev/null", "w") : NULL;
+  if (trace && !timing) open_errno = errno;
   if (!trace || !timing) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/trace.csv or timing.csv", leg->out);
+    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
+                 trace ? "timing.csv" : "trace.csv", strerror(open_errno));
     if (trace) fclose(trace);
     if (timing) fclose(timing);
     goto done;
@@ -423,7 +439,12 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
     m->events.from_step = leg->events_from_step;
   }
   char *args = args_json(leg, ops, comm, &env, argc, argv);
-  bool tty = (isatty(2) || leg->progress) && rank == 0;
+  /* --progress: auto = live on a terminal, else none */
+  int progress = leg->progress == RC_LEG_PROGRESS_AUTO
+                     ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
+                     : leg->progress;
+  bool tty = progress != RC_LEG_PROGRESS_OFF && rank == 0;
+  bool live = progress == RC_LEG_PROGRESS_LIVE;
   double t0 = now_s();
   int first = (int)m->iteration + 1;
   m->profile = profile_env && (*profile_env == '1' || profile_ops);
@@ -450,9 +471,10 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
       fprintf(timing, "start_to_first_step,%d,%.6f\n", step, now_s() - proc->t_spawn);
     if (tty) {
       double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
-      fprintf(stderr, "\r[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs   ",
-              leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta);
-      if (step == last) fputc('\n', stderr);
+      fprintf(stderr, "%s[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs%s",
+              live ? "\r" : "", leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta,
+              live ? "   " : "\n");
+      if (live && step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
       test_kill_before_save(leg);
@@ -498,4 +520,62 @@ done:
   if (comm) comm->destroy(comm);
   if (lock_fd >= 0) close(lock_fd);
   return rc;
+}
+
+/* A leg refused before it wrote anything (a config that does not fit, no
+ * GPU, a lock held elsewhere...) leaves no trace: an --out it created for
+ * its lock is removed again when the lock file is all it holds. */
+static bool only_lock_file(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool only = true;
+  for (struct dirent *e; only && (e = readdir(d));)
+    only =
+        !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, RC_DIR_LOCK_NAME);
+  closedir(d);
+  return only;
+}
+
+int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
+               char **argv, rc_err *err) {
+  if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  struct stat st;
+  bool existed = stat(leg->out, &st) == 0;
+  int rc = leg_run(cfg, leg, proc, argc, argv, err);
+  if (rc && !existed && only_lock_file(leg->out)) {
+    char lock[1200];
+    rc_path_join(lock, sizeof lock, leg->out, RC_DIR_LOCK_NAME);
+    (void)unlink(lock);
+    (void)rmdir(leg->out);
+  }
+  return rc;
+}
+
+int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out, rc_err *err) {
+  rc_memory_need need;
+  rc_model_memory_need(cfg, &need);
+  uint64_t host_avail = rc_host_memory_available();
+  const char *device = "cpu";
+  uint64_t device_free = host_avail;
+  bool want_cuda =
+      !strcmp(leg->device, "cuda") || (!strcmp(leg->device, "auto") && rc_cuda_gpu_visible());
+  if (want_cuda) {
+    const char *why = NULL;
+    const rc_cuda_module *cm = rc_cuda_ops(&why) ? rc_cuda_module_loaded() : NULL;
+    size_t free_b = 0, total_b = 0;
+    if (cm && cm->memory_info(&free_b, &total_b) == 0) {
+      device = "cuda";
+      device_free = free_b;
+    } else if (!strcmp(leg->device, "cuda")) {
+      return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s",
+                     why ? why : "cannot read the device's free memory");
+    }
+  }
+  const char *test_avail = getenv("RC_TEST_MEM_AVAILABLE"); /* the memory check's test hook */
+  if (test_avail && *test_avail) device_free = host_avail = strtoull(test_avail, NULL, 10);
+  fprintf(out,
+          "{\"device\": \"%s\", \"need_device_bytes\": %" PRIu64 ", \"need_host_bytes\": %" PRIu64
+          ", \"device_free_bytes\": %" PRIu64 ", \"host_available_bytes\": %" PRIu64 "}\n",
+          device, need.device, need.host, device_free, host_avail);
+  return RC_OK;
 }

@@ -3,8 +3,10 @@
 #define RC_CORE_LEG_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "base/error.h"
+
 #include "core/config.h"
 
 /* How this process was started and what it waits for: facts of the
@@ -30,6 +32,12 @@ void rc_leg_proc_init(rc_leg_proc *proc);
  * locks OUT (base/dirlock.h) and checks that no checkpoint it would write
  * is already complete before it writes anything. A failed load writes
  * nothing but the lock. argv is recorded in args.json. */
+/* `train --dry-run-memory`: one JSON object on out — need_device_bytes and
+ * need_host_bytes (rc_model_memory_need), the device ("cpu" or "cuda"),
+ * device_free_bytes (cudaMemGetInfo; the host's available memory for the
+ * CPU) and host_available_bytes. `run` reads it to refuse a --jobs whose
+ * legs cannot fit together. */
+int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out, rc_err *err);
 int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
                char **argv, rc_err *err);
 

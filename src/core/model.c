@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/numeric.h"
+#include "base/fsutil.h"
 #include "core/linear.h"
 #include "core/model_internal.h"
 
@@ -60,8 +61,8 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
   lin->groups = groups, lin->in = in, lin->out = out;
   lin->te_style = te_style, lin->repeated = repeated;
   lin->flag = RC_FLAG_TRUE;
+  /* NULL on failure: host_allocs_ok checks before anything uses it */
   lin->amax_history = calloc((size_t)m->cfg.fp8_amax_history, sizeof(float));
-  if (!lin->amax_history) abort();
   return lin;
 }
 
@@ -82,8 +83,7 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
     L->fc2 = add_linear(m, sub, "linear_fc2", m->E, m->F, m->H, true, repeated);
     L->expert_bias = rc_model_alloc(m, (size_t)m->E);
     L->expert_bias_host = calloc((size_t)m->E, sizeof(float));
-    L->token_counts = calloc((size_t)m->E, sizeof(double));
-    if (!L->expert_bias_host || !L->token_counts) abort();
+    L->token_counts = calloc((size_t)m->E, sizeof(double)); /* checked by host_allocs_ok */
   } else {
     L->fc1 = add_linear(m, sub, "linear_fc1", 1, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", 1, m->F, m->H, true, repeated);
@@ -93,23 +93,28 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
 /* Deterministic init from (seed, parameter index, element): the same on
  * every backend and independent of the order parameters are created in.
  * Element pair (i, i+1) is a pure function of (key, i), so the elements can
- * be filled on several threads in any split with the same bits; a gpu-small
- * model is ~200M Box-Muller draws, seconds on one core. */
+ * be filled on several threads in any split with the same bits (a gpu-small
+ * model is ~200M Box-Muller draws, seconds on one core). They are generated
+ * and uploaded in chunks of INIT_CHUNK elements (even, so the pairs never
+ * straddle a chunk): the host needs one chunk, not a copy of the largest
+ * parameter (rc_model_memory_need counts the chunk). */
+enum { INIT_CHUNK = 1 << 22, INIT_MAX_THREADS = 32, INIT_MIN_SPLIT = 1 << 18 };
+
 typedef struct {
-  float *host;
-  size_t lo, hi, numel; /* this chunk: pairs starting at even lo .. hi */
+  float *host;                /* element i goes to host[i - base] */
+  size_t base, lo, hi, numel; /* this split: pairs starting at even lo .. hi */
   uint64_t key;
   float std;
-} init_chunk;
+} init_split;
 
-static void fill_normal(const init_chunk *c) {
+static void fill_normal(const init_split *c) {
   for (size_t i = c->lo; i < c->hi; i += 2) {
     uint64_t r = rc_mix64(c->key + i);
     double u1 = ((double)(r >> 11) + 1.0) * (1.0 / 9007199254740993.0);
     double u2 = (double)(rc_mix64(r) >> 11) * (1.0 / 9007199254740992.0);
     double rad = sqrt(-2.0 * log(u1));
-    c->host[i] = (float)(c->std * rad * cos(2 * M_PI * u2));
-    if (i + 1 < c->numel) c->host[i + 1] = (float)(c->std * rad * sin(2 * M_PI * u2));
+    c->host[i - c->base] = (float)(c->std * rad * cos(2 * M_PI * u2));
+    if (i + 1 < c->numel) c->host[i + 1 - c->base] = (float)(c->std * rad * sin(2 * M_PI * u2));
   }
 }
 
@@ -117,8 +122,6 @@ static void *fill_normal_thread(void *arg) {
   fill_normal(arg);
   return NULL;
 }
-
-enum { INIT_MAX_THREADS = 32, INIT_MIN_CHUNK = 1 << 18 };
 
 /* The online CPUs; RC_INIT_THREADS overrides (tests show the split changes
  * no bit: tests/core_init_threads.sh). */
@@ -128,41 +131,44 @@ static int init_threads(void) {
   return n < 1 ? 1 : n > INIT_MAX_THREADS ? INIT_MAX_THREADS : (int)n;
 }
 
-/* Fills host[0..numel) on up to `threads` threads (this one included); a
- * thread that cannot be started leaves its chunk to this one. */
-static void fill_normal_parallel(float *host, size_t numel, uint64_t key, float std, int threads) {
-  size_t pairs = (numel + 1) / 2;
+/* Fills elements [base, end) of a parameter of numel elements into host[] on
+ * up to `threads` threads (this one included); a thread that cannot be
+ * started leaves its split to this one. */
+static void fill_normal_parallel(float *host, size_t base, size_t end, size_t numel, uint64_t key,
+                                 float std, int threads) {
+  size_t pairs = (end - base + 1) / 2;
   size_t per = (pairs + (size_t)threads - 1) / (size_t)threads;
-  if (per * 2 < INIT_MIN_CHUNK) per = INIT_MIN_CHUNK / 2;
-  init_chunk chunk[INIT_MAX_THREADS];
+  if (per * 2 < INIT_MIN_SPLIT) per = INIT_MIN_SPLIT / 2;
+  init_split split[INIT_MAX_THREADS];
   pthread_t tid[INIT_MAX_THREADS];
   bool started[INIT_MAX_THREADS] = {false};
   int n = 0;
-  for (size_t lo = 0; lo < numel && n < INIT_MAX_THREADS; lo += 2 * per, n++) {
-    size_t hi = lo + 2 * per < numel ? lo + 2 * per : numel;
-    chunk[n] = (init_chunk){host, lo, hi, numel, key, std};
-    if (n > 0) started[n] = !pthread_create(&tid[n], NULL, fill_normal_thread, &chunk[n]);
+  for (size_t lo = base; lo < end && n < INIT_MAX_THREADS; lo += 2 * per, n++) {
+    size_t hi = lo + 2 * per < end ? lo + 2 * per : end;
+    split[n] = (init_split){host, base, lo, hi, numel, key, std};
+    if (n > 0) started[n] = !pthread_create(&tid[n], NULL, fill_normal_thread, &split[n]);
   }
-  fill_normal(&chunk[0]);
+  fill_normal(&split[0]);
   for (int t = 1; t < n; t++) {
     if (started[t])
       pthread_join(tid[t], NULL);
     else
-      fill_normal(&chunk[t]);
+      fill_normal(&split[t]);
   }
 }
 
-static void init_param(rc_model *m, rc_param *p, int index, float std, bool ones, int threads) {
-  float *host = malloc(p->numel * sizeof(float));
-  if (!host) abort();
-  if (ones)
-    for (size_t i = 0; i < p->numel; i++) host[i] = 1.0f;
-  else {
-    uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
-    fill_normal_parallel(host, p->numel, key, std, threads);
+static int init_param(rc_model *m, rc_param *p, int index, float std, bool ones, float *host,
+                      int threads) {
+  uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
+  for (size_t base = 0; base < p->numel; base += INIT_CHUNK) {
+    size_t n = p->numel - base < INIT_CHUNK ? p->numel - base : INIT_CHUNK;
+    if (ones)
+      for (size_t j = 0; j < n; j++) host[j] = 1.0f;
+    else
+      fill_normal_parallel(host, base, base + n, p->numel, key, std, threads);
+    m->ops->to_device(p->weight + base, host, n * sizeof(float));
   }
-  m->ops->to_device(p->weight, host, p->numel * sizeof(float));
-  free(host);
+  return 0;
 }
 
 static size_t max_sz(size_t a, size_t b) {
@@ -202,9 +208,268 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
     a->perm = m->ops->alloc(T * K * sizeof(int32_t));
     a->inv_perm = m->ops->alloc(T * K * sizeof(int32_t));
     a->offsets = m->ops->alloc((E + 1) * sizeof(int32_t));
-    a->group_rows = calloc(E, sizeof(int));
-    if (!a->group_rows) abort();
+    a->group_rows = calloc(E, sizeof(int)); /* checked by host_allocs_ok */
   }
+}
+
+/* ---- memory need: mirrors the allocations above and in rc_model_init ---- */
+
+typedef struct {
+  rc_memory_need *n;
+  uint64_t host;
+} need_acc;
+
+/* What an allocator may add to a request of `bytes`: a heap chunk's header
+ * and alignment below glibc's smallest mmap threshold (128 KiB), page
+ * rounding and a header above it (CUDA's granule is the lead's to add). */
+static uint64_t alloc_overhead(uint64_t bytes) {
+  return bytes < (128u << 10) ? 64 : RC_ALLOC_OVERHEAD + 64;
+}
+
+/* One backend allocation of `floats` 4-byte elements charged to *field. */
+static void need_dev(need_acc *a, uint64_t *field, uint64_t floats) {
+  uint64_t bytes = 4 * (floats ? floats : 1);
+  *field += bytes;
+  a->n->n_allocs++;
+  a->n->overhead += alloc_overhead(bytes);
+}
+
+static void need_host(need_acc *a, uint64_t bytes) {
+  a->host += (bytes ? bytes : 1) + alloc_overhead(bytes);
+}
+
+/* add_param: weight, main_grad and the two moments */
+static void need_param(need_acc *a, uint64_t numel) {
+  need_dev(a, &a->n->weights, numel);
+  need_dev(a, &a->n->main_grad, numel);
+  need_dev(a, &a->n->optimizer, numel);
+  need_dev(a, &a->n->optimizer, numel);
+}
+
+/* add_linear plus what rc_model_init gives each linear (wq, wgrad scratch) */
+static void need_linear(need_acc *a, const rc_config *c, uint64_t groups, uint64_t in, uint64_t out,
+                        bool te_style, bool router, bool has_param) {
+  if (has_param) need_param(a, groups * in * out);
+  need_host(a, (uint64_t)c->fp8_amax_history * sizeof(float));
+  bool fp32_ct = c->precision == RC_PREC_FP32;
+  if (!((fp32_ct || router) && !(te_style && c->precision == RC_PREC_FP8)))
+    need_dev(a, &a->n->weight_copies, groups * in * out);
+  if (te_style && !c->grad_accum_fusion) need_dev(a, &a->n->weight_copies, in * out);
+}
+
+/* build_layer */
+static void need_layer(need_acc *a, const rc_config *c, bool moe) {
+  uint64_t H = (uint64_t)c->hidden, F = (uint64_t)c->ffn, E = (uint64_t)c->experts;
+  need_param(a, H); /* input_layernorm */
+  need_linear(a, c, 1, H, 3 * H, true, false, true);
+  need_linear(a, c, 1, H, H, true, false, true);
+  need_param(a, H); /* pre_mlp_layernorm */
+  if (moe) {
+    need_linear(a, c, 1, H, E, false, true, true);
+    need_linear(a, c, E, H, 2 * F, true, false, true);
+    need_linear(a, c, E, F, H, true, false, true);
+    need_dev(a, &a->n->weights, E); /* expert_bias */
+    need_host(a, E * sizeof(float));
+    need_host(a, E * sizeof(double));
+  } else {
+    need_linear(a, c, 1, H, 2 * F, true, false, true);
+    need_linear(a, c, 1, F, H, true, false, true);
+  }
+}
+
+/* alloc_layer_act; the rounded copies (ln1_r, attn_r, ln2_r) are charged
+ * always: whether a precision needs them depends on the linear */
+static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
+  uint64_t T = (uint64_t)c->micro_batch * c->seq_len, H = (uint64_t)c->hidden;
+  uint64_t F = (uint64_t)c->ffn, E = (uint64_t)c->experts, K = (uint64_t)c->topk;
+  uint64_t rows = moe ? T * K : T, *act = &a->n->activations;
+  uint64_t th[] = {T * H,
+                   T,
+                   T * H,
+                   3 * T * H,
+                   T * H,
+                   T * H,
+                   (uint64_t)c->micro_batch * c->heads * c->seq_len,
+                   T * H,
+                   T * H,
+                   T * H,
+                   T,
+                   T * H,
+                   rows * 2 * F,
+                   rows * F,
+                   T * H,
+                   T * H};
+  for (size_t i = 0; i < sizeof th / sizeof th[0]; i++) need_dev(a, act, th[i]);
+  if (moe) {
+    uint64_t mo[] = {T * E, T * E, T * K, T * K * H, T * K * H, E, T * K, T * K, T * K, E + 1};
+    for (size_t i = 0; i < sizeof mo / sizeof mo[0]; i++) need_dev(a, act, mo[i]);
+    need_host(a, E * sizeof(int));
+  }
+}
+
+void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
+  memset(n, 0, sizeof *n);
+  need_acc a = {n, 0};
+  uint64_t H = (uint64_t)c->hidden, V = (uint64_t)c->vocab, F = (uint64_t)c->ffn;
+  uint64_t E = (uint64_t)c->experts, K = (uint64_t)c->topk, D = (uint64_t)c->mtp_depths;
+  uint64_t T = (uint64_t)c->micro_batch * c->seq_len, L = (uint64_t)c->layers;
+  bool last_moe = c->layers > 0 && c->is_moe_layer[c->layers - 1];
+  /* parameters and linears, in rc_model_init's order */
+  need_param(&a, V * H); /* embedding */
+  for (uint64_t l = 0; l < L; l++) need_layer(&a, c, c->is_moe_layer[l]);
+  need_param(&a, H); /* final_layernorm */
+  uint64_t n_mtp = D == 0 ? 0 : c->mtp_repeated_layer ? 1 : D;
+  for (uint64_t p = 0; p < n_mtp; p++) {
+    need_param(&a, H), need_param(&a, H); /* enorm, hnorm */
+    need_linear(&a, c, 1, 2 * H, H, true, false, true);
+    need_layer(&a, c, last_moe);
+    need_param(&a, H); /* final_layernorm */
+  }
+  need_linear(&a, c, 1, H, V, c->te_output_head, false, !c->tie_embeddings);
+  n->transient = (uint64_t)INIT_CHUNK * sizeof(float) + alloc_overhead(INIT_CHUNK * sizeof(float));
+  /* activations: L + D layer calls, per-depth MTP buffers, heads */
+  need_host(&a, (L + D) * sizeof(struct rc_layer_act) + (D + 1) * sizeof(struct rc_mtp_act));
+  for (uint64_t l = 0; l < L; l++) need_layer_act(&a, c, c->is_moe_layer[l]);
+  uint64_t *act = &n->activations, *scr = &n->scratch;
+  for (uint64_t k = 1; k <= D; k++) {
+    need_layer_act(&a, c, last_moe);
+    uint64_t mt[] = {T * H, T * H, T, T * H, T, 2 * T * H, T * H, T * H, T, T * H};
+    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) need_dev(&a, act, mt[i]);
+  }
+  need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
+  need_dev(&a, act, T * H); /* emb_out, h0, h0_rstd, h0_r */
+  for (uint64_t k = 0; k <= D; k++) {
+    need_dev(&a, act, T * V);
+    need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
+    need_dev(&a, scr, T * H);                   /* d_h */
+  }
+  need_dev(&a, scr, T), need_dev(&a, scr, T), need_dev(&a, scr, T); /* CE */
+  uint64_t big = T * 3 * H;
+  uint64_t cand[] = {T * 2 * F, T * K * 2 * F, T * K * H, T * E, T * 2 * H};
+  for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) big = cand[i] > big ? cand[i] : big;
+  need_dev(&a, scr, big), need_dev(&a, scr, big);
+  need_dev(&a, scr, 2 * T * H);
+  need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
+  need_dev(&a, scr, T * K);
+  need_dev(&a, scr, T * V); /* scratch_round */
+  uint64_t params = n->weights / 4;
+  /* rc_model_attach_comm: flat gradient, landing area, the owned slice */
+  if (c->world_size > 1) {
+    uint64_t W = (uint64_t)c->world_size, shard = (params + W - 1) / W;
+    need_dev(&a, &n->dist, shard * W), need_dev(&a, &n->dist, shard * W);
+    for (int i = 0; i < 4; i++) need_dev(&a, &n->dist, shard);
+    need_host(&a, RC_MAX_PARAMS * sizeof(size_t));
+  }
+  n->device = n->weights + n->main_grad + n->optimizer + n->weight_copies + n->activations +
+              n->scratch + n->dist + n->overhead;
+  /* checkpoint staging (core/checkpointing.c, io/): a save copies the state
+   * (weights, both moments, main_grad when a bug carries it) to host
+   * tensors; a load holds those and the shard file read whole. Twice the
+   * state plus metadata bounds both. */
+  uint64_t state = n->weights + n->main_grad + n->optimizer;
+  n->host_buffers = a.host + sizeof(rc_model) + alloc_overhead(sizeof(rc_model));
+  n->staging = 2 * state + (16u << 20);
+  n->host = n->host_buffers + n->transient + n->staging;
+}
+
+/* RC_TEST_MEM_AVAILABLE=BYTES: the available memory a test pretends */
+static bool test_available(uint64_t *out) {
+  const char *v = getenv("RC_TEST_MEM_AVAILABLE");
+  if (!v || !*v) return false;
+  char *end;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (*end) return false;
+  *out = x;
+  return true;
+}
+
+int rc_model_memory_check(const rc_memory_need *n, bool device_is_host, uint64_t device_available,
+                          uint64_t host_available, rc_err *err) {
+  uint64_t t;
+  const char *src = "MemAvailable";
+  if (test_available(&t)) device_available = host_available = t, src = "RC_TEST_MEM_AVAILABLE";
+  char need_s[32], avail_s[32], parts[320], host_s[32];
+  char b[6][32];
+  uint64_t v[6] = {n->weights,       n->main_grad,   n->optimizer,
+                   n->weight_copies, n->activations, n->scratch + n->dist + n->overhead};
+  for (int i = 0; i < 6; i++) rc_format_bytes(v[i], b[i], sizeof b[i]);
+  snprintf(parts, sizeof parts,
+           "weights %s, main_grad %s, Adam moments %s, weight copies %s, activations %s, "
+           "scratch %s",
+           b[0], b[1], b[2], b[3], b[4], b[5]);
+  rc_format_bytes(n->host, host_s, sizeof host_s);
+  if (device_is_host) {
+    uint64_t total = n->device + n->host;
+    if (host_available && total > host_available) {
+      rc_format_bytes(total, need_s, sizeof need_s),
+          rc_format_bytes(host_available, avail_s, sizeof avail_s);
+      return rc_fail(err, RC_EXIT_RESOURCES,
+                     "this config needs %s of memory (%s; checkpoint staging and host buffers "
+                     "%s) but %s is available (%s): nothing was allocated; use smaller sizes",
+                     need_s, parts, host_s, avail_s, src);
+    }
+    return RC_OK;
+  }
+  if (device_available && n->device > device_available) {
+    rc_format_bytes(n->device, need_s, sizeof need_s),
+        rc_format_bytes(device_available, avail_s, sizeof avail_s);
+    return rc_fail(err, RC_EXIT_RESOURCES,
+                   "this config needs %s of device memory (%s) but %s is free on the device: "
+                   "nothing was allocated; use smaller sizes",
+                   need_s, parts, avail_s);
+  }
+  if (host_available && n->host > host_available) {
+    rc_format_bytes(n->host, need_s, sizeof need_s),
+        rc_format_bytes(host_available, avail_s, sizeof avail_s);
+    return rc_fail(err, RC_EXIT_RESOURCES,
+                   "this config needs %s of host memory (checkpoint staging and host buffers) but "
+                   "%s is available (%s): nothing was allocated",
+                   need_s, avail_s, src);
+  }
+  return RC_OK;
+}
+
+static bool read_u64_file(const char *path, unsigned long long *out) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  bool ok = fscanf(f, "%llu", out) == 1;
+  fclose(f);
+  return ok;
+}
+
+uint64_t rc_host_memory_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  fclose(f);
+  uint64_t avail = (uint64_t)kb * 1024;
+  /* a cgroup v2 limit below it (a container) is what really bounds us;
+   * memory.max reads "max" when there is none, which fails the parse */
+  unsigned long long max, cur;
+  if (read_u64_file("/sys/fs/cgroup/memory.max", &max) &&
+      read_u64_file("/sys/fs/cgroup/memory.current", &cur) && cur <= max && max - cur < avail)
+    avail = max - cur;
+  return avail;
+}
+
+/* The small host buffers of the build (per linear, per MoE layer, per
+ * activation set) are allocated without a check each and checked here,
+ * before anything uses them: a failure is an error, never an abort. */
+static bool host_allocs_ok(const rc_model *m) {
+  for (int i = 0; i < m->nlinears; i++)
+    if (!m->linears[i].amax_history) return false;
+  const rc_layer *layers[RC_MAX_LAYERS + 16];
+  int n = 0;
+  for (int l = 0; l < m->cfg.layers; l++) layers[n++] = &m->layers[l];
+  for (int p = 0; p < m->n_mtp_physical; p++) layers[n++] = &m->mtp[p].trm;
+  for (int i = 0; i < n; i++)
+    if (layers[i]->moe && (!layers[i]->expert_bias_host || !layers[i]->token_counts)) return false;
+  for (int l = 0; l < m->cfg.layers + m->D; l++)
+    if (m->acts[l].topk_idx && !m->acts[l].group_rows) return false;
+  return true;
 }
 
 int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err) {
@@ -217,6 +482,16 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->H = c->hidden, m->V = c->vocab, m->F = c->ffn, m->nh = c->heads, m->hd = c->hidden / c->heads;
   m->E = c->experts, m->K = c->topk, m->D = c->mtp_depths;
   if (m->E > 1024) return rc_fail(err, RC_EXIT_USAGE, "--experts above 1024 is not supported");
+  /* Refuse what cannot fit before allocating any of it: the backends' alloc
+   * aborts on failure, and a config of in-range sizes can ask for terabytes.
+   * On the CPU "device" memory is host memory. Device memory of other
+   * backends is not known here yet (0 = not checked). */
+  rc_memory_need need;
+  rc_model_memory_need(c, &need);
+  bool on_host = !strcmp(ops->name, "cpu");
+  uint64_t host_avail = rc_host_memory_available();
+  int mrc = rc_model_memory_check(&need, on_host, on_host ? host_avail : 0, host_avail, err);
+  if (mrc) return mrc;
   m->ct = c->precision == RC_PREC_FP32   ? RC_COMPUTE_FP32
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
@@ -270,19 +545,23 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   }
   /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
   int threads = init_threads();
+  float *host = malloc(INIT_CHUNK * sizeof(float));
+  if (!host) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     bool norm = p->ndim == 1;
     float std = (float)c->init_std;
     if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
       std /= sqrtf(2.0f * c->layers);
-    init_param(m, p, i, std, norm, threads);
+    init_param(m, p, i, std, norm, host, threads);
   }
+  free(host);
   /* activations */
   int n_acts = c->layers + m->D;
   m->acts = calloc((size_t)n_acts, sizeof *m->acts);
   m->mtp_acts = calloc((size_t)(m->D + 1), sizeof *m->mtp_acts);
-  if (!m->acts || !m->mtp_acts) abort();
+  if (!m->acts || !m->mtp_acts)
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   for (int k = 1; k <= m->D; k++) {
@@ -316,6 +595,8 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->d_ln = rc_model_alloc(m, T * H);
   m->d_topk_w = rc_model_alloc(m, T * K);
   m->scratch_round = alloc_rounded(m, m->head, T * V); /* the logits' gradient, rounded */
+  if (!host_allocs_ok(m))
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   /* state */
   m->loss_scale = c->precision == RC_PREC_FP16 ? c->initial_loss_scale : 1.0;
   m->hysteresis_tracker = c->hysteresis;

@@ -175,6 +175,40 @@ typedef struct {
   uint64_t fp_params, fp_main_grad, fp_optim;
 } rc_step_stats;
 
+/* What a config needs in memory, in bytes, counted from the sizes
+ * rc_model_init (and, for --world-size > 1, rc_model_attach_comm) allocates,
+ * so that a config that cannot fit is refused before anything is allocated.
+ * An upper bound: each allocation is charged what an allocator may add to
+ * it (`overhead`), and the rounded input copies are charged wherever a
+ * precision could need them (test: hostile_model_memory, against measured
+ * allocations). */
+typedef struct {
+  uint64_t weights, main_grad, optimizer; /* fp32 per parameter; Adam's two moments */
+  uint64_t weight_copies; /* rounded/quantised weights, wgrad scratch (fusion off) */
+  uint64_t activations;   /* saved per layer call, MTP buffers, logits of the D+1 heads */
+  uint64_t scratch;       /* backward scratch, token ids, CE buffers */
+  uint64_t dist;          /* distributed optimizer buffers (world size > 1) */
+  uint64_t n_allocs;      /* backend allocations */
+  uint64_t overhead;      /* what the allocator may add to them (headers, page rounding) */
+  uint64_t device;        /* all of the above plus overhead: backend ("device") memory */
+  uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables, init chunk) */
+  uint64_t transient;     /* host buffers freed before rc_model_init returns (init chunk) */
+  uint64_t staging;       /* host copy of the state during a save or a load */
+  uint64_t host;          /* host_buffers + transient + staging */
+} rc_memory_need;
+#define RC_ALLOC_OVERHEAD 4096u /* page rounding of a large (mmap'd) allocation */
+void rc_model_memory_need(const rc_config *cfg, rc_memory_need *need);
+/* RC_OK if `need` fits, else RC_EXIT_RESOURCES naming the need and what is
+ * available. device_is_host: one memory (the CPU backend): device + host must
+ * fit in host_available. Otherwise each in its own; an available value of 0
+ * means unknown and is not checked (CUDA: pass cudaMemGetInfo's free bytes).
+ * RC_TEST_MEM_AVAILABLE=BYTES in the environment replaces both available
+ * values (a test hook, docs/robustness.md). */
+int rc_model_memory_check(const rc_memory_need *need, bool device_is_host,
+                          uint64_t device_available, uint64_t host_available, rc_err *err);
+/* MemAvailable of /proc/meminfo in bytes; 0 if it cannot be read. */
+uint64_t rc_host_memory_available(void);
+
 int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);
 /* Switches the model to data parallel over `comm` (world = cfg.world_size)
  * with the distributed optimizer. Call after rc_model_init with the same

@@ -85,6 +85,12 @@ static int write_manifest_and_marker(const char *iter_dir, const rc_manifest *m,
     int n = snprintf(marker, sizeof marker, "%s  %s\n", sha, RC_MANIFEST_NAME);
     rc_path_join(path, sizeof path, iter_dir, RC_COMPLETE_NAME);
     ret = rc_write_file_atomic(path, marker, (size_t)n, err);
+    /* A manifest without its marker is never loaded, but it is this save's
+     * leftover: remove it so that a failure leaves nothing behind. */
+    if (ret) {
+      rc_path_join(path, sizeof path, iter_dir, RC_MANIFEST_NAME);
+      unlink(path);
+    }
   }
   free(text);
   return ret;
@@ -110,6 +116,9 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
     rc_err_prefix(err, "building shard %d of iteration %" PRId64, meta->rank, meta->iteration);
     return ret;
   }
+  /* On failure the save removes what it wrote, and the directory if it made
+   * it, so that a failed save (a full disk) leaves things as they were. */
+  bool made_dir = !rc_is_dir(dir), wrote_shard = false, wrote_args = false;
   if ((ret = rc_mkdir_p(dir, err))) {
     rc_shard_image_free(&image);
     return ret;
@@ -134,9 +143,13 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   shard.ndatasets = state->count;
 
   /* Three independent passes over the bytes run at once: the write (mostly
-   * the kernel's copy and the device), the SHA-256 of the whole image, and
-   * the SHA-256 of each tensor. Where there are cores for all three, the
-   * disk, not the hashing, sets the pace (bench/NOTES_io.md). */
+   * the kernel's copy and the device), the SHA-256 of the whole image (one
+   * serial stream), and the SHA-256 of each tensor, spread over the cores
+   * the other two leave (rc_sha256_many: a context per thread, results by
+   * index, so the manifest does not depend on the thread count). The
+   * tensor hashes read the caller's buffers, the same bytes the write
+   * sends: nothing is copied. Where there are cores for all of it, the
+   * disk or the one whole-file hash sets the pace (bench/NOTES_io.md). */
   write_job job = {.path = path, .image = &image};
   hash_job whole = {.image = &image, .out = shard.sha256};
   pthread_t wtid, htid;
@@ -144,6 +157,13 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   if (!wthread) write_job_run(&job);
   bool hthread = pthread_create(&htid, NULL, hash_job_run, &whole) == 0;
   if (!hthread) hash_job_run(&whole);
+  const void **data = calloc((size_t)(state->count ? state->count : 1), sizeof *data);
+  size_t *nbytes = calloc((size_t)(state->count ? state->count : 1), sizeof *nbytes);
+  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(state->count ? state->count : 1), sizeof *hex);
+  if (!data || !nbytes || !hex) {
+    fprintf(stderr, "rc_checkpoint_save: out of memory\n");
+    abort();
+  }
   for (int i = 0; i < state->count; i++) {
     const rc_tensor *t = &state->tensors[i];
     rc_mf_dataset *d = &shard.datasets[i];
@@ -151,8 +171,15 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
     d->dtype = t->dtype;
     d->ndim = t->ndim;
     memcpy(d->shape, t->shape, sizeof d->shape);
-    rc_sha256_hex(t->data, rc_tensor_nbytes(t), d->sha256);
+    data[i] = t->data;
+    nbytes[i] = rc_tensor_nbytes(t);
   }
+  int online = rc_sha256_threads(0, 1 << 20);
+  rc_sha256_many(data, nbytes, state->count, online > 3 ? online - 2 : 1, hex);
+  for (int i = 0; i < state->count; i++) memcpy(shard.datasets[i].sha256, hex[i], RC_SHA256_HEX);
+  free(hex);
+  free(nbytes);
+  free(data);
   if (hthread) pthread_join(htid, NULL);
   if (wthread) pthread_join(wtid, NULL);
   rc_shard_image_free(&image);
@@ -160,10 +187,12 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
     ret = rc_fail(err, job.ret, "%s", job.err.msg);
     goto done;
   }
+  wrote_shard = true;
 
   if (meta->rank == 0 && args_json) {
     rc_path_join(path, sizeof path, dir, RC_ARGS_NAME);
     if ((ret = rc_write_file_atomic(path, args_json, strlen(args_json), err))) goto done;
+    wrote_args = true;
   }
   if (meta->world_size == 1) {
     rc_manifest m = {.iteration = meta->iteration, .world_size = 1, .shards = &shard};
@@ -177,6 +206,21 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
     free(text);
   }
 done:
+  if (ret) {
+    /* The temp file of the write that failed is already gone (fsutil). The
+     * manifest and COMPLETE never outlive a failure (write_manifest_and_marker);
+     * a fragment is written last, so it is never left either. */
+    if (wrote_shard) {
+      rc_path_join(path, sizeof path, dir, shard.file);
+      unlink(path);
+    }
+    if (wrote_args) {
+      rc_path_join(path, sizeof path, dir, RC_ARGS_NAME);
+      unlink(path);
+    }
+    /* Only with one rank: other ranks may be writing into it right now. */
+    if (made_dir && meta->world_size == 1) rmdir(dir);
+  }
   rc_mf_shard_free(&shard);
   return ret;
 }
@@ -202,7 +246,7 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
     rc_path_join(path, sizeof path, iter_dir, file);
     char *text = NULL;
     size_t n = 0;
-    if ((ret = rc_read_file(path, &text, &n, err))) {
+    if ((ret = rc_read_regular_file(path, RC_MANIFEST_MAX, true, &text, &n, err))) {
       if (ret == RC_EXIT_NOINPUT)
         ret = rc_fail(err, RC_EXIT_NOINPUT,
                       "finalize %s: rank %d's manifest fragment %s is missing"

@@ -21,6 +21,11 @@
 #define RC_MANIFEST_NAME "manifest.json"
 #define RC_COMPLETE_NAME "COMPLETE"
 #define RC_ARGS_NAME "args.json"
+/* Caps on what a load reads of the metadata (docs/robustness.md): a
+ * manifest lists ~150 bytes per dataset, so 64 MiB is ~400k datasets; the
+ * marker is one sha256sum line. */
+#define RC_MANIFEST_MAX ((size_t)64 << 20)
+#define RC_MARKER_MAX ((size_t)4096)
 
 /* ---- manifest.c ---- */
 

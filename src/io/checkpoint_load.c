@@ -243,23 +243,97 @@ done:
   return ret;
 }
 
-static int read_one(hid_t fid, const char *what, rc_tensor *t, rc_err *err) {
+/* Where dataset `path` lies in the image: a contiguous, allocated region
+ * of exactly the tensor's size inside the file (the structure check and
+ * check_one already admitted its layout, dtype and shape). */
+static int locate(hid_t fid, const char *what, const rc_tensor *t, size_t image_size,
+                  size_t *offset, rc_err *err) {
   int ret = RC_OK;
   hid_t ds = H5I_INVALID_HID;
-  if (rc_tensor_nbytes(t) == 0) return RC_OK;
-  if (!t->data) return rc_fail(err, RC_EXIT_SOFTWARE, "load: no buffer for %s", t->path);
-  H5_CHECK(ds = H5Dopen2(fid, t->path, H5P_DEFAULT), RC_EXIT_IOERR, "%s: opening %s", what,
+  size_t n = rc_tensor_nbytes(t);
+  H5_CHECK(ds = H5Dopen2(fid, t->path, H5P_DEFAULT), RC_EXIT_DATAERR, "%s: opening %s", what,
            t->path);
-  H5_CHECK(H5Dread(ds, rc_h5_mem_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data),
-           RC_EXIT_IOERR, "%s: reading %s", what, t->path);
+  haddr_t off = H5Dget_offset(ds);
+  hsize_t stored = H5Dget_storage_size(ds);
+  if (off == HADDR_UNDEF || stored != n || off > image_size || n > image_size - off)
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: dataset %s: its %zu bytes are not one contiguous region inside the file",
+                  what, t->path, n);
+  else
+    *offset = (size_t)off;
 done:
   if (ds >= 0) H5Dclose(ds);
   return ret;
 }
 
-static int read_datasets(hid_t fid, const char *what, rc_state *state, rc_err *err) {
-  int ret = RC_OK;
-  for (int i = 0; i < state->count && !ret; i++) ret = read_one(fid, what, &state->tensors[i], err);
+static int cmp_mf_path(const void *x, const void *y) {
+  return strcmp((*(const rc_mf_dataset *const *)x)->path, (*(const rc_mf_dataset *const *)y)->path);
+}
+
+/* Copies every dataset out of the verified image into the state's buffers
+ * and checks its SHA-256 against the manifest as it goes: one pass over the
+ * bytes, on as many threads as there are datasets and cores. The whole
+ * file's hash already matched, so a dataset whose hash differs means a
+ * manifest whose per-dataset entry was forged or mis-written (COMPLETE was
+ * rewritten to match it): refused, naming the dataset. */
+static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
+                         const rc_mf_shard *entry, rc_state *state, rc_err *err) {
+  int count = state->count, ret = RC_OK;
+  void **dst = calloc((size_t)(count ? count : 1), sizeof *dst);
+  const void **src = calloc((size_t)(count ? count : 1), sizeof *src);
+  size_t *n = calloc((size_t)(count ? count : 1), sizeof *n);
+  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(count ? count : 1), sizeof *hex);
+  const rc_mf_dataset **listed =
+      calloc((size_t)(entry->ndatasets ? entry->ndatasets : 1), sizeof *listed);
+  const rc_mf_dataset **want = calloc((size_t)(count ? count : 1), sizeof *want);
+  if (!dst || !src || !n || !hex || !listed || !want) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
+    goto done;
+  }
+  for (int i = 0; i < entry->ndatasets; i++) listed[i] = &entry->datasets[i];
+  qsort(listed, (size_t)entry->ndatasets, sizeof *listed, cmp_mf_path);
+  for (int i = 0; i < count && !ret; i++) {
+    rc_tensor *t = &state->tensors[i];
+    rc_mf_dataset key;
+    const rc_mf_dataset *kp = &key;
+    snprintf(key.path, sizeof key.path, "%s", t->path);
+    const rc_mf_dataset **hit =
+        bsearch(&kp, listed, (size_t)entry->ndatasets, sizeof *listed, cmp_mf_path);
+    if (!hit) {
+      ret = rc_fail(err, RC_EXIT_DATAERR, "%s: dataset %s is not listed in %s", what, t->path,
+                    RC_MANIFEST_NAME);
+      break;
+    }
+    want[i] = *hit;
+    n[i] = rc_tensor_nbytes(t);
+    dst[i] = t->data;
+    size_t off = 0;
+    if (n[i] == 0) {
+      src[i] = image; /* nothing copied; the hash is of no bytes */
+      continue;
+    }
+    if (!t->data) {
+      ret = rc_fail(err, RC_EXIT_SOFTWARE, "load: no buffer for %s", t->path);
+      break;
+    }
+    if ((ret = locate(fid, what, t, size, &off, err))) break;
+    src[i] = image + off;
+  }
+  if (ret) goto done;
+  rc_sha256_copy_many(dst, src, n, count, 0, hex);
+  for (int i = 0; i < count && !ret; i++)
+    if (strcmp(hex[i], want[i]->sha256))
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its whole-file"
+                    " hash: the manifest's entry for this dataset is wrong)",
+                    what, state->tensors[i].path, hex[i], RC_MANIFEST_NAME, want[i]->sha256);
+done:
+  free(want);
+  free(listed);
+  free(hex);
+  free(n);
+  free(src);
+  free(dst);
   return ret;
 }
 
@@ -267,8 +341,9 @@ static int read_datasets(hid_t fid, const char *what, rc_state *state, rc_err *e
 
 /* Everything after the hash check: the shard is now known to be the bytes
  * the manifest lists; check that it is the shard this run expects. */
-static int load_image(const char *what, const void *buf, size_t n, const rc_shard_meta *meta,
-                      int64_t iteration, rc_state *state, rc_err *err) {
+static int load_image(const char *what, const unsigned char *buf, size_t n,
+                      const rc_shard_meta *meta, const rc_mf_shard *entry, int64_t iteration,
+                      rc_state *state, rc_err *err) {
   rc_h5_image_ref ref = {buf, n};
   hid_t fid;
   rc_meta_read m;
@@ -314,7 +389,7 @@ static int load_image(const char *what, const void *buf, size_t n, const rc_shar
     }
   }
   if ((ret = check_datasets(fid, what, state, err))) goto free_meta;
-  ret = read_datasets(fid, what, state, err);
+  ret = read_datasets(fid, what, buf, n, entry, state, err);
 free_meta:
   rc_meta_read_free(&m);
 close:
@@ -342,9 +417,12 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   size_t text_n = 0, marker_n = 0;
   rc_shard_image shard = {0};
   rc_manifest m = {0};
-  int ret = rc_read_file(manifest_path, &text, &text_n, err);
+  /* The tool writes both as regular files, never links: anything else is
+   * refused before a byte is read (a FIFO, /dev/zero, a directory). */
+  int ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
   if (ret) goto done;
-  if ((ret = rc_read_file(marker_path, &marker, &marker_n, err))) goto done;
+  if ((ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err)))
+    goto done;
   char sha[RC_SHA256_HEX];
   rc_sha256_hex(text, text_n, sha);
   if (marker_n < 64 || memcmp(marker, sha, 64) != 0) {
@@ -381,7 +459,7 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
                   shard_path, sha, entry->sha256);
     goto done;
   }
-  ret = load_image(shard_path, shard.data, shard.size, meta, m.iteration, state, err);
+  ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, state, err);
 done:
   rc_manifest_free(&m);
   rc_shard_image_free(&shard);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -103,16 +104,40 @@ typedef struct {
   const void *const *data;
   const size_t *n;
   const char *const *paths;
+  void *const *dst; /* copy-and-hash jobs: data is the source */
   char (*hex)[RC_SHA256_HEX];
   rc_err *errs; /* per file, files only */
   int *rcs;
 } hash_jobs;
+
+/* One buffer copied and hashed chunk by chunk: each chunk is hashed from
+ * the destination right after the copy, while it is still in cache. */
+static void copy_and_hash(void *dst, const void *src, size_t n, char hex[RC_SHA256_HEX]) {
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  for (size_t o = 0; ok && o < n; o += READ_CHUNK) {
+    size_t k = n - o < READ_CHUNK ? n - o : READ_CHUNK;
+    memcpy((char *)dst + o, (const char *)src + o, k);
+    ok = EVP_DigestUpdate(ctx, (const char *)dst + o, k);
+  }
+  ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+  EVP_MD_CTX_free(ctx);
+  if (!ok) { /* as rc_sha256_hex: OpenSSL only fails here when out of memory */
+    fprintf(stderr, "rc_sha256_copy_many: OpenSSL SHA-256 failed\n");
+    abort();
+  }
+  to_hex(md, hex);
+}
 
 static void *hash_worker(void *arg) {
   hash_jobs *j = arg;
   for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->count;) {
     if (j->paths)
       j->rcs[i] = rc_sha256_file(j->paths[i], j->hex[i], &j->errs[i]);
+    else if (j->dst)
+      copy_and_hash(j->dst[i], j->data[i], j->n[i], j->hex[i]);
     else
       rc_sha256_hex(j->data[i], j->n[i], j->hex[i]);
   }
@@ -134,6 +159,14 @@ void rc_sha256_many(const void *const *data, const size_t *n, int count, int thr
                     char (*hex)[RC_SHA256_HEX]) {
   if (count <= 0) return;
   hash_jobs j = {.count = count, .data = data, .n = n, .hex = hex};
+  atomic_init(&j.next, 0);
+  run_jobs(&j, rc_sha256_threads(threads, count));
+}
+
+void rc_sha256_copy_many(void *const *dst, const void *const *src, const size_t *n, int count,
+                         int threads, char (*hex)[RC_SHA256_HEX]) {
+  if (count <= 0) return;
+  hash_jobs j = {.count = count, .data = src, .n = n, .dst = dst, .hex = hex};
   atomic_init(&j.next, 0);
   run_jobs(&j, rc_sha256_threads(threads, count));
 }

@@ -25,4 +25,11 @@ void rc_sha256_many(const void *const *data, const size_t *n, int count, int thr
 int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex)[RC_SHA256_HEX],
                     rc_err *err);
 
+/* Copies each src[i] to dst[i] (n[i] bytes) and hashes the bytes as they
+ * are copied, a cache-sized chunk at a time: one pass over memory for both,
+ * jobs spread over threads as in rc_sha256_many. A load uses it to move
+ * datasets out of the verified file image and check their hashes. */
+void rc_sha256_copy_many(void *const *dst, const void *const *src, const size_t *n, int count,
+                         int threads, char (*hex)[RC_SHA256_HEX]);
+
 #endif

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -151,34 +152,65 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
   }
 }
 
-/* ---- reading a shard: size check, then read and hash in one pass */
+/* ---- reading a shard: size check, then read and hash at once.
+ *
+ * A reader thread read(2)s the file into the mapping, a chunk at a time, and
+ * publishes how far it got; the calling thread hashes behind it, so the
+ * load costs max(read, SHA-256) rather than their sum, and each chunk is
+ * hashed shortly after it landed (often still in cache). The whole-file
+ * SHA-256 is one serial stream: it is the floor of a verified load. */
 
-enum { HASH_CHUNK = 256 << 10 }; /* fits in L2: read(2) lands it, SHA-256 reads it warm */
+enum { READ_CHUNK = 1 << 20 }; /* per read(2); hashed in pieces of up to this */
+
+typedef struct {
+  int fd;
+  unsigned char *buf;
+  size_t want; /* size + 1: one byte more than expected sees growth */
+  size_t got;  /* bytes read so far (under mu) */
+  bool done;   /* EOF or error (under mu) */
+  int err_no;  /* errno of a failed read, 0 otherwise */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} shard_reader;
+
+static void *reader_run(void *arg) {
+  shard_reader *r = arg;
+  size_t got = 0;
+  int e = 0;
+  while (got < r->want) {
+    size_t n = r->want - got < READ_CHUNK ? r->want - got : READ_CHUNK;
+    ssize_t k = read(r->fd, r->buf + got, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) e = errno;
+    if (k <= 0) break;
+    got += (size_t)k;
+    pthread_mutex_lock(&r->mu);
+    r->got = got;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+  }
+  pthread_mutex_lock(&r->mu);
+  r->got = got;
+  r->err_no = e;
+  r->done = true;
+  pthread_cond_signal(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
 
 int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
                   char hex[RC_SHA256_HEX], rc_err *err) {
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    return rc_fail(err, e == ENOENT ? RC_EXIT_NOINPUT : RC_EXIT_IOERR, "cannot open %s: %s", path,
-                   strerror(e));
-  }
-  int ret = RC_OK;
+  int fd;
+  size_t size;
+  /* A shard may be a link (to a copy elsewhere), but what it names must be
+   * a regular file: a FIFO would block the open, a device never end. */
+  int ret = rc_open_regular(path, false, &fd, &size, err);
+  if (ret) return ret;
   EVP_MD_CTX *ctx = NULL;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    ret = rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(errno));
-    goto done;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ret = rc_fail(err, RC_EXIT_IOERR, "cannot read %s: not a regular file", path);
-    goto done;
-  }
-  size_t size = (size_t)st.st_size;
-  if (expect_size >= 0 && st.st_size != expect_size) {
+  if (expect_size >= 0 && (int64_t)size != expect_size) {
     ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRId64, path,
-                  st.st_size < expect_size ? "truncated" : "wrong size (trailing data)", size,
+                  (int64_t)size < expect_size ? "truncated" : "wrong size (trailing data)", size,
                   expect_size);
     goto done;
   }
@@ -189,26 +221,38 @@ int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
     goto done;
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  size_t got = 0;
+  shard_reader r = {.fd = fd, .buf = out->data, .want = size + 1};
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  pthread_t tid;
+  bool threaded = pthread_create(&tid, NULL, reader_run, &r) == 0;
+  if (!threaded) reader_run(&r); /* then read first, hash after */
+  size_t hashed = 0;
   for (;;) {
-    size_t want = size + 1 - got; /* one byte more than expected: sees growth */
-    if (want > HASH_CHUNK) want = HASH_CHUNK;
-    ssize_t r = read(fd, out->data + got, want);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      ret = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(errno));
-      goto done;
-    }
-    if (r == 0) break;
-    if (got + (size_t)r > size) {
-      ret = rc_fail(err, RC_EXIT_IOERR, "%s grew while being read", path);
-      goto done;
-    }
-    EVP_DigestUpdate(ctx, out->data + got, (size_t)r);
-    got += (size_t)r;
+    pthread_mutex_lock(&r.mu);
+    while (r.got == hashed && !r.done) pthread_cond_wait(&r.cv, &r.mu);
+    size_t avail = r.got;
+    bool done = r.done;
+    pthread_mutex_unlock(&r.mu);
+    /* never past `size`: a grown file is refused below, not hashed */
+    size_t upto = avail < size ? avail : size;
+    if (upto > hashed) EVP_DigestUpdate(ctx, out->data + hashed, upto - hashed);
+    hashed = upto > hashed ? upto : hashed;
+    if (done && hashed >= (avail < size ? avail : size)) break;
   }
-  if (got != size) {
-    ret = rc_fail(err, RC_EXIT_IOERR, "%s shrank while being read (%zu of %zu bytes)", path, got,
+  if (threaded) pthread_join(tid, NULL);
+  pthread_cond_destroy(&r.cv);
+  pthread_mutex_destroy(&r.mu);
+  if (r.err_no) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(r.err_no));
+    goto done;
+  }
+  if (r.got > size) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s grew while being read", path);
+    goto done;
+  }
+  if (r.got != size) {
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s shrank while being read (%zu of %zu bytes)", path, r.got,
                   size);
     goto done;
   }
