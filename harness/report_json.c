@@ -84,6 +84,11 @@ static void config(rc_jw *w, const rc_run *run) {
   kv_bool(w, "git_bisect", o->git_bisect);
   kv_bool(w, "keep_going", o->keep_going);
   kv_int(w, "jobs", o->jobs);
+  rc_jw_key(w, "leg_timeout_s");
+  if (o->leg_timeout_s > 0)
+    rc_jw_double(w, o->leg_timeout_s);
+  else
+    rc_jw_null(w);
   kv_str(w, "out", o->out_dir);
   kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
   kv_str_or_null(w, "train_cmd", o->trainer == RC_TRAINER_EXEC ? o->train_cmd : NULL);
@@ -162,7 +167,7 @@ static void legs(rc_jw *w, const rc_run *run) {
     rc_jw_arr_begin(w);
     for (int k = 0; k < l->argc; k++) str(w, k ? l->argv[k] : rc_leg_argv0(run, l));
     rc_jw_arr_end(w);
-    kv_str(w, "status", rc_leg_state_name(l->state));
+    kv_str(w, "status", rc_leg_status_name(l));
     rc_jw_key(w, "exit_code");
     if (ran && !l->term_signal)
       rc_jw_int(w, l->exit_code);

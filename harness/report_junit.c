@@ -81,7 +81,7 @@ static void leg_case(rc_sb *b, const rc_leg *l) {
     char msg[1200];
     rc_bufprintf(msg, sizeof msg, "leg %s (steps %s) %s", l->label, range, l->reason);
     rc_sb_puts(b, "      <error");
-    attr(b, "type", "leg-failed");
+    attr(b, "type", l->timed_out ? "leg-timed-out" : "leg-failed");
     attr(b, "message", msg);
     rc_sb_puts(b, ">");
     rc_sb_xml(b, l->log_tail);

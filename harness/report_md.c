@@ -130,7 +130,7 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
       rc_fmt_seconds(l->wall_s, wall, sizeof wall);
     rc_sb_puts(&b, "| ");
     cell(&b, l->label);
-    rc_sb_printf(&b, " | %s | %s | %s", range, wall, rc_leg_state_name(l->state));
+    rc_sb_printf(&b, " | %s | %s | %s", range, wall, rc_leg_status_name(l));
     if (l->state != RC_LEG_OK && l->reason[0]) {
       rc_sb_puts(&b, ": ");
       cell(&b, l->reason);

@@ -74,7 +74,7 @@ static void print_legs(const rc_run *run, FILE *out) {
     if (l->state == RC_LEG_OK)
       fprintf(out, "ok\n");
     else
-      fprintf(out, "%s: %s\n", rc_leg_state_name(l->state), l->reason);
+      fprintf(out, "%s: %s\n", rc_leg_status_name(l), l->reason);
   }
 }
 

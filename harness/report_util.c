@@ -157,6 +157,10 @@ int rc_sb_write(const rc_sb *b, const char *path, rc_err *err) {
   return rc_write_output(path, b->buf ? b->buf : "", b->len, err);
 }
 
+const char *rc_leg_status_name(const rc_leg *leg) {
+  return leg->timed_out ? "timed-out" : rc_leg_state_name(leg->state);
+}
+
 const char *rc_verdict_headline(const rc_run *run) {
   if (run->interrupted) return "INTERRUPTED";
   if (!strcmp(run->verdict, "identical")) return "IDENTICAL";

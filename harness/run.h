@@ -25,6 +25,12 @@
 
 #define RC_RUN_PATH_CAP 4096
 #define RC_RUN_INTERRUPTED 130 /* exit code after SIGINT/SIGTERM: 128 + SIGINT */
+/* A leg's log.txt keeps at most the first HEAD and the last TAIL bytes of
+ * its output, with a marker line between (run_spawn.c). Constants, not
+ * flags: enough for a trainer's start-up and its end (where a failure is),
+ * and a bound on the disk a run's legs take whatever they print. */
+#define RC_LEG_LOG_HEAD (1 << 20)
+#define RC_LEG_LOG_TAIL (1 << 20)
 
 typedef enum { RC_TRAINER_SELF = 0, RC_TRAINER_EXEC } rc_trainer_kind;
 typedef enum {
@@ -41,7 +47,8 @@ typedef struct {
   bool save_every; /* --save-at every: save_at is 1..N-1 */
   const char *out_dir;
   bool aa, confirm_arm, git_bisect, keep_going, overwrite;
-  int jobs; /* concurrent legs, >= 1 */
+  int jobs;             /* concurrent legs, >= 1 */
+  double leg_timeout_s; /* --leg-timeout: a leg running longer is stopped, 0 = no bound */
   rc_trainer_kind trainer;
   const char *self_exe;     /* what train legs execute ("/proc/self/exe") */
   const char *self_display; /* its resolved path, for reports and repro lines */
@@ -91,7 +98,10 @@ typedef struct {
   int argc;
   /* outcome */
   rc_leg_state state;
-  pid_t pid;
+  pid_t pid;       /* its supervisor (waited for) */
+  pid_t pgid;      /* the trainer's process group (signalled), valid while > 1 */
+  bool timed_out;  /* stopped by --leg-timeout: state is RC_LEG_FAILED */
+  double t_bound;  /* when its --leg-timeout clock started (a pre-warmed leg's: at its release) */
   int exit_code;   /* valid when it exited */
   int term_signal; /* > 0 when a signal ended it */
   double t_start, wall_s;
@@ -234,6 +244,8 @@ double rc_now(void); /* CLOCK_MONOTONIC seconds */
 void rc_bufprintf(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *rc_leg_state_name(rc_leg_state s);
+/* The status reports show: the state's name, or "timed-out". */
+const char *rc_leg_status_name(const rc_leg *leg);
 const char *rc_check_status_name(rc_check_status s);
 const char *rc_check_class_name(rc_check_class c);
 const char *rc_mechanism_name(rc_mechanism m);
@@ -249,16 +261,19 @@ const char *rc_leg_argv0(const rc_run *run, const rc_leg *leg);
 
 /* Spawns argv (PATH search when search_path) in its own process group with
  * stdin from /dev/null and stdout+stderr into log_path (truncated), whose
- * first line is "$ " + header when header is non-NULL. envp NULL = inherit.
- * *pid is the group's leader, a small supervisor that dies with the caller
- * and then takes the whole group with it (run_spawn.c); its exit status is
- * the trainer's. */
+ * first line is "$ " + header when header is non-NULL, capped at
+ * RC_LEG_LOG_HEAD + RC_LEG_LOG_TAIL bytes of output. envp NULL = inherit.
+ * *pid is a small supervisor, the trainer's parent, that kills the
+ * trainer's whole group when the caller dies (run_spawn.c); its exit status
+ * is the trainer's. */
 int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
                     const char *header, pid_t *pid, rc_err *err);
 /* The same, with wait_fd (>= 0) as the leg's fd 3 (RC_WAIT_FD=3 is the
- * caller's to put into envp). */
+ * caller's to put into envp), and *pgid (if non-NULL) the trainer's process
+ * group: the one to signal to stop the leg (the supervisor ignores
+ * signals; it ends with the trainer and has its log's end written). */
 int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const char *log_path,
-                 const char *header, int wait_fd, pid_t *pid, rc_err *err);
+                 const char *header, int wait_fd, pid_t *pid, pid_t *pgid, rc_err *err);
 /* Reads DIR/timing.csv of a `train` leg into *t. */
 void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t);
 /* Runs argv to completion, collecting its stdout (malloc'd, NUL-terminated)

@@ -10,7 +10,10 @@
  * left the checkpoint. A leg that exits 0
  * must also have written every checkpoint it was asked for; otherwise it
  * counts as failed, with the reason. On the first failure the other legs
- * are stopped, unless --keep-going; on SIGINT/SIGTERM every leg is stopped.
+ * are stopped, unless --keep-going; on SIGINT/SIGTERM every leg is stopped;
+ * a leg running longer than --leg-timeout is stopped the same way and fails
+ * as timed out. Stopping is SIGTERM to the trainer's process group, SIGKILL
+ * after a grace period.
  * Polling (20 ms) rather than SIGCHLD keeps the harness free of signal
  * state beyond the interrupt flag, and is far below a leg's run time. */
 #include "run.h"
@@ -152,7 +155,7 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
   } else {
     char *header = malloc(65536);
     if (header) rc_leg_command(run, leg, header, 65536);
-    rc_spawn_leg(argv, env, exec, leg->log_path, header, rfd, &leg->pid, &err);
+    rc_spawn_leg(argv, env, exec, leg->log_path, header, rfd, &leg->pid, &leg->pgid, &err);
     free(header);
   }
   if (rfd >= 0) close(rfd); /* the leg's copy is its own now */
@@ -168,6 +171,7 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
     return;
   }
   leg->state = RC_LEG_RUNNING;
+  leg->t_bound = leg->t_start;
   rc_progress_leg_started(prog, run, i);
 }
 
@@ -188,10 +192,16 @@ static bool check_outputs(rc_leg *leg) {
   return true;
 }
 
+/* "failed" or "timed out", for the legs that follow it. */
+static const char *failed_how(const rc_leg *leg) {
+  return leg->timed_out ? "timed out" : "failed";
+}
+
 static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
   rc_leg *leg = &run->legs[i];
   leg->wall_s = rc_now() - leg->t_start;
   leg->pid = -1;
+  leg->pgid = -1;
   if (WIFEXITED(status)) {
     leg->exit_code = WEXITSTATUS(status);
     leg->term_signal = 0;
@@ -200,7 +210,8 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     leg->term_signal = WTERMSIG(status);
   }
   if (was_killed) {
-    leg->state = RC_LEG_KILLED; /* reason set when it was stopped; add how far it got */
+    /* reason set when it was stopped; add how far it got */
+    leg->state = leg->timed_out ? RC_LEG_FAILED : RC_LEG_KILLED;
     char trace[RC_RUN_PATH_CAP + 16];
     snprintf(trace, sizeof trace, "%s/trace.csv", leg->dir);
     int64_t done = rc_trace_rows(trace);
@@ -217,7 +228,7 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     snprintf(leg->reason, sizeof leg->reason,
              "stopped waiting: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
              dep->label, leg->resume_step, dep->label,
-             dep->state == RC_LEG_FAILED ? "failed" : "was stopped");
+             dep->state == RC_LEG_FAILED ? failed_how(dep) : "was stopped");
   } else if (leg->term_signal) {
     leg->state = RC_LEG_FAILED;
     snprintf(leg->reason, sizeof leg->reason, "killed by signal %d (%s)", leg->term_signal,
@@ -238,10 +249,18 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
  * by the end of their pipe. Each then loads, if the checkpoint it needs is
  * complete, or ends at once (66, "will not come"). RC_TEST_KEEP_WAIT_PIPES
  * (tests only) skips this, to show that nothing else would end the wait. */
-static void release_waiters(rc_run *run, int producer, bool keep_pipes) {
-  if (keep_pipes) return;
-  for (int j = 0; j < run->n_legs; j++)
-    if (run->legs[j].depends_on == producer) close_wait_pipe(&run->legs[j]);
+static void release_waiters(rc_run *run, int producer, bool keep_pipes, double now) {
+  for (int j = 0; j < run->n_legs; j++) {
+    rc_leg *leg = &run->legs[j];
+    if (leg->depends_on != producer) continue;
+    if (leg->state == RC_LEG_RUNNING) leg->t_bound = now; /* it waited: its own time starts now */
+    if (!keep_pipes) close_wait_pipe(leg);
+  }
+}
+
+/* Sends sig to the leg's trainer and everything in its process group. */
+static void signal_leg(const rc_leg *leg, int sig) {
+  if (leg->pgid > 1) kill(-leg->pgid, sig);
 }
 
 int rc_run_legs(rc_run *run, rc_err *err) {
@@ -287,29 +306,40 @@ int rc_run_legs(rc_run *run, rc_err *err) {
         status = 0x7f00;
       }
       finish_leg(run, i, status, kill_at[i] > 0);
-      release_waiters(run, i, keep_pipes);
+      release_waiters(run, i, keep_pipes, now);
       rc_progress_leg_finished(&prog, run, i);
       if (leg->state == RC_LEG_FAILED && !run->opts.keep_going && !stop) {
         stop = true;
         snprintf(stop_reason, sizeof stop_reason,
-                 "stopped because leg %s failed (--keep-going runs the others)", leg->label);
+                 "stopped because leg %s %s (--keep-going runs the others)", leg->label,
+                 failed_how(leg));
       }
     }
-    /* stop: terminate what runs, escalate after the grace period */
-    if (stop) {
-      for (int i = 0; i < n; i++) {
-        rc_leg *leg = &run->legs[i];
-        if (leg->state != RC_LEG_RUNNING) continue;
-        if (!kill_at[i]) {
-          snprintf(leg->reason, sizeof leg->reason, "%s", stop_reason);
-          if (!keep_pipes) close_wait_pipe(leg);
-          kill(-leg->pid, SIGTERM);
-          kill_at[i] = now;
-        } else if (now - kill_at[i] > KILL_GRACE_S) {
-          kill(-leg->pid, SIGKILL);
-        }
-      }
+    /* --leg-timeout: a leg past its bound is stopped as an interrupted one
+     * is, and fails as "timed out" */
+    const double bound = run->opts.leg_timeout_s;
+    for (int i = 0; i < n && bound > 0; i++) {
+      rc_leg *leg = &run->legs[i];
+      if (leg->state != RC_LEG_RUNNING || kill_at[i] || now - leg->t_bound <= bound) continue;
+      leg->timed_out = true;
+      snprintf(leg->reason, sizeof leg->reason, "timed out after %g s (--leg-timeout)", bound);
+      if (!keep_pipes) close_wait_pipe(leg);
+      signal_leg(leg, SIGTERM);
+      kill_at[i] = now;
     }
+    /* stop: terminate what runs */
+    for (int i = 0; i < n && stop; i++) {
+      rc_leg *leg = &run->legs[i];
+      if (leg->state != RC_LEG_RUNNING || kill_at[i]) continue;
+      snprintf(leg->reason, sizeof leg->reason, "%s", stop_reason);
+      if (!keep_pipes) close_wait_pipe(leg);
+      signal_leg(leg, SIGTERM);
+      kill_at[i] = now;
+    }
+    /* whatever was told to stop and still runs after the grace period */
+    for (int i = 0; i < n; i++)
+      if (run->legs[i].state == RC_LEG_RUNNING && kill_at[i] && now - kill_at[i] > KILL_GRACE_S)
+        signal_leg(&run->legs[i], SIGKILL);
     /* launch */
     int pending = 0;
     for (int i = 0; i < n; i++) {
@@ -328,7 +358,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
           snprintf(leg->reason, sizeof leg->reason,
                    "not started: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
                    dep->label, leg->resume_step, dep->label,
-                   dep->state == RC_LEG_FAILED   ? "failed"
+                   dep->state == RC_LEG_FAILED   ? failed_how(dep)
                    : dep->state == RC_LEG_KILLED ? "was stopped"
                                                  : "never ran");
           continue;

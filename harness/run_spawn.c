@@ -15,7 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,41 +80,163 @@ static int init_attr(posix_spawnattr_t *attr, bool new_group) {
  *
  * posix_spawn cannot ask the kernel to signal a child when its parent dies,
  * and a signal to the child alone would leave an exec trainer's own children
- * running. So each leg is a fork of `run` that becomes the leader of a new
- * process group, asks for SIGUSR1 when `run` dies (PR_SET_PDEATHSIG, then
- * getppid() to close the race with a death before the prctl), forks the
- * trainer into its group and waits for it. When `run` dies, however it dies
- * (SIGKILL included), the supervisor kills its whole group. Otherwise it
- * leaves with the trainer's own status (the same exit code, or the same
- * signal), so `run` sees what it always saw. Between fork and exec only
- * async-signal-safe calls are made. */
+ * running. So each leg is a fork of `run` (in a process group of its own)
+ * that asks for SIGUSR1 when `run` dies (PR_SET_PDEATHSIG, then getppid() to
+ * close the race with a death before the prctl), forks the trainer as the
+ * leader of a new process group and waits for it. `run` signals the
+ * trainer's group (SIGTERM, SIGKILL after a grace), never the supervisor:
+ * the supervisor outlives even a SIGKILLed trainer, so the leg's log always
+ * gets its end. When `run` dies, however it dies (SIGKILL included), the
+ * supervisor kills the trainer's whole group. Otherwise it leaves with the
+ * trainer's own status (the same exit code, or the same signal), so `run`
+ * sees what it always saw.
+ *
+ * The log. The trainer's stdout and stderr are one pipe that the supervisor
+ * drains all the time (a trainer never waits for its log) into log.txt: the
+ * bytes are written as they come until the log holds RC_LEG_LOG_HEAD +
+ * RC_LEG_LOG_TAIL of them; past that the log keeps the first
+ * RC_LEG_LOG_HEAD bytes, and at the end the supervisor replaces the rest
+ * with one marker line (how many bytes were dropped) and the last
+ * RC_LEG_LOG_TAIL bytes, from a ring buffer, starting at a line. So a
+ * trainer that prints gigabytes leaves about 2 MiB (docs/robustness.md).
+ *
+ * The supervisor (a fork that never execs) and the trainer before its exec
+ * make only async-signal-safe calls (`run` may have threads): no stdio, no
+ * malloc (the ring buffer is mmap'd). */
 
-static void supervisor_on_parent_death(int sig) {
-  (void)sig;
-  kill(0, SIGKILL); /* the whole group, this supervisor included */
+enum { MSG_ERRNO = 1, MSG_TRAINER_PID = 2 }; /* on the error pipe: {kind, value} */
+
+static void send_msg(int fd, int kind, int value) {
+  int msg[2] = {kind, value};
+  ssize_t w = write(fd, msg, sizeof msg);
+  (void)w; /* `run` has gone: nothing to tell */
+}
+
+static bool write_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Decimal digits of v into buf (at least 21 bytes), returns the length. */
+static size_t fmt_u64(uint64_t v, char *buf) {
+  char tmp[21];
+  size_t n = 0;
+  do tmp[n++] = (char)('0' + v % 10);
+  while ((v /= 10) && n < sizeof tmp);
+  for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
+typedef struct {
+  int fd;         /* log.txt, O_APPEND */
+  off_t base;     /* its size before the trainer's first byte: the command line */
+  uint64_t total; /* bytes the trainer wrote */
+  char *ring;     /* the last RC_LEG_LOG_TAIL + 1 bytes past the head */
+  char head_last; /* the head's last byte */
+  bool ok;        /* false after a failed write: the rest is drained, not kept */
+} leg_log;
+
+static void log_take(leg_log *l, const char *buf, size_t n) {
+  const uint64_t live = (uint64_t)RC_LEG_LOG_HEAD + RC_LEG_LOG_TAIL, ring = RC_LEG_LOG_TAIL + 1;
+  if (l->total < live && l->ok) {
+    size_t k = l->total + n > live ? (size_t)(live - l->total) : n;
+    l->ok = write_all(l->fd, buf, k);
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t at = l->total + i;
+    if (at == RC_LEG_LOG_HEAD - 1) l->head_last = buf[i];
+    if (at >= RC_LEG_LOG_HEAD && l->ring) l->ring[(at - RC_LEG_LOG_HEAD) % ring] = buf[i];
+  }
+  l->total += n;
+}
+
+/* Past the cap: head, marker, tail. The tail starts at a line unless it is
+ * one line; the partial line it drops is counted as dropped. */
+static void log_finish(leg_log *l) {
+  const uint64_t live = (uint64_t)RC_LEG_LOG_HEAD + RC_LEG_LOG_TAIL, ring = RC_LEG_LOG_TAIL + 1;
+  if (l->total <= live || !l->ring || !l->ok) return;
+  uint64_t first = l->total - ring - RC_LEG_LOG_HEAD; /* ring index of the byte before the tail */
+  size_t start = (size_t)(first % ring);
+  size_t skip = 1; /* that byte itself */
+  if (l->ring[start] != '\n') {
+    for (size_t k = 1; k < ring; k++)
+      if (l->ring[(start + k) % ring] == '\n') {
+        skip = k + 1;
+        break;
+      }
+    if (skip == 1 || skip == ring) skip = 1; /* no line start in the tail: keep it whole */
+  }
+  uint64_t dropped = l->total - RC_LEG_LOG_HEAD - (ring - skip);
+  if (ftruncate(l->fd, l->base + RC_LEG_LOG_HEAD)) return;
+  char m[256];
+  size_t n = 0;
+  static const char a[] = "[resumecheck: ",
+                    b[] = " bytes of this leg's output dropped here; the "
+                          "log keeps the first ",
+                    c[] = " and the last ", d[] = " bytes]\n";
+#define PUT(s) (memcpy(m + n, s, sizeof s - 1), n += sizeof s - 1)
+  if (l->head_last != '\n') m[n++] = '\n';
+  PUT(a);
+  n += fmt_u64(dropped, m + n);
+  PUT(b);
+  n += fmt_u64(RC_LEG_LOG_HEAD, m + n);
+  PUT(c);
+  n += fmt_u64(RC_LEG_LOG_TAIL, m + n);
+  PUT(d);
+#undef PUT
+  if (!write_all(l->fd, m, n)) return;
+  size_t from = (start + skip) % ring;
+  size_t keep = (size_t)ring - skip;
+  size_t first_part = from + keep <= ring ? keep : (size_t)ring - from;
+  if (write_all(l->fd, l->ring + from, first_part)) write_all(l->fd, l->ring, keep - first_part);
+}
+
+/* Reads what the pipe holds now, at most `max` bytes. False at EOF. */
+static bool log_drain(int rd, leg_log *l, size_t max) {
+  char buf[65536];
+  while (max) {
+    ssize_t r = read(rd, buf, max < sizeof buf ? max : sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+    if (r == 0) return false;
+    log_take(l, buf, (size_t)r);
+    max -= (size_t)r;
+  }
+  return true;
 }
 
 /* Never returns: in the forked child. */
 static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
-                      int wait_fd, pid_t run_pid, bool die_with_run, int err_w) {
+                      int wait_fd, pid_t run_pid, bool die_with_run, bool cap_log, int err_w) {
   setpgid(0, 0);
+  /* `run` stops a leg with signals to the trainer's group: the supervisor
+   * ignores whatever reaches it and waits for the trainer's answer */
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = supervisor_on_parent_death;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
-  /* `run` stops a leg with SIGTERM to the group: the trainer decides what
-   * that means, the supervisor waits for its answer */
   sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
   sigaction(SIGQUIT, &sa, NULL);
-  sigset_t none;
+  sigaction(SIGPIPE, &sa, NULL);
+  sa.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &sa, NULL);
+  /* `run`'s death (SIGUSR1) and the trainer's (SIGCHLD) are read in the loop below */
+  sigset_t mine, none;
+  sigemptyset(&mine);
+  sigaddset(&mine, SIGUSR1);
+  sigaddset(&mine, SIGCHLD);
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
+  sigprocmask(SIG_SETMASK, &mine, NULL);
   if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
-    kill(0, SIGKILL);
+    kill(0, SIGKILL); /* nothing started yet: only this supervisor */
 
   /* The supervisor is a copy of `run` that never execs: it must not keep
    * `run`'s descriptors (other legs' wait pipes, the run's lock), so every
@@ -123,37 +250,82 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   if (ok && wait_fd < 0) close(3);
   ok = ok && dup2(err_w, 4) == 4 && fcntl(4, F_SETFD, FD_CLOEXEC) == 0;
   if (!ok) {
-    int e = errno;
-    ssize_t w = write(err_w, &e, sizeof e);
-    (void)w;
+    send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
   }
   err_w = 4;
   if (close_range(5, ~0U, 0) != 0)
     for (int f = 5; f < 65536; f++) close(f);
+  /* 1 and 2 (the log) are the supervisor's; the trainer's are the pipe */
+  leg_log log = {.fd = 1, .base = lseek(1, 0, SEEK_END), .head_last = '\n', .ok = true};
+  int pipe_fd[2] = {-1, -1};
+  int sig_fd = signalfd(-1, &mine, SFD_CLOEXEC | SFD_NONBLOCK);
+  ok = sig_fd >= 0;
+  if (ok && cap_log) {
+    void *ring =
+        mmap(NULL, RC_LEG_LOG_TAIL + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    log.ring = ring == MAP_FAILED ? NULL : ring;
+    ok = log.ring && pipe2(pipe_fd, O_CLOEXEC) == 0 && fcntl(pipe_fd[0], F_SETFL, O_NONBLOCK) == 0;
+    if (ok) fcntl(pipe_fd[0], F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; the default is fine too */
+  }
+  if (!ok) {
+    send_msg(err_w, MSG_ERRNO, errno);
+    _exit(127);
+  }
 
   pid_t child = fork();
   if (child == 0) {
-    sa.sa_handler = SIG_DFL;
+    setpgid(0, 0);
     for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &sa, NULL); /* EINVAL for some: fine */
+    sigprocmask(SIG_SETMASK, &none, NULL);
     if (die_with_run) prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor be killed */
+    if (cap_log && (dup2(pipe_fd[1], 1) != 1 || dup2(pipe_fd[1], 2) != 2)) {
+      send_msg(err_w, MSG_ERRNO, errno);
+      _exit(127);
+    }
     if (search_path)
       execvpe(argv[0], argv, env);
     else
       execve(argv[0], argv, env);
-    int e = errno;
-    ssize_t w = write(err_w, &e, sizeof e);
-    (void)w;
+    send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
   }
   if (child < 0) {
-    int e = errno;
-    ssize_t w = write(err_w, &e, sizeof e);
-    (void)w;
+    send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
   }
-  close(err_w); /* the exec closes the trainer's copy: EOF tells `run` it started */
-  close(3);     /* the wait pipe is the trainer's */
+  setpgid(child, child); /* also here, so that `run` can signal it at once */
+  send_msg(err_w, MSG_TRAINER_PID, (int)child);
+  close(err_w);               /* the exec closes the trainer's copy: EOF tells `run` it started */
+  if (wait_fd >= 0) close(3); /* the wait pipe is the trainer's (without one, 3 is free) */
+  if (cap_log) close(pipe_fd[1]);
+
+  /* Until the trainer has ended and its output is in the log. The trainer
+   * stays a zombie (WNOWAIT) until then, so its group's id cannot be taken
+   * by another process while `run` may still signal it. */
+  bool pipe_open = cap_log, child_done = false;
+  while (!child_done || pipe_open) {
+    struct pollfd p[2] = {{sig_fd, POLLIN, 0}, {pipe_open ? pipe_fd[0] : -1, POLLIN, 0}};
+    poll(p, 2, 1000); /* SIGCHLD wakes it; the timeout is only a fallback */
+    struct signalfd_siginfo si;
+    bool run_died = false;
+    while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) run_died |= si.ssi_signo == SIGUSR1;
+    if (run_died) kill(-child, SIGKILL);
+    if (pipe_open && p[1].revents) pipe_open = log_drain(pipe_fd[0], &log, 1 << 20);
+    siginfo_t info;
+    info.si_pid = 0;
+    int w = child_done ? -1 : waitid(P_PID, (id_t)child, &info, WEXITED | WNOHANG | WNOWAIT);
+    if ((w == 0 && info.si_pid == child) || (w < 0 && errno == ECHILD)) {
+      child_done = true;
+      /* what it wrote is in the pipe now; whatever it left running that
+       * still holds the pipe is not waited for */
+      int left = 0;
+      if (pipe_open && ioctl(pipe_fd[0], FIONREAD, &left) == 0 && left > 0)
+        log_drain(pipe_fd[0], &log, (size_t)left);
+      pipe_open = false;
+    }
+  }
+  log_finish(&log);
   int status = 0;
   while (waitpid(child, &status, 0) < 0)
     if (errno != EINTR) _exit(RC_EXIT_SOFTWARE);
@@ -161,8 +333,7 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
   struct rlimit no_core = {0, 0}; /* the trainer dumped its core, if any */
   setrlimit(RLIMIT_CORE, &no_core);
-  sa.sa_handler = SIG_DFL;
-  sigaction(sig, &sa, NULL);
+  sigaction(sig, &sa, NULL); /* sa is SIG_DFL */
   sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, sig);
@@ -172,8 +343,9 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
 }
 
 int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const char *log_path,
-                 const char *header, int wait_fd, pid_t *pid, rc_err *err) {
+                 const char *header, int wait_fd, pid_t *pid, pid_t *pgid, rc_err *err) {
   *pid = -1;
+  if (pgid) *pgid = -1;
   /* The log starts with the command, so that it can be re-run by hand;
    * creating it here also gives a clear error for an unwritable directory.
    * The leg then opens it again by name and appends. */
@@ -189,13 +361,16 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
     }
   }
   close(fd);
-  int errp[2]; /* the exec's errno, or EOF once it succeeded */
+  int errp[2]; /* {kind, value} messages: the trainer's pid, an errno; EOF once it runs */
   if (pipe2(errp, O_CLOEXEC)) return rc_fail(err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
   char *const *env = envp ? envp : environ;
   pid_t run_pid = getpid();
-  /* test hook (docs/robustness.md): legs that outlive run, as before */
+  /* test hooks (docs/robustness.md): legs that outlive run, as before; a
+   * leg log without the cap, as before */
   const char *orphan = getenv("RC_TEST_LEGS_OUTLIVE_RUN");
   bool die_with_run = !(orphan && *orphan == '1');
+  const char *uncapped = getenv("RC_TEST_LEG_LOG_UNCAPPED");
+  bool cap_log = !(uncapped && *uncapped == '1');
   if (wait_fd >= 0 && wait_fd <= 4) {
     close(errp[0]);
     close(errp[1]);
@@ -211,31 +386,36 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
   }
   if (p == 0) {
     close(errp[0]);
-    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, errp[1]);
+    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, cap_log, errp[1]);
   }
-  setpgid(p, p); /* also here, so that kill(-p) works before the child ran */
+  setpgid(p, p); /* the supervisor's own group, away from run's terminal */
   close(errp[1]);
-  int child_errno = 0;
-  ssize_t got;
-  do got = read(errp[0], &child_errno, sizeof child_errno);
-  while (got < 0 && errno == EINTR);
+  int child_errno = 0, msg[2];
+  pid_t trainer = -1;
+  for (;;) {
+    ssize_t got = read(errp[0], msg, sizeof msg);
+    if (got < 0 && errno == EINTR) continue;
+    if (got != (ssize_t)sizeof msg) break;
+    if (msg[0] == MSG_TRAINER_PID) trainer = (pid_t)msg[1];
+    if (msg[0] == MSG_ERRNO && !child_errno) child_errno = msg[1] ? msg[1] : EIO;
+  }
   close(errp[0]);
-  *pid = p;
-  if (got == (ssize_t)sizeof child_errno) {
+  if (child_errno || trainer <= 1) {
     /* the leg never ran: reap its supervisor here */
     int st;
     while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
     }
-    *pid = -1;
     return rc_fail(err, RC_EXIT_SOFTWARE, "cannot execute '%s': %s", argv[0],
-                   strerror(child_errno));
+                   strerror(child_errno ? child_errno : EIO));
   }
+  *pid = p;
+  if (pgid) *pgid = trainer;
   return RC_OK;
 }
 
 int rc_spawn_logged(char *const *argv, char *const *envp, bool search_path, const char *log_path,
                     const char *header, pid_t *pid, rc_err *err) {
-  return rc_spawn_leg(argv, envp, search_path, log_path, header, -1, pid, err);
+  return rc_spawn_leg(argv, envp, search_path, log_path, header, -1, pid, NULL, err);
 }
 
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err) {

@@ -2,7 +2,7 @@
 # before parse, crash-safe saves, interrupted runs, one run per directory,
 # resources, fuzzing, sanitizers. Test prefix: robust_.
 rc_add_sh_test(robust_crash_save robust_crash_save.sh)
-foreach(t robust_run_signals robust_run_lock robust_run_readonly hostile_legs)
+foreach(t robust_run_signals robust_run_lock robust_run_readonly hostile_legs hostile_legs_limits)
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 # hash before parse: every H5Fopen of the loader is counted (--wrap)

@@ -26,7 +26,7 @@ static void usage(FILE *out) {
       "                       [--summary-md FILE] [--plot FILE.svg] [--confirm-arm]\n"
       "                       [--git-bisect] [--keep-going] [--overwrite]\n"
       "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
-      "                       [--progress auto|live|plain|off]\n"
+      "                       [--progress auto|live|plain|off] [--leg-timeout SECONDS]\n"
       "\n"
       "Runs the legs of a checkpoint-resume check, each a separate process with its own\n"
       "directory DIR/<leg>/ and log DIR/<leg>/log.txt, and compares their state byte for byte:\n"
@@ -58,6 +58,10 @@ static void usage(FILE *out) {
       "                      drive another trainer; placeholders {steps} {stop_at} {save_at}\n"
       "                      {resume_from} {out} {leg} {fusion} (docs/exec-trainer.md)\n"
       "  --progress MODE     auto (live on a terminal, plain lines otherwise), live, plain, off\n"
+      "  --leg-timeout S     a leg still running after S seconds (e.g. 600 or 2.5) is stopped\n"
+      "                      like an interrupted one (SIGTERM to its process group, SIGKILL 5 s\n"
+      "                      later) and fails as timed-out (exit 70); a pre-warmed resume leg's\n"
+      "                      clock starts when its checkpoint's producer ends. Default: no bound\n"
       "\n"
       "Every other flag (--preset, --precision, --mtp-depths, --first-microbatch-policy,\n"
       "--grad-accum-fusion, --inject, --seed, ...) is passed verbatim to each `resumecheck\n"
@@ -65,9 +69,9 @@ static void usage(FILE *out) {
       "\n"
       "Exit codes: 0 every check identical; 1 resume divergence (or the fusion arms differ);\n"
       "2 A/A failure (not deterministic: the resume result is inconclusive); 64 usage error\n"
-      "(bad, unknown or repeated flag); 65 a leg's trace is unreadable; 70 a leg failed (its\n"
-      "exit status and log tail are reported; a leg refused for memory exits 75 itself) or an\n"
-      "internal error; 74 I/O error (e.g. a report cannot be written);\n"
+      "(bad, unknown or repeated flag); 65 a leg's trace is unreadable; 70 a leg failed or timed\n"
+      "out (its exit status and log tail are reported; a leg refused for memory exits 75 itself)\n"
+      "or an internal error; 74 I/O error (e.g. a report cannot be written);\n"
       "130/143 interrupted (SIGINT/SIGTERM). With --git-bisect: 0, 1, or 125 for anything "
       "untestable.\n");
 }
@@ -77,12 +81,15 @@ typedef struct {
   bool takes_value;
 } flag_def;
 
+/* clang-format off */
 static const flag_def RUN_FLAGS[] = {
     {"--steps", true},     {"--save-at", true},      {"--out", true},         {"--aa", false},
     {"--jobs", true},      {"--junit", true},        {"--summary-md", true},  {"--plot", true},
     {"--json", true},      {"--confirm-arm", false}, {"--git-bisect", false}, {"--trainer", true},
     {"--train-cmd", true}, {"--keep-going", false},  {"--overwrite", false},  {"--progress", true},
+    {"--leg-timeout", true},
 };
+/* clang-format on */
 
 /* Flags of a single leg: `run` sets them for each leg itself. */
 static const char *const LEG_FLAGS[] = {"--stop-at", "--resume-from", "--leg", "--dry-run",
@@ -98,6 +105,20 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
   return RC_EXIT_USAGE;
 }
 
+/* Seconds as digits with an optional fraction ("600", "2.5"): > 0 and at
+ * most 1e9; no sign, exponent, hex, inf or nan. */
+static bool parse_seconds(const char *s, double *out) {
+  size_t i = 0, digits = 0;
+  while (s[i] >= '0' && s[i] <= '9') i++, digits++;
+  if (s[i] == '.')
+    for (i++; s[i] >= '0' && s[i] <= '9'; i++) digits++;
+  if (s[i] || !digits) return false;
+  double v = strtod(s, NULL);
+  if (!(v > 0) || v > 1e9) return false;
+  *out = v;
+  return true;
+}
+
 static bool parse_i64(const char *s, int64_t *out) {
   char *end;
   errno = 0;
@@ -109,7 +130,7 @@ static bool parse_i64(const char *s, int64_t *out) {
 
 typedef struct {
   const char *steps, *save_at, *out, *jobs, *junit, *md, *plot, *json, *trainer, *train_cmd,
-      *progress;
+      *progress, *leg_timeout;
   bool aa, confirm, bisect, keep_going, overwrite;
 } raw_flags;
 
@@ -125,6 +146,7 @@ static const char **value_slot(raw_flags *r, const char *name) {
   if (!strcmp(name, "--trainer")) return &r->trainer;
   if (!strcmp(name, "--train-cmd")) return &r->train_cmd;
   if (!strcmp(name, "--progress")) return &r->progress;
+  if (!strcmp(name, "--leg-timeout")) return &r->leg_timeout;
   return NULL;
 }
 
@@ -264,6 +286,11 @@ int rc_cmd_run(int argc, char **argv) {
       goto done;
     }
     o.progress = (rc_progress_mode)m;
+  }
+  if (r.leg_timeout && !parse_seconds(r.leg_timeout, &o.leg_timeout_s)) {
+    usage_error("--leg-timeout: '%s' is not a positive number of seconds (at most 1e9)",
+                r.leg_timeout);
+    goto done;
   }
   o.progress_out = stderr;
   o.trainer = RC_TRAINER_SELF;
