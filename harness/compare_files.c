@@ -185,20 +185,20 @@ static bool is_derived_name(const char *name) {
 
 int rc_cmp_map_open(const char *path, rc_cmp_map *m, rc_err *err) {
   memset(m, 0, sizeof *m);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return rc_fail(err, RC_EXIT_IOERR, "cannot open %s: %s", path, strerror(errno));
-  struct stat st;
-  int rc = RC_OK;
-  if (fstat(fd, &st)) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot stat %s: %s", path, strerror(errno));
-  } else if (st.st_size > 0) {
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  /* regular files only: a directory, FIFO or device is named as such (65),
+   * never opened blocking or mapped */
+  int fd = -1;
+  size_t size = 0;
+  int rc = rc_open_regular(path, false, &fd, &size, err);
+  if (rc) return rc;
+  if (size > 0) {
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       rc = rc_fail(err, RC_EXIT_IOERR, "cannot map %s: %s", path, strerror(errno));
     } else {
-      madvise(p, (size_t)st.st_size, MADV_SEQUENTIAL);
+      madvise(p, size, MADV_SEQUENTIAL);
       m->data = p;
-      m->size = (size_t)st.st_size;
+      m->size = size;
     }
   }
   close(fd);

@@ -10,7 +10,8 @@
 #      64 bytes compares 1, inspects 0);
 #   3. --ignore '*': "nothing compared", 66 (control: no --ignore, 0);
 #   4. a shard replaced by garbage of the same size, --deep, with and
-#      without manifests: 65 naming it (control: the intact pair, 0).
+#      without manifests: 65 naming it (control: the intact pair, 0);
+#   5. manifest.json a directory: 65 "is a directory".
 # Each command runs under `timeout 60`: a hang is a failure (exit 124).
 # No device nodes or FIFOs are needed.
 set -u
@@ -75,5 +76,12 @@ cp "$T/ga/$shard" "$T/na/"
 cp "$T/gb/$shard" "$T/nb/"
 expect 65 "not an HDF5 file" compare --deep "$T/na" "$T/nb"
 
-[ "$fails" = 0 ] && echo "ok: flipped byte, sparse 1 TiB, --ignore '*', garbage shard"
+# 5. manifest.json that is a directory: named as such, 65 (it said "cannot
+#    map ...: No such device", 74); control: the intact pair above, 0
+cp -r "$good" "$T/md"
+rm "$T/md/manifest.json"
+mkdir "$T/md/manifest.json"
+expect 65 "is a directory" compare "$T/a" "$T/md"
+
+[ "$fails" = 0 ] && echo "ok: flipped byte, sparse 1 TiB, --ignore '*', garbage shard, directory manifest"
 exit $((fails > 0))
