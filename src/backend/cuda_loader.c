@@ -34,6 +34,7 @@ typedef struct {
 static loader_state g_loader;
 static pthread_once_t g_loader_once = PTHREAD_ONCE_INIT;
 
+#ifdef RC_HAVE_CUDA /* a build without CUDA never opens a module */
 static void exe_dir(char *dir, size_t cap) {
   ssize_t n = readlink("/proc/self/exe", dir, cap - 1);
   dir[n > 0 ? n : 0] = 0;
@@ -75,6 +76,8 @@ static const rc_cuda_module *open_module(const char *path, char *why, size_t cap
   if (!m) dlclose(h);
   return m;
 }
+
+#endif
 
 static void load_once(void) {
   loader_state *s = &g_loader;
