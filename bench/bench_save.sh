@@ -11,9 +11,13 @@
 #   L  train --steps 2 --resume-from S's iter_0000001  init + load + step 2
 # and each leg's own step time (its timing.csv) is taken off its wall time:
 #   save = (S - S's step) - (A - A's step),  load = (L - L's step) - (A - A's step)
+# The legs' own timing.csv also has the save and load phases timed inside
+# the process (rc_model_save / rc_model_load); they are reported too, and on
+# a shared machine they are much less noisy than the wall-time differences.
 # The load verifies what the loader always verifies: COMPLETE against the
-# manifest, the shard's size and whole-file SHA-256, every dataset's
-# SHA-256. The references, on the same disk and as many bytes as the
+# manifest, the shard's size and every byte (the chunk hashes of a version-2
+# manifest on several threads, else the whole-file SHA-256), every
+# dataset's SHA-256. The references, on the same disk and as many bytes as the
 # checkpoint directory holds, alternate with the legs:
 #   write: dd if=/dev/zero of=F bs=1M count=N conv=fdatasync
 #   read:  cat SHARD >/dev/null and dd if=SHARD of=/dev/null bs=1M, page
@@ -52,7 +56,9 @@ wall() {
   sub "$t1" "$t0"
 }
 # the seconds of the last step in a leg's timing.csv
-step_s() { tail -1 "$1/timing.csv" | cut -d, -f2; }
+step_s() { grep '^step,' "$1/timing.csv" | tail -1 | cut -d, -f3; }
+# the seconds of phase $2 (save, load) in a leg's timing.csv
+phase_s() { grep "^$2," "$1/timing.csv" | head -1 | cut -d, -f3; }
 
 echo "== machine"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc), sha_ni: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no)"
@@ -70,7 +76,7 @@ echo "checkpoint: $bytes bytes in $dir ($mib MiB for dd)"
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt $((4 * bytes)) ] || { echo "need $((4 * bytes)) bytes free in $work" >&2; exit 1; }
 
-: >"$work/save.t"; : >"$work/load.t"; : >"$work/dd.t"; : >"$work/cat.t"; : >"$work/ddr.t"
+: >"$work/save.t"; : >"$work/load.t"; : >"$work/psave.t"; : >"$work/pload.t"; : >"$work/dd.t"; : >"$work/cat.t"; : >"$work/ddr.t"
 for i in $(seq "$reps"); do
   rm -rf "$work/a" "$work/s" "$work/l" "$work/dd.bin"
   sync
@@ -87,13 +93,16 @@ for i in $(seq "$reps"); do
   cat "$shard" >/dev/null # warm, as after a save
   tc=$(wall cat "$shard")
   tr=$(wall dd if="$shard" of=/dev/null bs=1M)
+  phase_s "$work/s" save >>"$work/psave.t"
+  phase_s "$work/l" load >>"$work/pload.t"
   sub "$ts" "$ta" >>"$work/save.t"
   sub "$tl" "$ta" >>"$work/load.t"
   echo "$td" >>"$work/dd.t"
   echo "$tc" >>"$work/cat.t"
   echo "$tr" >>"$work/ddr.t"
   echo "run $i: outside the step: A $ta s, S $ts s, L $tl s; save $(tail -1 "$work/save.t") s," \
-    "load $(tail -1 "$work/load.t") s; dd write $td s, cat $tc s, dd read $tr s"
+    "load $(tail -1 "$work/load.t") s (in-process: save $(tail -1 "$work/psave.t") s, load" \
+    "$(tail -1 "$work/pload.t") s); dd write $td s, cat $tc s, dd read $tr s"
 done
 
 save_m=$(median <"$work/save.t"); load_m=$(median <"$work/load.t")
@@ -105,5 +114,9 @@ echo "dd write + fdatasync:  $dd_m s [$(minimum <"$work/dd.t")]"
 echo "load (verified):       $load_m s [$(minimum <"$work/load.t")]"
 echo "cat SHARD:             $cat_m s [$(minimum <"$work/cat.t")]"
 echo "dd SHARD of=/dev/null: $ddr_m s [$(minimum <"$work/ddr.t")]"
+echo "save phase (timing.csv): $(median <"$work/psave.t") s [$(minimum <"$work/psave.t")]"
+echo "load phase (timing.csv): $(median <"$work/pload.t") s [$(minimum <"$work/pload.t")]"
+echo "save phase / dd:       $(ratio "$(median <"$work/psave.t")" "$dd_m")x"
+echo "load phase / read:     $(ratio "$(median <"$work/pload.t")" "$read_m")x"
 echo "save / dd:             $(ratio "$save_m" "$dd_m")x   (issue 15 goal <= 1.2 on gpu-small)"
 echo "load / read:           $(ratio "$load_m" "$read_m")x   (issue 15 goal <= 1.2 on gpu-small; read = faster of cat and dd)"

@@ -23,3 +23,6 @@ add_test(NAME hostile_io_full_disk COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/host
 set_tests_properties(hostile_io_full_disk PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT
                      "RC_BIN=$<TARGET_FILE:resumecheck>")
 set_tests_properties(hostile_io hostile_io_full_disk PROPERTIES TIMEOUT 600)
+
+# chunk hashes end to end: dd + sha256sum agree, a flipped byte is 65 with its range
+rc_add_sh_test(io_chunk_hashes io_chunk_hashes.sh)

@@ -506,7 +506,7 @@ static void test_manifest_content(void) {
   CHECK(j, "manifest parses");
   int64_t v;
   CHECK(!strcmp(rc_json_get_str(j, "format"), "resumecheck-checkpoint"), "format");
-  CHECK(rc_json_get_i64(j, "version", &v) && v == RC_SHARD_FORMAT_VERSION, "version");
+  CHECK(rc_json_get_i64(j, "version", &v) && v == RC_MANIFEST_VERSION, "version");
   CHECK(rc_json_get_i64(j, "iteration", &v) && v == IOFIX_ITERATION, "iteration");
   CHECK(rc_json_get_i64(j, "world_size", &v) && v == 1, "world_size");
   CHECK(!strstr(text, "args.json") && !strstr(text, "\"leg\""),
@@ -805,7 +805,7 @@ static void test_load_misc(void) {
   /* The caller may know only the config hash. */
   char sha[RC_SHA256_HEX];
   rc_sha256_hex(IOFIX_CONFIG, strlen(IOFIX_CONFIG), sha);
-  rc_shard_meta by_hash = {RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha};
+  rc_shard_meta by_hash = {RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha, 0};
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == 0, "load by config hash: %s", err.msg);
   sha[0] = sha[0] == '0' ? '1' : '0';
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == RC_EXIT_DATAERR &&
@@ -855,13 +855,18 @@ static int load_forged(const char *dir, const unsigned char *shard, size_t n, rc
   char good_sha[RC_SHA256_HEX], sha[RC_SHA256_HEX], marker[128];
   rc_sha256_hex(good_shard, good_n, good_sha);
   rc_sha256_hex(shard, n, sha);
-  char *at = strstr(manifest, good_sha);
+  /* every occurrence: the whole-file hash and, for a one-chunk shard, the
+   * chunk hash (the same bytes) */
+  char *forged = malloc(mn + 1);
+  if (!forged) abort();
+  memcpy(forged, manifest, mn + 1);
+  char *at = strstr(forged, good_sha);
   CHECK(at && n == good_n, "forged load: the manifest lists the shard's hash, sizes equal");
-  if (at) memcpy(at, sha, strlen(sha));
-  rc_sha256_hex(manifest, mn, sha);
+  for (char *p = at; p; p = strstr(p + 64, good_sha)) memcpy(p, sha, 64);
+  rc_sha256_hex(forged, mn, sha);
   int k = snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
   CHECK(rc_write_file_atomic(spath, shard, n, &e) == 0 &&
-            rc_write_file_atomic(mpath, manifest, mn, &e) == 0 &&
+            rc_write_file_atomic(mpath, forged, mn, &e) == 0 &&
             rc_write_file_atomic(cpath, marker, (size_t)k, &e) == 0,
         "forged load: writing (%s)", e.msg);
   iofix got;
@@ -870,7 +875,7 @@ static int load_forged(const char *dir, const unsigned char *shard, size_t n, rc
   memset(err, 0, sizeof *err);
   int rc = rc_checkpoint_load(dir, &m, &got.st, err);
   iofix_free(&got);
-  if (at) memcpy(at, good_sha, strlen(good_sha));
+  free(forged);
   CHECK(rc_write_file_atomic(spath, good_shard, good_n, &e) == 0 &&
             rc_write_file_atomic(mpath, manifest, mn, &e) == 0 &&
             rc_write_file_atomic(cpath, complete, cn, &e) == 0,
@@ -963,6 +968,256 @@ static void test_forged_structure(void) {
   iofix_free(&got);
   free(img);
   free(good);
+}
+
+/* ---------------------------------------------------------- chunk hashes */
+
+static int load_dir(const char *dir, rc_err *err);
+
+enum { TEST_CHUNK = 4096 }; /* the smallest allowed: an 82 KB shard has 21 chunks */
+
+static int save_fix_chunked(const char *root, int64_t chunk_bytes, rc_err *err) {
+  iofix f;
+  iofix_build(&f, 0, 3);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  m.chunk_bytes = chunk_bytes;
+  int rc = rc_checkpoint_save(root, &m, &f.st, "{\"leg\":\"test\"}\n", err);
+  iofix_free(&f);
+  return rc;
+}
+
+static rc_manifest read_manifest(const char *dir) {
+  char path[4096];
+  pathf(path, sizeof path, "%s/manifest.json", dir);
+  char *text = NULL;
+  size_t n = 0;
+  rc_err e = {0};
+  rc_manifest m = {0};
+  if (rc_read_file(path, &text, &n, &e) || rc_manifest_parse(text, n, path, &m, &e)) {
+    fprintf(stderr, "test_io: %s\n", e.msg);
+    abort();
+  }
+  free(text);
+  return m;
+}
+
+/* Writes `text` as dir's manifest with COMPLETE to match (a forger, or an
+ * older build), loads, and restores both files. */
+static int load_with_manifest_text(const char *dir, const char *text, size_t n, rc_err *err) {
+  char mpath[4096], cpath[4096], marker[128], sha[RC_SHA256_HEX];
+  pathf(mpath, sizeof mpath, "%s/manifest.json", dir);
+  pathf(cpath, sizeof cpath, "%s/COMPLETE", dir);
+  char *old = NULL, *complete = NULL;
+  size_t on = 0, cn = 0;
+  rc_err e = {0};
+  if (rc_read_file(mpath, &old, &on, &e) || rc_read_file(cpath, &complete, &cn, &e)) {
+    fprintf(stderr, "test_io: %s\n", e.msg);
+    abort();
+  }
+  rc_sha256_hex(text, n, sha);
+  int k = snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
+  CHECK(rc_write_file_atomic(mpath, text, n, &e) == 0 &&
+            rc_write_file_atomic(cpath, marker, (size_t)k, &e) == 0,
+        "manifest text: writing (%s)", e.msg);
+  int rc = load_dir(dir, err);
+  CHECK(rc_write_file_atomic(mpath, old, on, &e) == 0 &&
+            rc_write_file_atomic(cpath, complete, cn, &e) == 0,
+        "manifest text: restoring (%s)", e.msg);
+  free(old);
+  free(complete);
+  return rc;
+}
+
+/* The manifest `m` as text, loaded in place of dir's. */
+static int load_with_manifest(const char *dir, const rc_manifest *m, rc_err *err) {
+  size_t n;
+  char *text = rc_manifest_text(m, &n);
+  int rc = load_with_manifest_text(dir, text, n, err);
+  free(text);
+  return rc;
+}
+
+static void flip_byte(const char *path, uint64_t at) {
+  FILE *f = fopen(path, "r+b");
+  int c = f && fseek(f, (long)at, SEEK_SET) == 0 ? fgetc(f) : EOF;
+  bool ok = c != EOF && fseek(f, (long)at, SEEK_SET) == 0 && fputc(c ^ 0x01, f) != EOF;
+  if (f) fclose(f);
+  CHECK(ok, "flipping byte %llu of %s", (unsigned long long)at, path);
+}
+
+/* A save records the SHA-256 of every chunk_bytes slice of each shard; they
+ * equal SHA-256 of the file's slices computed independently (here from
+ * the file's bytes; io_chunk_hashes.sh with dd and sha256sum), and the
+ * shard is byte-identical to a save without chunk hashes. */
+static void test_chunk_hashes_recorded(void) {
+  char root[4096], root1[4096], dir[4096], dir1[4096], path[4096], path1[4096];
+  rc_err err = {0};
+  tmp_path(root, sizeof root, "chunked");
+  tmp_path(root1, sizeof root1, "unchunked");
+  iter_dir(dir, sizeof dir, root);
+  iter_dir(dir1, sizeof dir1, root1);
+  CHECK(save_fix_chunked(root, TEST_CHUNK, &err) == 0, "chunked save: %s", err.msg);
+  CHECK(save_fix_chunked(root1, RC_CHUNKS_NONE, &err) == 0, "unchunked save: %s", err.msg);
+  pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", dir);
+  pathf(path1, sizeof path1, "%s/shard_00000_of_00001.h5", dir1);
+  CHECK(files_equal(path, path1), "chunk hashes do not change the shard's bytes");
+  rc_manifest m = read_manifest(dir), m1 = read_manifest(dir1);
+  const rc_mf_shard *s = &m.shards[0];
+  char *bytes = NULL;
+  size_t n = 0;
+  CHECK(rc_read_file(path, &bytes, &n, &err) == 0, "read shard: %s", err.msg);
+  uint64_t want = (n + TEST_CHUNK - 1) / TEST_CHUNK;
+  CHECK(s->chunk_bytes == TEST_CHUNK && (uint64_t)s->nchunks == want && want > 2,
+        "chunk_bytes %llu and %d chunks recorded (want %llu)", (unsigned long long)s->chunk_bytes,
+        s->nchunks, (unsigned long long)want);
+  int equal = 0;
+  for (int k = 0; k < s->nchunks; k++) {
+    char hex[RC_SHA256_HEX];
+    size_t a = (size_t)k * TEST_CHUNK, len = n - a < TEST_CHUNK ? n - a : TEST_CHUNK;
+    rc_sha256_hex(bytes + a, len, hex);
+    equal += !strcmp(hex, s->chunk_sha256[k]);
+  }
+  CHECK(equal == s->nchunks, "every chunk hash is SHA-256 of its slice (%d of %d)", equal,
+        s->nchunks);
+  /* negative control: each slice with its last byte flipped matches none */
+  int flipped = 0;
+  for (int k = 0; k < s->nchunks; k++) {
+    char hex[RC_SHA256_HEX];
+    size_t a = (size_t)k * TEST_CHUNK, len = n - a < TEST_CHUNK ? n - a : TEST_CHUNK;
+    bytes[a + len - 1] ^= 1;
+    rc_sha256_hex(bytes + a, len, hex);
+    bytes[a + len - 1] ^= 1;
+    flipped += !strcmp(hex, s->chunk_sha256[k]);
+  }
+  CHECK(flipped == 0, "negative control: flipped slices match no chunk hash (%d)", flipped);
+  CHECK(!strcmp(s->sha256, m1.shards[0].sha256), "whole-file sha256 still recorded, the same");
+  CHECK(m1.shards[0].chunk_bytes == 0 && m1.shards[0].nchunks == 0,
+        "RC_CHUNKS_NONE records no chunks");
+  char mp[4096], *text = NULL;
+  size_t tn = 0;
+  pathf(mp, sizeof mp, "%s/manifest.json", dir1);
+  CHECK(rc_read_file(mp, &text, &tn, &err) == 0 && strstr(text, "\"version\": 1") &&
+            !strstr(text, "chunk"),
+        "without chunks the manifest is version 1, no chunk fields");
+  free(text);
+  pathf(mp, sizeof mp, "%s/manifest.json", dir);
+  CHECK(rc_read_file(mp, &text, &tn, &err) == 0 && strstr(text, "\"version\": 2") &&
+            strstr(text, "\"chunk_bytes\": 4096"),
+        "with chunks the manifest is version 2 with chunk_bytes");
+  free(text);
+  /* the default is RC_CHUNK_BYTES: one chunk for a small shard */
+  char root2[4096], dir2[4096];
+  tmp_path(root2, sizeof root2, "chunk_default");
+  iter_dir(dir2, sizeof dir2, root2);
+  CHECK(save_fix_chunked(root2, 0, &err) == 0, "default save: %s", err.msg);
+  rc_manifest m2 = read_manifest(dir2);
+  CHECK(m2.shards[0].chunk_bytes == RC_CHUNK_BYTES && m2.shards[0].nchunks == 1 &&
+            !strcmp(m2.shards[0].chunk_sha256[0], m2.shards[0].sha256),
+        "default chunk size recorded; one chunk is the whole file");
+  CHECK(save_fix_chunked(root2, 100, &err) == RC_EXIT_USAGE, "a chunk size below %llu refused",
+        (unsigned long long)RC_CHUNK_BYTES_MIN);
+  rc_manifest_free(&m2);
+  free(bytes);
+  rc_manifest_free(&m);
+  rc_manifest_free(&m1);
+}
+
+/* On load, every chunk is verified: one flipped byte in the middle is 65
+ * naming that chunk's byte range; a forged chunk hash is 65; a manifest
+ * without chunk fields (version 1) still loads through the whole-file hash,
+ * and catches the same flip there. rc_shard_verify_file gives the same
+ * verdicts on any thread count. */
+static void test_chunk_hashes_verified(void) {
+  char root[4096], dir[4096], path[4096], range[96];
+  rc_err err = {0};
+  tmp_path(root, sizeof root, "chunk_verify");
+  iter_dir(dir, sizeof dir, root);
+  CHECK(save_fix_chunked(root, TEST_CHUNK, &err) == 0, "save: %s", err.msg);
+  pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", dir);
+  rc_manifest m = read_manifest(dir);
+  rc_mf_shard *s = &m.shards[0];
+  int mid = s->nchunks / 2;
+  uint64_t a, b;
+  rc_mf_chunk_range(s, mid, &a, &b);
+  pathf(range, sizeof range, "bytes [%llu, %llu)", (unsigned long long)a, (unsigned long long)b);
+
+  CHECK(load_dir(dir, &err) == 0, "control: the chunked checkpoint loads (%s)", err.msg);
+  for (int t = 1; t <= 4; t *= 2)
+    CHECK(rc_shard_verify_file(path, s, t, &err) == 0, "control: verify_file, %d threads: %s", t,
+          err.msg);
+
+  /* a manifest without chunk fields loads through the whole-file hash */
+  rc_mf_shard v1 = *s;
+  v1.chunk_bytes = 0;
+  v1.nchunks = 0;
+  v1.chunk_sha256 = NULL;
+  rc_manifest m1 = {.iteration = m.iteration, .world_size = 1, .shards = &v1};
+  int rc = load_with_manifest(dir, &m1, &err);
+  CHECK(rc == 0, "a version-1 manifest (no chunk fields) loads (%d: %s)", rc, err.msg);
+  CHECK(rc_shard_verify_file(path, &v1, 0, &err) == 0, "verify_file, whole-file hash: %s", err.msg);
+
+  /* one flipped byte in the middle chunk */
+  flip_byte(path, (a + b) / 2);
+  rc = load_dir(dir, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "corrupt") && strstr(err.msg, range) &&
+            strstr(err.msg, "shard_00000_of_00001.h5"),
+        "flipped byte: 65 naming the shard and %s (%d: %s)", range, rc, err.msg);
+  printf("  flipped byte, chunked            -> %d  %s\n", rc, err.msg);
+  for (int t = 1; t <= 4; t *= 2) {
+    rc = rc_shard_verify_file(path, s, t, &err);
+    CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, range),
+          "verify_file, %d threads: 65 naming %s (%d: %s)", t, range, rc, err.msg);
+  }
+  /* negative control: through the whole-file hash the flip is caught too,
+   * but with no range to name */
+  rc = load_with_manifest(dir, &m1, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "corrupt: SHA-256 is") &&
+            !strstr(err.msg, "bytes ["),
+        "version 1: the flip is 65 by the whole-file hash, no range (%d: %s)", rc, err.msg);
+  rc = rc_shard_verify_file(path, &v1, 0, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "corrupt: SHA-256 is"),
+        "verify_file, whole-file hash: the flip is 65 (%d: %s)", rc, err.msg);
+  flip_byte(path, (a + b) / 2); /* restored */
+  CHECK(load_dir(dir, &err) == 0, "restored shard loads again (%s)", err.msg);
+
+  /* a forged chunk hash (COMPLETE rewritten to match): the whole-file hash
+   * and every byte are right, yet it is refused, naming the chunk */
+  char saved = s->chunk_sha256[mid][7];
+  s->chunk_sha256[mid][7] = saved == 'a' ? 'b' : 'a';
+  rc = load_with_manifest(dir, &m, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, range), "forged chunk hash: 65 naming %s (%d: %s)",
+        range, rc, err.msg);
+  printf("  forged chunk hash                -> %d  %s\n", rc, err.msg);
+  s->chunk_sha256[mid][7] = saved;
+  rc = load_with_manifest(dir, &m, &err);
+  CHECK(rc == 0, "control: the same rewrite with the true hash loads (%d: %s)", rc, err.msg);
+
+  /* strict versions: chunk fields only in version 2, required there */
+  char mp[4096], *text = NULL;
+  size_t n = 0;
+  pathf(mp, sizeof mp, "%s/manifest.json", dir);
+  if (rc_read_file(mp, &text, &n, &err) == 0) {
+    char *v = strstr(text, "\"version\": 2");
+    CHECK(v != NULL, "manifest says version 2");
+    if (v) {
+      v[11] = '1';
+      rc = load_with_manifest_text(dir, text, n, &err);
+      CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "version 1 manifest"),
+            "chunk fields in a version-1 manifest: 65 (%d: %s)", rc, err.msg);
+      v[11] = '3';
+      rc = load_with_manifest_text(dir, text, n, &err);
+      CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "unknown format version 3"),
+            "version 3: 65 (%d: %s)", rc, err.msg);
+      v[11] = '2';
+      char *cb = strstr(text, "\"chunk_bytes\": 4096");
+      if (cb) memcpy(cb, "\"chunk_bytex\"", 13);
+      rc = load_with_manifest_text(dir, text, n, &err);
+      CHECK(cb && rc == RC_EXIT_DATAERR && strstr(err.msg, "chunk_bytes missing"),
+            "version 2 without chunk_bytes: 65 (%d: %s)", rc, err.msg);
+    }
+    free(text);
+  }
+  rc_manifest_free(&m);
 }
 
 /* ---------------------------------------------------------------- fixtures */
@@ -1332,6 +1587,8 @@ int main(int argc, char **argv) {
     test_load_regular_files_only();
     test_forged_dataset_hash();
     test_failed_save_leaves_nothing();
+    test_chunk_hashes_recorded();
+    test_chunk_hashes_verified();
     if (!failures) rm_rf(g_tmp);
   } else {
     fprintf(stderr, "usage: test_io | test_io fixtures DIR | test_io save ROOT [...] |"

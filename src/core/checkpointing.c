@@ -6,6 +6,8 @@
  * or mangled on both paths the way real trainers get it wrong. */
 #include "core/checkpointing.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "backend/numeric.h"
 #include "core/model_internal.h"
 #include "dist/comm.h"
+#include "io/checkpoint.h"
 #include "io/sha256.h"
 
 typedef enum { ON_DEVICE, ON_HOST } where;
@@ -158,11 +161,12 @@ static void free_list(state_list *l) {
 /* The items this rank's shard holds: everything with one process; with data
  * parallel, its own items, and the replicated ones on rank 0 only. The
  * tensors borrow the list's buffers. */
-static void shard_view(rc_model *m, const state_list *l, rc_state *view) {
+static void shard_view(rc_model *m, const state_list *l, rc_state *view, int *item) {
   memset(view, 0, sizeof *view);
   for (int i = 0; i < l->st.count; i++) {
     if (l->b[i].replicated && m->rank != 0) continue;
     const rc_tensor *t = &l->st.tensors[i];
+    if (item) item[view->count] = i;
     rc_state_add(view, t->path, t->dtype, t->ndim, t->shape, t->data);
   }
 }
@@ -191,29 +195,113 @@ static void fill_meta(rc_model *m, rc_shard_meta *meta, char *config_json, char 
   meta->config_sha256 = hash;
 }
 
+/* ---- staging a save: copy each tensor to the host and hash it as it lands.
+ *
+ * The calling thread copies the items in order (ops->to_host: a pageable
+ * device-to-host copy on CUDA, a memcpy on the CPU); hash workers follow
+ * it, each taking the next item of this rank's shard and waiting until
+ * that item has landed. The per-dataset SHA-256s are thus done by the time
+ * the copy is, off the save's critical path (rc_checkpoint_save_hashed),
+ * and each is taken right after its copy, while the bytes are warm. The
+ * bytes and hashes are exactly those of copying first and hashing after. */
+typedef struct {
+  const state_list *l;
+  const int *item; /* view index -> list index */
+  int count;       /* items in the view */
+  atomic_int next; /* the next view index to hash */
+  int landed;      /* list items copied so far (under mu) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char (*hex)[RC_SHA256_HEX];
+} stage_hash;
+
+static void *stage_hash_run(void *arg) {
+  stage_hash *h = arg;
+  for (int j; (j = atomic_fetch_add(&h->next, 1)) < h->count;) {
+    int i = h->item[j];
+    pthread_mutex_lock(&h->mu);
+    while (h->landed <= i) pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    const rc_tensor *t = &h->l->st.tensors[i];
+    rc_sha256_hex(t->data, rc_tensor_nbytes(t), h->hex[j]);
+  }
+  return NULL;
+}
+
+/* Copies (and, for the injected bug, down-casts) item i to its host buffer. */
+static void stage_one(rc_model *m, state_list *l, int i) {
+  binding *b = &l->b[i];
+  if (b->loc == ON_DEVICE)
+    m->ops->to_host(l->st.tensors[i].data, b->src, b->nbytes);
+  else
+    memcpy(l->st.tensors[i].data, b->src, b->nbytes);
+  /* the injected down-cast: moments stored as bf16 values */
+  if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) &&
+      !strncmp(l->st.tensors[i].path, "/optimizer/exp_avg", 18)) {
+    float *f = l->st.tensors[i].data;
+    for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
+  }
+}
+
+/* All items to the host, the view's hashes (hex[j] for view item j) taken
+ * by `threads` workers beside the copy; threads 0 hashes after the copy
+ * on this thread (the same bytes, the same hashes). */
+static void stage(rc_model *m, state_list *l, const int *item, int count, int threads,
+                  char (*hex)[RC_SHA256_HEX]) {
+  stage_hash h = {.l = l, .item = item, .count = count, .hex = hex};
+  atomic_init(&h.next, 0);
+  pthread_mutex_init(&h.mu, NULL);
+  pthread_cond_init(&h.cv, NULL);
+  pthread_t tid[RC_SHA256_MAX_THREADS];
+  int started = 0;
+  for (int t = 0; t < threads && t < RC_SHA256_MAX_THREADS; t++)
+    if (!pthread_create(&tid[started], NULL, stage_hash_run, &h)) started++;
+  for (int i = 0; i < l->st.count; i++) {
+    stage_one(m, l, i);
+    pthread_mutex_lock(&h.mu);
+    h.landed = i + 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+  }
+  stage_hash_run(&h); /* whatever is left (all of it without workers) */
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  pthread_cond_destroy(&h.cv);
+  pthread_mutex_destroy(&h.mu);
+}
+
+/* Test hook, not a feature: RC_TEST_CHUNK_BYTES=N makes saves record
+ * N-byte chunk hashes (0: none), so that tests get multi-chunk shards from
+ * small models. The value goes into the manifest; loads read it from
+ * there, never from the environment. */
+static int64_t chunk_bytes_for_save(void) {
+  const char *v = getenv("RC_TEST_CHUNK_BYTES");
+  if (!v || !*v) return 0;
+  long long n = atoll(v);
+  return n == 0 ? RC_CHUNKS_NONE : (int64_t)n;
+}
+
 int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_err *err) {
   state_list l = {0};
   build(m, &l);
-  for (int i = 0; i < l.st.count; i++) {
-    binding *b = &l.b[i];
-    if (b->loc == ON_DEVICE)
-      m->ops->to_host(l.st.tensors[i].data, b->src, b->nbytes);
-    else
-      memcpy(l.st.tensors[i].data, b->src, b->nbytes);
-    /* the injected down-cast: moments stored as bf16 values */
-    if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) &&
-        !strncmp(l.st.tensors[i].path, "/optimizer/exp_avg", 18)) {
-      float *f = l.st.tensors[i].data;
-      for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
-    }
-  }
+  rc_state view;
+  int *item = malloc(sizeof *item * (size_t)(l.st.count ? l.st.count : 1));
+  if (!item) abort();
+  shard_view(m, &l, &view, item);
+  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(view.count ? view.count : 1), sizeof *hex);
+  if (!hex) abort();
+  /* one core stays with the copy, the others hash behind it */
+  int online = rc_sha256_threads(0, 1 << 20);
+  int workers = online > 1 ? online - 1 : 1;
+  stage(m, &l, item, view.count, workers, hex);
+  free(item);
   char *config = rc_config_canonical(&m->cfg);
   char hash[RC_SHA256_HEX];
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
-  rc_state view;
-  shard_view(m, &l, &view);
-  int rc = rc_checkpoint_save(ckpt_root, &meta, &view, m->rank == 0 ? args_json : NULL, err);
+  meta.chunk_bytes = chunk_bytes_for_save();
+  int rc = rc_checkpoint_save_hashed(ckpt_root, &meta, &view, (const char(*)[RC_SHA256_HEX])hex,
+                                     m->rank == 0 ? args_json : NULL, err);
+  free(hex);
   if (m->comm && m->cfg.world_size > 1) {
     /* every shard is written before rank 0 writes the manifest and COMPLETE */
     rc = rc_comm_agree(m->comm, m->ops, rc, err);
@@ -259,7 +347,7 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   fill_meta(m, &meta, config, hash);
   m->iteration = 0;
   rc_state view;
-  shard_view(m, &l, &view);
+  shard_view(m, &l, &view, NULL);
   int rc = rc_checkpoint_load(trimmed, &meta, &view, err);
   rc_state_free(&view);
   /* a failed load on any rank stops every rank before anything is applied */

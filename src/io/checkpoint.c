@@ -6,10 +6,10 @@
  * holds the manifest's SHA-256 in `sha256sum -c` form, which ties the
  * manifest to the marker: a manifest rewritten after the fact no longer
  * matches. A shard is written and hashed from its pieces (the metadata
- * image and the caller's tensor buffers, see shard_write.c) by three
- * threads at once: the write, the whole-file SHA-256 and the per-tensor
- * SHA-256s. No tensor byte is copied in user space and, where there are
- * cores to spare, hashing costs little wall time. */
+ * image and the caller's tensor buffers, see shard_write.c) by threads at
+ * once: the write, the whole-file SHA-256, and the per-tensor and per-chunk
+ * SHA-256s (manifest.h) on the remaining cores. No tensor byte is copied in user space and, where
+ * there are cores to spare, hashing costs little wall time. */
 #include "io/checkpoint.h"
 
 #include <dirent.h>
@@ -96,13 +96,79 @@ static int write_manifest_and_marker(const char *iter_dir, const rc_manifest *m,
   return ret;
 }
 
+/* The chunk size this save records: 0 when none (version-1 manifest). */
+static int chunk_size(const rc_shard_meta *meta, uint64_t *chunk, rc_err *err) {
+  *chunk = 0;
+  if (meta->chunk_bytes == RC_CHUNKS_NONE) return RC_OK;
+  *chunk = meta->chunk_bytes == 0 ? RC_CHUNK_BYTES : (uint64_t)meta->chunk_bytes;
+  if (meta->chunk_bytes < 0 || *chunk < RC_CHUNK_BYTES_MIN || *chunk > RC_CHUNK_BYTES_MAX)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "checkpoint save: chunk size %" PRId64 " outside [%" PRIu64 ", %" PRIu64 "]",
+                   meta->chunk_bytes, RC_CHUNK_BYTES_MIN, RC_CHUNK_BYTES_MAX);
+  return RC_OK;
+}
+
+/* The hashes that run beside the write and the whole-file SHA-256, on the
+ * cores those two leave: each tensor's (unless the caller hashed them as
+ * they landed) and each chunk's of the file, straight from the pieces. */
+static void hash_parts(const rc_state *state, const rc_shard_image *image, uint64_t chunk,
+                       const char (*given)[RC_SHA256_HEX], rc_mf_shard *shard) {
+  int online = rc_sha256_threads(0, 1 << 20);
+  int threads = online > 3 ? online - 2 : 1;
+  if (given) {
+    for (int i = 0; i < state->count; i++)
+      memcpy(shard->datasets[i].sha256, given[i], RC_SHA256_HEX);
+  } else if (state->count > 0) {
+    const void **data = calloc((size_t)state->count, sizeof *data);
+    size_t *nbytes = calloc((size_t)state->count, sizeof *nbytes);
+    char(*hex)[RC_SHA256_HEX] = calloc((size_t)state->count, sizeof *hex);
+    if (!data || !nbytes || !hex) {
+      fprintf(stderr, "rc_checkpoint_save: out of memory\n");
+      abort();
+    }
+    for (int i = 0; i < state->count; i++) {
+      data[i] = state->tensors[i].data;
+      nbytes[i] = rc_tensor_nbytes(&state->tensors[i]);
+    }
+    rc_sha256_many(data, nbytes, state->count, threads, hex);
+    for (int i = 0; i < state->count; i++) memcpy(shard->datasets[i].sha256, hex[i], RC_SHA256_HEX);
+    free(hex);
+    free(nbytes);
+    free(data);
+  }
+  if (!chunk) return;
+  uint64_t n = (uint64_t)image->size / chunk + ((uint64_t)image->size % chunk != 0);
+  shard->chunk_bytes = chunk;
+  shard->nchunks = (int)n;
+  uint64_t *start = calloc(n ? n : 1, sizeof *start), *end = calloc(n ? n : 1, sizeof *end);
+  shard->chunk_sha256 = calloc(n ? n : 1, sizeof *shard->chunk_sha256);
+  if (!start || !end || !shard->chunk_sha256) {
+    fprintf(stderr, "rc_checkpoint_save: out of memory\n");
+    abort();
+  }
+  for (int k = 0; k < shard->nchunks; k++) rc_mf_chunk_range(shard, k, &start[k], &end[k]);
+  rc_sha256_ranges(image->pieces, image->npieces, start, end, shard->nchunks, threads,
+                   shard->chunk_sha256);
+  free(end);
+  free(start);
+}
+
 int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
                        const char *args_json, rc_err *err) {
+  return rc_checkpoint_save_hashed(ckpt_root, meta, state, NULL, args_json, err);
+}
+
+int rc_checkpoint_save_hashed(const char *ckpt_root, const rc_shard_meta *meta,
+                              const rc_state *state, const char (*dataset_sha256)[RC_SHA256_HEX],
+                              const char *args_json, rc_err *err) {
   if (meta->world_size < 1 || meta->world_size > 99999 || meta->rank < 0 ||
       meta->rank >= meta->world_size || meta->iteration < 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "checkpoint save: bad rank %d / world size %d / iteration %" PRId64, meta->rank,
                    meta->world_size, meta->iteration);
+  uint64_t chunk;
+  int ret = chunk_size(meta, &chunk, err);
+  if (ret) return ret;
   char dir[4096], path[4096], file[64];
   iter_path(dir, sizeof dir, ckpt_root, meta->iteration);
   rc_path_join(path, sizeof path, dir, RC_COMPLETE_NAME);
@@ -111,7 +177,7 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   /* The image first: a state the writer rejects leaves nothing on disk. */
   rc_mf_shard shard = {0};
   rc_shard_image image;
-  int ret = rc_shard_build_image(meta, state, &image, err);
+  ret = rc_shard_build_image(meta, state, &image, err);
   if (ret) {
     rc_err_prefix(err, "building shard %d of iteration %" PRId64, meta->rank, meta->iteration);
     return ret;
@@ -142,14 +208,15 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   }
   shard.ndatasets = state->count;
 
-  /* Three independent passes over the bytes run at once: the write (mostly
-   * the kernel's copy and the device), the SHA-256 of the whole image (one
-   * serial stream), and the SHA-256 of each tensor, spread over the cores
-   * the other two leave (rc_sha256_many: a context per thread, results by
-   * index, so the manifest does not depend on the thread count). The
-   * tensor hashes read the caller's buffers, the same bytes the write
-   * sends: nothing is copied. Where there are cores for all of it, the
-   * disk or the one whole-file hash sets the pace (bench/NOTES_io.md). */
+  /* Independent passes over the bytes run at once: the write (mostly the
+   * kernel's copy and the device), the SHA-256 of the whole image (one
+   * serial stream), and, spread over the cores the other two leave, the
+   * SHA-256 of each tensor (unless the caller gave them) and of each chunk
+   * of the file (a context per thread, results by index, so the manifest
+   * does not depend on the thread count). All read the caller's buffers,
+   * the same bytes the write sends: nothing is copied. Where there are
+   * cores for all of it, the disk or the one whole-file hash sets the pace
+   * (bench/NOTES_io.md). */
   write_job job = {.path = path, .image = &image};
   hash_job whole = {.image = &image, .out = shard.sha256};
   pthread_t wtid, htid;
@@ -157,13 +224,6 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   if (!wthread) write_job_run(&job);
   bool hthread = pthread_create(&htid, NULL, hash_job_run, &whole) == 0;
   if (!hthread) hash_job_run(&whole);
-  const void **data = calloc((size_t)(state->count ? state->count : 1), sizeof *data);
-  size_t *nbytes = calloc((size_t)(state->count ? state->count : 1), sizeof *nbytes);
-  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(state->count ? state->count : 1), sizeof *hex);
-  if (!data || !nbytes || !hex) {
-    fprintf(stderr, "rc_checkpoint_save: out of memory\n");
-    abort();
-  }
   for (int i = 0; i < state->count; i++) {
     const rc_tensor *t = &state->tensors[i];
     rc_mf_dataset *d = &shard.datasets[i];
@@ -171,15 +231,8 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
     d->dtype = t->dtype;
     d->ndim = t->ndim;
     memcpy(d->shape, t->shape, sizeof d->shape);
-    data[i] = t->data;
-    nbytes[i] = rc_tensor_nbytes(t);
   }
-  int online = rc_sha256_threads(0, 1 << 20);
-  rc_sha256_many(data, nbytes, state->count, online > 3 ? online - 2 : 1, hex);
-  for (int i = 0; i < state->count; i++) memcpy(shard.datasets[i].sha256, hex[i], RC_SHA256_HEX);
-  free(hex);
-  free(nbytes);
-  free(data);
+  hash_parts(state, &image, chunk, dataset_sha256, &shard);
   if (hthread) pthread_join(htid, NULL);
   if (wthread) pthread_join(wtid, NULL);
   rc_shard_image_free(&image);
@@ -264,6 +317,14 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
                     "%s: fragment is for rank %d of %d at iteration %" PRId64
                     ", expected rank %d of %d at iteration %" PRId64,
                     path, m.shards[r].rank, ws, it, r, world_size, iteration);
+      break;
+    }
+    if (r > 0 && (m.shards[r].chunk_bytes != 0) != (m.shards[0].chunk_bytes != 0)) {
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: rank %d's fragment %s chunk hashes and rank 0's %s (one manifest version"
+                    " for all)",
+                    path, r, m.shards[r].chunk_bytes ? "has" : "lacks",
+                    m.shards[0].chunk_bytes ? "has" : "lacks");
       break;
     }
     /* The shard itself was renamed into place before its fragment was

@@ -14,6 +14,7 @@
 #define RC_IO_CHECKPOINT_H
 
 #include "../base/error.h"
+#include "sha256.h"
 #include "state.h"
 
 #include <stdio.h>
@@ -29,6 +30,14 @@ void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
  * directory that already has COMPLETE (RC_EXIT_IOERR). */
 int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
                        const char *args_json, rc_err *err);
+
+/* The same, with each tensor's SHA-256 already computed by the caller
+ * (dataset_sha256[i] for state->tensors[i], NULL: hash them here), e.g. as
+ * each tensor landed from the device. They go into the manifest as given:
+ * they must be of the bytes in the buffers. */
+int rc_checkpoint_save_hashed(const char *ckpt_root, const rc_shard_meta *meta,
+                              const rc_state *state, const char (*dataset_sha256)[RC_SHA256_HEX],
+                              const char *args_json, rc_err *err);
 
 /* Rank 0, world_size > 1: merges the per-rank manifest fragments into
  * manifest.json and writes COMPLETE. */

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "io/manifest.h"
 #include "io/sha256.h"
 #include "io/state.h"
 
@@ -27,30 +28,7 @@
 #define RC_MANIFEST_MAX ((size_t)64 << 20)
 #define RC_MARKER_MAX ((size_t)4096)
 
-/* ---- manifest.c ---- */
-
-typedef struct {
-  char path[RC_PATH_MAX];
-  rc_dtype dtype;
-  int ndim;
-  int64_t shape[RC_MAX_DIMS];
-  char sha256[RC_SHA256_HEX]; /* of the raw little-endian bytes */
-} rc_mf_dataset;
-
-typedef struct {
-  char file[64]; /* shard_%05d_of_%05d.h5, checked against rank on parse */
-  int rank;
-  uint64_t bytes;
-  char sha256[RC_SHA256_HEX]; /* of the whole file */
-  rc_mf_dataset *datasets;    /* malloc'd, in the shard's creation order */
-  int ndatasets;
-} rc_mf_shard;
-
-typedef struct {
-  int64_t iteration;
-  int world_size;
-  rc_mf_shard *shards; /* malloc'd, world_size entries, shards[r].rank == r */
-} rc_manifest;
+/* ---- manifest.c (the types and the parser: manifest.h) ---- */
 
 void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
 void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
@@ -60,13 +38,9 @@ bool rc_dtype_from_name(const char *name, rc_dtype *dt);
 char *rc_manifest_text(const rc_manifest *m, size_t *len);
 char *rc_fragment_text(int64_t iteration, int world_size, const rc_mf_shard *s, size_t *len);
 
-/* Strict parses; `what` names the file in messages. RC_EXIT_DATAERR on any
- * malformed or inconsistent field. */
-int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest *m, rc_err *err);
+/* Strict parse of a fragment, as rc_manifest_parse (manifest.h). */
 int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *iteration,
                       int *world_size, rc_mf_shard *s, rc_err *err);
-void rc_mf_shard_free(rc_mf_shard *s);
-void rc_manifest_free(rc_manifest *m);
 
 /* ---- shard_write.c ---- */
 
@@ -134,6 +108,14 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap);
  * "truncated" or "wrong size". RC_EXIT_NOINPUT if it does not exist. */
 int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
                   char hex[RC_SHA256_HEX], rc_err *err);
+
+/* rc_read_shard against a manifest entry: size, then every byte verified as
+ * it is read, by the chunk hashes on `threads` threads (<= 0: the online
+ * CPUs) where the entry has them, else by the whole-file SHA-256.
+ * RC_EXIT_DATAERR: "truncated", "wrong size" or "corrupt" (for a chunk
+ * naming its byte range [start, end)). The image is the caller's. */
+int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
+                           rc_shard_image *out, rc_err *err);
 
 /* Opens an in-memory file image read-only without copying it. `ref` must
  * outlive the returned file id (HDF5 calls back into it until H5Fclose). */

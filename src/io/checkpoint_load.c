@@ -2,8 +2,9 @@
  *
  * The bytes are trusted step by step: the marker vouches for the manifest
  * (COMPLETE holds its SHA-256), the manifest for each shard's size and
- * SHA-256, and only a shard whose whole image hashes right is handed to
- * libhdf5, from memory. Then the shard's /meta and datasets are checked
+ * hashes (every chunk's, on several threads, where the manifest records
+ * them; else the whole file's), and only a shard whose every byte hashes
+ * right is handed to libhdf5, from memory. Then the shard's /meta and datasets are checked
  * against what this run expects, all before a byte of tensor data is
  * copied, so a rejected load costs little and every rejection names the
  * file and the field. Nothing is written. */
@@ -324,8 +325,8 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
   for (int i = 0; i < count && !ret; i++)
     if (strcmp(hex[i], want[i]->sha256))
       ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its whole-file"
-                    " hash: the manifest's entry for this dataset is wrong)",
+                    "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its file"
+                    " hashes: the manifest's entry for this dataset is wrong)",
                     what, state->tensors[i].path, hex[i], RC_MANIFEST_NAME, want[i]->sha256);
 done:
   free(want);
@@ -448,15 +449,10 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   }
   const rc_mf_shard *entry = &m.shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
-  if ((ret = rc_read_shard(shard_path, (int64_t)entry->bytes, &shard, sha, err))) {
+  if ((ret = rc_read_shard_verified(shard_path, entry, 0, &shard, err))) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
                     RC_MANIFEST_NAME);
-    goto done;
-  }
-  if (strcmp(sha, entry->sha256)) {
-    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s",
-                  shard_path, sha, entry->sha256);
     goto done;
   }
   ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, state, err);

@@ -7,6 +7,11 @@
  * Run-specific files (args.json) are deliberately not listed: they differ
  * between legs by construction and would make every manifest differ.
  *
+ * Version 2 adds each shard's chunk hashes (chunk_bytes, chunk_sha256),
+ * which let a load verify every byte on several threads; version 1 (no
+ * chunk fields) is still read, and still written when a save records no
+ * chunks (rc_shard_meta.chunk_bytes = RC_CHUNKS_NONE).
+ *
  * Parsing is strict and validates everything the loader later relies on,
  * in particular that each shard's file name is exactly the one its rank
  * implies, so a manifest can never point the loader outside the directory. */
@@ -58,10 +63,21 @@ static void dataset_json(rc_jw *w, const rc_mf_dataset *d) {
   rc_jw_free(&line);
 }
 
+/* Chunk hashes one per line, like datasets; keys stay sorted ("bytes" <
+ * "chunk_bytes" < "chunk_sha256" < "datasets"). Written only when recorded,
+ * so a save without them gives the version-1 text byte for byte. */
 static void shard_json(rc_jw *w, const rc_mf_shard *s) {
   rc_jw_obj_begin(w);
   rc_jw_key(w, "bytes");
   rc_jw_uint(w, s->bytes);
+  if (s->chunk_bytes) {
+    rc_jw_key(w, "chunk_bytes");
+    rc_jw_uint(w, s->chunk_bytes);
+    rc_jw_key(w, "chunk_sha256");
+    rc_jw_arr_begin(w);
+    for (int k = 0; k < s->nchunks; k++) rc_jw_str(w, s->chunk_sha256[k]);
+    rc_jw_arr_end(w);
+  }
   rc_jw_key(w, "datasets");
   rc_jw_arr_begin(w);
   for (int i = 0; i < s->ndatasets; i++) dataset_json(w, &s->datasets[i]);
@@ -89,6 +105,12 @@ static char *finish(rc_jw *w, size_t *len) {
   return out;
 }
 
+/* Version 2 exactly when the shards carry chunk hashes (the writer gives
+ * all of them or none: rc_checkpoint_finalize refuses a mix). */
+static int text_version(const rc_mf_shard *s) {
+  return s->chunk_bytes ? RC_MANIFEST_VERSION : RC_MANIFEST_VERSION_MIN;
+}
+
 char *rc_manifest_text(const rc_manifest *m, size_t *len) {
   rc_jw w;
   rc_jw_init(&w, true);
@@ -102,7 +124,7 @@ char *rc_manifest_text(const rc_manifest *m, size_t *len) {
   for (int r = 0; r < m->world_size; r++) shard_json(&w, &m->shards[r]);
   rc_jw_arr_end(&w);
   rc_jw_key(&w, "version");
-  rc_jw_int(&w, RC_SHARD_FORMAT_VERSION);
+  rc_jw_int(&w, m->world_size > 0 ? text_version(&m->shards[0]) : RC_MANIFEST_VERSION_MIN);
   rc_jw_key(&w, "world_size");
   rc_jw_int(&w, m->world_size);
   rc_jw_obj_end(&w);
@@ -120,7 +142,7 @@ char *rc_fragment_text(int64_t iteration, int world_size, const rc_mf_shard *s, 
   rc_jw_key(&w, "shard");
   shard_json(&w, s);
   rc_jw_key(&w, "version");
-  rc_jw_int(&w, RC_SHARD_FORMAT_VERSION);
+  rc_jw_int(&w, text_version(s));
   rc_jw_key(&w, "world_size");
   rc_jw_int(&w, world_size);
   rc_jw_obj_end(&w);
@@ -171,8 +193,54 @@ static int parse_dataset(const rc_json *j, const char *what, int idx, rc_mf_data
   return RC_OK;
 }
 
-static int parse_shard(const rc_json *j, const char *what, int rank, int world_size, rc_mf_shard *s,
-                       rc_err *err) {
+void rc_mf_chunk_range(const rc_mf_shard *s, int k, uint64_t *start, uint64_t *end) {
+  *start = (uint64_t)k * s->chunk_bytes;
+  *end = s->bytes - *start < s->chunk_bytes ? s->bytes : *start + s->chunk_bytes;
+}
+
+/* Version 2's chunk fields, both required; version 1 must have neither
+ * (a strict reader: a field it would ignore is a manifest it misreads). */
+static int parse_chunks(const rc_json *j, const char *what, int64_t version, rc_mf_shard *s,
+                        rc_err *err) {
+  const rc_json *cb = rc_json_get(j, "chunk_bytes"), *cs = rc_json_get(j, "chunk_sha256");
+  if (version < 2) {
+    if (cb || cs)
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: shard %s: chunk_bytes/chunk_sha256 in a version 1 manifest", what,
+                     s->file);
+    return RC_OK;
+  }
+  int64_t size;
+  if (!rc_json_get_i64(j, "chunk_bytes", &size) || size < (int64_t)RC_CHUNK_BYTES_MIN ||
+      (uint64_t)size > RC_CHUNK_BYTES_MAX)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: shard %s: chunk_bytes missing or outside [%" PRIu64 ", %" PRIu64 "]", what,
+                   s->file, RC_CHUNK_BYTES_MIN, RC_CHUNK_BYTES_MAX);
+  s->chunk_bytes = (uint64_t)size;
+  uint64_t want = s->bytes / s->chunk_bytes + (s->bytes % s->chunk_bytes != 0);
+  if (!cs || cs->type != RC_JSON_ARR || (uint64_t)cs->nkids != want)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: shard %s: chunk_sha256 is not an array of %" PRIu64
+                   " hashes (bytes / chunk_bytes, rounded up)",
+                   what, s->file, want);
+  if (cs->nkids > 0) {
+    s->chunk_sha256 = calloc((size_t)cs->nkids, sizeof *s->chunk_sha256);
+    if (!s->chunk_sha256) return rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
+  }
+  s->nchunks = cs->nkids;
+  for (int k = 0; k < cs->nkids; k++) {
+    const rc_json *h = &cs->kids[k];
+    if (h->type != RC_JSON_STR || !is_sha_hex(h->str))
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: shard %s: chunk_sha256[%d] is not 64 lowercase hex digits", what, s->file,
+                     k);
+    memcpy(s->chunk_sha256[k], h->str, RC_SHA256_HEX);
+  }
+  return RC_OK;
+}
+
+static int parse_shard(const rc_json *j, const char *what, int64_t version, int rank,
+                       int world_size, rc_mf_shard *s, rc_err *err) {
   memset(s, 0, sizeof *s);
   if (!j || j->type != RC_JSON_OBJ)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: shard entry %d is not an object", what, rank);
@@ -194,6 +262,8 @@ static int parse_shard(const rc_json *j, const char *what, int rank, int world_s
     return rc_fail(err, RC_EXIT_DATAERR, "%s: shard %s: sha256 is not 64 lowercase hex digits",
                    what, s->file);
   memcpy(s->sha256, sha, RC_SHA256_HEX);
+  int crc = parse_chunks(j, what, version, s, err);
+  if (crc) return crc;
   const rc_json *ds = rc_json_get(j, "datasets");
   if (!ds || ds->type != RC_JSON_ARR)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: shard %s: datasets is not an array", what, s->file);
@@ -211,7 +281,7 @@ static int parse_shard(const rc_json *j, const char *what, int rank, int world_s
 
 /* The fields manifest and fragment share: format name, version, iteration
  * and world size, each checked. */
-static int parse_header(const rc_json *root, const char *what, const char *format,
+static int parse_header(const rc_json *root, const char *what, const char *format, int64_t *version,
                         int64_t *iteration, int *world_size, rc_err *err) {
   if (root->type != RC_JSON_OBJ)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: not a JSON object", what);
@@ -222,10 +292,11 @@ static int parse_header(const rc_json *root, const char *what, const char *forma
   int64_t v, ws;
   if (!rc_json_get_i64(root, "version", &v))
     return rc_fail(err, RC_EXIT_DATAERR, "%s: version missing", what);
-  if (v != RC_SHARD_FORMAT_VERSION)
+  if (v < RC_MANIFEST_VERSION_MIN || v > RC_MANIFEST_VERSION)
     return rc_fail(err, RC_EXIT_DATAERR,
-                   "%s: unknown format version %" PRId64 " (this build reads version %d)", what, v,
-                   RC_SHARD_FORMAT_VERSION);
+                   "%s: unknown format version %" PRId64 " (this build reads versions %d to %d)",
+                   what, v, RC_MANIFEST_VERSION_MIN, RC_MANIFEST_VERSION);
+  *version = v;
   if (!rc_json_get_i64(root, "iteration", iteration) || *iteration < 0)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: iteration missing or negative", what);
   if (!rc_json_get_i64(root, "world_size", &ws) || ws < 1 || ws > 99999)
@@ -239,7 +310,9 @@ int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest 
   char jerr[256];
   rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
   if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", what, jerr);
-  int rc = parse_header(root, what, RC_MANIFEST_FORMAT, &m->iteration, &m->world_size, err);
+  int64_t version = 0;
+  int rc =
+      parse_header(root, what, RC_MANIFEST_FORMAT, &version, &m->iteration, &m->world_size, err);
   if (rc) goto done;
   const rc_json *shards = rc_json_get(root, "shards");
   if (!shards || shards->type != RC_JSON_ARR || shards->nkids != m->world_size) {
@@ -253,7 +326,7 @@ int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest 
     goto done;
   }
   for (int r = 0; r < m->world_size && !rc; r++)
-    rc = parse_shard(&shards->kids[r], what, r, m->world_size, &m->shards[r], err);
+    rc = parse_shard(&shards->kids[r], what, version, r, m->world_size, &m->shards[r], err);
 done:
   rc_json_free(root);
   if (rc) rc_manifest_free(m);
@@ -266,14 +339,15 @@ int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *ite
   char jerr[256];
   rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
   if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", what, jerr);
-  int rc = parse_header(root, what, RC_FRAGMENT_FORMAT, iteration, world_size, err);
+  int64_t version = 0;
+  int rc = parse_header(root, what, RC_FRAGMENT_FORMAT, &version, iteration, world_size, err);
   if (!rc) {
     const rc_json *sh = rc_json_get(root, "shard");
     int64_t rank = -1;
     if (!sh || !rc_json_get_i64(sh, "rank", &rank) || rank < 0 || rank >= *world_size)
       rc = rc_fail(err, RC_EXIT_DATAERR, "%s: shard.rank missing or out of range", what);
     else
-      rc = parse_shard(sh, what, (int)rank, *world_size, s, err);
+      rc = parse_shard(sh, what, version, (int)rank, *world_size, s, err);
   }
   rc_json_free(root);
   if (rc) rc_mf_shard_free(s);
@@ -284,6 +358,10 @@ void rc_mf_shard_free(rc_mf_shard *s) {
   free(s->datasets);
   s->datasets = NULL;
   s->ndatasets = 0;
+  free(s->chunk_sha256);
+  s->chunk_sha256 = NULL;
+  s->nchunks = 0;
+  s->chunk_bytes = 0;
 }
 
 void rc_manifest_free(rc_manifest *m) {

@@ -108,7 +108,40 @@ typedef struct {
   char (*hex)[RC_SHA256_HEX];
   rc_err *errs; /* per file, files only */
   int *rcs;
+  const rc_piece *pieces; /* range jobs: [start[i], end[i]) of these */
+  int npieces;
+  const uint64_t *poff; /* where each piece starts */
+  const uint64_t *start, *end;
 } hash_jobs;
+
+/* Bytes [a, b) of the pieces: the first piece found by bisection, then
+ * every piece the range overlaps, each fed to the digest in place. */
+static void range_hash(const hash_jobs *j, uint64_t a, uint64_t b, char hex[RC_SHA256_HEX]) {
+  int lo = 0, hi = j->npieces - 1;
+  while (lo < hi) { /* the last piece that starts at or before a */
+    int mid = (lo + hi + 1) / 2;
+    if (j->poff[mid] <= a)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  for (int p = lo; ok && p < j->npieces && j->poff[p] < b; p++) {
+    uint64_t s = a > j->poff[p] ? a : j->poff[p];
+    uint64_t e = j->poff[p] + j->pieces[p].n < b ? j->poff[p] + j->pieces[p].n : b;
+    if (e > s) ok = EVP_DigestUpdate(ctx, (const char *)j->pieces[p].p + (s - j->poff[p]), e - s);
+  }
+  ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+  EVP_MD_CTX_free(ctx);
+  if (!ok) { /* as rc_sha256_hex: OpenSSL only fails here when out of memory */
+    fprintf(stderr, "rc_sha256_ranges: OpenSSL SHA-256 failed\n");
+    abort();
+  }
+  to_hex(md, hex);
+}
 
 /* One buffer copied and hashed chunk by chunk: each chunk is hashed from
  * the destination right after the copy, while it is still in cache. */
@@ -136,6 +169,8 @@ static void *hash_worker(void *arg) {
   for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->count;) {
     if (j->paths)
       j->rcs[i] = rc_sha256_file(j->paths[i], j->hex[i], &j->errs[i]);
+    else if (j->pieces)
+      range_hash(j, j->start[i], j->end[i], j->hex[i]);
     else if (j->dst)
       copy_and_hash(j->dst[i], j->data[i], j->n[i], j->hex[i]);
     else
@@ -191,4 +226,26 @@ int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex
     }
   free(errs), free(rcs);
   return ret;
+}
+
+void rc_sha256_ranges(const rc_piece *pieces, int npieces, const uint64_t *start,
+                      const uint64_t *end, int count, int threads, char (*hex)[RC_SHA256_HEX]) {
+  if (count <= 0) return;
+  uint64_t *poff = malloc(sizeof *poff * (size_t)(npieces > 0 ? npieces : 1));
+  if (!poff) {
+    fprintf(stderr, "rc_sha256_ranges: out of memory\n");
+    abort();
+  }
+  uint64_t o = 0;
+  for (int p = 0; p < npieces; p++) poff[p] = o, o += pieces[p].n;
+  hash_jobs j = {.count = count,
+                 .hex = hex,
+                 .pieces = pieces,
+                 .npieces = npieces,
+                 .poff = poff,
+                 .start = start,
+                 .end = end};
+  atomic_init(&j.next, 0);
+  run_jobs(&j, rc_sha256_threads(threads, count));
+  free(poff);
 }

@@ -4,7 +4,10 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
 #include "../base/error.h"
+#include "../base/fsutil.h"
 
 #define RC_SHA256_HEX 65 /* 64 hex digits + NUL */
 
@@ -31,5 +34,13 @@ int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex
  * datasets out of the verified file image and check their hashes. */
 void rc_sha256_copy_many(void *const *dst, const void *const *src, const size_t *n, int count,
                          int threads, char (*hex)[RC_SHA256_HEX]);
+
+/* Hashes slices of one byte sequence given as pieces (a shard image: its
+ * metadata and the tensor buffers, fsutil.h): job i is bytes
+ * [start[i], end[i]) of the concatenation of pieces[0..npieces), each
+ * inside it. A save uses it for the manifest's chunk hashes, straight from
+ * the pieces, with no copy. Threads as in rc_sha256_many. */
+void rc_sha256_ranges(const rc_piece *pieces, int npieces, const uint64_t *start,
+                      const uint64_t *end, int count, int threads, char (*hex)[RC_SHA256_HEX]);
 
 #endif

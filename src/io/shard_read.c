@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,7 +159,9 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
  * publishes how far it got; the calling thread hashes behind it, so the
  * load costs max(read, SHA-256) rather than their sum, and each chunk is
  * hashed shortly after it landed (often still in cache). The whole-file
- * SHA-256 is one serial stream: it is the floor of a verified load. */
+ * SHA-256 is one serial stream; where the manifest records chunk hashes
+ * (version 2) the chunks are hashed instead, each by the next free thread
+ * of several, each following the reader through its own chunk. */
 
 enum { READ_CHUNK = 1 << 20 }; /* per read(2); hashed in pieces of up to this */
 
@@ -186,14 +189,14 @@ static void *reader_run(void *arg) {
     got += (size_t)k;
     pthread_mutex_lock(&r->mu);
     r->got = got;
-    pthread_cond_signal(&r->cv);
+    pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
   }
   pthread_mutex_lock(&r->mu);
   r->got = got;
   r->err_no = e;
   r->done = true;
-  pthread_cond_signal(&r->cv);
+  pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
   return NULL;
 }
@@ -268,6 +271,225 @@ done:
   EVP_MD_CTX_free(ctx);
   close(fd);
   if (ret) rc_shard_image_free(out);
+  return ret;
+}
+
+/* Chunk k of the manifest entry against the hash just computed; the
+ * message names the byte range, which is what a user can act on (dd it
+ * out, compare it with a good copy). */
+static int chunk_mismatch(const char *path, const rc_mf_shard *e, int k, const char *hex,
+                          rc_err *err) {
+  uint64_t a, b;
+  rc_mf_chunk_range(e, k, &a, &b);
+  return rc_fail(err, RC_EXIT_DATAERR,
+                 "%s: corrupt: bytes [%" PRIu64 ", %" PRIu64
+                 ") (chunk %d of %d, chunk_bytes %" PRIu64
+                 ") have SHA-256 %s, the manifest says %s",
+                 path, a, b, k, e->nchunks, e->chunk_bytes, hex, e->chunk_sha256[k]);
+}
+
+/* Hash workers for one shard's chunks: each takes the next chunk and
+ * hashes it as the reader's bytes arrive (with a reader), or preads it
+ * itself (without one). Results by index, so the verdict does not depend
+ * on the thread count. */
+typedef struct {
+  const rc_mf_shard *entry;
+  shard_reader *r;          /* following a reader into buf; NULL: pread fd */
+  const unsigned char *buf; /* with a reader */
+  int fd;                   /* without one */
+  atomic_int next;
+  char (*hex)[RC_SHA256_HEX];
+  int *err_no; /* per chunk: errno of a failed pread; -1: short file */
+} chunk_jobs;
+
+static bool hash_chunk_following(chunk_jobs *j, uint64_t a, uint64_t b, EVP_MD_CTX *ctx) {
+  uint64_t at = a;
+  while (at < b) {
+    pthread_mutex_lock(&j->r->mu);
+    while (j->r->got <= at && !j->r->done) pthread_cond_wait(&j->r->cv, &j->r->mu);
+    uint64_t avail = j->r->got;
+    pthread_mutex_unlock(&j->r->mu);
+    if (avail <= at) return false; /* the reader stopped short: reported by the caller */
+    uint64_t upto = avail < b ? avail : b;
+    if (!EVP_DigestUpdate(ctx, j->buf + at, upto - at)) return false;
+    at = upto;
+  }
+  return true;
+}
+
+static bool hash_chunk_pread(chunk_jobs *j, uint64_t a, uint64_t b, EVP_MD_CTX *ctx,
+                             unsigned char *buf, int *err_no) {
+  for (uint64_t at = a; at < b;) {
+    size_t want = b - at < READ_CHUNK ? (size_t)(b - at) : READ_CHUNK;
+    ssize_t k = pread(j->fd, buf, want, (off_t)at);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      *err_no = k < 0 ? errno : -1;
+      return false;
+    }
+    if (!EVP_DigestUpdate(ctx, buf, (size_t)k)) return false;
+    at += (uint64_t)k;
+  }
+  return true;
+}
+
+static void *chunk_worker(void *arg) {
+  chunk_jobs *j = arg;
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  unsigned char *buf = j->r ? NULL : malloc(READ_CHUNK);
+  if (!ctx || (!j->r && !buf)) {
+    fprintf(stderr, "shard verify: out of memory\n");
+    abort();
+  }
+  for (int k; (k = atomic_fetch_add(&j->next, 1)) < j->entry->nchunks;) {
+    uint64_t a, b;
+    rc_mf_chunk_range(j->entry, k, &a, &b);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    bool ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
+              (j->r ? hash_chunk_following(j, a, b, ctx)
+                    : hash_chunk_pread(j, a, b, ctx, buf, &j->err_no[k])) &&
+              EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+    if (ok)
+      for (int i = 0; i < 32; i++) snprintf(j->hex[k] + 2 * i, 3, "%02x", md[i]);
+    else
+      j->hex[k][0] = 0; /* not hashed: the read failed (the caller says how) */
+  }
+  free(buf);
+  EVP_MD_CTX_free(ctx);
+  return NULL;
+}
+
+/* Runs the chunk workers on `threads` threads, the calling one included. */
+static void run_chunk_jobs(chunk_jobs *j, int threads) {
+  pthread_t tid[RC_SHA256_MAX_THREADS];
+  int started = 0;
+  for (int t = 1; t < threads; t++)
+    if (!pthread_create(&tid[started], NULL, chunk_worker, j)) started++;
+  chunk_worker(j);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}
+
+/* The first chunk in file order whose hash differs. Chunks left unhashed
+ * (a failed read) are the caller's to report. */
+static int first_bad_chunk(const char *path, const rc_mf_shard *e, char (*hex)[RC_SHA256_HEX],
+                           rc_err *err) {
+  for (int k = 0; k < e->nchunks; k++)
+    if (hex[k][0] && strcmp(hex[k], e->chunk_sha256[k]))
+      return chunk_mismatch(path, e, k, hex[k], err);
+  return RC_OK;
+}
+
+int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
+                           rc_shard_image *out, rc_err *err) {
+  if (!entry->chunk_bytes) { /* version 1: the whole-file hash */
+    char hex[RC_SHA256_HEX];
+    int ret = rc_read_shard(path, (int64_t)entry->bytes, out, hex, err);
+    if (!ret && strcmp(hex, entry->sha256)) {
+      ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s", path,
+                    hex, entry->sha256);
+      rc_shard_image_free(out);
+    }
+    return ret;
+  }
+  memset(out, 0, sizeof *out);
+  int fd;
+  size_t size;
+  int ret = rc_open_regular(path, false, &fd, &size, err);
+  if (ret) return ret;
+  char(*hex)[RC_SHA256_HEX] = NULL;
+  if ((uint64_t)size != entry->bytes) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, path,
+                  (uint64_t)size < entry->bytes ? "truncated" : "wrong size (trailing data)", size,
+                  entry->bytes);
+    goto done;
+  }
+  out->data = rc_map_image(size + 1, &out->cap);
+  hex = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *hex);
+  if (!out->data || !hex) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
+    goto done;
+  }
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  shard_reader r = {.fd = fd, .buf = out->data, .want = size + 1};
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.cv, NULL);
+  pthread_t tid;
+  bool threaded = pthread_create(&tid, NULL, reader_run, &r) == 0;
+  if (!threaded) reader_run(&r); /* then read first, hash after */
+  chunk_jobs j = {.entry = entry, .r = &r, .buf = out->data, .hex = hex};
+  atomic_init(&j.next, 0);
+  run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
+  if (threaded) pthread_join(tid, NULL);
+  pthread_cond_destroy(&r.cv);
+  pthread_mutex_destroy(&r.mu);
+  if (r.err_no)
+    ret = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(r.err_no));
+  else if (r.got > size)
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s grew while being read", path);
+  else if (r.got != size)
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s shrank while being read (%zu of %zu bytes)", path, r.got,
+                  size);
+  else
+    ret = first_bad_chunk(path, entry, hex, err);
+  if (!ret) out->size = size;
+done:
+  free(hex);
+  close(fd);
+  if (ret) rc_shard_image_free(out);
+  return ret;
+}
+
+/* Without a load there is no need for the file in memory: each thread
+ * preads its own chunks through a small buffer (memory: threads x 1 MiB). */
+int rc_shard_verify_file(const char *path, const rc_mf_shard *entry, int threads, rc_err *err) {
+  int fd;
+  size_t size;
+  int ret = rc_open_regular(path, false, &fd, &size, err);
+  if (ret) return ret;
+  char(*hex)[RC_SHA256_HEX] = NULL;
+  int *err_no = NULL;
+  if ((uint64_t)size != entry->bytes) {
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, path,
+                  (uint64_t)size < entry->bytes ? "truncated" : "wrong size (trailing data)", size,
+                  entry->bytes);
+    goto done;
+  }
+  if (!entry->chunk_bytes) { /* version 1: one stream, the whole-file hash */
+    char whole[RC_SHA256_HEX];
+    close(fd);
+    fd = -1;
+    if ((ret = rc_sha256_file(path, whole, err))) goto done;
+    if (strcmp(whole, entry->sha256))
+      ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s", path,
+                    whole, entry->sha256);
+    goto done;
+  }
+  hex = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *hex);
+  err_no = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *err_no);
+  if (!hex || !err_no) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "verifying %s: out of memory", path);
+    goto done;
+  }
+  chunk_jobs j = {.entry = entry, .fd = fd, .hex = hex, .err_no = err_no};
+  atomic_init(&j.next, 0);
+  run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
+  for (int k = 0; k < entry->nchunks && !ret; k++)
+    if (err_no[k] || !hex[k][0]) {
+      uint64_t a, b;
+      rc_mf_chunk_range(entry, k, &a, &b);
+      ret = rc_fail(err, RC_EXIT_IOERR, "reading %s, bytes [%" PRIu64 ", %" PRIu64 "): %s", path, a,
+                    b, err_no[k] > 0 ? strerror(err_no[k]) : "the file shrank");
+    }
+  if (!ret) ret = first_bad_chunk(path, entry, hex, err);
+  /* A file that grew after the size check: the chunks cover only `bytes`. */
+  struct stat st;
+  if (!ret && fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size != entry->bytes)
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s changed size while being verified", path);
+done:
+  free(err_no);
+  free(hex);
+  if (fd >= 0) close(fd);
   return ret;
 }
 

@@ -43,7 +43,13 @@ typedef struct {
   int64_t iteration;
   const char *config_json;   /* canonical config (sorted keys) */
   const char *config_sha256; /* hex */
+  /* Save only: the size of the chunks whose SHA-256s the manifest records
+   * (manifest.h). 0: RC_CHUNK_BYTES; RC_CHUNKS_NONE: none (a version-1
+   * manifest). A load always uses the manifest's own chunk_bytes. */
+  int64_t chunk_bytes;
 } rc_shard_meta;
+
+#define RC_CHUNKS_NONE ((int64_t)-1)
 
 #define RC_SHARD_FORMAT "resumecheck-shard"
 #define RC_SHARD_FORMAT_VERSION 1
