@@ -11,7 +11,8 @@
 #   3. --ignore '*': "nothing compared", 66 (control: no --ignore, 0);
 #   4. a shard replaced by garbage of the same size, --deep, with and
 #      without manifests: 65 naming it (control: the intact pair, 0);
-#   5. manifest.json a directory: 65 "is a directory".
+#   5. manifest.json a directory: 65 "is a directory";
+#   6. a flipped byte under a version-2 manifest: 65 with the chunk's range.
 # Each command runs under `timeout 60`: a hang is a failure (exit 124).
 # No device nodes or FIFOs are needed.
 set -u
@@ -83,5 +84,17 @@ rm "$T/md/manifest.json"
 mkdir "$T/md/manifest.json"
 expect 65 "is a directory" compare "$T/a" "$T/md"
 
-[ "$fails" = 0 ] && echo "ok: flipped byte, sparse 1 TiB, --ignore '*', garbage shard, directory manifest"
+# 6. manifest version 2 (chunk hashes): a flipped byte is named with the
+#    chunk's byte range, side B; control: the untouched copy is identical
+RC_TEST_CHUNK_BYTES=4096 timeout 60 "$RC_BIN" train --steps 2 --save-at 2 --out "$T/v2" >/dev/null 2>&1 ||
+  fail "train for the version-2 case failed"
+v2="$T/v2/ckpt/iter_0000002"
+cp -r "$v2" "$T/v2a"
+cp -r "$v2" "$T/v2b"
+expect 0 "IDENTICAL" compare "$T/v2a" "$T/v2b"
+printf '\x5a' | dd of="$T/v2b/$shard" bs=1 seek=10000 conv=notrunc 2>/dev/null
+expect 65 "bytes [8192, 12288)" compare "$T/v2a" "$T/v2b"
+expect 65 "side B" compare "$T/v2a" "$T/v2b"
+
+[ "$fails" = 0 ] && echo "ok: flipped byte, sparse 1 TiB, --ignore '*', garbage shard, directory manifest, chunk hashes"
 exit $((fails > 0))
