@@ -18,7 +18,8 @@
 # sanitizer") picks the parts; "module" runs core_cuda_module, "verdict"
 # bench/bench_verdict.sh on gpu-small, "save" bench/bench_save.sh when present,
 # "rootcause" compute-sanitizer on an events-on leg of $RC_OLD_BIN (a build
-# from before the bisect fix) and of this build.
+# from before the bisect fix) and of this build, "compare" compare of two
+# gpu-small checkpoints against --trust-manifests, h5diff and openssl.
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -127,6 +128,25 @@ if want save && [ -f bench/bench_save.sh ]; then
 log "save and load vs dd (gpu-small checkpoint)"
 RC_BIN="$B/resumecheck" BENCH_FLAGS="--preset gpu-small --device cuda" timeout 300 \
   bash bench/bench_save.sh 2>&1 | tail -20 | tee -a "$S"
+fi
+
+if want compare; then
+log "compare of two gpu-small checkpoints (verify every byte) vs --trust-manifests, h5diff, openssl"
+cw=/tmp/rc_cmp_bench
+rm -rf "$cw" && mkdir -p "$cw"
+timeout 120 "$B/resumecheck" train --preset gpu-small --device cuda --steps 2 --stop-at 1 --save-at 1 \
+  --out "$cw/leg" > /dev/null 2>&1 || log "could not make the checkpoint"
+a="$cw/leg/ckpt/iter_0000001"
+cp -r "$a" "$cw/b"
+h5=$(command -v h5diff || echo "$B/h5diff")
+t() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>&1; echo "rc=$? $(python3 -c "print('%.3f' % ($(date +%s.%N) - $t0))") s"; }
+cat "$a"/*.h5 "$cw/b"/*.h5 > /dev/null # warm page cache, as after a run
+for r in 1 2 3; do
+  echo "round $r: compare $(t "$B/resumecheck" compare "$a" "$cw/b"); trust $(t "$B/resumecheck" compare --trust-manifests "$a" "$cw/b"); h5diff $(t "$h5" "$a"/shard_00000_of_00001.h5 "$cw/b"/shard_00000_of_00001.h5); openssl x2 $(t sh -c "openssl dgst -sha256 $a/*.h5 & openssl dgst -sha256 $cw/b/*.h5; wait")" | tee -a "$S"
+done
+"$B/resumecheck" compare "$a" "$cw/b" 2>&1 | tail -3 | tee -a "$S"
+echo "shard bytes: $(stat -c %s "$a"/shard_00000_of_00001.h5), nproc $(nproc)" | tee -a "$S"
+rm -rf "$cw"
 fi
 
 if want attention; then
