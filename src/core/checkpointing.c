@@ -292,7 +292,10 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   /* one core stays with the copy, the others hash behind it */
   int online = rc_sha256_threads(0, 1 << 20);
   int workers = online > 1 ? online - 1 : 1;
+  double t0 = rc_model_wall_s();
   stage(m, &l, item, view.count, workers, hex);
+  double t1 = rc_model_wall_s();
+  rc_model_profile_note("save: device-to-host copy and dataset hashes", t1 - t0);
   free(item);
   char *config = rc_config_canonical(&m->cfg);
   char hash[RC_SHA256_HEX];
@@ -301,6 +304,7 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   meta.chunk_bytes = chunk_bytes_for_save();
   int rc = rc_checkpoint_save_hashed(ckpt_root, &meta, &view, (const char(*)[RC_SHA256_HEX])hex,
                                      m->rank == 0 ? args_json : NULL, err);
+  rc_model_profile_note("save: image, chunk and file hashes, write, fsync", rc_model_wall_s() - t1);
   free(hex);
   if (m->comm && m->cfg.world_size > 1) {
     /* every shard is written before rank 0 writes the manifest and COMPLETE */
@@ -348,7 +352,10 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   m->iteration = 0;
   rc_state view;
   shard_view(m, &l, &view, NULL);
+  double t0 = rc_model_wall_s();
   int rc = rc_checkpoint_load(trimmed, &meta, &view, err);
+  double t1 = rc_model_wall_s();
+  rc_model_profile_note("load: read and verify (chunk and dataset hashes)", t1 - t0);
   rc_state_free(&view);
   /* a failed load on any rank stops every rank before anything is applied */
   if (m->comm) rc = rc_comm_agree(m->comm, m->ops, rc, err);
@@ -361,6 +368,8 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
       else
         memcpy(b->src, l.st.tensors[i].data, b->nbytes);
     }
+    m->ops->sync();
+    rc_model_profile_note("load: host-to-device copy", rc_model_wall_s() - t1);
     m->iteration = iteration;
     if (m->comm) rc = broadcast_replicated(m, &l, err);
     /* host copies drive the device copies */

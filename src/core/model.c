@@ -544,6 +544,7 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
       lin->wgrad_scratch = rc_model_alloc(m, (size_t)lin->in * lin->out);
   }
   /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
+  double t_init = rc_model_wall_s();
   int threads = init_threads();
   float *host = malloc(INIT_CHUNK * sizeof(float));
   if (!host) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
@@ -556,6 +557,8 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
     init_param(m, p, i, std, norm, host, threads);
   }
   free(host);
+  ops->sync();
+  rc_model_profile_note("model init: weight draws and upload", rc_model_wall_s() - t_init);
   /* activations */
   int n_acts = c->layers + m->D;
   m->acts = calloc((size_t)n_acts, sizeof *m->acts);
@@ -663,16 +666,21 @@ void rc_model_free(rc_model *m) {
   m->ops = NULL;
 }
 
-static double wall_s(void) {
+double rc_model_wall_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+void rc_model_profile_note(const char *what, double seconds) {
+  const char *v = getenv("RC_PROFILE");
+  if (v && *v) fprintf(stderr, "profile: %s %.3f s\n", what, seconds);
+}
+
 void rc_model_profile_mark(rc_model *m, int phase) {
   if (!m->profile) return;
   m->ops->sync();
-  double now = wall_s();
+  double now = rc_model_wall_s();
   if (m->profile_mark > 0) m->profile_s[phase] += now - m->profile_mark;
   m->profile_mark = now;
 }

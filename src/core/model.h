@@ -239,6 +239,10 @@ uint64_t rc_model_fp_optim(const rc_model *m);
 /* Profiling (see rc_model.profile): charges the time since the last mark to
  * `phase` and names the phases for reports. */
 void rc_model_profile_mark(rc_model *m, int phase);
+/* Monotonic seconds; with RC_PROFILE set, one "profile: WHAT S s" line on
+ * stderr for a piece of start-up, save or load (bench/NOTES.md reads them). */
+double rc_model_wall_s(void);
+void rc_model_profile_note(const char *what, double seconds);
 const char *rc_model_profile_phase_name(int phase);
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name);
