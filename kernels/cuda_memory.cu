@@ -21,6 +21,9 @@ typedef struct {
   void *workspace;
   void *scratch[RC_SCRATCH_COUNT];
   size_t scratch_bytes[RC_SCRATCH_COUNT];
+  /* two pinned bounce buffers for large host copies (created on first use) */
+  void *bounce[2];
+  cudaEvent_t bounce_free[2];
 } rc_cuda_ctx;
 
 static void ctx_destroy(void);
@@ -54,6 +57,10 @@ static rc_cuda_ctx *ctx(void) {
 static void ctx_destroy(void) {
   rc_cuda_ctx *c = ctx();
   for (int slot = 0; slot < RC_SCRATCH_COUNT; slot++) (void)cudaFree(c->scratch[slot]);
+  for (int b = 0; b < 2 && c->bounce[b]; b++) {
+    (void)cudaFreeHost(c->bounce[b]);
+    (void)cudaEventDestroy(c->bounce_free[b]);
+  }
   (void)cudaFree(c->workspace);
   (void)cublasLtDestroy(c->lt);
   (void)cudaStreamDestroy(c->stream);
@@ -125,8 +132,61 @@ void rc_cuda_free(void *ptr) {
   CUDA_CHECK(cudaFree(ptr));
 }
 
+/* Large copies between pageable host memory and the device go through two
+ * pinned buffers, double-buffered: the host's memcpy of one chunk overlaps
+ * the DMA of the other. Pageable copies are staged by the driver one small
+ * piece at a time (about 1 GB/s device-to-host measured on the H200 host,
+ * bench/NOTES.md); bytes are bytes either way. */
+#define RC_BOUNCE_BYTES ((size_t)16 << 20)
+
+static rc_cuda_ctx *bounce_ctx(void) {
+  rc_cuda_ctx *c = ctx();
+  for (int b = 0; b < 2 && !c->bounce[b]; b++) {
+    CUDA_CHECK(cudaHostAlloc(&c->bounce[b], RC_BOUNCE_BYTES, cudaHostAllocDefault));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->bounce_free[b], cudaEventDisableTiming));
+  }
+  return c;
+}
+
+static void to_device_bounced(char *dst, const char *src, size_t bytes) {
+  rc_cuda_ctx *c = bounce_ctx();
+  for (size_t off = 0, k = 0; off < bytes; off += RC_BOUNCE_BYTES, k++) {
+    size_t n = bytes - off < RC_BOUNCE_BYTES ? bytes - off : RC_BOUNCE_BYTES;
+    int b = (int)(k & 1);
+    CUDA_CHECK(cudaEventSynchronize(c->bounce_free[b])); /* its last DMA is done */
+    memcpy(c->bounce[b], src + off, n);
+    CUDA_CHECK(cudaMemcpyAsync(dst + off, c->bounce[b], n, cudaMemcpyHostToDevice, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->bounce_free[b], c->stream));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+
+static void to_host_bounced(char *dst, const char *src, size_t bytes) {
+  rc_cuda_ctx *c = bounce_ctx();
+  size_t n0 = bytes < RC_BOUNCE_BYTES ? bytes : RC_BOUNCE_BYTES;
+  CUDA_CHECK(cudaMemcpyAsync(c->bounce[0], src, n0, cudaMemcpyDeviceToHost, c->stream));
+  CUDA_CHECK(cudaEventRecord(c->bounce_free[0], c->stream));
+  for (size_t off = 0, k = 0; off < bytes; off += RC_BOUNCE_BYTES, k++) {
+    size_t n = bytes - off < RC_BOUNCE_BYTES ? bytes - off : RC_BOUNCE_BYTES;
+    size_t next = off + n;
+    int b = (int)(k & 1);
+    if (next < bytes) { /* the other buffer's chunk was copied out last round */
+      size_t nn = bytes - next < RC_BOUNCE_BYTES ? bytes - next : RC_BOUNCE_BYTES;
+      CUDA_CHECK(
+          cudaMemcpyAsync(c->bounce[b ^ 1], src + next, nn, cudaMemcpyDeviceToHost, c->stream));
+      CUDA_CHECK(cudaEventRecord(c->bounce_free[b ^ 1], c->stream));
+    }
+    CUDA_CHECK(cudaEventSynchronize(c->bounce_free[b]));
+    memcpy(dst + off, c->bounce[b], n);
+  }
+}
+
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return;
+  if (bytes >= 2 * RC_BOUNCE_BYTES) {
+    to_device_bounced((char *)dst, (const char *)src_host, bytes);
+    return;
+  }
   cudaStream_t s = rc_cuda_stream();
   CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, s));
   /* The caller may reuse its host buffer as soon as we return. */
@@ -135,6 +195,10 @@ void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
 
 void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes) {
   if (bytes == 0) return;
+  if (bytes >= 2 * RC_BOUNCE_BYTES) {
+    to_host_bounced((char *)dst_host, (const char *)src, bytes);
+    return;
+  }
   rc_cuda_read_back(dst_host, src, bytes);
 }
 
