@@ -95,6 +95,8 @@ expect 0 "IDENTICAL" compare "$T/v2a" "$T/v2b"
 printf '\x5a' | dd of="$T/v2b/$shard" bs=1 seek=10000 conv=notrunc 2>/dev/null
 expect 65 "bytes [8192, 12288)" compare "$T/v2a" "$T/v2b"
 expect 65 "side B" compare "$T/v2a" "$T/v2b"
+# the same flip on side A (B is compared with A while A is hashed): A is named
+expect 65 "side A" compare "$T/v2b" "$T/v2a"
 
 [ "$fails" = 0 ] && echo "ok: flipped byte, sparse 1 TiB, --ignore '*', garbage shard, directory manifest, chunk hashes"
 exit $((fails > 0))
