@@ -29,11 +29,13 @@
 
 #define RUN_MARKER ".resumecheck-run"
 
-/* `train [fwd] [--grad-accum-fusion X] --steps N --dry-run`. */
-static int dry_run(rc_run *run, const char *fusion, rc_err *err) {
+/* `train [fwd] [--grad-accum-fusion X] --steps N MODE` (MODE --dry-run or
+ * --dry-run-memory), its stdout in *out (malloc'd), its wait status in
+ * *status. */
+static int train_probe(const rc_run *run, const char *fusion, const char *mode, char **out,
+                       size_t *len, int *status, rc_err *err) {
   const rc_run_opts *o = &run->opts;
-  int n = o->n_fwd + 8;
-  char **argv = calloc((size_t)n, sizeof *argv);
+  char **argv = calloc((size_t)o->n_fwd + 8, sizeof *argv);
   if (!argv) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   char steps[24];
   snprintf(steps, sizeof steps, "%" PRId64, o->steps);
@@ -47,13 +49,22 @@ static int dry_run(rc_run *run, const char *fusion, rc_err *err) {
   }
   argv[a++] = "--steps";
   argv[a++] = steps;
-  argv[a++] = "--dry-run";
+  argv[a++] = (char *)mode;
   argv[a] = NULL;
-  char *out = NULL;
-  size_t len = 0;
-  int status = 0;
-  int rc = rc_spawn_capture(argv, &out, &len, &status, err);
+  *out = NULL;
+  *len = 0;
+  *status = 0;
+  int rc = rc_spawn_capture(argv, out, len, status, err);
   free(argv);
+  return rc;
+}
+
+/* `train [fwd] [--grad-accum-fusion X] --steps N --dry-run`. */
+static int dry_run(rc_run *run, const char *fusion, rc_err *err) {
+  char *out;
+  size_t len;
+  int status;
+  int rc = train_probe(run, fusion, "--dry-run", &out, &len, &status, err);
   if (rc) return rc;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     while (len && (out[len - 1] == '\n' || out[len - 1] == ' ')) out[--len] = 0;
@@ -104,24 +115,10 @@ int rc_run_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, ui
  * pre-warmed, so with enough --jobs all of them hold their memory at once). */
 static int check_jobs_memory(rc_run *run, rc_err *err) {
   const rc_run_opts *o = &run->opts;
-  int n = o->n_fwd + 6;
-  char **argv = calloc((size_t)n, sizeof *argv);
-  if (!argv) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-  char steps[24];
-  snprintf(steps, sizeof steps, "%" PRId64, o->steps);
-  int a = 0;
-  argv[a++] = (char *)o->self_exe;
-  argv[a++] = "train";
-  for (int i = 0; i < o->n_fwd; i++) argv[a++] = o->fwd[i];
-  argv[a++] = "--steps";
-  argv[a++] = steps;
-  argv[a++] = "--dry-run-memory";
-  argv[a] = NULL;
-  char *out = NULL;
-  size_t len = 0;
-  int status = 0;
-  int rc = rc_spawn_capture(argv, &out, &len, &status, err);
-  free(argv);
+  char *out;
+  size_t len;
+  int status;
+  int rc = train_probe(run, NULL, "--dry-run-memory", &out, &len, &status, err);
   if (rc) return rc;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     free(out);
