@@ -115,7 +115,7 @@ median() {
     t0=$(date +%s.%N)
     "$@" >/dev/null 2>&1 && code=0 || code=$?
     t1=$(date +%s.%N)
-    ts+=("$(echo "$t1 - $t0" | bc -l)")
+    ts+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')")
   done
   printf '%.3f %d' "$(printf '%s\n' "${ts[@]}" | sort -g | sed -n "$(((reps + 1) / 2))p")" "$code"
 }
@@ -136,7 +136,7 @@ h=$(median h5diff "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
 s1=$(median openssl dgst -sha256 "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
 s2=$(median sha_both "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
 c=$(median cmp "$A/shard_00000_of_00001.h5" "$B/shard_00000_of_00001.h5")
-ratio() { echo "scale=2; ${1% *} / ${2% *}" | bc -l; }
+ratio() { awk -v a="${1% *}" -v b="${2% *}" 'BEGIN { printf "%.2f", a / b }'; }
 printf '%-52s %7s s (exit %s)\n' "identical: compare (verify, default)" "${v% *}" "${v#* }" \
   "identical: compare --trust-manifests" "${t% *}" "${t#* }" \
   "identical: h5diff" "${h% *}" "${h#* }" \
