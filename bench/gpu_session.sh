@@ -9,7 +9,7 @@
 # RC_BUILD is a build directory made elsewhere (CUDA arch 90, no MPI: the
 # GPU image has none); if its binaries cannot run here (missing libraries, an
 # HDF5 that refuses them), the tree is configured and built here instead.
-# Files written to $OUT (at most 8, the device tool's limit): session.log,
+# Files written to $OUT (at most 8: what the GPU machine hands back): session.log,
 # cuda_ops.log, gpu_parity.log, bench.log, results.jsonl, profile_ops.txt,
 # gpu_harness.log, sanitizer.log (build.log instead of the rest when the
 # build fails). RC_SESSION_SANITIZER=0 leaves the sanitizer test out;
