@@ -17,6 +17,8 @@
 #include "sha256.h"
 #include "state.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* "iter_0000005" for 5. */
@@ -68,5 +70,11 @@ int rc_checkpoint_latest(const char *ckpt_root, char *path, size_t cap, rc_err *
 /* `resumecheck inspect SHARD.h5`: every dataset with dtype, shape, SHA-256
  * and the /meta attributes, as text to `out`. */
 int rc_shard_inspect(const char *shard_path, FILE *out, rc_err *err);
+
+/* Whether bytes are an HDF5 file as this tool's shard writer produces it:
+ * the loader's structure check (every length and address inside the file,
+ * only the message types the writer uses). Such a file is safe to hand to
+ * libhdf5; `compare` isolates every other file (docs/compare.md). */
+bool rc_shard_structure_is_ours(const void *data, size_t size);
 
 #endif

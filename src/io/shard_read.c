@@ -962,6 +962,12 @@ static int check_shard_structure(const rc_h5_image_ref *ref, const char *what, r
   return rc_fail(err, w.code, "%s: not an HDF5 file as resumecheck writes it: %s", what, w.why);
 }
 
+bool rc_shard_structure_is_ours(const void *data, size_t size) {
+  rc_h5_image_ref ref = {data, size};
+  rc_err err = {0};
+  return size > 0 && check_shard_structure(&ref, "", &err) == RC_OK;
+}
+
 /* Opens the image as any HDF5 file: for `inspect`, which also reads files
  * other programs wrote. The loader's entry point is rc_h5_open_image. */
 static int open_any_image(rc_h5_image_ref *ref, const char *what, hid_t *fid, rc_err *err) {
