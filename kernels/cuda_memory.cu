@@ -9,6 +9,7 @@
  * size, which is fixed. */
 #include <string.h>
 
+#include "backend/host_pages.h"
 #include "cuda_common.cuh"
 
 /* 32 MiB is what NVIDIA recommends for cuBLASLt on Hopper. It is fixed: the
@@ -181,9 +182,36 @@ static void to_host_bounced(char *dst, const char *src, size_t bytes) {
   }
 }
 
+/* Whether host memory is page-locked (rc_cuda_host_alloc): then the DMA
+ * reads or writes it directly and a bounce copy would only cost time. */
+static bool is_pinned(const void *host) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+    cudaGetLastError(); /* ordinary memory may report an error: clear it */
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+void *rc_cuda_host_alloc(size_t bytes) {
+  void *p = NULL;
+  /* portable: page-locked for every context, whichever thread asks */
+  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) == cudaSuccess) return p;
+  cudaGetLastError(); /* e.g. a locked-memory limit: ordinary pages will do, slower */
+  return rc_host_pages_alloc(bytes);
+}
+
+void rc_cuda_host_free(void *ptr, size_t bytes) {
+  if (!ptr) return;
+  if (is_pinned(ptr))
+    (void)cudaFreeHost(ptr);
+  else
+    rc_host_pages_free(ptr, bytes);
+}
+
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return;
-  if (bytes >= 2 * RC_BOUNCE_BYTES) {
+  if (bytes >= 2 * RC_BOUNCE_BYTES && !is_pinned(src_host)) {
     to_device_bounced((char *)dst, (const char *)src_host, bytes);
     return;
   }
@@ -195,7 +223,7 @@ void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
 
 void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes) {
   if (bytes == 0) return;
-  if (bytes >= 2 * RC_BOUNCE_BYTES) {
+  if (bytes >= 2 * RC_BOUNCE_BYTES && !is_pinned(dst_host)) {
     to_host_bounced((char *)dst_host, (const char *)src, bytes);
     return;
   }

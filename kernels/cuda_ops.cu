@@ -17,6 +17,8 @@ static const rc_ops cuda_ops = {
     /* copy */ rc_cuda_copy,
     /* zero */ rc_cuda_zero,
     /* sync */ rc_cuda_sync,
+    /* host_alloc */ rc_cuda_host_alloc,
+    /* host_free */ rc_cuda_host_free,
     /* gemm */ rc_cuda_gemm,
     /* round_to */ rc_cuda_round_to,
     /* quantize_e4m3 */ rc_cuda_quantize_e4m3,

@@ -7,6 +7,7 @@ foreach(mode gradcheck mechanism fusion-arms fp8-cache)
 endforeach()
 rc_add_sh_test(core_cli core_cli.sh)
 rc_add_sh_test(ckpt_resume ckpt_resume.sh)
+rc_add_sh_test(ckpt_golden ckpt_golden.sh)
 # RC_PROFILE=ops: the per-op profiler's counts, and that it changes no byte
 rc_add_c_test(ops_profile_unit test_ops_profile.c)
 rc_add_sh_test(ops_profile_train ops_profile.sh)

@@ -516,6 +516,26 @@ static void test_large_copies(void) {
   check_bits("to_device, copy, to_host of 53 MiB + 12 bytes (bounced)", back, h, bytes);
   back[bytes / 2] ^= 1;
   check_true("negative control: one changed byte is seen", memcmp(back, h, bytes) != 0);
+  /* the same through the staging buffers host_alloc gives (page-locked on
+   * CUDA: one DMA each way, no bounce), and the CPU backend's */
+  unsigned char *ph = G->host_alloc(bytes), *pback = G->host_alloc(bytes);
+  unsigned char *ch = C->host_alloc(bytes);
+  check_true("host_alloc gives memory (CUDA and CPU backends)", ph && pback && ch);
+  if (ph && pback && ch) {
+    memcpy(ph, h, bytes);
+    memset(pback, 0x5A, bytes);
+    G->to_device(d2, ph, bytes);
+    G->to_host(pback, d2, bytes);
+    check_bits("to_device, to_host of 53 MiB + 12 bytes from and to host_alloc memory", pback, h,
+               bytes);
+    memcpy(ch, pback, bytes);
+    check_bits("the CPU backend's host_alloc memory holds them", ch, h, bytes);
+    pback[7] ^= 1;
+    check_true("negative control: one changed byte is seen", memcmp(pback, h, bytes) != 0);
+  }
+  G->host_free(ph, bytes);
+  G->host_free(pback, bytes);
+  C->host_free(ch, bytes);
   G->free(d);
   G->free(d2);
   free(h);

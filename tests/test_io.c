@@ -1558,6 +1558,116 @@ static int helper_load(const char *dir, int experts) {
   return rc;
 }
 
+/* The streamed save (datasets landing in any order while the write and the
+ * hashes follow) writes the directory rc_checkpoint_save writes, and a load
+ * into a caller's buffer points the tensors at the bytes that were saved.
+ * Negative controls: a dataset left zero in the stream gives another shard;
+ * a borrowed load of a corrupt shard is refused like a copying one. */
+typedef struct {
+  unsigned char *p;
+  size_t cap;
+  int calls;
+} test_buffer;
+
+static unsigned char *give_buffer(void *ctx, size_t bytes) {
+  test_buffer *b = ctx;
+  b->calls++;
+  if (b->cap < bytes) {
+    free(b->p);
+    b->p = malloc(bytes);
+    b->cap = b->p ? bytes : 0;
+  }
+  return b->p;
+}
+
+static int save_streamed(const char *root, const rc_state *st, const rc_shard_meta *m, int skip,
+                         rc_err *err) {
+  test_buffer buf = {0};
+  rc_save_stream *s = NULL;
+  int ret = rc_save_stream_begin(root, m, st, "{\"leg\":\"test\"}\n", give_buffer, &buf, &s, err);
+  if (ret) return ret;
+  /* backwards, so the gate opens only at the end: every pass must wait */
+  for (int i = st->count - 1; i >= 0; i--) {
+    size_t n = rc_tensor_nbytes(&st->tensors[i]);
+    if (n == 0) continue;
+    unsigned char *dst = rc_save_stream_dataset(s, i);
+    if (i == skip)
+      memset(dst, 0, n);
+    else
+      memcpy(dst, st->tensors[i].data, n);
+    rc_save_stream_landed(s, i);
+  }
+  ret = rc_save_stream_end(s, err);
+  free(buf.p);
+  return ret;
+}
+
+static void test_streamed_save(void) {
+  char r1[4096], r2[4096], r3[4096], d1[4096], d2[4096], d3[4096], why[256];
+  tmp_path(r1, sizeof r1, "stream1");
+  tmp_path(r2, sizeof r2, "stream2");
+  tmp_path(r3, sizeof r3, "stream3");
+  iter_dir(d1, sizeof d1, r1);
+  iter_dir(d2, sizeof d2, r2);
+  iter_dir(d3, sizeof d3, r3);
+  rc_err err = {0};
+  iofix f;
+  iofix_build(&f, 0, 40);
+  for (int chunked = 0; chunked < 2; chunked++) {
+    rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+    m.chunk_bytes = chunked ? 4096 : RC_CHUNKS_NONE;
+    rm_rf(r1), rm_rf(r2), rm_rf(r3);
+    CHECK(rc_checkpoint_save(r1, &m, &f.st, "{\"leg\":\"test\"}\n", &err) == 0, "save: %s",
+          err.msg);
+    CHECK(save_streamed(r2, &f.st, &m, -1, &err) == 0, "streamed save: %s", err.msg);
+    CHECK(dirs_identical(d1, d2, why, sizeof why), "chunks %d: streamed save differs: %s", chunked,
+          why);
+    int big = 0; /* the largest dataset, left zero in the control */
+    for (int i = 0; i < f.st.count; i++)
+      if (rc_tensor_nbytes(&f.st.tensors[i]) > rc_tensor_nbytes(&f.st.tensors[big])) big = i;
+    CHECK(save_streamed(r3, &f.st, &m, big, &err) == 0, "control save: %s", err.msg);
+    CHECK(!dirs_identical(d1, d3, why, sizeof why), "control: a dataset left zero is seen");
+
+    /* borrowed load: tensors with NULL data point into the buffer */
+    iofix got;
+    iofix_build(&got, IOFIX_EMPTY, 40);
+    void **own = calloc((size_t)got.st.count, sizeof *own);
+    for (int i = 0; i < got.st.count; i++)
+      own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
+    test_buffer buf = {0};
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, give_buffer, &buf, &err) == 0,
+          "borrowed load: %s", err.msg);
+    CHECK(buf.calls == 1, "one buffer for the shard (%d)", buf.calls);
+    bool inside = true;
+    for (int i = 0; i < got.st.count; i++) {
+      size_t n = rc_tensor_nbytes(&got.st.tensors[i]);
+      unsigned char *p = got.st.tensors[i].data;
+      if (n && (!p || p < buf.p || p + n > buf.p + buf.cap)) inside = false;
+    }
+    CHECK(inside, "every tensor points into the buffer");
+    CHECK(states_bitwise_equal(&f.st, &got.st), "borrowed load gives the saved bytes");
+    for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
+    free(own);
+    iofix_free(&got);
+    /* the control shard (a zero dataset) against the good manifest: refused */
+    char a[4096], b[4096];
+    pathf(a, sizeof a, "%s/shard_00000_of_00001.h5", d3);
+    pathf(b, sizeof b, "%s/shard_00000_of_00001.h5", d2);
+    CHECK(rename(a, b) == 0, "swap in the control shard");
+    iofix_build(&got, IOFIX_EMPTY, 40);
+    own = calloc((size_t)got.st.count, sizeof *own);
+    for (int i = 0; i < got.st.count; i++)
+      own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, give_buffer, &buf, &err) == RC_EXIT_DATAERR,
+          "borrowed load of a shard that is not the manifest's: refused (%s)", err.msg);
+    for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
+    free(own);
+    iofix_free(&got);
+    free(buf.p);
+  }
+  iofix_free(&f);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "save")) return helper_save(argc, argv);
   if (argc >= 3 && !strcmp(argv[1], "load"))
@@ -1589,6 +1699,7 @@ int main(int argc, char **argv) {
     test_failed_save_leaves_nothing();
     test_chunk_hashes_recorded();
     test_chunk_hashes_verified();
+    test_streamed_save();
     if (!failures) rm_rf(g_tmp);
   } else {
     fprintf(stderr, "usage: test_io | test_io fixtures DIR | test_io save ROOT [...] |"

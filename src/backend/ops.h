@@ -57,6 +57,13 @@ typedef struct rc_ops {
   void (*copy)(void *dst, const void *src, size_t bytes);
   void (*zero)(void *dst, size_t bytes);
   void (*sync)(void);
+  /* Host memory for staging checkpoint bytes (contents unspecified: every
+   * byte is written before it is read): page-locked where
+   * the backend can (then to_host and to_device into and out of it run at
+   * the link's speed, without bounce copies), else ordinary pages; NULL when
+   * there is none. Freed with host_free(ptr, bytes). */
+  void *(*host_alloc)(size_t bytes);
+  void (*host_free)(void *ptr, size_t bytes);
 
   /* ---- GEMM ----
    * C[m,n] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T,

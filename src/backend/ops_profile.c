@@ -21,6 +21,8 @@
   X(copy)                                                                                          \
   X(zero)                                                                                          \
   X(sync)                                                                                          \
+  X(host_alloc)                                                                                    \
+  X(host_free)                                                                                     \
   X(gemm)                                                                                          \
   X(round_to)                                                                                      \
   X(quantize_e4m3)                                                                                 \
@@ -157,6 +159,17 @@ static void p_to_host(void *dst_host, const void *src, size_t bytes) {
   double t0 = begin();
   inner->to_host(dst_host, src, bytes);
   end(OP_to_host, t0);
+}
+static void *p_host_alloc(size_t bytes) {
+  double t0 = begin();
+  void *p = inner->host_alloc(bytes);
+  end(OP_host_alloc, t0);
+  return p;
+}
+static void p_host_free(void *ptr, size_t bytes) {
+  double t0 = begin();
+  inner->host_free(ptr, bytes);
+  end(OP_host_free, t0);
 }
 static void p_copy(void *dst, const void *src, size_t bytes) {
   double t0 = begin();
@@ -367,6 +380,8 @@ static rc_ops profiled = {
     .free = p_free,
     .to_device = p_to_device,
     .to_host = p_to_host,
+    .host_alloc = p_host_alloc,
+    .host_free = p_host_free,
     .copy = p_copy,
     .zero = p_zero,
     .sync = p_sync,

@@ -63,34 +63,60 @@ int rc_mkdir_p(const char *path, rc_err *err) {
 
 /* All pieces with writev, up to IOV_MAX at a time, resuming after short
  * writes: states with thousands of small tensors cost few system calls. */
-static int write_pieces(int fd, const rc_piece *pieces, int n) {
+/* Bytes [a, b) of the concatenation of pieces, with writev (no copy),
+ * resuming after short writes; -1 with errno. */
+static int write_range(int fd, const rc_piece *pieces, int n, uint64_t a, uint64_t b) {
   enum { BATCH = 1024 }; /* IOV_MAX on Linux */
   struct iovec iov[BATCH];
-  int i = 0;
-  size_t done = 0; /* bytes of pieces[i] already written */
-  while (i < n) {
+  while (a < b) {
     int k = 0;
-    size_t batch = 0;
-    for (int j = i; j < n && k < BATCH && batch < ((size_t)1 << 30); j++, k++) {
-      size_t skip = j == i ? done : 0;
-      iov[k].iov_base = (void *)((const char *)pieces[j].p + skip);
-      iov[k].iov_len = pieces[j].n - skip;
-      batch += iov[k].iov_len;
+    uint64_t off = 0, want = 0;
+    for (int j = 0; j < n && k < BATCH && off < b && want < ((uint64_t)1 << 30); j++) {
+      uint64_t s = off, e = off + pieces[j].n;
+      off = e;
+      if (e <= a) continue;
+      uint64_t from = a > s ? a : s, to = b < e ? b : e;
+      if (to <= from) continue;
+      iov[k].iov_base = (void *)((const char *)pieces[j].p + (from - s));
+      iov[k].iov_len = (size_t)(to - from);
+      want += iov[k].iov_len;
+      k++;
     }
     ssize_t w = writev(fd, iov, k);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return -1;
-    if (w == 0 && batch > 0) {
+    if (w == 0 && want > 0) {
       errno = EIO;
       return -1;
     }
-    size_t left = (size_t)w;
-    while (i < n && left >= pieces[i].n - done) {
-      left -= pieces[i].n - done;
-      done = 0;
-      i++;
+    a += (uint64_t)w;
+  }
+  return 0;
+}
+
+/* Streaming writes: the file goes out in windows, each once the gate says
+ * its bytes are final, and the kernel is asked to start writing back every
+ * few windows (sync_file_range, advice only) so that the fsync at the end
+ * finds little left to do: the disk works while the bytes still arrive. */
+enum { WRITE_WINDOW = 16 << 20, WRITEBACK_EVERY = 64 << 20 };
+
+typedef struct {
+  rc_gate *gate;
+  uint64_t flushed; /* writeback requested up to here */
+} write_stream;
+
+static int write_gated(int fd, const rc_piece *pieces, int n, uint64_t a, uint64_t b,
+                       write_stream *ws) {
+  while (a < b) {
+    uint64_t e = b - a < WRITE_WINDOW ? b : a + WRITE_WINDOW;
+    rc_gate_wait(ws->gate, e);
+    if (write_range(fd, pieces, n, a, e) != 0) return -1;
+    a = e;
+    if (a - ws->flushed >= WRITEBACK_EVERY) {
+      (void)sync_file_range(fd, (off_t)ws->flushed, (off_t)(a - ws->flushed),
+                            SYNC_FILE_RANGE_WRITE);
+      ws->flushed = a;
     }
-    done += left;
   }
   return 0;
 }
@@ -203,7 +229,7 @@ static int check_replaceable(const char *path, mode_t *mode) {
 }
 
 static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces,
-                               bool check_target, rc_err *err) {
+                               bool check_target, rc_gate *gate, rc_err *err) {
   size_t n = 0;
   for (int i = 0; i < npieces; i++) n += pieces[i].n;
   mode_t mode = 0;
@@ -222,9 +248,10 @@ static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npi
   rc_test_crash_point("created", tmp);
   const char *step = "writing";
   /* in two halves, so that the crash hook can leave a half-written temp */
-  if (write_pieces(fd, pieces, npieces / 2) != 0) goto fail;
+  write_stream ws = {.gate = gate};
+  if (write_gated(fd, pieces, npieces, 0, n / 2, &ws) != 0) goto fail;
   rc_test_crash_point("half written", tmp);
-  if (write_pieces(fd, pieces + npieces / 2, npieces - npieces / 2) != 0) goto fail;
+  if (write_gated(fd, pieces, npieces, n / 2, n, &ws) != 0) goto fail;
   rc_test_crash_point("written", tmp);
   step = "fsync of";
   if (fsync(fd) != 0) goto fail;
@@ -259,7 +286,12 @@ fail:;
 }
 
 int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
-  return write_pieces_atomic(path, pieces, npieces, true, err);
+  return write_pieces_atomic(path, pieces, npieces, true, NULL, err);
+}
+
+int rc_write_pieces_atomic_gated(const char *path, const rc_piece *pieces, int npieces,
+                                 rc_gate *gate, rc_err *err) {
+  return write_pieces_atomic(path, pieces, npieces, true, gate, err);
 }
 
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
@@ -353,7 +385,7 @@ static bool output_always_rename(void) {
 
 int rc_write_output(const char *path, const void *data, size_t n, rc_err *err) {
   rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
-  if (output_always_rename()) return write_pieces_atomic(path, halves, 2, false, err);
+  if (output_always_rename()) return write_pieces_atomic(path, halves, 2, false, NULL, err);
   struct stat st;
   if (lstat(path, &st) != 0) {
     int e = errno;

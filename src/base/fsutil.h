@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "gate.h"
 
 int rc_mkdir_p(const char *path, rc_err *err);
 /* Writes path via path.tmp.<pid>: write all, fsync, rename, fsync parent dir.
@@ -22,6 +23,12 @@ typedef struct {
   size_t n;
 } rc_piece;
 int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err);
+/* The same, streaming: each stretch of the file is written once `gate`
+ * (NULL: at once) says its bytes are final, and write-back to the disk is
+ * started as the file grows, so the final fsync has little left to wait
+ * for. The bytes are those of rc_write_pieces_atomic. */
+int rc_write_pieces_atomic_gated(const char *path, const rc_piece *pieces, int npieces,
+                                 rc_gate *gate, rc_err *err);
 /* Both atomic writers refuse (74) to rename over anything that exists and is
  * not a regular file: a device node, FIFO, socket, directory or symlink is
  * never replaced. */

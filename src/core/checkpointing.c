@@ -38,10 +38,9 @@ typedef struct {
 
 static void add(state_list *l, const char *path, rc_dtype dt, int ndim, const int64_t *shape,
                 void *src, where loc, bool apply) {
+  /* no host buffer: a save copies into the staging buffer, a load reads there */
   rc_tensor *t = rc_state_add(&l->st, path, dt, ndim, shape, NULL);
   size_t n = rc_tensor_nbytes(t);
-  t->data = calloc(n ? n : 1, 1);
-  if (!t->data) abort();
   if (l->st.count > l->cap) {
     l->cap = l->cap ? 2 * l->cap : 256;
     l->b = realloc(l->b, sizeof(binding) * (size_t)l->cap);
@@ -153,7 +152,6 @@ static void build(rc_model *m, state_list *l) {
 }
 
 static void free_list(state_list *l) {
-  for (int i = 0; i < l->st.count; i++) free(l->st.tensors[i].data);
   rc_state_free(&l->st);
   free(l->b);
 }
@@ -195,78 +193,57 @@ static void fill_meta(rc_model *m, rc_shard_meta *meta, char *config_json, char 
   meta->config_sha256 = hash;
 }
 
-/* ---- staging a save: copy each tensor to the host and hash it as it lands.
- *
- * The calling thread copies the items in order (ops->to_host: a pageable
- * device-to-host copy on CUDA, a memcpy on the CPU); hash workers follow
- * it, each taking the next item of this rank's shard and waiting until
- * that item has landed. The per-dataset SHA-256s are thus done by the time
- * the copy is, off the save's critical path (rc_checkpoint_save_hashed),
- * and each is taken right after its copy, while the bytes are warm. The
- * bytes and hashes are exactly those of copying first and hashing after. */
-typedef struct {
-  const state_list *l;
-  const int *item; /* view index -> list index */
-  int count;       /* items in the view */
-  atomic_int next; /* the next view index to hash */
-  int landed;      /* list items copied so far (under mu) */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  char (*hex)[RC_SHA256_HEX];
-} stage_hash;
+/* ---- the staging buffer */
 
-static void *stage_hash_run(void *arg) {
-  stage_hash *h = arg;
-  for (int j; (j = atomic_fetch_add(&h->next, 1)) < h->count;) {
-    int i = h->item[j];
-    pthread_mutex_lock(&h->mu);
-    while (h->landed <= i) pthread_cond_wait(&h->cv, &h->mu);
-    pthread_mutex_unlock(&h->mu);
-    const rc_tensor *t = &h->l->st.tensors[i];
-    rc_sha256_hex(t->data, rc_tensor_nbytes(t), h->hex[j]);
-  }
+static void *reserve_run(void *arg) {
+  rc_model *m = arg;
+  unsigned char *p = m->ops->host_alloc(m->staging_want);
+  /* fault every page in now, off the save's path (page-locked memory
+   * already is; ordinary pages are not until written) */
+  if (p)
+    for (size_t i = 0; i < m->staging_want; i += 4096) p[i] = 0;
+  m->staging = p;
+  m->staging_bytes = p ? m->staging_want : 0;
   return NULL;
 }
 
-/* Copies (and, for the injected bug, down-casts) item i to its host buffer. */
-static void stage_one(rc_model *m, state_list *l, int i) {
-  binding *b = &l->b[i];
+static void join_staging(rc_model *m) {
+  if (!m->staging_pending) return;
+  pthread_join(m->staging_tid, NULL);
+  m->staging_pending = false;
+}
+
+/* rc_save_buffer_fn: the staging buffer, grown if the shard outgrew it. */
+static unsigned char *staging_buffer(void *ctx, size_t bytes) {
+  rc_model *m = ctx;
+  join_staging(m);
+  if (m->staging && m->staging_bytes >= bytes) return m->staging;
+  if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
+  m->staging = m->ops->host_alloc(bytes);
+  m->staging_bytes = m->staging ? bytes : 0;
+  return m->staging;
+}
+
+void rc_model_release_staging(rc_model *m) {
+  join_staging(m);
+  if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
+  m->staging = NULL;
+  m->staging_bytes = 0;
+}
+
+/* Copies (and, for the injected bug, down-casts) item i into dst. */
+static void stage_one(rc_model *m, const state_list *l, int i, void *dst) {
+  const binding *b = &l->b[i];
   if (b->loc == ON_DEVICE)
-    m->ops->to_host(l->st.tensors[i].data, b->src, b->nbytes);
+    m->ops->to_host(dst, b->src, b->nbytes);
   else
-    memcpy(l->st.tensors[i].data, b->src, b->nbytes);
+    memcpy(dst, b->src, b->nbytes);
   /* the injected down-cast: moments stored as bf16 values */
   if ((m->cfg.inject & RC_BUG_MOMENTS_SAVED_IN_BF16) &&
       !strncmp(l->st.tensors[i].path, "/optimizer/exp_avg", 18)) {
-    float *f = l->st.tensors[i].data;
+    float *f = dst;
     for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
   }
-}
-
-/* All items to the host, the view's hashes (hex[j] for view item j) taken
- * by `threads` workers beside the copy; threads 0 hashes after the copy
- * on this thread (the same bytes, the same hashes). */
-static void stage(rc_model *m, state_list *l, const int *item, int count, int threads,
-                  char (*hex)[RC_SHA256_HEX]) {
-  stage_hash h = {.l = l, .item = item, .count = count, .hex = hex};
-  atomic_init(&h.next, 0);
-  pthread_mutex_init(&h.mu, NULL);
-  pthread_cond_init(&h.cv, NULL);
-  pthread_t tid[RC_SHA256_MAX_THREADS];
-  int started = 0;
-  for (int t = 0; t < threads && t < RC_SHA256_MAX_THREADS; t++)
-    if (!pthread_create(&tid[started], NULL, stage_hash_run, &h)) started++;
-  for (int i = 0; i < l->st.count; i++) {
-    stage_one(m, l, i);
-    pthread_mutex_lock(&h.mu);
-    h.landed = i + 1;
-    pthread_cond_broadcast(&h.cv);
-    pthread_mutex_unlock(&h.mu);
-  }
-  stage_hash_run(&h); /* whatever is left (all of it without workers) */
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-  pthread_cond_destroy(&h.cv);
-  pthread_mutex_destroy(&h.mu);
 }
 
 /* Test hook, not a feature: RC_TEST_CHUNK_BYTES=N makes saves record
@@ -280,6 +257,30 @@ static int64_t chunk_bytes_for_save(void) {
   return n == 0 ? RC_CHUNKS_NONE : (int64_t)n;
 }
 
+void rc_model_reserve_staging(rc_model *m) {
+  if (m->staging || m->staging_pending) return;
+  state_list l = {0};
+  build(m, &l);
+  rc_state view;
+  shard_view(m, &l, &view, NULL);
+  char *config = rc_config_canonical(&m->cfg);
+  char hash[RC_SHA256_HEX];
+  rc_shard_meta meta;
+  fill_meta(m, &meta, config, hash);
+  m->staging_want = rc_checkpoint_bytes_estimate(&meta, &view) + 1; /* a load reads one more */
+  rc_state_free(&view);
+  free(config);
+  free_list(&l);
+  /* without a thread, the first save or load reserves it */
+  m->staging_pending = pthread_create(&m->staging_tid, NULL, reserve_run, m) == 0;
+}
+
+/* A streamed save (io/checkpoint.h): this thread copies the items off the
+ * device into the staging buffer, in file order, each straight to its place
+ * in the file image; the write, the whole-file hash and the dataset and
+ * chunk hashes follow the copy on other threads. The bytes are those of
+ * copying everything first and saving after (tests/test_io.c, the io
+ * fixtures and the catalogue's hashes pin them). */
 int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_err *err) {
   state_list l = {0};
   build(m, &l);
@@ -287,25 +288,29 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   int *item = malloc(sizeof *item * (size_t)(l.st.count ? l.st.count : 1));
   if (!item) abort();
   shard_view(m, &l, &view, item);
-  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(view.count ? view.count : 1), sizeof *hex);
-  if (!hex) abort();
-  /* one core stays with the copy, the others hash behind it */
-  int online = rc_sha256_threads(0, 1 << 20);
-  int workers = online > 1 ? online - 1 : 1;
-  double t0 = rc_model_wall_s();
-  stage(m, &l, item, view.count, workers, hex);
-  double t1 = rc_model_wall_s();
-  rc_model_profile_note("save: device-to-host copy and dataset hashes", t1 - t0);
-  free(item);
   char *config = rc_config_canonical(&m->cfg);
   char hash[RC_SHA256_HEX];
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
   meta.chunk_bytes = chunk_bytes_for_save();
-  int rc = rc_checkpoint_save_hashed(ckpt_root, &meta, &view, (const char(*)[RC_SHA256_HEX])hex,
-                                     m->rank == 0 ? args_json : NULL, err);
-  rc_model_profile_note("save: image, chunk and file hashes, write, fsync", rc_model_wall_s() - t1);
-  free(hex);
+  double t0 = rc_model_wall_s();
+  rc_save_stream *s = NULL;
+  int rc = rc_save_stream_begin(ckpt_root, &meta, &view, m->rank == 0 ? args_json : NULL,
+                                staging_buffer, m, &s, err);
+  double t1 = rc_model_wall_s();
+  rc_model_profile_note("save: layout and staging buffer", t1 - t0);
+  if (!rc) {
+    for (int j = 0; j < view.count; j++) {
+      if (rc_tensor_nbytes(&view.tensors[j]) == 0) continue;
+      stage_one(m, &l, item[j], rc_save_stream_dataset(s, j));
+      rc_save_stream_landed(s, j);
+    }
+    double t2 = rc_model_wall_s();
+    rc_model_profile_note("save: device-to-host copy (write and hashes follow it)", t2 - t1);
+    rc = rc_save_stream_end(s, err);
+    rc_model_profile_note("save: rest of the write, hashes, fsync", rc_model_wall_s() - t2);
+  }
+  free(item);
   if (m->comm && m->cfg.world_size > 1) {
     /* every shard is written before rank 0 writes the manifest and COMPLETE */
     rc = rc_comm_agree(m->comm, m->ops, rc, err);
@@ -351,18 +356,23 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   fill_meta(m, &meta, config, hash);
   m->iteration = 0;
   rc_state view;
-  shard_view(m, &l, &view, NULL);
+  int *item = malloc(sizeof *item * (size_t)(l.st.count ? l.st.count : 1));
+  if (!item) abort();
+  shard_view(m, &l, &view, item);
   double t0 = rc_model_wall_s();
-  int rc = rc_checkpoint_load(trimmed, &meta, &view, err);
+  /* read into the staging buffer; the tensors point at their bytes there */
+  int rc = rc_checkpoint_load_into(trimmed, &meta, &view, staging_buffer, m, err);
   double t1 = rc_model_wall_s();
   rc_model_profile_note("load: read and verify (chunk and dataset hashes)", t1 - t0);
+  for (int j = 0; j < view.count && !rc; j++) l.st.tensors[item[j]].data = view.tensors[j].data;
+  free(item);
   rc_state_free(&view);
   /* a failed load on any rank stops every rank before anything is applied */
   if (m->comm) rc = rc_comm_agree(m->comm, m->ops, rc, err);
   if (rc == 0) {
     for (int i = 0; i < l.st.count; i++) {
       binding *b = &l.b[i];
-      if (!b->apply_on_load || (b->replicated && m->rank != 0)) continue;
+      if (!b->apply_on_load || (b->replicated && m->rank != 0) || b->nbytes == 0) continue;
       if (b->loc == ON_DEVICE)
         m->ops->to_device(b->src, l.st.tensors[i].data, b->nbytes);
       else

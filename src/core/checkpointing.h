@@ -11,5 +11,13 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
 /* Loads iter_dir (validated: marker, hashes, format, config, shapes); on
  * failure the model must be discarded. */
 int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err);
+/* Starts reserving (and faulting in) the staging buffer for this rank's
+ * shard in the background: a leg that saves or resumes calls it once the
+ * model is initialised, so that neither its first save nor its load pays
+ * for gigabytes of fresh host memory. Optional: without it the first save
+ * or load reserves the buffer itself. */
+void rc_model_reserve_staging(rc_model *m);
+/* Joins the reserving thread and frees the buffer (rc_model_free calls it). */
+void rc_model_release_staging(rc_model *m);
 
 #endif

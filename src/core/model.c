@@ -18,6 +18,7 @@
 #include "backend/numeric.h"
 #include "base/fsutil.h"
 #include "core/linear.h"
+#include "core/checkpointing.h"
 #include "core/model_internal.h"
 
 float *rc_model_alloc(rc_model *m, size_t n) {
@@ -629,6 +630,7 @@ static void free_layer(const rc_ops *o, rc_layer *L) {
 void rc_model_free(rc_model *m) {
   const rc_ops *o = m->ops;
   if (!o) return;
+  rc_model_release_staging(m);
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     o->free(p->weight), o->free(p->main_grad), o->free(p->exp_avg), o->free(p->exp_avg_sq);

@@ -7,6 +7,7 @@
 #ifndef RC_CORE_MODEL_H
 #define RC_CORE_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -163,6 +164,17 @@ typedef struct rc_model {
   void (*wgrad_hook)(void *ctx, const rc_linear *lin, int call, const float *dy, const float *x,
                      int rows);
   void *wgrad_hook_ctx;
+  /* Checkpoint staging (checkpointing.c): one host buffer holding a whole
+   * shard file, reused by every save and load of the process
+   * (ops->host_alloc: page-locked on CUDA, so device copies into and out of
+   * it run at the link's speed). rc_model_reserve_staging allocates it on a
+   * thread of its own while the leg sets up, waits or trains; the first
+   * save or load that needs it joins that thread. */
+  unsigned char *staging;
+  size_t staging_bytes;
+  pthread_t staging_tid;
+  bool staging_pending; /* staging_tid runs or has not been joined */
+  size_t staging_want;  /* what it was asked to reserve */
 } rc_model;
 
 /* Per-step results, the trace row. */

@@ -37,21 +37,39 @@ static void iter_path(char *out, size_t cap, const char *root, int64_t iteration
   rc_path_join(out, cap, root, name);
 }
 
+/* ---- one shard's save in flight.
+ *
+ * Independent passes over the bytes run at once, each on its own thread:
+ * the write (mostly the kernel's copy and the device), the SHA-256 of the
+ * whole file (one serial stream), and, spread over the cores those leave,
+ * the SHA-256 of each dataset and of each chunk of the file (a context per
+ * thread, results by index, so the manifest does not depend on the thread
+ * count). All read the same bytes the write sends, and none copies them.
+ * In a streamed save (rc_save_stream_begin) the bytes are still arriving
+ * from the device: every pass follows the gate, which the caller raises as
+ * datasets land, so the copy, the hashes and the write overlap and the
+ * save costs about as much as its slowest pass (bench/NOTES_io.md). */
+
 typedef struct {
   const char *path;
   const rc_shard_image *image;
+  rc_gate *gate;
   rc_err err;
   int ret;
 } write_job;
 
 static void *write_job_run(void *arg) {
   write_job *j = arg;
-  j->ret = rc_write_pieces_atomic(j->path, j->image->pieces, j->image->npieces, &j->err);
+  j->ret =
+      rc_write_pieces_atomic_gated(j->path, j->image->pieces, j->image->npieces, j->gate, &j->err);
   return NULL;
 }
 
+enum { WHOLE_SLICE = 8 << 20 }; /* the whole-file hash waits for this much at a time */
+
 typedef struct {
   const rc_shard_image *image;
+  rc_gate *gate;
   char *out; /* RC_SHA256_HEX bytes */
 } hash_job;
 
@@ -61,8 +79,17 @@ static void *hash_job_run(void *arg) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-  for (int i = 0; ok && i < j->image->npieces; i++)
-    ok = EVP_DigestUpdate(ctx, j->image->pieces[i].p, j->image->pieces[i].n);
+  uint64_t off = 0;
+  for (int i = 0; ok && i < j->image->npieces; i++) {
+    const rc_piece *p = &j->image->pieces[i];
+    for (uint64_t at = 0; ok && at < p->n;) {
+      uint64_t n = p->n - at < WHOLE_SLICE ? p->n - at : WHOLE_SLICE;
+      rc_gate_wait(j->gate, off + at + n);
+      ok = EVP_DigestUpdate(ctx, (const char *)p->p + at, n);
+      at += n;
+    }
+    off += p->n;
+  }
   ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
   EVP_MD_CTX_free(ctx);
   if (!ok) { /* as rc_sha256_hex: OpenSSL only fails here when out of memory */
@@ -108,153 +135,219 @@ static int chunk_size(const rc_shard_meta *meta, uint64_t *chunk, rc_err *err) {
   return RC_OK;
 }
 
-/* The hashes that run beside the write and the whole-file SHA-256, on the
- * cores those two leave: each tensor's (unless the caller hashed them as
- * they landed) and each chunk's of the file, straight from the pieces. */
-static void hash_parts(const rc_state *state, const rc_shard_image *image, uint64_t chunk,
-                       const char (*given)[RC_SHA256_HEX], rc_mf_shard *shard) {
-  int online = rc_sha256_threads(0, 1 << 20);
-  int threads = online > 3 ? online - 2 : 1;
-  if (given) {
-    for (int i = 0; i < state->count; i++)
-      memcpy(shard->datasets[i].sha256, given[i], RC_SHA256_HEX);
-  } else if (state->count > 0) {
-    const void **data = calloc((size_t)state->count, sizeof *data);
-    size_t *nbytes = calloc((size_t)state->count, sizeof *nbytes);
-    char(*hex)[RC_SHA256_HEX] = calloc((size_t)state->count, sizeof *hex);
-    if (!data || !nbytes || !hex) {
-      fprintf(stderr, "rc_checkpoint_save: out of memory\n");
-      abort();
-    }
-    for (int i = 0; i < state->count; i++) {
-      data[i] = state->tensors[i].data;
-      nbytes[i] = rc_tensor_nbytes(&state->tensors[i]);
-    }
-    rc_sha256_many(data, nbytes, state->count, threads, hex);
-    for (int i = 0; i < state->count; i++) memcpy(shard->datasets[i].sha256, hex[i], RC_SHA256_HEX);
-    free(hex);
-    free(nbytes);
-    free(data);
-  }
-  if (!chunk) return;
-  uint64_t n = (uint64_t)image->size / chunk + ((uint64_t)image->size % chunk != 0);
-  shard->chunk_bytes = chunk;
-  shard->nchunks = (int)n;
-  uint64_t *start = calloc(n ? n : 1, sizeof *start), *end = calloc(n ? n : 1, sizeof *end);
-  shard->chunk_sha256 = calloc(n ? n : 1, sizeof *shard->chunk_sha256);
-  if (!start || !end || !shard->chunk_sha256) {
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) { /* a few bytes per dataset and chunk: nothing to save without them */
     fprintf(stderr, "rc_checkpoint_save: out of memory\n");
     abort();
   }
-  for (int k = 0; k < shard->nchunks; k++) rc_mf_chunk_range(shard, k, &start[k], &end[k]);
-  rc_sha256_ranges(image->pieces, image->npieces, start, end, shard->nchunks, threads,
-                   shard->chunk_sha256);
+  return p;
+}
+
+typedef struct {
+  uint64_t start;
+  int job;
+} job_start;
+
+static int cmp_job_start(const void *a, const void *b) {
+  const job_start *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->job - y->job;
+}
+
+/* The hashes beside the write and the whole-file SHA-256, on the cores
+ * those two (and a streamed save's copy) leave: each dataset's and each
+ * chunk's, all as byte ranges of the file, taken in file order so that the
+ * workers follow the gate. */
+typedef struct {
+  const rc_shard_image *image;
+  rc_gate *gate;
+  uint64_t chunk;
+  int threads;
+  const uint64_t *nbytes; /* per dataset */
+  rc_mf_shard *shard;
+} parts_job;
+
+static void *parts_job_run(void *arg) {
+  parts_job *p = arg;
+  const rc_shard_image *im = p->image;
+  rc_mf_shard *shard = p->shard;
+  int nd = shard->ndatasets;
+  uint64_t nc = p->chunk ? (uint64_t)im->size / p->chunk + ((uint64_t)im->size % p->chunk != 0) : 0;
+  if (p->chunk) {
+    shard->chunk_bytes = p->chunk;
+    shard->nchunks = (int)nc;
+    shard->chunk_sha256 = xcalloc(nc, sizeof *shard->chunk_sha256);
+  }
+  int jobs = nd + (int)nc;
+  uint64_t *start = xcalloc((size_t)jobs, sizeof *start), *end = xcalloc((size_t)jobs, sizeof *end);
+  job_start *order = xcalloc((size_t)jobs, sizeof *order);
+  for (int i = 0; i < nd; i++) {
+    start[i] = im->offset[i];
+    end[i] = im->offset[i] + p->nbytes[i];
+  }
+  for (int k = 0; k < (int)nc; k++) rc_mf_chunk_range(shard, k, &start[nd + k], &end[nd + k]);
+  for (int i = 0; i < jobs; i++) order[i] = (job_start){start[i], i};
+  qsort(order, (size_t)jobs, sizeof *order, cmp_job_start);
+  uint64_t *s2 = xcalloc((size_t)jobs, sizeof *s2), *e2 = xcalloc((size_t)jobs, sizeof *e2);
+  for (int i = 0; i < jobs; i++) s2[i] = start[order[i].job], e2[i] = end[order[i].job];
+  char(*hex)[RC_SHA256_HEX] = xcalloc((size_t)jobs, sizeof *hex);
+  rc_sha256_ranges_gated(im->pieces, im->npieces, s2, e2, jobs, p->threads, p->gate, hex);
+  for (int i = 0; i < jobs; i++) {
+    int j = order[i].job;
+    if (j < nd)
+      memcpy(shard->datasets[j].sha256, hex[i], RC_SHA256_HEX);
+    else
+      memcpy(shard->chunk_sha256[j - nd], hex[i], RC_SHA256_HEX);
+  }
+  free(hex);
+  free(e2);
+  free(s2);
+  free(order);
   free(end);
   free(start);
+  return NULL;
 }
 
-int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
-                       const char *args_json, rc_err *err) {
-  return rc_checkpoint_save_hashed(ckpt_root, meta, state, NULL, args_json, err);
+struct rc_save_stream {
+  char dir[4096], path[4096];
+  int rank, world_size;
+  int64_t iteration;
+  char *args_json; /* rank 0's, or NULL */
+  bool made_dir;
+  uint64_t chunk;
+  rc_mf_shard shard;
+  rc_shard_image image;
+  rc_gate gate;
+  bool streamed;    /* the gate is in use */
+  uint64_t *nbytes; /* per dataset */
+  /* streamed: the datasets in file order and which of them have landed */
+  int *order, norder, pending;
+  bool *landed;
+  write_job write;
+  hash_job whole;
+  parts_job parts;
+  pthread_t write_tid, whole_tid, parts_tid;
+  bool write_thread, whole_thread, parts_thread;
+};
+
+static void stream_free(rc_save_stream *s) {
+  rc_shard_image_free(&s->image);
+  rc_mf_shard_free(&s->shard);
+  if (s->streamed) rc_gate_destroy(&s->gate);
+  free(s->order);
+  free(s->landed);
+  free(s->nbytes);
+  free(s->args_json);
+  free(s);
 }
 
-int rc_checkpoint_save_hashed(const char *ckpt_root, const rc_shard_meta *meta,
-                              const rc_state *state, const char (*dataset_sha256)[RC_SHA256_HEX],
-                              const char *args_json, rc_err *err) {
+/* Checks, lays the shard out (the image with the tensors' bytes, or only
+ * their places), makes the directory and clears this rank's stale temps. */
+static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard_meta *meta,
+                        const rc_state *state, const char *args_json, bool layout_only,
+                        rc_err *err) {
   if (meta->world_size < 1 || meta->world_size > 99999 || meta->rank < 0 ||
       meta->rank >= meta->world_size || meta->iteration < 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "checkpoint save: bad rank %d / world size %d / iteration %" PRId64, meta->rank,
                    meta->world_size, meta->iteration);
-  uint64_t chunk;
-  int ret = chunk_size(meta, &chunk, err);
+  int ret = chunk_size(meta, &s->chunk, err);
   if (ret) return ret;
-  char dir[4096], path[4096], file[64];
-  iter_path(dir, sizeof dir, ckpt_root, meta->iteration);
-  rc_path_join(path, sizeof path, dir, RC_COMPLETE_NAME);
+  s->rank = meta->rank;
+  s->world_size = meta->world_size;
+  s->iteration = meta->iteration;
+  if (meta->rank == 0 && args_json) s->args_json = strdup(args_json);
+  char path[4096], file[64];
+  iter_path(s->dir, sizeof s->dir, ckpt_root, meta->iteration);
+  rc_path_join(path, sizeof path, s->dir, RC_COMPLETE_NAME);
   if (rc_path_exists(path))
-    return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s", dir);
+    return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s", s->dir);
   /* The image first: a state the writer rejects leaves nothing on disk. */
-  rc_mf_shard shard = {0};
-  rc_shard_image image;
-  ret = rc_shard_build_image(meta, state, &image, err);
+  ret = layout_only ? rc_shard_build_layout(meta, state, &s->image, err)
+                    : rc_shard_build_image(meta, state, &s->image, err);
   if (ret) {
     rc_err_prefix(err, "building shard %d of iteration %" PRId64, meta->rank, meta->iteration);
     return ret;
   }
-  /* On failure the save removes what it wrote, and the directory if it made
-   * it, so that a failed save (a full disk) leaves things as they were. */
-  bool made_dir = !rc_is_dir(dir), wrote_shard = false, wrote_args = false;
-  if ((ret = rc_mkdir_p(dir, err))) {
-    rc_shard_image_free(&image);
-    return ret;
-  }
-  shard.rank = meta->rank;
-  shard.bytes = image.size;
-  rc_shard_filename(shard.file, sizeof shard.file, meta->rank, meta->world_size);
+  s->made_dir = !rc_is_dir(s->dir);
+  if ((ret = rc_mkdir_p(s->dir, err))) return ret;
+  rc_mf_shard *shard = &s->shard;
+  shard->rank = meta->rank;
+  shard->bytes = s->image.size;
+  rc_shard_filename(shard->file, sizeof shard->file, meta->rank, meta->world_size);
   /* A save killed here before left NAME.tmp.<pid> files: remove this rank's
    * (only this rank writes those names, so they are stale). The renamed
    * files of an unfinished save are simply replaced. */
   rc_fragment_filename(file, sizeof file, meta->rank, meta->world_size);
-  const char *mine[] = {shard.file, file, RC_ARGS_NAME, RC_MANIFEST_NAME, RC_COMPLETE_NAME};
-  rc_remove_stale_temps(dir, mine, meta->rank == 0 ? 5 : 2);
-  rc_path_join(path, sizeof path, dir, shard.file);
-  if (state->count > 0) {
-    shard.datasets = calloc((size_t)state->count, sizeof *shard.datasets);
-    if (!shard.datasets) {
-      fprintf(stderr, "rc_checkpoint_save: out of memory\n");
-      abort();
-    }
-  }
-  shard.ndatasets = state->count;
-
-  /* Independent passes over the bytes run at once: the write (mostly the
-   * kernel's copy and the device), the SHA-256 of the whole image (one
-   * serial stream), and, spread over the cores the other two leave, the
-   * SHA-256 of each tensor (unless the caller gave them) and of each chunk
-   * of the file (a context per thread, results by index, so the manifest
-   * does not depend on the thread count). All read the caller's buffers,
-   * the same bytes the write sends: nothing is copied. Where there are
-   * cores for all of it, the disk or the one whole-file hash sets the pace
-   * (bench/NOTES_io.md). */
-  write_job job = {.path = path, .image = &image};
-  hash_job whole = {.image = &image, .out = shard.sha256};
-  pthread_t wtid, htid;
-  bool wthread = pthread_create(&wtid, NULL, write_job_run, &job) == 0;
-  if (!wthread) write_job_run(&job);
-  bool hthread = pthread_create(&htid, NULL, hash_job_run, &whole) == 0;
-  if (!hthread) hash_job_run(&whole);
+  const char *mine[] = {shard->file, file, RC_ARGS_NAME, RC_MANIFEST_NAME, RC_COMPLETE_NAME};
+  rc_remove_stale_temps(s->dir, mine, meta->rank == 0 ? 5 : 2);
+  rc_path_join(s->path, sizeof s->path, s->dir, shard->file);
+  shard->datasets = xcalloc((size_t)state->count, sizeof *shard->datasets);
+  shard->ndatasets = state->count;
+  s->nbytes = xcalloc((size_t)state->count, sizeof *s->nbytes);
   for (int i = 0; i < state->count; i++) {
     const rc_tensor *t = &state->tensors[i];
-    rc_mf_dataset *d = &shard.datasets[i];
+    s->nbytes[i] = rc_tensor_nbytes(t);
+    rc_mf_dataset *d = &shard->datasets[i];
     memcpy(d->path, t->path, sizeof d->path);
     d->dtype = t->dtype;
     d->ndim = t->ndim;
     memcpy(d->shape, t->shape, sizeof d->shape);
   }
-  hash_parts(state, &image, chunk, dataset_sha256, &shard);
-  if (hthread) pthread_join(htid, NULL);
-  if (wthread) pthread_join(wtid, NULL);
-  rc_shard_image_free(&image);
-  if (job.ret) {
-    ret = rc_fail(err, job.ret, "%s", job.err.msg);
+  return RC_OK;
+}
+
+static void save_launch(rc_save_stream *s, int copy_threads) {
+  rc_gate *gate = s->streamed ? &s->gate : NULL;
+  int online = rc_sha256_threads(0, 1 << 20);
+  int busy = 2 + copy_threads; /* the write, the whole-file hash, the copy */
+  s->write = (write_job){.path = s->path, .image = &s->image, .gate = gate};
+  s->whole = (hash_job){.image = &s->image, .gate = gate, .out = s->shard.sha256};
+  s->parts = (parts_job){.image = &s->image,
+                         .gate = gate,
+                         .chunk = s->chunk,
+                         .threads = online > busy + 1 ? online - busy : 1,
+                         .nbytes = s->nbytes,
+                         .shard = &s->shard};
+  /* Without threads (none to be had) a streamed save cannot follow its own
+   * copy: the passes then run in rc_save_stream_end, once it is done. */
+  s->write_thread = pthread_create(&s->write_tid, NULL, write_job_run, &s->write) == 0;
+  s->whole_thread = pthread_create(&s->whole_tid, NULL, hash_job_run, &s->whole) == 0;
+  s->parts_thread = pthread_create(&s->parts_tid, NULL, parts_job_run, &s->parts) == 0;
+}
+
+/* Waits for the passes, then args.json, the manifest (or this rank's
+ * fragment) and COMPLETE; on failure removes what the save wrote. Frees s. */
+static int save_complete(rc_save_stream *s, rc_err *err) {
+  if (s->streamed) rc_gate_raise(&s->gate, s->image.size);
+  if (!s->write_thread) write_job_run(&s->write);
+  if (!s->whole_thread) hash_job_run(&s->whole);
+  if (!s->parts_thread) parts_job_run(&s->parts);
+  if (s->write_thread) pthread_join(s->write_tid, NULL);
+  if (s->whole_thread) pthread_join(s->whole_tid, NULL);
+  if (s->parts_thread) pthread_join(s->parts_tid, NULL);
+  int ret = RC_OK;
+  bool wrote_shard = false, wrote_args = false;
+  char path[4096], file[64];
+  if (s->write.ret) {
+    ret = rc_fail(err, s->write.ret, "%s", s->write.err.msg);
     goto done;
   }
   wrote_shard = true;
-
-  if (meta->rank == 0 && args_json) {
-    rc_path_join(path, sizeof path, dir, RC_ARGS_NAME);
-    if ((ret = rc_write_file_atomic(path, args_json, strlen(args_json), err))) goto done;
+  if (s->args_json) {
+    rc_path_join(path, sizeof path, s->dir, RC_ARGS_NAME);
+    if ((ret = rc_write_file_atomic(path, s->args_json, strlen(s->args_json), err))) goto done;
     wrote_args = true;
   }
-  if (meta->world_size == 1) {
-    rc_manifest m = {.iteration = meta->iteration, .world_size = 1, .shards = &shard};
-    ret = write_manifest_and_marker(dir, &m, err);
+  if (s->world_size == 1) {
+    rc_manifest m = {.iteration = s->iteration, .world_size = 1, .shards = &s->shard};
+    ret = write_manifest_and_marker(s->dir, &m, err);
   } else {
     size_t len;
-    char *text = rc_fragment_text(meta->iteration, meta->world_size, &shard, &len);
-    rc_fragment_filename(file, sizeof file, meta->rank, meta->world_size);
-    rc_path_join(path, sizeof path, dir, file);
+    char *text = rc_fragment_text(s->iteration, s->world_size, &s->shard, &len);
+    rc_fragment_filename(file, sizeof file, s->rank, s->world_size);
+    rc_path_join(path, sizeof path, s->dir, file);
     ret = rc_write_file_atomic(path, text, len, err);
     free(text);
   }
@@ -263,19 +356,86 @@ done:
     /* The temp file of the write that failed is already gone (fsutil). The
      * manifest and COMPLETE never outlive a failure (write_manifest_and_marker);
      * a fragment is written last, so it is never left either. */
-    if (wrote_shard) {
-      rc_path_join(path, sizeof path, dir, shard.file);
-      unlink(path);
-    }
+    if (wrote_shard) unlink(s->path);
     if (wrote_args) {
-      rc_path_join(path, sizeof path, dir, RC_ARGS_NAME);
+      rc_path_join(path, sizeof path, s->dir, RC_ARGS_NAME);
       unlink(path);
     }
     /* Only with one rank: other ranks may be writing into it right now. */
-    if (made_dir && meta->world_size == 1) rmdir(dir);
+    if (s->made_dir && s->world_size == 1) rmdir(s->dir);
   }
-  rc_mf_shard_free(&shard);
+  stream_free(s);
   return ret;
+}
+
+int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
+                       const char *args_json, rc_err *err) {
+  rc_save_stream *s = xcalloc(1, sizeof *s);
+  int ret = save_prepare(s, ckpt_root, meta, state, args_json, false, err);
+  if (ret) {
+    if (s->made_dir && meta->world_size == 1) rmdir(s->dir);
+    stream_free(s);
+    return ret;
+  }
+  save_launch(s, 0);
+  return save_complete(s, err);
+}
+
+static int cmp_offset(const void *a, const void *b, void *ctx) {
+  const uint64_t *off = ctx;
+  uint64_t x = off[*(const int *)a], y = off[*(const int *)b];
+  return x < y ? -1 : x > y;
+}
+
+int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
+                         const char *args_json, rc_save_buffer_fn buffer, void *buffer_ctx,
+                         rc_save_stream **out, rc_err *err) {
+  *out = NULL;
+  rc_save_stream *s = xcalloc(1, sizeof *s);
+  int ret = save_prepare(s, ckpt_root, meta, state, args_json, true, err);
+  unsigned char *buf = NULL;
+  if (!ret && !(buf = buffer(buffer_ctx, s->image.size)))
+    ret = rc_fail(err, RC_EXIT_RESOURCES,
+                  "checkpoint save: no host buffer of %zu bytes for the shard (out of memory)",
+                  s->image.size);
+  if (!ret) ret = rc_shard_image_place(&s->image, buf, err);
+  if (ret) {
+    if (s->made_dir && meta->world_size == 1) rmdir(s->dir);
+    stream_free(s);
+    return ret;
+  }
+  /* the datasets in file order; what lies before the first is final */
+  s->order = xcalloc((size_t)state->count, sizeof *s->order);
+  s->landed = xcalloc((size_t)state->count, sizeof *s->landed);
+  for (int i = 0; i < state->count; i++)
+    if (rc_tensor_nbytes(&state->tensors[i]) > 0) s->order[s->norder++] = i;
+  qsort_r(s->order, (size_t)s->norder, sizeof *s->order, cmp_offset, s->image.offset);
+  s->streamed = true;
+  rc_gate_init(&s->gate, s->norder ? s->image.offset[s->order[0]] : s->image.size);
+  save_launch(s, 1);
+  *out = s;
+  return RC_OK;
+}
+
+size_t rc_checkpoint_bytes_estimate(const rc_shard_meta *meta, const rc_state *state) {
+  size_t n = rc_shard_meta_block(meta, state);
+  for (int i = 0; i < state->count; i++) n += rc_tensor_nbytes(&state->tensors[i]);
+  return n + ((size_t)1 << 20); /* alignment of the last block, the end of the file */
+}
+
+unsigned char *rc_save_stream_dataset(const rc_save_stream *s, int i) {
+  return (unsigned char *)s->image.pieces[0].p + s->image.offset[i];
+}
+
+void rc_save_stream_landed(rc_save_stream *s, int i) {
+  s->landed[i] = true;
+  while (s->pending < s->norder && s->landed[s->order[s->pending]]) s->pending++;
+  rc_gate_raise(&s->gate,
+                s->pending < s->norder ? s->image.offset[s->order[s->pending]] : s->image.size);
+}
+
+int rc_save_stream_end(rc_save_stream *s, rc_err *err) {
+  return save_complete(s, err);
 }
 
 int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iteration, rc_err *err) {

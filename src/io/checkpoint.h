@@ -33,13 +33,33 @@ void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
 int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
                        const char *args_json, rc_err *err);
 
-/* The same, with each tensor's SHA-256 already computed by the caller
- * (dataset_sha256[i] for state->tensors[i], NULL: hash them here), e.g. as
- * each tensor landed from the device. They go into the manifest as given:
- * they must be of the bytes in the buffers. */
-int rc_checkpoint_save_hashed(const char *ckpt_root, const rc_shard_meta *meta,
-                              const rc_state *state, const char (*dataset_sha256)[RC_SHA256_HEX],
-                              const char *args_json, rc_err *err);
+/* A host buffer of at least `bytes` for a shard, or NULL when there is
+ * none to be had. The caller owns it; it must outlive the save or load. */
+typedef unsigned char *(*rc_save_buffer_fn)(void *ctx, size_t bytes);
+
+/* The same save, streamed: the tensors' bytes arrive after it starts (a
+ * model's state copied off the device). rc_save_stream_begin lays the shard
+ * out from the state's paths, dtypes and shapes (its data pointers are not
+ * read), takes one buffer for the whole file from `buffer`, puts the HDF5
+ * metadata there and starts the write and the hashes. The caller then
+ * copies tensor i's bytes to rc_save_stream_dataset(s, i), in any order,
+ * and calls rc_save_stream_landed(s, i) once they are final (every
+ * non-empty tensor, exactly once); the write and the hashes follow the
+ * landed bytes in file order. rc_save_stream_end, called once whatever
+ * happened, waits for them and finishes as rc_checkpoint_save does; it
+ * frees s. The file, its manifest and COMPLETE are byte for byte those of
+ * rc_checkpoint_save of the same state (tests/test_io.c checks it). */
+typedef struct rc_save_stream rc_save_stream;
+/* About the size of the shard file of state (its metadata block and its
+ * tensors' bytes; a little more rather than less), for reserving a buffer
+ * ahead of the save. */
+size_t rc_checkpoint_bytes_estimate(const rc_shard_meta *meta, const rc_state *state);
+int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
+                         const char *args_json, rc_save_buffer_fn buffer, void *buffer_ctx,
+                         rc_save_stream **out, rc_err *err);
+unsigned char *rc_save_stream_dataset(const rc_save_stream *s, int i);
+void rc_save_stream_landed(rc_save_stream *s, int i);
+int rc_save_stream_end(rc_save_stream *s, rc_err *err);
 
 /* Rank 0, world_size > 1: merges the per-rank manifest fragments into
  * manifest.json and writes COMPLETE. */
@@ -62,6 +82,14 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
  * Nothing is written. On failure the state buffers' contents are undefined. */
 int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
                        rc_err *err);
+/* The same, reading the shard into one buffer from `buffer` (the file's
+ * size) instead of memory of its own: tensors whose data is NULL are not
+ * copied but pointed at their bytes in that buffer (valid while it is),
+ * after the same checks; the chunks are read and hashed on several threads
+ * at once. A model loads this way from a pinned staging buffer, straight to
+ * the device. */
+int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                            rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err);
 
 /* Newest iter_* directory under ckpt_root that has COMPLETE; 0 and path set
  * if found, RC_EXIT_NOINPUT if none. */

@@ -59,6 +59,9 @@ typedef struct {
   rc_piece *pieces;    /* malloc'd: image ranges and tensor buffers, in file order */
   int npieces;
   bool meta_spilled; /* metadata outgrew rc_shard_meta_block (slower, still correct) */
+  uint64_t *offset;  /* malloc'd, built images: file offset of tensor i's bytes (0: empty) */
+  int count;         /* tensors in offset */
+  bool borrowed;     /* data is the caller's buffer (a load into it): not unmapped */
 } rc_shard_image;
 
 /* The size of the one metadata block a shard of this state gets. */
@@ -66,6 +69,14 @@ size_t rc_shard_meta_block(const rc_shard_meta *meta, const rc_state *state);
 
 int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
                          rc_err *err);
+/* The same without the tensors' bytes: only their places (offset[]) and
+ * the metadata; the tensors' data pointers are not read (may be NULL), and
+ * their pieces are NULL until rc_shard_image_place puts the whole file in
+ * one caller buffer of at least `size` bytes, which the caller then fills
+ * at the offsets. The bytes are those rc_shard_build_image would give. */
+int rc_shard_build_layout(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
+                          rc_err *err);
+int rc_shard_image_place(rc_shard_image *image, unsigned char *buf, rc_err *err);
 void rc_shard_image_free(rc_shard_image *image);
 /* An anonymous mapping of at least n bytes, 2 MiB-aligned, with huge pages
  * requested; zero-filled. NULL on failure. Free with rc_shard_image_free. */
@@ -102,20 +113,25 @@ hid_t rc_h5_mem_type(rc_dtype dt);
 /* A short name for any HDF5 datatype ("float32", "uint16be", "string", ...). */
 void rc_h5_type_name(hid_t type, char *buf, size_t cap);
 
-/* Reads a whole shard into a mapping, hashing it chunk by chunk as it is
- * read (one pass over the bytes, cache-warm). With expect_size >= 0 a file
+/* Reads a whole shard into a mapping (or into dst, at least size + 1
+ * bytes, when not NULL), hashing it chunk by chunk as it is read (one pass
+ * over the bytes, cache-warm). With expect_size >= 0 a file
  * of another size is rejected before a byte is read: RC_EXIT_DATAERR,
  * "truncated" or "wrong size". RC_EXIT_NOINPUT if it does not exist. */
-int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
+int rc_read_shard(const char *path, int64_t expect_size, unsigned char *dst, rc_shard_image *out,
                   char hex[RC_SHA256_HEX], rc_err *err);
 
 /* rc_read_shard against a manifest entry: size, then every byte verified as
  * it is read, by the chunk hashes on `threads` threads (<= 0: the online
  * CPUs) where the entry has them, else by the whole-file SHA-256.
  * RC_EXIT_DATAERR: "truncated", "wrong size" or "corrupt" (for a chunk
- * naming its byte range [start, end)). The image is the caller's. */
+ * naming its byte range [start, end)). The image is the caller's; with
+ * dst (at least bytes + 1) it is read there, else into a mapping of its
+ * own. Chunks are read by the hashing threads themselves, each its own
+ * range at once (pread), so a load from the page cache runs at memory
+ * speed rather than one reader's. */
 int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
-                           rc_shard_image *out, rc_err *err);
+                           unsigned char *dst, rc_shard_image *out, rc_err *err);
 
 /* Opens an in-memory file image read-only without copying it. `ref` must
  * outlive the returned file id (HDF5 calls back into it until H5Fclose). */

@@ -278,7 +278,7 @@ static int cmp_mf_path(const void *x, const void *y) {
  * manifest whose per-dataset entry was forged or mis-written (COMPLETE was
  * rewritten to match it): refused, naming the dataset. */
 static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
-                         const rc_mf_shard *entry, rc_state *state, rc_err *err) {
+                         const rc_mf_shard *entry, bool borrow, rc_state *state, rc_err *err) {
   int count = state->count, ret = RC_OK;
   void **dst = calloc((size_t)(count ? count : 1), sizeof *dst);
   const void **src = calloc((size_t)(count ? count : 1), sizeof *src);
@@ -313,7 +313,7 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
       src[i] = image; /* nothing copied; the hash is of no bytes */
       continue;
     }
-    if (!t->data) {
+    if (!t->data && !borrow) {
       ret = rc_fail(err, RC_EXIT_SOFTWARE, "load: no buffer for %s", t->path);
       break;
     }
@@ -321,6 +321,7 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
     src[i] = image + off;
   }
   if (ret) goto done;
+  /* borrowed tensors (NULL data) are hashed where they are, in the image */
   rc_sha256_copy_many(dst, src, n, count, 0, hex);
   for (int i = 0; i < count && !ret; i++)
     if (strcmp(hex[i], want[i]->sha256))
@@ -328,6 +329,8 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
                     "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its file"
                     " hashes: the manifest's entry for this dataset is wrong)",
                     what, state->tensors[i].path, hex[i], RC_MANIFEST_NAME, want[i]->sha256);
+  for (int i = 0; i < count && !ret; i++)
+    if (!state->tensors[i].data && n[i] > 0) state->tensors[i].data = (void *)src[i];
 done:
   free(want);
   free(listed);
@@ -344,7 +347,7 @@ done:
  * the manifest lists; check that it is the shard this run expects. */
 static int load_image(const char *what, const unsigned char *buf, size_t n,
                       const rc_shard_meta *meta, const rc_mf_shard *entry, int64_t iteration,
-                      rc_state *state, rc_err *err) {
+                      bool borrow, rc_state *state, rc_err *err) {
   rc_h5_image_ref ref = {buf, n};
   hid_t fid;
   rc_meta_read m;
@@ -390,7 +393,7 @@ static int load_image(const char *what, const unsigned char *buf, size_t n,
     }
   }
   if ((ret = check_datasets(fid, what, state, err))) goto free_meta;
-  ret = read_datasets(fid, what, buf, n, entry, state, err);
+  ret = read_datasets(fid, what, buf, n, entry, borrow, state, err);
 free_meta:
   rc_meta_read_free(&m);
 close:
@@ -398,7 +401,8 @@ close:
   return ret;
 }
 
-static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state, rc_err *err) {
+static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
   char manifest_path[4096], marker_path[4096], shard_path[4096];
   if (!rc_is_dir(iter_dir))
     return rc_fail(err, RC_EXIT_NOINPUT, "checkpoint directory %s does not exist", iter_dir);
@@ -449,13 +453,20 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   }
   const rc_mf_shard *entry = &m.shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
-  if ((ret = rc_read_shard_verified(shard_path, entry, 0, &shard, err))) {
+  unsigned char *dst = NULL;
+  if (buffer && !(dst = buffer(buffer_ctx, entry->bytes + 1))) {
+    ret = rc_fail(err, RC_EXIT_RESOURCES, "loading %s: no host buffer of %" PRIu64 " bytes",
+                  shard_path, entry->bytes + 1);
+    goto done;
+  }
+  if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, &shard, err))) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
                     RC_MANIFEST_NAME);
     goto done;
   }
-  ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, state, err);
+  ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, buffer != NULL,
+                   state, err);
 done:
   rc_manifest_free(&m);
   rc_shard_image_free(&shard);
@@ -468,7 +479,16 @@ int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state
                        rc_err *err) {
   rc_h5_quiet quiet;
   rc_h5_quiet_begin(&quiet);
-  int ret = load(iter_dir, meta, state, err);
+  int ret = load(iter_dir, meta, state, NULL, NULL, err);
+  rc_h5_quiet_end(&quiet);
+  return ret;
+}
+
+int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                            rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+  rc_h5_quiet quiet;
+  rc_h5_quiet_begin(&quiet);
+  int ret = load(iter_dir, meta, state, buffer, buffer_ctx, err);
   rc_h5_quiet_end(&quiet);
   return ret;
 }

@@ -88,6 +88,8 @@ done:
 
 /* ---- parallel hashing ---- */
 
+enum { GATE_SLICE = 8 << 20 }; /* gated range jobs wait for this much at a time */
+
 int rc_sha256_threads(int threads, int jobs) {
   if (threads <= 0) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -112,6 +114,7 @@ typedef struct {
   int npieces;
   const uint64_t *poff; /* where each piece starts */
   const uint64_t *start, *end;
+  rc_gate *gate; /* range jobs: bytes are hashed once final (NULL: all are) */
 } hash_jobs;
 
 /* Bytes [a, b) of the pieces: the first piece found by bisection, then
@@ -132,7 +135,13 @@ static void range_hash(const hash_jobs *j, uint64_t a, uint64_t b, char hex[RC_S
   for (int p = lo; ok && p < j->npieces && j->poff[p] < b; p++) {
     uint64_t s = a > j->poff[p] ? a : j->poff[p];
     uint64_t e = j->poff[p] + j->pieces[p].n < b ? j->poff[p] + j->pieces[p].n : b;
-    if (e > s) ok = EVP_DigestUpdate(ctx, (const char *)j->pieces[p].p + (s - j->poff[p]), e - s);
+    /* in slices, each once the gate has passed it: a save hashes behind its copy */
+    for (uint64_t at = s; ok && at < e;) {
+      uint64_t to = e - at < GATE_SLICE ? e : at + GATE_SLICE;
+      rc_gate_wait(j->gate, to);
+      ok = EVP_DigestUpdate(ctx, (const char *)j->pieces[p].p + (at - j->poff[p]), to - at);
+      at = to;
+    }
   }
   ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
   EVP_MD_CTX_free(ctx);
@@ -171,7 +180,7 @@ static void *hash_worker(void *arg) {
       j->rcs[i] = rc_sha256_file(j->paths[i], j->hex[i], &j->errs[i]);
     else if (j->pieces)
       range_hash(j, j->start[i], j->end[i], j->hex[i]);
-    else if (j->dst)
+    else if (j->dst && j->dst[i])
       copy_and_hash(j->dst[i], j->data[i], j->n[i], j->hex[i]);
     else
       rc_sha256_hex(j->data[i], j->n[i], j->hex[i]);
@@ -230,6 +239,12 @@ int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex
 
 void rc_sha256_ranges(const rc_piece *pieces, int npieces, const uint64_t *start,
                       const uint64_t *end, int count, int threads, char (*hex)[RC_SHA256_HEX]) {
+  rc_sha256_ranges_gated(pieces, npieces, start, end, count, threads, NULL, hex);
+}
+
+void rc_sha256_ranges_gated(const rc_piece *pieces, int npieces, const uint64_t *start,
+                            const uint64_t *end, int count, int threads, rc_gate *gate,
+                            char (*hex)[RC_SHA256_HEX]) {
   if (count <= 0) return;
   uint64_t *poff = malloc(sizeof *poff * (size_t)(npieces > 0 ? npieces : 1));
   if (!poff) {
@@ -244,7 +259,8 @@ void rc_sha256_ranges(const rc_piece *pieces, int npieces, const uint64_t *start
                  .npieces = npieces,
                  .poff = poff,
                  .start = start,
-                 .end = end};
+                 .end = end,
+                 .gate = gate};
   atomic_init(&j.next, 0);
   run_jobs(&j, rc_sha256_threads(threads, count));
   free(poff);

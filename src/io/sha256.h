@@ -31,7 +31,8 @@ int rc_sha256_files(const char *const *paths, int count, int threads, char (*hex
 /* Copies each src[i] to dst[i] (n[i] bytes) and hashes the bytes as they
  * are copied, a cache-sized chunk at a time: one pass over memory for both,
  * jobs spread over threads as in rc_sha256_many. A load uses it to move
- * datasets out of the verified file image and check their hashes. */
+ * datasets out of the verified file image and check their hashes. A NULL
+ * dst[i] hashes src[i] where it is (a dataset the caller reads in place). */
 void rc_sha256_copy_many(void *const *dst, const void *const *src, const size_t *n, int count,
                          int threads, char (*hex)[RC_SHA256_HEX]);
 
@@ -42,5 +43,11 @@ void rc_sha256_copy_many(void *const *dst, const void *const *src, const size_t 
  * the pieces, with no copy. Threads as in rc_sha256_many. */
 void rc_sha256_ranges(const rc_piece *pieces, int npieces, const uint64_t *start,
                       const uint64_t *end, int count, int threads, char (*hex)[RC_SHA256_HEX]);
+/* The same while the bytes still arrive: a job hashes each stretch once
+ * `gate` (offsets into the concatenation) has passed it. Jobs are taken in
+ * index order, so jobs sorted by start follow the arrival. */
+void rc_sha256_ranges_gated(const rc_piece *pieces, int npieces, const uint64_t *start,
+                            const uint64_t *end, int count, int threads, rc_gate *gate,
+                            char (*hex)[RC_SHA256_HEX]);
 
 #endif

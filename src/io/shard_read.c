@@ -201,7 +201,7 @@ static void *reader_run(void *arg) {
   return NULL;
 }
 
-int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
+int rc_read_shard(const char *path, int64_t expect_size, unsigned char *dst, rc_shard_image *out,
                   char hex[RC_SHA256_HEX], rc_err *err) {
   memset(out, 0, sizeof *out);
   int fd;
@@ -217,7 +217,8 @@ int rc_read_shard(const char *path, int64_t expect_size, rc_shard_image *out,
                   expect_size);
     goto done;
   }
-  out->data = rc_map_image(size + 1, &out->cap);
+  out->data = dst ? dst : rc_map_image(size + 1, &out->cap);
+  out->borrowed = dst != NULL;
   ctx = EVP_MD_CTX_new();
   if (!out->data || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
     ret = rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
@@ -294,40 +295,28 @@ static int chunk_mismatch(const char *path, const rc_mf_shard *e, int k, const c
  * on the thread count. */
 typedef struct {
   const rc_mf_shard *entry;
-  shard_reader *r;          /* following a reader into buf; NULL: pread fd */
-  const unsigned char *buf; /* with a reader */
-  int fd;                   /* without one */
+  int fd;
+  unsigned char *dst; /* read into dst at the file offset; NULL: through a small buffer */
   atomic_int next;
   char (*hex)[RC_SHA256_HEX];
   int *err_no; /* per chunk: errno of a failed pread; -1: short file */
 } chunk_jobs;
 
-static bool hash_chunk_following(chunk_jobs *j, uint64_t a, uint64_t b, EVP_MD_CTX *ctx) {
-  uint64_t at = a;
-  while (at < b) {
-    pthread_mutex_lock(&j->r->mu);
-    while (j->r->got <= at && !j->r->done) pthread_cond_wait(&j->r->cv, &j->r->mu);
-    uint64_t avail = j->r->got;
-    pthread_mutex_unlock(&j->r->mu);
-    if (avail <= at) return false; /* the reader stopped short: reported by the caller */
-    uint64_t upto = avail < b ? avail : b;
-    if (!EVP_DigestUpdate(ctx, j->buf + at, upto - at)) return false;
-    at = upto;
-  }
-  return true;
-}
-
+/* Bytes [a, b) of the file, a read's worth at a time, each hashed right
+ * after it is read, while it is still in cache: into dst at the file
+ * offset (a load) or through buf (a verification). */
 static bool hash_chunk_pread(chunk_jobs *j, uint64_t a, uint64_t b, EVP_MD_CTX *ctx,
                              unsigned char *buf, int *err_no) {
   for (uint64_t at = a; at < b;) {
     size_t want = b - at < READ_CHUNK ? (size_t)(b - at) : READ_CHUNK;
-    ssize_t k = pread(j->fd, buf, want, (off_t)at);
+    unsigned char *to = j->dst ? j->dst + at : buf;
+    ssize_t k = pread(j->fd, to, want, (off_t)at);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       *err_no = k < 0 ? errno : -1;
       return false;
     }
-    if (!EVP_DigestUpdate(ctx, buf, (size_t)k)) return false;
+    if (!EVP_DigestUpdate(ctx, to, (size_t)k)) return false;
     at += (uint64_t)k;
   }
   return true;
@@ -336,8 +325,8 @@ static bool hash_chunk_pread(chunk_jobs *j, uint64_t a, uint64_t b, EVP_MD_CTX *
 static void *chunk_worker(void *arg) {
   chunk_jobs *j = arg;
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-  unsigned char *buf = j->r ? NULL : malloc(READ_CHUNK);
-  if (!ctx || (!j->r && !buf)) {
+  unsigned char *buf = j->dst ? NULL : malloc(READ_CHUNK);
+  if (!ctx || (!j->dst && !buf)) {
     fprintf(stderr, "shard verify: out of memory\n");
     abort();
   }
@@ -347,8 +336,7 @@ static void *chunk_worker(void *arg) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     bool ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) &&
-              (j->r ? hash_chunk_following(j, a, b, ctx)
-                    : hash_chunk_pread(j, a, b, ctx, buf, &j->err_no[k])) &&
+              hash_chunk_pread(j, a, b, ctx, buf, &j->err_no[k]) &&
               EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
     if (ok)
       for (int i = 0; i < 32; i++) snprintf(j->hex[k] + 2 * i, 3, "%02x", md[i]);
@@ -380,11 +368,51 @@ static int first_bad_chunk(const char *path, const rc_mf_shard *e, char (*hex)[R
   return RC_OK;
 }
 
+/* The chunks of an open file of the manifest's size, each read (into dst
+ * at its offset, or through a small buffer) and hashed by the next free of
+ * `threads` threads; then the first failed read, a change of size, or the
+ * first chunk whose hash differs, in that order. */
+static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int threads,
+                         unsigned char *dst, rc_err *err) {
+  int ret = RC_OK, n = entry->nchunks ? entry->nchunks : 1;
+  char(*hex)[RC_SHA256_HEX] = calloc((size_t)n, sizeof *hex);
+  int *err_no = calloc((size_t)n, sizeof *err_no);
+  if (!hex || !err_no) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "verifying %s: out of memory", path);
+    goto done;
+  }
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  chunk_jobs j = {.entry = entry, .fd = fd, .dst = dst, .hex = hex, .err_no = err_no};
+  atomic_init(&j.next, 0);
+  run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
+  for (int k = 0; k < entry->nchunks && !ret; k++)
+    if (err_no[k] || !hex[k][0]) {
+      uint64_t a, b;
+      rc_mf_chunk_range(entry, k, &a, &b);
+      ret = rc_fail(err, RC_EXIT_IOERR, "reading %s, bytes [%" PRIu64 ", %" PRIu64 "): %s", path, a,
+                    b, err_no[k] > 0 ? strerror(err_no[k]) : "the file shrank");
+    }
+  /* A file that grew after the size check: the chunks cover only `bytes`. */
+  struct stat st;
+  if (!ret && fstat(fd, &st) == 0 && (uint64_t)st.st_size != entry->bytes)
+    ret = rc_fail(err, RC_EXIT_IOERR, "%s changed size while being read", path);
+  if (!ret) ret = first_bad_chunk(path, entry, hex, err);
+done:
+  free(err_no);
+  free(hex);
+  return ret;
+}
+
+static int size_mismatch(const char *path, size_t size, uint64_t bytes, rc_err *err) {
+  return rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, path,
+                 (uint64_t)size < bytes ? "truncated" : "wrong size (trailing data)", size, bytes);
+}
+
 int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
-                           rc_shard_image *out, rc_err *err) {
+                           unsigned char *dst, rc_shard_image *out, rc_err *err) {
   if (!entry->chunk_bytes) { /* version 1: the whole-file hash */
     char hex[RC_SHA256_HEX];
-    int ret = rc_read_shard(path, (int64_t)entry->bytes, out, hex, err);
+    int ret = rc_read_shard(path, (int64_t)entry->bytes, dst, out, hex, err);
     if (!ret && strcmp(hex, entry->sha256)) {
       ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s", path,
                     hex, entry->sha256);
@@ -397,44 +425,18 @@ int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threa
   size_t size;
   int ret = rc_open_regular(path, false, &fd, &size, err);
   if (ret) return ret;
-  char(*hex)[RC_SHA256_HEX] = NULL;
   if ((uint64_t)size != entry->bytes) {
-    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, path,
-                  (uint64_t)size < entry->bytes ? "truncated" : "wrong size (trailing data)", size,
-                  entry->bytes);
+    ret = size_mismatch(path, size, entry->bytes, err);
     goto done;
   }
-  out->data = rc_map_image(size + 1, &out->cap);
-  hex = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *hex);
-  if (!out->data || !hex) {
+  out->data = dst ? dst : rc_map_image(size + 1, &out->cap);
+  out->borrowed = dst != NULL;
+  if (!out->data) {
     ret = rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
     goto done;
   }
-  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  shard_reader r = {.fd = fd, .buf = out->data, .want = size + 1};
-  pthread_mutex_init(&r.mu, NULL);
-  pthread_cond_init(&r.cv, NULL);
-  pthread_t tid;
-  bool threaded = pthread_create(&tid, NULL, reader_run, &r) == 0;
-  if (!threaded) reader_run(&r); /* then read first, hash after */
-  chunk_jobs j = {.entry = entry, .r = &r, .buf = out->data, .hex = hex};
-  atomic_init(&j.next, 0);
-  run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
-  if (threaded) pthread_join(tid, NULL);
-  pthread_cond_destroy(&r.cv);
-  pthread_mutex_destroy(&r.mu);
-  if (r.err_no)
-    ret = rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(r.err_no));
-  else if (r.got > size)
-    ret = rc_fail(err, RC_EXIT_IOERR, "%s grew while being read", path);
-  else if (r.got != size)
-    ret = rc_fail(err, RC_EXIT_IOERR, "%s shrank while being read (%zu of %zu bytes)", path, r.got,
-                  size);
-  else
-    ret = first_bad_chunk(path, entry, hex, err);
-  if (!ret) out->size = size;
+  if (!(ret = verify_chunks(path, fd, entry, threads, out->data, err))) out->size = size;
 done:
-  free(hex);
   close(fd);
   if (ret) rc_shard_image_free(out);
   return ret;
@@ -447,49 +449,17 @@ int rc_shard_verify_file(const char *path, const rc_mf_shard *entry, int threads
   size_t size;
   int ret = rc_open_regular(path, false, &fd, &size, err);
   if (ret) return ret;
-  char(*hex)[RC_SHA256_HEX] = NULL;
-  int *err_no = NULL;
   if ((uint64_t)size != entry->bytes) {
-    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: %s: %zu bytes, the manifest says %" PRIu64, path,
-                  (uint64_t)size < entry->bytes ? "truncated" : "wrong size (trailing data)", size,
-                  entry->bytes);
-    goto done;
-  }
-  if (!entry->chunk_bytes) { /* version 1: one stream, the whole-file hash */
+    ret = size_mismatch(path, size, entry->bytes, err);
+  } else if (!entry->chunk_bytes) { /* version 1: one stream, the whole-file hash */
     char whole[RC_SHA256_HEX];
-    close(fd);
-    fd = -1;
-    if ((ret = rc_sha256_file(path, whole, err))) goto done;
-    if (strcmp(whole, entry->sha256))
+    if (!(ret = rc_sha256_file(path, whole, err)) && strcmp(whole, entry->sha256))
       ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s", path,
                     whole, entry->sha256);
-    goto done;
+  } else {
+    ret = verify_chunks(path, fd, entry, threads, NULL, err);
   }
-  hex = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *hex);
-  err_no = calloc((size_t)(entry->nchunks ? entry->nchunks : 1), sizeof *err_no);
-  if (!hex || !err_no) {
-    ret = rc_fail(err, RC_EXIT_SOFTWARE, "verifying %s: out of memory", path);
-    goto done;
-  }
-  chunk_jobs j = {.entry = entry, .fd = fd, .hex = hex, .err_no = err_no};
-  atomic_init(&j.next, 0);
-  run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
-  for (int k = 0; k < entry->nchunks && !ret; k++)
-    if (err_no[k] || !hex[k][0]) {
-      uint64_t a, b;
-      rc_mf_chunk_range(entry, k, &a, &b);
-      ret = rc_fail(err, RC_EXIT_IOERR, "reading %s, bytes [%" PRIu64 ", %" PRIu64 "): %s", path, a,
-                    b, err_no[k] > 0 ? strerror(err_no[k]) : "the file shrank");
-    }
-  if (!ret) ret = first_bad_chunk(path, entry, hex, err);
-  /* A file that grew after the size check: the chunks cover only `bytes`. */
-  struct stat st;
-  if (!ret && fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size != entry->bytes)
-    ret = rc_fail(err, RC_EXIT_IOERR, "%s changed size while being verified", path);
-done:
-  free(err_no);
-  free(hex);
-  if (fd >= 0) close(fd);
+  close(fd);
   return ret;
 }
 
@@ -1216,7 +1186,7 @@ done:
 static int inspect(const char *shard_path, FILE *out, rc_err *err) {
   rc_shard_image img;
   char sha[RC_SHA256_HEX];
-  int ret = rc_read_shard(shard_path, -1, &img, sha, err);
+  int ret = rc_read_shard(shard_path, -1, NULL, &img, sha, err);
   if (ret) return ret;
   size_t n = img.size;
   rc_h5_image_ref ref = {img.data, n};

@@ -127,8 +127,9 @@ static herr_t udata_free(void *udata) {
 }
 
 void rc_shard_image_free(rc_shard_image *image) {
-  if (image->data) munmap(image->data, image->cap);
+  if (image->data && !image->borrowed) munmap(image->data, image->cap);
   free(image->pieces);
+  free(image->offset);
   memset(image, 0, sizeof *image);
 }
 
@@ -156,6 +157,8 @@ typedef struct {
   char last_parent[RC_PATH_MAX]; /* groups known to exist up to here */
   span *spans;                   /* one per non-empty tensor */
   int nspans;
+  uint64_t *offset; /* per tensor of the state: where its bytes start (0: empty) */
+  bool layout_only; /* the tensors' buffers come later (rc_shard_build_layout) */
 } writer;
 
 /* Rejects what HDF5 would misread or what would collide with /meta:
@@ -218,7 +221,7 @@ done:
   return ret;
 }
 
-static int write_tensor(writer *w, const rc_tensor *t, rc_err *err) {
+static int write_tensor(writer *w, int index, const rc_tensor *t, rc_err *err) {
   int ret = RC_OK;
   hid_t space = H5I_INVALID_HID, ds = H5I_INVALID_HID;
   if ((ret = check_path(t->path, err))) return ret;
@@ -232,7 +235,7 @@ static int write_tensor(writer *w, const rc_tensor *t, rc_err *err) {
     dims[i] = (hsize_t)t->shape[i];
   }
   size_t nbytes = rc_tensor_nbytes(t);
-  if (nbytes > 0 && !t->data)
+  if (nbytes > 0 && !t->data && !w->layout_only)
     return rc_fail(err, RC_EXIT_USAGE, "dataset %s: no data buffer", t->path);
   if ((ret = ensure_parents(w, t->path, err))) return ret;
   htri_t exists = H5Lexists(w->fid, t->path, H5P_DEFAULT);
@@ -254,7 +257,8 @@ static int write_tensor(writer *w, const rc_tensor *t, rc_err *err) {
       ret = rc_h5_fail(err, RC_EXIT_SOFTWARE, "dataset %s has no contiguous storage", t->path);
       goto done;
     }
-    w->spans[w->nspans++] = (span){(uint64_t)off, nbytes, t->data};
+    w->spans[w->nspans++] = (span){(uint64_t)off, nbytes, w->layout_only ? NULL : t->data};
+    w->offset[index] = (uint64_t)off;
   }
 done:
   if (ds >= 0) H5Dclose(ds);
@@ -432,11 +436,14 @@ static int make_pieces(rc_shard_image *im, span *spans, int n, rc_err *err) {
   return ret;
 }
 
-int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
-                         rc_err *err) {
+static int build_image(const rc_shard_meta *meta, const rc_state *state, bool layout_only,
+                       rc_shard_image *image, rc_err *err) {
   int ret = RC_OK;
   memset(image, 0, sizeof *image);
-  writer w = {.fid = H5I_INVALID_HID, .gcpl = H5I_INVALID_HID, .dcpl = H5I_INVALID_HID};
+  writer w = {.fid = H5I_INVALID_HID,
+              .gcpl = H5I_INVALID_HID,
+              .dcpl = H5I_INVALID_HID,
+              .layout_only = layout_only};
   hid_t fcpl = H5I_INVALID_HID, fapl = H5I_INVALID_HID;
   image_mem mem = {0};
   ssize_t flushed = -1;
@@ -444,7 +451,10 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_sh
   rc_h5_quiet_begin(&quiet);
 
   w.spans = calloc((size_t)(state->count ? state->count : 1), sizeof *w.spans);
-  if (!w.spans) {
+  w.offset = calloc((size_t)(state->count ? state->count : 1), sizeof *w.offset);
+  if (!w.spans || !w.offset) {
+    free(w.spans);
+    free(w.offset);
     rc_h5_quiet_end(&quiet);
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   }
@@ -481,7 +491,7 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_sh
            "creating the in-memory HDF5 file");
   if ((ret = write_meta(&w, meta, err))) goto done;
   for (int i = 0; i < state->count; i++)
-    if ((ret = write_tensor(&w, &state->tensors[i], err))) goto done;
+    if ((ret = write_tensor(&w, i, &state->tensors[i], err))) goto done;
   /* No H5Fflush: flushing "truncates" the core driver's buffer up to the
    * end of allocation, zero-filling every raw-data region. Close writes all
    * metadata anyway; its length is then read from the superblock. */
@@ -503,10 +513,16 @@ done:
                     " before close",
                     (unsigned long long)eof, flushed);
     else
-      *image = (rc_shard_image){mem.buf, (size_t)eof, mem.cap, NULL, 0, mem.allocations > 1};
+      *image = (rc_shard_image){.data = mem.buf,
+                                .size = (size_t)eof,
+                                .cap = mem.cap,
+                                .meta_spilled = mem.allocations > 1,
+                                .offset = w.offset,
+                                .count = state->count};
   }
   if (!ret) ret = make_pieces(image, w.spans, w.nspans, err);
   free(w.spans);
+  if (!image->offset) free(w.offset);
   if (ret) {
     if (image->data)
       rc_shard_image_free(image);
@@ -515,4 +531,30 @@ done:
   }
   rc_h5_quiet_end(&quiet);
   return ret;
+}
+
+int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
+                         rc_err *err) {
+  return build_image(meta, state, false, image, err);
+}
+
+int rc_shard_build_layout(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
+                          rc_err *err) {
+  return build_image(meta, state, true, image, err);
+}
+
+/* The layout's own bytes (metadata, zero gaps) into buf at their offsets;
+ * from then on the file is buf[0, size), one piece. */
+int rc_shard_image_place(rc_shard_image *image, unsigned char *buf, rc_err *err) {
+  uint64_t off = 0;
+  for (int i = 0; i < image->npieces; i++) {
+    if (image->pieces[i].p) memcpy(buf + off, image->pieces[i].p, image->pieces[i].n);
+    off += image->pieces[i].n;
+  }
+  if (off != image->size)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "shard layout: pieces cover %llu of %zu bytes",
+                   (unsigned long long)off, image->size);
+  image->pieces[0] = (rc_piece){buf, image->size};
+  image->npieces = 1;
+  return RC_OK;
 }

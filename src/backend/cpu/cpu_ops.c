@@ -7,6 +7,7 @@
  * elementwise ops are the literal formulas of ops.h in float, since this
  * backend is the numerical reference the CUDA kernels are checked against. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/host_pages.h"
 #include "backend/numeric.h"
 
 #include <math.h>
@@ -156,6 +157,8 @@ static const rc_ops cpu_ops = {
     .copy = cpu_memcpy,
     .zero = cpu_zero,
     .sync = cpu_sync,
+    .host_alloc = rc_host_pages_alloc,
+    .host_free = rc_host_pages_free,
     .gemm = rc_cpu_gemm,
     .round_to = cpu_round_to,
     .quantize_e4m3 = cpu_quantize_e4m3,
