@@ -9,6 +9,9 @@
 #   A  train --steps 2 --stop-at 1                     init + step 1
 #   S  train --steps 2 --stop-at 1 --save-at 1         init + step 1 + save
 #   L  train --steps 2 --resume-from S's iter_0000001  init + load + step 2
+#   S2 train --steps 4 --stop-at 3 --save-at 1,3       a second save, in steady state
+#      (its timing.csv's second save: the staging buffer is reserved and
+#      warm; S's save is the first of a process, right after start-up)
 # and each leg's own step time (its timing.csv) is taken off its wall time:
 #   save = (S - S's step) - (A - A's step),  load = (L - L's step) - (A - A's step)
 # The legs' own timing.csv also has the save and load phases timed inside
@@ -59,6 +62,7 @@ wall() {
 step_s() { grep '^step,' "$1/timing.csv" | tail -1 | cut -d, -f3; }
 # the seconds of phase $2 (save, load) in a leg's timing.csv
 phase_s() { grep "^$2," "$1/timing.csv" | head -1 | cut -d, -f3; }
+phase_last_s() { grep "^$2," "$1/timing.csv" | tail -1 | cut -d, -f3; }
 
 echo "== machine"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc), sha_ni: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no)"
@@ -76,9 +80,9 @@ echo "checkpoint: $bytes bytes in $dir ($mib MiB for dd)"
 avail=$(df -B1 --output=avail "$work" | tail -1)
 [ "$avail" -gt $((4 * bytes)) ] || { echo "need $((4 * bytes)) bytes free in $work" >&2; exit 1; }
 
-: >"$work/save.t"; : >"$work/load.t"; : >"$work/psave.t"; : >"$work/pload.t"; : >"$work/dd.t"; : >"$work/cat.t"; : >"$work/ddr.t"
+: >"$work/save2.t"; : >"$work/save.t"; : >"$work/load.t"; : >"$work/psave.t"; : >"$work/pload.t"; : >"$work/dd.t"; : >"$work/cat.t"; : >"$work/ddr.t"
 for i in $(seq "$reps"); do
-  rm -rf "$work/a" "$work/s" "$work/l" "$work/dd.bin"
+  rm -rf "$work/a" "$work/s" "$work/l" "$work/s2" "$work/dd.bin"
   sync
   ta=$(wall "$bin" train "${F[@]}" --steps 2 --stop-at 1 --out "$work/a")
   ta=$(sub "$ta" "$(step_s "$work/a")")
@@ -87,6 +91,10 @@ for i in $(seq "$reps"); do
   ts=$(sub "$ts" "$(step_s "$work/s")")
   tl=$(wall "$bin" train "${F[@]}" --steps 2 --resume-from "$work/s/ckpt/iter_0000001" --out "$work/l")
   tl=$(sub "$tl" "$(step_s "$work/l")")
+  sync
+  wall "$bin" train "${F[@]}" --steps 4 --stop-at 3 --save-at 1,3 --out "$work/s2" >/dev/null
+  phase_last_s "$work/s2" save >>"$work/save2.t"
+  rm -rf "$work/s2"
   sync
   td=$(wall dd if=/dev/zero of="$work/dd.bin" bs=1M count="$mib" conv=fdatasync)
   rm -f "$work/dd.bin"
@@ -116,7 +124,9 @@ echo "cat SHARD:             $cat_m s [$(minimum <"$work/cat.t")]"
 echo "dd SHARD of=/dev/null: $ddr_m s [$(minimum <"$work/ddr.t")]"
 echo "save phase (timing.csv): $(median <"$work/psave.t") s [$(minimum <"$work/psave.t")]"
 echo "load phase (timing.csv): $(median <"$work/pload.t") s [$(minimum <"$work/pload.t")]"
+echo "second save (timing.csv): $(median <"$work/save2.t") s [$(minimum <"$work/save2.t")]"
 echo "save phase / dd:       $(ratio "$(median <"$work/psave.t")" "$dd_m")x"
+echo "second save / dd:      $(ratio "$(median <"$work/save2.t")" "$dd_m")x"
 echo "load phase / read:     $(ratio "$(median <"$work/pload.t")" "$read_m")x"
 echo "save / dd:             $(ratio "$save_m" "$dd_m")x   (issue 15 goal <= 1.2 on gpu-small)"
 echo "load / read:           $(ratio "$load_m" "$read_m")x   (issue 15 goal <= 1.2 on gpu-small; read = faster of cat and dd)"

@@ -19,7 +19,9 @@
 # bench/bench_verdict.sh on gpu-small, "save" bench/bench_save.sh when present,
 # "rootcause" compute-sanitizer on an events-on leg of $RC_OLD_BIN (a build
 # from before the bisect fix) and of this build, "compare" compare of two
-# gpu-small checkpoints against --trust-manifests, h5diff and openssl.
+# gpu-small checkpoints against --trust-manifests, h5diff and openssl,
+# "oldbytes" CUDA checkpoints of $RC_OLD_GPU_BUILD (binary and module of an
+# earlier commit) against this build's, file by file.
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -128,6 +130,52 @@ if want save && [ -f bench/bench_save.sh ]; then
 log "save and load vs dd (gpu-small checkpoint)"
 RC_BIN="$B/resumecheck" BENCH_FLAGS="--preset gpu-small --device cuda" timeout 300 \
   bash bench/bench_save.sh 2>&1 | tail -20 | tee -a "$S"
+fi
+
+if want profile_io; then
+  # where a save and a load go (RC_PROFILE=1 notes), in steady state: the
+  # leg saves at 10 and 12; then a resume from 10
+  log "save and load pieces (RC_PROFILE=1, gpu-small)"
+  pw=/tmp/rc_profile_io
+  rm -rf "$pw"
+  RC_PROFILE=1 timeout 120 "$B/resumecheck" train --device cuda --preset gpu-small --steps 12 \
+    --save-at 10,12 --out "$pw/s" 2>&1 | grep -E "save|init|staging" | tee -a "$S"
+  grep -E "^(save|model_init|backend|step),(1|10|11|12)?," "$pw/s/timing.csv" | tee -a "$S"
+  RC_PROFILE=1 timeout 120 "$B/resumecheck" train --device cuda --preset gpu-small --steps 12 \
+    --resume-from "$pw/s/ckpt/iter_0000010" --out "$pw/r" 2>&1 | grep -E "load|init" | tee -a "$S"
+  grep -E "^(load|model_init|backend|start_to_first_step)," "$pw/r/timing.csv" | tee -a "$S"
+  rm -rf "$pw"
+fi
+
+if want oldbytes && [ -n "${RC_OLD_GPU_BUILD:-}" ]; then
+  # The save path changed (streamed through a page-locked staging buffer):
+  # CUDA legs of the old and the new binary must write the same bytes.
+  log "CUDA checkpoints of $RC_OLD_GPU_BUILD (before the streamed save) vs this build"
+  ob=/tmp/rc_oldbytes
+  rm -rf "$ob"
+  n_same=0 n_diff=0
+  while IFS='|' read -r name flags; do
+    read -r -a f <<<"$flags"
+    RC_CUDA_MODULE="$PWD/$RC_OLD_GPU_BUILD/libresumecheck_cuda.so" timeout 120 \
+      "$RC_OLD_GPU_BUILD/resumecheck" train --device cuda "${f[@]}" --out "$ob/old_$name" > "$ob.old.log" 2>&1 ||
+      { log "old $name failed: $(tail -1 "$ob.old.log")"; continue; }
+    timeout 120 "$B/resumecheck" train --device cuda "${f[@]}" --out "$ob/new_$name" > "$ob.new.log" 2>&1 ||
+      { log "new $name failed: $(tail -1 "$ob.new.log")"; continue; }
+    for fo in $(cd "$ob/old_$name/ckpt" && find . -type f ! -name args.json | sort); do
+      if cmp -s "$ob/old_$name/ckpt/$fo" "$ob/new_$name/ckpt/$fo"; then
+        n_same=$((n_same + 1))
+      else
+        n_diff=$((n_diff + 1))
+        log "DIFFERS: $name $fo"
+      fi
+    done
+    rm -rf "$ob/old_$name" "$ob/new_$name"
+  done <<'EOF2'
+tiny_bf16_mtp|--preset tiny --precision bf16 --mtp-repeated-layer --steps 3 --save-at 2,3
+tiny_fp8|--preset tiny --precision fp8 --steps 3 --save-at 3
+gpu_small|--preset gpu-small --steps 2 --save-at 1,2
+EOF2
+  log "old vs new CUDA checkpoint files: $n_same identical, $n_diff different"
 fi
 
 if want compare; then
