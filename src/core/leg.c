@@ -10,7 +10,9 @@
  * backend and the model; then, pre-warmed (--wait-for-checkpoint), the wait
  * for the checkpoint to be complete; then the load. Waiting after the model
  * is built costs nothing in determinism: the model has trained nothing, its
- * process-local state is what a fresh process has. */
+ * process-local state is what a fresh process has. With --step-lock, each
+ * step waits its turn on a shared GPU (base/steplock.h): that changes when a
+ * step starts, never what it computes. */
 #include "core/leg.h"
 
 #include <errno.h>
