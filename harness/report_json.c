@@ -89,6 +89,8 @@ static void config(rc_jw *w, const rc_run *run) {
     rc_jw_double(w, o->leg_timeout_s);
   else
     rc_jw_null(w);
+  kv_str(w, "gpu_scheduling", rc_run_gpu_scheduling_name(run));
+  kv_str_or_null(w, "step_lock", run->step_lock[0] ? run->step_lock : NULL);
   kv_str(w, "out", o->out_dir);
   kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
   kv_str_or_null(w, "train_cmd", o->trainer == RC_TRAINER_EXEC ? o->train_cmd : NULL);
@@ -140,6 +142,7 @@ static void timing(rc_jw *w, const rc_leg_timing *t) {
   kv_secs(w, "steps_s", t->steps_s);
   kv_int(w, "saves", t->n_saves);
   kv_secs(w, "saves_s", t->saves_s);
+  kv_secs(w, "step_lock_wait_s", t->step_lock_wait_s);
   rc_jw_obj_end(w);
 }
 
@@ -187,6 +190,8 @@ static void legs(rc_jw *w, const rc_run *run) {
     kv_str_or_null(w, "log_tail", l->log_tail);
     rc_jw_key(w, "prewarmed");
     rc_jw_bool(w, l->prewarmed);
+    kv_str_or_null(w, "step_priority",
+                   l->step_locked ? rc_step_priority_name(l->step_priority) : NULL);
     timing(w, &l->timing);
     rc_jw_obj_end(w);
   }

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "base/error.h"
+#include "base/steplock.h"
 #include "harness/compare.h"
 #include "harness/exec_template.h"
 
@@ -39,6 +40,14 @@ typedef enum {
   RC_PROGRESS_PLAIN,
   RC_PROGRESS_OFF
 } rc_progress_mode;
+/* --gpu-scheduling: whether legs sharing one GPU take turns (docs/robustness.md).
+ * DEFAULT is critical-first when the legs run on CUDA with --jobs > 1 and the
+ * built-in trainer, shared otherwise. */
+typedef enum {
+  RC_GPU_SCHED_DEFAULT = 0,
+  RC_GPU_SCHED_CRITICAL_FIRST,
+  RC_GPU_SCHED_SHARED
+} rc_gpu_scheduling;
 
 typedef struct {
   int64_t steps;    /* N, the LR horizon of every leg */
@@ -59,6 +68,7 @@ typedef struct {
   int argc;
   rc_progress_mode progress;
   FILE *progress_out; /* stderr */
+  rc_gpu_scheduling gpu_scheduling;
 } rc_run_opts;
 
 typedef enum {
@@ -80,6 +90,7 @@ typedef struct {
   double start_to_first_step_s; /* spawn to the end of that step */
   int n_steps, n_saves;
   double steps_s, saves_s; /* sums over the step and save rows */
+  double step_lock_wait_s; /* --step-lock: seconds blocked on the lock, -1 without */
 } rc_leg_timing;
 
 typedef struct {
@@ -112,6 +123,10 @@ typedef struct {
   bool prewarmed;
   bool waiting; /* its checkpoint was not complete at the last look (progress) */
   int wait_wfd; /* the write end, valid while > 0 */
+  /* critical-first GPU scheduling: the leg got --step-lock with this
+   * priority (high for save and resume legs, low for through and aa) */
+  bool step_locked;
+  rc_step_priority step_priority;
   rc_leg_timing timing;
   char reason[1024];   /* why it failed, was killed or skipped */
   char log_tail[4096]; /* last lines of its log when it failed */
@@ -176,7 +191,11 @@ typedef struct {
   int n_legs;
   rc_check *checks;
   int n_checks;
-  char *config_json; /* `train --dry-run` output (canonical config), NULL for exec */
+  char *config_json;   /* `train --dry-run` output (canonical config), NULL for exec */
+  char legs_device[8]; /* where `train --dry-run-memory` says the legs run: "cpu", "cuda", "" */
+  /* --gpu-scheduling as it applied (decided when the legs start): the lock
+   * file every leg was given, "" when the legs shared the GPU unscheduled */
+  char step_lock[RC_RUN_PATH_CAP];
   double wall_s;
   bool interrupted;
   /* verdict */
@@ -197,6 +216,15 @@ typedef struct {
  * malloc'd (caller frees). */
 int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bool *every,
                          rc_err *err);
+
+/* Whether the legs take turns on the GPU: --gpu-scheduling, or by default
+ * CUDA legs (legs_device) with --jobs > 1 and the built-in trainer. */
+bool rc_run_critical_first(const rc_run *run);
+/* A leg's priority under critical-first: through and aa are off the
+ * critical path (low), save and the resume legs are on it (high). */
+rc_step_priority rc_leg_step_priority(const rc_leg *leg);
+/* "critical-first" or "shared", as it applied (run->step_lock). */
+const char *rc_run_gpu_scheduling_name(const rc_run *run);
 
 /* Builds the legs and checks; no file system access, no processes. */
 int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err);

@@ -14,6 +14,11 @@
  * a leg running longer than --leg-timeout is stopped the same way and fails
  * as timed out. Stopping is SIGTERM to the trainer's process group, SIGKILL
  * after a grace period.
+ * Legs that share one GPU take turns (--gpu-scheduling critical-first): each
+ * built-in leg gets `--step-lock DIR/.step.lock`, save and resume legs with
+ * priority high, through and aa low (base/steplock.h): the critical path
+ * save → resume steps alone, through and aa step in its gaps (while save
+ * saves and resume loads) and after it.
  * Polling (20 ms) rather than SIGCHLD keeps the harness free of signal
  * state beyond the interrupt flag, and is far below a leg's run time. */
 #include "run.h"
@@ -24,6 +29,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,14 +111,24 @@ static void free_env(char **env, char **extra) {
   free(env);
 }
 
-/* argv plus --wait-for-checkpoint, for a pre-warmed leg (the flag is not in
- * leg->argv: a leg re-run by hand from its repro line needs no wait).
- * Borrows the words; NULL on OOM. */
-static char **prewarm_argv(const rc_leg *leg) {
-  char **v = calloc((size_t)leg->argc + 2, sizeof *v);
+/* argv plus the flags only this process needs: --wait-for-checkpoint for a
+ * pre-warmed leg, --step-lock FILE --step-priority P when the legs take
+ * turns on the GPU. Neither is in leg->argv: a leg re-run by hand from its
+ * repro line needs no wait and no turn. Borrows the words; leg->argv itself
+ * when nothing is added; NULL on OOM. */
+static char **spawn_argv(const rc_run *run, const rc_leg *leg) {
+  if (!leg->prewarmed && !leg->step_locked) return leg->argv;
+  char **v = calloc((size_t)leg->argc + 6, sizeof *v);
   if (!v) return NULL;
-  for (int k = 0; k < leg->argc; k++) v[k] = leg->argv[k];
-  v[leg->argc] = "--wait-for-checkpoint";
+  int n = 0;
+  for (int k = 0; k < leg->argc; k++) v[n++] = leg->argv[k];
+  if (leg->prewarmed) v[n++] = "--wait-for-checkpoint";
+  if (leg->step_locked) {
+    v[n++] = "--step-lock";
+    v[n++] = (char *)run->step_lock;
+    v[n++] = "--step-priority";
+    v[n++] = (char *)rc_step_priority_name(leg->step_priority);
+  }
   return v;
 }
 
@@ -148,7 +164,7 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
   leg->t_start = rc_now();
   if (leg->prewarmed && wait_pipe(&rfd, &leg->wait_wfd)) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
-  } else if (leg->prewarmed && !(argv = prewarm_argv(leg))) {
+  } else if (!(argv = spawn_argv(run, leg))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
   } else if (!(env = leg_env(run, leg, exec, leg->t_start, &extra))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
@@ -263,13 +279,43 @@ static void signal_leg(const rc_leg *leg, int sig) {
   if (leg->pgid > 1) kill(-leg->pgid, sig);
 }
 
+/* --gpu-scheduling: decides whether the legs take turns and, if so, creates
+ * the lock file inside the run directory (a regular file, refused as an
+ * I/O error when something else is in its place) and gives each leg its
+ * priority. The file holds nothing; it is removed when the legs are done. */
+static int setup_step_lock(rc_run *run, rc_err *err) {
+  run->step_lock[0] = 0;
+  if (!rc_run_critical_first(run)) return RC_OK;
+  char path[RC_RUN_PATH_CAP];
+  rc_bufprintf(path, sizeof path, "%s/.step.lock", run->opts.out_dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    int e = fd < 0 ? errno : 0;
+    if (fd >= 0) close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "--gpu-scheduling critical-first: cannot use %s: %s", path,
+                   e ? strerror(e) : "not a regular file");
+  }
+  close(fd);
+  snprintf(run->step_lock, sizeof run->step_lock, "%s", path);
+  for (int i = 0; i < run->n_legs; i++) {
+    run->legs[i].step_locked = true;
+    run->legs[i].step_priority = rc_leg_step_priority(&run->legs[i]);
+  }
+  return RC_OK;
+}
+
 int rc_run_legs(rc_run *run, rc_err *err) {
-  (void)err;
-  rc_progress prog;
-  rc_progress_init(&prog, run);
   const int n = run->n_legs;
   double *kill_at = calloc((size_t)n, sizeof *kill_at); /* when SIGTERM was sent, 0 if not */
   if (!kill_at) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  int rc = setup_step_lock(run, err);
+  if (rc) {
+    free(kill_at);
+    return rc;
+  }
+  rc_progress prog;
+  rc_progress_init(&prog, run);
   double t0 = rc_now();
   bool stop = false;
   const char *keep_env = getenv("RC_TEST_KEEP_WAIT_PIPES");
@@ -394,5 +440,6 @@ int rc_run_legs(rc_run *run, rc_err *err) {
   rc_progress_done(&prog);
   run->wall_s = rc_now() - t0;
   free(kill_at);
+  if (run->step_lock[0]) (void)unlink(run->step_lock); /* every leg has ended: nobody holds it */
   return RC_OK;
 }

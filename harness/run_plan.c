@@ -82,6 +82,22 @@ const char *rc_mechanism_name(rc_mechanism m) {
   return "?";
 }
 
+bool rc_run_critical_first(const rc_run *run) {
+  const rc_run_opts *o = &run->opts;
+  if (o->trainer != RC_TRAINER_SELF || o->gpu_scheduling == RC_GPU_SCHED_SHARED) return false;
+  if (o->gpu_scheduling == RC_GPU_SCHED_CRITICAL_FIRST) return true;
+  return o->jobs > 1 && !strcmp(run->legs_device, "cuda");
+}
+
+rc_step_priority rc_leg_step_priority(const rc_leg *leg) {
+  return !strcmp(leg->name, "through") || !strcmp(leg->name, "aa") ? RC_STEP_PRIORITY_LOW
+                                                                   : RC_STEP_PRIORITY_HIGH;
+}
+
+const char *rc_run_gpu_scheduling_name(const rc_run *run) {
+  return run->step_lock[0] ? "critical-first" : "shared";
+}
+
 void rc_leg_range(const rc_leg *leg, char *buf, size_t cap) {
   snprintf(buf, cap, "%" PRId64 "→%" PRId64, leg->resume_step, leg->last_step);
 }
@@ -411,6 +427,10 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
   } else if (!opts->self_exe) {
     return rc_fail(err, RC_EXIT_SOFTWARE, "no trainer executable");
   }
+  if (opts->trainer == RC_TRAINER_EXEC && opts->gpu_scheduling == RC_GPU_SCHED_CRITICAL_FIRST)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--gpu-scheduling critical-first needs the built-in trainer (an exec trainer "
+                   "does not know `train --step-lock`)");
 
   int leg_cap = 0, check_cap = 0;
   if (!opts->confirm_arm) {

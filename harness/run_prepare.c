@@ -137,6 +137,8 @@ static int check_jobs_memory(rc_run *run, rc_err *err) {
     rc_json_free(j);
     return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run-memory printed no memory report");
   }
+  snprintf(run->legs_device, sizeof run->legs_device, "%s",
+           device); /* --gpu-scheduling's default */
   bool on_host = !strcmp(device, "cpu");
   rc = rc_run_jobs_memory_check((uint64_t)(on_host ? need + host_need : need), o->jobs, run->n_legs,
                                 (uint64_t)avail, on_host ? "host memory" : "device memory", err);

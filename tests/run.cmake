@@ -12,3 +12,7 @@ foreach(t run_exec_good run_exec_forget run_exec_nondet run_exec_crash run_exec_
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 rc_add_sh_test(run_jobs_memory run_jobs_memory.sh)
+# critical-first GPU scheduling (docs/robustness.md): `train --step-lock`
+# itself, then `run --gpu-scheduling` on the CPU core
+rc_add_sh_test(leg_step_lock leg_step_lock.sh)
+rc_add_sh_test(run_gpu_scheduling run_gpu_scheduling.sh)

@@ -262,6 +262,54 @@ static void test_exec(void) {
   rc_run_free(&r);
 }
 
+/* --gpu-scheduling: the default turns critical-first on only for CUDA legs
+ * with --jobs > 1 and the built-in trainer; the explicit values win; an
+ * exec trainer refuses critical-first; save and resume legs are high,
+ * through and aa low, and the planned argv never holds --step-lock (the
+ * repro line). */
+static void test_gpu_scheduling(void) {
+  int64_t ks[] = {3, 6};
+  rc_run_opts o = base_opts(ks, 2);
+  o.aa = true;
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  CHECK(!rc_run_critical_first(&r), "default, device unknown: shared");
+  snprintf(r.legs_device, sizeof r.legs_device, "cpu");
+  CHECK(!rc_run_critical_first(&r), "default on the CPU: shared");
+  snprintf(r.legs_device, sizeof r.legs_device, "cuda");
+  CHECK(rc_run_critical_first(&r), "default on CUDA with --jobs 2: critical-first");
+  r.opts.jobs = 1;
+  CHECK(!rc_run_critical_first(&r), "default with --jobs 1: shared");
+  r.opts.gpu_scheduling = RC_GPU_SCHED_CRITICAL_FIRST;
+  snprintf(r.legs_device, sizeof r.legs_device, "cpu");
+  CHECK(rc_run_critical_first(&r), "explicit critical-first applies on the CPU too");
+  r.opts.jobs = 4;
+  r.opts.gpu_scheduling = RC_GPU_SCHED_SHARED;
+  snprintf(r.legs_device, sizeof r.legs_device, "cuda");
+  CHECK(!rc_run_critical_first(&r), "explicit shared on CUDA: shared");
+  static const char *const want[][2] = {{"through", "low"},
+                                        {"save", "high"},
+                                        {"aa", "low"},
+                                        {"resume@3", "high"},
+                                        {"resume@6", "high"}};
+  for (int i = 0; i < 5; i++) {
+    int k = leg_index(&r, want[i][0]);
+    CHECK(k >= 0 && !strcmp(rc_step_priority_name(rc_leg_step_priority(&r.legs[k])), want[i][1]),
+          "%s has priority %s", want[i][0], want[i][1]);
+    CHECK(k >= 0 && !has_word(&r.legs[k], "--step-lock"), "%s: no --step-lock in the planned argv",
+          want[i][0]);
+  }
+  CHECK(!strcmp(rc_run_gpu_scheduling_name(&r), "shared"), "no lock file yet: shared");
+  rc_run_free(&r);
+  o.trainer = RC_TRAINER_EXEC;
+  o.train_cmd = "t --out {out} --resume-from {resume_from}";
+  o.gpu_scheduling = RC_GPU_SCHED_CRITICAL_FIRST;
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "--gpu-scheduling"),
+        "exec trainer with critical-first: usage error (%s)", err.msg);
+  rc_run_free(&r);
+}
+
 int main(void) {
   test_parse_save_at();
   test_single_k();
@@ -269,6 +317,7 @@ int main(void) {
   test_every_and_aa();
   test_confirm_arm();
   test_exec();
+  test_gpu_scheduling();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -27,6 +27,7 @@ static void usage(FILE *out) {
       "                       [--git-bisect] [--keep-going] [--overwrite]\n"
       "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
       "                       [--progress auto|live|plain|off] [--leg-timeout SECONDS]\n"
+      "                       [--gpu-scheduling critical-first|shared]\n"
       "\n"
       "Runs the legs of a checkpoint-resume check, each a separate process with its own\n"
       "directory DIR/<leg>/ and log DIR/<leg>/log.txt, and compares their state byte for byte:\n"
@@ -62,6 +63,11 @@ static void usage(FILE *out) {
       "                      like an interrupted one (SIGTERM to its process group, SIGKILL 5 s\n"
       "                      later) and fails as timed-out (exit 70); a pre-warmed resume leg's\n"
       "                      clock starts when its checkpoint's producer ends. Default: no bound\n"
+      "  --gpu-scheduling P  legs sharing one GPU: critical-first (the default with --device\n"
+      "                      cuda, --jobs > 1 and the built-in trainer): save and resume legs\n"
+      "                      step first, through and aa only while none of them steps (`train\n"
+      "                      --step-lock DIR/.step.lock`); shared (the default otherwise): every\n"
+      "                      leg steps whenever it can. Scheduling only: the bits are the same\n"
       "\n"
       "Every other flag (--preset, --precision, --mtp-depths, --first-microbatch-policy,\n"
       "--grad-accum-fusion, --inject, --seed, ...) is passed verbatim to each `resumecheck\n"
@@ -87,13 +93,14 @@ static const flag_def RUN_FLAGS[] = {
     {"--jobs", true},      {"--junit", true},        {"--summary-md", true},  {"--plot", true},
     {"--json", true},      {"--confirm-arm", false}, {"--git-bisect", false}, {"--trainer", true},
     {"--train-cmd", true}, {"--keep-going", false},  {"--overwrite", false},  {"--progress", true},
-    {"--leg-timeout", true},
+    {"--leg-timeout", true}, {"--gpu-scheduling", true},
 };
 /* clang-format on */
 
 /* Flags of a single leg: `run` sets them for each leg itself. */
-static const char *const LEG_FLAGS[] = {"--stop-at", "--resume-from", "--leg", "--dry-run",
-                                        "--wait-for-checkpoint"};
+static const char *const LEG_FLAGS[] = {
+    "--stop-at",       "--resume-from",        "--leg", "--dry-run", "--step-lock",
+    "--step-priority", "--wait-for-checkpoint"};
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
   va_list ap;
@@ -130,7 +137,7 @@ static bool parse_i64(const char *s, int64_t *out) {
 
 typedef struct {
   const char *steps, *save_at, *out, *jobs, *junit, *md, *plot, *json, *trainer, *train_cmd,
-      *progress, *leg_timeout;
+      *progress, *leg_timeout, *gpu_scheduling;
   bool aa, confirm, bisect, keep_going, overwrite;
 } raw_flags;
 
@@ -147,6 +154,7 @@ static const char **value_slot(raw_flags *r, const char *name) {
   if (!strcmp(name, "--train-cmd")) return &r->train_cmd;
   if (!strcmp(name, "--progress")) return &r->progress;
   if (!strcmp(name, "--leg-timeout")) return &r->leg_timeout;
+  if (!strcmp(name, "--gpu-scheduling")) return &r->gpu_scheduling;
   return NULL;
 }
 
@@ -290,6 +298,15 @@ int rc_cmd_run(int argc, char **argv) {
   if (r.leg_timeout && !parse_seconds(r.leg_timeout, &o.leg_timeout_s)) {
     usage_error("--leg-timeout: '%s' is not a positive number of seconds (at most 1e9)",
                 r.leg_timeout);
+    goto done;
+  }
+  o.gpu_scheduling = RC_GPU_SCHED_DEFAULT;
+  if (r.gpu_scheduling && !strcmp(r.gpu_scheduling, "critical-first")) {
+    o.gpu_scheduling = RC_GPU_SCHED_CRITICAL_FIRST;
+  } else if (r.gpu_scheduling && !strcmp(r.gpu_scheduling, "shared")) {
+    o.gpu_scheduling = RC_GPU_SCHED_SHARED;
+  } else if (r.gpu_scheduling) {
+    usage_error("--gpu-scheduling: '%s' is not critical-first or shared", r.gpu_scheduling);
     goto done;
   }
   o.progress_out = stderr;

@@ -1,8 +1,12 @@
 /* cmd_train.c — `resumecheck train`: one leg, in this process.
  *
- * --wait-for-checkpoint is a flag of the process, not of the config (it
- * changes when the leg loads, never what it computes), so it is taken out
- * of argv here, before the shared config parser sees the rest. */
+ * --wait-for-checkpoint, --step-lock and --step-priority are flags of the
+ * process, not of the config (they change when the leg loads or steps,
+ * never what it computes), so they are taken out of argv here, before the
+ * shared config parser sees the rest: neither the config, its hash nor
+ * args.json's argv holds them. */
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,13 @@ static void help(void) {
          "  --wait-for-checkpoint      set up backend and model first, then wait until\n"
          "                             --resume-from DIR is complete (COMPLETE), then load;\n"
          "                             `run` starts its resume legs this way\n"
+         "  --step-lock FILE           legs sharing one GPU take turns (flock on FILE, created\n"
+         "                             if missing): high-priority legs step together, a\n"
+         "                             low-priority leg starts a step only while none of them\n"
+         "                             steps; `run` passes it (--gpu-scheduling). Scheduling\n"
+         "                             only: the trace and the checkpoints are the same\n"
+         "  --step-priority high|low   with --step-lock (default high); timing.csv gets a\n"
+         "                             step_lock_wait row: the seconds blocked on the lock\n"
          "  --device cpu|cuda|auto     backend (default cpu)\n"
          "  --leg NAME                 name recorded in args.json\n"
          "  --events FILE              write the bisect event log (docs/events.md)\n"
@@ -38,24 +49,48 @@ static void help(void) {
          "                             the modes of `run --progress` (bare --progress: live)\n"
          "\nexit codes: 0 ok; 64 usage (bad, unknown or repeated flag, or --out locked by\n"
          "another process); 65 bad checkpoint; 66 missing input (or the checkpoint waited for\n"
-         "will not come); 70 internal error; 74 I/O error (the message says why; or a complete\n"
-         "checkpoint in --out in the way); 75 the config needs more memory than is available\n"
-         "(need and availability named, nothing allocated); 125 --device cuda without a usable\n"
-         "GPU or without the CUDA module.\n");
+         "will not come); 70 internal error; 74 I/O error (the message says why; a complete\n"
+         "checkpoint in --out in the way; or a --step-lock FILE that cannot be opened or is not\n"
+         "a regular file, refused before any training); 75 the config needs more memory than is\n"
+         "available (need and availability named, nothing allocated); 125 --device cuda without\n"
+         "a usable GPU or without the CUDA module.\n");
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "resumecheck train: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return RC_EXIT_USAGE;
 }
 
 int rc_cmd_train(int argc, char **argv) {
   rc_leg_proc proc;
   rc_leg_proc_init(&proc); /* first: its clock reading is "main" */
   int kept = 0;
+  const char *priority = NULL;
   for (int i = 0; i < argc; i++) {
     if (i > 0 && !strcmp(argv[i], "--wait-for-checkpoint")) {
       proc.wait_for_checkpoint = true;
       continue;
     }
+    bool lock = i > 0 && !strcmp(argv[i], "--step-lock");
+    if (lock || (i > 0 && !strcmp(argv[i], "--step-priority"))) {
+      const char **slot = lock ? &proc.step_lock : &priority;
+      if (i + 1 >= argc) return usage_error("%s needs a value", argv[i]);
+      if (*slot) return usage_error("%s given twice: give each flag once", argv[i]);
+      *slot = argv[++i];
+      continue;
+    }
     argv[kept++] = argv[i];
   }
   argc = kept;
+  if (priority && !proc.step_lock) return usage_error("--step-priority needs --step-lock FILE");
+  if (priority && !rc_step_priority_parse(priority, &proc.step_priority))
+    return usage_error("--step-priority: '%s' is not high or low", priority);
+  if (proc.step_lock && !*proc.step_lock) return usage_error("--step-lock: empty path");
   rc_config cfg;
   rc_leg_opts leg;
   rc_err err = {0};

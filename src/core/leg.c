@@ -10,7 +10,9 @@
  * backend and the model; then, pre-warmed (--wait-for-checkpoint), the wait
  * for the checkpoint to be complete; then the load. Waiting after the model
  * is built costs nothing in determinism: the model has trained nothing, its
- * process-local state is what a fresh process has. */
+ * process-local state is what a fresh process has. With --step-lock, each
+ * step waits its turn on a shared GPU (base/steplock.h): that changes when a
+ * step starts, never what it computes. */
 #include "core/leg.h"
 
 #include <errno.h>
@@ -194,8 +196,8 @@ static void trace_row(FILE *f, const rc_step_stats *s, int D) {
           (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
 }
 
-static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, const rc_comm *comm,
-                       const rc_dist_env *env, int argc, char **argv) {
+static char *args_json(const rc_leg_opts *leg, const rc_leg_proc *proc, const rc_ops *ops,
+                       const rc_comm *comm, const rc_dist_env *env, int argc, char **argv) {
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
@@ -219,6 +221,12 @@ static char *args_json(const rc_leg_opts *leg, const rc_ops *ops, const rc_comm 
     rc_jw_int(&w, comm->world);
     rc_jw_key(&w, "launcher");
     rc_jw_str(&w, env->launcher);
+  }
+  if (proc->step_lock) { /* a fact of this process, like the pid: not in argv */
+    rc_jw_key(&w, "step_lock");
+    rc_jw_str(&w, proc->step_lock);
+    rc_jw_key(&w, "step_priority");
+    rc_jw_str(&w, rc_step_priority_name(proc->step_priority));
   }
   rc_jw_key(&w, "argv");
   rc_jw_arr_begin(&w);
@@ -277,8 +285,8 @@ static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *
                              err);
 }
 
-static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
-                   char **argv, rc_err *err) {
+static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc,
+                   rc_step_lock *step_lock, int argc, char **argv, rc_err *err) {
   if (proc->wait_for_checkpoint && !leg->resume_from[0])
     return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
   double phase_s[PH_N];
@@ -310,6 +318,11 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
   if (cfg->world_size > 1 && !env.external) {
     /* this process is the local launcher, not a rank: it has nothing to
      * pre-warm, so it waits before it starts them */
+    if (proc->step_lock)
+      fprintf(stderr,
+              "note: --step-lock is not passed to the %d ranks of this leg (one GPU "
+              "each): they step unscheduled\n",
+              cfg->world_size);
     if (proc->wait_for_checkpoint && (rc = wait_for_checkpoint(leg->resume_from, proc, err))) {
       close(lock_fd);
       return rc;
@@ -441,7 +454,7 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     }
     m->events.from_step = leg->events_from_step;
   }
-  char *args = args_json(leg, ops, comm, &env, argc, argv);
+  char *args = args_json(leg, proc, ops, comm, &env, argc, argv);
   /* --progress: auto = live on a terminal, else none */
   int progress = leg->progress == RC_LEG_PROGRESS_AUTO
                      ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
@@ -456,6 +469,10 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     if (m->profile && step == first + 1)
       memset(m->profile_s, 0, sizeof m->profile_s);               /* skip warm-up */
     if (profile_ops && step == first + 1) rc_ops_profile_reset(); /* likewise */
+    /* legs sharing one GPU take turns (base/steplock.h): high holds its
+     * shared lock over a run of steps, low waits here for a gap; the step's
+     * own row does not count the wait */
+    rc_step_lock_enter(step_lock);
     double ts = now_s();
     rc_step_stats st;
     rc_model_train_step(m, &data, &st);
@@ -480,6 +497,7 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
       if (live && step == last) fputc('\n', stderr);
     }
     if (in_list(leg->save_at, leg->n_save_at, step)) {
+      rc_step_lock_leave(step_lock); /* low legs may step while this one saves */
       test_kill_before_save(leg);
       double tsave = now_s();
       if ((rc = rc_model_save(m, ckpt_root, args, err))) {
@@ -490,6 +508,8 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     }
     fflush(timing);
   }
+  rc_step_lock_leave(step_lock);
+  if (proc->step_lock) fprintf(timing, "step_lock_wait,,%.6f\n", step_lock->waited_s);
   if (m->profile && rank == 0 && last > first) {
     double total = 0;
     for (int p = 0; p < RC_PROFILE_PHASES; p++) total += m->profile_s[p];
@@ -542,9 +562,28 @@ static bool only_lock_file(const char *dir) {
 int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
                char **argv, rc_err *err) {
   if (!leg->out[0]) return rc_fail(err, RC_EXIT_USAGE, "--out DIR is required");
+  /* a lock file that cannot serve is refused before anything is written */
+  rc_step_lock step_lock;
+  rc_step_lock_none(&step_lock);
+  if (proc->step_lock) {
+    int lrc = rc_step_lock_open(&step_lock, proc->step_lock, proc->step_priority, err);
+    if (lrc) return lrc;
+    if (proc->step_priority == RC_STEP_PRIORITY_LOW)
+      fprintf(stderr,
+              "resumecheck train: --step-lock %s, priority low: this leg yields the GPU to the "
+              "run's critical legs; it starts a step only while none of them steps, so it may "
+              "pause between steps (timing.csv: step_lock_wait)\n",
+              proc->step_lock);
+    else
+      fprintf(stderr,
+              "resumecheck train: --step-lock %s, priority high: this leg is on the run's "
+              "critical path; low-priority legs pause while it steps\n",
+              proc->step_lock);
+  }
   struct stat st;
   bool existed = stat(leg->out, &st) == 0;
-  int rc = leg_run(cfg, leg, proc, argc, argv, err);
+  int rc = leg_run(cfg, leg, proc, &step_lock, argc, argv, err);
+  rc_step_lock_close(&step_lock);
   if (rc && !existed && only_lock_file(leg->out)) {
     char lock[1200];
     rc_path_join(lock, sizeof lock, leg->out, RC_DIR_LOCK_NAME);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/steplock.h"
 
 #include "core/config.h"
 
@@ -22,6 +23,10 @@ typedef struct {
   /* CLOCK_MONOTONIC seconds: when `run` spawned this process (RC_SPAWN_TIME,
    * -1 if not given) and when main started */
   double t_spawn, t_main;
+  /* --step-lock FILE (NULL when absent; borrowed from argv) and
+   * --step-priority: legs sharing one GPU take turns (base/steplock.h) */
+  const char *step_lock;
+  rc_step_priority step_priority;
 } rc_leg_proc;
 
 /* Fills proc from the environment (RC_WAIT_FD, RC_SPAWN_TIME) and the clock. */
