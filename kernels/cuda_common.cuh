@@ -99,7 +99,7 @@ void *rc_cuda_alloc(size_t bytes);
 void rc_cuda_free(void *ptr);
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes);
 void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes);
-void *rc_cuda_host_alloc(size_t bytes);
+void *rc_cuda_host_alloc(size_t bytes, int page_locked);
 void rc_cuda_host_free(void *ptr, size_t bytes);
 void rc_cuda_copy(void *dst, const void *src, size_t bytes);
 void rc_cuda_zero(void *dst, size_t bytes);

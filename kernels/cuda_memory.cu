@@ -193,8 +193,9 @@ static bool is_pinned(const void *host) {
   return a.type == cudaMemoryTypeHost;
 }
 
-void *rc_cuda_host_alloc(size_t bytes) {
+void *rc_cuda_host_alloc(size_t bytes, int page_locked) {
   void *p = NULL;
+  if (!page_locked) return rc_host_pages_alloc(bytes);
   /* portable: page-locked for every context, whichever thread asks */
   if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) == cudaSuccess) return p;
   cudaGetLastError(); /* e.g. a locked-memory limit: ordinary pages will do, slower */

@@ -518,8 +518,8 @@ static void test_large_copies(void) {
   check_true("negative control: one changed byte is seen", memcmp(back, h, bytes) != 0);
   /* the same through the staging buffers host_alloc gives (page-locked on
    * CUDA: one DMA each way, no bounce), and the CPU backend's */
-  unsigned char *ph = G->host_alloc(bytes), *pback = G->host_alloc(bytes);
-  unsigned char *ch = C->host_alloc(bytes);
+  unsigned char *ph = G->host_alloc(bytes, 1), *pback = G->host_alloc(bytes, 1);
+  unsigned char *ch = C->host_alloc(bytes, 1), *gh = G->host_alloc(bytes, 0);
   check_true("host_alloc gives memory (CUDA and CPU backends)", ph && pback && ch);
   if (ph && pback && ch) {
     memcpy(ph, h, bytes);
@@ -530,12 +530,18 @@ static void test_large_copies(void) {
                bytes);
     memcpy(ch, pback, bytes);
     check_bits("the CPU backend's host_alloc memory holds them", ch, h, bytes);
+    if (gh) { /* ordinary pages from the CUDA backend: bounced copies */
+      memset(gh, 0x3C, bytes);
+      G->to_host(gh, d2, bytes);
+      check_bits("to_host into CUDA host_alloc memory that is not page-locked", gh, h, bytes);
+    }
     pback[7] ^= 1;
     check_true("negative control: one changed byte is seen", memcmp(pback, h, bytes) != 0);
   }
   G->host_free(ph, bytes);
   G->host_free(pback, bytes);
   C->host_free(ch, bytes);
+  G->host_free(gh, bytes);
   G->free(d);
   G->free(d2);
   free(h);

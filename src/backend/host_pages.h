@@ -33,6 +33,12 @@ static inline void *rc_host_pages_alloc(size_t bytes) {
   return p;
 }
 
+/* The CPU backend's host_alloc: memory is memory there. */
+static inline void *rc_host_pages_alloc_any(size_t bytes, int page_locked) {
+  (void)page_locked;
+  return rc_host_pages_alloc(bytes);
+}
+
 static inline void rc_host_pages_free(void *ptr, size_t bytes) {
   if (ptr) munmap(ptr, rc_host_pages_len(bytes));
 }

@@ -58,11 +58,13 @@ typedef struct rc_ops {
   void (*zero)(void *dst, size_t bytes);
   void (*sync)(void);
   /* Host memory for staging checkpoint bytes (contents unspecified: every
-   * byte is written before it is read): page-locked where
-   * the backend can (then to_host and to_device into and out of it run at
-   * the link's speed, without bounce copies), else ordinary pages; NULL when
-   * there is none. Freed with host_free(ptr, bytes). */
-  void *(*host_alloc)(size_t bytes);
+   * byte is written before it is read), NULL when there is none; freed with
+   * host_free(ptr, bytes). With page_locked, and where the backend can,
+   * page-locked: to_host and to_device into and out of it then run at the
+   * link's speed, without bounce copies. Locking gigabytes takes the driver
+   * about a second, during which the process's other CUDA calls stall: ask
+   * for it only while nothing else runs on the device. */
+  void *(*host_alloc)(size_t bytes, int page_locked);
   void (*host_free)(void *ptr, size_t bytes);
 
   /* ---- GEMM ----

@@ -160,9 +160,9 @@ static void p_to_host(void *dst_host, const void *src, size_t bytes) {
   inner->to_host(dst_host, src, bytes);
   end(OP_to_host, t0);
 }
-static void *p_host_alloc(size_t bytes) {
+static void *p_host_alloc(size_t bytes, int page_locked) {
   double t0 = begin();
-  void *p = inner->host_alloc(bytes);
+  void *p = inner->host_alloc(bytes, page_locked);
   end(OP_host_alloc, t0);
   return p;
 }

@@ -197,7 +197,7 @@ static void fill_meta(rc_model *m, rc_shard_meta *meta, char *config_json, char 
 
 static void *reserve_run(void *arg) {
   rc_model *m = arg;
-  unsigned char *p = m->ops->host_alloc(m->staging_want);
+  unsigned char *p = m->ops->host_alloc(m->staging_want, m->staging_locked);
   /* fault every page in now, off the save's path (page-locked memory
    * already is; ordinary pages are not until written) */
   if (p)
@@ -219,7 +219,7 @@ static unsigned char *staging_buffer(void *ctx, size_t bytes) {
   join_staging(m);
   if (m->staging && m->staging_bytes >= bytes) return m->staging;
   if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
-  m->staging = m->ops->host_alloc(bytes);
+  m->staging = m->ops->host_alloc(bytes, 0); /* page-locking here would stall the save */
   m->staging_bytes = m->staging ? bytes : 0;
   return m->staging;
 }
@@ -257,8 +257,9 @@ static int64_t chunk_bytes_for_save(void) {
   return n == 0 ? RC_CHUNKS_NONE : (int64_t)n;
 }
 
-void rc_model_reserve_staging(rc_model *m) {
+void rc_model_reserve_staging(rc_model *m, bool page_locked) {
   if (m->staging || m->staging_pending) return;
+  m->staging_locked = page_locked;
   state_list l = {0};
   build(m, &l);
   rc_state view;

@@ -400,7 +400,8 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     phase_s[PH_MODEL_INIT] = now_s() - t_phase;
     /* the host buffer for saves and the load, reserved while the leg waits
      * or trains */
-    if (leg->resume_from[0] || leg->n_save_at > 0) rc_model_reserve_staging(m);
+    if (leg->resume_from[0] || leg->n_save_at > 0)
+      rc_model_reserve_staging(m, proc->wait_for_checkpoint);
   }
   /* pre-warmed: everything is set up; now the checkpoint must be complete */
   if (!rc && proc->wait_for_checkpoint) {

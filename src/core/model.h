@@ -166,15 +166,16 @@ typedef struct rc_model {
   void *wgrad_hook_ctx;
   /* Checkpoint staging (checkpointing.c): one host buffer holding a whole
    * shard file, reused by every save and load of the process
-   * (ops->host_alloc: page-locked on CUDA, so device copies into and out of
-   * it run at the link's speed). rc_model_reserve_staging allocates it on a
-   * thread of its own while the leg sets up, waits or trains; the first
-   * save or load that needs it joins that thread. */
+   * (ops->host_alloc). rc_model_reserve_staging allocates it on a thread of
+   * its own while the leg sets up, waits or trains (page-locked on CUDA when
+   * the leg waits idle: device copies then run at the link's speed); the
+   * first save or load that needs it joins that thread. */
   unsigned char *staging;
   size_t staging_bytes;
   pthread_t staging_tid;
   bool staging_pending; /* staging_tid runs or has not been joined */
   size_t staging_want;  /* what it was asked to reserve */
+  bool staging_locked;  /* ask for page-locked memory (rc_model_reserve_staging) */
 } rc_model;
 
 /* Per-step results, the trace row. */
