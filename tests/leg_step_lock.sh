@@ -5,6 +5,7 @@
 # waits before its first step (timing.csv: step_lock_wait >= 2 s of a 3 s
 # hold) and its trace is byte-identical to the same leg without the flag.
 # Negative control: a high-priority leg under the same hold does not wait.
+# A low leg runs at a lower CPU priority (nice 10), a high one does not.
 # A high leg SIGKILLed while it steps does not block a low leg (control: it
 # is blocked while the high leg lives); a low leg blocked on the lock ends
 # at once on SIGTERM; a lock path that is a directory, a FIFO or cannot be
@@ -96,6 +97,11 @@ sleep 2
 rows=$(rows_of "$T/after/trace.csv")
 [ "$rows" = 0 ] || fail "the low leg stepped ($rows rows) while a high leg held the lock"
 kill -0 "$lo" 2>/dev/null || fail "the low leg ended while a high leg held the lock"
+# a low leg also yields the CPU (nice 10); control: the high leg does not
+ni_lo=$(ps -o ni= -p "$lo" | tr -d ' ')
+ni_hi=$(ps -o ni= -p "$hi" | tr -d ' ')
+[ "$ni_lo" = 10 ] || fail "the low leg runs at nice '$ni_lo', want 10"
+[ "$ni_hi" = 0 ] || fail "control: the high leg runs at nice '$ni_hi', want 0"
 kill -9 "$hi"
 wait "$hi" 2>/dev/null
 if ! ends_within 30 "$lo"; then
