@@ -3,49 +3,70 @@
 # `resumecheck run --steps N --save-at K` (through, save and resume legs, the
 # checks and reports) against one `train` leg of N steps saving at K and N,
 # in the same session, interleaved, REPEAT rounds; medians and the median of
-# the per-round ratios. Also each leg's start-up phases as the legs record
-# them (timing.csv) and the checkpoint's size.
+# the per-round ratios. With SCHEDULING="critical-first shared" each round
+# runs `run` once per --gpu-scheduling value (the first is the one the
+# ratio is for). Also each leg's phases as the legs record them
+# (timing.csv: start-up, wait, load, saves, step-lock waits, summed step
+# time) and the checkpoint's size.
 #
 #   RC_BIN=build/resumecheck FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
-#     REPEAT=3 bash bench/bench_verdict.sh
+#     REPEAT=3 SCHEDULING="critical-first shared" bash bench/bench_verdict.sh
 set -u
 RC_BIN=${RC_BIN:-build/resumecheck}
 N=${N:-20}
 K=${K:-10}
 REPEAT=${REPEAT:-3}
 read -r -a F <<<"${FLAGS:---preset tiny}"
+read -r -a ARMS <<<"${SCHEDULING:-default}"
 D=$(mktemp -d /tmp/rc_bench_verdict.XXXXXX)
 trap 'rm -rf "$D"' EXIT
 now() { date +%s.%N; }
 secs() { python3 -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$@"; }
-runs=() legs=()
+declare -A runs
+legs=()
 for r in $(seq 1 "$REPEAT"); do
-  rm -rf "$D/run" "$D/leg"
-  t0=$(now)
-  "$RC_BIN" run "${F[@]}" --steps "$N" --save-at "$K" --out "$D/run" --progress off >"$D/run.txt" 2>&1
-  rc=$?
+  line="round $r:"
+  for a in "${ARMS[@]}"; do
+    rm -rf "$D/run_$a"
+    extra=()
+    [ "$a" = default ] || extra=(--gpu-scheduling "$a")
+    t0=$(now)
+    "$RC_BIN" run "${F[@]}" "${extra[@]}" --steps "$N" --save-at "$K" --out "$D/run_$a" --progress off \
+      >"$D/run_$a.txt" 2>&1
+    rc=$?
+    t1=$(now)
+    [ "$rc" = 0 ] || { echo "round $r: run ($a) exit $rc"; tail -5 "$D/run_$a.txt"; exit 1; }
+    runs[$a]="${runs[$a]:-} $(secs "$t0" "$t1")"
+    line="$line run ($a) $(secs "$t0" "$t1") s,"
+  done
+  rm -rf "$D/leg"
   t1=$(now)
   "$RC_BIN" train "${F[@]}" --steps "$N" --save-at "$K,$N" --out "$D/leg" >"$D/leg.txt" 2>&1
   lrc=$?
   t2=$(now)
-  [ "$rc" = 0 ] && [ "$lrc" = 0 ] || { echo "round $r: run exit $rc, leg exit $lrc"; tail -5 "$D/run.txt" "$D/leg.txt"; exit 1; }
-  runs+=("$(secs "$t0" "$t1")") legs+=("$(secs "$t1" "$t2")")
-  echo "round $r: run ${runs[-1]} s, one leg ${legs[-1]} s"
+  [ "$lrc" = 0 ] || { echo "round $r: leg exit $lrc"; tail -5 "$D/leg.txt"; exit 1; }
+  legs+=("$(secs "$t1" "$t2")")
+  echo "$line one leg ${legs[-1]} s"
 done
-python3 - "${runs[*]}" "${legs[*]}" <<'PY'
+for a in "${ARMS[@]}"; do
+  python3 - "$a" "${runs[$a]}" "${legs[*]}" <<'PY'
 import statistics, sys
-runs = [float(x) for x in sys.argv[1].split()]
-legs = [float(x) for x in sys.argv[2].split()]
+runs = [float(x) for x in sys.argv[2].split()]
+legs = [float(x) for x in sys.argv[3].split()]
 ratios = [a / b for a, b in zip(runs, legs)]
-print("verdict (run) median %.3f s, one leg median %.3f s, median per-round ratio %.3fx (target <= 1.15x)"
-      % (statistics.median(runs), statistics.median(legs), statistics.median(ratios)))
+print("verdict (run, %s) median %.3f s, one leg median %.3f s, median per-round ratio %.3fx (target <= 1.15x)"
+      % (sys.argv[1], statistics.median(runs), statistics.median(legs), statistics.median(ratios)))
 PY
-echo "checkpoint: $(du -sb "$D/leg/ckpt/iter_$(printf %07d "$K")" | cut -f1) bytes"
-for leg in through save resume; do
-  [ -f "$D/run/$leg/timing.csv" ] || continue
-  echo "--- $leg timing.csv (phases, first steps)"
-  grep -vE '^[0-9]+,' "$D/run/$leg/timing.csv" | head -20
-  grep -E '^[0-9]+,' "$D/run/$leg/timing.csv" | head -3
 done
-echo "--- report legs"
-grep -E "^\s+(through|save|resume)" "$D/run.txt" | head -5
+echo "checkpoint: $(du -sb "$D/leg/ckpt/iter_$(printf %07d "$K")" | cut -f1) bytes"
+# phases of one leg's timing.csv on one line, steps summed
+phases() {
+  awk -F, '$1 == "step" { s += $3; n++; next } $1 != "phase" { printf "%s%s=%.2f ", $1, ($2 != "" ? "@" $2 : ""), $3 }
+    END { printf "steps(%d)=%.2f\n", n, s }' "$1"
+}
+for a in "${ARMS[@]}"; do
+  for t in "$D/run_$a"/*/timing.csv; do
+    [ -f "$t" ] && echo "  $a $(basename "$(dirname "$t")"): $(phases "$t")"
+  done
+done
+echo "  one leg: $(phases "$D/leg/timing.csv")"

@@ -124,7 +124,8 @@ fi
 if want verdict; then
 log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
-  REPEAT="${VERDICT_REPEAT:-2}" timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
+  REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-critical-first shared}" \
+  timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
 fi
 if want save && [ -f bench/bench_save.sh ]; then
 log "save and load vs dd (gpu-small checkpoint)"
