@@ -186,6 +186,11 @@ static void legs(rc_jw *w, const rc_run *run) {
       rc_jw_double(w, l->wall_s);
     else
       rc_jw_null(w);
+    rc_jw_key(w, "started_s"); /* seconds after the run started */
+    if (ran)
+      rc_jw_double(w, l->t_start - run->t0);
+    else
+      rc_jw_null(w);
     kv_str_or_null(w, "reason", l->reason);
     kv_str_or_null(w, "log_tail", l->log_tail);
     rc_jw_key(w, "prewarmed");
@@ -353,6 +358,15 @@ char *rc_report_json_string(const rc_run *run) {
   config(&w, run);
   rc_jw_key(&w, "wall_s");
   rc_jw_double(&w, run->wall_s);
+  rc_jw_key(&w, "phases_s"); /* where wall_s went */
+  rc_jw_obj_begin(&w);
+  rc_jw_key(&w, "prepare");
+  rc_jw_double(&w, run->prepare_s);
+  rc_jw_key(&w, "legs");
+  rc_jw_double(&w, run->legs_s);
+  rc_jw_key(&w, "checks");
+  rc_jw_double(&w, run->checks_s);
+  rc_jw_obj_end(&w);
   legs(&w, run);
   checks(&w, run);
   first_divergence(&w, run);

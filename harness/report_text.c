@@ -225,9 +225,13 @@ void rc_report_text(const rc_run *run, FILE *out) {
   print_checks(run, out);
   print_failed_legs(run, out);
   print_findings(run, out);
-  char wall[32];
+  char wall[32], p[32], l[32], c[32];
   rc_fmt_seconds(run->wall_s, wall, sizeof wall);
-  fprintf(out, "\nverdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
+  rc_fmt_seconds(run->prepare_s, p, sizeof p);
+  rc_fmt_seconds(run->legs_s, l, sizeof l);
+  rc_fmt_seconds(run->checks_s, c, sizeof c);
+  fprintf(out, "\ntime: %s: preparing %s, legs %s, checks %s\n", wall, p, l, c);
+  fprintf(out, "verdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
           run->verdict_text);
   fflush(out);
 }

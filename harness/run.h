@@ -197,6 +197,10 @@ typedef struct {
    * file every leg was given, "" when the legs shared the GPU unscheduled */
   char step_lock[RC_RUN_PATH_CAP];
   double wall_s;
+  /* where the run's wall time went: from the start to the first leg's
+   * spawn (planning, the dry-run and memory checks), the legs (first spawn
+   * to last exit), the checks after them; t0 is the run's start */
+  double t0, prepare_s, legs_s, checks_s;
   bool interrupted;
   /* verdict */
   int exit_code;

@@ -28,6 +28,12 @@ contains "$T/legacy.out" "; loss equal"
 json_true "$T/l/report.json" "d['first_divergence']['step'] == 6 and 'loss' in d['first_divergence']['equal_columns']" "diverges at 6, loss equal"
 contains "$T/legacy.out" "start-up, summed over 3 legs: exec"
 json_true "$T/l/report.json" "all(l['timing']['model_init_s'] is not None for l in d['legs'])" "timing per leg"
+# the report's timeline: a pre-warmed leg starts before its producer ends
+# (negative control: an exec trainer's below), and the run's phases add up
+# to its wall time
+json_true "$T/l/report.json" "(lambda L: L['resume@5']['started_s'] < L['save']['started_s'] + L['save']['wall_s'])({l['label']: l for l in d['legs']})" "resume@5 started before save ended"
+json_true "$T/l/report.json" "abs(sum(d['phases_s'].values()) - d['wall_s']) < 0.05 and min(d['phases_s'].values()) >= 0" "run phases add up to wall_s"
+contains "$T/legacy.out" "time: "
 # negative control: the legs that load nothing did not wait
 for leg in through save; do
   if grep -q '^wait,' "$T/l/$leg/timing.csv"; then fail "$leg has a wait row"; fi
@@ -64,4 +70,6 @@ s=$(grep -n "leg save finished" "$T/exec.err" | cut -d: -f1)
 r=$(grep -n "leg resume@2 started" "$T/exec.err" | cut -d: -f1)
 [ -n "$s" ] && [ -n "$r" ] && [ "$s" -lt "$r" ] || fail "exec trainer: resume@2 started before save finished"
 lacks "$T/exec.err" "waiting for"
+# negative control of the timeline check above: here it must not hold
+json_true "$T/x/report.json" "(lambda L: L['resume@2']['started_s'] >= L['save']['started_s'] + L['save']['wall_s'] - 0.05)({l['label']: l for l in d['legs']})" "exec: resume@2 started after save ended (report timeline)"
 finish

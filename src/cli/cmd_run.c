@@ -359,14 +359,22 @@ int rc_cmd_run(int argc, char **argv) {
     goto done;
   }
   planned = true;
+  run.t0 = t_start; /* the plan starts the run afresh */
   if ((rc = rc_run_prepare(&run, &err))) {
     fprintf(stderr, "resumecheck run: %s\n", err.msg);
     goto done;
   }
-  if ((rc = rc_run_legs(&run, &err)) || (rc = rc_run_checks(&run, &err))) {
+  run.prepare_s = rc_now() - t_start;
+  if ((rc = rc_run_legs(&run, &err))) {
     fprintf(stderr, "resumecheck run: %s\n", err.msg);
     goto done;
   }
+  run.legs_s = rc_now() - t_start - run.prepare_s;
+  if ((rc = rc_run_checks(&run, &err))) {
+    fprintf(stderr, "resumecheck run: %s\n", err.msg);
+    goto done;
+  }
+  run.checks_s = rc_now() - t_start - run.prepare_s - run.legs_s;
   /* 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM */
   if (run.interrupted && rc_run_interrupt_signal() > 0)
     run.exit_code = 128 + rc_run_interrupt_signal();
