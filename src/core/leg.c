@@ -404,7 +404,10 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     phase_s[PH_MODEL_INIT] = now_s() - t_phase;
     /* the host buffer for saves and the load, reserved while the leg waits
      * or trains */
-    if (leg->resume_from[0] || leg->n_save_at > 0)
+    /* Not for a leg that loads right away: its load would only wait for
+     * the pages one thread faults in, where the reading threads fault them
+     * in together. */
+    if (proc->wait_for_checkpoint || (!leg->resume_from[0] && leg->n_save_at > 0))
       rc_model_reserve_staging(m, proc->wait_for_checkpoint);
   }
   /* pre-warmed: everything is set up; now the checkpoint must be complete */
