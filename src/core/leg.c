@@ -397,7 +397,8 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
   }
   rc_model *m = calloc(1, sizeof *m);
   if (!m) abort();
-  rc = rc_model_init(m, cfg, ops, rank, err);
+  rc = leg->resume_from[0] ? rc_model_init_for_load(m, cfg, ops, rank, err)
+                           : rc_model_init(m, cfg, ops, rank, err);
   if (!rc && comm) rc = rc_model_attach_comm(m, comm, err);
   if (!rc) {
     ops->sync();

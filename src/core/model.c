@@ -473,7 +473,29 @@ static bool host_allocs_ok(const rc_model *m) {
   return true;
 }
 
-int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err) {
+/* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
+static int init_weights(rc_model *m, rc_err *err) {
+  const rc_config *c = &m->cfg;
+  double t_init = rc_model_wall_s();
+  int threads = init_threads();
+  float *host = malloc(INIT_CHUNK * sizeof(float));
+  if (!host) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
+  for (int i = 0; i < m->nparams; i++) {
+    rc_param *p = &m->params[i];
+    bool norm = p->ndim == 1;
+    float std = (float)c->init_std;
+    if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
+      std /= sqrtf(2.0f * c->layers);
+    init_param(m, p, i, std, norm, host, threads);
+  }
+  free(host);
+  m->ops->sync();
+  rc_model_profile_note("model init: weight draws and upload", rc_model_wall_s() - t_init);
+  return RC_OK;
+}
+
+static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
+                      bool draw_weights, rc_err *err) {
   memset(m, 0, sizeof *m);
   m->ops = ops;
   m->cfg = *cfg;
@@ -544,22 +566,12 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
     if (lin->te_style && !c->grad_accum_fusion)
       lin->wgrad_scratch = rc_model_alloc(m, (size_t)lin->in * lin->out);
   }
-  /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
-  double t_init = rc_model_wall_s();
-  int threads = init_threads();
-  float *host = malloc(INIT_CHUNK * sizeof(float));
-  if (!host) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
-  for (int i = 0; i < m->nparams; i++) {
-    rc_param *p = &m->params[i];
-    bool norm = p->ndim == 1;
-    float std = (float)c->init_std;
-    if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
-      std /= sqrtf(2.0f * c->layers);
-    init_param(m, p, i, std, norm, host, threads);
+  if (draw_weights) {
+    int rc = init_weights(m, err);
+    if (rc) return rc;
+  } else {
+    rc_model_profile_note("model init: weight draws skipped (a load sets them)", 0);
   }
-  free(host);
-  ops->sync();
-  rc_model_profile_note("model init: weight draws and upload", rc_model_wall_s() - t_init);
   /* activations */
   int n_acts = c->layers + m->D;
   m->acts = calloc((size_t)n_acts, sizeof *m->acts);
@@ -606,6 +618,15 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
   m->hysteresis_tracker = c->hysteresis;
   m->rng_seed = rc_mix64(c->seed ^ 0xD1B54A32D192ED03ull) + (uint64_t)rank; /* per-rank stream */
   return 0;
+}
+
+int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err) {
+  return model_init(m, cfg, ops, rank, true, err);
+}
+
+int rc_model_init_for_load(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
+                           rc_err *err) {
+  return model_init(m, cfg, ops, rank, false, err);
 }
 
 static void free_layer_act(const rc_ops *o, struct rc_layer_act *a) {

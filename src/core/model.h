@@ -223,6 +223,15 @@ int rc_model_memory_check(const rc_memory_need *need, bool device_is_host,
 uint64_t rc_host_memory_available(void);
 
 int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);
+/* The same for a process that loads a checkpoint before its first step:
+ * the weights are not drawn (they stay zero) because the load sets every
+ * one of them (every parameter is in every checkpoint: checkpointing.c),
+ * and drawing 200M normals is most of a gpu-small leg's set-up. The model
+ * must not be used until the load has succeeded. Bits of the run are those
+ * of rc_model_init followed by the load (the resume tests and the
+ * catalogue show it). */
+int rc_model_init_for_load(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
+                           rc_err *err);
 /* Switches the model to data parallel over `comm` (world = cfg.world_size)
  * with the distributed optimizer. Call after rc_model_init with the same
  * rank and before loading. */
