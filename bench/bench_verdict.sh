@@ -70,3 +70,14 @@ for a in "${ARMS[@]}"; do
   done
 done
 echo "  one leg: $(phases "$D/leg/timing.csv")"
+for a in "${ARMS[@]}"; do # the run's own time line (report.json)
+  python3 - "$a" "$D/run_$a/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))
+p = r.get("phases_s", {})
+legs = ", ".join("%s %.2f-%.2f" % (l["label"], l["started_s"], l["started_s"] + l["wall_s"])
+                 for l in r["legs"] if l.get("started_s") is not None)
+print("  %s run %.2f s: prepare %.2f, legs %.2f, checks %.2f; %s"
+      % (sys.argv[1], r["wall_s"], p.get("prepare", -1), p.get("legs", -1), p.get("checks", -1), legs))
+PY
+done
