@@ -1299,13 +1299,35 @@ static void test_fixtures(const char *fixdir) {
 
 /* Loads dir with a fresh state under a 20 s alarm: a load that blocks (a
  * FIFO) or never ends (/dev/zero) kills the test instead of hanging it. */
+/* load_dir's mode: a copying load, or one into a caller's buffer whose
+ * dataset hashes are taken while the file is read (rc_checkpoint_load_into) */
+static bool g_load_into;
+static unsigned char *give_buffer(void *ctx, size_t bytes);
+typedef struct {
+  unsigned char *p;
+  size_t cap;
+  int calls;
+} test_buffer;
+
 static int load_dir(const char *dir, rc_err *err) {
   iofix got;
   iofix_build(&got, IOFIX_EMPTY, 3);
   rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
   memset(err, 0, sizeof *err);
   alarm(20);
-  int rc = rc_checkpoint_load(dir, &m, &got.st, err);
+  int rc;
+  if (g_load_into) {
+    void **own = calloc((size_t)got.st.count, sizeof *own);
+    for (int i = 0; i < got.st.count; i++)
+      own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
+    test_buffer buf = {0};
+    rc = rc_checkpoint_load_into(dir, &m, &got.st, give_buffer, &buf, err);
+    for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
+    free(own);
+    free(buf.p);
+  } else {
+    rc = rc_checkpoint_load(dir, &m, &got.st, err);
+  }
   alarm(0);
   iofix_free(&got);
   return rc;
@@ -1461,6 +1483,19 @@ static void test_forged_dataset_hash(void) {
   CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, t->path) && strstr(err.msg, forged),
         "forged hash of %s: 65 naming it (%d: %s)", t->path, rc, err.msg);
   printf("  forged dataset hash              -> %d  %s\n", rc, err.msg);
+  /* the same through a load into a buffer of a chunked shard, whose dataset
+   * hashes are taken while its chunks are read */
+  char root2[4096], dir2[4096];
+  tmp_path(root2, sizeof root2, "forged_hash_into");
+  iter_dir(dir2, sizeof dir2, root2);
+  CHECK(save_fix_chunked(root2, TEST_CHUNK, &err) == 0, "save chunked: %s", err.msg);
+  g_load_into = true;
+  CHECK(load_with_manifest_edit(dir2, want, want, &err) == 0,
+        "control: load into a buffer with the true hash (%s)", err.msg);
+  rc = load_with_manifest_edit(dir2, want, forged, &err);
+  CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, t->path) && strstr(err.msg, forged),
+        "forged hash of %s, load into a buffer: 65 naming it (%d: %s)", t->path, rc, err.msg);
+  g_load_into = false;
   iofix_free(&f);
 }
 
@@ -1563,12 +1598,6 @@ static int helper_load(const char *dir, int experts) {
  * into a caller's buffer points the tensors at the bytes that were saved.
  * Negative controls: a dataset left zero in the stream gives another shard;
  * a borrowed load of a corrupt shard is refused like a copying one. */
-typedef struct {
-  unsigned char *p;
-  size_t cap;
-  int calls;
-} test_buffer;
-
 static unsigned char *give_buffer(void *ctx, size_t bytes) {
   test_buffer *b = ctx;
   b->calls++;

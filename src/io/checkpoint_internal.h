@@ -130,8 +130,20 @@ int rc_read_shard(const char *path, int64_t expect_size, unsigned char *dst, rc_
  * own. Chunks are read by the hashing threads themselves, each its own
  * range at once (pread), so a load from the page cache runs at memory
  * speed rather than one reader's. */
+typedef struct {
+  int count;                   /* byte ranges [start[i], end[i]) of the file */
+  const uint64_t *start, *end; /* sorted by start, so the hashes follow the reads */
+  int threads;
+  char (*hex)[RC_SHA256_HEX]; /* their SHA-256s; "" where not hashed */
+} rc_read_follow;
+/* follow (may be NULL; used only with dst and chunk hashes): ranges hashed
+ * from dst on threads of their own as the chunks land, at the same time
+ * as the chunks are read and verified (a load's dataset hashes, at the
+ * offsets the layout predicts). Their hashes are of the bytes read; they
+ * mean something only when the call succeeds. */
 int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
-                           unsigned char *dst, rc_shard_image *out, rc_err *err);
+                           unsigned char *dst, const rc_read_follow *follow, rc_shard_image *out,
+                           rc_err *err);
 
 /* Opens an in-memory file image read-only without copying it. `ref` must
  * outlive the returned file id (HDF5 calls back into it until H5Fclose). */

@@ -277,8 +277,17 @@ static int cmp_mf_path(const void *x, const void *y) {
  * file's hash already matched, so a dataset whose hash differs means a
  * manifest whose per-dataset entry was forged or mis-written (COMPLETE was
  * rewritten to match it): refused, naming the dataset. */
+/* The dataset hashes a load took while it read the file, at the offsets
+ * the layout predicted (see `predict`); used for a dataset whose real
+ * offset is the predicted one. */
+typedef struct {
+  const uint64_t *offset; /* per state tensor */
+  char (*hex)[RC_SHA256_HEX];
+} predicted;
+
 static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
-                         const rc_mf_shard *entry, bool borrow, rc_state *state, rc_err *err) {
+                         const rc_mf_shard *entry, bool borrow, const predicted *pred,
+                         rc_state *state, rc_err *err) {
   int count = state->count, ret = RC_OK;
   void **dst = calloc((size_t)(count ? count : 1), sizeof *dst);
   const void **src = calloc((size_t)(count ? count : 1), sizeof *src);
@@ -287,7 +296,13 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
   const rc_mf_dataset **listed =
       calloc((size_t)(entry->ndatasets ? entry->ndatasets : 1), sizeof *listed);
   const rc_mf_dataset **want = calloc((size_t)(count ? count : 1), sizeof *want);
-  if (!dst || !src || !n || !hex || !listed || !want) {
+  /* the ones still to hash */
+  void **tdst = calloc((size_t)(count ? count : 1), sizeof *tdst);
+  const void **tsrc = calloc((size_t)(count ? count : 1), sizeof *tsrc);
+  size_t *tn = calloc((size_t)(count ? count : 1), sizeof *tn);
+  int *which = calloc((size_t)(count ? count : 1), sizeof *which);
+  char(*thex)[RC_SHA256_HEX] = calloc((size_t)(count ? count : 1), sizeof *thex);
+  if (!dst || !src || !n || !hex || !listed || !want || !tdst || !tsrc || !tn || !which || !thex) {
     ret = rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
     goto done;
   }
@@ -321,8 +336,20 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
     src[i] = image + off;
   }
   if (ret) goto done;
-  /* borrowed tensors (NULL data) are hashed where they are, in the image */
-  rc_sha256_copy_many(dst, src, n, count, 0, hex);
+  /* borrowed tensors (NULL data) are hashed where they are, in the image;
+   * those hashed while the file was read, at this very offset, are not
+   * hashed again */
+  int todo = 0;
+  for (int i = 0; i < count; i++) {
+    bool known = pred && !dst[i] && n[i] > 0 && pred->hex[i][0] &&
+                 pred->offset[i] == (uint64_t)((const unsigned char *)src[i] - image);
+    if (known)
+      memcpy(hex[i], pred->hex[i], RC_SHA256_HEX);
+    else
+      tdst[todo] = dst[i], tsrc[todo] = src[i], tn[todo] = n[i], which[todo++] = i;
+  }
+  rc_sha256_copy_many(tdst, tsrc, tn, todo, 0, thex);
+  for (int k = 0; k < todo; k++) memcpy(hex[which[k]], thex[k], RC_SHA256_HEX);
   for (int i = 0; i < count && !ret; i++)
     if (strcmp(hex[i], want[i]->sha256))
       ret = rc_fail(err, RC_EXIT_DATAERR,
@@ -332,6 +359,11 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
   for (int i = 0; i < count && !ret; i++)
     if (!state->tensors[i].data && n[i] > 0) state->tensors[i].data = (void *)src[i];
 done:
+  free(thex);
+  free(which);
+  free(tn);
+  free(tsrc);
+  free(tdst);
   free(want);
   free(listed);
   free(hex);
@@ -347,7 +379,7 @@ done:
  * the manifest lists; check that it is the shard this run expects. */
 static int load_image(const char *what, const unsigned char *buf, size_t n,
                       const rc_shard_meta *meta, const rc_mf_shard *entry, int64_t iteration,
-                      bool borrow, rc_state *state, rc_err *err) {
+                      bool borrow, const predicted *pred, rc_state *state, rc_err *err) {
   rc_h5_image_ref ref = {buf, n};
   hid_t fid;
   rc_meta_read m;
@@ -393,12 +425,81 @@ static int load_image(const char *what, const unsigned char *buf, size_t n,
     }
   }
   if ((ret = check_datasets(fid, what, state, err))) goto free_meta;
-  ret = read_datasets(fid, what, buf, n, entry, borrow, state, err);
+  ret = read_datasets(fid, what, buf, n, entry, borrow, pred, state, err);
 free_meta:
   rc_meta_read_free(&m);
 close:
   if (H5Fclose(fid) < 0 && !ret) ret = rc_h5_fail(err, RC_EXIT_IOERR, "%s: closing", what);
   return ret;
+}
+
+/* Threads for the dataset hashes beside the chunk readers: the datasets
+ * are one pass over the file like the chunks, and the largest dataset's
+ * one stream, not the thread count, is what they wait on. */
+enum { FOLLOW_THREADS = 8 };
+
+/* Where the expected state's datasets lie in a file of `bytes` bytes, as
+ * the writer would lay it out (its layout, no data), and the follow jobs
+ * that hash them (by offset) while the file is read. ok only when the
+ * layout is of the file's size. */
+typedef struct {
+  bool ok;
+  uint64_t *offset, *start, *end; /* offset per state tensor; start/end per job, by offset */
+  int *order;                     /* follow job k is tensor order[k] */
+  char (*hex)[RC_SHA256_HEX];     /* per state tensor */
+  char (*job_hex)[RC_SHA256_HEX]; /* per follow job */
+  rc_read_follow follow;
+} prediction;
+
+static int cmp_u64_index(const void *a, const void *b, void *ctx) {
+  const uint64_t *off = ctx;
+  uint64_t x = off[*(const int *)a], y = off[*(const int *)b];
+  return x < y ? -1 : x > y;
+}
+
+static void prediction_free(prediction *p) {
+  free(p->offset), free(p->start), free(p->end), free(p->order), free(p->hex), free(p->job_hex);
+  memset(p, 0, sizeof *p);
+}
+
+static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state *state,
+                    uint64_t bytes, prediction *p) {
+  rc_shard_meta at = *meta;
+  at.iteration = iteration;
+  rc_shard_image layout;
+  rc_err ignored = {0};
+  if (state->count == 0 || !meta->config_json ||
+      rc_shard_build_layout(&at, state, &layout, &ignored) != RC_OK)
+    return;
+  int n = state->count;
+  p->offset = calloc((size_t)n, sizeof *p->offset);
+  p->start = calloc((size_t)n, sizeof *p->start);
+  p->end = calloc((size_t)n, sizeof *p->end);
+  p->order = calloc((size_t)n, sizeof *p->order);
+  p->hex = calloc((size_t)n, sizeof *p->hex);
+  p->job_hex = calloc((size_t)n, sizeof *p->job_hex);
+  if (p->offset && p->start && p->end && p->order && p->hex && p->job_hex && layout.size == bytes) {
+    int jobs = 0;
+    for (int i = 0; i < n; i++) {
+      p->offset[i] = layout.offset[i];
+      if (rc_tensor_nbytes(&state->tensors[i]) > 0 && !state->tensors[i].data) p->order[jobs++] = i;
+    }
+    qsort_r(p->order, (size_t)jobs, sizeof *p->order, cmp_u64_index, p->offset);
+    for (int k = 0; k < jobs; k++) {
+      p->start[k] = p->offset[p->order[k]];
+      p->end[k] = p->start[k] + rc_tensor_nbytes(&state->tensors[p->order[k]]);
+    }
+    p->follow = (rc_read_follow){jobs, p->start, p->end, FOLLOW_THREADS, p->job_hex};
+    p->ok = jobs > 0;
+  }
+  rc_shard_image_free(&layout);
+  if (!p->ok) prediction_free(p);
+}
+
+/* After the read: the follow jobs' hashes to the tensors they belong to. */
+static void prediction_collect(prediction *p) {
+  for (int k = 0; p->ok && k < p->follow.count; k++)
+    memcpy(p->hex[p->order[k]], p->job_hex[k], RC_SHA256_HEX);
 }
 
 static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
@@ -422,6 +523,7 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   size_t text_n = 0, marker_n = 0;
   rc_shard_image shard = {0};
   rc_manifest m = {0};
+  prediction pr = {0};
   /* The tool writes both as regular files, never links: anything else is
    * refused before a byte is read (a FIFO, /dev/zero, a directory). */
   int ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
@@ -459,15 +561,25 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
                   shard_path, entry->bytes + 1);
     goto done;
   }
-  if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, &shard, err))) {
+  /* Into a buffer, the dataset hashes are taken while the file is read: at
+   * the offsets the layout of the expected state gives (the writer is
+   * deterministic, so they are the file's unless it was written otherwise:
+   * read_datasets checks each against the real one and hashes again where
+   * they differ). */
+  if (dst && entry->chunk_bytes) predict(meta, m.iteration, state, entry->bytes, &pr);
+  if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard,
+                                    err))) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
                     RC_MANIFEST_NAME);
     goto done;
   }
+  prediction_collect(&pr);
+  predicted pred = {pr.offset, pr.hex};
   ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, buffer != NULL,
-                   state, err);
+                   pr.ok ? &pred : NULL, state, err);
 done:
+  prediction_free(&pr);
   rc_manifest_free(&m);
   rc_shard_image_free(&shard);
   free(marker);

@@ -300,7 +300,25 @@ typedef struct {
   atomic_int next;
   char (*hex)[RC_SHA256_HEX];
   int *err_no; /* per chunk: errno of a failed pread; -1: short file */
+  /* with followers (rc_read_follow): which chunks are in dst, and the gate
+   * raised to the prefix of them */
+  rc_gate *gate;
+  bool *done; /* per chunk, under gate->mu */
+  int done_prefix;
 } chunk_jobs;
+
+/* Chunk k is in dst (read, whatever its hash): raise the gate over the
+ * prefix of chunks that are. */
+static void chunk_landed(chunk_jobs *j, int k) {
+  if (!j->gate) return;
+  pthread_mutex_lock(&j->gate->mu);
+  j->done[k] = true;
+  while (j->done_prefix < j->entry->nchunks && j->done[j->done_prefix]) j->done_prefix++;
+  uint64_t upto = j->entry->bytes, end;
+  if (j->done_prefix < j->entry->nchunks) rc_mf_chunk_range(j->entry, j->done_prefix, &upto, &end);
+  pthread_mutex_unlock(&j->gate->mu);
+  rc_gate_raise(j->gate, upto);
+}
 
 /* Bytes [a, b) of the file, a read's worth at a time, each hashed right
  * after it is read, while it is still in cache: into dst at the file
@@ -342,6 +360,7 @@ static void *chunk_worker(void *arg) {
       for (int i = 0; i < 32; i++) snprintf(j->hex[k] + 2 * i, 3, "%02x", md[i]);
     else
       j->hex[k][0] = 0; /* not hashed: the read failed (the caller says how) */
+    chunk_landed(j, k);
   }
   free(buf);
   EVP_MD_CTX_free(ctx);
@@ -372,19 +391,55 @@ static int first_bad_chunk(const char *path, const rc_mf_shard *e, char (*hex)[R
  * at its offset, or through a small buffer) and hashed by the next free of
  * `threads` threads; then the first failed read, a change of size, or the
  * first chunk whose hash differs, in that order. */
+typedef struct {
+  const rc_read_follow *f;
+  rc_piece piece;
+  rc_gate *gate;
+} follow_job;
+
+static void *follow_run(void *arg) {
+  follow_job *fj = arg;
+  rc_sha256_ranges_gated(&fj->piece, 1, fj->f->start, fj->f->end, fj->f->count, fj->f->threads,
+                         fj->gate, fj->f->hex);
+  return NULL;
+}
+
 static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int threads,
-                         unsigned char *dst, rc_err *err) {
+                         unsigned char *dst, const rc_read_follow *follow, rc_err *err) {
   int ret = RC_OK, n = entry->nchunks ? entry->nchunks : 1;
   char(*hex)[RC_SHA256_HEX] = calloc((size_t)n, sizeof *hex);
   int *err_no = calloc((size_t)n, sizeof *err_no);
-  if (!hex || !err_no) {
+  bool *done = calloc((size_t)n, sizeof *done);
+  if (!hex || !err_no || !done) {
     ret = rc_fail(err, RC_EXIT_SOFTWARE, "verifying %s: out of memory", path);
     goto done;
   }
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   chunk_jobs j = {.entry = entry, .fd = fd, .dst = dst, .hex = hex, .err_no = err_no};
   atomic_init(&j.next, 0);
+  /* Followers hash ranges of dst as the chunks land, beside the chunk
+   * hashes (a load's dataset hashes): their results mean something only
+   * if every chunk then verifies, which the caller checks. */
+  rc_gate gate;
+  follow_job fj;
+  pthread_t ftid;
+  bool followed = false;
+  if (follow && follow->count > 0 && dst) {
+    rc_gate_init(&gate, 0);
+    j.gate = &gate;
+    j.done = done;
+    fj = (follow_job){follow, {dst, (size_t)entry->bytes}, &gate};
+    followed = pthread_create(&ftid, NULL, follow_run, &fj) == 0;
+    if (!followed) j.gate = NULL, rc_gate_destroy(&gate);
+  }
   run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
+  if (followed) { /* a failed read left a hole: let the followers finish anyway */
+    rc_gate_raise(&gate, UINT64_MAX);
+    pthread_join(ftid, NULL);
+    rc_gate_destroy(&gate);
+  } else if (follow) {
+    for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* not hashed */
+  }
   for (int k = 0; k < entry->nchunks && !ret; k++)
     if (err_no[k] || !hex[k][0]) {
       uint64_t a, b;
@@ -398,6 +453,7 @@ static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int
     ret = rc_fail(err, RC_EXIT_IOERR, "%s changed size while being read", path);
   if (!ret) ret = first_bad_chunk(path, entry, hex, err);
 done:
+  free(done);
   free(err_no);
   free(hex);
   return ret;
@@ -409,7 +465,10 @@ static int size_mismatch(const char *path, size_t size, uint64_t bytes, rc_err *
 }
 
 int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threads,
-                           unsigned char *dst, rc_shard_image *out, rc_err *err) {
+                           unsigned char *dst, const rc_read_follow *follow, rc_shard_image *out,
+                           rc_err *err) {
+  if (follow)
+    for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* until hashed below */
   if (!entry->chunk_bytes) { /* version 1: the whole-file hash */
     char hex[RC_SHA256_HEX];
     int ret = rc_read_shard(path, (int64_t)entry->bytes, dst, out, hex, err);
@@ -435,7 +494,8 @@ int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threa
     ret = rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
     goto done;
   }
-  if (!(ret = verify_chunks(path, fd, entry, threads, out->data, err))) out->size = size;
+  if (!(ret = verify_chunks(path, fd, entry, threads, out->data, dst ? follow : NULL, err)))
+    out->size = size;
 done:
   close(fd);
   if (ret) rc_shard_image_free(out);
@@ -457,7 +517,7 @@ int rc_shard_verify_file(const char *path, const rc_mf_shard *entry, int threads
       ret = rc_fail(err, RC_EXIT_DATAERR, "%s: corrupt: SHA-256 is %s, the manifest says %s", path,
                     whole, entry->sha256);
   } else {
-    ret = verify_chunks(path, fd, entry, threads, NULL, err);
+    ret = verify_chunks(path, fd, entry, threads, NULL, NULL, err);
   }
   close(fd);
   return ret;
