@@ -13,15 +13,13 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "io/layout.h"
 #include "io/manifest.h"
 #include "io/sha256.h"
 #include "io/state.h"
 
 #define RC_MANIFEST_FORMAT "resumecheck-checkpoint"
 #define RC_FRAGMENT_FORMAT "resumecheck-manifest-fragment"
-#define RC_MANIFEST_NAME "manifest.json"
-#define RC_COMPLETE_NAME "COMPLETE"
-#define RC_ARGS_NAME "args.json"
 /* Caps on what a load reads of the metadata (docs/robustness.md): a
  * manifest lists ~150 bytes per dataset, so 64 MiB is ~400k datasets; the
  * marker is one sha256sum line. */
@@ -30,8 +28,6 @@
 
 /* ---- manifest.c (the types and the parser: manifest.h) ---- */
 
-void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
-void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
 bool rc_dtype_from_name(const char *name, rc_dtype *dt);
 
 /* Canonical texts (malloc'd, newline-terminated): equal inputs, equal bytes. */
