@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "io/h5_type.h"
 #include "io/layout.h"
 #include "io/manifest.h"
 #include "io/sha256.h"
@@ -106,8 +107,6 @@ int rc_h5_fail(rc_err *err, int code, const char *fmt, ...) __attribute__((forma
  * matching native memory type. */
 hid_t rc_h5_file_type(rc_dtype dt);
 hid_t rc_h5_mem_type(rc_dtype dt);
-/* A short name for any HDF5 datatype ("float32", "uint16be", "string", ...). */
-void rc_h5_type_name(hid_t type, char *buf, size_t cap);
 
 /* Reads a whole shard into a mapping (or into dst, at least size + 1
  * bytes, when not NULL), hashing it chunk by chunk as it is read (one pass
