@@ -32,6 +32,7 @@
 #include "base/json.h"
 #include "harness/compare.h"
 #include "harness/run.h"
+#include "io/layout.h"
 
 const char *rc_bisect_verdict_name(rc_bisect_verdict v) {
   switch (v) {
@@ -376,7 +377,7 @@ static void located_text(rc_bisect *b) {
 
 static int bisect_body(rc_bisect *b, rc_err *err) {
   char path[4096], jerr[256];
-  rc_path_join(path, sizeof path, b->opts.run_dir, "report.json");
+  rc_path_join(path, sizeof path, b->opts.run_dir, RC_REPORT_NAME);
   if (!rc_path_exists(path))
     return rc_fail(err, RC_EXIT_NOINPUT,
                    "%s: no report.json (is this a `resumecheck run` directory?)", b->opts.run_dir);
@@ -464,7 +465,7 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
   copy_str(b->resume_from, sizeof b->resume_from, from);
   const char *dir_t = rc_json_get_str(leg_t, "dir");
   char iter[32];
-  snprintf(iter, sizeof iter, "ckpt/iter_%07" PRId64, b->resume_step);
+  snprintf(iter, sizeof iter, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, b->resume_step);
   if (dir_t) rc_path_join(b->through_ckpt, sizeof b->through_ckpt, dir_t, iter);
   if (!argv_is_train(av_t) || !argv_is_train(av_r)) {
     b->verdict = RC_BISECT_NOT_REPLAYABLE;

@@ -21,6 +21,7 @@
 
 #include "harness/h5_bounds.h"
 #include "io/checkpoint.h"
+#include "io/h5_type.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -302,60 +303,7 @@ static void el_format(const el_fmt *f, const unsigned char *p, char *out, size_t
 }
 
 /* ---------------------------------------------------------------------------
- * Names for dtypes and shapes, as people read them. */
-
-static void dtype_name(hid_t t, char *out, size_t cap) {
-  size_t size = H5Tget_size(t);
-  H5T_class_t cls = H5Tget_class(t);
-  const char *be = "";
-  if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Tget_order(t) == H5T_ORDER_BE) be = "be";
-  switch (cls) {
-  case H5T_INTEGER:
-    snprintf(out, cap, "%sint%zu%s", H5Tget_sign(t) == H5T_SGN_2 ? "" : "u", 8 * size, be);
-    return;
-  case H5T_FLOAT: {
-    el_fmt f = el_fmt_of(t);
-    if (f.kind == EL_F32 || f.kind == EL_F64 || size == 2)
-      snprintf(out, cap, "float%zu%s", 8 * size, be);
-    else
-      snprintf(out, cap, "float(%zu bytes)%s", size, be);
-    return;
-  }
-  case H5T_STRING:
-    if (H5Tis_variable_str(t) > 0)
-      snprintf(out, cap, "string(vlen)");
-    else
-      snprintf(out, cap, "string[%zu]", size);
-    return;
-  case H5T_COMPOUND:
-    snprintf(out, cap, "compound(%zu bytes)", size);
-    return;
-  case H5T_ENUM:
-    snprintf(out, cap, "enum(%zu bytes)", size);
-    return;
-  case H5T_ARRAY:
-    snprintf(out, cap, "array(%zu bytes)", size);
-    return;
-  case H5T_OPAQUE:
-    snprintf(out, cap, "opaque(%zu bytes)", size);
-    return;
-  case H5T_BITFIELD:
-    snprintf(out, cap, "bitfield(%zu bytes)", size);
-    return;
-  case H5T_REFERENCE:
-    snprintf(out, cap, "reference");
-    return;
-  case H5T_VLEN:
-    snprintf(out, cap, "vlen");
-    return;
-  case H5T_TIME:
-    snprintf(out, cap, "time");
-    return;
-  default:
-    snprintf(out, cap, "unknown type");
-    return;
-  }
-}
+ * Names for shapes, as people read them (dtypes: io/h5_type.h). */
 
 typedef struct {
   H5S_class_t cls;
@@ -837,8 +785,8 @@ static int compare_dataset(pair_t *p, const char *path) {
     goto done;
   }
   char dta[64], dtb[64], sha[256], shb[256];
-  dtype_name(ta, dta, sizeof dta);
-  dtype_name(tb, dtb, sizeof dtb);
+  rc_h5_type_name(ta, dta, sizeof dta);
+  rc_h5_type_name(tb, dtb, sizeof dtb);
   shape_name(&shape_a, sha, sizeof sha);
   shape_name(&shape_b, shb, sizeof shb);
   htri_t same_type = H5Tequal(ta, tb);
@@ -1001,8 +949,8 @@ static int compare_attribute(pair_t *p, const char *objname, hid_t oa, hid_t ob,
     goto done;
   }
   char dta[64], dtb[64], sha[256], shb[256];
-  dtype_name(ta, dta, sizeof dta);
-  dtype_name(tb, dtb, sizeof dtb);
+  rc_h5_type_name(ta, dta, sizeof dta);
+  rc_h5_type_name(tb, dtb, sizeof dtb);
   shape_name(&shape_a, sha, sizeof sha);
   shape_name(&shape_b, shb, sizeof shb);
   htri_t same = H5Tequal(ta, tb);
@@ -1083,8 +1031,8 @@ static int compare_named_types(pair_t *p, const char *path) {
     rc = h5fail(p, "open named datatype", path);
   } else if (!eq) {
     char na[64], nb[64];
-    dtype_name(ta, na, sizeof na);
-    dtype_name(tb, nb, sizeof nb);
+    rc_h5_type_name(ta, na, sizeof na);
+    rc_h5_type_name(tb, nb, sizeof nb);
     rc_cmp_add(p->c, RC_DIFF_DTYPE, p->file, path, "named datatype %s vs %s%s", na, nb,
                strcmp(na, nb) ? "" : " (type details differ)");
   }

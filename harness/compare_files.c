@@ -31,13 +31,10 @@
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "harness/h5_bounds.h"
+#include "io/layout.h"
 #include "io/manifest.h"
 #include "io/sha256.h"
 
-#define MANIFEST_NAME "manifest.json"
-#define ARGS_NAME "args.json"
-#define TRACE_NAME "trace.csv"
-#define COMPLETE_NAME "COMPLETE"
 #define MAX_DERIVED 64 /* manifests and markers per directory */
 #define CMP_CHUNK ((size_t)8 << 20)
 
@@ -176,13 +173,13 @@ static void rel_join(char *out, size_t cap, const char *rel, const char *name) {
 }
 
 static bool is_manifest_name(const char *name) {
-  size_t n = strlen(name), m = strlen(MANIFEST_NAME);
-  return n >= m && !strcmp(name + n - m, MANIFEST_NAME);
+  size_t n = strlen(name), m = strlen(RC_MANIFEST_NAME);
+  return n >= m && !strcmp(name + n - m, RC_MANIFEST_NAME);
 }
 
 /* Files whose content follows from the shards' (compared last). */
 static bool is_derived_name(const char *name) {
-  return is_manifest_name(name) || !strcmp(name, COMPLETE_NAME);
+  return is_manifest_name(name) || !strcmp(name, RC_COMPLETE_NAME);
 }
 
 int rc_cmp_map_open(const char *path, rc_cmp_map *m, rc_err *err) {
@@ -507,7 +504,7 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
     }
   }
 
-  if (!strcmp(name, TRACE_NAME)) {
+  if (!strcmp(name, RC_TRACE_NAME)) {
     bool same;
     int64_t first;
     int rc = bytes_equal(pa, pb, &same, &first, err);
@@ -537,7 +534,7 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
 
   if (equal && !(deep && ha && hb)) {
     /* settled */
-  } else if (!strcmp(name, ARGS_NAME)) {
+  } else if (!strcmp(name, RC_ARGS_NAME)) {
     rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
                "differs (run-specific facts: leg, command line, host; not state)");
   } else if (ha && hb) {
@@ -589,14 +586,14 @@ static const char *dir_class_name(dir_class k) {
 
 static bool is_leg_dir(const char *dir) {
   char p[4096];
-  snprintf(p, sizeof p, "%s/ckpt", dir);
+  snprintf(p, sizeof p, "%s/" RC_CKPT_DIR_NAME, dir);
   if (rc_is_dir(p)) return true;
-  snprintf(p, sizeof p, "%s/%s", dir, TRACE_NAME);
+  snprintf(p, sizeof p, "%s/%s", dir, RC_TRACE_NAME);
   return rc_path_exists(p) && !rc_is_dir(p);
 }
 
 static bool is_iter_name(const char *name) {
-  return !strncmp(name, "iter_", 5);
+  return !strncmp(name, RC_ITER_PREFIX, strlen(RC_ITER_PREFIX));
 }
 
 static int classify(const char *dir, dir_class *out, rc_err *err) {
@@ -830,10 +827,10 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
    * against its own manifest even when the other side has none). */
   bool mf_in[2] = {false, false};
   for (int side = 0; side < 2; side++) {
-    const dent *f = dir_find(side ? &lb : &la, MANIFEST_NAME);
+    const dent *f = dir_find(side ? &lb : &la, RC_MANIFEST_NAME);
     if (!f || f->type != ENT_FILE) continue;
     char pm[4096];
-    rc_path_join(pm, sizeof pm, side ? db : da, MANIFEST_NAME);
+    rc_path_join(pm, sizeof pm, side ? db : da, RC_MANIFEST_NAME);
     if ((rc = manifest_load(pm, side ? &mb : &ma, err))) goto done;
     mf_in[side] = true;
     /* A manifest that names a file the directory lacks is an incomplete checkpoint. */
@@ -878,7 +875,7 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
     if (!ea || !eb) {
       const dent *e = ea ? ea : eb;
       rc_diff_kind kind = ea ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A;
-      if (!strcmp(name, ARGS_NAME)) kind = RC_DIFF_INFORMATIONAL;
+      if (!strcmp(name, RC_ARGS_NAME)) kind = RC_DIFF_INFORMATIONAL;
       rc_cmp_add(c, kind, r, "", "%s only in %s", e->type == ENT_DIR ? "directory" : "file",
                  ea ? "A" : "B");
       continue;
@@ -907,13 +904,13 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
   bool shards_agree =
       have_mf ? manifests_agree_on_files(&ma, &mb) : c->res->n_failing == failing_before;
   for (int j = 0; j < n_derived; j++) {
-    if (!strcmp(derived[j], COMPLETE_NAME)) continue;
+    if (!strcmp(derived[j], RC_COMPLETE_NAME)) continue;
     rc = compare_derived(w, rel, da, db, derived[j], &la, &lb, shards_agree, &differs, err);
     if (rc) goto done;
-    if (!strcmp(derived[j], MANIFEST_NAME)) manifests_differ = differs;
+    if (!strcmp(derived[j], RC_MANIFEST_NAME)) manifests_differ = differs;
   }
   for (int j = 0; j < n_derived; j++)
-    if (!strcmp(derived[j], COMPLETE_NAME) &&
+    if (!strcmp(derived[j], RC_COMPLETE_NAME) &&
         (rc = compare_derived(w, rel, da, db, derived[j], &la, &lb, !manifests_differ, &differs,
                               err)))
       goto done;
@@ -967,9 +964,9 @@ static int compare_ckpt_roots(walk_t *w, const char *rel, const char *da, const 
 static int compare_legs(walk_t *w, const char *rel, const char *da, const char *db, rc_err *err) {
   char pa[4096], pb[4096], r[1024];
   int n_common = 0, rc = RC_OK;
-  rc_path_join(pa, sizeof pa, da, TRACE_NAME);
-  rc_path_join(pb, sizeof pb, db, TRACE_NAME);
-  rel_join(r, sizeof r, rel, TRACE_NAME);
+  rc_path_join(pa, sizeof pa, da, RC_TRACE_NAME);
+  rc_path_join(pb, sizeof pb, db, RC_TRACE_NAME);
+  rel_join(r, sizeof r, rel, RC_TRACE_NAME);
   bool ta = rc_path_exists(pa) && !rc_is_dir(pa), tb = rc_path_exists(pb) && !rc_is_dir(pb);
   int ignored_before = w->c.n_ignored;
   if (ta && tb && rc_cmp_ignored(&w->c, r, "")) {
@@ -984,9 +981,9 @@ static int compare_legs(walk_t *w, const char *rel, const char *da, const char *
                ta ? "A" : "B");
   }
 
-  rc_path_join(pa, sizeof pa, da, "ckpt");
-  rc_path_join(pb, sizeof pb, db, "ckpt");
-  rel_join(r, sizeof r, rel, "ckpt");
+  rc_path_join(pa, sizeof pa, da, RC_CKPT_DIR_NAME);
+  rc_path_join(pb, sizeof pb, db, RC_CKPT_DIR_NAME);
+  rel_join(r, sizeof r, rel, RC_CKPT_DIR_NAME);
   bool ca = rc_is_dir(pa), cb = rc_is_dir(pb);
   if (ca && cb)
     rc = compare_ckpt_roots(w, r, pa, pb, &n_common, err);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "io/layout.h"
 
 enum { W = 980, H = 1010, PX0 = 90, PX1 = 730, LEGEND_X = 750, NPANELS = 3 };
 /* grad norm, loss, and the relative grad-norm difference to `through` */
@@ -289,7 +290,7 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
   }
   for (int i = 0; i < n; i++) {
     char tp[RC_RUN_PATH_CAP + 16];
-    snprintf(tp, sizeof tp, "%s/trace.csv", run->legs[i].dir);
+    snprintf(tp, sizeof tp, "%s/" RC_TRACE_NAME, run->legs[i].dir);
     have[i] = load_trace(tp, &s[i]);
   }
   /* panel 2: log10 of the relative difference; 0 maps to the floor */

@@ -20,6 +20,7 @@
 
 #include "base/fsutil.h"
 #include "harness/report.h"
+#include "io/layout.h"
 
 /* "through@5", or "resume@5→10" for a leg that resumed. */
 static void leg_at(const rc_leg *leg, int64_t step, char *buf, size_t cap) {
@@ -103,8 +104,8 @@ static void run_state_check(rc_run *run, rc_check *c) {
   leg_at(la, c->step, a_at, sizeof a_at);
   leg_at(lb, c->step, b_at, sizeof b_at);
   char ca[RC_RUN_PATH_CAP + 16], cb[RC_RUN_PATH_CAP + 16];
-  rc_bufprintf(ca, sizeof ca, "%s/COMPLETE", c->path_a);
-  rc_bufprintf(cb, sizeof cb, "%s/COMPLETE", c->path_b);
+  rc_bufprintf(ca, sizeof ca, "%s/" RC_COMPLETE_NAME, c->path_a);
+  rc_bufprintf(cb, sizeof cb, "%s/" RC_COMPLETE_NAME, c->path_b);
   if (!rc_path_exists(ca) || !rc_path_exists(cb)) {
     c->status = RC_CHECK_SKIPPED;
     rc_bufprintf(c->summary, sizeof c->summary,
@@ -136,7 +137,7 @@ static void run_state_check(rc_run *run, rc_check *c) {
   tally_files(&c->cmp, &files_differ, &shards_differ, &info_only);
   for (int i = 0; i < c->cmp.n_diffs; i++)
     if (c->cmp.diffs[i].kind == RC_DIFF_INFORMATIONAL &&
-        ends_with(c->cmp.diffs[i].file, "args.json"))
+        ends_with(c->cmp.diffs[i].file, RC_ARGS_NAME))
       c->args_differ = true;
   for (int i = 0; i < n_shards; i++) free(shards[i]);
   free(shards);

@@ -37,6 +37,7 @@
 #include "base/fsutil.h"
 #include "harness/report.h"
 #include "harness/run_signal.h"
+#include "io/layout.h"
 
 extern char **environ;
 
@@ -196,11 +197,12 @@ static bool check_outputs(rc_leg *leg) {
   for (int k = 0; k < leg->n_saves; k++) {
     if (leg->saves[k] > leg->last_step) continue;
     char path[RC_RUN_PATH_CAP + 64];
-    snprintf(path, sizeof path, "%s/ckpt/iter_%07" PRId64 "/COMPLETE", leg->dir, leg->saves[k]);
+    snprintf(path, sizeof path, "%s/" RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT "/" RC_COMPLETE_NAME,
+             leg->dir, leg->saves[k]);
     if (!rc_path_exists(path)) {
       snprintf(leg->reason, sizeof leg->reason,
-               "exited 0 but wrote no complete checkpoint ckpt/iter_%07" PRId64
-               " (no COMPLETE marker)",
+               "exited 0 but wrote no complete checkpoint " RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT
+               " (no " RC_COMPLETE_NAME " marker)",
                leg->saves[k]);
       return false;
     }
@@ -229,7 +231,7 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     /* reason set when it was stopped; add how far it got */
     leg->state = leg->timed_out ? RC_LEG_FAILED : RC_LEG_KILLED;
     char trace[RC_RUN_PATH_CAP + 16];
-    snprintf(trace, sizeof trace, "%s/trace.csv", leg->dir);
+    snprintf(trace, sizeof trace, "%s/" RC_TRACE_NAME, leg->dir);
     int64_t done = rc_trace_rows(trace);
     if (done > leg->steps_done) leg->steps_done = done;
     size_t len = strlen(leg->reason);

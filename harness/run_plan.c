@@ -13,6 +13,7 @@
  * that resumed at K, at its last step M), A/A@N against aa, and a trace
  * check beside each leg that is compared with through. */
 #include "run.h"
+#include "io/layout.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -282,8 +283,9 @@ static rc_leg *add_leg(rc_run *run, int *cap, const char *arm, const char *name,
   leg->pid = -1;
   if (depends_on >= 0) {
     char iter[32];
-    snprintf(iter, sizeof iter, "iter_%07" PRId64, from);
-    pathf(leg->resume_from, sizeof leg->resume_from, "%s/ckpt/%s", run->legs[depends_on].dir, iter);
+    rc_iter_dirname(iter, sizeof iter, from);
+    pathf(leg->resume_from, sizeof leg->resume_from, "%s/" RC_CKPT_DIR_NAME "/%s",
+          run->legs[depends_on].dir, iter);
   }
   return leg;
 }
@@ -309,12 +311,12 @@ static rc_check *add_check(rc_run *run, int *cap, const char *arm, const char *n
   const rc_leg *la = &run->legs[a], *lb = &run->legs[b];
   if (what == RC_CHECK_STATE) {
     char iter[32];
-    snprintf(iter, sizeof iter, "iter_%07" PRId64, step);
-    pathf(ck->path_a, sizeof ck->path_a, "%s/ckpt/%s", la->dir, iter);
-    pathf(ck->path_b, sizeof ck->path_b, "%s/ckpt/%s", lb->dir, iter);
+    rc_iter_dirname(iter, sizeof iter, step);
+    pathf(ck->path_a, sizeof ck->path_a, "%s/" RC_CKPT_DIR_NAME "/%s", la->dir, iter);
+    pathf(ck->path_b, sizeof ck->path_b, "%s/" RC_CKPT_DIR_NAME "/%s", lb->dir, iter);
   } else {
-    pathf(ck->path_a, sizeof ck->path_a, "%s/trace.csv", la->dir);
-    pathf(ck->path_b, sizeof ck->path_b, "%s/trace.csv", lb->dir);
+    pathf(ck->path_a, sizeof ck->path_a, "%s/" RC_TRACE_NAME, la->dir);
+    pathf(ck->path_b, sizeof ck->path_b, "%s/" RC_TRACE_NAME, lb->dir);
     ck->trace_from = lb->resume_step + 1;
     ck->trace_to = lb->last_step;
   }
@@ -449,7 +451,7 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
      * config and its hash, the manifests hash the shard bytes, and COMPLETE
      * hashes the manifest. The datasets themselves are compared in full. */
     c->ignore[0] = "manifest*.json";
-    c->ignore[1] = "COMPLETE";
+    c->ignore[1] = RC_COMPLETE_NAME;
     c->ignore[2] = "*:/meta*";
     c->n_ignore = 3;
     c = add_check(run, &check_cap, "", "TRACE arms", RC_CHECK_TRACE, RC_CLASS_ARMS, on, off, 0);

@@ -15,6 +15,7 @@
 
 #include "base/fsutil.h"
 #include "harness/report.h"
+#include "io/layout.h"
 
 double rc_now(void) {
   struct timespec ts;
@@ -116,11 +117,11 @@ void rc_progress_tick(rc_progress *p, rc_run *run, double now) {
     rc_leg *l = &run->legs[i];
     if (l->state != RC_LEG_RUNNING) continue;
     char path[RC_RUN_PATH_CAP + 16];
-    snprintf(path, sizeof path, "%s/trace.csv", l->dir);
+    snprintf(path, sizeof path, "%s/" RC_TRACE_NAME, l->dir);
     l->steps_done = rc_trace_rows(path);
     if (l->prewarmed) {
       char marker[RC_RUN_PATH_CAP + 16];
-      snprintf(marker, sizeof marker, "%s/COMPLETE", l->resume_from);
+      snprintf(marker, sizeof marker, "%s/" RC_COMPLETE_NAME, l->resume_from);
       l->waiting = !rc_path_exists(marker);
     }
   }

@@ -27,6 +27,7 @@
 
 #include "harness/report.h"
 #include "harness/run_signal.h"
+#include "io/layout.h"
 
 extern char **environ;
 
@@ -545,7 +546,7 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
   t->exec_s = t->backend_s = t->model_init_s = t->wait_s = t->load_s = -1;
   t->first_step_s = t->start_to_first_step_s = t->step_lock_wait_s = -1;
   char path[RC_RUN_PATH_CAP + 16];
-  snprintf(path, sizeof path, "%s/timing.csv", leg_dir);
+  snprintf(path, sizeof path, "%s/" RC_TIMING_NAME, leg_dir);
   FILE *f = fopen(path, "re");
   if (!f) return;
   char line[256];

@@ -2,3 +2,4 @@
 # numeric.h, and every op of the CPU backend (the numerical reference).
 rc_add_c_test(cpu_numeric test_numeric.c)
 rc_add_c_test(cpu_ops test_cpu_ops.c)
+rc_add_c_test(cpu_ops_check test_ops_check.c)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness/compare.h"
+#include "io/h5_type.h"
 #include "io/sha256.h"
 
 #include "check.h"
@@ -440,6 +441,66 @@ static void test_attribute(void) {
   rc_compare_result res;
   const rc_diff *d = one_diff("attr", &res, RC_DIFF_ATTRIBUTE, "/meta@iteration");
   if (d) CHECK(!strcmp(d->detail, "value: 5 vs 6"), "detail '%s'", d->detail);
+  rc_compare_result_free(&res);
+}
+
+/* One namer for HDF5 types (io/h5_type.h), used by the loader, inspect and
+ * compare: each type prints one way. The compare's own namer printed a
+ * fixed-length string as "string[8]", the loader's as "string(8)". */
+static void test_type_names(void) {
+  struct {
+    hid_t base;
+    size_t str_size; /* > 0: a fixed-length string of this size */
+    const char *want;
+  } cases[] = {
+      {H5T_IEEE_F32LE, 0, "float32"}, {H5T_IEEE_F64BE, 0, "float64be"},
+      {H5T_STD_U16BE, 0, "uint16be"}, {H5T_STD_I64LE, 0, "int64"},
+      {H5T_C_S1, 8, "string(8)"},     {H5T_C_S1, H5T_VARIABLE, "string(variable)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    hid_t t = H5Tcopy(cases[i].base);
+    H5_CHECK(t);
+    if (cases[i].str_size) H5_CHECK(H5Tset_size(t, cases[i].str_size));
+    char name[64];
+    rc_h5_type_name(t, name, sizeof name);
+    CHECK(!strcmp(name, cases[i].want), "type %zu named '%s', expected '%s'", i, name,
+          cases[i].want);
+    H5_CHECK(H5Tclose(t));
+  }
+  /* a 4-byte float that is not IEEE binary32 does not print as float32 */
+  hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5_CHECK(t);
+  H5_CHECK(H5Tset_fields(t, 31, 24, 7, 0, 24));
+  char name[64];
+  rc_h5_type_name(t, name, sizeof name);
+  CHECK(!strcmp(name, "float(4 bytes)"), "non-IEEE float named '%s'", name);
+  H5_CHECK(H5Tclose(t));
+
+  /* and compare says the same: a string dataset's size change is a dtype
+   * difference named in the loader's spelling */
+  mkdirs("strings");
+  for (int side = 0; side < 2; side++) {
+    char rel[64], path[1024];
+    snprintf(rel, sizeof rel, "strings/%c.h5", side ? 'b' : 'a');
+    path_of(path, sizeof path, rel);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5_CHECK(fcpl);
+    H5_CHECK(H5Pset_obj_track_times(fcpl, 0));
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5_CHECK(f);
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5_CHECK(st);
+    H5_CHECK(H5Tset_size(st, side ? 4 : 8));
+    const char text[2][8] = {"abc", "def"}, text4[2][4] = {"abc", "def"};
+    hsize_t dims[1] = {2};
+    put(f, "/x", st, st, 1, dims, side ? (const void *)text4 : (const void *)text, NULL);
+    H5_CHECK(H5Tclose(st));
+    H5_CHECK(H5Pclose(fcpl));
+    H5_CHECK(H5Fclose(f));
+  }
+  rc_compare_result res;
+  const rc_diff *d = one_diff("strings", &res, RC_DIFF_DTYPE, "/x");
+  if (d) CHECK(!strncmp(d->detail, "string(8)[2] vs string(4)[2]", 28), "detail '%s'", d->detail);
   rc_compare_result_free(&res);
 }
 
@@ -1128,6 +1189,7 @@ int main(int argc, char **argv) {
   test_missing_extra();
   test_attribute();
   test_byte_order();
+  test_type_names();
   test_vlen_attribute();
   test_layout_only();
   test_non_hdf5();

@@ -28,11 +28,13 @@ typedef struct {
   const rc_cuda_module *module;
   char path[PATH_MAX];
   char why[PATH_MAX * 2 + 256];
+  char table_why[PATH_MAX + 256]; /* why the module's ops table was refused */
 } loader_state;
 
 /* The process's one loaded module (what dlopen itself keeps, remembered). */
 static loader_state g_loader;
 static pthread_once_t g_loader_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_table_once = PTHREAD_ONCE_INIT;
 
 #ifdef RC_HAVE_CUDA /* only the module's search needs these */
 static void exe_dir(char *dir, size_t cap) {
@@ -114,13 +116,30 @@ const char *rc_cuda_module_path(void) {
   return g_loader.module ? g_loader.path : NULL;
 }
 
+/* Formats, once, why the module's table is refused (written before any
+ * caller reads it, however many threads ask). */
+static void describe_bad_table(void) {
+  const rc_ops *ops = g_loader.module->ops(NULL);
+  const char *missing = ops ? rc_ops_missing(ops) : "the table itself";
+  snprintf(g_loader.table_why, sizeof g_loader.table_why,
+           "the CUDA module %s hands out an ops table with no %s: rebuild it", g_loader.path,
+           missing ? missing : "?");
+}
+
 const rc_ops *rc_cuda_ops(const char **why) {
   pthread_once(&g_loader_once, load_once);
   if (!g_loader.module) {
     if (why) *why = g_loader.why;
     return NULL;
   }
-  return g_loader.module->ops(why);
+  const rc_ops *ops = g_loader.module->ops(why);
+  /* a table with a hole is refused like a mismatched module, by name */
+  if (ops && rc_ops_missing(ops)) {
+    pthread_once(&g_table_once, describe_bad_table);
+    if (why) *why = g_loader.table_why;
+    return NULL;
+  }
+  return ops;
 }
 
 static int dir_has_entries(const char *path) {

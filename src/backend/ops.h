@@ -196,6 +196,12 @@ typedef struct rc_ops {
 const rc_ops *rc_cpu_ops(void);
 const rc_ops *rc_cuda_ops(const char **why);
 
+/* The name of the first member of *ops that is NULL, or NULL when every
+ * member is set (ops_check.c). Checked where a table is received (the CPU
+ * table, the CUDA module's), so a table with a hole is refused with its
+ * name rather than crashing at the first call of the missing op. */
+const char *rc_ops_missing(const rc_ops *ops);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@
 #include "harness/report.h"
 #include "harness/run.h"
 #include "harness/run_signal.h"
+#include "io/layout.h"
 
 static void usage(FILE *out) {
   fprintf(
@@ -386,7 +387,7 @@ int rc_cmd_run(int argc, char **argv) {
   if (r.json)
     snprintf(json_path, sizeof json_path, "%s", r.json);
   else
-    snprintf(json_path, sizeof json_path, "%s/report.json", o.out_dir);
+    snprintf(json_path, sizeof json_path, "%s/" RC_REPORT_NAME, o.out_dir);
   int report_rc = RC_OK;
   rc_err rerr = {0};
   if (rc_report_json(&run, json_path, &rerr) ||

@@ -341,7 +341,7 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   base = base ? base + 1 : trimmed;
   long long iteration;
   char tail;
-  if (sscanf(base, "iter_%lld%c", &iteration, &tail) != 1 || iteration < 0)
+  if (sscanf(base, RC_ITER_PREFIX "%lld%c", &iteration, &tail) != 1 || iteration < 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--resume-from %s: expected a checkpoint directory named iter_NNNNNNN",
                    iter_dir);

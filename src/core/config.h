@@ -14,6 +14,11 @@
 
 #include "base/error.h"
 
+/* The deepest multi-token prediction the model holds: D MTP modules and
+ * D + 1 output heads (the main one and one per depth). Per-depth arrays in
+ * the model and the step are sized by it (core/model.h). */
+#define RC_MAX_MTP_DEPTH 16
+
 typedef enum { RC_PREC_FP32 = 0, RC_PREC_BF16, RC_PREC_FP16, RC_PREC_FP8 } rc_precision;
 
 typedef enum {
@@ -44,7 +49,7 @@ typedef enum {
 typedef struct {
   /* model */
   int vocab, hidden, layers, heads, ffn, seq_len;
-  int mtp_depths;
+  int mtp_depths; /* 0..RC_MAX_MTP_DEPTH */
   bool mtp_repeated_layer;
   double mtp_loss_scale;
   char moe_layers[256]; /* comma-separated 0-based decoder layer indices, "" = none */

@@ -39,6 +39,7 @@
 #include "core/model.h"
 #include "dist/comm.h"
 #include "dist/launch.h"
+#include "io/layout.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -114,7 +115,7 @@ static long long iter_of(const char *dir) {
   base = base ? base + 1 : trimmed;
   long long it;
   char tail;
-  return sscanf(base, "iter_%lld%c", &it, &tail) == 1 && it >= 0 ? it : -1;
+  return sscanf(base, RC_ITER_PREFIX "%lld%c", &it, &tail) == 1 && it >= 0 ? it : -1;
 }
 
 /* Refuses, before anything is written, a leg whose --out already holds a
@@ -125,9 +126,10 @@ static int check_outputs_free(const rc_leg_opts *leg, long long from, int last, 
     int k = leg->save_at[i];
     if (k <= from || k > last) continue;
     char path[1300];
-    snprintf(path, sizeof path, "%s/ckpt/iter_%07d/COMPLETE", leg->out, k);
+    snprintf(path, sizeof path, "%s/" RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT "/" RC_COMPLETE_NAME,
+             leg->out, (int64_t)k);
     if (rc_path_exists(path)) {
-      path[strlen(path) - strlen("/COMPLETE")] = 0;
+      path[strlen(path) - strlen("/" RC_COMPLETE_NAME)] = 0;
       return rc_fail(err, RC_EXIT_IOERR,
                      "refusing to overwrite the complete checkpoint %s (nothing was written; "
                      "choose another --out or remove it)",
@@ -144,7 +146,7 @@ static int check_outputs_free(const rc_leg_opts *leg, long long from, int last, 
  * the parent process went away. */
 static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc_err *err) {
   char marker[1300];
-  snprintf(marker, sizeof marker, "%s/COMPLETE", iter_dir);
+  snprintf(marker, sizeof marker, "%s/" RC_COMPLETE_NAME, iter_dir);
   pid_t parent = getppid();
   bool announced = false;
   for (;;) {
@@ -200,6 +202,26 @@ static void trace_row(FILE *f, const rc_step_stats *s, int D) {
           (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
 }
 
+/* Environment switches that select another kernel or algorithm and so
+ * change bits (docs/cuda-backend.md): RC_CUDA_ATTENTION=simple picks the
+ * one-row-per-thread attention kernels (kernels/cuda_attention.cu). Logging
+ * switches (RC_CUDA_GEMM_LOG) and ones shown to change no bit
+ * (RC_INIT_THREADS) are not listed. */
+static const char *const KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION"};
+#define N_KERNEL_SWITCHES (sizeof KERNEL_SWITCHES / sizeof KERNEL_SWITCHES[0])
+
+/* One line per switch set, at leg start: the run's report does not carry
+ * args.json, so the leg's log says it too. */
+static void note_kernel_switches(const rc_ops *ops) {
+  for (size_t i = 0; i < N_KERNEL_SWITCHES; i++) {
+    const char *v = getenv(KERNEL_SWITCHES[i]);
+    if (v)
+      fprintf(stderr, "note: kernel switch %s=%s is set (recorded in args.json)%s\n",
+              KERNEL_SWITCHES[i], v,
+              strcmp(ops->name, "cuda") ? "; the cpu backend does not read it" : "");
+  }
+}
+
 static char *args_json(const rc_leg_opts *leg, const rc_leg_proc *proc, const rc_ops *ops,
                        const rc_comm *comm, const rc_dist_env *env, int argc, char **argv) {
   rc_jw w;
@@ -216,6 +238,16 @@ static char *args_json(const rc_leg_opts *leg, const rc_leg_proc *proc, const rc
     rc_jw_key(&w, "cuda_device");
     rc_jw_str(&w, cuda->describe());
   }
+  /* what was set, whatever the backend: a record of the environment */
+  rc_jw_key(&w, "kernel_switches");
+  rc_jw_obj_begin(&w);
+  for (size_t i = 0; i < N_KERNEL_SWITCHES; i++) {
+    const char *v = getenv(KERNEL_SWITCHES[i]);
+    if (!v) continue;
+    rc_jw_key(&w, KERNEL_SWITCHES[i]);
+    rc_jw_str(&w, v);
+  }
+  rc_jw_obj_end(&w);
   rc_jw_key(&w, "collectives");
   rc_jw_str(&w, comm ? comm->name : "none");
   if (comm) {
@@ -362,6 +394,7 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
       return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
     }
   }
+  if (env.rank == 0) note_kernel_switches(ops);
   /* the device's own memory, before the model allocates any (the CPU
    * backend's host memory is checked by rc_model_init) */
   const rc_cuda_module *cuda = rc_cuda_module_loaded();
@@ -439,17 +472,17 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
   }
   char path[1200], ckpt_root[1200];
   if ((rc = rc_mkdir_p(leg->out, err))) goto done;
-  rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, "ckpt");
+  rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, RC_CKPT_DIR_NAME);
   /* the trace holds global quantities: rank 0 writes it */
-  rc_path_join(path, sizeof path, leg->out, "trace.csv");
+  rc_path_join(path, sizeof path, leg->out, RC_TRACE_NAME);
   FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
   int open_errno = trace ? 0 : errno;
-  rc_path_join(path, sizeof path, leg->out, "timing.csv");
+  rc_path_join(path, sizeof path, leg->out, RC_TIMING_NAME);
   FILE *timing = trace ? fopen(rank == 0 ? path : "/dev/null", "w") : NULL;
   if (trace && !timing) open_errno = errno;
   if (!trace || !timing) {
     rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
-                 trace ? "timing.csv" : "trace.csv", strerror(open_errno));
+                 trace ? RC_TIMING_NAME : RC_TRACE_NAME, strerror(open_errno));
     if (trace) fclose(trace);
     if (timing) fclose(timing);
     goto done;
@@ -545,7 +578,7 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     rc_ops_profile_report(stderr);
   }
   if (!rc && rank == 0 && (fflush(trace) || fsync(fileno(trace))))
-    rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/trace.csv failed", leg->out);
+    rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/" RC_TRACE_NAME " failed", leg->out);
   fclose(trace);
   fclose(timing);
   if (m->events.file) fclose(m->events.file);

@@ -462,7 +462,7 @@ uint64_t rc_host_memory_available(void) {
 static bool host_allocs_ok(const rc_model *m) {
   for (int i = 0; i < m->nlinears; i++)
     if (!m->linears[i].amax_history) return false;
-  const rc_layer *layers[RC_MAX_LAYERS + 16];
+  const rc_layer *layers[RC_MAX_LAYERS + RC_MAX_MTP_DEPTH];
   int n = 0;
   for (int l = 0; l < m->cfg.layers; l++) layers[n++] = &m->layers[l];
   for (int p = 0; p < m->n_mtp_physical; p++) layers[n++] = &m->mtp[p].trm;
@@ -681,7 +681,7 @@ void rc_model_free(rc_model *m) {
                    m->d_big2,    m->d_resid,    m->d_tmp,         m->d_xm,
                    m->d_ln,      m->d_topk_w,   m->scratch_round, m->aux_grad_dev};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
-  for (int k = 0; k <= m->D && k < 17; k++) {
+  for (int k = 0; k <= m->D && k <= RC_MAX_MTP_DEPTH; k++) {
     o->free(m->logits[k]), o->free(m->ids_dev[k]), o->free(m->labels_dev[k]), o->free(m->d_h[k]);
   }
   rc_dist_free(m);
@@ -700,7 +700,7 @@ void rc_model_profile_note(const char *what, double seconds) {
   if (v && *v) fprintf(stderr, "profile: %s %.3f s\n", what, seconds);
 }
 
-void rc_model_profile_mark(rc_model *m, int phase) {
+void rc_model_profile_mark(rc_model *m, rc_profile_phase phase) {
   if (!m->profile) return;
   m->ops->sync();
   double now = rc_model_wall_s();
@@ -708,13 +708,17 @@ void rc_model_profile_mark(rc_model *m, int phase) {
   m->profile_mark = now;
 }
 
-const char *rc_model_profile_phase_name(int phase) {
-  static const char *names[RC_PROFILE_PHASES] = {
-      "data and upload",    "forward decoder",
-      "forward MTP layers", "forward heads + CE",
-      "backward heads",     "backward MTP",
-      "backward decoder",   "grad norm, optimizer, fingerprints"};
-  return phase >= 0 && phase < RC_PROFILE_PHASES ? names[phase] : "?";
+const char *rc_model_profile_phase_name(rc_profile_phase phase) {
+  static const char *names[RC_PROFILE_PHASES] = {[RC_PROF_DATA] = "data and upload",
+                                                 [RC_PROF_FWD_DECODER] = "forward decoder",
+                                                 [RC_PROF_FWD_MTP] = "forward MTP layers",
+                                                 [RC_PROF_FWD_HEADS] = "forward heads + CE",
+                                                 [RC_PROF_BWD_HEADS] = "backward heads",
+                                                 [RC_PROF_BWD_MTP] = "backward MTP",
+                                                 [RC_PROF_BWD_DECODER] = "backward decoder",
+                                                 [RC_PROF_OPTIMIZER] =
+                                                     "grad norm, optimizer, fingerprints"};
+  return (int)phase >= 0 && phase < RC_PROFILE_PHASES ? names[phase] : "?";
 }
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name) {
@@ -772,7 +776,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   float *dloss = malloc(sizeof(float) * (size_t)T * (D + 2));
   if (!dloss) abort();
   float *host_tmp = dloss + (size_t)T * (D + 1);
-  double n_valid[17];
+  double n_valid[RC_MAX_MTP_DEPTH + 1];
   for (int k = 0; k <= D; k++) {
     double n = 0;
     for (int t = 0; t < T; t++) n += mask[k][t];
@@ -783,7 +787,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   }
   *tokens = (int64_t)n_valid[0];
 
-  rc_model_profile_mark(m, 0);
+  rc_model_profile_mark(m, RC_PROF_DATA);
   /* forward: decoder */
   o->embedding_forward(m->emb_out, m->ids_dev[0], m->embedding->weight, T, H);
   const float *x = m->emb_out;
@@ -793,7 +797,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   }
   o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, eps);
   m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, TH);
-  rc_model_profile_mark(m, 1);
+  rc_model_profile_mark(m, RC_PROF_FWD_DECODER);
   /* forward: MTP layer calls 1..D */
   const float *h_prev = m->h0;
   for (int k = 1; k <= D; k++) {
@@ -812,9 +816,9 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
     h_prev = ma->hk;
   }
-  rc_model_profile_mark(m, 2);
+  rc_model_profile_mark(m, RC_PROF_FWD_MTP);
   /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
-  int head_call[17];
+  int head_call[RC_MAX_MTP_DEPTH + 1];
   for (int k = 1; k <= D; k++) {
     double ls, cs;
     head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, dloss + (size_t)k * T, mask[k], &ls,
@@ -828,7 +832,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   }
 
-  rc_model_profile_mark(m, 3);
+  rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
   /* backward: main head, then MTP heads D..1 */
   for (int i = 0; i <= D; i++) {
     int k = i == 0 ? 0 : D + 1 - i;
@@ -837,7 +841,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     rc_linear_backward(m, m->head, head_call[k], dlogits,
                        k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
   }
-  rc_model_profile_mark(m, 4);
+  rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
   /* MTP layer calls D..1 */
   for (int k = D; k >= 1; k--) {
     rc_mtp_layer *mt = mtp_layer(m, k);
@@ -862,7 +866,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight,
                         ma->hn_rstd, T, H);
   }
-  rc_model_profile_mark(m, 5);
+  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
   /* final norm, decoder layers L..1, embedding */
   float *dy = m->d_resid, *dx = m->d_resid + TH;
   o->zero(dy, TH * sizeof(float));
@@ -875,7 +879,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     dy = dx, dx = t;
   }
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[0], dy, T, H, m->V);
-  rc_model_profile_mark(m, 6);
+  rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
   free(dloss);
 }

@@ -18,7 +18,20 @@
 #define RC_MAX_PARAMS 1024
 #define RC_MAX_LINEARS 512
 #define RC_MAX_CALLS 64
-#define RC_PROFILE_PHASES 8 /* forward calls of one linear within a microbatch */
+
+/* The phases of a step that RC_PROFILE=1 times (rc_model_profile_mark):
+ * each mark charges the time since the previous one to its phase. */
+typedef enum {
+  RC_PROF_DATA = 0,    /* "data and upload" */
+  RC_PROF_FWD_DECODER, /* "forward decoder" */
+  RC_PROF_FWD_MTP,     /* "forward MTP layers" */
+  RC_PROF_FWD_HEADS,   /* "forward heads + CE" */
+  RC_PROF_BWD_HEADS,   /* "backward heads" */
+  RC_PROF_BWD_MTP,     /* "backward MTP" */
+  RC_PROF_BWD_DECODER, /* "backward decoder" */
+  RC_PROF_OPTIMIZER,   /* "grad norm, optimizer, fingerprints" */
+  RC_PROFILE_PHASES    /* the count */
+} rc_profile_phase;
 
 /* A trainable tensor with its fp32 main_grad and AdamW moments. */
 typedef struct {
@@ -119,7 +132,7 @@ typedef struct rc_model {
   rc_param *embedding, *final_norm, *head_param;
   rc_linear *head;
   rc_layer layers[RC_MAX_LAYERS];
-  rc_mtp_layer mtp[16];
+  rc_mtp_layer mtp[RC_MAX_MTP_DEPTH];
   int n_mtp_physical;
 
   /* activations: L + D layer invocations, per-depth MTP buffers, heads */
@@ -127,11 +140,11 @@ typedef struct rc_model {
   struct rc_mtp_act *mtp_acts;
   float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in; /* h0_r: NULL unless the head needs it */
   const float *head_in0;                           /* h0 or h0_r: the main head's GEMM input */
-  float *logits[17]; /* D+1 heads: [T, V] each, dlogits after forward */
+  float *logits[RC_MAX_MTP_DEPTH + 1]; /* D+1 heads: [T, V] each, dlogits after forward */
   float *ce_losses, *ce_correct, *ce_dloss;
-  int32_t *ids_dev[17], *labels_dev[17];
+  int32_t *ids_dev[RC_MAX_MTP_DEPTH + 1], *labels_dev[RC_MAX_MTP_DEPTH + 1];
   /* backward scratch */
-  float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[17];
+  float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
   float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
   size_t scratch_floats;
   float *aux_grad_dev;
@@ -181,7 +194,7 @@ typedef struct rc_model {
 /* Per-step results, the trace row. */
 typedef struct {
   int64_t step;
-  double loss, mtp_loss[16], mtp_acc[16];
+  double loss, mtp_loss[RC_MAX_MTP_DEPTH], mtp_acc[RC_MAX_MTP_DEPTH];
   double grad_norm, lr, loss_scale;
   int skipped;
   int64_t tokens, consumed_samples;
@@ -260,12 +273,12 @@ uint64_t rc_model_fp_optim(const rc_model *m);
 
 /* Profiling (see rc_model.profile): charges the time since the last mark to
  * `phase` and names the phases for reports. */
-void rc_model_profile_mark(rc_model *m, int phase);
+void rc_model_profile_mark(rc_model *m, rc_profile_phase phase);
 /* Monotonic seconds; with RC_PROFILE set, one "profile: WHAT S s" line on
  * stderr for a piece of start-up, save or load (bench/NOTES.md reads them). */
 double rc_model_wall_s(void);
 void rc_model_profile_note(const char *what, double seconds);
-const char *rc_model_profile_phase_name(int phase);
+const char *rc_model_profile_phase_name(rc_profile_phase phase);
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name);
 rc_param *rc_model_find_param(rc_model *m, const char *name);

@@ -153,15 +153,15 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
     rc_model_zero_grads(m);
   rc_model_begin_step(m);
 
-  int32_t *ids[17], *labels[17];
-  float *mask[17];
+  int32_t *ids[RC_MAX_MTP_DEPTH + 1], *labels[RC_MAX_MTP_DEPTH + 1];
+  float *mask[RC_MAX_MTP_DEPTH + 1];
   for (int k = 0; k <= D; k++) {
     ids[k] = malloc(sizeof(int32_t) * (size_t)T);
     labels[k] = malloc(sizeof(int32_t) * (size_t)T);
     mask[k] = malloc(sizeof(float) * (size_t)T);
     if (!ids[k] || !labels[k] || !mask[k]) abort();
   }
-  rc_model_profile_mark(m, 7);
+  rc_model_profile_mark(m, RC_PROF_OPTIMIZER);
   for (int mb = 0; mb < M; mb++) {
     m->events.microbatch = mb;
     /* rank r's microbatch mb of this step: W ranks together consume W*M*B
@@ -173,7 +173,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
               m->events.step, mb, (long long)first,
               (unsigned long long)rc_fingerprint_host(ids[0], sizeof(int32_t) * (size_t)T));
     }
-    double loss, mtp_loss[16], mtp_acc[16];
+    double loss, mtp_loss[RC_MAX_MTP_DEPTH], mtp_acc[RC_MAX_MTP_DEPTH];
     int64_t tokens;
     rc_model_microbatch_io(m, ids, labels, mask, &loss, mtp_loss, mtp_acc, &tokens);
     st->loss += loss / M;
@@ -187,7 +187,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   bool overflow = false;
   if (m->comm) {
     /* the trace shows the mean over ranks of the losses, summed tokens */
-    double v[2 + 32];
+    double v[2 + 2 * RC_MAX_MTP_DEPTH]; /* loss, tokens, and a loss and an accuracy per depth */
     int n = 0;
     v[n++] = st->loss;
     for (int k = 0; k < D; k++) v[n++] = st->mtp_loss[k], v[n++] = st->mtp_acc[k];
@@ -266,7 +266,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   st->consumed_samples = m->consumed_samples;
   st->fp_params = rc_model_fp_params(m);
   st->fp_optim = m->comm ? rc_dist_fp_optim(m) : rc_model_fp_optim(m);
-  rc_model_profile_mark(m, 7);
+  rc_model_profile_mark(m, RC_PROF_OPTIMIZER);
 }
 
 /* Folds, into acc, the fingerprints of `per` float tensors of every

@@ -27,10 +27,6 @@
 #include "base/fsutil.h"
 #include "io/checkpoint_internal.h"
 
-void rc_iter_dirname(char *buf, size_t cap, int64_t iteration) {
-  snprintf(buf, cap, "iter_%07" PRId64, iteration);
-}
-
 static void iter_path(char *out, size_t cap, const char *root, int64_t iteration) {
   char name[32];
   rc_iter_dirname(name, sizeof name, iteration);
@@ -522,9 +518,10 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
 
 /* iter_<digits> only: anything else in the root is not ours to consider. */
 static bool parse_iter_name(const char *name, int64_t *it) {
-  if (strncmp(name, "iter_", 5) != 0 || !name[5]) return false;
+  size_t prefix = strlen(RC_ITER_PREFIX);
+  if (strncmp(name, RC_ITER_PREFIX, prefix) != 0 || !name[prefix]) return false;
   int64_t v = 0;
-  for (const char *p = name + 5; *p; p++) {
+  for (const char *p = name + prefix; *p; p++) {
     if (*p < '0' || *p > '9' || v > (INT64_MAX - 9) / 10) return false;
     v = v * 10 + (*p - '0');
   }

@@ -1,7 +1,7 @@
 /* checkpoint.h — deterministic HDF5 shards, manifests and validated loads
  * (DESIGN §5).
  *
- * Layout: CKPT_ROOT/iter_%07d/shard_%05d_of_%05d.h5 (one per rank),
+ * Layout (the names: layout.h): CKPT_ROOT/iter_%07d/shard_%05d_of_%05d.h5 (one per rank),
  * manifest.json (every shard's and dataset's SHA-256, dtype and shape),
  * args.json (run-specific facts, rank 0, not a state shard) and COMPLETE,
  * written last. Every file is written to a temporary name, fsync'd and
@@ -14,15 +14,13 @@
 #define RC_IO_CHECKPOINT_H
 
 #include "../base/error.h"
+#include "layout.h"
 #include "sha256.h"
 #include "state.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
-
-/* "iter_0000005" for 5. */
-void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
 
 /* Writes one rank's shard (and, for world_size 1, the manifest, args.json
  * and COMPLETE) into ckpt_root/iter_%07d/. For world_size > 1 the caller

@@ -13,15 +13,14 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "io/h5_type.h"
+#include "io/layout.h"
 #include "io/manifest.h"
 #include "io/sha256.h"
 #include "io/state.h"
 
 #define RC_MANIFEST_FORMAT "resumecheck-checkpoint"
 #define RC_FRAGMENT_FORMAT "resumecheck-manifest-fragment"
-#define RC_MANIFEST_NAME "manifest.json"
-#define RC_COMPLETE_NAME "COMPLETE"
-#define RC_ARGS_NAME "args.json"
 /* Caps on what a load reads of the metadata (docs/robustness.md): a
  * manifest lists ~150 bytes per dataset, so 64 MiB is ~400k datasets; the
  * marker is one sha256sum line. */
@@ -30,8 +29,6 @@
 
 /* ---- manifest.c (the types and the parser: manifest.h) ---- */
 
-void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
-void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
 bool rc_dtype_from_name(const char *name, rc_dtype *dt);
 
 /* Canonical texts (malloc'd, newline-terminated): equal inputs, equal bytes. */
@@ -110,8 +107,6 @@ int rc_h5_fail(rc_err *err, int code, const char *fmt, ...) __attribute__((forma
  * matching native memory type. */
 hid_t rc_h5_file_type(rc_dtype dt);
 hid_t rc_h5_mem_type(rc_dtype dt);
-/* A short name for any HDF5 datatype ("float32", "uint16be", "string", ...). */
-void rc_h5_type_name(hid_t type, char *buf, size_t cap);
 
 /* Reads a whole shard into a mapping (or into dst, at least size + 1
  * bytes, when not NULL), hashing it chunk by chunk as it is read (one pass

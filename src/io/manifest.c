@@ -22,14 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rc_shard_filename(char *buf, size_t cap, int rank, int world_size) {
-  snprintf(buf, cap, "shard_%05d_of_%05d.h5", rank, world_size);
-}
-
-void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size) {
-  snprintf(buf, cap, "shard_%05d_of_%05d.manifest.json", rank, world_size);
-}
-
 bool rc_dtype_from_name(const char *name, rc_dtype *dt) {
   static const rc_dtype all[] = {RC_DT_F32, RC_DT_F64, RC_DT_I64, RC_DT_U64, RC_DT_I32, RC_DT_I8};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -109,16 +109,31 @@ hid_t rc_h5_mem_type(rc_dtype dt) {
   return H5I_INVALID_HID;
 }
 
+/* An IEEE binary32 or binary64 layout (what float32/float64 name): a
+ * float of another layout prints its size instead, so two types that print
+ * alike are alike. */
+static bool is_ieee_float(hid_t type, size_t size) {
+  size_t spos, epos, esize, mpos, msize;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+  if (size == 4) return spos == 31 && epos == 23 && esize == 8 && mpos == 0 && msize == 23;
+  if (size == 8) return spos == 63 && epos == 52 && esize == 11 && mpos == 0 && msize == 52;
+  return false;
+}
+
 void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
   H5T_class_t cls = H5Tget_class(type);
   size_t size = H5Tget_size(type);
-  const char *be = H5Tget_order(type) == H5T_ORDER_BE ? "be" : "";
+  const char *be = "";
+  if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Tget_order(type) == H5T_ORDER_BE) be = "be";
   switch (cls) {
   case H5T_FLOAT:
-    snprintf(buf, cap, "float%zu%s", 8 * size, be);
+    if (size == 2 || is_ieee_float(type, size))
+      snprintf(buf, cap, "float%zu%s", 8 * size, be);
+    else
+      snprintf(buf, cap, "float(%zu bytes)%s", size, be);
     return;
   case H5T_INTEGER:
-    snprintf(buf, cap, "%sint%zu%s", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", 8 * size, be);
+    snprintf(buf, cap, "%sint%zu%s", H5Tget_sign(type) == H5T_SGN_2 ? "" : "u", 8 * size, be);
     return;
   case H5T_STRING:
     if (H5Tis_variable_str(type) > 0)
@@ -127,10 +142,10 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
       snprintf(buf, cap, "string(%zu)", size);
     return;
   case H5T_BITFIELD:
-    snprintf(buf, cap, "bitfield%zu", 8 * size);
+    snprintf(buf, cap, "bitfield(%zu bytes)", size);
     return;
   case H5T_OPAQUE:
-    snprintf(buf, cap, "opaque%zu", 8 * size);
+    snprintf(buf, cap, "opaque(%zu bytes)", size);
     return;
   case H5T_COMPOUND:
     snprintf(buf, cap, "compound(%zu bytes)", size);
@@ -147,8 +162,11 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
   case H5T_REFERENCE:
     snprintf(buf, cap, "reference");
     return;
+  case H5T_TIME:
+    snprintf(buf, cap, "time");
+    return;
   default:
-    snprintf(buf, cap, "unknown-type");
+    snprintf(buf, cap, "unknown type");
     return;
   }
 }

@@ -193,6 +193,16 @@ static const rc_ops cpu_ops = {
     .adamw = cpu_adamw,
 };
 
+/* The table is checked on every call (41 comparisons, a few calls per
+ * process): a member left NULL is an internal error of this build, stated
+ * once by name, rather than a crash at the first call of the missing op.
+ * 70 is RC_EXIT_SOFTWARE (base/error.h, which the backend does not use). */
 const rc_ops *rc_cpu_ops(void) {
+  const char *missing = rc_ops_missing(&cpu_ops);
+  if (missing) {
+    fprintf(stderr, "resumecheck: internal error: the cpu backend's ops table has no %s\n",
+            missing);
+    exit(70);
+  }
   return &cpu_ops;
 }

@@ -1,0 +1,17 @@
+/* layout.c — the file names of the on-disk layout that take a number
+ * (layout.h has the fixed ones and the whole picture). */
+#include "io/layout.h"
+
+#include <stdio.h>
+
+void rc_iter_dirname(char *buf, size_t cap, int64_t iteration) {
+  snprintf(buf, cap, RC_ITER_NAME_FORMAT, iteration);
+}
+
+void rc_shard_filename(char *buf, size_t cap, int rank, int world_size) {
+  snprintf(buf, cap, RC_SHARD_NAME_FORMAT, rank, world_size);
+}
+
+void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size) {
+  snprintf(buf, cap, RC_FRAGMENT_NAME_FORMAT, rank, world_size);
+}

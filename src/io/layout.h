@@ -1,0 +1,48 @@
+/* layout.h — the names of the on-disk layout, defined once.
+ *
+ * A leg's output directory OUT (DESIGN §5, docs/checkpoint-format.md):
+ *
+ *   OUT/trace.csv                   the per-step trace (bitwise compared)
+ *   OUT/timing.csv                  wall times (never compared)
+ *   OUT/ckpt/iter_%07d/             one checkpoint, named by its iteration
+ *     shard_%05d_of_%05d.h5         one rank's state shard
+ *     shard_%05d_of_%05d.manifest.json  a rank's manifest fragment (world
+ *                                   size > 1, merged away by rank 0)
+ *     manifest.json                 every shard's and dataset's SHA-256
+ *     args.json                     run-specific facts (not state)
+ *     COMPLETE                      written last: the manifest's SHA-256
+ *
+ * and `run`'s directory holds report.json beside the legs' directories.
+ * Every writer and reader (io, core, harness, cli) spells these names
+ * through this header, so a reader cannot drift from its writer. The
+ * spellings are part of the format: changing one changes every directory. */
+#ifndef RC_IO_LAYOUT_H
+#define RC_IO_LAYOUT_H
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RC_TRACE_NAME "trace.csv"
+#define RC_TIMING_NAME "timing.csv"
+#define RC_CKPT_DIR_NAME "ckpt"
+#define RC_MANIFEST_NAME "manifest.json"
+#define RC_COMPLETE_NAME "COMPLETE"
+#define RC_ARGS_NAME "args.json"
+#define RC_REPORT_NAME "report.json"
+
+/* A checkpoint directory is RC_ITER_PREFIX then the iteration, 7 digits
+ * zero-padded (more when it needs more): RC_ITER_NAME_FORMAT takes an int64_t. */
+#define RC_ITER_PREFIX "iter_"
+#define RC_ITER_NAME_FORMAT RC_ITER_PREFIX "%07" PRId64
+#define RC_SHARD_NAME_FORMAT "shard_%05d_of_%05d.h5"
+#define RC_FRAGMENT_NAME_FORMAT "shard_%05d_of_%05d.manifest.json"
+
+/* "iter_0000005" for 5. */
+void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
+/* "shard_00001_of_00004.h5" for rank 1 of 4. */
+void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
+/* "shard_00001_of_00004.manifest.json" for rank 1 of 4. */
+void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
+
+#endif

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# core_kernel_switches.sh — an environment switch that selects another
+# kernel (RC_CUDA_ATTENTION=simple, docs/cuda-backend.md) is recorded in the
+# checkpoint's args.json as "kernel_switches" and noted on the leg's stderr,
+# whatever the backend: a CPU leg ignores it (its shards and trace are the
+# bytes of a leg without it) but the record says what was set. Negative
+# control: a leg without the switch records an empty object and notes
+# nothing.
+set -u
+: "${RC_BIN:?RC_BIN is not set}"
+T=$(mktemp -d /tmp/rc_kernel_switches.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+leg() { # NAME ENV...: a tiny CPU leg saving at step 2
+  local name=$1
+  shift
+  env -u RC_CUDA_ATTENTION "$@" "$RC_BIN" train --preset tiny --device cpu --steps 2 --save-at 2 \
+    --out "$T/$name" >/dev/null 2>"$T/$name.err" || fail "leg $name failed: $(tail -1 "$T/$name.err")"
+}
+bytes() { cat "$T/$1"/ckpt/iter_0000002/*.h5 "$T/$1/trace.csv" | sha256sum | cut -c1-64; }
+
+leg set RC_CUDA_ATTENTION=simple
+leg unset
+args_set="$T/set/ckpt/iter_0000002/args.json"
+args_unset="$T/unset/ckpt/iter_0000002/args.json"
+
+# the switch set: recorded with its value, and noted
+tr -d ' \n' <"$args_set" | grep -q '"kernel_switches":{"RC_CUDA_ATTENTION":"simple"}' ||
+  fail "args.json of the leg with RC_CUDA_ATTENTION=simple does not record it: $(grep -A2 kernel_switches "$args_set")"
+grep -q '^note: kernel switch RC_CUDA_ATTENTION=simple is set' "$T/set.err" ||
+  fail "no note of the switch on the leg's stderr"
+# negative control: not set, an empty record and no note
+tr -d ' \n' <"$args_unset" | grep -q '"kernel_switches":{}' ||
+  fail "args.json of the leg without the switch: $(grep -A2 kernel_switches "$args_unset")"
+grep -q 'kernel switch' "$T/unset.err" && fail "a note of a switch that was not set"
+# the CPU backend does not read it: the same bytes either way
+[ "$(bytes set)" = "$(bytes unset)" ] || fail "RC_CUDA_ATTENTION changed the CPU leg's bytes"
+
+[ $fails -eq 0 ] || exit 1
+echo "ok: RC_CUDA_ATTENTION=simple recorded in args.json and noted; unset: {} and no note; CPU bytes equal"
