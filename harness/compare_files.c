@@ -568,8 +568,22 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
     rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "HDF5 file in %s only (%zu vs %zu bytes)", ha ? "A" : "B",
                ma.size, mb.size);
   } else {
-    rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "%zu vs %zu bytes, first difference at byte %" PRId64,
-               ma.size, mb.size, first);
+    /* Tensor files tensor by tensor; what cannot be decoded, or differs
+     * outside every tensor (a header's padding, metadata), as bytes. */
+    bool decoded = false;
+    char why[256] = "";
+    int n_before = res->n_diffs, ign_before = c->n_ignored;
+    if (rc_cmp_is_tensor_name(name))
+      rc = rc_cmp_tensors(c, rel, pa, pb, &ma, &mb, &decoded, why, sizeof why, err);
+    if (!rc && (!decoded || (res->n_diffs == n_before && c->n_ignored == ign_before))) {
+      rc_diff *d = rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "differs");
+      if (d) rc = rc_cmp_bytes_fill(pa, pb, first, d, err);
+      if (d && !rc && (why[0] || decoded)) {
+        size_t len = strlen(d->detail);
+        snprintf(d->detail + len, sizeof d->detail - len, " (%s)",
+                 why[0] ? why : "every tensor equal: header or padding only");
+      }
+    }
   }
   rc_cmp_map_close(&ma);
   rc_cmp_map_close(&mb);
