@@ -298,15 +298,15 @@ static int bad(rc_err *err, const char *path, const char *side, const char *what
   return rc_fail(err, RC_EXIT_DATAERR, "%s: malformed %s: %s (side %s)", path, what, problem, side);
 }
 
-static int read_npy(const char *path, const char *side, const rc_cmp_map *m, tensor_list *l,
-                    rc_err *err) {
+static int read_npy(const char *path, const char *side, const char *tname, const rc_cmp_map *m,
+                    tensor_list *l, rc_err *err) {
   tensor_t *t = list_push(l, err);
   if (!t) return RC_EXIT_SOFTWARE;
   int64_t hdr = 0;
   const char *p = npy_header(m->data, m->size, t, &hdr, &l->unsupported, l->why, sizeof l->why);
   if (p) return bad(err, path, side, ".npy file", p);
   if (l->unsupported) return RC_OK;
-  snprintf(t->name, sizeof t->name, "(array)");
+  snprintf(t->name, sizeof t->name, "%s", tname);
   t->data_off = hdr;
   int64_t have = (int64_t)m->size - hdr;
   if (have != t->nbytes) {
@@ -657,10 +657,10 @@ static int by_offset(const void *x, const void *y) {
   return oa < ob ? -1 : oa > ob;
 }
 
-static int read_list(tensor_format fmt, const char *path, const char *side, const rc_cmp_map *m,
-                     tensor_list *l, rc_err *err) {
+static int read_list(tensor_format fmt, const char *path, const char *side, const char *tname,
+                     const rc_cmp_map *m, tensor_list *l, rc_err *err) {
   static const char *what[] = {".npy file", ".npz archive", "safetensors header"};
-  int rc = fmt == TF_NPY   ? read_npy(path, side, m, l, err)
+  int rc = fmt == TF_NPY   ? read_npy(path, side, tname, m, l, err)
            : fmt == TF_NPZ ? read_npz(path, side, m, l, err)
                            : read_safetensors(path, side, m, l, err);
   if (rc || l->unsupported || l->n == 0) return rc;
@@ -804,8 +804,13 @@ int rc_cmp_tensors(rc_cmp_ctx *c, const char *file_rel, const char *path_a, cons
   rc_cmp_map xb = {mb->data ? mb->data : nothing, mb->size};
   tensor_list la = {0}, lb = {0};
   *decoded = false;
-  int rc = read_list(fmt, path_a, "A", &xa, &la, err);
-  if (!rc) rc = read_list(fmt, path_b, "B", &xb, &lb, err);
+  /* a .npy file holds one array: named after the file (exp_avg.npy: exp_avg),
+   * the same name on both sides */
+  const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+  char tname[512];
+  snprintf(tname, sizeof tname, "%.*s", (int)(strlen(base) - 4), base);
+  int rc = read_list(fmt, path_a, "A", tname, &xa, &la, err);
+  if (!rc) rc = read_list(fmt, path_b, "B", tname, &xb, &lb, err);
   if (rc) goto done;
   if (la.unsupported || lb.unsupported) {
     snprintf(why, why_cap, "%s: %s; compared as bytes", la.unsupported ? "A" : "B",
