@@ -13,7 +13,9 @@
  * differing elements, the first differing index, max |a-b|, max relative
  * difference, max ULP distance, and NaN-payload / signed-zero differences
  * named as such. Foreign HDF5 files are bounded first (h5_bounds.h).
- * Non-HDF5 files are compared byte for byte. args.json differs by
+ * .npy, .npz and safetensors files are compared tensor by tensor with the
+ * same numbers (compare_tensors.c). Other files are compared byte for
+ * byte: how many bytes differ and in which ranges (compare_bytes.c). args.json differs by
  * construction: it is reported, never failed. */
 #ifndef RC_HARNESS_COMPARE_H
 #define RC_HARNESS_COMPARE_H
@@ -23,6 +25,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/json.h"
 
 typedef enum {
   RC_DIFF_NONE = 0,
@@ -36,6 +39,8 @@ typedef enum {
   RC_DIFF_INFORMATIONAL /* differs by construction (args.json): reported, not failed */
 } rc_diff_kind;
 
+#define RC_DIFF_MAX_RANGES 8 /* byte ranges listed per differing file */
+
 typedef struct {
   rc_diff_kind kind;
   char file[512];   /* relative to the compared roots, "" when comparing two files */
@@ -48,6 +53,17 @@ typedef struct {
   int64_t n_signed_zero_only; /* elements equal but for the sign of zero */
   int64_t n_nan_payload_only; /* both NaN, different payloads */
   int64_t n_nan_mismatch;     /* NaN on one side only */
+  /* RC_DIFF_BYTES of two files compared as bytes (not HDF5, not decoded as
+   * tensors), when have_bytes: their sizes, the bytes that differ over the
+   * common prefix (min of the sizes), and the maximal runs of differing
+   * bytes, [start, end) offsets, adjacent bytes merged: n_ranges in all, the
+   * first n_ranges_listed of them in ranges. */
+  bool have_bytes;
+  int64_t size_a, size_b, n_bytes_different, n_ranges;
+  int n_ranges_listed;
+  struct {
+    int64_t start, end;
+  } ranges[RC_DIFF_MAX_RANGES];
 } rc_diff;
 
 typedef struct {
@@ -83,6 +99,11 @@ void rc_compare_result_free(rc_compare_result *res);
 /* Human-readable listing of the differences (at most max_lines lines). */
 void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines);
 const char *rc_diff_kind_name(rc_diff_kind k);
+/* The byte fields of d (d->have_bytes) as JSON members of the object being
+ * written: size_a, size_b, n_bytes_different, n_ranges, ranges [[start,
+ * end], ...] (the first RC_DIFF_MAX_RANGES). compare --json and run's
+ * report.json both write them with this. */
+void rc_diff_json_bytes(rc_jw *w, const rc_diff *d);
 
 /* ---- traces (trace.csv, documented in docs/trace.md) ---- */
 typedef struct {

@@ -155,46 +155,42 @@ static int list_objects(hid_t file, obj_list *l) {
 /* ---------------------------------------------------------------------------
  * Element formats: how to interpret a stored element to describe it. */
 
-typedef enum { EL_F32, EL_F64, EL_INT, EL_UINT, EL_STR, EL_RAW } el_kind;
-
-typedef struct {
-  el_kind kind;
-  size_t size;
-  bool swap; /* stored byte order is not the host's */
-} el_fmt;
-
-static bool host_is_le(void) {
+bool rc_cmp_host_is_le(void) {
   const uint16_t one = 1;
   unsigned char b;
   memcpy(&b, &one, 1);
   return b == 1;
 }
 
-static el_fmt el_fmt_of(hid_t t) {
-  el_fmt f = {EL_RAW, H5Tget_size(t), false};
+static rc_cmp_el_fmt el_fmt_of(hid_t t) {
+  rc_cmp_el_fmt f = {RC_EL_RAW, H5Tget_size(t), false};
   H5T_class_t cls = H5Tget_class(t);
   if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
     H5T_order_t o = H5Tget_order(t);
-    f.swap = (o == H5T_ORDER_BE) == host_is_le();
+    f.swap = (o == H5T_ORDER_BE) == rc_cmp_host_is_le();
   }
   if (cls == H5T_INTEGER && (f.size == 1 || f.size == 2 || f.size == 4 || f.size == 8)) {
-    f.kind = H5Tget_sign(t) == H5T_SGN_2 ? EL_INT : EL_UINT;
+    f.kind = H5Tget_sign(t) == H5T_SGN_2 ? RC_EL_INT : RC_EL_UINT;
   } else if (cls == H5T_FLOAT) {
     size_t spos, epos, esize, mpos, msize;
     if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) >= 0) {
       if (f.size == 4 && spos == 31 && epos == 23 && esize == 8 && mpos == 0 && msize == 23)
-        f.kind = EL_F32;
+        f.kind = RC_EL_F32;
       if (f.size == 8 && spos == 63 && epos == 52 && esize == 11 && mpos == 0 && msize == 52)
-        f.kind = EL_F64;
+        f.kind = RC_EL_F64;
+      if (f.size == 2 && spos == 15 && epos == 10 && esize == 5 && mpos == 0 && msize == 10)
+        f.kind = RC_EL_F16;
+      if (f.size == 2 && spos == 15 && epos == 7 && esize == 8 && mpos == 0 && msize == 7)
+        f.kind = RC_EL_BF16;
     }
   } else if (cls == H5T_STRING) {
-    f.kind = EL_STR;
+    f.kind = RC_EL_STR;
   }
   return f;
 }
 
 /* The element's bits as an unsigned integer in host order. */
-static uint64_t el_bits(const el_fmt *f, const unsigned char *p) {
+static uint64_t el_bits(const rc_cmp_el_fmt *f, const unsigned char *p) {
   unsigned char tmp[8] = {0}; /* zeroed: -O3 cannot see that size <= 8 is filled */
   memcpy(tmp, p, f->size);
   if (f->swap)
@@ -230,20 +226,35 @@ static int64_t sign_extend(uint64_t v, size_t size) {
   return (int64_t)(v << shift) >> shift;
 }
 
-static double el_double(const el_fmt *f, uint64_t bits) {
+/* binary16 to double, exactly (every half is a double). */
+static double half_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double x = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+  return h & 0x8000 ? -x : x;
+}
+
+static double el_double(const rc_cmp_el_fmt *f, uint64_t bits) {
   switch (f->kind) {
-  case EL_F32: {
+  case RC_EL_F16:
+    return half_double((uint16_t)bits);
+  case RC_EL_BF16: {
+    uint32_t u = (uint32_t)bits << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+  }
+  case RC_EL_F32: {
     uint32_t u = (uint32_t)bits;
     float x;
     memcpy(&x, &u, 4);
     return x;
   }
-  case EL_F64: {
+  case RC_EL_F64: {
     double x;
     memcpy(&x, &bits, 8);
     return x;
   }
-  case EL_INT:
+  case RC_EL_INT:
     return (double)sign_extend(bits, f->size);
   default:
     return (double)bits;
@@ -259,6 +270,10 @@ static int64_t ordered_f32(uint32_t u) {
   int64_t mag = u & 0x7fffffffu, neg = -(int64_t)(u >> 31);
   return (mag ^ neg) - neg;
 }
+static int64_t ordered_f16(uint16_t u) { /* binary16 and bfloat16 alike */
+  int64_t mag = u & 0x7fff, neg = -(int64_t)(u >> 15);
+  return (mag ^ neg) - neg;
+}
 static int64_t ordered_f64(uint64_t u) {
   int64_t mag = (int64_t)(u & 0x7fffffffffffffffull), neg = -(int64_t)(u >> 63);
   return (mag ^ neg) - neg;
@@ -269,10 +284,12 @@ static uint64_t distance(int64_t a, int64_t b) {
 }
 
 /* Writes a short, human-readable rendering of one element. */
-static void el_format(const el_fmt *f, const unsigned char *p, char *out, size_t cap) {
+static void el_format(const rc_cmp_el_fmt *f, const unsigned char *p, char *out, size_t cap) {
   switch (f->kind) {
-  case EL_F32:
-  case EL_F64: {
+  case RC_EL_F32:
+  case RC_EL_F64:
+  case RC_EL_F16:
+  case RC_EL_BF16: {
     uint64_t bits = el_bits(f, p);
     double x = el_double(f, bits);
     if (isnan(x))
@@ -281,13 +298,13 @@ static void el_format(const el_fmt *f, const unsigned char *p, char *out, size_t
       snprintf(out, cap, "%.9g", x);
     return;
   }
-  case EL_INT:
+  case RC_EL_INT:
     snprintf(out, cap, "%" PRId64, sign_extend(el_bits(f, p), f->size));
     return;
-  case EL_UINT:
+  case RC_EL_UINT:
     snprintf(out, cap, "%" PRIu64, el_bits(f, p));
     return;
-  case EL_STR: {
+  case RC_EL_STR: {
     size_t n = strnlen((const char *)p, f->size);
     snprintf(out, cap, "\"%.*s\"", (int)(n > 48 ? 48 : n), (const char *)p);
     return;
@@ -417,16 +434,7 @@ static int h5fail(pair_t *p, const char *what, const char *object) {
                  p->path_a, p->path_b, what, object);
 }
 
-/* Difference statistics for one dataset (see rc_diff). */
-typedef struct {
-  int64_t n_different, first_index;
-  double max_abs, max_rel;
-  uint64_t max_ulp;
-  int64_t n_signed_zero, n_nan_payload, n_nan_mismatch;
-  char first_a[96], first_b[96];
-} stats_t;
-
-static void note_numeric(stats_t *st, double x, double y) {
+static void note_numeric(rc_cmp_stats *st, double x, double y) {
   double d = fabs(x - y);
   double m = fmax(fabs(x), fabs(y));
   double rel = isinf(d) ? INFINITY : d / m; /* m > 0: x != y and not both zero */
@@ -435,7 +443,7 @@ static void note_numeric(stats_t *st, double x, double y) {
 }
 
 /* The first differing element, in both renderings. */
-static void note_first(stats_t *st, const el_fmt *f, const unsigned char *pa,
+static void note_first(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *pa,
                        const unsigned char *pb, int64_t index) {
   st->first_index = index;
   el_format(f, pa, st->first_a, sizeof st->first_a);
@@ -448,7 +456,7 @@ static void note_first(stats_t *st, const el_fmt *f, const unsigned char *pa,
  * path). Categories, in order: NaN payload only, NaN on one side, sign of
  * zero only, else a numeric difference with |a-b|, relative and ULP size. */
 /* Running statistics of one float block, in locals of the caller's loop
- * (kept out of stats_t so the compiler can hold them in registers). */
+ * (kept out of rc_cmp_stats so the compiler can hold them in registers). */
 typedef struct {
   double max_abs, max_rel;
   uint64_t max_ulp;
@@ -477,11 +485,11 @@ static inline void tally_pair(float_tally *t, double x, double y, uint64_t ulp) 
   if (ulp > t->max_ulp) t->max_ulp = ulp;
 }
 
-static void tally_begin(float_tally *t, const stats_t *st) {
+static void tally_begin(float_tally *t, const rc_cmp_stats *st) {
   *t = (float_tally){st->max_abs, st->max_rel, st->max_ulp, 0, 0, 0};
 }
 
-static void tally_end(stats_t *st, const float_tally *t, int64_t ndiff) {
+static void tally_end(rc_cmp_stats *st, const float_tally *t, int64_t ndiff) {
   st->max_abs = t->max_abs;
   st->max_rel = t->max_rel;
   st->max_ulp = t->max_ulp;
@@ -491,8 +499,8 @@ static void tally_end(stats_t *st, const float_tally *t, int64_t ndiff) {
   st->n_nan_mismatch += t->nmis;
 }
 
-static void scan_f32(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
-                     size_t n, int64_t base) {
+static void scan_f32(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *a,
+                     const unsigned char *b, size_t n, int64_t base) {
   float_tally t;
   tally_begin(&t, st);
   int64_t ndiff = st->n_different;
@@ -514,8 +522,8 @@ static void scan_f32(stats_t *st, const el_fmt *f, const unsigned char *a, const
   tally_end(st, &t, ndiff);
 }
 
-static void scan_f64(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
-                     size_t n, int64_t base) {
+static void scan_f64(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *a,
+                     const unsigned char *b, size_t n, int64_t base) {
   float_tally t;
   tally_begin(&t, st);
   int64_t ndiff = st->n_different;
@@ -537,39 +545,58 @@ static void scan_f64(stats_t *st, const el_fmt *f, const unsigned char *a, const
   tally_end(st, &t, ndiff);
 }
 
-/* Integers (|a-b| as the "ULP" distance), strings and opaque types. */
-static void scan_block(stats_t *st, const el_fmt *f, const unsigned char *a, const unsigned char *b,
-                       size_t n, int64_t base) {
-  if (f->kind == EL_F32) return scan_f32(st, f, a, b, n, base);
-  if (f->kind == EL_F64) return scan_f64(st, f, a, b, n, base);
+/* The two 16-bit float formats: decoded one element at a time (they are
+ * rare in state files that differ wholesale, so no tight loop of their own). */
+static void scan_f16(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *a,
+                     const unsigned char *b, size_t n, int64_t base) {
+  float_tally t;
+  tally_begin(&t, st);
+  int64_t ndiff = st->n_different;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t ua = (uint16_t)el_bits(f, a + 2 * i), ub = (uint16_t)el_bits(f, b + 2 * i);
+    if (ua == ub) continue;
+    if (ndiff++ == 0) note_first(st, f, a + 2 * i, b + 2 * i, base + (int64_t)i);
+    tally_pair(&t, el_double(f, ua), el_double(f, ub), distance(ordered_f16(ua), ordered_f16(ub)));
+  }
+  tally_end(st, &t, ndiff);
+}
+
+/* Floats in a loop of their own; integers (|a-b| as the "ULP" distance),
+ * strings and opaque types here. */
+void rc_cmp_scan(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *a,
+                 const unsigned char *b, size_t n, int64_t base) {
+  if (f->kind == RC_EL_F32) return scan_f32(st, f, a, b, n, base);
+  if (f->kind == RC_EL_F64) return scan_f64(st, f, a, b, n, base);
+  if (f->kind == RC_EL_F16 || f->kind == RC_EL_BF16) return scan_f16(st, f, a, b, n, base);
   const size_t es = f->size;
   for (size_t i = 0; i < n; i++) {
     const unsigned char *pa = a + i * es, *pb = b + i * es;
     if (!memcmp(pa, pb, es)) continue;
     if (st->n_different++ == 0) note_first(st, f, pa, pb, base + (int64_t)i);
-    if (f->kind == EL_INT || f->kind == EL_UINT) {
+    if (f->kind == RC_EL_INT || f->kind == RC_EL_UINT) {
       uint64_t ua = el_bits(f, pa), ub = el_bits(f, pb);
       note_numeric(st, el_double(f, ua), el_double(f, ub));
-      uint64_t dist = f->kind == EL_INT ? distance(sign_extend(ua, es), sign_extend(ub, es))
-                                        : (ua > ub ? ua - ub : ub - ua);
+      uint64_t dist = f->kind == RC_EL_INT ? distance(sign_extend(ua, es), sign_extend(ub, es))
+                                           : (ua > ub ? ua - ub : ub - ua);
       if (dist > st->max_ulp) st->max_ulp = dist;
     }
   }
 }
 
-static void record_values_diff(pair_t *p, const char *path, const char *dtname, const shape_t *s,
-                               const el_fmt *f, const stats_t *st) {
-  char shp[256], idx[256], extra[256] = "";
-  shape_name(s, shp, sizeof shp);
-  index_name(s, st->first_index, idx, sizeof idx);
+rc_diff *rc_cmp_add_values(rc_cmp_ctx *c, const char *file, const char *object, const char *dtname,
+                           const char *shape, const char *index, int64_t n_elements,
+                           const rc_cmp_el_fmt *f, const rc_cmp_stats *st) {
+  char extra[256] = "";
   size_t len = 0;
-  bool numeric = f->kind != EL_STR && f->kind != EL_RAW;
+  bool numeric = f->kind != RC_EL_STR && f->kind != RC_EL_RAW;
+  bool is_float =
+      f->kind == RC_EL_F32 || f->kind == RC_EL_F64 || f->kind == RC_EL_F16 || f->kind == RC_EL_BF16;
   if (numeric) {
     int64_t plain = st->n_different - st->n_signed_zero - st->n_nan_payload - st->n_nan_mismatch;
     if (plain > 0)
       len += (size_t)snprintf(extra + len, sizeof extra - len, "; max |a-b| %.3g, max rel %.3g",
                               st->max_abs, st->max_rel);
-    if (plain > 0 && (f->kind == EL_F32 || f->kind == EL_F64))
+    if (plain > 0 && is_float)
       len += (size_t)snprintf(extra + len, sizeof extra - len, ", max ULP %" PRIu64, st->max_ulp);
     if (st->n_signed_zero && len < sizeof extra)
       len += (size_t)snprintf(extra + len, sizeof extra - len, "; %" PRId64 " sign-of-zero only",
@@ -581,12 +608,12 @@ static void record_values_diff(pair_t *p, const char *path, const char *dtname, 
       snprintf(extra + len, sizeof extra - len, "; %" PRId64 " NaN on one side",
                st->n_nan_mismatch);
   }
-  rc_diff *d =
-      rc_cmp_add(p->c, RC_DIFF_VALUES, p->file, path,
-                 "%s%s: %" PRId64 " of %" PRId64 " elements differ, first at %s: %s vs %s%s",
-                 dtname, shp, st->n_different, s->npoints, idx, st->first_a, st->first_b, extra);
-  if (!d) return;
-  d->n_elements = s->npoints;
+  rc_diff *d = rc_cmp_add(
+      c, RC_DIFF_VALUES, file, object,
+      "%s%s: %" PRId64 " of %" PRId64 " elements differ, first at %s: %s vs %s%s", dtname, shape,
+      st->n_different, n_elements, index, st->first_a, st->first_b, extra);
+  if (!d) return NULL;
+  d->n_elements = n_elements;
   d->n_different = st->n_different;
   d->first_index = st->first_index;
   d->max_abs = st->max_abs;
@@ -595,6 +622,15 @@ static void record_values_diff(pair_t *p, const char *path, const char *dtname, 
   d->n_signed_zero_only = st->n_signed_zero;
   d->n_nan_payload_only = st->n_nan_payload;
   d->n_nan_mismatch = st->n_nan_mismatch;
+  return d;
+}
+
+static void record_values_diff(pair_t *p, const char *path, const char *dtname, const shape_t *s,
+                               const rc_cmp_el_fmt *f, const rc_cmp_stats *st) {
+  char shp[256], idx[256];
+  shape_name(s, shp, sizeof shp);
+  index_name(s, st->first_index, idx, sizeof idx);
+  rc_cmp_add_values(p->c, p->file, path, dtname, shp, idx, s->npoints, f, st);
 }
 
 /* Variable-length strings: compared as C strings, element by element. */
@@ -618,7 +654,7 @@ static int compare_vlen_strings(pair_t *p, const char *path, hid_t da, hid_t db,
     rc = h5fail(p, "read", path);
     goto done;
   }
-  stats_t st = {0};
+  rc_cmp_stats st = {0};
   st.first_index = -1;
   for (int64_t i = 0; i < s->npoints; i++) {
     const char *x = va[i] ? va[i] : "", *y = vb[i] ? vb[i] : "";
@@ -629,7 +665,7 @@ static int compare_vlen_strings(pair_t *p, const char *path, hid_t da, hid_t db,
       snprintf(st.first_b, sizeof st.first_b, "\"%.48s\"", y);
     }
   }
-  el_fmt f = {EL_STR, 0, false};
+  rc_cmp_el_fmt f = {RC_EL_STR, 0, false};
   if (st.n_different) record_values_diff(p, path, dtname, s, &f, &st);
 done:
   if (read_a) H5Dvlen_reclaim(mt, space, H5P_DEFAULT, va);
@@ -667,8 +703,8 @@ static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t
                "%s: values not compared (variable-length type other than string)", dtname);
     return RC_OK;
   }
-  el_fmt f = el_fmt_of(ftype);
-  stats_t st = {0};
+  rc_cmp_el_fmt f = el_fmt_of(ftype);
+  rc_cmp_stats st = {0};
   st.first_index = -1;
   size_t nbytes = (size_t)s->npoints * f.size;
   int64_t oa, ob;
@@ -682,7 +718,7 @@ static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t
       for (size_t i = 0; i < (size_t)s->npoints; i += per) {
         size_t n = (size_t)s->npoints - i < per ? (size_t)s->npoints - i : per;
         if (memcmp(xa + i * f.size, xb + i * f.size, n * f.size))
-          scan_block(&st, &f, xa + i * f.size, xb + i * f.size, n, (int64_t)i);
+          rc_cmp_scan(&st, &f, xa + i * f.size, xb + i * f.size, n, (int64_t)i);
       }
       if (st.n_different) record_values_diff(p, path, dtname, s, &f, &st);
       return RC_OK;
@@ -703,7 +739,7 @@ static int compare_values(pair_t *p, const char *path, hid_t da, hid_t db, hid_t
       goto done;
     }
     size_t n = (size_t)(nr * bl.row_elems);
-    if (memcmp(ba, bb, n * f.size)) scan_block(&st, &f, ba, bb, n, (int64_t)(r0 * bl.row_elems));
+    if (memcmp(ba, bb, n * f.size)) rc_cmp_scan(&st, &f, ba, bb, n, (int64_t)(r0 * bl.row_elems));
   }
   if (st.n_different) record_values_diff(p, path, dtname, s, &f, &st);
 done:
@@ -902,7 +938,7 @@ static int compare_attribute_values(pair_t *p, const char *objname, hid_t aa, hi
                "value not compared (variable-length type other than string)");
     return RC_OK;
   }
-  el_fmt f = el_fmt_of(type);
+  rc_cmp_el_fmt f = el_fmt_of(type);
   size_t n = (size_t)npoints * f.size;
   unsigned char *ba = malloc(n ? n : 1), *bb = malloc(n ? n : 1);
   if (!ba || !bb) {
@@ -913,7 +949,7 @@ static int compare_attribute_values(pair_t *p, const char *objname, hid_t aa, hi
     size_t i = 0;
     while (!memcmp(ba + i * f.size, bb + i * f.size, f.size)) i++;
     char va[96], vb[96];
-    if (f.kind == EL_STR) {
+    if (f.kind == RC_EL_STR) {
       char x[512], y[512];
       snprintf(x, sizeof x, "%.*s", (int)strnlen((char *)ba + i * f.size, f.size),
                (char *)ba + i * f.size);

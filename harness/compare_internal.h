@@ -67,4 +67,76 @@ int rc_cmp_hdf5(rc_cmp_ctx *c, const char *file_rel, const char *path_a, const c
  * user-block boundary: 512, 1024, 2048, ...). */
 bool rc_cmp_is_hdf5(const char *path);
 
+/* ---------------------------------------------------------------------------
+ * Element comparison, shared by the HDF5 slow path and the tensor files
+ * (.npy, .npz, safetensors: compare_tensors.c), so that a dataset and a
+ * tensor that differ the same way are described the same way. */
+
+typedef enum {
+  RC_EL_F32,
+  RC_EL_F64,
+  RC_EL_F16,  /* IEEE binary16 */
+  RC_EL_BF16, /* bfloat16: the top half of a float32 */
+  RC_EL_INT,
+  RC_EL_UINT,
+  RC_EL_STR,
+  RC_EL_RAW
+} rc_cmp_el_kind;
+
+typedef struct {
+  rc_cmp_el_kind kind;
+  size_t size;
+  bool swap; /* stored byte order is not the host's */
+} rc_cmp_el_fmt;
+
+bool rc_cmp_host_is_le(void);
+
+/* Difference statistics of one dataset or tensor (see rc_diff). Start with
+ * {0} and first_index -1. */
+typedef struct {
+  int64_t n_different, first_index;
+  double max_abs, max_rel;
+  uint64_t max_ulp;
+  int64_t n_signed_zero, n_nan_payload, n_nan_mismatch;
+  char first_a[96], first_b[96];
+} rc_cmp_stats;
+
+/* Adds n elements of a and b (stored bytes, format f), whose flat indices
+ * start at base, to st. Blocks can be fed in order, one after another. */
+void rc_cmp_scan(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned char *a,
+                 const unsigned char *b, size_t n, int64_t base);
+
+/* Records a RC_DIFF_VALUES difference from st (st->n_different > 0):
+ * "float32[4,4]: 1 of 16 elements differ, first at [1,2]: 1 vs nan(0x7fc00000);
+ * 1 NaN on one side". dtname, shape ("[4,4]") and index ("[1,2]", the
+ * position of st->first_index) are the caller's renderings. */
+rc_diff *rc_cmp_add_values(rc_cmp_ctx *c, const char *file, const char *object, const char *dtname,
+                           const char *shape, const char *index, int64_t n_elements,
+                           const rc_cmp_el_fmt *f, const rc_cmp_stats *st);
+
+/* ---------------------------------------------------------------------------
+ * Files that are not HDF5. */
+
+/* Two files compared as bytes, streaming (read in chunks, both at once, from
+ * byte `from`, which the caller knows to be where they start to differ, or
+ * 0): fills d's byte fields (sizes, differing bytes over the common prefix,
+ * ranges) and writes the detail. Errors: I/O (74). */
+int rc_cmp_bytes_fill(const char *path_a, const char *path_b, int64_t from, rc_diff *d,
+                      rc_err *err);
+
+/* True for names this tool reads as tensor files: *.npy, *.npz,
+ * *.safetensors. */
+bool rc_cmp_is_tensor_name(const char *name);
+
+/* Two tensor files of the same kind (by name), compared tensor by tensor:
+ * presence, dtype, shape, values (rc_cmp_scan). ma / mb: both files, mapped.
+ * *decoded: false when the files could not be decoded as tensors for a
+ * reason that is not their fault (a dtype this tool does not read: the
+ * caller then compares them as bytes, and *why says so). Errors: a
+ * malformed header, truncated data, offsets outside the file or
+ * overlapping: RC_EXIT_DATAERR naming the file and the problem. */
+int rc_cmp_tensors(rc_cmp_ctx *c, const char *file_rel, const char *path_a, const char *path_b,
+                   const rc_cmp_map *ma, const rc_cmp_map *mb, bool *decoded, char *why,
+                   size_t why_cap, rc_err *err);
+
 #endif

@@ -223,6 +223,7 @@ static void diff_obj(rc_jw *w, const rc_diff *d) {
     kv_int(w, "n_nan_payload_only", d->n_nan_payload_only);
     kv_int(w, "n_nan_mismatch", d->n_nan_mismatch);
   }
+  rc_diff_json_bytes(w, d);
   rc_jw_obj_end(w);
 }
 

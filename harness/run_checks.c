@@ -54,17 +54,15 @@ static void collect_shards(const char *dir, char ***names, int *n) {
   closedir(d);
 }
 
-/* One line about a difference: where, what kind, and for values how much. */
+/* One line about a difference: where, what kind, and compare's own detail
+ * (for values: how many elements, where first, by how much, NaN and
+ * signed-zero cases counted as such; for bytes: how many, in which ranges).
+ * The detail is rc_cmp_add_values' rendering, the one `compare` prints: a
+ * second formatter here once said "max |a-b| 0" for NaN against a number. */
 static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
   const char *where = d->object[0] ? d->object : d->file;
-  char extra[512] = "";
-  if (d->kind == RC_DIFF_VALUES)
-    rc_bufprintf(extra, sizeof extra,
-                 ": %" PRId64 " of %" PRId64 " elements differ, first at index %" PRId64
-                 ", max |a-b| %.3g, max rel %.3g",
-                 d->n_different, d->n_elements, d->first_index, d->max_abs, d->max_rel);
-  else if (d->detail[0])
-    rc_bufprintf(extra, sizeof extra, ": %s", d->detail);
+  char extra[sizeof d->detail + 4] = "";
+  if (d->detail[0]) rc_bufprintf(extra, sizeof extra, ": %s", d->detail);
   if (d->object[0] && d->file[0])
     rc_bufprintf(buf, cap, "%s in %s (%s%s)", where, d->file, rc_diff_kind_name(d->kind), extra);
   else

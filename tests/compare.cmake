@@ -8,3 +8,15 @@ add_test(NAME compare_h5diff
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/compare_h5diff.sh $<TARGET_FILE:compare_unit>)
 set_tests_properties(compare_h5diff PROPERTIES SKIP_RETURN_CODE 77
                      ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>;RC_SRC=${CMAKE_SOURCE_DIR}")
+
+# Files that are not HDF5: differing bytes counted in ranges; .npy, .npz and
+# safetensors compared tensor by tensor; malformed headers are 65 (fixtures
+# written by tests/compare_tensors_gen.py, no numpy needed).
+rc_add_sh_test(compare_files_bytes compare_files_bytes.sh)
+rc_add_sh_test(compare_files_malformed compare_files_malformed.sh)
+set_tests_properties(compare_files_malformed PROPERTIES TIMEOUT 300)
+# run's first differing dataset is described with compare's own detail
+add_test(NAME compare_run_nan
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/compare_run_nan.sh $<TARGET_FILE:compare_unit>)
+set_tests_properties(compare_run_nan PROPERTIES SKIP_RETURN_CODE 77
+                     ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>;RC_SRC=${CMAKE_SOURCE_DIR}")

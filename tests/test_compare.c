@@ -561,8 +561,9 @@ static void test_non_hdf5(void) {
   if (res.n_diffs == 1) {
     CHECK(res.diffs[0].kind == RC_DIFF_BYTES, "text: kind %s",
           rc_diff_kind_name(res.diffs[0].kind));
-    CHECK(!strcmp(res.diffs[0].detail, "4 vs 4 bytes, first difference at byte 2"), "detail '%s'",
-          res.diffs[0].detail);
+    CHECK(!strcmp(res.diffs[0].detail,
+                  "4 vs 4 bytes, first difference at byte 2: 1 byte differs, in 1 range: [2, 3)"),
+          "detail '%s'", res.diffs[0].detail);
   }
   rc_compare_result_free(&res);
   rc = compare("text/a.bin", "text/c.bin", NULL, &res, &err);

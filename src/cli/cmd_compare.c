@@ -85,6 +85,7 @@ static void write_diff_json(rc_jw *w, const rc_diff *d) {
     rc_jw_key(w, "first_index");
     rc_jw_int(w, d->first_index);
   }
+  rc_diff_json_bytes(w, d);
   rc_jw_obj_end(w);
 }
 
