@@ -164,18 +164,6 @@ static bool argv_is_train(const rc_json *a) {
 
 /* ---- the state at K ---- */
 
-static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
-  const char *where = d->object[0] ? d->object : d->file;
-  if (d->kind == RC_DIFF_VALUES)
-    rc_bufprintf(buf, cap,
-                 "%s (values: %" PRId64 " of %" PRId64 " elements differ, first at index %" PRId64
-                 ", max |a-b| %.3g)",
-                 where, d->n_different, d->n_elements, d->first_index, d->max_abs);
-  else
-    rc_bufprintf(buf, cap, "%s (%s%s%s)", where, rc_diff_kind_name(d->kind),
-                 d->detail[0] ? ": " : "", d->detail);
-}
-
 /* through@K vs the checkpoint the resumed leg loaded. A missing through@K
  * (a trainer that did not save there) leaves ckpt_compared false. */
 static int check_loaded_state(rc_bisect *b, rc_err *err) {
@@ -195,7 +183,7 @@ static int check_loaded_state(rc_bisect *b, rc_err *err) {
     if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL && res.diffs[i].object[0]) first = i;
   for (int i = 0; i < res.n_diffs && first < 0; i++)
     if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL) first = i;
-  if (first >= 0) describe_diff(&res.diffs[first], b->ckpt_first, sizeof b->ckpt_first);
+  if (first >= 0) rc_diff_describe(&res.diffs[first], b->ckpt_first, sizeof b->ckpt_first);
   rc_compare_result_free(&res);
   return RC_OK;
 }

@@ -98,6 +98,9 @@ int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
 void rc_compare_result_free(rc_compare_result *res);
 /* Human-readable listing of the differences (at most max_lines lines). */
 void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines);
+/* One difference on one line, with compare's own detail (NaN, ULP, byte
+ * ranges): "OBJECT in FILE (KIND: DETAIL)". run's and bisect's summaries. */
+void rc_diff_describe(const rc_diff *d, char *buf, size_t cap);
 const char *rc_diff_kind_name(rc_diff_kind k);
 /* The byte fields of d (d->have_bytes) as JSON members of the object being
  * written: size_a, size_b, n_bytes_different, n_ranges, ranges [[start,

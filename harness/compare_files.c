@@ -114,6 +114,16 @@ void rc_compare_result_free(rc_compare_result *res) {
   memset(res, 0, sizeof *res);
 }
 
+void rc_diff_describe(const rc_diff *d, char *buf, size_t cap) {
+  const char *where = d->object[0] ? d->object : d->file;
+  char extra[sizeof d->detail + 4] = "";
+  if (d->detail[0]) snprintf(extra, sizeof extra, ": %s", d->detail);
+  if (d->object[0] && d->file[0])
+    snprintf(buf, cap, "%s in %s (%s%s)", where, d->file, rc_diff_kind_name(d->kind), extra);
+  else
+    snprintf(buf, cap, "%s (%s%s)", where, rc_diff_kind_name(d->kind), extra);
+}
+
 void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines) {
   int shown = 0;
   for (int i = 0; i < res->n_diffs; i++) {

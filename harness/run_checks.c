@@ -59,15 +59,6 @@ static void collect_shards(const char *dir, char ***names, int *n) {
  * signed-zero cases counted as such; for bytes: how many, in which ranges).
  * The detail is rc_cmp_add_values' rendering, the one `compare` prints: a
  * second formatter here once said "max |a-b| 0" for NaN against a number. */
-static void describe_diff(const rc_diff *d, char *buf, size_t cap) {
-  const char *where = d->object[0] ? d->object : d->file;
-  char extra[sizeof d->detail + 4] = "";
-  if (d->detail[0]) rc_bufprintf(extra, sizeof extra, ": %s", d->detail);
-  if (d->object[0] && d->file[0])
-    rc_bufprintf(buf, cap, "%s in %s (%s%s)", where, d->file, rc_diff_kind_name(d->kind), extra);
-  else
-    rc_bufprintf(buf, cap, "%s (%s%s)", where, rc_diff_kind_name(d->kind), extra);
-}
 
 /* Does file have a failing (or, with failing false, an informational) diff? */
 static bool file_has(const rc_compare_result *r, const char *file, bool failing) {
@@ -176,11 +167,11 @@ static void run_state_check(rc_run *run, rc_check *c) {
   }
   if (first < 0) first = first_file;
   if (first >= 0) {
-    describe_diff(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
+    rc_diff_describe(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
     c->first_is_dataset = c->cmp.diffs[first].object[0] != 0;
   }
   if (largest >= 0 && largest != first)
-    describe_diff(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
+    rc_diff_describe(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
   rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s; %d difference%s%s", a_at, b_at, tally,
                c->cmp.n_failing, c->cmp.n_failing == 1 ? "" : "s", by_construction);
 }
