@@ -9,7 +9,7 @@
  * size, which is fixed. */
 #include <string.h>
 
-#include "backend/host_pages.h"
+#include "base/host_pages.h"
 #include "cuda_common.cuh"
 
 /* 32 MiB is what NVIDIA recommends for cuBLASLt on Hopper. It is fixed: the

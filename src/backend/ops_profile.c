@@ -8,53 +8,14 @@
  * context pointer, and this is a debug tool installed only on request. */
 #include "backend/ops_profile.h"
 
+#include "backend/ops_list.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Every member of rc_ops after `name`, in declaration order. */
-#define RC_PROFILED_OPS(X)                                                                         \
-  X(alloc)                                                                                         \
-  X(free)                                                                                          \
-  X(to_device)                                                                                     \
-  X(to_host)                                                                                       \
-  X(copy)                                                                                          \
-  X(zero)                                                                                          \
-  X(sync)                                                                                          \
-  X(host_alloc)                                                                                    \
-  X(host_free)                                                                                     \
-  X(gemm)                                                                                          \
-  X(round_to)                                                                                      \
-  X(quantize_e4m3)                                                                                 \
-  X(amax)                                                                                          \
-  X(add)                                                                                           \
-  X(scale)                                                                                         \
-  X(copy2d)                                                                                        \
-  X(sum)                                                                                           \
-  X(sumsq)                                                                                         \
-  X(count_nonfinite)                                                                               \
-  X(fingerprint)                                                                                   \
-  X(sumsq_many)                                                                                    \
-  X(fingerprint_many)                                                                              \
-  X(embedding_forward)                                                                             \
-  X(embedding_backward)                                                                            \
-  X(rmsnorm_forward)                                                                               \
-  X(rmsnorm_backward)                                                                              \
-  X(rope_forward)                                                                                  \
-  X(rope_backward)                                                                                 \
-  X(attention_forward)                                                                             \
-  X(attention_backward)                                                                            \
-  X(swiglu_forward)                                                                                \
-  X(swiglu_backward)                                                                               \
-  X(cross_entropy)                                                                                 \
-  X(dropout)                                                                                       \
-  X(moe_route)                                                                                     \
-  X(moe_route_backward)                                                                            \
-  X(moe_permute)                                                                                   \
-  X(moe_gather)                                                                                    \
-  X(moe_combine)                                                                                   \
-  X(moe_combine_backward)                                                                          \
-  X(adamw)
+/* every op (backend/ops_list.h) */
+#define RC_PROFILED_OPS(X) RC_OPS_FUNCTIONS(X)
 
 #define AS_ENUM(op) OP_##op,
 #define AS_NAME(op) #op,

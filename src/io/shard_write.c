@@ -40,6 +40,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/host_pages.h"
+
 /* A v1 object header message holds at most 64 KiB; /meta's attributes
  * share one header, so the config gets a little less. */
 #define RC_META_MAX 65000
@@ -53,23 +55,10 @@ typedef struct {
   int allocations;    /* more than one: metadata spilled past the first block */
 } image_mem;
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-/* 2 MiB-aligned so the kernel can back it with huge pages. */
+/* 2 MiB-aligned so the kernel can back it with huge pages (base/host_pages.h). */
 unsigned char *rc_map_image(size_t n, size_t *cap) {
-  size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-  unsigned char *raw =
-      mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return NULL;
-  uintptr_t a = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-  unsigned char *p = (unsigned char *)a;
-  if (p > raw) munmap(raw, (size_t)(p - raw));
-  size_t tail = (size_t)(raw + len + HUGE_PAGE - (p + len));
-  if (tail) munmap(p + len, tail);
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, len, MADV_HUGEPAGE); /* advice only: fine if refused */
-#endif
-  *cap = len;
+  unsigned char *p = rc_host_pages_alloc(n);
+  if (p) *cap = rc_host_pages_len(n);
   return p;
 }
 

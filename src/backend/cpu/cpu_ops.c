@@ -7,7 +7,7 @@
  * elementwise ops are the literal formulas of ops.h in float, since this
  * backend is the numerical reference the CUDA kernels are checked against. */
 #include "backend/cpu/cpu_internal.h"
-#include "backend/host_pages.h"
+#include "base/host_pages.h"
 #include "backend/numeric.h"
 
 #include <math.h>

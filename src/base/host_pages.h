@@ -1,10 +1,11 @@
-/* host_pages.h — ordinary host memory for checkpoint staging, straight
- * from the kernel (anonymous mapping: zero-filled, 2 MiB-aligned so it can
- * be backed by huge pages, returned to the system when freed). The CPU
- * backend's host_alloc, and the CUDA backend's when page-locked memory
- * cannot be had. Header-only: the CUDA module links nothing of the core. */
-#ifndef RC_BACKEND_HOST_PAGES_H
-#define RC_BACKEND_HOST_PAGES_H
+/* host_pages.h — large host buffers straight from the kernel (anonymous
+ * mapping: zero-filled, 2 MiB-aligned so it can be backed by huge pages,
+ * returned to the system when freed): shard images (io) and checkpoint
+ * staging (the CPU backend's host_alloc, and the CUDA backend's when
+ * page-locked memory is not asked for or cannot be had). Header-only: the
+ * CUDA module links nothing of the core. */
+#ifndef RC_BASE_HOST_PAGES_H
+#define RC_BASE_HOST_PAGES_H
 
 #include <stddef.h>
 #include <stdint.h>
