@@ -71,7 +71,8 @@ rc=$(run "$t/control_clean_race.log" "${RACECHECK[@]}" "$CONTROL" clean)
 expect_clean "racecheck control (clean kernel)" "$t/control_clean_race.log" "$rc"
 
 # tiny legs of 2 steps that save at 1: forward, backward, optimizer, MoE,
-# fingerprints and the checkpoint's device-to-host copies
+# fingerprints and the checkpoint's device-to-host copies; then legs that
+# resume from one of them
 leg() { # name tool-array-name flags...
   local name=$1; shift
   local -n tool=$1; shift
@@ -85,6 +86,17 @@ leg memcheck_bf16 LEAKS --precision bf16 --attention-precision bf16
 leg memcheck_fp16 LEAKS --precision fp16
 leg racecheck_fp32 RACECHECK --precision fp32
 leg racecheck_bf16 RACECHECK --precision bf16 --attention-precision bf16
+# legs that load: from ordinary staging pages (bounce copies), and
+# pre-warmed, from page-locked staging (direct copies); each saves again
+resume() { # name flags...
+  local name=$1; shift
+  local rc; rc=$(run "$t/$name.log" "${LEAKS[@]}" "$RC_BIN" train --device cuda --preset tiny \
+    --steps 2 --warmup 0 --precision fp32 --resume-from "$t/memcheck_fp32/ckpt/iter_0000001" \
+    --save-at 2 --out "$t/$name" "$@")
+  expect_clean "$name" "$t/$name.log" "$rc"
+}
+resume memcheck_resume
+resume memcheck_resume_prewarmed --wait-for-checkpoint
 
 # every op at small shapes, including the paths tiny does not take
 rc=$(run "$t/memcheck_cuda_ops.log" "${MEMCHECK[@]}" "$OPS" --quick)
