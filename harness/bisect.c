@@ -1,4 +1,4 @@
-/* bisect.c — `resumecheck bisect RUN_DIR` (DESIGN §9): from a finished run's
+/* bisect.c — `resumecheck bisect RUN_DIR` (docs/design.md §9): from a finished run's
  * report.json to the first operation whose result differs between the
  * train-through and the resumed process.
  *
@@ -54,7 +54,7 @@ const char *rc_bisect_verdict_name(rc_bisect_verdict v) {
   return "?";
 }
 
-/* Exit codes (DESIGN §10): 0 nothing diverged, 1 a resume divergence
+/* Exit codes (docs/design.md §10): 0 nothing diverged, 1 a resume divergence
  * (located or not), 2 A/A failure; errors keep their code. With
  * --git-bisect everything that is neither good nor bad is 125. */
 static int verdict_exit(const rc_bisect *b) {

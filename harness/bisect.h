@@ -1,5 +1,5 @@
 /* bisect.h — `resumecheck bisect RUN_DIR`: the first operation whose result
- * differs between the train-through and the resumed process (DESIGN §9).
+ * differs between the train-through and the resumed process (docs/design.md §9).
  *
  * Three parts, so that each can be tested alone:
  *  - event logs (bisect_events.c): parse the `train --events` format

@@ -1,5 +1,5 @@
 /* bisect_events.c — reading `train --events` logs (docs/events.md) and
- * aligning two of them (DESIGN §9).
+ * aligning two of them (docs/design.md §9).
  *
  * Both processes of a replay run the same code on the same step, so their
  * logs have the same operations in the same order; event i on one side is

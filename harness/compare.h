@@ -1,5 +1,5 @@
 /* compare.h — byte-exact comparison of checkpoints, shards and run
- * directories (DESIGN §7), and of per-step traces (DESIGN §6).
+ * directories (docs/design.md §7), and of per-step traces (docs/design.md §6).
  *
  * Before any verdict every shard a manifest lists is read and its bytes
  * checked against the manifest's whole-file SHA-256, both sides, in one

@@ -1,5 +1,5 @@
 /* compare_datasets.c — the slow path: two HDF5 files compared object by
- * object through the HDF5 API (DESIGN §7).
+ * object through the HDF5 API (docs/design.md §7).
  *
  * It runs only when two shards are known to differ as bytes (or with
  * --deep), and its job is to say *what* differs: which links exist on one

@@ -1,6 +1,6 @@
 /* compare_files.c — what is compared with what: run, leg, checkpoint and
  * iteration directories, files, manifests; and the result those comparisons
- * fill (DESIGN §7, docs/compare.md).
+ * fill (docs/design.md §7, docs/compare.md).
  *
  * Nothing is claimed about bytes that were not read. In a directory with a
  * manifest, every shard it lists is first hashed (rc_sha256_many on the

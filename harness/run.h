@@ -1,5 +1,5 @@
 /* run.h — `resumecheck run`: the legs, their processes, the checks and the
- * verdict (DESIGN §6, §10).
+ * verdict (docs/design.md §6, §10).
  *
  * A run is planned first (rc_run_plan: which legs, with which arguments,
  * depending on which checkpoint; which checks compare what), then executed

@@ -6,7 +6,7 @@
  * find the first step and the columns where two traces part. A state check
  * runs whenever both checkpoints are complete, even if a leg failed later,
  * so a crash does not hide what was already known. The verdict follows
- * DESIGN §10: A/A failures make the resume result inconclusive (exit 2),
+ * docs/design.md §10: A/A failures make the resume result inconclusive (exit 2),
  * resume or arm differences exit 1, a failed leg 70; with --git-bisect
  * divergence is 1 and anything untestable 125. The words follow the seed:
  * "A/A identical (through@5 vs save@5: 1/1 shards byte-identical)", "RESUME

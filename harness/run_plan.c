@@ -1,5 +1,5 @@
 /* run_plan.c — which legs a run needs, with which arguments, and which
- * checks compare what (DESIGN §6). Pure planning: no files, no processes,
+ * checks compare what (docs/design.md §6). Pure planning: no files, no processes,
  * so the shape of every run (single K, chains, every K, A/A, both fusion
  * arms) is unit-tested without training anything.
  *

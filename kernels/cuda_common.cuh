@@ -3,7 +3,7 @@
  * GEMM workspace, named scratch buffers), launch helpers and the declarations
  * of the host launchers that cuda_ops.cu assembles into the rc_ops struct.
  *
- * Determinism rules for everything under kernels/ (DESIGN.md 3.4):
+ * Determinism rules for everything under kernels/ (docs/design.md §3.4):
  *  - one stream, so every op runs in call order and scratch buffers can be
  *    reused by the next op without further synchronisation;
  *  - no floating-point atomics; every reduction has a partition that depends

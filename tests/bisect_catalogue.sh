@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bisect_catalogue.sh BUG KIND FIELD [run flags...] — bisect names the event
-# each catalogue bug (DESIGN §8) first changes: the first value-differing
+# each catalogue bug (docs/design.md §8) first changes: the first value-differing
 # event is of KIND with FIELD among its differing values, and the events
 # before it agree in value. For KIND backward it must also be the log's first
 # backward event. Negative control: the same flags without --inject give an

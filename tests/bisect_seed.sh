@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bisect_seed.sh — the seed (DESIGN §9): with bf16, a repeated MTP layer and
+# bisect_seed.sh — the seed (docs/design.md §9): with bf16, a repeated MTP layer and
 # the legacy first-microbatch policy, bisect names a module of the shared MTP
 # layer whose backward at step 6, microbatch 0 passed TRUE (beta=0) in the
 # resumed process against FALSE (beta=1) in the train-through process: the

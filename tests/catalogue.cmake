@@ -1,4 +1,4 @@
-# The resume-bug catalogue (DESIGN §8): every injectable bug is detected with
+# The resume-bug catalogue (docs/design.md §8): every injectable bug is detected with
 # its documented signature; the seed's matrix gives its documented verdicts
 # (docs/seed-matrix.md); correct configurations raise no false alarm.
 function(rc_catalogue name rc step first)

@@ -206,7 +206,7 @@ static void gemm_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pa
   free(C0);
 }
 
-/* The fused/unfused gradient-accumulation arms (DESIGN.md 3.1) on the GPU:
+/* The fused/unfused gradient-accumulation arms (docs/design.md §3.1) on the GPU:
  * gemm(beta=1) into main_grad must equal gemm(beta=0) into scratch followed
  * by add(main_grad, main_grad, scratch), bit for bit. Shapes are wgrad-like
  * (dY^T X: small m*n, long k) so cuBLASLt considers split-K. */

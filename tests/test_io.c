@@ -1,5 +1,5 @@
 /* test_io.c — the checkpoint I/O layer: fsutil, SHA-256, shards, manifests,
- * validated loads (src/io/checkpoint.h, DESIGN §5).
+ * validated loads (src/io/checkpoint.h, docs/design.md §5).
  *
  *   test_io                  unit tests (in a fresh temp directory)
  *   test_io fixtures DIR     every committed fixture in DIR (fixtures/io) is

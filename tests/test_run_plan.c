@@ -1,4 +1,4 @@
-/* test_run_plan.c — the shape of a run (DESIGN §6) without training
+/* test_run_plan.c — the shape of a run (docs/design.md §6) without training
  * anything: which legs exist, what each is told (steps, stop, saves, resume
  * directory, forwarded flags), what it waits for, and which checks compare
  * what — for one K, a chain, every K, --aa, both fusion arms, and exec

@@ -3,7 +3,7 @@
  * Library code never exits: it returns one of the RC_EXIT_* codes below and
  * writes a one-line, human-readable reason into an rc_err. The CLI prints the
  * reason and exits with the code, so the codes double as the tool's exit
- * codes (DESIGN §10; sysexits.h values for usage and data errors). */
+ * codes (docs/design.md §10; sysexits.h values for usage and data errors). */
 #ifndef RC_BASE_ERROR_H
 #define RC_BASE_ERROR_H
 

@@ -1,5 +1,5 @@
 /* cli.h — the subcommands of `resumecheck`. Each returns the process exit
- * code (DESIGN §10) and handles its own --help. */
+ * code (docs/design.md §10) and handles its own --help. */
 #ifndef RC_CLI_H
 #define RC_CLI_H
 

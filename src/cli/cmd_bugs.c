@@ -1,4 +1,4 @@
-/* cmd_bugs.c — `resumecheck bugs`: the injectable resume bugs (DESIGN §8). */
+/* cmd_bugs.c — `resumecheck bugs`: the injectable resume bugs (docs/design.md §8). */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* cmd_run.c — `resumecheck run`: parses the flags it owns, forwards every
  * other flag verbatim to each `train` leg, then plans, prepares, runs and
  * judges the legs (harness/run.h) and writes the reports (harness/report.h).
- * The exit code is the verdict (DESIGN §10). */
+ * The exit code is the verdict (docs/design.md §10). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>

@@ -1,8 +1,8 @@
 /* checkpointing.c — the model's complete state as an rc_state, for saving and
- * loading through io (DESIGN §3.3, §5).
+ * loading through io (docs/design.md §3.3, §5).
  *
  * Saving and loading build the same list of tensors, so a piece of state is
- * either saved and restored or, with an injected bug (DESIGN §8), forgotten
+ * either saved and restored or, with an injected bug (docs/design.md §8), forgotten
  * or mangled on both paths the way real trainers get it wrong. */
 #include "core/checkpointing.h"
 

@@ -1,4 +1,4 @@
-/* config.h — every model and training setting (DESIGN §3), its flags, its
+/* config.h — every model and training setting (docs/design.md §3), its flags, its
  * validation, and its canonical serialisation.
  *
  * The canonical config is a JSON object with sorted keys holding exactly the
@@ -29,7 +29,7 @@ typedef enum {
   RC_POLICY_PERSIST         /* like legacy, but the flags are checkpointed */
 } rc_policy;
 
-/* Injectable resume bugs (DESIGN §8), one bit each. */
+/* Injectable resume bugs (docs/design.md §8), one bit each. */
 typedef enum {
   RC_BUG_RNG_NOT_SAVED = 1u << 0,
   RC_BUG_DATA_POSITION_NOT_SAVED = 1u << 1,

@@ -1,4 +1,4 @@
-/* data.h — the deterministic data stream (DESIGN §3.3).
+/* data.h — the deterministic data stream (docs/design.md §3.3).
  *
  * Sample i is a pure function of (seed, i): a synthetic corpus from a
  * seed-defined Markov chain (learnable, so the loss falls) or windows of the

@@ -1,5 +1,5 @@
 /* dist_optimizer.c — data parallel with the distributed optimizer
- * (DESIGN §4, docs/distributed.md).
+ * (docs/design.md §4, docs/distributed.md).
  *
  * Each rank runs its microbatches into its own main_grad. Then:
  *   1. the main_grads are laid end to end in one flat buffer (parameter

@@ -1,4 +1,4 @@
-/* leg.h — one training leg: `resumecheck train` (DESIGN §6). */
+/* leg.h — one training leg: `resumecheck train` (docs/design.md §6). */
 #ifndef RC_CORE_LEG_H
 #define RC_CORE_LEG_H
 

@@ -1,4 +1,4 @@
-/* linear.c — the TE-style linear: the mechanism under test (DESIGN §3.1).
+/* linear.c — the TE-style linear: the mechanism under test (docs/design.md §3.1).
  *
  * Per forward call the policy picks the value passed (TRUE/FALSE/NONE) from
  * the module's process-local is_first_microbatch flag; the flag then becomes

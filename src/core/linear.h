@@ -1,5 +1,5 @@
 /* linear.h — the TE-style linear's forward/backward and its policies
- * (DESIGN §3.1); see linear.c for the mechanism. */
+ * (docs/design.md §3.1); see linear.c for the mechanism. */
 #ifndef RC_CORE_LINEAR_H
 #define RC_CORE_LINEAR_H
 

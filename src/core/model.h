@@ -1,4 +1,4 @@
-/* model.h — the GPT-style decoder with multi-token prediction (DESIGN §3),
+/* model.h — the GPT-style decoder with multi-token prediction (docs/design.md §3),
  * its parameters, its TE-style linears and its training step.
  *
  * Written once against the ops interface: every tensor here lives in backend
@@ -47,7 +47,7 @@ typedef struct {
 typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;
 const char *rc_flag_name(rc_flag f);
 
-/* A TE-style linear (DESIGN §3.1): Y = X W^T with W [out, in] per group
+/* A TE-style linear (docs/design.md §3.1): Y = X W^T with W [out, in] per group
  * (groups = experts for a grouped linear). The process-local flag is state on
  * purpose: it is not checkpointed unless the policy is `persist`. */
 typedef struct {
@@ -93,7 +93,7 @@ typedef struct {
   rc_layer trm;
 } rc_mtp_layer;
 
-/* Events for `bisect` (DESIGN §9, docs/events.md): off by default and one
+/* Events for `bisect` (docs/design.md §9, docs/events.md): off by default and one
  * NULL check when off; one key=value line per event. */
 typedef struct {
   FILE *out;     /* where events go during the current step; NULL = off */

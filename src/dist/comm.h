@@ -1,4 +1,4 @@
-/* comm.h — the collectives interface of data parallel training (DESIGN §4,
+/* comm.h — the collectives interface of data parallel training (docs/design.md §4,
  * docs/distributed.md).
  *
  * An rc_comm moves bytes between the W ranks of one job; it never does

@@ -1,5 +1,5 @@
 /* checkpoint.c — saving checkpoints: shards, manifest, args.json, COMPLETE
- * (DESIGN §5; the loader is in checkpoint_load.c).
+ * (docs/design.md §5; the loader is in checkpoint_load.c).
  *
  * Every file is written atomically (fsutil.h) and COMPLETE goes last, so a
  * directory is either loadable and whole or visibly unfinished. COMPLETE

@@ -1,5 +1,5 @@
 /* checkpoint.h — deterministic HDF5 shards, manifests and validated loads
- * (DESIGN §5).
+ * (docs/design.md §5).
  *
  * Layout (the names: layout.h): CKPT_ROOT/iter_%07d/shard_%05d_of_%05d.h5 (one per rank),
  * manifest.json (every shard's and dataset's SHA-256, dtype and shape),

@@ -1,6 +1,6 @@
 /* layout.h — the names of the on-disk layout, defined once.
  *
- * A leg's output directory OUT (DESIGN §5, docs/checkpoint-format.md):
+ * A leg's output directory OUT (docs/design.md §5, docs/checkpoint-format.md):
  *
  *   OUT/trace.csv                   the per-step trace (bitwise compared)
  *   OUT/timing.csv                  wall times (never compared)

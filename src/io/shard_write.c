@@ -2,7 +2,7 @@
  *
  * The whole file is built in memory with the core driver (no backing
  * store), so it can be hashed once and written with one atomic write. What
- * makes equal state give equal bytes (DESIGN §5, checked by the io tests
+ * makes equal state give equal bytes (docs/design.md §5, checked by the io tests
  * across processes):
  *   - object time tracking off on the file-creation (root group),
  *     group-creation and dataset-creation property lists;
