@@ -426,6 +426,55 @@ int rc_write_output(const char *path, const void *data, size_t n, rc_err *err) {
                  path, via_link ? " (through a symbolic link)" : "", kind_name(st.st_mode));
 }
 
+/* Reads fd (of `size` bytes by fstat) to EOF into a malloc'd, NUL-ended
+ * buffer and closes it. Room for one byte more than fstat said, so that the
+ * read that sees EOF needs no growth; a file that grows while read is
+ * followed up to cap + 1 bytes (then refused, RC_EXIT_DATAERR), so the
+ * buffer never exceeds cap + 2. */
+static int read_to_end(int fd, const char *path, size_t size, size_t cap, char **data, size_t *n,
+                       rc_err *err) {
+  char *buf = malloc(size + 2);
+  size_t room = size + 1, len = 0;
+  if (!buf) {
+    close(fd);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
+  }
+  for (;;) {
+    if (len == room) { /* grew while read: take what is there, up to cap + 1 */
+      size_t nroom = room * 2 < cap + 1 ? room * 2 : cap + 1;
+      char *nb = nroom > room ? realloc(buf, nroom + 1) : NULL;
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return nroom > room ? rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path)
+                            : rc_fail(err, RC_EXIT_DATAERR,
+                                      "%s grew past %zu bytes while being read", path, cap);
+      }
+      buf = nb;
+      room = nroom;
+    }
+    ssize_t got = read(fd, buf + len, room - len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int e = errno;
+      free(buf);
+      close(fd);
+      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
+    }
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  if (len > cap) {
+    free(buf);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s grew past %zu bytes while being read", path, cap);
+  }
+  buf[len] = 0;
+  *data = buf;
+  *n = len;
+  return RC_OK;
+}
+
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {
   *data = NULL;
   *n = 0;
@@ -442,42 +491,8 @@ int rc_read_file(const char *path, char **data, size_t *n, rc_err *err) {
     return rc_fail(err, RC_EXIT_IOERR, "cannot read %s: %s", path, strerror(e));
   }
   /* Size from fstat, but read to EOF anyway: a file that grows or shrinks
-   * while read must not be silently cut or overrun. The two spare bytes hold
-   * the NUL and let the read that sees EOF happen without growing. */
-  size_t cap = (size_t)st.st_size + 2, len = 0;
-  char *buf = malloc(cap);
-  if (!buf) {
-    close(fd);
-    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, cap);
-  }
-  for (;;) {
-    if (len + 1 == cap) {
-      size_t ncap = cap * 2;
-      char *nb = realloc(buf, ncap);
-      if (!nb) {
-        free(buf);
-        close(fd);
-        return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path);
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    ssize_t got = read(fd, buf + len, cap - 1 - len);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      e = errno;
-      free(buf);
-      close(fd);
-      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
-    }
-    if (got == 0) break;
-    len += (size_t)got;
-  }
-  close(fd);
-  buf[len] = 0;
-  *data = buf;
-  *n = len;
-  return RC_OK;
+   * while read must not be silently cut or overrun. */
+  return read_to_end(fd, path, (size_t)st.st_size, SIZE_MAX - 2, data, n, err);
 }
 
 bool rc_path_exists(const char *path) {
@@ -578,49 +593,7 @@ int rc_read_regular_file(const char *path, size_t cap, bool nofollow, char **dat
     return rc_fail(err, RC_EXIT_DATAERR, "%s is %zu bytes, more than the %zu this file may have",
                    path, size, cap);
   }
-  /* Room for one byte more than fstat said, so that the read that sees EOF
-   * needs no growth; a file that grows while read is followed up to cap + 1
-   * bytes (refused), so the buffer never exceeds cap + 2. */
-  char *buf = malloc(size + 2);
-  size_t room = size + 1, len = 0;
-  if (!buf) {
-    close(fd);
-    return rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory (%zu bytes)", path, size);
-  }
-  for (;;) {
-    if (len == room) { /* grew while read: take what is there, up to cap + 1 */
-      size_t nroom = room * 2 < cap + 1 ? room * 2 : cap + 1;
-      char *nb = nroom > room ? realloc(buf, nroom + 1) : NULL;
-      if (!nb) {
-        free(buf);
-        close(fd);
-        return nroom > room ? rc_fail(err, RC_EXIT_SOFTWARE, "reading %s: out of memory", path)
-                            : rc_fail(err, RC_EXIT_DATAERR,
-                                      "%s grew past %zu bytes while being read", path, cap);
-      }
-      buf = nb;
-      room = nroom;
-    }
-    ssize_t got = read(fd, buf + len, room - len);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      int e = errno;
-      free(buf);
-      close(fd);
-      return rc_fail(err, RC_EXIT_IOERR, "reading %s: %s", path, strerror(e));
-    }
-    if (got == 0) break;
-    len += (size_t)got;
-  }
-  close(fd);
-  if (len > cap) {
-    free(buf);
-    return rc_fail(err, RC_EXIT_DATAERR, "%s grew past %zu bytes while being read", path, cap);
-  }
-  buf[len] = 0;
-  *data = buf;
-  *n = len;
-  return RC_OK;
+  return read_to_end(fd, path, size, cap, data, n, err);
 }
 
 void rc_format_bytes(uint64_t b, char *buf, size_t cap) {
