@@ -10,7 +10,7 @@
  * A file that fails either cannot be what it claims: RC_EXIT_DATAERR,
  * naming the file and, for step 2, the dataset ("claims 1.0 TiB, file has
  * 2.4 KiB"). Our own shards pass both by construction; the loader's strict
- * validator for them is check_shard_structure in src/io/shard_read.c. */
+ * validator for them is rc_check_shard_structure in src/io/shard_structure.c. */
 #ifndef RC_HARNESS_H5_BOUNDS_H
 #define RC_HARNESS_H5_BOUNDS_H
 

@@ -1,7 +1,10 @@
 /* checkpoint_internal.h — what the pieces of the checkpoint layer share:
  * the manifest in memory (manifest.c), building a shard's HDF5 image
- * (shard_write.c), opening and reading one from memory (shard_read.c). Not
- * part of the public io interface: callers use checkpoint.h. */
+ * (shard_write.c) and the memory it lives in (shard_image.c), reading and
+ * verifying a shard file (shard_verify.c), checking its structure
+ * (shard_structure.c) and the HDF5 helpers that open and read one from
+ * memory (h5_util.c). Not part of the public io interface: callers use
+ * checkpoint.h. */
 #ifndef RC_IO_CHECKPOINT_INTERNAL_H
 #define RC_IO_CHECKPOINT_INTERNAL_H
 
@@ -74,12 +77,15 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_sh
 int rc_shard_build_layout(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
                           rc_err *err);
 int rc_shard_image_place(rc_shard_image *image, unsigned char *buf, rc_err *err);
+
+/* ---- shard_image.c ---- */
+
 void rc_shard_image_free(rc_shard_image *image);
 /* An anonymous mapping of at least n bytes, 2 MiB-aligned, with huge pages
  * requested; zero-filled. NULL on failure. Free with rc_shard_image_free. */
 unsigned char *rc_map_image(size_t n, size_t *cap);
 
-/* ---- shard_read.c ---- */
+/* ---- h5_util.c ---- */
 
 /* Silences HDF5's automatic error-stack printing for the duration of a call
  * and restores whatever the process had before. */
@@ -107,6 +113,8 @@ int rc_h5_fail(rc_err *err, int code, const char *fmt, ...) __attribute__((forma
  * matching native memory type. */
 hid_t rc_h5_file_type(rc_dtype dt);
 hid_t rc_h5_mem_type(rc_dtype dt);
+
+/* ---- shard_verify.c ---- */
 
 /* Reads a whole shard into a mapping (or into dst, at least size + 1
  * bytes, when not NULL), hashing it chunk by chunk as it is read (one pass
@@ -140,6 +148,8 @@ int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threa
                            unsigned char *dst, const rc_read_follow *follow, rc_shard_image *out,
                            rc_err *err);
 
+/* ---- h5_util.c: file images, /meta, datasets ---- */
+
 /* Opens an in-memory file image read-only without copying it. `ref` must
  * outlive the returned file id (HDF5 calls back into it until H5Fclose). */
 typedef struct {
@@ -148,9 +158,12 @@ typedef struct {
 } rc_h5_image_ref;
 /* Opens an in-memory shard image read-only (no copy). Checks first that its
  * HDF5 structure is what shard_write.c produces, every length inside the
- * image (shard_read.c, check_shard_structure): libhdf5 allocates forged
- * lengths before it reads. Exit 65 on a structure it refuses. */
+ * image (rc_check_shard_structure): libhdf5 allocates forged lengths
+ * before it reads. Exit 65 on a structure it refuses. */
 int rc_h5_open_image(rc_h5_image_ref *ref, const char *what, hid_t *fid, rc_err *err);
+/* The same without the structure check: any HDF5 file, for `inspect`,
+ * which also reads files other programs wrote. */
+int rc_h5_open_any_image(rc_h5_image_ref *ref, const char *what, hid_t *fid, rc_err *err);
 
 /* /meta as read from a shard; strings malloc'd. */
 typedef struct {
@@ -167,5 +180,12 @@ void rc_meta_read_free(rc_meta_read *m);
  * rc_h5_free_paths). */
 int rc_h5_list_datasets(hid_t fid, const char *what, char ***paths, int *n, rc_err *err);
 void rc_h5_free_paths(char **paths, int n);
+
+/* ---- shard_structure.c ---- */
+
+/* The image's HDF5 structure is what shard_write.c produces, every length
+ * inside the image (why: shard_structure.c). RC_OK, or RC_EXIT_DATAERR
+ * naming the part (RC_EXIT_SOFTWARE when out of memory). */
+int rc_check_shard_structure(const rc_h5_image_ref *ref, const char *what, rc_err *err);
 
 #endif

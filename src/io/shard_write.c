@@ -40,8 +40,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "base/host_pages.h"
-
 /* A v1 object header message holds at most 64 KiB; /meta's attributes
  * share one header, so the config gets a little less. */
 #define RC_META_MAX 65000
@@ -54,13 +52,6 @@ typedef struct {
   bool released;      /* the driver let go of it at file close */
   int allocations;    /* more than one: metadata spilled past the first block */
 } image_mem;
-
-/* 2 MiB-aligned so the kernel can back it with huge pages (base/host_pages.h). */
-unsigned char *rc_map_image(size_t n, size_t *cap) {
-  unsigned char *p = rc_host_pages_alloc(n);
-  if (p) *cap = rc_host_pages_len(n);
-  return p;
-}
 
 static void *img_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata) {
   image_mem *m = udata;
@@ -113,13 +104,6 @@ static void *udata_copy(void *udata) {
 static herr_t udata_free(void *udata) {
   (void)udata;
   return 0;
-}
-
-void rc_shard_image_free(rc_shard_image *image) {
-  if (image->data && !image->borrowed) munmap(image->data, image->cap);
-  free(image->pieces);
-  free(image->offset);
-  memset(image, 0, sizeof *image);
 }
 
 /* End of file as a version-0 superblock records it (with 8-byte offsets):

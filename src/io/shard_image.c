@@ -1,0 +1,26 @@
+/* shard_image.c — the memory a shard image lives in: the mapping both the
+ * writer (the core driver's buffer, shard_write.c) and the reader (a file
+ * read into memory, shard_verify.c) put it in, and freeing an image.
+ *
+ * Its own file so that neither side calls into the other for it. */
+#include "io/checkpoint_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/host_pages.h"
+
+/* 2 MiB-aligned so the kernel can back it with huge pages (base/host_pages.h). */
+unsigned char *rc_map_image(size_t n, size_t *cap) {
+  unsigned char *p = rc_host_pages_alloc(n);
+  if (p) *cap = rc_host_pages_len(n);
+  return p;
+}
+
+void rc_shard_image_free(rc_shard_image *image) {
+  if (image->data && !image->borrowed) munmap(image->data, image->cap);
+  free(image->pieces);
+  free(image->offset);
+  memset(image, 0, sizeof *image);
+}
