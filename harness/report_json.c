@@ -383,6 +383,7 @@ char *rc_report_json_string(const rc_run *run) {
   kv_bool(&w, "interrupted", run->interrupted);
   kv_str(&w, "verdict", run->verdict);
   kv_str(&w, "verdict_text", run->verdict_text);
+  kv_str_or_null(&w, "verdict_hint", run->verdict_hint);
   kv_int(&w, "exit_code", run->exit_code);
   rc_jw_obj_end(&w);
   /* ownership of the buffer passes to the caller */

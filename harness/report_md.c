@@ -79,6 +79,11 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
   rc_sb_puts(&b, "- ");
   cell(&b, run->verdict_text);
   rc_sb_puts(&b, "\n");
+  if (run->verdict_hint[0]) {
+    rc_sb_puts(&b, "- hint: ");
+    cell(&b, run->verdict_hint);
+    rc_sb_puts(&b, "\n");
+  }
   if (run->first_div_dataset[0]) {
     rc_sb_printf(&b, "- first differing %s: `", run->first_div_is_dataset ? "dataset" : "file");
     cell(&b, run->first_div_dataset);

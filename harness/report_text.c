@@ -156,6 +156,7 @@ static void print_findings(const rc_run *run, FILE *out) {
     const char *prefix = a ? arms[a] : "";
     const char *sep = a ? ": " : "";
     int aa_total = 0, aa_bad = -1, aa_first = -1, res_total = 0, res_bad = -1, res_last = -1;
+    int through_bad = -1, through_ok = -1; /* through vs aa (--aa) */
     for (int i = 0; i < run->n_checks; i++) {
       const rc_check *c = &run->checks[i];
       if (strcmp(c->arm, arms[a]) || c->what != RC_CHECK_STATE) continue;
@@ -163,16 +164,33 @@ static void print_findings(const rc_run *run, FILE *out) {
         aa_total++;
         if (aa_first < 0) aa_first = i;
         if (c->status == RC_CHECK_DIFFERS && aa_bad < 0) aa_bad = i;
+        if (strcmp(run->legs[c->leg_b].name, "aa")) continue;
+        if (c->status == RC_CHECK_DIFFERS) through_bad = i;
+        if (c->status == RC_CHECK_IDENTICAL) through_ok = i;
       } else if (c->cls == RC_CLASS_RESUME) {
         res_total++;
         res_last = i;
         if (c->status == RC_CHECK_DIFFERS && res_bad < 0) res_bad = i;
       }
     }
-    if (aa_bad >= 0)
+    /* through vs save differing means non-determinism only when two
+     * through legs differ too; with them identical (--aa) the save leg is
+     * not a prefix; without --aa either may be the cause */
+    if (aa_bad >= 0 && through_bad >= 0) {
       fprintf(out, "  %s%sA/A FAILED (%s): not deterministic, the resume result is inconclusive\n",
+              prefix, sep, run->checks[through_bad].summary);
+    } else if (aa_bad >= 0 && through_ok >= 0 && !strcmp(run->verdict, "not-a-prefix")) {
+      fprintf(out, "  %s%sA/A identical (%s)\n", prefix, sep, run->checks[through_ok].summary);
+      fprintf(out,
+              "  %s%sSAVE LEG NOT A PREFIX (%s): two through legs agree, the save leg differs, the "
+              "resume result is inconclusive\n",
               prefix, sep, run->checks[aa_bad].summary);
-    else if (aa_first >= 0 && run->checks[aa_first].status == RC_CHECK_IDENTICAL)
+    } else if (aa_bad >= 0) {
+      fprintf(out,
+              "  %s%sA/A FAILED (%s): either not deterministic or the save leg is not a prefix of "
+              "the through leg, the resume result is inconclusive\n",
+              prefix, sep, run->checks[aa_bad].summary);
+    } else if (aa_first >= 0 && run->checks[aa_first].status == RC_CHECK_IDENTICAL)
       fprintf(out, "  %s%sA/A identical (%s)%s\n", prefix, sep, run->checks[aa_first].summary,
               aa_total > 1 ? " and at every other A/A check" : "");
     if (res_bad >= 0) {
@@ -233,5 +251,6 @@ void rc_report_text(const rc_run *run, FILE *out) {
   fprintf(out, "\ntime: %s: preparing %s, legs %s, checks %s\n", wall, p, l, c);
   fprintf(out, "verdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
           run->verdict_text);
+  if (run->verdict_hint[0]) fprintf(out, "hint: %s\n", run->verdict_hint);
   fflush(out);
 }

@@ -167,6 +167,7 @@ const char *rc_verdict_headline(const rc_run *run) {
   if (!strcmp(run->verdict, "resume-diverged")) return "RESUME DIVERGED";
   if (!strcmp(run->verdict, "arms-differ")) return "ARMS DIFFER";
   if (!strcmp(run->verdict, "aa-failed")) return "A/A FAILED";
+  if (!strcmp(run->verdict, "not-a-prefix")) return "SAVE LEG NOT A PREFIX";
   if (!strcmp(run->verdict, "leg-failed")) return "LEG FAILED";
   if (!strcmp(run->verdict, "error")) return "ERROR";
   return "UNKNOWN";

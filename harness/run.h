@@ -135,7 +135,8 @@ typedef struct {
 typedef enum { RC_CHECK_STATE = 0, RC_CHECK_TRACE } rc_check_what;
 /* What a failing check means for the verdict. */
 typedef enum {
-  RC_CLASS_AA = 0, /* two fresh processes differ: non-determinism */
+  RC_CLASS_AA = 0, /* two fresh processes differ: non-determinism, or (through vs save)
+                      a save leg that is not a prefix of the through leg */
   RC_CLASS_RESUME, /* resumed state differs from train-through */
   RC_CLASS_ARMS    /* fused vs unfused accumulation differ (--confirm-arm) */
 } rc_check_class;
@@ -204,8 +205,9 @@ typedef struct {
   bool interrupted;
   /* verdict */
   int exit_code;
-  char verdict[64];        /* "identical", "resume-diverged", "aa-failed", "leg-failed", ... */
+  char verdict[64];        /* "identical", "resume-diverged", "aa-failed", "not-a-prefix", ... */
   char verdict_text[1024]; /* one line */
+  char verdict_hint[512];  /* what to do next, one line; "" when there is nothing to add */
   int first_div_check;     /* the check that names the first divergence, -1 if none */
   int64_t first_div_step;  /* -1 if unknown */
   char first_div_dataset[1024];

@@ -7,8 +7,10 @@
  * runs whenever both checkpoints are complete, even if a leg failed later,
  * so a crash does not hide what was already known. The verdict follows
  * docs/design.md §10: A/A failures make the resume result inconclusive (exit 2),
- * resume or arm differences exit 1, a failed leg 70; with --git-bisect
- * divergence is 1 and anything untestable 125. The words follow the seed:
+ * unless --aa shows two through legs agree while the save leg differs: then
+ * the save leg is not a prefix of the through leg (exit 3, a set-up fault
+ * rather than non-determinism); resume or arm differences exit 1, a failed
+ * leg 70; with --git-bisect divergence is 1 and anything untestable 125. The words follow the seed:
  * "A/A identical (through@5 vs save@5: 1/1 shards byte-identical)", "RESUME
  * diverged at step 6: grad_norm, fp_main_grad differ; loss equal". */
 #include "run.h"
@@ -349,6 +351,94 @@ static tally count(const rc_run *run, const char *arm) {
   return t;
 }
 
+/* A/A checks come in two kinds: through vs save (up to K, where the save
+ * leg stops) and, with --aa, through vs aa (two legs running to N). */
+static bool is_save_check(const rc_run *run, const rc_check *c) {
+  return c->cls == RC_CLASS_AA && !strcmp(run->legs[c->leg_b].name, "save");
+}
+
+/* Does a through-vs-aa check differ (two fresh processes running the same
+ * steps to N)? */
+static bool through_legs_differ(const rc_run *run) {
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls == RC_CLASS_AA && !is_save_check(run, c) && c->status == RC_CHECK_DIFFERS)
+      return true;
+  }
+  return false;
+}
+
+/* --aa, and in every arm the two through legs agree (A/A@N identical, their
+ * traces identical or absent) while a through-vs-save check differs: the
+ * legs repeat themselves over N steps, so what differs is where the save leg
+ * stops. Only positive evidence counts: an A/A@N that was not compared
+ * leaves the verdict at aa-failed. */
+static bool save_leg_not_a_prefix(const rc_run *run) {
+  if (!run->opts.aa) return false;
+  int aa_identical = 0, save_differs = 0;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls != RC_CLASS_AA) continue;
+    if (is_save_check(run, c)) {
+      save_differs += c->status == RC_CHECK_DIFFERS;
+    } else if (c->what == RC_CHECK_STATE) {
+      if (c->status != RC_CHECK_IDENTICAL) return false;
+      aa_identical++;
+    } else if (c->status != RC_CHECK_IDENTICAL && c->status != RC_CHECK_SKIPPED) {
+      return false;
+    }
+  }
+  return aa_identical > 0 && save_differs > 0;
+}
+
+/* The not-a-prefix verdict's words: which A/A@N agrees, where the save leg
+ * first differs (step and first column, or the first differing dataset),
+ * and, when the first column is the learning rate, the usual cause: an LR
+ * schedule built for the step the leg stops at instead of --steps. */
+static void not_a_prefix_text(rc_run *run) {
+  const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+  const char *aa_name = "A/A";
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *a = &run->checks[i];
+    if (a->cls == RC_CLASS_AA && a->what == RC_CHECK_STATE && !is_save_check(run, a)) {
+      aa_name = a->name;
+      break;
+    }
+  }
+  int64_t stop = c ? run->legs[c->leg_b].last_step : -1;
+  char first_col[128] = "", where[1024];
+  if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
+    size_t n = strcspn(c->trace.columns, ",");
+    if (n >= sizeof first_col) n = sizeof first_col - 1;
+    memcpy(first_col, c->trace.columns, n);
+    first_col[n] = 0;
+    char phrase[768];
+    trace_phrase(&c->trace, phrase, sizeof phrase);
+    rc_bufprintf(where, sizeof where, "first at step %" PRId64 ", column %s (%s)",
+                 c->trace.first_step, first_col, phrase);
+  } else if (c && c->first_dataset[0]) {
+    rc_bufprintf(where, sizeof where, "at step %" PRId64 ", first in %s %s", c->step,
+                 c->first_is_dataset ? "dataset" : "file", c->first_dataset);
+  } else {
+    rc_bufprintf(where, sizeof where, "(%s)", c ? c->summary : "");
+  }
+  rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+               "the save leg is not a prefix of the through leg: two through legs agree (%s "
+               "identical), but the save leg, which stops at step %" PRId64
+               ", differs from through %s; the resume result is inconclusive",
+               aa_name, stop, where);
+  if (!strcmp(first_col, "lr"))
+    rc_bufprintf(run->verdict_hint, sizeof run->verdict_hint,
+                 "the schedule depends on where the leg stops — keep the horizon at N (the LR "
+                 "schedule must be built for --steps %" PRId64 ", not for the step the leg stops "
+                 "at)",
+                 run->opts.steps);
+  else
+    rc_bufprintf(run->verdict_hint, sizeof run->verdict_hint,
+                 "a leg told to stop at K must train steps 1..K exactly as the through leg does: "
+                 "look for what the trainer derives from the step it stops at");
+}
+
 static void mechanism(rc_run *run) {
   if (!run->opts.confirm_arm) return;
   tally on = count(run, "fusion-on"), off = count(run, "fusion-off");
@@ -357,6 +447,9 @@ static void mechanism(rc_run *run) {
   if (on.legs_failed || off.legs_failed || on.errors || off.errors || run->interrupted) {
     m = RC_MECH_INCONCLUSIVE;
     text = "inconclusive: a leg failed in one of the arms";
+  } else if ((on.aa || off.aa) && save_leg_not_a_prefix(run)) {
+    m = RC_MECH_INCONCLUSIVE;
+    text = "inconclusive: the save leg is not a prefix of the through leg";
   } else if (on.aa || off.aa) {
     m = RC_MECH_INCONCLUSIVE;
     text = on.aa ? "inconclusive: A/A failed with fusion on (non-determinism)"
@@ -382,6 +475,7 @@ static void mechanism(rc_run *run) {
 
 void rc_run_verdict(rc_run *run) {
   tally t = count(run, NULL);
+  run->verdict_hint[0] = 0;
   run->first_div_check = -1;
   run->first_div_step = -1;
   run->first_div_dataset[0] = 0;
@@ -410,14 +504,37 @@ void rc_run_verdict(rc_run *run) {
                  c->err.msg);
     return;
   }
+  if (t.aa && save_leg_not_a_prefix(run)) {
+    set_verdict(run, "not-a-prefix", RC_EXIT_NOT_PREFIX, RC_EXIT_UNTESTABLE);
+    find_first_divergence(run, RC_CLASS_AA);
+    not_a_prefix_text(run);
+    return;
+  }
   if (t.aa) {
     set_verdict(run, "aa-failed", RC_EXIT_AA, RC_EXIT_UNTESTABLE);
     find_first_divergence(run, RC_CLASS_AA);
     const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+    if (through_legs_differ(run)) {
+      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                   "A/A failed (%s): two fresh processes differ, so the run is not deterministic "
+                   "and the resume result is inconclusive",
+                   c ? c->summary : "");
+      return;
+    }
+    /* Only through vs save differs: a leg that stops at K and one that runs
+     * to N are not the same process twice, so this alone cannot tell
+     * non-determinism from a save leg that is not a prefix. */
     rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-                 "A/A failed (%s): two fresh processes differ, so the run is not deterministic and "
-                 "the resume result is inconclusive",
+                 "A/A failed (%s): the save leg differs from the through leg: either the run is "
+                 "not deterministic, or the save leg is not a prefix of the through leg (e.g. a "
+                 "schedule built for the leg's own stop step); the resume result is inconclusive",
                  c ? c->summary : "");
+    if (!run->opts.aa)
+      rc_bufprintf(run->verdict_hint, sizeof run->verdict_hint,
+                   "re-run with --aa to tell them apart: if two through legs agree at step %" PRId64
+                   ", the save leg is not a prefix (exit %d); if they differ, the run is not "
+                   "deterministic (exit %d)",
+                   run->opts.steps, RC_EXIT_NOT_PREFIX, RC_EXIT_AA);
     return;
   }
   if (t.resume) {

@@ -252,7 +252,7 @@ helps() { # helps SUB CODE...
   done
 }
 helps train 0 64 65 66 70 74 75 125
-helps run 0 1 2 64 65 70 74 125 130 143
+helps run 0 1 2 3 64 65 70 74 125 130 143
 helps compare 0 1 64 65 66 70 74
 helps inspect 0 64 65 66 70 74
 helps bisect 0 1 2 64 65 66 70 74 125

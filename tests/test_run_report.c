@@ -2,7 +2,8 @@
  * outcomes are set by hand (no process is started):
  *  - exit codes: identical 0, resume divergence 1, A/A failure 2 (and it
  *    wins over a divergence), failed leg 70, interrupt 130; with
- *    --git-bisect 0 / 1 / 125; the mechanism of --confirm-arm;
+ *    --git-bisect 0 / 1 / 125; the mechanism of --confirm-arm; with --aa a
+ *    save leg that is not a prefix (3) told from non-determinism (2);
  *  - report.json parses with the strict reader and carries the schema name,
  *    version, verdict and first divergence;
  *  - JUnit XML and the SVG plot stay well-formed when leg reasons, logs and
@@ -24,7 +25,7 @@
 
 static char tmpdir[256];
 
-static void plan(rc_run *r, bool confirm, bool bisect) {
+static void plan_aa(rc_run *r, bool confirm, bool bisect, bool aa) {
   static int64_t ks[] = {5};
   rc_run_opts o;
   memset(&o, 0, sizeof o);
@@ -37,6 +38,7 @@ static void plan(rc_run *r, bool confirm, bool bisect) {
   o.self_exe = "/bin/true";
   o.confirm_arm = confirm;
   o.git_bisect = bisect;
+  o.aa = aa;
   rc_err err = {0};
   if (rc_run_plan(r, &o, &err)) {
     fprintf(stderr, "plan: %s\n", err.msg);
@@ -44,6 +46,10 @@ static void plan(rc_run *r, bool confirm, bool bisect) {
   }
   for (int i = 0; i < r->n_legs; i++) r->legs[i].state = RC_LEG_OK;
   for (int i = 0; i < r->n_checks; i++) r->checks[i].status = RC_CHECK_IDENTICAL;
+}
+
+static void plan(rc_run *r, bool confirm, bool bisect) {
+  plan_aa(r, confirm, bisect, false);
 }
 
 static rc_check *check_named(rc_run *r, const char *name) {
@@ -89,6 +95,52 @@ static void test_exit_codes(void) {
     CHECK(verdict_of(&r) == 130, "interrupted -> 130");
     rc_run_free(&r);
   }
+}
+
+/* --aa tells a save leg that is not a prefix (through vs aa identical,
+ * through vs save differs: exit 3) from non-determinism (through vs aa
+ * differs: exit 2); only an A/A@N that was compared and found identical
+ * counts, in every arm. */
+static void test_not_a_prefix(void) {
+  for (int bisect = 0; bisect < 2; bisect++) {
+    rc_run r;
+    plan_aa(&r, false, bisect, true);
+    check_named(&r, "TRACE save")->status = RC_CHECK_DIFFERS;
+    check_named(&r, "RESUME@5→10")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 3) && !strcmp(r.verdict, "not-a-prefix"),
+          "through vs aa identical, save differs -> not-a-prefix (bisect %d)", bisect);
+    CHECK(!strcmp(rc_verdict_headline(&r), "SAVE LEG NOT A PREFIX"), "headline");
+    CHECK(strstr(r.verdict_text, "A/A@10 identical") != NULL, "names the A/A@N that agrees");
+    CHECK(r.verdict_hint[0] != 0, "a hint");
+    check_named(&r, "A/A@10")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 2) && !strcmp(r.verdict, "aa-failed"),
+          "control: through vs aa differ -> aa-failed");
+    CHECK(strstr(r.verdict_text, "not deterministic") && !strstr(r.verdict_text, "not a prefix"),
+          "control: non-determinism alone");
+    check_named(&r, "A/A@10")->status = RC_CHECK_SKIPPED;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 2), "an A/A@N not compared is no evidence");
+    check_named(&r, "A/A@10")->status = RC_CHECK_IDENTICAL;
+    check_named(&r, "TRACE aa")->status = RC_CHECK_DIFFERS;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 2), "through vs aa traces differ -> aa-failed");
+    check_named(&r, "TRACE aa")->status = RC_CHECK_SKIPPED;
+    CHECK(verdict_of(&r) == (bisect ? 125 : 3), "no traces at all: the states decide");
+    rc_run_free(&r);
+  }
+  rc_run r;
+  plan_aa(&r, true, false, true);
+  check_named(&r, "fusion-on/A/A@5")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 3, "confirm-arm: not a prefix with both arms' A/A@N identical");
+  CHECK(strstr(r.mechanism_text, "not a prefix") != NULL, "the mechanism says why inconclusive");
+  check_named(&r, "fusion-off/A/A@10")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 2, "confirm-arm: one arm's through legs differ -> aa-failed");
+  rc_run_free(&r);
+  /* without --aa: the same difference is an A/A failure naming both causes */
+  plan(&r, false, false);
+  check_named(&r, "TRACE save")->status = RC_CHECK_DIFFERS;
+  CHECK(verdict_of(&r) == 2 && strstr(r.verdict_text, "either the run is not deterministic") &&
+            strstr(r.verdict_hint, "--aa"),
+        "no --aa: aa-failed, both explanations, the --aa suggestion");
+  rc_run_free(&r);
 }
 
 static void test_mechanism(void) {
@@ -268,6 +320,7 @@ int main(void) {
     return 1;
   }
   test_exit_codes();
+  test_not_a_prefix();
   test_mechanism();
   test_files();
   char cmd[600];

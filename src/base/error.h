@@ -13,6 +13,8 @@ enum {
   RC_OK = 0,
   RC_EXIT_DIVERGED = 1,    /* a resume check found different bytes */
   RC_EXIT_AA = 2,          /* A/A failure: the run is not deterministic */
+  RC_EXIT_NOT_PREFIX = 3,  /* run --aa: the legs are deterministic, but the save leg is not
+                              a prefix of the through leg (resume set-up, not resume) */
   RC_EXIT_USAGE = 64,      /* bad flags or an inconsistent config */
   RC_EXIT_DATAERR = 65,    /* bad input data: corrupt/mismatched checkpoint */
   RC_EXIT_NOINPUT = 66,    /* a named input does not exist */

@@ -14,7 +14,9 @@
 #         in every checkpoint) | crash-on-resume (exit 3) | segv-on-resume
 #         (dies by SIGSEGV) | no-complete (never writes COMPLETE) | slow
 #         (sleeps 0.2 s per step, to be interrupted) | corrupt-shard (a
-#         state.h5 that is not HDF5, different in every run)
+#         state.h5 that is not HDF5, different in every run) | horizon (the
+#         LR schedule is built for the step the leg stops at, not --steps:
+#         deterministic, but a save leg is not a prefix of the through leg)
 # Options also accept the --name=value form.
 set -euo pipefail
 
@@ -70,13 +72,21 @@ save() { # step
   if [ "$bug" != no-complete ]; then echo done > "$d/COMPLETE"; fi
 }
 
+# the LR schedule's horizon: --steps, or (bug) the step this leg stops at
+horizon="$steps"
+if [ "$bug" = horizon ]; then horizon="$stop"; fi
 for ((t = start; t <= stop; t++)); do
   if [ "$bug" = slow ]; then sleep 0.2; fi
-  lr=$((steps - t + 1))
+  lr=$((horizon - t + 1))
+  # horizon: grad_norm is measured before the optimizer step applies lr, as
+  # real trainers do, so a wrong schedule shows in lr first, in grad_norm a
+  # step later (the other modes keep their traces as they were)
+  g=$m
   m=$(((m * 7 + t * 13 + w * lr) % 1000003))
+  if [ "$bug" != horizon ]; then g=$m; fi
   w=$(((w * 31 + m) % 1000003))
   # loss falls with the step; grad_norm follows the momentum
-  awk -v t="$t" -v m="$m" -v lr="$lr" \
+  awk -v t="$t" -v m="$g" -v lr="$lr" \
     'BEGIN { printf "%d,%.9g,%.9g,%d\n", t, 5.0 / (1 + 0.1 * t), m / 1000003.0, lr }' >> "$trace"
   for s in ${saves//,/ }; do
     if [ "$s" = "$t" ]; then save "$t"; fi
