@@ -7,7 +7,6 @@
 #include "core/checkpointing.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,8 +279,8 @@ void rc_model_reserve_staging(rc_model *m, bool page_locked) {
  * device into the staging buffer, in file order, each straight to its place
  * in the file image; the write, the whole-file hash and the dataset and
  * chunk hashes follow the copy on other threads. The bytes are those of
- * copying everything first and saving after (tests/test_io.c, the io
- * fixtures and the catalogue's hashes pin them). */
+ * copying everything first and saving after (io_unit's streamed-save test,
+ * and ckpt_golden against sums of the earlier writer, pin them). */
 int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_err *err) {
   state_list l = {0};
   build(m, &l);

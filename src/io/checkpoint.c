@@ -141,17 +141,6 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
-typedef struct {
-  uint64_t start;
-  int job;
-} job_start;
-
-static int cmp_job_start(const void *a, const void *b) {
-  const job_start *x = a, *y = b;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return x->job - y->job;
-}
-
 /* The hashes beside the write and the whole-file SHA-256, on the cores
  * those two (and a streamed save's copy) leave: each dataset's and each
  * chunk's, all as byte ranges of the file, taken in file order so that the
@@ -178,20 +167,20 @@ static void *parts_job_run(void *arg) {
   }
   int jobs = nd + (int)nc;
   uint64_t *start = xcalloc((size_t)jobs, sizeof *start), *end = xcalloc((size_t)jobs, sizeof *end);
-  job_start *order = xcalloc((size_t)jobs, sizeof *order);
+  int *order = xcalloc((size_t)jobs, sizeof *order);
   for (int i = 0; i < nd; i++) {
     start[i] = im->offset[i];
     end[i] = im->offset[i] + p->nbytes[i];
   }
   for (int k = 0; k < (int)nc; k++) rc_mf_chunk_range(shard, k, &start[nd + k], &end[nd + k]);
-  for (int i = 0; i < jobs; i++) order[i] = (job_start){start[i], i};
-  qsort(order, (size_t)jobs, sizeof *order, cmp_job_start);
+  for (int i = 0; i < jobs; i++) order[i] = i;
+  qsort_r(order, (size_t)jobs, sizeof *order, rc_cmp_index_by_u64, start);
   uint64_t *s2 = xcalloc((size_t)jobs, sizeof *s2), *e2 = xcalloc((size_t)jobs, sizeof *e2);
-  for (int i = 0; i < jobs; i++) s2[i] = start[order[i].job], e2[i] = end[order[i].job];
+  for (int i = 0; i < jobs; i++) s2[i] = start[order[i]], e2[i] = end[order[i]];
   char(*hex)[RC_SHA256_HEX] = xcalloc((size_t)jobs, sizeof *hex);
   rc_sha256_ranges_gated(im->pieces, im->npieces, s2, e2, jobs, p->threads, p->gate, hex);
   for (int i = 0; i < jobs; i++) {
-    int j = order[i].job;
+    int j = order[i];
     if (j < nd)
       memcpy(shard->datasets[j].sha256, hex[i], RC_SHA256_HEX);
     else
@@ -385,12 +374,6 @@ int rc_checkpoint_save(const char *ckpt_root, const rc_shard_meta *meta, const r
   return save_complete(s, err);
 }
 
-static int cmp_offset(const void *a, const void *b, void *ctx) {
-  const uint64_t *off = ctx;
-  uint64_t x = off[*(const int *)a], y = off[*(const int *)b];
-  return x < y ? -1 : x > y;
-}
-
 int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const rc_state *state,
                          const char *args_json, rc_save_buffer_fn buffer, void *buffer_ctx,
                          rc_save_stream **out, rc_err *err) {
@@ -413,7 +396,7 @@ int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const
   s->landed = xcalloc((size_t)state->count, sizeof *s->landed);
   for (int i = 0; i < state->count; i++)
     if (rc_tensor_nbytes(&state->tensors[i]) > 0) s->order[s->norder++] = i;
-  qsort_r(s->order, (size_t)s->norder, sizeof *s->order, cmp_offset, s->image.offset);
+  qsort_r(s->order, (size_t)s->norder, sizeof *s->order, rc_cmp_index_by_u64, s->image.offset);
   s->streamed = true;
   rc_gate_init(&s->gate, s->norder ? s->image.offset[s->order[0]] : s->image.size);
   save_launch(s, 1);

@@ -77,6 +77,10 @@ int rc_shard_build_image(const rc_shard_meta *meta, const rc_state *state, rc_sh
 int rc_shard_build_layout(const rc_shard_meta *meta, const rc_state *state, rc_shard_image *image,
                           rc_err *err);
 int rc_shard_image_place(rc_shard_image *image, unsigned char *buf, rc_err *err);
+/* qsort_r comparator of int indices by keys[index] (a const uint64_t *
+ * passed as ctx), ties by index: sorts datasets or jobs into file order
+ * the same way every time. */
+int rc_cmp_index_by_u64(const void *a, const void *b, void *keys);
 
 /* ---- shard_image.c ---- */
 

@@ -451,12 +451,6 @@ typedef struct {
   rc_read_follow follow;
 } prediction;
 
-static int cmp_u64_index(const void *a, const void *b, void *ctx) {
-  const uint64_t *off = ctx;
-  uint64_t x = off[*(const int *)a], y = off[*(const int *)b];
-  return x < y ? -1 : x > y;
-}
-
 static void prediction_free(prediction *p) {
   free(p->offset), free(p->start), free(p->end), free(p->order), free(p->hex), free(p->job_hex);
   memset(p, 0, sizeof *p);
@@ -484,7 +478,7 @@ static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state
       p->offset[i] = layout.offset[i];
       if (rc_tensor_nbytes(&state->tensors[i]) > 0 && !state->tensors[i].data) p->order[jobs++] = i;
     }
-    qsort_r(p->order, (size_t)jobs, sizeof *p->order, cmp_u64_index, p->offset);
+    qsort_r(p->order, (size_t)jobs, sizeof *p->order, rc_cmp_index_by_u64, p->offset);
     for (int k = 0; k < jobs; k++) {
       p->start[k] = p->offset[p->order[k]];
       p->end[k] = p->start[k] + rc_tensor_nbytes(&state->tensors[p->order[k]]);

@@ -113,6 +113,30 @@ static bool is_ieee_float(hid_t type, size_t size) {
   return false;
 }
 
+/* The class of a type HDF5 names by its class (and, where it has one, size). */
+static const char *class_name(H5T_class_t cls) {
+  switch (cls) {
+  case H5T_BITFIELD:
+    return "bitfield";
+  case H5T_OPAQUE:
+    return "opaque";
+  case H5T_COMPOUND:
+    return "compound";
+  case H5T_ENUM:
+    return "enum";
+  case H5T_ARRAY:
+    return "array";
+  case H5T_VLEN:
+    return "vlen";
+  case H5T_REFERENCE:
+    return "reference";
+  case H5T_TIME:
+    return "time";
+  default:
+    return "unknown type";
+  }
+}
+
 void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
   H5T_class_t cls = H5Tget_class(type);
   size_t size = H5Tget_size(type);
@@ -135,31 +159,14 @@ void rc_h5_type_name(hid_t type, char *buf, size_t cap) {
       snprintf(buf, cap, "string(%zu)", size);
     return;
   case H5T_BITFIELD:
-    snprintf(buf, cap, "bitfield(%zu bytes)", size);
-    return;
   case H5T_OPAQUE:
-    snprintf(buf, cap, "opaque(%zu bytes)", size);
-    return;
   case H5T_COMPOUND:
-    snprintf(buf, cap, "compound(%zu bytes)", size);
-    return;
   case H5T_ENUM:
-    snprintf(buf, cap, "enum(%zu bytes)", size);
-    return;
   case H5T_ARRAY:
-    snprintf(buf, cap, "array(%zu bytes)", size);
-    return;
-  case H5T_VLEN:
-    snprintf(buf, cap, "vlen");
-    return;
-  case H5T_REFERENCE:
-    snprintf(buf, cap, "reference");
-    return;
-  case H5T_TIME:
-    snprintf(buf, cap, "time");
+    snprintf(buf, cap, "%s(%zu bytes)", class_name(cls), size);
     return;
   default:
-    snprintf(buf, cap, "unknown type");
+    snprintf(buf, cap, "%s", class_name(cls));
     return;
   }
 }

@@ -18,6 +18,13 @@ unsigned char *rc_map_image(size_t n, size_t *cap) {
   return p;
 }
 
+int rc_cmp_index_by_u64(const void *a, const void *b, void *keys) {
+  const uint64_t *k = keys;
+  int i = *(const int *)a, j = *(const int *)b;
+  if (k[i] != k[j]) return k[i] < k[j] ? -1 : 1;
+  return (i > j) - (i < j);
+}
+
 void rc_shard_image_free(rc_shard_image *image) {
   if (image->data && !image->borrowed) munmap(image->data, image->cap);
   free(image->pieces);
