@@ -3,11 +3,18 @@
 #ifndef RC_CLI_H
 #define RC_CLI_H
 
+#include <stdbool.h>
+
 int rc_cmd_train(int argc, char **argv);   /* one leg (cmd_train.c) */
 int rc_cmd_run(int argc, char **argv);     /* the three legs and the checks (cmd_run.c) */
 int rc_cmd_compare(int argc, char **argv); /* compare two checkpoints/shards/runs (cmd_compare.c) */
 int rc_cmd_inspect(int argc, char **argv); /* list a shard (cmd_inspect.c) */
 int rc_cmd_bugs(int argc, char **argv);    /* the resume-bug catalogue (cmd_bugs.c) */
 int rc_cmd_bisect(int argc, char **argv);  /* first divergent operation (cmd_bisect.c) */
+
+/* "resumecheck CMD: MESSAGE" on stderr, then "(see resumecheck CMD --help)"
+ * when see_help; returns RC_EXIT_USAGE (main.c). */
+__attribute__((format(printf, 3, 4))) int rc_cli_usage_error(const char *cmd, bool see_help,
+                                                             const char *fmt, ...);
 
 #endif

@@ -108,15 +108,7 @@ static const char *const LEG_FLAGS[] = {
     "--stop-at",       "--resume-from",        "--leg", "--dry-run", "--step-lock",
     "--step-priority", "--wait-for-checkpoint"};
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "resumecheck run: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n(see resumecheck run --help)\n");
-  va_end(ap);
-  return RC_EXIT_USAGE;
-}
+#define usage_error(...) rc_cli_usage_error("run", true, __VA_ARGS__)
 
 /* Seconds as digits with an optional fraction ("600", "2.5"): > 0 and at
  * most 1e9; no sign, exponent, hex, inf or nan. */

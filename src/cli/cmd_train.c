@@ -56,15 +56,7 @@ static void help(void) {
          "a usable GPU or without the CUDA module.\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "resumecheck train: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
-  va_end(ap);
-  return RC_EXIT_USAGE;
-}
+#define usage_error(...) rc_cli_usage_error("train", false, __VA_ARGS__)
 
 int rc_cmd_train(int argc, char **argv) {
   rc_leg_proc proc;

@@ -1,9 +1,21 @@
 /* main.c — `resumecheck SUBCOMMAND ...`: dispatch and top-level help. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "cli.h"
+
+int rc_cli_usage_error(const char *cmd, bool see_help, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "resumecheck %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  if (see_help) fprintf(stderr, "(see resumecheck %s --help)\n", cmd);
+  va_end(ap);
+  return RC_EXIT_USAGE;
+}
 
 static void usage(FILE *out) {
   fprintf(out,
