@@ -227,6 +227,40 @@ static void diff_obj(rc_jw *w, const rc_diff *d) {
   rc_jw_obj_end(w);
 }
 
+/* A census check's comparison: every differing field, saved ones first
+ * (docs/report-schema.md). */
+static void census(rc_jw *w, const rc_check *c) {
+  rc_jw_key(w, "census");
+  if (!c->have_census) {
+    rc_jw_null(w);
+    return;
+  }
+  const rc_census_diff *d = &c->census;
+  rc_jw_obj_begin(w);
+  kv_int(w, "ranks", c->census_ranks);
+  kv_int(w, "fields", d->n_fields);
+  kv_int(w, "saved_differ", d->n_saved_differ);
+  kv_int(w, "local_differ", d->n_local_differ);
+  rc_jw_key(w, "differences");
+  rc_jw_arr_begin(w);
+  for (int k = 0; k < d->n_diffs; k++) {
+    const rc_census_field_diff *f = &d->diffs[k];
+    char text[2048];
+    rc_census_describe(f, "through", "resumed", text, sizeof text);
+    rc_jw_obj_begin(w);
+    kv_str(w, "field", f->field);
+    kv_str(w, "class", f->saved ? "saved" : "local");
+    kv_str_or_null(w, "through", f->a);
+    kv_str_or_null(w, "resumed", f->b);
+    kv_str_or_null(w, "through_before_save", f->before);
+    kv_str_or_null(w, "note", f->note);
+    kv_str(w, "text", text);
+    rc_jw_obj_end(w);
+  }
+  rc_jw_arr_end(w);
+  rc_jw_obj_end(w);
+}
+
 static void checks(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "checks");
   rc_jw_arr_begin(w);
@@ -235,7 +269,10 @@ static void checks(rc_jw *w, const rc_run *run) {
     rc_jw_obj_begin(w);
     kv_str(w, "name", c->name);
     kv_str_or_null(w, "arm", c->arm);
-    kv_str(w, "kind", c->what == RC_CHECK_STATE ? "state" : "trace");
+    kv_str(w, "kind",
+           c->what == RC_CHECK_STATE    ? "state"
+           : c->what == RC_CHECK_CENSUS ? "census"
+                                        : "trace");
     kv_str(w, "class", rc_check_class_name(c->cls));
     const char *sides[2] = {"a", "b"};
     const int leg[2] = {c->leg_a, c->leg_b};
@@ -248,7 +285,7 @@ static void checks(rc_jw *w, const rc_run *run) {
       rc_jw_obj_end(w);
     }
     rc_jw_key(w, "step");
-    if (c->what == RC_CHECK_STATE)
+    if (c->what == RC_CHECK_STATE || c->what == RC_CHECK_CENSUS)
       rc_jw_int(w, c->step);
     else
       rc_jw_null(w);
@@ -312,6 +349,7 @@ static void checks(rc_jw *w, const rc_run *run) {
     } else {
       rc_jw_null(w);
     }
+    census(w, c);
     rc_jw_obj_end(w);
   }
   rc_jw_arr_end(w);
@@ -384,6 +422,7 @@ char *rc_report_json_string(const rc_run *run) {
   kv_str(&w, "verdict", run->verdict);
   kv_str(&w, "verdict_text", run->verdict_text);
   kv_str_or_null(&w, "verdict_hint", run->verdict_hint);
+  kv_str_or_null(&w, "census_finding", run->census_finding);
   kv_int(&w, "exit_code", run->exit_code);
   rc_jw_obj_end(&w);
   /* ownership of the buffer passes to the caller */

@@ -55,6 +55,13 @@ static void check_case(rc_sb *b, const rc_run *run, const rc_check *c) {
       rc_sb_xml(b, line);
       shown++;
     }
+    for (int k = 0, shown = 0; c->have_census && k < c->census.n_diffs && shown < 20; k++) {
+      char line[2048];
+      rc_census_describe(&c->census.diffs[k], "through", "resumed", line, sizeof line);
+      rc_sb_xml(b, line);
+      rc_sb_puts(b, "\n");
+      shown++;
+    }
     rc_sb_puts(b, "</failure>\n");
   } else if (c->status == RC_CHECK_ERROR) {
     rc_sb_puts(b, "      <error");
@@ -129,6 +136,7 @@ int rc_report_junit(const rc_run *run, const char *path, rc_err *err) {
       {"verdict", run->verdict},
       {"verdict_text", run->verdict_text},
       {"verdict_hint", run->verdict_hint},
+      {"census_finding", run->census_finding},
       {"trainer", run->opts.trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck"},
       {"out", run->opts.out_dir},
       {"tool_version", RC_VERSION}};

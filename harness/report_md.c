@@ -84,6 +84,11 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
     cell(&b, run->verdict_hint);
     rc_sb_puts(&b, "\n");
   }
+  if (run->census_finding[0]) {
+    rc_sb_puts(&b, "- ");
+    cell(&b, run->census_finding);
+    rc_sb_puts(&b, "\n");
+  }
   if (run->first_div_dataset[0]) {
     rc_sb_printf(&b, "- first differing %s: `", run->first_div_is_dataset ? "dataset" : "file");
     cell(&b, run->first_div_dataset);

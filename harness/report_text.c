@@ -218,6 +218,15 @@ static void print_findings(const rc_run *run, FILE *out) {
       fprintf(out, "  %s%sRESUME identical (%s)%s\n", prefix, sep, run->checks[res_last].summary,
               res_total > 1 ? " and at every other link" : "");
     }
+    /* what the processes held at the resume point, when it says something:
+     * a saved field that differs, or local ones beside a divergence */
+    for (int i = 0; i < run->n_checks; i++) {
+      const rc_check *c = &run->checks[i];
+      if (strcmp(c->arm, arms[a]) || c->what != RC_CHECK_CENSUS || !c->have_census) continue;
+      if (!c->census.n_saved_differ && (res_bad < 0 || !c->census.n_local_differ)) continue;
+      fprintf(out, "  %s%sstate census (%s): %s\n", prefix, sep, c->name, c->summary);
+      rc_census_print(&c->census, out, "    ", 8);
+    }
   }
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *c = &run->checks[i];
@@ -251,6 +260,7 @@ void rc_report_text(const rc_run *run, FILE *out) {
   fprintf(out, "\ntime: %s: preparing %s, legs %s, checks %s\n", wall, p, l, c);
   fprintf(out, "verdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
           run->verdict_text);
+  if (run->census_finding[0]) fprintf(out, "census: %s\n", run->census_finding);
   if (run->verdict_hint[0]) fprintf(out, "hint: %s\n", run->verdict_hint);
   fflush(out);
 }

@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "base/steplock.h"
+#include "harness/census.h"
 #include "harness/compare.h"
 #include "harness/exec_template.h"
 
@@ -132,7 +133,10 @@ typedef struct {
   char log_tail[4096]; /* last lines of its log when it failed */
 } rc_leg;
 
-typedef enum { RC_CHECK_STATE = 0, RC_CHECK_TRACE } rc_check_what;
+/* STATE: two checkpoints byte for byte; TRACE: two trace.csv files; CENSUS:
+ * the state census the through leg wrote after step K against the one the
+ * resumed leg wrote after loading K (harness/census.h). */
+typedef enum { RC_CHECK_STATE = 0, RC_CHECK_TRACE, RC_CHECK_CENSUS } rc_check_what;
 /* What a failing check means for the verdict. */
 typedef enum {
   RC_CLASS_AA = 0, /* two fresh processes differ: non-determinism, or (through vs save)
@@ -173,6 +177,11 @@ typedef struct {
   bool first_is_dataset;        /* first_dataset names an HDF5 object, not a whole file */
   bool have_trace;
   rc_trace_diff trace;
+  /* census checks: path_a/path_b are the two legs' census directories;
+   * ranks compared (rank r's fields prefixed "rank r: " when > 1) */
+  bool have_census;
+  rc_census_diff census;
+  int census_ranks;
 } rc_check;
 
 typedef enum {
@@ -215,6 +224,9 @@ typedef struct {
   bool first_div_is_dataset;
   rc_mechanism mechanism;
   char mechanism_text[512];
+  /* what the census of the diverging resumed leg shows at its resume
+   * point, one line ("" when there is no census or nothing to say) */
+  char census_finding[1024];
 } rc_run;
 
 /* Parses "5", "3,6" or "every" against the horizon N. RC_EXIT_USAGE with a

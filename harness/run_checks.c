@@ -261,12 +261,110 @@ static void run_trace_check(rc_run *run, rc_check *c) {
   }
 }
 
+/* Moves rank r's differences into the check's, prefixing their fields with
+ * the rank when the leg has several. */
+static bool merge_census(rc_census_diff *into, rc_census_diff *from, int rank, bool prefix) {
+  rc_census_field_diff *p =
+      realloc(into->diffs, (size_t)(into->n_diffs + from->n_diffs + 1) * sizeof *p);
+  if (!p) return false;
+  into->diffs = p;
+  for (int i = 0; i < from->n_diffs; i++) {
+    rc_census_field_diff *f = &from->diffs[i];
+    if (prefix) {
+      char *named = NULL;
+      if (asprintf(&named, "rank %d: %s", rank, f->field) < 0) return false;
+      free(f->field);
+      f->field = named;
+    }
+    into->diffs[into->n_diffs++] = *f;
+  }
+  into->n_fields += from->n_fields;
+  into->n_saved_differ += from->n_saved_differ;
+  into->n_local_differ += from->n_local_differ;
+  free(from->diffs);
+  memset(from, 0, sizeof *from);
+  return true;
+}
+
+static void census_path(const char *dir, int64_t step, int rank, char *buf, size_t cap) {
+  char name[96];
+  rc_census_filename(name, sizeof name, step, rank, false);
+  rc_bufprintf(buf, cap, "%s/%s", dir, name);
+}
+
+/* The through leg's census after step K against the resumed leg's after
+ * loading K, rank by rank (every rank writes its own). Differences of
+ * `saved` fields fail the check; `local` ones are listed, by design. */
+static void run_census_check(rc_run *run, rc_check *c) {
+  const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
+  char a_at[128], b_at[128], pa[RC_RUN_PATH_CAP + 128], pb[RC_RUN_PATH_CAP + 128];
+  rc_bufprintf(a_at, sizeof a_at, "%s@%" PRId64, la->label, c->step);
+  rc_bufprintf(b_at, sizeof b_at, "%s (after loading %" PRId64 ")", lb->label, c->step);
+  census_path(c->path_a, c->step, 0, pa, sizeof pa);
+  census_path(c->path_b, c->step, 0, pb, sizeof pb);
+  bool ha = rc_path_exists(pa), hb = rc_path_exists(pb);
+  if (!ha || !hb) {
+    c->status = RC_CHECK_SKIPPED;
+    if (!ha && !hb)
+      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: no census (the legs wrote none)", a_at,
+                   b_at);
+    else
+      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: not compared, no census from %s", a_at,
+                   b_at, ha ? lb->label : la->label);
+    return;
+  }
+  int ranks = 1; /* every rank writes its own: as many as either leg has */
+  for (;; ranks++) {
+    census_path(c->path_a, c->step, ranks, pa, sizeof pa);
+    census_path(c->path_b, c->step, ranks, pb, sizeof pb);
+    if (!rc_path_exists(pa) && !rc_path_exists(pb)) break;
+  }
+  for (int r = 0; r < ranks; r++) {
+    census_path(c->path_a, c->step, r, pa, sizeof pa);
+    census_path(c->path_b, c->step, r, pb, sizeof pb);
+    rc_census_diff d;
+    int rc = rc_census_compare_files(pa, pb, &d, &c->err);
+    if (!rc && !merge_census(&c->census, &d, r, ranks > 1))
+      rc = rc_fail(&c->err, RC_EXIT_SOFTWARE, "out of memory");
+    if (rc) {
+      rc_census_diff_free(&d);
+      rc_census_diff_free(&c->census);
+      c->status = RC_CHECK_ERROR;
+      if (!c->err.code) c->err.code = rc;
+      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: census comparison failed: %s", a_at,
+                   b_at, c->err.msg);
+      return;
+    }
+  }
+  c->have_census = true;
+  c->census_ranks = ranks;
+  const rc_census_diff *d = &c->census;
+  char ranks_text[32] = "";
+  if (ranks > 1) rc_bufprintf(ranks_text, sizeof ranks_text, " over %d ranks", ranks);
+  char local[160] = "";
+  if (d->n_local_differ)
+    rc_bufprintf(local, sizeof local, "; %d process-local field%s differ%s by design",
+                 d->n_local_differ, d->n_local_differ == 1 ? "" : "s",
+                 d->n_local_differ == 1 ? "s" : "");
+  c->status = d->n_saved_differ ? RC_CHECK_DIFFERS : RC_CHECK_IDENTICAL;
+  if (d->n_saved_differ)
+    rc_bufprintf(c->summary, sizeof c->summary,
+                 "%s vs %s: %d fields%s; %d saved field%s differ%s%s", a_at, b_at, d->n_fields,
+                 ranks_text, d->n_saved_differ, d->n_saved_differ == 1 ? "" : "s",
+                 d->n_saved_differ == 1 ? "s" : "", local);
+  else
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %d fields%s, saved state identical%s",
+                 a_at, b_at, d->n_fields, ranks_text, local);
+}
+
 int rc_run_checks(rc_run *run, rc_err *err) {
   (void)err;
   for (int i = 0; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];
     if (c->what == RC_CHECK_STATE)
       run_state_check(run, c);
+    else if (c->what == RC_CHECK_CENSUS)
+      run_census_check(run, c);
     else
       run_trace_check(run, c);
   }
@@ -304,6 +402,14 @@ static bool find_first_divergence(rc_run *run, rc_check_class cls) {
     }
   }
   if (best < 0) best = state;
+  /* neither a step nor the final state differs, only what a process held
+   * at the resume point: a divergence still to come */
+  for (int i = 0; best < 0 && i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls == cls && c->what == RC_CHECK_CENSUS && c->status == RC_CHECK_DIFFERS &&
+        primary_arm(run, c->arm))
+      best = i;
+  }
   if (best < 0) return false;
   run->first_div_check = best;
   run->first_div_step =
@@ -473,8 +579,45 @@ static void mechanism(rc_run *run) {
   rc_bufprintf(run->mechanism_text, sizeof run->mechanism_text, "%s", text);
 }
 
+/* The census of the leg the divergence is in (or the first census check
+ * that fails), as one observed line: which saved fields differ, or that
+ * the saved state is identical and which process-local fields differ. */
+static void census_finding(rc_run *run) {
+  run->census_finding[0] = 0;
+  const rc_check *div = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+  const rc_check *c = NULL;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *k = &run->checks[i];
+    if (k->what != RC_CHECK_CENSUS || !k->have_census || !primary_arm(run, k->arm)) continue;
+    if (div && k->leg_b == div->leg_b) {
+      c = k;
+      break;
+    }
+    if (!c && (k->status == RC_CHECK_DIFFERS || !div)) c = k;
+  }
+  if (!c) return;
+  const rc_census_diff *d = &c->census;
+  if (d->n_saved_differ) {
+    char first[768];
+    rc_census_describe(&d->diffs[0], "through", "resumed", first, sizeof first);
+    rc_bufprintf(run->census_finding, sizeof run->census_finding,
+                 "state census at step %" PRId64 " (%s): %d saved field%s differ%s; first: %s",
+                 c->step, run->legs[c->leg_b].label, d->n_saved_differ,
+                 d->n_saved_differ == 1 ? "" : "s", d->n_saved_differ == 1 ? "s" : "", first);
+    return;
+  }
+  char groups[512];
+  rc_census_local_groups(d, groups, sizeof groups);
+  rc_bufprintf(run->census_finding, sizeof run->census_finding,
+               "state census at step %" PRId64 " (%s): saved state identical (%d fields)%s%s%s",
+               c->step, run->legs[c->leg_b].label, d->n_fields,
+               d->n_local_differ ? "; process-local fields differ by design: " : "", groups,
+               d->n_local_differ ? "" : "; no process-local field differs");
+}
+
 void rc_run_verdict(rc_run *run) {
   tally t = count(run, NULL);
+  run->census_finding[0] = 0;
   run->verdict_hint[0] = 0;
   run->first_div_check = -1;
   run->first_div_step = -1;
@@ -540,12 +683,21 @@ void rc_run_verdict(rc_run *run) {
   if (t.resume) {
     set_verdict(run, "resume-diverged", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
     find_first_divergence(run, RC_CLASS_RESUME);
+    census_finding(run);
     const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
     if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
       char phrase[768];
       trace_phrase(&c->trace, phrase, sizeof phrase);
       rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
                    "RESUME diverged at step %" PRId64 ": %s", c->trace.first_step, phrase);
+    } else if (c && c->what == RC_CHECK_CENSUS && c->have_census && c->census.n_diffs) {
+      char first[768];
+      rc_census_describe(&c->census.diffs[0], "through", "resumed", first, sizeof first);
+      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                   "RESUME diverged at the resume point: every step to %" PRId64
+                   " and the final state agree, but the state the resumed process started step "
+                   "%" PRId64 " from differs: %s",
+                   run->legs[c->leg_b].last_step, c->step + 1, first);
     } else {
       rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "RESUME diverged (%s)",
                    c ? c->summary : "");

@@ -314,6 +314,9 @@ static rc_check *add_check(rc_run *run, int *cap, const char *arm, const char *n
     rc_iter_dirname(iter, sizeof iter, step);
     pathf(ck->path_a, sizeof ck->path_a, "%s/" RC_CKPT_DIR_NAME "/%s", la->dir, iter);
     pathf(ck->path_b, sizeof ck->path_b, "%s/" RC_CKPT_DIR_NAME "/%s", lb->dir, iter);
+  } else if (what == RC_CHECK_CENSUS) {
+    pathf(ck->path_a, sizeof ck->path_a, "%s/" RC_CENSUS_DIR_NAME, la->dir);
+    pathf(ck->path_b, sizeof ck->path_b, "%s/" RC_CENSUS_DIR_NAME, lb->dir);
   } else {
     pathf(ck->path_a, sizeof ck->path_a, "%s/" RC_TRACE_NAME, la->dir);
     pathf(ck->path_b, sizeof ck->path_b, "%s/" RC_TRACE_NAME, lb->dir);
@@ -386,6 +389,13 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
     snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
     ok = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through, r, 0) !=
          NULL;
+  }
+  /* what each resumed process held before its first step, against the
+   * through process after the same step (docs/census.md) */
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    snprintf(name, sizeof name, "CENSUS %s", run->legs[r].name);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME, through, r,
+                   run->legs[r].resume_step) != NULL;
   }
   return ok ? through : -1;
 }
@@ -471,8 +481,10 @@ void rc_run_free(rc_run *run) {
     rc_argv_free(run->legs[i].argv);
   }
   free(run->legs);
-  for (int i = 0; i < run->n_checks; i++)
+  for (int i = 0; i < run->n_checks; i++) {
     if (run->checks[i].have_cmp) rc_compare_result_free(&run->checks[i].cmp);
+    if (run->checks[i].have_census) rc_census_diff_free(&run->checks[i].census);
+  }
   free(run->checks);
   free(run->save_at);
   free(run->config_json);

@@ -34,6 +34,7 @@
 #include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "core/census.h"
 #include "core/checkpointing.h"
 #include "core/data.h"
 #include "core/model.h"
@@ -48,11 +49,12 @@ static double now_s(void) {
 }
 
 /* Start-up phases, timed in memory until timing.csv is open (docs/trace.md). */
-enum { PH_EXEC = 0, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_N };
+enum { PH_EXEC = 0, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_CENSUS, PH_N };
 /* the CPU priority of legs off the critical path (nice(1) values) */
 #define RC_BACKGROUND_NICE 10
 
-static const char *const PHASE_NAMES[PH_N] = {"exec", "backend", "model_init", "wait", "load"};
+static const char *const PHASE_NAMES[PH_N] = {"exec", "backend", "model_init",
+                                              "wait", "load",    "census"};
 
 /* Seconds since this process started, from /proc/self/stat (field 22, clock
  * ticks since boot) against CLOCK_BOOTTIME: for a `train` not started by
@@ -470,6 +472,12 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
                  (long long)m->iteration, last);
     goto done;
   }
+  if (leg->resume_from[0]) {
+    /* what this process holds before its first step (docs/census.md) */
+    t_phase = now_s();
+    if ((rc = rc_census_write(m, leg->out, NULL, err))) goto done;
+    phase_s[PH_CENSUS] = now_s() - t_phase;
+  }
   char path[1200], ckpt_root[1200];
   if ((rc = rc_mkdir_p(leg->out, err))) goto done;
   rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, RC_CKPT_DIR_NAME);
@@ -546,12 +554,30 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     if (in_list(leg->save_at, leg->n_save_at, step)) {
       rc_step_lock_leave(step_lock); /* low legs may step while this one saves */
       test_kill_before_save(leg);
+      /* the census: the state the next step starts from, after the save
+       * (its side effects included), and before it, to tell them apart;
+       * nothing resumes from the last step */
+      double tc = now_s();
+      char *before = step < cfg->steps ? rc_census_text(m, NULL) : NULL;
+      double census_s = now_s() - tc;
       double tsave = now_s();
       if ((rc = rc_model_save(m, ckpt_root, args, err))) {
+        free(before);
         rc_err_prefix(err, "saving step %d", step);
         break;
       }
       fprintf(timing, "save,%d,%.6f\n", step, now_s() - tsave);
+      if (step < cfg->steps) {
+        tc = now_s();
+        rc = before ? rc_census_write(m, leg->out, before, err)
+                    : rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+        free(before);
+        if (rc) {
+          rc_err_prefix(err, "census of step %d", step);
+          break;
+        }
+        fprintf(timing, "census,%d,%.6f\n", step, census_s + now_s() - tc);
+      }
     }
     fflush(timing);
   }

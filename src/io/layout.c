@@ -15,3 +15,8 @@ void rc_shard_filename(char *buf, size_t cap, int rank, int world_size) {
 void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size) {
   snprintf(buf, cap, RC_FRAGMENT_NAME_FORMAT, rank, world_size);
 }
+
+void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool before_save) {
+  snprintf(buf, cap, RC_ITER_NAME_FORMAT ".rank%d%s.txt", iteration, rank,
+           before_save ? ".before-save" : "");
+}

@@ -11,6 +11,11 @@
  *     manifest.json                 every shard's and dataset's SHA-256
  *     args.json                     run-specific facts (not state)
  *     COMPLETE                      written last: the manifest's SHA-256
+ *   OUT/census/iter_%07d.rank%d.txt the state census of one rank at that
+ *                                   iteration (docs/census.md; never in a
+ *                                   checkpoint, never byte-compared)
+ *     iter_%07d.rank%d.before-save.txt  the same taken before the save, kept
+ *                                   only when the save changed the process
  *
  * and `run`'s directory holds report.json beside the legs' directories.
  * Every writer and reader (io, core, harness, cli) spells these names
@@ -20,6 +25,7 @@
 #define RC_IO_LAYOUT_H
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +36,7 @@
 #define RC_COMPLETE_NAME "COMPLETE"
 #define RC_ARGS_NAME "args.json"
 #define RC_REPORT_NAME "report.json"
+#define RC_CENSUS_DIR_NAME "census"
 
 /* A checkpoint directory is RC_ITER_PREFIX then the iteration, 7 digits
  * zero-padded (more when it needs more): RC_ITER_NAME_FORMAT takes an int64_t. */
@@ -38,6 +45,9 @@
 #define RC_SHARD_NAME_FORMAT "shard_%05d_of_%05d.h5"
 #define RC_FRAGMENT_NAME_FORMAT "shard_%05d_of_%05d.manifest.json"
 
+/* "iter_0000005.rank0.txt" for rank 0's census at iteration 5, or
+ * "iter_0000005.rank0.before-save.txt" for the one taken before the save. */
+void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool before_save);
 /* "iter_0000005" for 5. */
 void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
 /* "shard_00001_of_00004.h5" for rank 1 of 4. */

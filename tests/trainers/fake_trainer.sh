@@ -17,10 +17,16 @@
 #         state.h5 that is not HDF5, different in every run) | horizon (the
 #         LR schedule is built for the step the leg stops at, not --steps:
 #         deterministic, but a save leg is not a prefix of the through leg)
+#         | forget-counter (a step counter c that the census reports as
+#         saved is not in the checkpoint: nothing any step computes
+#         depends on it, so only the census can see it)
+#   --census none | good | malformed: write a state census (docs/census.md)
+#         after each save at K < N and after a load; malformed writes a
+#         line without its class column
 # Options also accept the --name=value form.
 set -euo pipefail
 
-steps="" stop="" saves="" resume="" out="" leg="" bug=none
+steps="" stop="" saves="" resume="" out="" leg="" bug=none census=none
 while [ $# -gt 0 ]; do
   case "$1" in
     --*=*) name="${1%%=*}"; val="${1#*=}"; shift ;;
@@ -35,6 +41,7 @@ while [ $# -gt 0 ]; do
     --out) out="$val" ;;
     --leg) leg="$val" ;;
     --bug) bug="$val" ;;
+    --census) census="$val" ;;
     --fusion) ;; # accepted and ignored: fusion means nothing to this trainer
     *) echo "fake_trainer: unknown option $name" >&2; exit 64 ;;
   esac
@@ -42,7 +49,7 @@ done
 [ -n "$steps" ] && [ -n "$out" ] || { echo "fake_trainer: --steps and --out are required" >&2; exit 64; }
 [ -n "$stop" ] || stop="$steps"
 
-w=12345 m=0 start=1
+w=12345 m=0 c=0 start=1
 if [ -n "$resume" ]; then
   case "$bug" in
     crash-on-resume) echo "fake_trainer: simulated crash while loading $resume" >&2; exit 3 ;;
@@ -53,7 +60,25 @@ if [ -n "$resume" ]; then
   last=$(cat "$resume/meta.txt")
   if [ "$bug" = forget-momentum ]; then m=0; else m=$(cat "$resume/optim.txt"); fi
   start=$((last + 1))
+  if [ "$bug" != forget-counter ]; then c=$last; fi
 fi
+
+census_write() { # step
+  [ "$census" != none ] || return 0
+  mkdir -p "$out/census"
+  local f
+  f="$out/census/$(printf 'iter_%07d' "$1").rank0.txt"
+  {
+    echo "# fake_trainer census"
+    printf 'iteration\tsaved\t%s\n' "$1"
+    printf 'weights\tsaved\t%s\n' "$w"
+    printf 'momentum\tsaved\t%s\n' "$m"
+    printf 'counter\tsaved\t%s\n' "$c"
+    printf 'pid\tlocal\t%s\tthe process id: a fresh process has its own\n' $$
+    if [ "$census" = malformed ]; then printf 'broken line without a class\n'; fi
+  } > "$f"
+}
+if [ -n "$resume" ]; then census_write "$last"; fi
 
 mkdir -p "$out/ckpt"
 trace="$out/trace.csv"
@@ -85,11 +110,15 @@ for ((t = start; t <= stop; t++)); do
   m=$(((m * 7 + t * 13 + w * lr) % 1000003))
   if [ "$bug" != horizon ]; then g=$m; fi
   w=$(((w * 31 + m) % 1000003))
+  c=$((c + 1))
   # loss falls with the step; grad_norm follows the momentum
   awk -v t="$t" -v m="$g" -v lr="$lr" \
     'BEGIN { printf "%d,%.9g,%.9g,%d\n", t, 5.0 / (1 + 0.1 * t), m / 1000003.0, lr }' >> "$trace"
   for s in ${saves//,/ }; do
-    if [ "$s" = "$t" ]; then save "$t"; fi
+    if [ "$s" = "$t" ]; then
+      save "$t"
+      if [ "$t" -lt "$steps" ]; then census_write "$t"; fi
+    fi
   done
 done
 echo "fake_trainer: leg ${leg:-?} trained steps $start..$stop" >&2
