@@ -282,3 +282,9 @@ void rc_census_print(const rc_census_diff *d, FILE *out, const char *indent, int
     i += same - 1;
   }
 }
+
+const rc_census_field_diff *rc_census_first_saved(const rc_census_diff *d) {
+  for (int i = 0; i < d->n_diffs; i++)
+    if (d->diffs[i].saved) return &d->diffs[i];
+  return NULL;
+}

@@ -51,6 +51,10 @@ void rc_census_diff_free(rc_census_diff *d);
 void rc_census_describe(const rc_census_field_diff *d, const char *a_name, const char *b_name,
                         char *buf, size_t cap);
 
+/* The first saved field that differs (saved ones lead each rank's list,
+ * and ranks follow each other), or NULL. */
+const rc_census_field_diff *rc_census_first_saved(const rc_census_diff *d);
+
 /* The differing local fields grouped by kind, e.g.
  * "linear.is_first_microbatch (13 modules: through FALSE, resumed TRUE),
  * main_grad.holds_gradients (through true, resumed false)"; "" if none. */

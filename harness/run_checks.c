@@ -599,7 +599,7 @@ static void census_finding(rc_run *run) {
   const rc_census_diff *d = &c->census;
   if (d->n_saved_differ) {
     char first[768];
-    rc_census_describe(&d->diffs[0], "through", "resumed", first, sizeof first);
+    rc_census_describe(rc_census_first_saved(d), "through", "resumed", first, sizeof first);
     rc_bufprintf(run->census_finding, sizeof run->census_finding,
                  "state census at step %" PRId64 " (%s): %d saved field%s differ%s; first: %s",
                  c->step, run->legs[c->leg_b].label, d->n_saved_differ,
@@ -690,9 +690,11 @@ void rc_run_verdict(rc_run *run) {
       trace_phrase(&c->trace, phrase, sizeof phrase);
       rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
                    "RESUME diverged at step %" PRId64 ": %s", c->trace.first_step, phrase);
-    } else if (c && c->what == RC_CHECK_CENSUS && c->have_census && c->census.n_diffs) {
+    } else if (c && c->what == RC_CHECK_CENSUS && c->have_census &&
+               rc_census_first_saved(&c->census)) {
       char first[768];
-      rc_census_describe(&c->census.diffs[0], "through", "resumed", first, sizeof first);
+      rc_census_describe(rc_census_first_saved(&c->census), "through", "resumed", first,
+                         sizeof first);
       rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
                    "RESUME diverged at the resume point: every step to %" PRId64
                    " and the final state agree, but the state the resumed process started step "

@@ -1,6 +1,8 @@
 # compare.cmake — tests of `resumecheck compare` and the trace comparison
 # (harness/compare*.c, harness/trace_diff.c, src/cli/cmd_compare.c).
 rc_add_c_test(compare_unit test_compare.c)
+# the state census comparison (harness/census.c, docs/census.md)
+rc_add_c_test(census_unit test_census.c)
 
 # What h5diff does with the same crafted pairs (docs/compare.md keeps the
 # table; this test keeps the table true). Skips without h5diff.

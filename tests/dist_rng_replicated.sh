@@ -13,7 +13,12 @@ run_rc w2 "${F[@]}" --world-size 2 --out "$T/w2"
 expect_rc 1 "rng-saved-as-replicated at W=2" w2
 contains "$T/w2.out" "A/A identical"
 contains "$T/w2.out" "RESUME diverged at step 4: loss"
+# the state census, rank by rank, names rank 1's RNG as the state not restored
+contains "$T/w2.out" "over 2 ranks; 1 saved field differs"
+grep -q "^census: state census at step 3 (resume@3): 1 saved field differs; first: rank 1: rng.seed: through [0-9]*, resumed [0-9]* (saved: not restored by the load)" "$T/w2.out" ||
+  fail "the census does not name rank 1's rng.seed"
 # without the bug the same W=2 run is identical: the RNG is per-rank state
 run_rc ok2 --preset tiny --dropout 0.1 --steps 6 --save-at 3 --progress off --world-size 2 --out "$T/ok2"
 expect_rc 0 "dropout at W=2 without the bug" ok2
+contains "$T/ok2.out" "over 2 ranks, saved state identical"
 finish

@@ -4,7 +4,7 @@
 # SVG plot, the Markdown summary), logs and progress lines as documented.
 source "$(dirname "$0")/run_lib.sh"
 
-run_rc good --trainer exec --train-cmd "$(tmpl)" --steps 8 --save-at 3,5 --aa --jobs 2 \
+run_rc good --trainer exec --train-cmd "$(tmpl --census good)" --steps 8 --save-at 3,5 --aa --jobs 2 \
   --out "$T/good" --junit "$T/good.xml" --plot "$T/good.svg" --summary-md "$T/good.md" \
   --progress plain
 expect_rc 0 "a correct trainer" good
@@ -19,12 +19,13 @@ json_true "$R" "d['schema'] == 'resumecheck.run-report' and d['schema_version'] 
 json_true "$R" "d['verdict'] == 'identical' and d['exit_code'] == 0 and d['first_divergence'] is None" "verdict"
 json_true "$R" "[l['label'] for l in d['legs']] == ['through', 'save', 'aa', 'resume@3', 'resume@5']" "legs"
 json_true "$R" "all(l['status'] == 'ok' and l['exit_code'] == 0 and l['wall_s'] >= 0 for l in d['legs'])" "legs ok"
-json_true "$R" "len(d['checks']) == 8 and all(c['status'] == 'identical' for c in d['checks'])" "checks identical"
+json_true "$R" "len(d['checks']) == 10 and all(c['status'] == 'identical' for c in d['checks'])" "checks identical"
 json_true "$R" "d['config']['steps'] == 8 and d['config']['save_at'] == [3, 5] and d['config']['trainer'] == 'exec'" "config"
 json_true "$R" "[c['trace']['steps_compared'] for c in d['checks'] if c['kind'] == 'trace'] == [3, 8, 2, 3]" "trace steps compared"
+json_true "$R" "[(c['name'], c['census']['fields']) for c in d['checks'] if c['kind'] == 'census'] == [('CENSUS resume@3', 5), ('CENSUS resume@5', 5)]" "census checks"
 
 xml_ok "$T/good.xml" "JUnit"
-contains "$T/good.xml" 'tests="13" failures="0" errors="0"'
+contains "$T/good.xml" 'tests="15" failures="0" errors="0"'
 contains "$T/good.xml" 'name="RESUME@5→8"'
 xml_ok "$T/good.svg" "the SVG plot"
 contains "$T/good.svg" "<polyline"
