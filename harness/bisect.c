@@ -315,6 +315,10 @@ static int start_proc(rc_bisect *b, rc_replay_proc *rp, const char *name, const 
   snprintf(to, sizeof to, "%" PRId64, b->events_to);
   snprintf(label, sizeof label, "bisect-%s", name);
   rp->n_saves = 0;
+  /* Test hook, not a feature: RC_TEST_BISECT_NO_SAVES=1 replays without the
+   * legs' saves, as bisect did before, so that tests show what it changes. */
+  const char *no_saves = getenv("RC_TEST_BISECT_NO_SAVES");
+  if (no_saves && !strcmp(no_saves, "1")) n_saves = 0;
   for (int i = 0; i < n_saves; i++)
     if (saves[i] > lo && saves[i] <= b->events_to) {
       size_t l = strlen(save_list);
