@@ -1,6 +1,6 @@
-/* bisect.c — `resumecheck bisect RUN_DIR` (docs/design.md §9): from a finished run's
- * report.json to the first operation whose result differs between the
- * train-through and the resumed process.
+/* bisect.c — `resumecheck bisect RUN_DIR` (docs/design.md §9, docs/bisect.md):
+ * from a finished run's report.json to what first made the resumed process
+ * differ from the train-through one.
  *
  * 1. The report says whether there is anything to bisect (an identical run
  *    is good, an A/A failure makes any resume verdict inconclusive, a failed
@@ -9,13 +9,19 @@
  * 2. The checkpoint the resumed leg loaded is compared with through@K: when
  *    the loaded state already differs, the first differing state tensor is
  *    the answer (the events would only show its consequences).
- * 3. Replay: two fresh `train` processes of this same binary, with each
- *    leg's own flags, to --stop-at S with --events-from-step S — one from
- *    step 0, one --resume-from the checkpoint the leg loaded — run at the
- *    same time into OUT/through and OUT/resume (default RUN_DIR/bisect).
- * 4. The two event logs are aligned (bisect_events.c); the first event whose
- *    values differ is the answer, flag/beta-only differences are "harmless
- *    here".
+ * 3. Replay, as the legs ran: two fresh `train` processes of this same
+ *    binary with each leg's own flags and its own saves up to the stop (a
+ *    save may change the saving process's state), --stop-at S, events on S
+ *    and on S-1 when S > K+1, into OUT/through and OUT/resume (default
+ *    RUN_DIR/bisect). Each replay's trace must be its leg's trace in the run,
+ *    or nothing it logs is the leg's.
+ * 4. The logs are aligned (bisect_events.c). The first differing event of S
+ *    is blamed only when it computed the value: when it is an input of S
+ *    (the step_state event, the batch, the first dropout's offset...), the
+ *    cause is the update of S-1 that made it differ, or, at S = K+1, the
+ *    state the resumed process started from — and then a third process, the
+ *    through leg without its saves at or before K, tells a save-time side
+ *    effect (it agrees with the resumed one) from state the checkpoint lacks.
  * The harness never calls the core in-process: replays are processes, like
  * legs (run_spawn.c), and bisect only reads what they write. */
 #include "bisect.h"
