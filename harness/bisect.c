@@ -205,8 +205,8 @@ static int check_loaded_state(rc_bisect *b, rc_err *err) {
   snprintf(iter, sizeof iter, RC_ITER_NAME_FORMAT, b->resume_step);
   if (!rc_is_dir(b->through_ckpt) || !rc_is_dir(b->resume_from)) {
     rc_bufprintf(b->loaded_text, sizeof b->loaded_text,
-                 "not compared: %s %s has no through@%" PRId64 " to compare with", loaded, iter,
-                 b->resume_step);
+                 "not compared: through@%" PRId64 " has no checkpoint to compare %s %s with",
+                 b->resume_step, loaded, iter);
     return RC_OK;
   }
   rc_compare_result res;

@@ -116,7 +116,9 @@ void rc_bisect_print(const rc_bisect *b, FILE *out) {
       if (!rp[i]->ran) continue;
       fprintf(out, "    %s: %d events (%s), ", nm[i], lg[i]->n, rp[i]->events);
       print_saves(out, rp[i]);
-      fprintf(out, " (the leg's own, up to the stop)\n");
+      fprintf(out, "%s\n",
+              i == 2 ? " (the leg's saves at or before K dropped)"
+                     : " (the leg's own, up to the stop)");
     }
     if (b->replay_ckpt_compared)
       fprintf(out, "    checkpoints at step %" PRId64 ": %s vs %s: %s%s\n", b->events_to,
