@@ -1,6 +1,6 @@
-/* bisect.c — `resumecheck bisect RUN_DIR` (docs/design.md §9): from a finished run's
- * report.json to the first operation whose result differs between the
- * train-through and the resumed process.
+/* bisect.c — `resumecheck bisect RUN_DIR` (docs/design.md §9, docs/bisect.md):
+ * from a finished run's report.json to what first made the resumed process
+ * differ from the train-through one.
  *
  * 1. The report says whether there is anything to bisect (an identical run
  *    is good, an A/A failure makes any resume verdict inconclusive, a failed
@@ -9,22 +9,30 @@
  * 2. The checkpoint the resumed leg loaded is compared with through@K: when
  *    the loaded state already differs, the first differing state tensor is
  *    the answer (the events would only show its consequences).
- * 3. Replay: two fresh `train` processes of this same binary, with each
- *    leg's own flags, to --stop-at S with --events-from-step S — one from
- *    step 0, one --resume-from the checkpoint the leg loaded — run at the
- *    same time into OUT/through and OUT/resume (default RUN_DIR/bisect).
- * 4. The two event logs are aligned (bisect_events.c); the first event whose
- *    values differ is the answer, flag/beta-only differences are "harmless
- *    here".
+ * 3. Replay, as the legs ran: two fresh `train` processes of this same
+ *    binary with each leg's own flags and its own saves up to the stop (a
+ *    save may change the saving process's state), --stop-at S, events on S
+ *    and on S-1 when S > K+1, into OUT/through and OUT/resume (default
+ *    RUN_DIR/bisect). Each replay's trace must be its leg's trace in the run,
+ *    or nothing it logs is the leg's.
+ * 4. The logs are aligned (bisect_events.c). The first differing event of S
+ *    is blamed only when it computed the value: when it is an input of S
+ *    (the step_state event, the batch, the first dropout's offset...), the
+ *    cause is the update of S-1 that made it differ, or, at S = K+1, the
+ *    state the resumed process started from — and then a third process, the
+ *    through leg without its saves at or before K, tells a save-time side
+ *    effect (it agrees with the resumed one) from state the checkpoint lacks.
  * The harness never calls the core in-process: replays are processes, like
  * legs (run_spawn.c), and bisect only reads what they write. */
 #include "bisect.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +52,8 @@ const char *rc_bisect_verdict_name(rc_bisect_verdict v) {
     return "not-reproduced";
   case RC_BISECT_NOT_REPLAYABLE:
     return "not-replayable";
+  case RC_BISECT_REPLAY_MISMATCH:
+    return "replay-mismatch";
   case RC_BISECT_INCONCLUSIVE:
     return "inconclusive";
   case RC_BISECT_UNTESTABLE:
@@ -66,6 +76,7 @@ static int verdict_exit(const rc_bisect *b) {
   case RC_BISECT_LOCATED:
   case RC_BISECT_NOT_REPRODUCED:
   case RC_BISECT_NOT_REPLAYABLE:
+  case RC_BISECT_REPLAY_MISMATCH:
     code = RC_EXIT_DIVERGED;
     break;
   case RC_BISECT_INCONCLUSIVE:
@@ -163,11 +174,41 @@ static bool argv_is_train(const rc_json *a) {
 }
 
 /* ---- the state at K ---- */
+/* The leg's --save-at list, from its argv (the last one given wins, as in
+ * the trainer's parser). */
+static void leg_saves(const rc_json *argv, int *out, int *n) {
+  *n = 0;
+  const char *v = NULL;
+  for (int i = 1; i + 1 < argv->nkids; i++)
+    if (!strcmp(argv->kids[i].str, "--save-at")) v = argv->kids[i + 1].str;
+  while (v && *v && *n < RC_BISECT_MAX_SAVES) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || x < 1 || x > INT32_MAX) break;
+    out[(*n)++] = (int)x;
+    v = *end == ',' ? end + 1 : end;
+  }
+}
+
+/* ---- the state at K ---- */
 
 /* through@K vs the checkpoint the resumed leg loaded. A missing through@K
  * (a trainer that did not save there) leaves ckpt_compared false. */
 static int check_loaded_state(rc_bisect *b, rc_err *err) {
-  if (!rc_is_dir(b->through_ckpt) || !rc_is_dir(b->resume_from)) return RC_OK;
+  char loaded[160], iter[32];
+  if (b->ckpt_producer[0])
+    snprintf(loaded, sizeof loaded, "%s@%" PRId64 "'s checkpoint", b->ckpt_producer,
+             b->resume_step);
+  else
+    snprintf(loaded, sizeof loaded, "the loaded checkpoint");
+  snprintf(iter, sizeof iter, RC_ITER_NAME_FORMAT, b->resume_step);
+  if (!rc_is_dir(b->through_ckpt) || !rc_is_dir(b->resume_from)) {
+    rc_bufprintf(b->loaded_text, sizeof b->loaded_text,
+                 "not compared: through@%" PRId64 " has no checkpoint to compare %s %s with",
+                 b->resume_step, loaded, iter);
+    return RC_OK;
+  }
   rc_compare_result res;
   memset(&res, 0, sizeof res);
   rc_compare_opts o = {0};
@@ -178,6 +219,7 @@ static int check_loaded_state(rc_bisect *b, rc_err *err) {
   }
   b->ckpt_compared = true;
   b->ckpt_identical = res.n_failing == 0;
+  b->ckpt_datasets = res.n_datasets_compared;
   int first = -1;
   for (int i = 0; i < res.n_diffs && first < 0; i++)
     if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL && res.diffs[i].object[0]) first = i;
@@ -185,10 +227,35 @@ static int check_loaded_state(rc_bisect *b, rc_err *err) {
     if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL) first = i;
   if (first >= 0) rc_diff_describe(&res.diffs[first], b->ckpt_first, sizeof b->ckpt_first);
   rc_compare_result_free(&res);
+  if (b->ckpt_identical)
+    rc_bufprintf(b->loaded_text, sizeof b->loaded_text,
+                 "%s %s (%d datasets) compared with through@%" PRId64
+                 "'s: identical. Both processes wrote the same bytes; this does not show the "
+                 "state is complete or right (a state both legs save wrongly compares equal)",
+                 loaded, iter, b->ckpt_datasets, b->resume_step);
+  else
+    rc_bufprintf(b->loaded_text, sizeof b->loaded_text,
+                 "%s %s (%d datasets) compared with through@%" PRId64 "'s: differs, first %s",
+                 loaded, iter, b->ckpt_datasets, b->resume_step, b->ckpt_first);
   return RC_OK;
 }
 
-/* ---- the replay ---- */
+/* The census files the legs wrote at K (rank 0): through's after its save
+ * at K, the resumed leg's right after its load. Only their paths here. */
+static void locate_census(rc_bisect *b) {
+  char name[64];
+  snprintf(name, sizeof name, "census/" RC_ITER_NAME_FORMAT ".rank0.txt", b->resume_step);
+  rc_path_join(b->census_through, sizeof b->census_through, b->through_dir, name);
+  rc_path_join(b->census_resumed, sizeof b->census_resumed, b->resume_dir, name);
+  b->census_found = b->through_dir[0] && b->resume_dir[0] && rc_path_exists(b->census_through) &&
+                    rc_path_exists(b->census_resumed);
+  /* CENSUS HOOK: the field-by-field comparison goes here, once harness/census.h
+   * exists: rc_census_compare_files(b->census_through, b->census_resumed,
+   * &diff, err), its first differing `saved` field into the verdict of
+   * RC_CAUSE_RESUME_STATE (bisect_verdict) and into bisect.json's `census`. */
+}
+
+/* ---- the replays ---- */
 
 static int wait_child(pid_t pid, int *status, rc_err *err) {
   while (waitpid(pid, status, 0) < 0) {
@@ -207,69 +274,299 @@ static int child_failed(const char *what, int status, const char *log, rc_err *e
                  WEXITSTATUS(status), log, tail);
 }
 
-static int replay(rc_bisect *b, const rc_json *through_argv, const rc_json *resume_argv,
-                  rc_err *err) {
-  char dir_t[4096], dir_r[4096], from[32], to[32];
-  rc_path_join(dir_t, sizeof dir_t, b->out_dir, "through");
-  rc_path_join(dir_r, sizeof dir_r, b->out_dir, "resume");
-  rc_path_join(b->through_events, sizeof b->through_events, b->out_dir, "through.events");
-  rc_path_join(b->resume_events, sizeof b->resume_events, b->out_dir, "resume.events");
-  rc_path_join(b->through_log, sizeof b->through_log, dir_t, "log.txt");
-  rc_path_join(b->resume_log, sizeof b->resume_log, dir_r, "log.txt");
+/* A rerun of bisect replaces its earlier replay: the checkpoint a replay
+ * is about to save (DIR/ckpt/iter_N, which the trainer refuses to
+ * overwrite) is removed first. It holds plain files only; anything else
+ * there is not ours and stops bisect. */
+static int remove_replay_checkpoint(const char *dir, int step, rc_err *err) {
+  char iter[4200], name[64];
+  snprintf(name, sizeof name, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, (int64_t)step);
+  rc_path_join(iter, sizeof iter, dir, name);
+  struct stat sb;
+  if (lstat(iter, &sb))
+    return errno == ENOENT ? RC_OK : rc_fail(err, RC_EXIT_IOERR, "%s: %s", iter, strerror(errno));
+  if (!S_ISDIR(sb.st_mode))
+    return rc_fail(err, RC_EXIT_IOERR, "%s is not a directory: not removing it", iter);
+  DIR *d = opendir(iter);
+  if (!d) return rc_fail(err, RC_EXIT_IOERR, "%s: %s", iter, strerror(errno));
+  int rc = RC_OK;
+  struct dirent *e;
+  while (!rc && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char f[4500];
+    rc_path_join(f, sizeof f, iter, e->d_name);
+    if (lstat(f, &sb) || !S_ISREG(sb.st_mode))
+      rc = rc_fail(err, RC_EXIT_IOERR, "%s is not a regular file: not removing %s", f, iter);
+    else if (unlink(f))
+      rc = rc_fail(err, RC_EXIT_IOERR, "removing %s: %s", f, strerror(errno));
+  }
+  closedir(d);
+  if (!rc && rmdir(iter))
+    rc = rc_fail(err, RC_EXIT_IOERR, "removing %s: %s", iter, strerror(errno));
+  return rc;
+}
+
+/* Starts one replay: the leg's own flags, its own saves in (lo, hi] (into
+ * the replay's directory, never over the run's), --stop-at hi, events from
+ * b->events_from, and --resume-from when the leg resumed. */
+static int start_proc(rc_bisect *b, rc_replay_proc *rp, const char *name, const rc_json *leg_argv,
+                      const int *saves, int n_saves, int64_t lo, const char *resume_from,
+                      pid_t *pid, rc_err *err) {
+  char from[32], to[32], label[64], save_list[RC_BISECT_MAX_SAVES * 12] = "", events[4200];
+  rc_path_join(rp->dir, sizeof rp->dir, b->out_dir, name);
+  snprintf(events, sizeof events, "%s.events", name);
+  rc_path_join(rp->events, sizeof rp->events, b->out_dir, events);
+  rc_path_join(rp->log, sizeof rp->log, rp->dir, "log.txt");
   snprintf(from, sizeof from, "%" PRId64, b->events_from);
   snprintf(to, sizeof to, "%" PRId64, b->events_to);
-  if (rc_mkdir_p(dir_t, err) || rc_mkdir_p(dir_r, err)) return err->code;
-
-  const char *xt[] = {"--stop-at", to,      "--events", b->through_events, "--events-from-step",
-                      from,        "--out", dir_t,      "--leg",           "bisect-through",
-                      NULL};
-  const char *xr[] = {"--resume-from",  b->resume_from,       "--stop-at", to,      "--events",
-                      b->resume_events, "--events-from-step", from,        "--out", dir_r,
-                      "--leg",          "bisect-resume",      NULL};
-  char **av_t = replay_argv(through_argv, b->opts.self_exe, xt, err);
-  if (!av_t) return err->code;
-  char **av_r = replay_argv(resume_argv, b->opts.self_exe, xr, err);
-  if (!av_r) {
-    free_argv(av_t);
-    return err->code;
-  }
-  /* The commands as people can paste them: the real binary, not /proc/self/exe. */
+  snprintf(label, sizeof label, "bisect-%s", name);
+  rp->n_saves = 0;
+  /* Test hook, not a feature: RC_TEST_BISECT_NO_SAVES=1 replays without the
+   * legs' saves, as bisect did before, so that tests show what it changes. */
+  const char *no_saves = getenv("RC_TEST_BISECT_NO_SAVES");
+  if (no_saves && !strcmp(no_saves, "1")) n_saves = 0;
+  for (int i = 0; i < n_saves; i++)
+    if (saves[i] > lo && saves[i] <= b->events_to) {
+      size_t l = strlen(save_list);
+      snprintf(save_list + l, sizeof save_list - l, "%s%d", l ? "," : "", saves[i]);
+      rp->saves[rp->n_saves++] = saves[i];
+    }
+  if (rc_mkdir_p(rp->dir, err)) return err->code;
+  for (int i = 0; i < rp->n_saves; i++)
+    if (remove_replay_checkpoint(rp->dir, rp->saves[i], err)) return err->code;
+  const char *x[16];
+  int k = 0;
+  if (resume_from) x[k++] = "--resume-from", x[k++] = resume_from;
+  x[k++] = "--stop-at", x[k++] = to, x[k++] = "--events", x[k++] = rp->events;
+  x[k++] = "--events-from-step", x[k++] = from, x[k++] = "--out", x[k++] = rp->dir;
+  x[k++] = "--leg", x[k++] = label;
+  if (rp->n_saves) x[k++] = "--save-at", x[k++] = save_list;
+  x[k] = NULL;
+  char **av = replay_argv(leg_argv, b->opts.self_exe, x, err);
+  if (!av) return err->code;
+  /* The command as people can paste it: the real binary, not /proc/self/exe. */
   char self[4096];
   ssize_t sl = readlink(b->opts.self_exe, self, sizeof self - 1);
   if (sl > 0) {
     self[sl] = 0;
-    char *keep_t = av_t[0], *keep_r = av_r[0];
-    av_t[0] = av_r[0] = self;
-    rc_argv_quote(av_t, b->through_cmd, sizeof b->through_cmd);
-    rc_argv_quote(av_r, b->resume_cmd, sizeof b->resume_cmd);
-    av_t[0] = keep_t, av_r[0] = keep_r;
+    char *keep = av[0];
+    av[0] = self;
+    rc_argv_quote(av, rp->cmd, sizeof rp->cmd);
+    av[0] = keep;
   } else {
-    rc_argv_quote(av_t, b->through_cmd, sizeof b->through_cmd);
-    rc_argv_quote(av_r, b->resume_cmd, sizeof b->resume_cmd);
+    rc_argv_quote(av, rp->cmd, sizeof rp->cmd);
   }
-
-  /* Both at once: they are independent, and each is one step. */
-  pid_t pt = -1, pr = -1;
-  int rc = rc_spawn_logged(av_t, NULL, false, b->through_log, b->through_cmd, &pt, err);
-  if (!rc) rc = rc_spawn_logged(av_r, NULL, false, b->resume_log, b->resume_cmd, &pr, err);
-  int st_t = 0, st_r = 0;
-  rc_err werr = {0};
-  if (pt > 0 && wait_child(pt, &st_t, &werr) && !rc) rc = werr.code, *err = werr;
-  if (pr > 0 && wait_child(pr, &st_r, &werr) && !rc) rc = werr.code, *err = werr;
-  free_argv(av_t);
-  free_argv(av_r);
-  if (rc) return rc;
-  if (!WIFEXITED(st_t) || WEXITSTATUS(st_t))
-    return child_failed("train-through", st_t, b->through_log, err);
-  if (!WIFEXITED(st_r) || WEXITSTATUS(st_r))
-    return child_failed("resumed", st_r, b->resume_log, err);
-  b->replayed = true;
-  if (rc_events_read(b->through_events, &b->ev_through, err)) return err->code;
-  if (rc_events_read(b->resume_events, &b->ev_resume, err)) return err->code;
-  return rc_events_align(&b->ev_through, &b->ev_resume, &b->align, err);
+  int rc = rc_spawn_logged(av, NULL, false, rp->log, rp->cmd, pid, err);
+  free_argv(av);
+  return rc;
 }
 
-/* ---- the verdict ---- */
+static int finish_proc(rc_replay_proc *rp, pid_t pid, const char *what, int rc, rc_err *err) {
+  int st = 0;
+  rc_err werr = {0};
+  if (pid > 0 && wait_child(pid, &st, &werr) && !rc) rc = werr.code, *err = werr;
+  if (rc || pid <= 0) return rc;
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) return child_failed(what, st, rp->log, err);
+  rp->ran = true;
+  return RC_OK;
+}
+
+/* The replay's trace against the run's own trace of that leg, over the
+ * steps both have: a replay that trains otherwise did not reproduce the leg,
+ * and nothing it logs can be trusted as the leg's. */
+static int check_trace(rc_bisect *b, const char *what, const char *leg_dir,
+                       const rc_replay_proc *rp, int64_t want_steps, rc_err *err) {
+  char run_trace[4200], rep_trace[4200];
+  rc_path_join(run_trace, sizeof run_trace, leg_dir, RC_TRACE_NAME);
+  rc_path_join(rep_trace, sizeof rep_trace, rp->dir, RC_TRACE_NAME);
+  if (!rc_path_exists(run_trace)) return RC_OK; /* nothing to check against */
+  rc_trace_diff d;
+  if (rc_trace_compare(run_trace, rep_trace, &d, err)) return err->code;
+  b->traces_checked = true;
+  if (b->trace_mismatch[0]) return RC_OK; /* the first mismatch is reported */
+  if (!d.comparable)
+    rc_bufprintf(b->trace_mismatch, sizeof b->trace_mismatch,
+                 "the %s replay's trace (%s) has other columns than the run's (%s)", what,
+                 rep_trace, run_trace);
+  else if (d.first_step >= 0)
+    rc_bufprintf(b->trace_mismatch, sizeof b->trace_mismatch,
+                 "the %s replay's trace (%s) differs from the run's %s at step %" PRId64
+                 " (%s): the replay did not reproduce the leg",
+                 what, rep_trace, run_trace, d.first_step, d.columns);
+  else if (d.steps_compared != want_steps)
+    rc_bufprintf(b->trace_mismatch, sizeof b->trace_mismatch,
+                 "the %s replay's trace (%s) shares %" PRId64
+                 " steps with the run's %s, not %" PRId64 ": the replay did not reproduce the leg",
+                 what, rep_trace, d.steps_compared, run_trace, want_steps);
+  return RC_OK;
+}
+
+/* The two replays, at the same time: the through leg from step 0 with its
+ * own saves up to the stop, the resumed leg from its checkpoint with its
+ * own saves after K up to the stop. */
+static int replay(rc_bisect *b, const rc_json *through_argv, const rc_json *resume_argv,
+                  rc_err *err) {
+  if (rc_mkdir_p(b->out_dir, err)) return err->code;
+  pid_t pt = -1, pr = -1;
+  int rc = start_proc(b, &b->rp_through, "through", through_argv, b->through_saves,
+                      b->n_through_saves, 0, NULL, &pt, err);
+  if (!rc)
+    rc = start_proc(b, &b->rp_resume, "resume", resume_argv, b->resume_saves, b->n_resume_saves,
+                    b->resume_step, b->resume_from, &pr, err);
+  rc = finish_proc(&b->rp_through, pt, "train-through", rc, err);
+  rc = finish_proc(&b->rp_resume, pr, "resumed", rc, err);
+  if (rc) return rc;
+  b->replayed = true;
+  if ((rc = check_trace(b, "train-through", b->through_dir, &b->rp_through, b->events_to, err)) ||
+      (rc = check_trace(b, "resumed", b->resume_dir, &b->rp_resume, b->events_to - b->resume_step,
+                        err)))
+    return rc;
+  b->traces_match = !b->trace_mismatch[0];
+  if (rc_events_read(b->rp_through.events, &b->log_through, err)) return err->code;
+  if (rc_events_read(b->rp_resume.events, &b->log_resume, err)) return err->code;
+  return RC_OK;
+}
+
+/* The through leg again without its saves at or before K, to tell a
+ * save-time side effect (the probe then agrees with the resumed process)
+ * from state the checkpoint does not carry (it agrees with through). */
+static int probe(rc_bisect *b, const rc_json *through_argv, rc_err *err) {
+  pid_t pp = -1;
+  int rc = start_proc(b, &b->rp_probe, "through-nosave", through_argv, b->through_saves,
+                      b->n_through_saves, b->resume_step, NULL, &pp, err);
+  if ((rc = finish_proc(&b->rp_probe, pp, "train-through (without its saves)", rc, err))) return rc;
+  if (rc_events_read(b->rp_probe.events, &b->log_probe, err)) return err->code;
+  b->probed = true;
+  /* agree at the focus step: its state and every operation's values */
+  rc_event_list a, r;
+  if (rc_events_filter(&b->log_probe, b->focus, b->focus, NULL, &a, err)) return err->code;
+  if (rc_events_filter(&b->log_resume, b->focus, b->focus, NULL, &r, err)) {
+    rc_events_free(&a);
+    return err->code;
+  }
+  b->probe_agrees = a.n == r.n && a.n > 0;
+  for (int i = 0; i < a.n && i < r.n; i++) {
+    char vals[512];
+    rc_event_diff_values(&a.ev[i], &r.ev[i], vals, sizeof vals);
+    if (vals[0] || strcmp(a.ev[i].kind, r.ev[i].kind) || strcmp(a.ev[i].name, r.ev[i].name)) {
+      char d[512];
+      rc_event_describe(&a.ev[i], d, sizeof d);
+      rc_bufprintf(b->probe_fields, sizeof b->probe_fields, "%s: %s", d,
+                   vals[0] ? vals : "a different operation");
+      b->probe_agrees = false;
+      break;
+    }
+  }
+  rc_events_free(&a);
+  rc_events_free(&r);
+  return RC_OK;
+}
+
+/* The replays' checkpoints at the range's end, when both saved there (the
+ * run's state check compared the legs' checkpoints at that step). */
+static int compare_replay_checkpoints(rc_bisect *b, rc_err *err) {
+  char iter[64];
+  snprintf(iter, sizeof iter, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, b->events_to);
+  rc_path_join(b->replay_ckpt_through, sizeof b->replay_ckpt_through, b->rp_through.dir, iter);
+  rc_path_join(b->replay_ckpt_resume, sizeof b->replay_ckpt_resume, b->rp_resume.dir, iter);
+  if (!rc_is_dir(b->replay_ckpt_through) || !rc_is_dir(b->replay_ckpt_resume)) return RC_OK;
+  rc_compare_result res;
+  memset(&res, 0, sizeof res);
+  rc_compare_opts o = {0};
+  if (rc_compare_paths(b->replay_ckpt_through, b->replay_ckpt_resume, &o, &res, err)) {
+    rc_compare_result_free(&res);
+    rc_err_prefix(err, "comparing the replays' checkpoints at step %" PRId64, b->events_to);
+    return err->code;
+  }
+  b->replay_ckpt_compared = true;
+  b->replay_ckpt_identical = res.n_failing == 0;
+  int first = -1;
+  for (int i = 0; i < res.n_diffs && first < 0; i++)
+    if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL && res.diffs[i].object[0]) first = i;
+  for (int i = 0; i < res.n_diffs && first < 0; i++)
+    if (res.diffs[i].kind != RC_DIFF_INFORMATIONAL) first = i;
+  if (first >= 0)
+    rc_diff_describe(&res.diffs[first], b->replay_ckpt_first, sizeof b->replay_ckpt_first);
+  rc_compare_result_free(&res);
+  return RC_OK;
+}
+
+/* ---- reading the logs ---- */
+
+/* The focus step's step_state and operations, and step F-1's updates. */
+static int analyse_logs(rc_bisect *b, rc_err *err) {
+  /* over the whole range first: the operations aligned, and (without a
+   * step from the report) the first step where either log differs */
+  rc_event_list ot, orr;
+  rc_alignment all;
+  if (rc_events_filter(&b->log_through, 0, INT64_MAX, "step_state", &ot, err)) return err->code;
+  if (rc_events_filter(&b->log_resume, 0, INT64_MAX, "step_state", &orr, err)) {
+    rc_events_free(&ot);
+    return err->code;
+  }
+  int rc = rc_events_align(&ot, &orr, &all, err);
+  if (!rc) {
+    b->n_compared_all = all.n_compared;
+    if (b->focus < 0) {
+      int64_t f = -1;
+      if (all.index >= 0) f = all.index < ot.n ? ot.ev[all.index].step : orr.ev[all.index].step;
+      for (int64_t s = b->events_from; s <= b->events_to && (f < 0 || s < f); s++) {
+        const rc_event *st = rc_events_find(&b->log_through, s, "step_state");
+        const rc_event *sr = rc_events_find(&b->log_resume, s, "step_state");
+        char vals[512] = "";
+        if (st && sr) rc_event_diff_values(st, sr, vals, sizeof vals);
+        if (vals[0]) f = s;
+      }
+      b->focus = f;
+    }
+  }
+  rc_alignment_free(&all);
+  rc_events_free(&ot);
+  rc_events_free(&orr);
+  if (rc) return rc;
+  if (b->focus < 0) return RC_OK;
+
+  const rc_event *st = rc_events_find(&b->log_through, b->focus, "step_state");
+  const rc_event *sr = rc_events_find(&b->log_resume, b->focus, "step_state");
+  b->have_state = st && sr;
+  if (b->have_state) rc_event_diff_values(st, sr, b->state_fields, sizeof b->state_fields);
+  if (rc_events_filter(&b->log_through, b->focus, b->focus, "step_state", &b->ev_through, err) ||
+      rc_events_filter(&b->log_resume, b->focus, b->focus, "step_state", &b->ev_resume, err) ||
+      rc_events_align(&b->ev_through, &b->ev_resume, &b->align, err))
+    return err->code;
+  if (b->align.kind == RC_ALIGN_VALUES)
+    b->input_reading = rc_event_input_reading(&b->ev_through, b->align.index, b->align.fields);
+
+  /* step F-1, when logged: its first differing update */
+  b->prev_update = -1;
+  if (b->focus - 1 < b->events_from) return RC_OK;
+  if (rc_events_filter(&b->log_through, b->focus - 1, b->focus - 1, "step_state", &b->prev_through,
+                       err) ||
+      rc_events_filter(&b->log_resume, b->focus - 1, b->focus - 1, "step_state", &b->prev_resume,
+                       err))
+    return err->code;
+  b->have_prev = true;
+  const rc_event_list *pt = &b->prev_through, *pr = &b->prev_resume;
+  for (int i = 0; i < pt->n && i < pr->n && b->prev_update < 0; i++) {
+    const rc_event *a = &pt->ev[i], *c = &pr->ev[i];
+    if (strcmp(a->kind, c->kind) || strcmp(a->name, c->name) || a->mb != c->mb ||
+        a->call != c->call) {
+      b->prev_structure = true;
+      break;
+    }
+    if (!rc_event_is_update(a)) continue;
+    char vals[512];
+    rc_event_diff_values(a, c, vals, sizeof vals);
+    if (vals[0]) {
+      b->prev_update = i;
+      snprintf(b->prev_fields, sizeof b->prev_fields, "%s", vals);
+    }
+  }
+  st = rc_events_find(&b->log_through, b->focus - 1, "step_state");
+  sr = rc_events_find(&b->log_resume, b->focus - 1, "step_state");
+  if (st && sr) rc_event_diff_values(st, sr, b->prev_state_fields, sizeof b->prev_state_fields);
+  return RC_OK;
+}
 
 /* Has `e` (a backward event at index i) a backward event of the same module
  * earlier in the same step? If not, the step's zeroing left its main_grad
@@ -363,6 +660,158 @@ static void located_text(rc_bisect *b) {
   }
 }
 
+/* "5" or "3,5": the through replay's saves at or before K. */
+static void saves_upto(const rc_replay_proc *rp, int64_t k, char *buf, size_t cap) {
+  buf[0] = 0;
+  for (int i = 0; i < rp->n_saves; i++)
+    if (rp->saves[i] <= k) {
+      size_t l = strlen(buf);
+      snprintf(buf + l, cap - l, "%s%d", l ? "," : "", rp->saves[i]);
+    }
+}
+
+/* "see the state census: A vs B", or that there is none. */
+static void census_phrase(const rc_bisect *b, char *buf, size_t cap) {
+  if (b->census_found)
+    rc_bufprintf(buf, cap, "see the state census: %s vs %s", b->census_through, b->census_resumed);
+  else
+    rc_bufprintf(buf, cap, "see the state census (no census was written by this run)");
+}
+
+/* The focus step's inputs differ: say what, and where they came from. */
+static void inputs_text(rc_bisect *b) {
+  const rc_alignment *al = &b->align;
+  char first[1200] = "", state[700] = "", census[8400];
+  census_phrase(b, census, sizeof census);
+  if (b->state_fields[0])
+    rc_bufprintf(state, sizeof state, "%s differ%s going into step %" PRId64, b->state_fields,
+                 strchr(b->state_fields, ',') ? "" : "s", b->focus);
+  if (al->index >= 0 && al->kind == RC_ALIGN_VALUES) {
+    char d[512];
+    rc_event_describe(&b->ev_through.ev[al->index], d, sizeof d);
+    if (b->input_reading)
+      rc_bufprintf(first, sizeof first,
+                   "%s: %s differ%s, but it is an input of the step (%s), not what the operation "
+                   "computed",
+                   d, al->fields, strchr(al->fields, ',') ? "" : "s", b->input_reading);
+    else
+      rc_bufprintf(first, sizeof first,
+                   "step %" PRId64 "'s first differing value (%s: %s) follows from the state the "
+                   "step starts from: that operation is not blamed",
+                   b->focus, d, al->fields);
+  }
+  if (b->focus > b->resume_step + 1 && b->have_prev) {
+    b->cause = RC_CAUSE_PREVIOUS_UPDATE;
+    if (b->prev_update >= 0) {
+      char d[512];
+      rc_event_describe(&b->prev_through.ev[b->prev_update], d, sizeof d);
+      rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                   "%s: %s differ%s — the first differing update of step %" PRId64
+                   ", which made the state step %" PRId64 " starts from differ (%s)%s%s",
+                   d, b->prev_fields, strchr(b->prev_fields, ',') ? "" : "s", b->focus - 1,
+                   b->focus, state[0] ? state : "its inputs", first[0] ? "; " : "", first);
+    } else {
+      rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                   "step %" PRId64 " starts from different state (%s), but no logged update of "
+                   "step %" PRId64 " differs%s: the update that made it differ is not logged%s%s",
+                   b->focus, state[0] ? state : "its inputs", b->focus - 1,
+                   b->prev_structure ? " before its operations differ in structure" : "",
+                   first[0] ? "; " : "", first);
+    }
+    if (b->prev_state_fields[0]) {
+      size_t l = strlen(b->note);
+      snprintf(b->note + l, sizeof b->note - l,
+               "the state going into step %" PRId64 " already differed (%s)%s%s", b->focus - 1,
+               b->prev_state_fields,
+               b->focus - 1 == b->resume_step + 1
+                   ? ": the state the resumed process started from differs from the through "
+                     "process's; "
+                   : "",
+               b->focus - 1 == b->resume_step + 1 ? census : "");
+    }
+    return;
+  }
+  char saves[512];
+  saves_upto(&b->rp_through, b->resume_step, saves, sizeof saves);
+  if (b->probed && b->probe_agrees) {
+    b->cause = RC_CAUSE_SAVE_SIDE_EFFECT;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the train-through process's own save at step %s changed its state: replayed "
+                 "without it, the train-through process agrees with the resumed one at step "
+                 "%" PRId64 " (state and every logged value); with it, %s. The checkpoint holds "
+                 "the state from before the save changed it (a save-time side effect)%s%s",
+                 saves, b->focus, state[0] ? state : "step's inputs differ", first[0] ? "; " : "",
+                 first);
+    return;
+  }
+  b->cause = RC_CAUSE_RESUME_STATE;
+  rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+               "%s%sthe state the resumed process started step %" PRId64
+               " from differs from the through process's%s%s%s: %s",
+               first, first[0] ? "; " : "", b->focus, state[0] ? " (" : "", state,
+               state[0] ? ")" : "", census);
+  if (b->probed)
+    rc_bufprintf(b->note, sizeof b->note,
+                 "not a save-time side effect: replayed without its save at step %s, the "
+                 "train-through process still differs from the resumed one (%s)",
+                 saves, b->probe_fields[0] ? b->probe_fields : "at that step");
+}
+
+static void decide(rc_bisect *b) {
+  b->verdict = RC_BISECT_LOCATED;
+  if (b->ckpt_compared && !b->ckpt_identical) {
+    b->cause = RC_CAUSE_LOADED_STATE;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the checkpoint the resumed leg loaded already differs from through@%" PRId64
+                 ": first differing state tensor %s",
+                 b->resume_step, b->ckpt_first);
+    return;
+  }
+  if (!b->traces_match) {
+    b->verdict = RC_BISECT_REPLAY_MISMATCH;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "%s; its events are not the leg's",
+                 b->trace_mismatch);
+    return;
+  }
+  bool differs = b->focus >= 0 && (b->align.index >= 0 || b->state_fields[0]);
+  if (differs && (b->state_fields[0] || b->input_reading)) {
+    inputs_text(b);
+    return;
+  }
+  if (differs) {
+    b->cause = RC_CAUSE_OPERATION;
+    located_text(b);
+    return;
+  }
+  char range[160];
+  rc_bufprintf(range, sizeof range,
+               "the replays of steps %" PRId64 "..%" PRId64 " (their traces are the legs') agree "
+               "in every logged value, %d operations and the state going into each step",
+               b->events_from, b->events_to, b->n_compared_all);
+  if (b->replay_ckpt_compared && !b->replay_ckpt_identical) {
+    b->cause = RC_CAUSE_REPLAY_CHECKPOINT;
+    rc_bufprintf(
+        b->verdict_text, sizeof b->verdict_text,
+        "the replays' checkpoints at step %" PRId64 " differ (%s vs %s), first %s, while %s: "
+        "the difference is in state that no logged value shows",
+        b->events_to, b->replay_ckpt_through, b->replay_ckpt_resume, b->replay_ckpt_first, range);
+    return;
+  }
+  b->verdict = RC_BISECT_NOT_REPRODUCED;
+  if (b->step >= 0)
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run diverged at step %" PRId64 ", but %s: the divergence is not in a logged "
+                 "operation",
+                 b->step, range);
+  else
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run's traces agree and its checkpoints differ (%s: %s vs %s, first %s), but "
+                 "%s%s",
+                 b->check, b->check_a, b->check_b, b->run_dataset[0] ? b->run_dataset : "?", range,
+                 b->replay_ckpt_compared ? " and their checkpoints at the range's end are identical"
+                                         : "; they did not both save at the range's end");
+}
+
 static int bisect_body(rc_bisect *b, rc_err *err) {
   char path[4096], jerr[256];
   rc_path_join(path, sizeof path, b->opts.run_dir, RC_REPORT_NAME);
@@ -442,6 +891,12 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
   }
   copy_str(b->through_leg, sizeof b->through_leg, la);
   copy_str(b->resume_leg, sizeof b->resume_leg, lb);
+  copy_str(b->through_dir, sizeof b->through_dir, rc_json_get_str(leg_t, "dir"));
+  copy_str(b->resume_dir, sizeof b->resume_dir, rc_json_get_str(leg_r, "dir"));
+  copy_str(b->ckpt_producer, sizeof b->ckpt_producer, rc_json_get_str(leg_r, "depends_on"));
+  copy_str(b->run_dataset, sizeof b->run_dataset, rc_json_get_str(fd, "dataset"));
+  copy_str(b->check_a, sizeof b->check_a, rc_json_get_str(rc_json_get(check, "a"), "path"));
+  copy_str(b->check_b, sizeof b->check_b, rc_json_get_str(rc_json_get(check, "b"), "path"));
   const rc_json *av_t = rc_json_get(leg_t, "argv"), *av_r = rc_json_get(leg_r, "argv");
   const char *from = rc_json_get_str(leg_r, "resume_from");
   int64_t last = -1;
@@ -463,31 +918,34 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
                  b->run_verdict_text);
     goto out;
   }
-  /* The trace names S; without one (state differs, trace equal) replay the
-   * whole resumed range with events on. */
-  b->events_from = b->step > b->resume_step ? b->step : b->resume_step + 1;
-  b->events_to = b->step > b->resume_step ? b->step : last;
+  leg_saves(av_t, b->through_saves, &b->n_through_saves);
+  leg_saves(av_r, b->resume_saves, &b->n_resume_saves);
+  /* The trace names S: replay to S with events on S, and on S-1 too when
+   * it is after K+1 (its updates are what S starts from). Without a step
+   * (state differs, traces equal) replay the whole resumed range. */
+  if (b->step > b->resume_step) {
+    b->focus = b->step;
+    b->events_to = b->step;
+    b->events_from = b->step > b->resume_step + 1 ? b->step - 1 : b->step;
+  } else {
+    b->focus = -1;
+    b->events_from = b->resume_step + 1;
+    b->events_to = last;
+  }
 
   if ((rc = check_loaded_state(b, err))) goto out;
+  locate_census(b);
   if ((rc = replay(b, av_t, av_r, err))) goto out;
-
-  if (b->ckpt_compared && !b->ckpt_identical) {
-    b->verdict = RC_BISECT_LOCATED;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "the checkpoint the resumed leg loaded already differs from through@%" PRId64
-                 ": first differing state tensor %s",
-                 b->resume_step, b->ckpt_first);
-  } else if (b->align.index >= 0) {
-    b->verdict = RC_BISECT_LOCATED;
-    located_text(b);
-  } else {
-    b->verdict = RC_BISECT_NOT_REPRODUCED;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "the run diverged at step %" PRId64
-                 ", but the replay's %d events agree in value on both sides: the divergence is "
-                 "not in a logged operation of steps %" PRId64 "..%" PRId64,
-                 b->step, b->align.n_compared, b->events_from, b->events_to);
+  if (b->traces_match && !(b->ckpt_compared && !b->ckpt_identical)) {
+    if ((rc = analyse_logs(b, err))) goto out;
+    if (b->step < 0 && (rc = compare_replay_checkpoints(b, err))) goto out;
+    char saves[512];
+    saves_upto(&b->rp_through, b->resume_step, saves, sizeof saves);
+    bool inputs = b->focus >= 0 && (b->state_fields[0] || b->input_reading);
+    if (inputs && b->focus == b->resume_step + 1 && saves[0] && (rc = probe(b, av_t, err)))
+      goto out;
   }
+  decide(b);
 out:
   rc_json_free(rep);
   return rc;
@@ -498,8 +956,8 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
   b->opts = *opts;
   if (!b->opts.self_exe) b->opts.self_exe = "/proc/self/exe";
   if (b->opts.context <= 0) b->opts.context = 3;
-  b->step = b->resume_step = -1;
-  b->align.index = -1;
+  b->step = b->resume_step = b->focus = -1;
+  b->align.index = b->prev_update = -1;
   if (opts->out_dir)
     copy_str(b->out_dir, sizeof b->out_dir, opts->out_dir);
   else
@@ -517,5 +975,10 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
 void rc_bisect_free(rc_bisect *b) {
   rc_events_free(&b->ev_through);
   rc_events_free(&b->ev_resume);
+  rc_events_free(&b->prev_through);
+  rc_events_free(&b->prev_resume);
+  rc_events_free(&b->log_through);
+  rc_events_free(&b->log_resume);
+  rc_events_free(&b->log_probe);
   rc_alignment_free(&b->align);
 }

@@ -60,6 +60,25 @@ void rc_event_describe(const rc_event *e, char *buf, size_t cap);
 /* The line again, key=value pairs (for context listings). */
 void rc_event_format(const rc_event *e, char *buf, size_t cap);
 
+/* The value fields of a and b (same identity) that differ, comma-separated. */
+void rc_event_diff_values(const rc_event *a, const rc_event *b, char *vals, size_t cap);
+/* The first event of `kind` in `step`, NULL if none. */
+const rc_event *rc_events_find(const rc_event_list *l, int64_t step, const char *kind);
+/* Copies the events of steps step_lo..step_hi into out, without those of
+ * drop_kind (NULL: none dropped). */
+int rc_events_filter(const rc_event_list *l, int64_t step_lo, int64_t step_hi,
+                     const char *drop_kind, rc_event_list *out, rc_err *err);
+/* When event i's differing `fields` are values the step was handed rather
+ * than computed (state that existed before the step began: the step_state
+ * event, the data position of a batch, the first dropout's seed/offset, the
+ * loss scaler's scale and trackers going into the step, the optimizer's lr
+ * and step counts, the output of the step's first forward while its batch
+ * agrees), a short reading of what that input is; NULL when the event
+ * computed the value. Blaming such an event would blame the messenger. */
+const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fields);
+/* Events that update state a later step starts from: optimizer, loss_scaler, adam. */
+bool rc_event_is_update(const rc_event *e);
+
 typedef enum {
   RC_ALIGN_IDENTICAL = 0, /* same events, same values (context may differ) */
   RC_ALIGN_VALUES,        /* event `index` has differing values */
@@ -104,10 +123,32 @@ typedef enum {
   RC_BISECT_LOCATED,           /* a first differing event or state tensor was named */
   RC_BISECT_NOT_REPRODUCED,    /* the run diverged, the replay's events all agree */
   RC_BISECT_NOT_REPLAYABLE,    /* diverged, but not a resume divergence of our own trainer */
+  RC_BISECT_REPLAY_MISMATCH,   /* a replay's trace is not the run's trace of its leg */
   RC_BISECT_INCONCLUSIVE,      /* the run's A/A check failed */
   RC_BISECT_UNTESTABLE,        /* a leg failed, or the run reported an error */
   RC_BISECT_ERROR              /* bisect itself failed (err) */
 } rc_bisect_verdict;
+
+/* What the answer blames (docs/bisect.md "What is blamed"). */
+typedef enum {
+  RC_CAUSE_NONE = 0,
+  RC_CAUSE_OPERATION,         /* the first differing event of S computed the value */
+  RC_CAUSE_LOADED_STATE,      /* the loaded checkpoint differs from through@K */
+  RC_CAUSE_PREVIOUS_UPDATE,   /* S's inputs differ; an update of step S-1 made them differ */
+  RC_CAUSE_RESUME_STATE,      /* S == K+1 and S's inputs differ: the state at the resume point */
+  RC_CAUSE_SAVE_SIDE_EFFECT,  /* ... and the through process's own save changed it */
+  RC_CAUSE_REPLAY_CHECKPOINT, /* no event differs, the replays' checkpoints do */
+} rc_bisect_cause;
+
+#define RC_BISECT_MAX_SAVES 256
+
+/* One replayed process. */
+typedef struct {
+  char dir[4096], events[4096], log[4096], cmd[8192];
+  int saves[RC_BISECT_MAX_SAVES]; /* the leg's own saves the replay kept */
+  int n_saves;
+  bool ran;
+} rc_replay_proc;
 
 typedef struct {
   rc_bisect_opts opts;
@@ -117,22 +158,55 @@ typedef struct {
   int run_exit;
   char check[128]; /* the check that showed the first divergence */
   char through_leg[96], resume_leg[96];
-  int64_t step;             /* the first divergent step S, -1 unknown */
-  int64_t resume_step;      /* K */
-  char resume_from[4096];   /* the checkpoint the resumed leg loaded */
-  char through_ckpt[4096];  /* through@K */
-  char trace_columns[1024]; /* the trace columns differing at S */
+  int64_t step;                      /* the first divergent step S, -1 unknown */
+  int64_t resume_step;               /* K */
+  char resume_from[4096];            /* the checkpoint the resumed leg loaded */
+  char through_ckpt[4096];           /* through@K */
+  char trace_columns[1024];          /* the trace columns differing at S */
+  char run_dataset[1024];            /* the report's first differing dataset (a state check) */
+  char check_a[4096], check_b[4096]; /* the paths the run's first divergent check compared */
+  char through_dir[4096], resume_dir[4096]; /* the legs' --out directories */
+  char ckpt_producer[96]; /* the leg that wrote resume_from ("save"), "" unknown */
+  int through_saves[RC_BISECT_MAX_SAVES], n_through_saves; /* the legs' --save-at */
+  int resume_saves[RC_BISECT_MAX_SAVES], n_resume_saves;
   /* state at K */
   bool ckpt_compared, ckpt_identical;
-  char ckpt_first[1024]; /* first differing state tensor (described) */
+  int ckpt_datasets;      /* datasets compared */
+  char ckpt_first[1024];  /* first differing state tensor (described) */
+  char loaded_text[1024]; /* what was compared with what, and what it does not show */
+  /* the census the legs wrote at K (harness/census.h, the lead's) */
+  bool census_found;
+  char census_through[4096], census_resumed[4096];
   /* the replay */
   bool replayed;
   int64_t events_from, events_to;
-  char through_events[4096], resume_events[4096];
-  char through_log[4096], resume_log[4096];
-  char through_cmd[8192], resume_cmd[8192];
-  rc_event_list ev_through, ev_resume;
+  rc_replay_proc rp_through, rp_resume, rp_probe;   /* probe: through without its saves <= K */
+  rc_event_list log_through, log_resume, log_probe; /* whole logs */
+  int n_compared_all;                               /* operation events aligned over the range */
+  /* the replays against the run's own traces of their legs */
+  bool traces_checked, traces_match;
+  char trace_mismatch[1024];
+  /* the focus step F (S, or without one the first step where the logs differ) */
+  int64_t focus;
+  rc_event_list ev_through, ev_resume; /* F's operation events (no step_state) */
   rc_alignment align;
+  bool have_state;           /* both logs have F's step_state */
+  char state_fields[512];    /* its differing fields */
+  const char *input_reading; /* the first differing event is an input of F (NULL: computed) */
+  /* step F-1, when logged */
+  bool have_prev;
+  rc_event_list prev_through, prev_resume;
+  int prev_update;             /* first differing update event of F-1, -1 none */
+  char prev_fields[512];       /* its differing fields */
+  bool prev_structure;         /* F-1's operations differ in structure before any update */
+  char prev_state_fields[512]; /* F-1's step_state differences */
+  /* the probe (the through leg replayed without its saves at or before K) */
+  bool probed, probe_agrees;
+  char probe_fields[512]; /* what still differs between the probe and the resumed replay */
+  /* the replays' checkpoints at the range's end (no step in the report) */
+  bool replay_ckpt_compared, replay_ckpt_identical;
+  char replay_ckpt_first[1024], replay_ckpt_through[4096], replay_ckpt_resume[4096];
+  rc_bisect_cause cause;
   /* verdict */
   rc_bisect_verdict verdict;
   char verdict_text[2048];

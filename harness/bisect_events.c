@@ -269,3 +269,80 @@ void rc_alignment_free(rc_alignment *al) {
   al->harmless = NULL;
   al->n_harmless = al->cap_harmless = 0;
 }
+
+void rc_event_diff_values(const rc_event *a, const rc_event *b, char *vals, size_t cap) {
+  char ctx[256];
+  diff_fields(a, b, vals, cap, ctx, sizeof ctx);
+}
+
+const rc_event *rc_events_find(const rc_event_list *l, int64_t step, const char *kind) {
+  for (int i = 0; i < l->n; i++)
+    if (l->ev[i].step == step && !strcmp(l->ev[i].kind, kind)) return &l->ev[i];
+  return NULL;
+}
+
+int rc_events_filter(const rc_event_list *l, int64_t step_lo, int64_t step_hi,
+                     const char *drop_kind, rc_event_list *out, rc_err *err) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < l->n; i++) {
+    const rc_event *e = &l->ev[i];
+    if (e->step < step_lo || e->step > step_hi || (drop_kind && !strcmp(e->kind, drop_kind)))
+      continue;
+    if (out->n == out->cap) {
+      int cap = out->cap ? 2 * out->cap : 256;
+      rc_event *p = realloc(out->ev, sizeof *p * (size_t)cap);
+      if (!p) {
+        rc_events_free(out);
+        return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+      }
+      out->ev = p;
+      out->cap = cap;
+    }
+    out->ev[out->n++] = *e;
+  }
+  return RC_OK;
+}
+
+/* Is there an event of `kind` before index i in i's step? */
+static bool earlier_in_step(const rc_event_list *l, int i, const char *kind) {
+  for (int j = i - 1; j >= 0 && l->ev[j].step == l->ev[i].step; j--)
+    if (!strcmp(l->ev[j].kind, kind)) return true;
+  return false;
+}
+
+static bool has_field(const char *list, const char *key) {
+  size_t n = strlen(key);
+  for (const char *p = list; p && *p;) {
+    const char *c = strchr(p, ',');
+    size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == n && !strncmp(p, key, n)) return true;
+    p = c ? c + 1 : NULL;
+  }
+  return false;
+}
+
+const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fields) {
+  const rc_event *e = &l->ev[i];
+  if (!strcmp(e->kind, "step_state")) return "the state the step starts from";
+  if (!strcmp(e->kind, "batch")) return "the data position (which samples the step reads)";
+  if (!strcmp(e->kind, "dropout") && !earlier_in_step(l, i, "dropout") &&
+      (has_field(fields, "seed") || has_field(fields, "offset")))
+    return "the dropout RNG state the step starts from";
+  if (!strcmp(e->kind, "loss_scaler") &&
+      (has_field(fields, "scale") || has_field(fields, "growth_tracker") ||
+       has_field(fields, "hysteresis_tracker")))
+    return "the loss scaler's state going into the step";
+  if (!strcmp(e->kind, "optimizer") &&
+      (has_field(fields, "lr") || has_field(fields, "bc1") || has_field(fields, "bc2") ||
+       has_field(fields, "optimizer_step")))
+    return "the scheduler's and optimizer's step counts the step starts from";
+  if (!strcmp(e->kind, "forward") && !earlier_in_step(l, i, "forward") &&
+      !earlier_in_step(l, i, "backward"))
+    return "the weights the step's first forward reads (its input batch agrees)";
+  return NULL;
+}
+
+bool rc_event_is_update(const rc_event *e) {
+  return !strcmp(e->kind, "optimizer") || !strcmp(e->kind, "loss_scaler") ||
+         !strcmp(e->kind, "adam");
+}

@@ -60,33 +60,101 @@ static void print_harmless(const rc_bisect *b, FILE *out) {
     fprintf(out, "  ... and %d more (--json lists them all)\n", al->n_harmless - HARMLESS_SHOWN);
 }
 
+static const char *cause_name(rc_bisect_cause c) {
+  switch (c) {
+  case RC_CAUSE_NONE:
+    return NULL;
+  case RC_CAUSE_OPERATION:
+    return "operation";
+  case RC_CAUSE_LOADED_STATE:
+    return "loaded-state";
+  case RC_CAUSE_PREVIOUS_UPDATE:
+    return "previous-update";
+  case RC_CAUSE_RESUME_STATE:
+    return "resume-state";
+  case RC_CAUSE_SAVE_SIDE_EFFECT:
+    return "save-side-effect";
+  case RC_CAUSE_REPLAY_CHECKPOINT:
+    return "replay-checkpoint";
+  }
+  return NULL;
+}
+
+static void print_saves(FILE *out, const rc_replay_proc *rp) {
+  if (!rp->n_saves) {
+    fprintf(out, "no saves");
+    return;
+  }
+  fprintf(out, "saves at ");
+  for (int i = 0; i < rp->n_saves; i++) fprintf(out, "%s%d", i ? "," : "", rp->saves[i]);
+}
+
 void rc_bisect_print(const rc_bisect *b, FILE *out) {
   fprintf(out, "resumecheck bisect %s\n", b->opts.run_dir);
   if (b->run_verdict[0]) fprintf(out, "  run: %s (exit %d)\n", b->run_verdict_text, b->run_exit);
   if (b->check[0]) {
     fprintf(out, "  first divergence: %s", b->check);
-    if (b->step >= 0) fprintf(out, " at step %" PRId64, b->step);
+    if (b->step >= 0)
+      fprintf(out, " at step %" PRId64, b->step);
+    else
+      fprintf(out, " (no divergent step: the traces agree, the checkpoints differ)");
     if (b->trace_columns[0]) fprintf(out, " (%s)", b->trace_columns);
     fprintf(out, "; %s vs %s, resumed at step %" PRId64 " from %s\n", b->through_leg, b->resume_leg,
             b->resume_step, b->resume_from);
+    if (b->step < 0 && b->check_a[0])
+      fprintf(out, "  checkpoints that differ: %s vs %s, first %s\n", b->check_a, b->check_b,
+              b->run_dataset[0] ? b->run_dataset : "(not named in the report)");
   }
-  if (b->ckpt_compared)
-    fprintf(out, "  loaded state: %s vs through@%" PRId64 ": %s\n", b->resume_from, b->resume_step,
-            b->ckpt_identical ? "identical" : b->ckpt_first);
+  if (b->loaded_text[0]) fprintf(out, "  loaded state: %s\n", b->loaded_text);
   if (b->replayed) {
     fprintf(out, "  replay: steps %" PRId64 "..%" PRId64 " with events, in %s\n", b->events_from,
             b->events_to, b->out_dir);
-    fprintf(out, "    through: %d events (%s)\n    resume:  %d events (%s)\n", b->ev_through.n,
-            b->through_events, b->ev_resume.n, b->resume_events);
+    const rc_replay_proc *rp[3] = {&b->rp_through, &b->rp_resume, &b->rp_probe};
+    const rc_event_list *lg[3] = {&b->log_through, &b->log_resume, &b->log_probe};
+    const char *nm[3] = {"through", "resume", "through without its saves <= K"};
+    for (int i = 0; i < 3; i++) {
+      if (!rp[i]->ran) continue;
+      fprintf(out, "    %s: %d events (%s), ", nm[i], lg[i]->n, rp[i]->events);
+      print_saves(out, rp[i]);
+      fprintf(out, "%s\n",
+              i == 2 ? " (the leg's saves at or before K dropped)"
+                     : " (the leg's own, up to the stop)");
+    }
+    if (b->replay_ckpt_compared)
+      fprintf(out, "    checkpoints at step %" PRId64 ": %s vs %s: %s%s\n", b->events_to,
+              b->replay_ckpt_through, b->replay_ckpt_resume,
+              b->replay_ckpt_identical ? "identical" : "differ, first ",
+              b->replay_ckpt_identical ? "" : b->replay_ckpt_first);
+    if (b->traces_checked)
+      fprintf(out, "    traces: %s\n",
+              b->traces_match ? "each replay's trace is its leg's in the run, step for step"
+                              : b->trace_mismatch);
   }
   if (b->verdict == RC_BISECT_LOCATED && b->replayed && b->align.index >= 0) {
-    fprintf(out, "\nfirst differing event (#%d):\n", b->align.index + 1);
+    fprintf(out, "\nfirst differing event (#%d of step %" PRId64 "):\n", b->align.index + 1,
+            b->focus);
     print_context(b, out);
+  }
+  if (b->replayed && b->have_state && b->state_fields[0])
+    fprintf(out, "\nstate going into step %" PRId64 " (step_state): %s differ%s\n", b->focus,
+            b->state_fields, strchr(b->state_fields, ',') ? "" : "s");
+  if (b->cause == RC_CAUSE_PREVIOUS_UPDATE && b->prev_update >= 0) {
+    char d[512], ft[1024], fr[1024];
+    rc_event_describe(&b->prev_through.ev[b->prev_update], d, sizeof d);
+    rc_event_format(&b->prev_through.ev[b->prev_update], ft, sizeof ft);
+    rc_event_format(&b->prev_resume.ev[b->prev_update], fr, sizeof fr);
+    fprintf(out,
+            "\nfirst differing update of step %" PRId64
+            ":\n  >> %s\n    through  %s\n    resume   %s\n",
+            b->focus - 1, d, ft, fr);
   }
   if (b->replayed) print_harmless(b, out);
   fprintf(out, "\n%s: %s\n", rc_bisect_verdict_name(b->verdict), b->verdict_text);
   if (b->note[0]) fprintf(out, "  %s\n", b->note);
-  if (b->replayed) fprintf(out, "reproduce with:\n  %s\n  %s\n", b->through_cmd, b->resume_cmd);
+  if (b->replayed) {
+    fprintf(out, "reproduce with:\n  %s\n  %s\n", b->rp_through.cmd, b->rp_resume.cmd);
+    if (b->rp_probe.ran) fprintf(out, "  %s\n", b->rp_probe.cmd);
+  }
   fprintf(out, "exit %d\n", b->exit_code);
 }
 
@@ -156,6 +224,28 @@ static void jw_pair(rc_jw *w, const rc_bisect *b, int i) {
   rc_jw_obj_end(w);
 }
 
+static void jw_proc_fields(rc_jw *w, const rc_replay_proc *rp, const rc_event_list *log) {
+  rc_jw_key(w, "events");
+  rc_jw_str(w, rp->events);
+  rc_jw_key(w, "n_events");
+  rc_jw_int(w, log->n);
+  rc_jw_key(w, "log");
+  rc_jw_str(w, rp->log);
+  rc_jw_key(w, "command");
+  rc_jw_str(w, rp->cmd);
+  rc_jw_key(w, "saves");
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < rp->n_saves; i++) rc_jw_int(w, rp->saves[i]);
+  rc_jw_arr_end(w);
+}
+
+static void jw_proc(rc_jw *w, const char *key, const rc_replay_proc *rp, const rc_event_list *log) {
+  rc_jw_key(w, key);
+  rc_jw_obj_begin(w);
+  jw_proc_fields(w, rp, log);
+  rc_jw_obj_end(w);
+}
+
 int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw w;
   rc_jw_init(&w, true);
@@ -190,9 +280,25 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_str(&w, b->through_ckpt);
     rc_jw_key(&w, "loaded");
     rc_jw_str(&w, b->resume_from);
+    jw_str_or_null(&w, "loaded_written_by", b->ckpt_producer);
+    rc_jw_key(&w, "n_datasets");
+    rc_jw_int(&w, b->ckpt_datasets);
     rc_jw_key(&w, "identical");
     rc_jw_bool(&w, b->ckpt_identical);
     jw_str_or_null(&w, "first_difference", b->ckpt_first);
+    jw_str_or_null(&w, "text", b->loaded_text);
+    rc_jw_obj_end(&w);
+  } else {
+    rc_jw_null(&w);
+  }
+
+  rc_jw_key(&w, "census");
+  if (b->census_found) {
+    rc_jw_obj_begin(&w);
+    rc_jw_key(&w, "through");
+    rc_jw_str(&w, b->census_through);
+    rc_jw_key(&w, "resumed");
+    rc_jw_str(&w, b->census_resumed);
     rc_jw_obj_end(&w);
   } else {
     rc_jw_null(&w);
@@ -207,30 +313,79 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_int(&w, b->events_from);
     rc_jw_key(&w, "stop_at");
     rc_jw_int(&w, b->events_to);
-    rc_jw_key(&w, "through");
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "events");
-    rc_jw_str(&w, b->through_events);
-    rc_jw_key(&w, "n_events");
-    rc_jw_int(&w, b->ev_through.n);
-    rc_jw_key(&w, "log");
-    rc_jw_str(&w, b->through_log);
-    rc_jw_key(&w, "command");
-    rc_jw_str(&w, b->through_cmd);
-    rc_jw_obj_end(&w);
-    rc_jw_key(&w, "resume");
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "events");
-    rc_jw_str(&w, b->resume_events);
-    rc_jw_key(&w, "n_events");
-    rc_jw_int(&w, b->ev_resume.n);
-    rc_jw_key(&w, "log");
-    rc_jw_str(&w, b->resume_log);
-    rc_jw_key(&w, "command");
-    rc_jw_str(&w, b->resume_cmd);
-    rc_jw_obj_end(&w);
+    jw_proc(&w, "through", &b->rp_through, &b->log_through);
+    jw_proc(&w, "resume", &b->rp_resume, &b->log_resume);
+    rc_jw_key(&w, "probe");
+    if (b->rp_probe.ran) {
+      rc_jw_obj_begin(&w);
+      jw_proc_fields(&w, &b->rp_probe, &b->log_probe);
+      rc_jw_key(&w, "agrees_with_resume");
+      rc_jw_bool(&w, b->probe_agrees);
+      jw_str_or_null(&w, "differs", b->probe_fields);
+      rc_jw_obj_end(&w);
+    } else {
+      rc_jw_null(&w);
+    }
+    rc_jw_key(&w, "traces_match");
+    if (b->traces_checked)
+      rc_jw_bool(&w, b->traces_match);
+    else
+      rc_jw_null(&w);
+    jw_str_or_null(&w, "trace_mismatch", b->trace_mismatch);
     rc_jw_key(&w, "events_compared");
-    rc_jw_int(&w, b->align.n_compared);
+    rc_jw_int(&w, b->n_compared_all);
+    rc_jw_key(&w, "checkpoints");
+    if (b->replay_ckpt_compared) {
+      rc_jw_obj_begin(&w);
+      rc_jw_key(&w, "through");
+      rc_jw_str(&w, b->replay_ckpt_through);
+      rc_jw_key(&w, "resume");
+      rc_jw_str(&w, b->replay_ckpt_resume);
+      rc_jw_key(&w, "identical");
+      rc_jw_bool(&w, b->replay_ckpt_identical);
+      jw_str_or_null(&w, "first_difference", b->replay_ckpt_first);
+      rc_jw_obj_end(&w);
+    } else {
+      rc_jw_null(&w);
+    }
+    rc_jw_obj_end(&w);
+  } else {
+    rc_jw_null(&w);
+  }
+
+  rc_jw_key(&w, "focus_step");
+  if (b->focus >= 0)
+    rc_jw_int(&w, b->focus);
+  else
+    rc_jw_null(&w);
+  rc_jw_key(&w, "step_state");
+  if (b->have_state) {
+    rc_jw_obj_begin(&w);
+    rc_jw_key(&w, "step");
+    rc_jw_int(&w, b->focus);
+    jw_csv_array(&w, "differing_fields", b->state_fields);
+    rc_jw_obj_end(&w);
+  } else {
+    rc_jw_null(&w);
+  }
+  rc_jw_key(&w, "previous_step");
+  if (b->have_prev) {
+    rc_jw_obj_begin(&w);
+    rc_jw_key(&w, "step");
+    rc_jw_int(&w, b->focus - 1);
+    jw_csv_array(&w, "state_differing_fields", b->prev_state_fields);
+    rc_jw_key(&w, "first_update");
+    if (b->prev_update >= 0) {
+      rc_jw_obj_begin(&w);
+      jw_csv_array(&w, "differing_fields", b->prev_fields);
+      rc_jw_key(&w, "through");
+      jw_event(&w, &b->prev_through.ev[b->prev_update]);
+      rc_jw_key(&w, "resume");
+      jw_event(&w, &b->prev_resume.ev[b->prev_update]);
+      rc_jw_obj_end(&w);
+    } else {
+      rc_jw_null(&w);
+    }
     rc_jw_obj_end(&w);
   } else {
     rc_jw_null(&w);
@@ -278,6 +433,32 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_obj_end(&w);
   }
   rc_jw_arr_end(&w);
+
+  rc_jw_key(&w, "cause");
+  if (cause_name(b->cause)) {
+    rc_jw_obj_begin(&w);
+    rc_jw_key(&w, "kind");
+    rc_jw_str(&w, cause_name(b->cause));
+    rc_jw_key(&w, "step");
+    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE)
+      rc_jw_int(&w, b->focus - 1);
+    else if (b->cause == RC_CAUSE_LOADED_STATE)
+      rc_jw_int(&w, b->resume_step);
+    else if (b->focus >= 0)
+      rc_jw_int(&w, b->focus);
+    else
+      rc_jw_int(&w, b->events_to);
+    rc_jw_key(&w, "event");
+    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE && b->prev_update >= 0)
+      jw_event(&w, &b->prev_through.ev[b->prev_update]);
+    else if (b->cause == RC_CAUSE_OPERATION && al->index < b->ev_through.n)
+      jw_event(&w, &b->ev_through.ev[al->index]);
+    else
+      rc_jw_null(&w);
+    rc_jw_obj_end(&w);
+  } else {
+    rc_jw_null(&w);
+  }
 
   rc_jw_key(&w, "verdict");
   rc_jw_str(&w, rc_bisect_verdict_name(b->verdict));

@@ -13,7 +13,8 @@ mkrun opt 1 --inject optimizer-step-not-saved
 bisect opt
 expect_rc 1 "bisect of the untouched run" opt
 lacks "$T/opt.txt" "already differs"
-contains "$T/opt.txt" "loaded state: $T/opt/save/ckpt/iter_0000005 vs through@5: identical"
+contains "$T/opt.txt" "loaded state: save@5's checkpoint iter_0000005 (" 
+contains "$T/opt.txt" "datasets) compared with through@5's: identical. Both processes wrote the same bytes; this does not show the state is complete or right"
 contains "$T/opt.txt" "located: step 6, optimizer"
 
 # report.json names the legs by absolute path: swap the state in place

@@ -6,7 +6,12 @@
  *    even when harmless differences come before and after it;
  *  - a signed-zero difference shows in a fingerprint and is a value difference;
  *  - a different operation, or a shorter log, is a structural difference;
- *  - malformed and truncated lines are data errors (65) naming the line. */
+ *  - malformed and truncated lines are data errors (65) naming the line;
+ *  - inputs of a step (the batch, the first dropout's offset, the scaler's
+ *    scale, the optimizer's lr, the first forward) are told from values an
+ *    operation computed (a backward, a later dropout, the scaler's
+ *    grad_norm, a later forward), and updates from the rest;
+ *  - filtering a log by step and kind keeps exactly those events. */
 #include <stdio.h>
 #include <string.h>
 
@@ -172,6 +177,47 @@ static void test_structure(void) {
   done(&al, &la, &lb);
 }
 
+#define DROP(off) "step=6 mb=0 kind=dropout seed=0000000000000001 offset=" off " n=4096\n"
+#define SCALER                                                                                     \
+  "step=6 mb=-1 kind=loss_scaler scale=0x1p+16 overflow=0 growth_tracker=5 "                       \
+  "hysteresis_tracker=2 grad_norm=0x1p+0\n"
+#define STATE(step) "step=" step " mb=-1 kind=step_state loss_scale=0x1p+0 rng_offset=0\n"
+
+static void test_inputs(void) {
+  const char *log = STATE("6") BATCH FWD("m1", "NONE", "0000000000000001") DROP("0")
+      FWD("m2", "NONE", "0000000000000002") DROP("1024")
+          BWD("m2", "0", "NONE", "1", "0000000000000003", "0000000000000004") OPT SCALER STATE("7");
+  rc_event_list l;
+  rc_err err = {0};
+  CHECK(rc_events_parse(log, strlen(log), &l, &err) == RC_OK);
+  CHECK(l.n == 10);
+  if (l.n != 10) return;
+  CHECK(rc_event_input_reading(&l, 0, "rng_offset") != NULL); /* step_state */
+  CHECK(rc_event_input_reading(&l, 1, "samples,fp_ids") != NULL);
+  CHECK(rc_event_input_reading(&l, 2, "fp_out") != NULL);              /* the first forward */
+  CHECK(rc_event_input_reading(&l, 3, "offset") != NULL);              /* the first dropout */
+  CHECK(rc_event_input_reading(&l, 4, "fp_out") == NULL);              /* a later forward */
+  CHECK(rc_event_input_reading(&l, 5, "offset") == NULL);              /* a later dropout */
+  CHECK(rc_event_input_reading(&l, 6, "fp_out,fp_main_grad") == NULL); /* backward */
+  CHECK(rc_event_input_reading(&l, 7, "lr") != NULL);
+  CHECK(rc_event_input_reading(&l, 7, "clip") == NULL); /* from the grad norm */
+  CHECK(rc_event_input_reading(&l, 8, "growth_tracker") != NULL);
+  CHECK(rc_event_input_reading(&l, 8, "grad_norm") == NULL);
+  CHECK(!rc_event_is_update(&l.ev[6]) && rc_event_is_update(&l.ev[7]) &&
+        rc_event_is_update(&l.ev[8]));
+  /* filter: step 6 without step_state, then step 7 only */
+  rc_event_list f;
+  CHECK(rc_events_filter(&l, 6, 6, "step_state", &f, &err) == RC_OK);
+  CHECK(f.n == 8 && !strcmp(f.ev[0].kind, "batch"));
+  rc_events_free(&f);
+  CHECK(rc_events_filter(&l, 7, 7, NULL, &f, &err) == RC_OK);
+  CHECK(f.n == 1 && f.ev[0].step == 7);
+  rc_events_free(&f);
+  const rc_event *st = rc_events_find(&l, 7, "step_state");
+  CHECK(st && st == &l.ev[9] && !rc_events_find(&l, 8, "step_state"));
+  rc_events_free(&l);
+}
+
 int main(void) {
   test_parse();
   test_identical();
@@ -179,6 +225,7 @@ int main(void) {
   test_first_value_difference();
   test_signed_zero_is_a_value();
   test_structure();
+  test_inputs();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

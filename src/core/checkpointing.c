@@ -256,6 +256,16 @@ static int64_t chunk_bytes_for_save(void) {
   return n == 0 ? RC_CHUNKS_NONE : (int64_t)n;
 }
 
+/* Test hook, not a feature: RC_TEST_SAVE_ADVANCES_RNG=1 advances the
+ * dropout RNG offset by a fixed amount after a save has written the state,
+ * as a save that draws from the RNG would. The saving process then trains on
+ * with another RNG state than the one its checkpoint holds: a save-time side
+ * effect, for bisect's tests (tests/bisect_save_effect.sh). */
+static void test_save_advances_rng(rc_model *m) {
+  const char *v = getenv("RC_TEST_SAVE_ADVANCES_RNG");
+  if (v && !strcmp(v, "1")) m->rng_offset += 1000;
+}
+
 void rc_model_reserve_staging(rc_model *m, bool page_locked) {
   if (m->staging || m->staging_pending) return;
   m->staging_locked = page_locked;
@@ -309,6 +319,7 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
     rc_model_profile_note("save: device-to-host copy (write and hashes follow it)", t2 - t1);
     rc = rc_save_stream_end(s, err);
     rc_model_profile_note("save: rest of the write, hashes, fsync", rc_model_wall_s() - t2);
+    if (!rc) test_save_advances_rng(m);
   }
   free(item);
   if (m->comm && m->cfg.world_size > 1) {

@@ -135,6 +135,36 @@ static void update_loss_scale(rc_model *m, bool overflow) {
   }
 }
 
+/* The event `step_state` (docs/events.md): the state the step starts from,
+ * logged before anything of the step runs, so that bisect can tell a value
+ * the step computed from one it was handed. Host scalars as they are, the
+ * weights, moments and expert biases as fingerprints. With data parallel
+ * only rank 0 logs, so nothing collective is called here: the moments are
+ * sharded and left out. */
+static void log_step_state(rc_model *m) {
+  uint64_t fp_bias = 0;
+  for (int l = 0; l < m->cfg.layers; l++)
+    if (m->layers[l].moe)
+      fp_bias = rc_fingerprint_combine(fp_bias, rc_fingerprint_host(m->layers[l].expert_bias_host,
+                                                                    sizeof(float) * (size_t)m->E));
+  for (int p = 0; p < m->n_mtp_physical; p++)
+    if (m->mtp[p].trm.moe)
+      fp_bias = rc_fingerprint_combine(fp_bias, rc_fingerprint_host(m->mtp[p].trm.expert_bias_host,
+                                                                    sizeof(float) * (size_t)m->E));
+  fprintf(m->events.out,
+          "step=%d mb=-1 kind=step_state loss_scale=%a growth_tracker=%lld hysteresis_tracker=%lld "
+          "optimizer_step=%lld scheduler_steps=%lld consumed_samples=%lld rng_seed=%016llx "
+          "rng_offset=%llu fp_params=%016llx fp_expert_bias=%016llx",
+          m->events.step, m->loss_scale, (long long)m->growth_tracker,
+          (long long)m->hysteresis_tracker, (long long)m->optimizer_step,
+          (long long)m->scheduler_steps, (long long)m->consumed_samples,
+          (unsigned long long)m->rng_seed, (unsigned long long)m->rng_offset,
+          (unsigned long long)rc_model_fp_params(m), (unsigned long long)fp_bias);
+  if (!m->comm)
+    fprintf(m->events.out, " fp_optim=%016llx", (unsigned long long)rc_model_fp_optim(m));
+  fputc('\n', m->events.out);
+}
+
 void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
   const rc_ops *o = m->ops;
   const rc_config *c = &m->cfg;
@@ -144,6 +174,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   st->loss_scale = m->loss_scale;
   m->events.step = (int)st->step;
   m->events.out = m->events.file && st->step >= m->events.from_step ? m->events.file : NULL;
+  if (m->events.out) log_step_state(m);
 
   /* Zero main_grad at the start of every step. The injected bug models a
    * "zero only if this process produced gradients" shortcut combined with a
