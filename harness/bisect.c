@@ -241,18 +241,41 @@ static int check_loaded_state(rc_bisect *b, rc_err *err) {
 }
 
 /* The census files the legs wrote at K (rank 0): through's after its save
- * at K, the resumed leg's right after its load. Only their paths here. */
+ * at K, the resumed leg's right after its load, compared field by field
+ * (harness/census.h). A census that cannot be compared is said so in the
+ * text, never fatal: the replay still answers. */
 static void locate_census(rc_bisect *b) {
-  char name[64];
-  snprintf(name, sizeof name, "census/" RC_ITER_NAME_FORMAT ".rank0.txt", b->resume_step);
-  rc_path_join(b->census_through, sizeof b->census_through, b->through_dir, name);
-  rc_path_join(b->census_resumed, sizeof b->census_resumed, b->resume_dir, name);
+  char name[96];
+  rc_census_filename(name, sizeof name, b->resume_step, 0, false);
+  char dir_t[4200], dir_r[4200];
+  rc_path_join(dir_t, sizeof dir_t, b->through_dir, RC_CENSUS_DIR_NAME);
+  rc_path_join(dir_r, sizeof dir_r, b->resume_dir, RC_CENSUS_DIR_NAME);
+  rc_path_join(b->census_through, sizeof b->census_through, dir_t, name);
+  rc_path_join(b->census_resumed, sizeof b->census_resumed, dir_r, name);
   b->census_found = b->through_dir[0] && b->resume_dir[0] && rc_path_exists(b->census_through) &&
                     rc_path_exists(b->census_resumed);
-  /* CENSUS HOOK: the field-by-field comparison goes here, once harness/census.h
-   * exists: rc_census_compare_files(b->census_through, b->census_resumed,
-   * &diff, err), its first differing `saved` field into the verdict of
-   * RC_CAUSE_RESUME_STATE (bisect_verdict) and into bisect.json's `census`. */
+  if (!b->census_found) return;
+  rc_err err = {0};
+  if (rc_census_compare_files(b->census_through, b->census_resumed, &b->census, &err)) {
+    rc_bufprintf(b->census_text, sizeof b->census_text, "could not be compared: %s", err.msg);
+    return;
+  }
+  b->census_compared = true;
+  const rc_census_diff *d = &b->census;
+  const rc_census_field_diff *first = rc_census_first_saved(d);
+  if (first) {
+    char line[1024];
+    rc_census_describe(first, "through", "resumed", line, sizeof line);
+    rc_bufprintf(b->census_text, sizeof b->census_text, "%d saved field%s differ%s, first %s",
+                 d->n_saved_differ, d->n_saved_differ == 1 ? "" : "s",
+                 d->n_saved_differ == 1 ? "s" : "", line);
+  } else {
+    char groups[1024];
+    rc_census_local_groups(d, groups, sizeof groups);
+    rc_bufprintf(b->census_text, sizeof b->census_text, "saved state identical (%d fields)%s%s",
+                 d->n_fields, d->n_local_differ ? "; process-local fields differ by design: " : "",
+                 groups);
+  }
 }
 
 /* ---- the replays ---- */
@@ -672,7 +695,10 @@ static void saves_upto(const rc_replay_proc *rp, int64_t k, char *buf, size_t ca
 
 /* "see the state census: A vs B", or that there is none. */
 static void census_phrase(const rc_bisect *b, char *buf, size_t cap) {
-  if (b->census_found)
+  if (b->census_found && b->census_text[0])
+    rc_bufprintf(buf, cap, "the state census at step %" PRId64 ": %s", b->resume_step,
+                 b->census_text);
+  else if (b->census_found)
     rc_bufprintf(buf, cap, "see the state census: %s vs %s", b->census_through, b->census_resumed);
   else
     rc_bufprintf(buf, cap, "see the state census (no census was written by this run)");
@@ -795,6 +821,19 @@ static void decide(rc_bisect *b) {
         "the replays' checkpoints at step %" PRId64 " differ (%s vs %s), first %s, while %s: "
         "the difference is in state that no logged value shows",
         b->events_to, b->replay_ckpt_through, b->replay_ckpt_resume, b->replay_ckpt_first, range);
+    return;
+  }
+  /* nothing any replayed step computes differs, but the processes held
+   * different state at K: a divergence still to come */
+  if (b->census_compared && b->census.n_saved_differ) {
+    b->cause = RC_CAUSE_RESUME_STATE;
+    char census[1800];
+    census_phrase(b, census, sizeof census);
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the state the resumed process started step %" PRId64
+                 " from differs from the through process's (%s), but %s: no replayed step uses "
+                 "it yet",
+                 b->resume_step + 1, census, range);
     return;
   }
   b->verdict = RC_BISECT_NOT_REPRODUCED;
@@ -973,6 +1012,7 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
 }
 
 void rc_bisect_free(rc_bisect *b) {
+  rc_census_diff_free(&b->census);
   rc_events_free(&b->ev_through);
   rc_events_free(&b->ev_resume);
   rc_events_free(&b->prev_through);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "harness/census.h"
 
 #define RC_EVENT_MAX_FIELDS 16
 
@@ -174,9 +175,12 @@ typedef struct {
   int ckpt_datasets;      /* datasets compared */
   char ckpt_first[1024];  /* first differing state tensor (described) */
   char loaded_text[1024]; /* what was compared with what, and what it does not show */
-  /* the census the legs wrote at K (harness/census.h, the lead's) */
-  bool census_found;
+  /* the census the legs wrote at K (harness/census.h): found, compared
+   * field by field, and what it says in one line */
+  bool census_found, census_compared;
   char census_through[4096], census_resumed[4096];
+  rc_census_diff census;
+  char census_text[1536];
   /* the replay */
   bool replayed;
   int64_t events_from, events_to;

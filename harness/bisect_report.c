@@ -97,7 +97,10 @@ void rc_bisect_print(const rc_bisect *b, FILE *out) {
     if (b->step >= 0)
       fprintf(out, " at step %" PRId64, b->step);
     else
-      fprintf(out, " (no divergent step: the traces agree, the checkpoints differ)");
+      fprintf(out, b->census_compared && !strncmp(b->check, "CENSUS", 6)
+                       ? " (no divergent step: every step and the final state agree, the state at "
+                         "the resume point differs)"
+                       : " (no divergent step: the traces agree, the checkpoints differ)");
     if (b->trace_columns[0]) fprintf(out, " (%s)", b->trace_columns);
     fprintf(out, "; %s vs %s, resumed at step %" PRId64 " from %s\n", b->through_leg, b->resume_leg,
             b->resume_step, b->resume_from);
@@ -106,6 +109,9 @@ void rc_bisect_print(const rc_bisect *b, FILE *out) {
               b->run_dataset[0] ? b->run_dataset : "(not named in the report)");
   }
   if (b->loaded_text[0]) fprintf(out, "  loaded state: %s\n", b->loaded_text);
+  if (b->census_found)
+    fprintf(out, "  state census at step %" PRId64 " (%s vs %s): %s\n", b->resume_step,
+            b->census_through, b->census_resumed, b->census_text);
   if (b->replayed) {
     fprintf(out, "  replay: steps %" PRId64 "..%" PRId64 " with events, in %s\n", b->events_from,
             b->events_to, b->out_dir);
@@ -299,6 +305,30 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_str(&w, b->census_through);
     rc_jw_key(&w, "resumed");
     rc_jw_str(&w, b->census_resumed);
+    rc_jw_key(&w, "compared");
+    rc_jw_bool(&w, b->census_compared);
+    jw_str_or_null(&w, "text", b->census_text);
+    rc_jw_key(&w, "saved_differ");
+    rc_jw_int(&w, b->census.n_saved_differ);
+    rc_jw_key(&w, "local_differ");
+    rc_jw_int(&w, b->census.n_local_differ);
+    rc_jw_key(&w, "differences");
+    rc_jw_arr_begin(&w);
+    for (int i = 0; i < b->census.n_diffs; i++) {
+      const rc_census_field_diff *f = &b->census.diffs[i];
+      char text[2048];
+      rc_census_describe(f, "through", "resumed", text, sizeof text);
+      rc_jw_obj_begin(&w);
+      rc_jw_key(&w, "field");
+      rc_jw_str(&w, f->field);
+      rc_jw_key(&w, "class");
+      rc_jw_str(&w, f->saved ? "saved" : "local");
+      jw_str_or_null(&w, "through", f->a);
+      jw_str_or_null(&w, "resumed", f->b);
+      jw_str_or_null(&w, "text", text);
+      rc_jw_obj_end(&w);
+    }
+    rc_jw_arr_end(&w);
     rc_jw_obj_end(&w);
   } else {
     rc_jw_null(&w);

@@ -3,18 +3,21 @@
 # logs; the shell tests bisect real CPU runs of 10 steps saved at 5.
 rc_add_c_test(bisect_events test_bisect_events.c)
 foreach(t bisect_seed bisect_aa bisect_loaded_state bisect_usage bisect_save_effect bisect_state_only
-          bisect_prev_update)
+          bisect_prev_update bisect_census)
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 
 # catalogue bugs (flags as in catalogue.cmake): the event each one changes first
-function(rc_bisect_bug name bug kind field cause)
-  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bisect_catalogue.sh ${bug} ${kind} ${field} ${cause} ${ARGN})
+function(rc_bisect_bug name bug kind field cause census)
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bisect_catalogue.sh ${bug} ${kind} ${field} ${cause} ${census} ${ARGN})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>")
 endfunction()
-rc_bisect_bug(bisect_rng_not_saved rng-not-saved dropout offset resume-state --dropout 0.1)
-rc_bisect_bug(bisect_data_position_not_saved data-position-not-saved batch samples resume-state)
-rc_bisect_bug(bisect_optimizer_step_not_saved optimizer-step-not-saved optimizer bc1 resume-state)
-rc_bisect_bug(bisect_scheduler_not_restored scheduler-not-restored optimizer lr resume-state)
+rc_bisect_bug(bisect_rng_not_saved rng-not-saved dropout offset resume-state rng.offset --dropout 0.1)
+rc_bisect_bug(bisect_data_position_not_saved data-position-not-saved batch samples resume-state
+              data.consumed_samples)
+rc_bisect_bug(bisect_optimizer_step_not_saved optimizer-step-not-saved optimizer bc1 resume-state
+              optimizer.step)
+rc_bisect_bug(bisect_scheduler_not_restored scheduler-not-restored optimizer lr resume-state
+              scheduler.num_steps)
 rc_bisect_bug(bisect_grad_buffer_not_zeroed grad-buffer-not-zeroed-after-load backward fp_main_grad
-              operation)
+              operation -)
