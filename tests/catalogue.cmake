@@ -58,6 +58,15 @@ endforeach()
 rc_catalogue(clean_fp32 0 - - --precision fp32)
 rc_catalogue(clean_bf16 0 - - --precision bf16)
 rc_catalogue(clean_fp16 0 - - --precision fp16 --loss-scale-window 3)
+# fp16 that really overflows (docs/design.md §8): a 2^20 loss scale doubled every 2 clean
+# steps overflows at steps 3, 4, 7, 8; the hysteresis (2) absorbs 3 and 7, halves at 4 and 8
+set(RC_FP16_OVERFLOW --precision fp16 --initial-loss-scale 1048576 --loss-scale-window 2 --hysteresis 2)
+rc_catalogue(clean_fp16_overflow 0 - - ${RC_FP16_OVERFLOW})
+rc_catalogue(clean_fp16_overflow_every 0 - - ${RC_FP16_OVERFLOW} --save-at every)
+# ... and it does skip steps (negative control: clean_fp16's flags show none)
+add_test(NAME fp16_overflow_skips COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fp16_overflow.sh
+         ${RC_FP16_OVERFLOW} -- --precision fp16 --loss-scale-window 3)
+set_tests_properties(fp16_overflow_skips PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>")
 rc_catalogue(clean_fp8 0 - - --precision fp8)
 rc_catalogue(clean_dense 0 - - --moe-layers none)
 rc_catalogue(clean_moe_softmax 0 - - --moe-layers 0,1 --moe-scoring softmax)
