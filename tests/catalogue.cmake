@@ -32,6 +32,14 @@ rc_catalogue(bug_adam_step_from_iteration_k3 1 4 fp_optim ${RC_FP16_OVERFLOW} --
 # ... invisible before the first skipped step (3), and without overflow
 rc_catalogue(bug_adam_step_from_iteration_unseen_k2 0 - - ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration --save-at 2)
 rc_catalogue(bug_adam_step_from_iteration_unseen_no_skip 0 - - --precision fp16 --loss-scale-window 3 --inject adam-step-from-iteration)
+# --save-at auto catches each (with --warmup 0 the hysteresis bug is caught only at the
+# probe's skipped step 3: none of 5, 6, 9 sees it); the configs without --inject pass
+rc_catalogue(bug_hysteresis_not_saved_auto 1 5 grad_norm ${RC_FP16_OVERFLOW} --warmup 0 --inject hysteresis-not-saved --save-at auto)
+rc_catalogue(bug_adam_step_from_iteration_auto 1 4 fp_optim ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration --save-at auto)
+rc_catalogue(bug_save_draws_rng_auto 1 4 loss --inject save-draws-rng --dropout 0.1 --save-at auto)
+rc_catalogue(clean_fp16_overflow_auto 0 - - ${RC_FP16_OVERFLOW} --save-at auto)
+rc_catalogue(clean_fp16_overflow_auto_no_warmup 0 - - ${RC_FP16_OVERFLOW} --warmup 0 --save-at auto)
+rc_catalogue(clean_dropout_auto 0 - - --dropout 0.1 --save-at auto)
 # the save itself changes state (the config without --inject: clean_dropout, clean_dropout_save_early)
 rc_catalogue(bug_save_draws_rng 1 6 loss --inject save-draws-rng --dropout 0.1)
 rc_catalogue(bug_save_draws_rng_k1 1 2 loss --inject save-draws-rng --dropout 0.1 --save-at 1)
