@@ -110,3 +110,7 @@ rc_catalogue(clean_save_late 0 - - --save-at 9)
 rc_catalogue(clean_save_chained 0 - - --save-at 3,6 --dropout 0.1)
 # a chain still finds the seed's bug, one step after each resume
 rc_catalogue(seed_chained 1 4 grad_norm --save-at 3,6 --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy)
+# the clean sweep: >= 50 distinct correct configurations, 0 false alarms, and a planted bug
+# reported (tests/clean_sweep.sh)
+add_test(NAME clean_sweep COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/clean_sweep.sh)
+set_tests_properties(clean_sweep PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>" TIMEOUT 900)
