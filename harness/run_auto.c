@@ -134,7 +134,9 @@ static int read_config(const rc_run_opts *o, int64_t *warmup, bool *fp16, rc_err
     free(out);
     if (WIFEXITED(status) && WEXITSTATUS(status) == RC_EXIT_USAGE)
       return rc_fail(err, RC_EXIT_USAGE, "the training flags were rejected (train --dry-run)");
-    return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run failed (status %d)", status);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run failed with %s %d",
+                   WIFSIGNALED(status) ? "signal" : "exit status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   }
   char jerr[128];
   rc_json *j = rc_json_parse(out, len, jerr, sizeof jerr);

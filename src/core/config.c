@@ -202,13 +202,14 @@ static const rc_bug_info BUGS[] = {
      "RESUME fails when K follows an overflow the hysteresis absorbed (tracker below "
      "--hysteresis); first divergent step K+2 (K+1 overflows again without halving), grad_norm "
      "and loss_scale first; passes at any other K (needs fp16 that overflows: with "
-     "clean_fp16_overflow caught at K=3 and 7 only)"},
+     "--initial-loss-scale 1048576 --loss-scale-window 2 caught at K=3 and 7 only)"},
     {RC_BUG_ADAM_STEP_FROM_ITERATION, "adam-step-from-iteration",
      "on load the Adam step count is recomputed from the iteration instead of read; they differ "
      "once an fp16 step was skipped",
      "RESUME fails once a step was skipped at or before K; first divergent step K+1, fp_params "
      "and fp_optim first (fp_optim alone when K+1 is skipped); passes when no step was skipped "
-     "(needs fp16 that overflows: with clean_fp16_overflow caught at K >= 3)"},
+     "(needs fp16 that overflows: with --initial-loss-scale 1048576 --loss-scale-window 2 caught "
+     "at K >= 3)"},
     {RC_BUG_SAVE_DRAWS_RNG, "save-draws-rng",
      "the save draws from the dropout RNG after writing its offset (a temporary name, a sampled "
      "log line): the process that saved continues on another stream than one that loads",
