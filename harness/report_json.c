@@ -79,6 +79,8 @@ static void config(rc_jw *w, const rc_run *run) {
   for (int i = 0; i < run->n_save_at; i++) rc_jw_int(w, run->save_at[i]);
   rc_jw_arr_end(w);
   kv_bool(w, "save_every", o->save_every);
+  kv_bool(w, "save_auto", o->save_auto);
+  kv_str_or_null(w, "save_at_why", o->save_auto ? o->save_at_why : NULL);
   kv_bool(w, "aa", o->aa);
   kv_bool(w, "confirm_arm", o->confirm_arm);
   kv_bool(w, "git_bisect", o->git_bisect);

@@ -50,6 +50,8 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
   rc_sb_printf(&b, "Train-through to step %" PRId64 ", save at ", o->steps);
   if (o->save_every)
     rc_sb_puts(&b, "every step");
+  else if (o->save_auto)
+    rc_sb_printf(&b, "the points `--save-at auto` chose, %s", o->save_at_why);
   else
     for (int i = 0; i < run->n_save_at; i++)
       rc_sb_printf(&b, "%s%" PRId64, i ? ", " : "", run->save_at[i]);

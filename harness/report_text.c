@@ -40,6 +40,8 @@ static void print_config(const rc_run *run, FILE *out) {
   fprintf(out, "resumecheck run: N=%" PRId64 ", save at ", o->steps);
   if (o->save_every) {
     fprintf(out, "every step");
+  } else if (o->save_auto) {
+    fprintf(out, "auto: %s", o->save_at_why);
   } else {
     for (int i = 0; i < run->n_save_at; i++)
       fprintf(out, "%s%" PRId64, i ? "," : "", run->save_at[i]);

@@ -55,6 +55,11 @@ typedef struct {
   int64_t *save_at; /* sorted, unique, each in 1..N-1 (owned by the caller) */
   int n_save_at;
   bool save_every; /* --save-at every: save_at is 1..N-1 */
+  /* --save-at auto: save_at was chosen by rc_run_auto_choose; its points are
+   * independent like every's (one save leg, one resume leg per K to N), and
+   * save_at_why says why each was chosen */
+  bool save_auto;
+  char save_at_why[512];
   const char *out_dir;
   bool aa, confirm_arm, git_bisect, keep_going, overwrite;
   int jobs;             /* concurrent legs, >= 1 */
@@ -229,11 +234,50 @@ typedef struct {
   char census_finding[1024];
 } rc_run;
 
-/* Parses "5", "3,6" or "every" against the horizon N. RC_EXIT_USAGE with a
- * message for malformed lists, steps outside 1..N-1, or duplicates. *out is
- * malloc'd (caller frees). */
-int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bool *every,
+typedef enum { RC_SAVE_AT_LIST = 0, RC_SAVE_AT_EVERY, RC_SAVE_AT_AUTO } rc_save_at_mode;
+
+/* Parses "5", "3,6", "every" or "auto" against the horizon N. RC_EXIT_USAGE
+ * with a message for malformed lists, steps outside 1..N-1, or duplicates.
+ * *out is malloc'd (caller frees); for "auto" it is NULL and *n 0: the
+ * points are chosen by rc_run_auto_choose. */
+int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, rc_save_at_mode *mode,
                          rc_err *err);
+
+/* --save-at auto (docs/design.md §6): why a save point was chosen, a bit
+ * each (one K may have several reasons). */
+typedef enum {
+  RC_AUTO_ODD = 1u << 0,          /* the odd one of a pair of adjacent steps at N/2 */
+  RC_AUTO_EVEN = 1u << 1,         /* the even one */
+  RC_AUTO_AFTER_WARMUP = 1u << 2, /* warmup + 1: the first step of the decay */
+  RC_AUTO_LAST = 1u << 3,         /* N-1 */
+  RC_AUTO_SKIPPED = 1u << 4,      /* an fp16 step that was skipped (the save right after it) */
+  RC_AUTO_ABSORBED = 1u << 5      /* ... whose overflow the hysteresis absorbed */
+} rc_auto_reason;
+
+#define RC_AUTO_MAX 5
+
+typedef struct {
+  int64_t step;
+  unsigned why; /* rc_auto_reason bits */
+} rc_auto_point;
+
+/* The save points of --save-at auto for N steps, ascending, at most
+ * RC_AUTO_MAX: an odd and an even K (N/2 and its neighbour), warmup + 1 when
+ * warmup >= 1 and it is below N, N-1, and of the steps `skipped` (ascending,
+ * from a probe; absorbed[i]: the loss scale was not halved after
+ * skipped[i]) the first absorbed one below N, else the first one below N.
+ * A step chosen twice keeps one entry with both reasons. Pure. */
+int rc_run_auto_save_points(int64_t steps, int64_t warmup, const int64_t *skipped,
+                            const bool *absorbed, int n_skipped, rc_auto_point *out);
+/* "3 (first after warmup), 5 (odd), ..." into buf. */
+void rc_run_auto_describe(const rc_auto_point *p, int n, char *buf, size_t cap);
+/* Chooses the points for opts (steps, trainer, fwd, self_exe): with the
+ * built-in trainer it reads warmup and precision from `train --dry-run`, and
+ * for fp16 trains a probe (steps 1..N-1, no checkpoints, in a temporary
+ * directory it removes) whose trace shows where steps are skipped; an exec
+ * trainer gets the odd, even and N-1 points only. *save_at is malloc'd. */
+int rc_run_auto_choose(const rc_run_opts *opts, int64_t **save_at, int *n, char *why, size_t cap,
+                       rc_err *err);
 
 /* Whether the legs take turns on the GPU: --gpu-scheduling, or by default
  * CUDA legs (legs_device) with --jobs > 1 and the built-in trainer. */
@@ -330,6 +374,10 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t);
 int rc_run_jobs_memory_check(uint64_t per_leg, int jobs, int concurrent_legs, uint64_t available,
                              const char *what, rc_err *err);
 int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_err *err);
+/* `train [fwd] [--grad-accum-fusion X] --steps N EXTRA...` (extra NULL-ended),
+ * its stdout in *out (malloc'd), its wait status in *status. */
+int rc_run_train_capture(const rc_run_opts *o, const char *fusion, char *const *extra, char **out,
+                         size_t *len, int *status, rc_err *err);
 /* The last max_lines lines of a text file (at most cap-1 bytes), made valid
  * UTF-8. "" if unreadable. */
 void rc_log_tail(const char *path, int max_lines, char *buf, size_t cap);

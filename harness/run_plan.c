@@ -5,9 +5,10 @@
  *
  * Per arm:
  *   through   1..N, saves at every K and at N
- *   save      1..K1 (horizon N), saves at K1; with "every": 1..N-1 saving at each K
+ *   save      1..K1 (horizon N), saves at K1; with "every" or "auto" (independent
+ *             points): 1..the last K, saving at each K
  *   resume@K  from the checkpoint at K to the next K (chain link) or N;
- *             with "every": one per K, each from save@K to N
+ *             with "every" or "auto": one per K, each from save@K to N
  *   aa        a second `through`, for A/A at N (--aa)
  * Checks per arm: A/A@K (through vs save), RESUME@K→M (through vs the leg
  * that resumed at K, at its last step M), A/A@N against aa, and a trace
@@ -108,20 +109,24 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bool *every,
+int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, rc_save_at_mode *mode,
                          rc_err *err) {
   *out = NULL;
   *n = 0;
-  *every = false;
+  *mode = RC_SAVE_AT_LIST;
   if (steps < 2)
     return rc_fail(err, RC_EXIT_USAGE, "--steps must be at least 2 to save and resume");
+  if (!strcmp(s, "auto")) {
+    *mode = RC_SAVE_AT_AUTO;
+    return RC_OK;
+  }
   if (!strcmp(s, "every")) {
     int64_t *v = malloc((size_t)(steps - 1) * sizeof *v);
     if (!v) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
     for (int64_t k = 1; k < steps; k++) v[k - 1] = k;
     *out = v;
     *n = (int)(steps - 1);
-    *every = true;
+    *mode = RC_SAVE_AT_EVERY;
     return RC_OK;
   }
   int cap = 1;
@@ -137,7 +142,8 @@ int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bo
     if (end == p || errno || (*end && *end != ',') || *p == '-' || *p == '+' || *p == ' ') {
       free(v);
       return rc_fail(err, RC_EXIT_USAGE,
-                     "--save-at: '%s' is not a comma-separated list of steps or 'every'", s);
+                     "--save-at: '%s' is not a comma-separated list of steps, 'every' or 'auto'",
+                     s);
     }
     if (k < 1 || k >= steps) {
       free(v);
@@ -160,6 +166,64 @@ int rc_run_parse_save_at(const char *s, int64_t steps, int64_t **out, int *n, bo
   *out = v;
   *n = m;
   return RC_OK;
+}
+
+/* Adds step k with reason why to the points (ascending, unique). */
+static void auto_add(rc_auto_point *p, int *n, int64_t k, unsigned why) {
+  int i = 0;
+  while (i < *n && p[i].step < k) i++;
+  if (i < *n && p[i].step == k) {
+    p[i].why |= why;
+    return;
+  }
+  memmove(p + i + 1, p + i, (size_t)(*n - i) * sizeof *p);
+  p[i] = (rc_auto_point){k, why};
+  (*n)++;
+}
+
+int rc_run_auto_save_points(int64_t steps, int64_t warmup, const int64_t *skipped,
+                            const bool *absorbed, int n_skipped, rc_auto_point *out) {
+  int n = 0;
+  if (steps < 2) return 0;
+  /* an adjacent pair in the middle: state that alternates (a counter the
+   * overflow pattern resets every other step) is caught at one of them */
+  int64_t a = steps / 2, b = a + 1 <= steps - 1 ? a + 1 : a - 1;
+  auto_add(out, &n, a, a % 2 ? RC_AUTO_ODD : RC_AUTO_EVEN);
+  if (b >= 1) auto_add(out, &n, b, b % 2 ? RC_AUTO_ODD : RC_AUTO_EVEN);
+  if (warmup >= 1 && warmup + 1 <= steps - 1) auto_add(out, &n, warmup + 1, RC_AUTO_AFTER_WARMUP);
+  auto_add(out, &n, steps - 1, RC_AUTO_LAST);
+  /* a skipped step: the optimizer step and the iteration part there, and an
+   * absorbed overflow leaves the hysteresis tracker mid-count */
+  int pick = -1;
+  for (int i = 0; i < n_skipped && pick < 0; i++)
+    if (skipped[i] >= 1 && skipped[i] <= steps - 1 && absorbed && absorbed[i]) pick = i;
+  for (int i = 0; i < n_skipped && pick < 0; i++)
+    if (skipped[i] >= 1 && skipped[i] <= steps - 1) pick = i;
+  if (pick >= 0)
+    auto_add(out, &n, skipped[pick],
+             RC_AUTO_SKIPPED | (absorbed && absorbed[pick] ? RC_AUTO_ABSORBED : 0));
+  return n;
+}
+
+void rc_run_auto_describe(const rc_auto_point *p, int n, char *buf, size_t cap) {
+  static const char *const names[] = {"odd",
+                                      "even",
+                                      "first after warmup",
+                                      "N-1",
+                                      "skipped fp16 step",
+                                      "its overflow absorbed by the hysteresis"};
+  size_t len = 0;
+  if (cap) buf[0] = 0;
+  for (int i = 0; i < n && len < cap; i++) {
+    len += (size_t)snprintf(buf + len, cap - len, "%s%" PRId64 " (", i ? ", " : "", p[i].step);
+    bool first = true;
+    for (int r = 0; r < 6 && len < cap; r++)
+      if (p[i].why & (1u << r)) {
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", first ? "" : ", ", names[r]);
+        first = false;
+      }
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, ")");
+  }
 }
 
 void rc_bufprintf(char *buf, size_t cap, const char *fmt, ...) {
@@ -340,9 +404,11 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
 
   int through = run->n_legs;
   int ok = add_leg(run, leg_cap, arm, "through", 0, N, -1, saves, nk + 1) != NULL;
+  /* every and auto: independent points, one save leg saving at each K */
+  const bool independent = o->save_every || o->save_auto;
   int save = run->n_legs;
-  if (ok && o->save_every)
-    ok = add_leg(run, leg_cap, arm, "save", 0, N - 1, -1, K, nk) != NULL;
+  if (ok && independent)
+    ok = add_leg(run, leg_cap, arm, "save", 0, K[nk - 1], -1, K, nk) != NULL;
   else if (ok)
     ok = add_leg(run, leg_cap, arm, "save", 0, K[0], -1, K, 1) != NULL;
   int aa = -1;
@@ -355,8 +421,8 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
   for (int i = 0; ok && i < nk; i++) {
     char name[48];
     snprintf(name, sizeof name, "resume@%" PRId64, K[i]);
-    int64_t last = (!o->save_every && i + 1 < nk) ? K[i + 1] : N;
-    int dep = (o->save_every || i == 0) ? save : run->n_legs - 1;
+    int64_t last = (!independent && i + 1 < nk) ? K[i + 1] : N;
+    int dep = (independent || i == 0) ? save : run->n_legs - 1;
     ok = add_leg(run, leg_cap, arm, name, K[i], last, dep, &last, 1) != NULL;
   }
   free(saves);
@@ -364,7 +430,7 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
 
   /* checks: state first, in step order, then the traces */
   char name[96];
-  for (int i = 0; ok && i < (o->save_every ? nk : 1); i++) {
+  for (int i = 0; ok && i < (independent ? nk : 1); i++) {
     snprintf(name, sizeof name, "A/A@%" PRId64, K[i]);
     ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, save, K[i]) !=
          NULL;

@@ -29,13 +29,11 @@
 
 #define RUN_MARKER ".resumecheck-run"
 
-/* `train [fwd] [--grad-accum-fusion X] --steps N MODE` (MODE --dry-run or
- * --dry-run-memory), its stdout in *out (malloc'd), its wait status in
- * *status. */
-static int train_probe(const rc_run *run, const char *fusion, const char *mode, char **out,
-                       size_t *len, int *status, rc_err *err) {
-  const rc_run_opts *o = &run->opts;
-  char **argv = calloc((size_t)o->n_fwd + 8, sizeof *argv);
+int rc_run_train_capture(const rc_run_opts *o, const char *fusion, char *const *extra, char **out,
+                         size_t *len, int *status, rc_err *err) {
+  int n_extra = 0;
+  while (extra && extra[n_extra]) n_extra++;
+  char **argv = calloc((size_t)o->n_fwd + (size_t)n_extra + 8, sizeof *argv);
   if (!argv) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   char steps[24];
   snprintf(steps, sizeof steps, "%" PRId64, o->steps);
@@ -49,7 +47,7 @@ static int train_probe(const rc_run *run, const char *fusion, const char *mode, 
   }
   argv[a++] = "--steps";
   argv[a++] = steps;
-  argv[a++] = (char *)mode;
+  for (int i = 0; i < n_extra; i++) argv[a++] = extra[i];
   argv[a] = NULL;
   *out = NULL;
   *len = 0;
@@ -57,6 +55,14 @@ static int train_probe(const rc_run *run, const char *fusion, const char *mode, 
   int rc = rc_spawn_capture(argv, out, len, status, err);
   free(argv);
   return rc;
+}
+
+/* `train [fwd] [--grad-accum-fusion X] --steps N MODE` (MODE --dry-run or
+ * --dry-run-memory). */
+static int train_probe(const rc_run *run, const char *fusion, const char *mode, char **out,
+                       size_t *len, int *status, rc_err *err) {
+  char *extra[] = {(char *)mode, NULL};
+  return rc_run_train_capture(&run->opts, fusion, extra, out, len, status, err);
 }
 
 /* `train [fwd] [--grad-accum-fusion X] --steps N --dry-run`. */

@@ -6,6 +6,10 @@ function(rc_catalogue name rc step first)
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>")
 endfunction()
 
+# fp16 that really overflows (docs/design.md §8): a 2^20 loss scale doubled every 2 clean
+# steps overflows at steps 3, 4, 7, 8; the hysteresis (2) absorbs 3 and 7, halves at 4 and 8
+set(RC_FP16_OVERFLOW --precision fp16 --initial-loss-scale 1048576 --loss-scale-window 2 --hysteresis 2)
+
 rc_catalogue(bug_rng_not_saved 1 6 loss --inject rng-not-saved --dropout 0.1)
 rc_catalogue(bug_data_position_not_saved 1 6 loss --inject data-position-not-saved)
 rc_catalogue(bug_optimizer_step_not_saved 1 6 fp_params --inject optimizer-step-not-saved)
@@ -16,6 +20,29 @@ rc_catalogue(bug_amax_history_not_saved 1 6 loss --inject amax-history-not-saved
 rc_catalogue(bug_grad_buffer_not_zeroed_after_load 1 6 grad_norm --inject grad-buffer-not-zeroed-after-load)
 rc_catalogue(bug_moments_saved_in_bf16 1 6 fp_params --inject moments-saved-in-bf16)
 rc_catalogue(bug_nondeterministic_reduction 2 - - --inject nondeterministic-reduction)
+# bugs that only fp16 overflow shows (the config without --inject: clean_fp16_overflow[_every])
+rc_catalogue(bug_hysteresis_not_saved 1 5 grad_norm ${RC_FP16_OVERFLOW} --inject hysteresis-not-saved --save-at 3)
+rc_catalogue(bug_hysteresis_not_saved_k7 1 9 grad_norm ${RC_FP16_OVERFLOW} --inject hysteresis-not-saved --save-at 7)
+# ... invisible where the overflow pattern has just reset the tracker (the halving at 4, the
+# growth before 5 is not reached: the tracker is back at --hysteresis)
+rc_catalogue(bug_hysteresis_not_saved_unseen_k4 0 - - ${RC_FP16_OVERFLOW} --inject hysteresis-not-saved --save-at 4)
+rc_catalogue(bug_hysteresis_not_saved_unseen_k5 0 - - ${RC_FP16_OVERFLOW} --inject hysteresis-not-saved --save-at 5)
+rc_catalogue(bug_adam_step_from_iteration 1 6 fp_params ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration)
+rc_catalogue(bug_adam_step_from_iteration_k3 1 4 fp_optim ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration --save-at 3)
+# ... invisible before the first skipped step (3), and without overflow
+rc_catalogue(bug_adam_step_from_iteration_unseen_k2 0 - - ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration --save-at 2)
+rc_catalogue(bug_adam_step_from_iteration_unseen_no_skip 0 - - --precision fp16 --loss-scale-window 3 --inject adam-step-from-iteration)
+# --save-at auto catches each (with --warmup 0 the hysteresis bug is caught only at the
+# probe's skipped step 3: none of 5, 6, 9 sees it); the configs without --inject pass
+rc_catalogue(bug_hysteresis_not_saved_auto 1 5 grad_norm ${RC_FP16_OVERFLOW} --warmup 0 --inject hysteresis-not-saved --save-at auto)
+rc_catalogue(bug_adam_step_from_iteration_auto 1 4 fp_optim ${RC_FP16_OVERFLOW} --inject adam-step-from-iteration --save-at auto)
+rc_catalogue(bug_save_draws_rng_auto 1 4 loss --inject save-draws-rng --dropout 0.1 --save-at auto)
+rc_catalogue(clean_fp16_overflow_auto 0 - - ${RC_FP16_OVERFLOW} --save-at auto)
+rc_catalogue(clean_fp16_overflow_auto_no_warmup 0 - - ${RC_FP16_OVERFLOW} --warmup 0 --save-at auto)
+rc_catalogue(clean_dropout_auto 0 - - --dropout 0.1 --save-at auto)
+# the save itself changes state (the config without --inject: clean_dropout, clean_dropout_save_early)
+rc_catalogue(bug_save_draws_rng 1 6 loss --inject save-draws-rng --dropout 0.1)
+rc_catalogue(bug_save_draws_rng_k1 1 2 loss --inject save-draws-rng --dropout 0.1 --save-at 1)
 # the seed itself, and its fix
 rc_catalogue(seed_legacy_bf16_repeated 1 6 grad_norm --precision bf16 --mtp-depths 2 --mtp-repeated-layer --first-microbatch-policy legacy)
 
@@ -58,10 +85,17 @@ endforeach()
 rc_catalogue(clean_fp32 0 - - --precision fp32)
 rc_catalogue(clean_bf16 0 - - --precision bf16)
 rc_catalogue(clean_fp16 0 - - --precision fp16 --loss-scale-window 3)
+rc_catalogue(clean_fp16_overflow 0 - - ${RC_FP16_OVERFLOW})
+rc_catalogue(clean_fp16_overflow_every 0 - - ${RC_FP16_OVERFLOW} --save-at every)
+# ... and it does skip steps (negative control: clean_fp16's flags show none)
+add_test(NAME fp16_overflow_skips COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/fp16_overflow.sh
+         ${RC_FP16_OVERFLOW} -- --precision fp16 --loss-scale-window 3)
+set_tests_properties(fp16_overflow_skips PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>")
 rc_catalogue(clean_fp8 0 - - --precision fp8)
 rc_catalogue(clean_dense 0 - - --moe-layers none)
 rc_catalogue(clean_moe_softmax 0 - - --moe-layers 0,1 --moe-scoring softmax)
 rc_catalogue(clean_dropout 0 - - --dropout 0.1)
+rc_catalogue(clean_dropout_save_early 0 - - --dropout 0.1 --save-at 1)
 rc_catalogue(clean_microbatches_1 0 - - --microbatches 1)
 rc_catalogue(clean_microbatches_3 0 - - --microbatches 3)
 rc_catalogue(clean_mtp_0 0 - - --mtp-depths 0 --mtp-separate-layers)
@@ -76,3 +110,7 @@ rc_catalogue(clean_save_late 0 - - --save-at 9)
 rc_catalogue(clean_save_chained 0 - - --save-at 3,6 --dropout 0.1)
 # a chain still finds the seed's bug, one step after each resume
 rc_catalogue(seed_chained 1 4 grad_norm --save-at 3,6 --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy)
+# the clean sweep: >= 50 distinct correct configurations, 0 false alarms, and a planted bug
+# reported (tests/clean_sweep.sh)
+add_test(NAME clean_sweep COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/clean_sweep.sh)
+set_tests_properties(clean_sweep PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>" TIMEOUT 900)

@@ -44,17 +44,18 @@ static bool str_eq(const char *a, const char *b) {
 static void test_parse_save_at(void) {
   int64_t *v = NULL;
   int n = 0;
-  bool every = false;
+  rc_save_at_mode every = RC_SAVE_AT_LIST;
   rc_err err = {0};
-  CHECK(rc_run_parse_save_at("5", 10, &v, &n, &every, &err) == 0 && n == 1 && v[0] == 5 && !every,
+  CHECK(rc_run_parse_save_at("5", 10, &v, &n, &every, &err) == 0 && n == 1 && v[0] == 5 &&
+            every == RC_SAVE_AT_LIST,
         "5 of 10");
   free(v);
   CHECK(rc_run_parse_save_at("6,3", 10, &v, &n, &every, &err) == 0 && n == 2 && v[0] == 3 &&
             v[1] == 6,
         "a chain is sorted");
   free(v);
-  CHECK(rc_run_parse_save_at("every", 4, &v, &n, &every, &err) == 0 && n == 3 && every &&
-            v[0] == 1 && v[2] == 3,
+  CHECK(rc_run_parse_save_at("every", 4, &v, &n, &every, &err) == 0 && n == 3 &&
+            every == RC_SAVE_AT_EVERY && v[0] == 1 && v[2] == 3,
         "every = 1..N-1");
   free(v);
   const char *bad[] = {"0", "10", "11", "3,3", "a", "3,", ",3", "-1", "", "3;4", " 3", "+3", "3x"};
@@ -67,6 +68,12 @@ static void test_parse_save_at(void) {
   }
   v = NULL;
   CHECK(rc_run_parse_save_at("1", 1, &v, &n, &every, &err) == RC_EXIT_USAGE, "N=1 cannot resume");
+  free(v);
+  CHECK(rc_run_parse_save_at("auto", 10, &v, &n, &every, &err) == 0 && every == RC_SAVE_AT_AUTO &&
+            n == 0 && !v,
+        "auto: chosen later");
+  CHECK(rc_run_parse_save_at("autos", 10, &v, &n, &every, &err) == RC_EXIT_USAGE,
+        "auto is a word, not a prefix");
   free(v);
 }
 
@@ -188,6 +195,113 @@ static void test_every_and_aa(void) {
   CHECK(c && c->leg_b == aa && c->cls == RC_CLASS_AA, "aa gives A/A at N");
   CHECK(str_eq(arg_of(&r.legs[aa], "--save-at"), "1,2,3,4") && !arg_of(&r.legs[aa], "--stop-at"),
         "aa runs exactly like through");
+  rc_run_free(&r);
+}
+
+/* "5:1,6:2" for points (step:reasons) to compare against a wanted string. */
+static void points_str(const rc_auto_point *p, int n, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%lld:%u", i ? "," : "", (long long)p[i].step,
+                            p[i].why);
+}
+
+static void test_auto_points(void) {
+  rc_auto_point p[RC_AUTO_MAX];
+  char got[256], why[512];
+  const unsigned O = RC_AUTO_ODD, E = RC_AUTO_EVEN, W = RC_AUTO_AFTER_WARMUP, L = RC_AUTO_LAST,
+                 S = RC_AUTO_SKIPPED, A = RC_AUTO_ABSORBED;
+  char want[256];
+  /* no skips: an odd and an even K at N/2, warmup + 1, N-1 */
+  int n = rc_run_auto_save_points(10, 2, NULL, NULL, 0, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "3:%u,5:%u,6:%u,9:%u", W, O, E, L);
+  CHECK(!strcmp(got, want), "N=10 warmup 2: %s, want %s", got, want);
+  rc_run_auto_describe(p, n, why, sizeof why);
+  CHECK(!strcmp(why, "3 (first after warmup), 5 (odd), 6 (even), 9 (N-1)"), "described: %s", why);
+  /* a skipped step whose overflow the hysteresis absorbed is preferred to an
+   * earlier one that halved the scale (negative control: without the
+   * absorbed flags the first skipped step is taken) */
+  int64_t sk[] = {2, 4, 7, 8};
+  bool ab[] = {false, true, true, false}, none[] = {false, false, false, false};
+  n = rc_run_auto_save_points(10, 0, sk, ab, 4, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "4:%u,5:%u,6:%u,9:%u", S | A, O, E, L);
+  CHECK(!strcmp(got, want), "absorbed skip at 4: %s, want %s", got, want);
+  n = rc_run_auto_save_points(10, 0, sk, none, 4, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "2:%u,5:%u,6:%u,9:%u", S, O, E, L);
+  CHECK(!strcmp(got, want), "no absorbed skip: the first, 2: %s, want %s", got, want);
+  rc_run_auto_describe(p, n, why, sizeof why);
+  CHECK(!strcmp(why, "2 (skipped fp16 step), 5 (odd), 6 (even), 9 (N-1)"), "described: %s", why);
+  /* a skipped step already chosen adds its reason, not a point */
+  int64_t sk5[] = {5};
+  bool ab5[] = {true};
+  n = rc_run_auto_save_points(10, 2, sk5, ab5, 1, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "3:%u,5:%u,6:%u,9:%u", W, O | S | A, E, L);
+  CHECK(!strcmp(got, want), "skip at 5 merges: %s, want %s", got, want);
+  rc_run_auto_describe(p, n, why, sizeof why);
+  CHECK(strstr(why, "5 (odd, skipped fp16 step, its overflow absorbed by the hysteresis)"),
+        "merged reasons: %s", why);
+  /* a skip at N cannot be resumed after; all five reasons on separate K */
+  int64_t sk10[] = {1, 10};
+  bool ab10[] = {false, true};
+  n = rc_run_auto_save_points(10, 6, sk10, ab10, 2, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "1:%u,5:%u,6:%u,7:%u,9:%u", S, O, E, W, L);
+  CHECK(n == RC_AUTO_MAX && !strcmp(got, want), "skip at N ignored: %s, want %s", got, want);
+  /* short horizons: everything within 1..N-1, warmup + 1 = N dropped */
+  n = rc_run_auto_save_points(2, 1, NULL, NULL, 0, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "1:%u", O | L);
+  CHECK(!strcmp(got, want), "N=2: %s, want %s", got, want);
+  n = rc_run_auto_save_points(3, 2, NULL, NULL, 0, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "1:%u,2:%u", O, E | L);
+  CHECK(!strcmp(got, want), "N=3: %s, want %s", got, want);
+  n = rc_run_auto_save_points(11, 0, NULL, NULL, 0, p);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "5:%u,6:%u,10:%u", O, E, L);
+  CHECK(!strcmp(got, want), "N=11, no warmup: %s, want %s", got, want);
+  CHECK(rc_run_auto_save_points(1, 0, NULL, NULL, 0, p) == 0, "N=1: nothing to resume");
+}
+
+/* auto plans like every: one save leg saving at each K, one resume leg per K
+ * from save@K to N, an A/A check per K (negative control: the same points
+ * as a plain list make a chain) */
+static void test_auto_plan(void) {
+  int64_t ks[] = {3, 5, 6, 9};
+  rc_run_opts o = base_opts(ks, 4);
+  o.save_auto = true;
+  snprintf(o.save_at_why, sizeof o.save_at_why, "3 (first after warmup)");
+  rc_run r;
+  rc_err err = {0};
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  int s = leg_index(&r, "save");
+  CHECK(r.n_legs == 6 && s >= 0, "through, save, 4 resume legs (got %d)", r.n_legs);
+  if (s < 0) return;
+  CHECK(str_eq(arg_of(&r.legs[s], "--stop-at"), "9") &&
+            str_eq(arg_of(&r.legs[s], "--save-at"), "3,5,6,9"),
+        "one save leg to the last K saving at each");
+  for (int i = 0; i < 4; i++) {
+    char name[32], want[64];
+    snprintf(name, sizeof name, "resume@%d", (int)ks[i]);
+    snprintf(want, sizeof want, "/out dir/save/ckpt/iter_%07d", (int)ks[i]);
+    int m = leg_index(&r, name);
+    CHECK(m >= 0 && r.legs[m].depends_on == s &&
+              str_eq(arg_of(&r.legs[m], "--resume-from"), want) && !arg_of(&r.legs[m], "--stop-at"),
+          "%s resumes from save@%d and runs to N", name, (int)ks[i]);
+    snprintf(name, sizeof name, "A/A@%d", (int)ks[i]);
+    CHECK(check_named(&r, name), "%s", name);
+  }
+  CHECK(!strcmp(r.opts.save_at_why, "3 (first after warmup)"), "the reasons travel with the run");
+  rc_run_free(&r);
+  o.save_auto = false;
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  CHECK(check_named(&r, "RESUME@3→5") && !check_named(&r, "A/A@5"),
+        "a plain list is a chain (control)");
   rc_run_free(&r);
 }
 
@@ -315,6 +429,8 @@ int main(void) {
   test_single_k();
   test_chain();
   test_every_and_aa();
+  test_auto_points();
+  test_auto_plan();
   test_confirm_arm();
   test_exec();
   test_gpu_scheduling();

@@ -22,7 +22,7 @@
 static void usage(FILE *out) {
   fprintf(
       out,
-      "usage: resumecheck run [core flags] --steps N --save-at K[,K2...]|every --out DIR\n"
+      "usage: resumecheck run [core flags] --steps N --save-at K[,K2...]|every|auto --out DIR\n"
       "                       [--aa] [--jobs J] [--json FILE] [--junit FILE]\n"
       "                       [--summary-md FILE] [--plot FILE.svg] [--confirm-arm]\n"
       "                       [--git-bisect] [--keep-going] [--overwrite]\n"
@@ -41,7 +41,12 @@ static void usage(FILE *out) {
       "\n"
       "  --steps N           the training horizon (LR schedule) of every leg\n"
       "  --save-at LIST      save steps, e.g. 5 or 3,6 (a chain: resume at 3, again at 6), or\n"
-      "                      'every' (one resume leg per step 1..N-1)\n"
+      "                      'every' (one resume leg per step 1..N-1), or 'auto' (the CI\n"
+      "                      recommendation): independent points like 'every', chosen for N:\n"
+      "                      an odd and an even K at N/2, warmup+1, N-1 and, for fp16, a\n"
+      "                      skipped step (found by a probe that trains 1..N-1 first,\n"
+      "                      preferring one whose overflow the hysteresis absorbed); the\n"
+      "                      report says which K and why\n"
       "  --out DIR           where the legs and report.json go\n"
       "  --aa                add the aa leg (full A/A at N); tells non-determinism from a save\n"
       "                      leg that is not a prefix of the through leg (exit 3)\n"
@@ -235,14 +240,17 @@ int rc_cmd_run(int argc, char **argv) {
     goto done;
   }
   if (!r.save_at) {
-    usage_error("--save-at K[,K2...]|every is required");
+    usage_error("--save-at K[,K2...]|every|auto is required");
     goto done;
   }
   rc_err err = {0};
-  if (rc_run_parse_save_at(r.save_at, o.steps, &save_at, &o.n_save_at, &o.save_every, &err)) {
+  rc_save_at_mode save_mode;
+  if (rc_run_parse_save_at(r.save_at, o.steps, &save_at, &o.n_save_at, &save_mode, &err)) {
     usage_error("%s", err.msg);
     goto done;
   }
+  o.save_every = save_mode == RC_SAVE_AT_EVERY;
+  o.save_auto = save_mode == RC_SAVE_AT_AUTO;
   o.save_at = save_at;
   if (!r.out) {
     usage_error("--out DIR is required");
@@ -346,6 +354,18 @@ int rc_cmd_run(int argc, char **argv) {
   o.n_fwd = n_fwd;
   o.argv = argv;
   o.argc = argc;
+
+  /* --save-at auto: the points are chosen now that the trainer and its flags
+   * are known (a dry run, and for fp16 a probe that finds skipped steps) */
+  if (o.save_auto) {
+    if ((rc = rc_run_auto_choose(&o, &save_at, &o.n_save_at, o.save_at_why, sizeof o.save_at_why,
+                                 &err))) {
+      fprintf(stderr, "resumecheck run: %s\n", err.msg);
+      if (rc == RC_EXIT_USAGE) fprintf(stderr, "(see resumecheck run --help)\n");
+      goto done;
+    }
+    o.save_at = save_at;
+  }
 
   rc_run_install_signal_handlers();
   rc_test_crash_points_off(); /* RC_TEST_CRASH_AT_WRITE is for the legs' saves */

@@ -119,7 +119,10 @@ static void build(rc_model *m, state_list *l) {
   if (!(bug & RC_BUG_LOSS_SCALER_NOT_SAVED)) {
     add_scalar(l, "/loss_scaler/scale", RC_DT_F64, &m->loss_scale, true);
     add_scalar(l, "/loss_scaler/growth_tracker", RC_DT_I64, &m->growth_tracker, true);
-    add_scalar(l, "/loss_scaler/hysteresis_tracker", RC_DT_I64, &m->hysteresis_tracker, true);
+    /* the injected bug forgets the hysteresis tracker alone: a load keeps
+     * the model's initial value, --hysteresis */
+    if (!(bug & RC_BUG_HYSTERESIS_NOT_SAVED))
+      add_scalar(l, "/loss_scaler/hysteresis_tracker", RC_DT_I64, &m->hysteresis_tracker, true);
   }
   /* per-rank state; the injected bug treats it as replicated: rank 0's
    * stream is saved and every rank resumes with it */
@@ -322,6 +325,11 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
     if (!rc) test_save_advances_rng(m);
   }
   free(item);
+  /* The injected bug: the save draws from the dropout stream after its
+   * offset was written (one Philox block, as a temporary name or a sampled
+   * log line would), so this process goes on with another stream than a
+   * process that loads the checkpoint. */
+  if (!rc && (m->cfg.inject & RC_BUG_SAVE_DRAWS_RNG)) m->rng_offset += 1;
   if (m->comm && m->cfg.world_size > 1) {
     /* every shard is written before rank 0 writes the manifest and COMPLETE */
     rc = rc_comm_agree(m->comm, m->ops, rc, err);
@@ -393,6 +401,10 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
     rc_model_profile_note("load: host-to-device copy", rc_model_wall_s() - t1);
     m->iteration = iteration;
     if (m->comm) rc = broadcast_replicated(m, &l, err);
+    /* The injected bug: the Adam step is recomputed from the iteration, as
+     * if every step had updated the weights; a skipped fp16 step makes them
+     * differ. The step is still saved, just not read. */
+    if (m->cfg.inject & RC_BUG_ADAM_STEP_FROM_ITERATION) m->optimizer_step = m->iteration;
     /* host copies drive the device copies */
     for (int i = 0; i < m->cfg.layers; i++)
       if (m->layers[i].moe)

@@ -196,6 +196,25 @@ static const rc_bug_info BUGS[] = {
     {RC_BUG_RNG_SAVED_AS_REPLICATED, "rng-saved-as-replicated",
      "a per-rank RNG is saved from rank 0 only and restored on every rank",
      "RESUME fails with world size > 1 and dropout; undetectable at world size 1"},
+    {RC_BUG_HYSTERESIS_NOT_SAVED, "hysteresis-not-saved",
+     "the fp16 loss scaler's hysteresis tracker is not checkpointed (scale and growth tracker "
+     "are); a resumed run restarts it at --hysteresis",
+     "RESUME fails when K follows an overflow the hysteresis absorbed (tracker below "
+     "--hysteresis); first divergent step K+2 (K+1 overflows again without halving), grad_norm "
+     "and loss_scale first; passes at any other K (needs fp16 that overflows: with "
+     "--initial-loss-scale 1048576 --loss-scale-window 2 caught at K=3 and 7 only)"},
+    {RC_BUG_ADAM_STEP_FROM_ITERATION, "adam-step-from-iteration",
+     "on load the Adam step count is recomputed from the iteration instead of read; they differ "
+     "once an fp16 step was skipped",
+     "RESUME fails once a step was skipped at or before K; first divergent step K+1, fp_params "
+     "and fp_optim first (fp_optim alone when K+1 is skipped); passes when no step was skipped "
+     "(needs fp16 that overflows: with --initial-loss-scale 1048576 --loss-scale-window 2 caught "
+     "at K >= 3)"},
+    {RC_BUG_SAVE_DRAWS_RNG, "save-draws-rng",
+     "the save draws from the dropout RNG after writing its offset (a temporary name, a sampled "
+     "log line): the process that saved continues on another stream than one that loads",
+     "RESUME fails; first divergent step K+1, loss first; A/A passes (both saves wrote the same "
+     "offset) (needs --dropout > 0)"},
 };
 
 const rc_bug_info *rc_bug_catalogue(int *count) {
@@ -364,6 +383,11 @@ int rc_config_validate(const rc_config *c, rc_err *err) {
   if ((c->inject & RC_BUG_RNG_NOT_SAVED) && c->dropout == 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--inject rng-not-saved needs --dropout > 0 (no RNG is drawn otherwise)");
+  if (c->precision != RC_PREC_FP16 && (c->inject & RC_BUG_HYSTERESIS_NOT_SAVED))
+    return rc_fail(err, RC_EXIT_USAGE, "--inject hysteresis-not-saved needs --precision fp16");
+  if ((c->inject & RC_BUG_SAVE_DRAWS_RNG) && c->dropout == 0)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject save-draws-rng needs --dropout > 0 (no RNG is drawn otherwise)");
   if ((long)c->micro_batch * c->seq_len > (1L << 26))
     return rc_fail(err, RC_EXIT_USAGE, "--micro-batch * --seq-len is too large");
   return 0;

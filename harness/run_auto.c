@@ -1,0 +1,183 @@
+/* run_auto.c — `run --save-at auto`: the few save points a CI run should use
+ * (docs/design.md §6). The choice itself is pure (rc_run_auto_save_points in
+ * run_plan.c); this file gathers what it needs before any leg is planned:
+ * the LR warmup and the precision from `train --dry-run`'s canonical config,
+ * and, for fp16, where steps are skipped. A run cannot know that before it
+ * trains, so an fp16 run first trains a probe: the same flags, steps 1..N-1,
+ * no checkpoints, in a temporary directory removed afterwards. Training is
+ * deterministic (the run's A/A checks confirm it), so the through leg skips
+ * the same steps. */
+#define _XOPEN_SOURCE 700 /* nftw, mkdtemp */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "harness/run.h"
+#include "io/layout.h"
+
+/* One CSV row of the probe's trace, split on commas in place; the fields
+ * point into line. Returns the count. */
+static int split_csv(char *line, char **field, int cap) {
+  int n = 0;
+  for (char *p = line; n < cap;) {
+    field[n++] = p;
+    char *c = strchr(p, ',');
+    if (!c) break;
+    *c = 0;
+    p = c + 1;
+  }
+  return n;
+}
+
+/* The skipped steps in the probe's trace (ascending) and, for each, whether
+ * the loss scale of the next row is the same (the hysteresis absorbed the
+ * overflow). The arrays hold `cap` entries. */
+static int read_skips(const char *trace, int64_t *skipped, bool *absorbed, int cap, int *n,
+                      rc_err *err) {
+  *n = 0;
+  FILE *f = fopen(trace, "r");
+  if (!f)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "--save-at auto: cannot read the probe's %s", trace);
+  char line[8192];
+  char *field[256];
+  int c_step = -1, c_scale = -1, c_skip = -1;
+  if (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    int nf = split_csv(line, field, 256);
+    for (int i = 0; i < nf; i++) {
+      if (!strcmp(field[i], "step")) c_step = i;
+      if (!strcmp(field[i], "loss_scale")) c_scale = i;
+      if (!strcmp(field[i], "skipped")) c_skip = i;
+    }
+  }
+  if (c_step < 0 || c_scale < 0 || c_skip < 0) {
+    fclose(f);
+    return rc_fail(err, RC_EXIT_SOFTWARE,
+                   "--save-at auto: the probe's %s has no step, loss_scale and skipped columns",
+                   trace);
+  }
+  char prev_scale[64] = "";
+  bool prev_stored = false; /* the previous row is a skipped step held in the arrays */
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    int nf = split_csv(line, field, 256);
+    if (nf <= c_step || nf <= c_scale || nf <= c_skip) continue;
+    /* the row after a skipped step tells whether its overflow halved the scale */
+    if (prev_stored) absorbed[*n - 1] = !strcmp(prev_scale, field[c_scale]);
+    prev_stored = !strcmp(field[c_skip], "1") && *n < cap;
+    snprintf(prev_scale, sizeof prev_scale, "%s", field[c_scale]);
+    if (prev_stored) {
+      skipped[*n] = strtoll(field[c_step], NULL, 10);
+      absorbed[*n] = false; /* unknown until the next row */
+      (*n)++;
+    }
+  }
+  fclose(f);
+  return RC_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  return (flag == FTW_DP ? rmdir(path) : unlink(path)) ? -1 : 0;
+}
+
+/* The probe: `train [fwd] --steps N --stop-at N-1 --out TMP/probe`, then its
+ * trace's skipped steps. */
+static int probe_skips(const rc_run_opts *o, int64_t *skipped, bool *absorbed, int cap, int *n,
+                       rc_err *err) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[RC_RUN_PATH_CAP], out_dir[RC_RUN_PATH_CAP + 16], trace[RC_RUN_PATH_CAP + 32];
+  snprintf(dir, sizeof dir, "%s/resumecheck-auto.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir))
+    return rc_fail(err, RC_EXIT_IOERR, "--save-at auto: cannot make a probe directory %s: %s", dir,
+                   strerror(errno));
+  snprintf(out_dir, sizeof out_dir, "%s/probe", dir);
+  snprintf(trace, sizeof trace, "%s/" RC_TRACE_NAME, out_dir);
+  char stop[24];
+  snprintf(stop, sizeof stop, "%" PRId64, o->steps - 1);
+  char *extra[] = {"--stop-at",  stop,         "--out", out_dir, "--leg",
+                   "auto-probe", "--progress", "off",   NULL};
+  char *out = NULL;
+  size_t len = 0;
+  int status = 0;
+  int rc = rc_run_train_capture(o, NULL, extra, &out, &len, &status, err);
+  free(out);
+  if (!rc && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    rc = rc_fail(err, RC_EXIT_SOFTWARE,
+                 "--save-at auto: the probe (train --stop-at %s) failed with %s %d", stop,
+                 WIFSIGNALED(status) ? "signal" : "exit status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  if (!rc) rc = read_skips(trace, skipped, absorbed, cap, n, err);
+  if (nftw(dir, rm_entry, 32, FTW_DEPTH | FTW_PHYS) && !rc)
+    rc = rc_fail(err, RC_EXIT_IOERR, "--save-at auto: cannot remove the probe directory %s: %s",
+                 dir, strerror(errno));
+  return rc;
+}
+
+/* Warmup and precision from `train [fwd] --steps N --dry-run`. */
+static int read_config(const rc_run_opts *o, int64_t *warmup, bool *fp16, rc_err *err) {
+  char *extra[] = {"--dry-run", NULL};
+  char *out = NULL;
+  size_t len = 0;
+  int status = 0;
+  int rc = rc_run_train_capture(o, NULL, extra, &out, &len, &status, err);
+  if (rc) return rc;
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    free(out);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == RC_EXIT_USAGE)
+      return rc_fail(err, RC_EXIT_USAGE, "the training flags were rejected (train --dry-run)");
+    return rc_fail(err, RC_EXIT_SOFTWARE, "train --dry-run failed with %s %d",
+                   WIFSIGNALED(status) ? "signal" : "exit status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+  char jerr[128];
+  rc_json *j = rc_json_parse(out, len, jerr, sizeof jerr);
+  free(out);
+  const char *prec = j ? rc_json_get_str(j, "precision") : NULL;
+  if (!j || !prec || !rc_json_get_i64(j, "warmup", warmup)) {
+    rc_json_free(j);
+    return rc_fail(err, RC_EXIT_SOFTWARE,
+                   "train --dry-run printed no canonical config with warmup and precision");
+  }
+  *fp16 = !strcmp(prec, "fp16");
+  rc_json_free(j);
+  return RC_OK;
+}
+
+int rc_run_auto_choose(const rc_run_opts *o, int64_t **save_at, int *n, char *why, size_t cap,
+                       rc_err *err) {
+  *save_at = NULL;
+  *n = 0;
+  int64_t warmup = 0;
+  bool fp16 = false;
+  int n_skipped = 0, rc;
+  int64_t skipped[RC_AUTO_MAX * 64];
+  bool absorbed[RC_AUTO_MAX * 64];
+  if (o->trainer == RC_TRAINER_SELF) {
+    if ((rc = read_config(o, &warmup, &fp16, err))) return rc;
+    int cap_skips = (int)(sizeof skipped / sizeof skipped[0]);
+    if (fp16 && (rc = probe_skips(o, skipped, absorbed, cap_skips, &n_skipped, err))) return rc;
+  }
+  rc_auto_point p[RC_AUTO_MAX];
+  int np = rc_run_auto_save_points(o->steps, warmup, skipped, absorbed, n_skipped, p);
+  int64_t *v = malloc((size_t)(np ? np : 1) * sizeof *v);
+  if (!v) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  for (int i = 0; i < np; i++) v[i] = p[i].step;
+  rc_run_auto_describe(p, np, why, cap);
+  size_t len = strlen(why);
+  if (o->trainer == RC_TRAINER_EXEC)
+    snprintf(why + len, cap - len, "; exec trainer: warmup and skipped steps not known");
+  else if (fp16 && !n_skipped)
+    snprintf(why + len, cap - len, "; fp16: the probe skipped no step");
+  *save_at = v;
+  *n = np;
+  return RC_OK;
+}
