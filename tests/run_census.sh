@@ -102,6 +102,33 @@ assert f["check"] == "CENSUS resume@3" and f["step"] is None, f
 run_rc latent-control --steps 6 --save-at 3 --precision fp16 --out "$T/latent-control"
 expect_rc 0 "latent control" latent-control
 
+# --- the bugs the census exists for, caught by --save-at auto on an fp16
+# config that really overflows: the census names the field, bisect too
+OV="--precision fp16 --initial-loss-scale 1048576 --loss-scale-window 2 --hysteresis 2"
+for spec in "hysteresis-not-saved|loss_scaler.hysteresis_tracker: through 1, resumed 2 (saved: not restored by the load)|" \
+  "adam-step-from-iteration|optimizer.step: through 2, resumed 3 (saved: not restored by the load)|" \
+  "save-draws-rng|(saved; the save changed the process that saved: |--dropout 0.1"; do
+  IFS='|' read -r bug words extra <<<"$spec"
+  # shellcheck disable=SC2086
+  run_rc "auto-$bug" --steps 10 --save-at auto $OV --inject "$bug" $extra --out "$T/auto-$bug"
+  expect_rc 1 "auto $bug" "auto-$bug"
+  grep -Eq "CENSUS resume@3 +DIFFERS" "$T/auto-$bug.out" || fail "auto $bug: CENSUS resume@3 does not differ"
+  contains "$T/auto-$bug.out" "census: state census at step 3 (resume@3): 1 saved field differs; first: "
+  contains "$T/auto-$bug.out" "$words"
+  "$RC_BIN" bisect "$T/auto-$bug" --json "$T/auto-$bug.bisect.json" >"$T/auto-$bug.bisect" 2>&1
+  [ $? = 1 ] || fail "bisect of auto $bug: exit $?, want 1"
+  contains "$T/auto-$bug.bisect" "state census at step 3"
+  contains "$T/auto-$bug.bisect" "$words"
+  # shellcheck disable=SC2086
+  run_rc "auto-$bug-control" --steps 10 --save-at auto $OV $extra --out "$T/auto-$bug-control"
+  expect_rc 0 "auto $bug control" "auto-$bug-control"
+done
+json_check "$T/auto-hysteresis-not-saved.bisect.json" '
+assert d["cause"]["kind"] == "previous-update" and d["cause"]["event"]["kind"] == "loss_scaler", d["cause"]
+'
+json_check "$T/auto-adam-step-from-iteration.bisect.json" 'assert d["cause"]["kind"] == "resume-state", d["cause"]'
+json_check "$T/auto-save-draws-rng.bisect.json" 'assert d["cause"]["kind"] == "save-side-effect", d["cause"]'
+
 # --- exec trainers: an optional census in the same format
 run_rc exec-good --trainer exec --train-cmd "$(tmpl --census good)" --steps 6 --save-at 3 --out "$T/exec-good"
 expect_rc 0 "exec census good" exec-good
