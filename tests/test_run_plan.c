@@ -121,7 +121,7 @@ static void test_single_k(void) {
         "each leg its own directory");
   CHECK(T->depends_on < 0 && S->depends_on < 0 && M->depends_on == s, "resume waits for save");
   CHECK(!strcmp(M->log_path, "/out dir/resume@5/log.txt"), "log path");
-  CHECK(r.n_checks == 4, "4 checks, got %d", r.n_checks);
+  CHECK(r.n_checks == 5, "5 checks, got %d", r.n_checks);
   const rc_check *aa = check_named(&r, "A/A@5"), *res = check_named(&r, "RESUME@5→10");
   CHECK(aa && aa->cls == RC_CLASS_AA && aa->leg_a == t && aa->leg_b == s &&
             !strcmp(aa->path_b, "/out dir/save/ckpt/iter_0000005"),
@@ -135,6 +135,11 @@ static void test_single_k(void) {
         "trace through vs save over 1..5");
   CHECK(tr && tr->cls == RC_CLASS_RESUME && tr->trace_from == 6 && tr->trace_to == 10,
         "trace through vs resume over 6..10");
+  const rc_check *cs = check_named(&r, "CENSUS resume@5");
+  CHECK(cs && cs->what == RC_CHECK_CENSUS && cs->cls == RC_CLASS_RESUME && cs->leg_a == t &&
+            cs->leg_b == m && cs->step == 5 && !strcmp(cs->path_a, "/out dir/through/census") &&
+            !strcmp(cs->path_b, "/out dir/resume@5/census"),
+        "census through@5 vs resume@5 after its load");
   CHECK(!check_named(&r, "ARMS@10"), "no arms check without --confirm-arm");
   rc_run_free(&r);
 }
