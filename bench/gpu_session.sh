@@ -21,7 +21,8 @@
 # from before the bisect fix) and of this build, "compare" compare of two
 # gpu-small checkpoints against --trust-manifests, h5diff and openssl,
 # "oldbytes" CUDA checkpoints of $RC_OLD_GPU_BUILD (binary and module of an
-# earlier commit) against this build's, file by file.
+# earlier commit) against this build's, file by file, "census" the state
+# census's cost and --save-at auto (bench/bench_census.sh).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -126,6 +127,13 @@ log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
   REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-critical-first shared}" \
   timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
+fi
+if want census; then
+log "state census cost and --save-at auto (tiny on the CPU, gpu-small on the GPU)"
+RC_BIN="$B/resumecheck" FLAGS="--preset tiny --device cpu" N=20 K=10 REPEAT=3 \
+  timeout 200 bash bench/bench_census.sh 2>&1 | tee -a "$S"
+RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 REPEAT=2 \
+  timeout 300 bash bench/bench_census.sh 2>&1 | tee -a "$S"
 fi
 if want save && [ -f bench/bench_save.sh ]; then
 log "save and load vs dd (gpu-small checkpoint)"
