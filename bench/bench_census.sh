@@ -6,7 +6,7 @@
 # has it, `--save-at auto` against a single K (more save points, more legs)
 # in the same session. REPEAT rounds, medians.
 #
-#   RC_BIN=build/resumecheck FLAGS="--preset tiny" N=20 K=10 REPEAT=3 bash bench/bench_census.sh
+#   RC_BIN=build/resumecheck FLAGS="--preset tiny" N=20 K=10 REPEAT=3 [AUTO=0] bash bench/bench_census.sh
 set -u
 RC_BIN=${RC_BIN:-build/resumecheck}
 N=${N:-20}
@@ -18,7 +18,7 @@ trap 'rm -rf "$D"' EXIT
 now() { date +%s.%N; }
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print('%.3f' % statistics.median(v) if v else '-')" "$@"; }
 auto=0
-"$RC_BIN" run --help 2>&1 | grep -- "--save-at" | grep -q "auto" && auto=1
+[ "${AUTO:-1}" = 1 ] && "$RC_BIN" run --help 2>&1 | grep -- "--save-at" | grep -q "auto" && auto=1
 single=() autos=() census=() legs=() bytes=()
 for r in $(seq 1 "$REPEAT"); do
   rm -rf "$D/one" "$D/auto"
@@ -43,6 +43,7 @@ PY
   legs+=("$l")
   bytes+=("$(cat "$D"/one/*/census/*.txt | wc -c)")
   if [ "$auto" = 1 ]; then
+    rm -rf "$D/one" # gpu-small: the auto run alone holds ~13 checkpoints of 2.5 GB
     t0=$(now)
     "$RC_BIN" run "${F[@]}" --steps "$N" --save-at auto --out "$D/auto" --progress off >"$D/auto.txt" 2>&1
     rc=$?
