@@ -5,7 +5,12 @@
  * MTP heads 1..D, then the main head. Backward is the reverse: main head,
  * MTP heads D..1, MTP layer calls D..1, decoder layers L..1, embedding. The
  * order matters: it decides which forward call of a shared module pairs with
- * which backward, and that pairing is the seed's bug. */
+ * which backward, and that pairing is the seed's bug.
+ *
+ * Every buffer of the model, backend or host, is made by the one allocator
+ * at the top of this file, which records it (m->blocks): rc_model_free is a
+ * loop over that record, and the record is what hostile_model_memory holds
+ * against rc_model_memory_need. */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>

@@ -5,7 +5,8 @@
  * ops.h: this is the numerical reference for the CUDA kernels. Sums that set
  * a normaliser (RMSNorm's mean square, cross-entropy's log-sum-exp) are taken
  * in double; everything else is float. RoPE angles are computed in double and
- * cast so that both backends start from the same cos/sin values. */
+ * cast so that both backends start from the same cos/sin values. SwiGLU's
+ * element math is backend/element_math.h's, which the CUDA kernels call too. */
 #include "backend/cpu/cpu_internal.h"
 #include "backend/element_math.h"
 #include "backend/numeric.h"

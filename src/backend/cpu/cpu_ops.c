@@ -5,7 +5,8 @@
  * and memcpy and sync is a no-op. Reductions run in index order in double so
  * their results are deterministic and as close to exact as is cheap; the
  * elementwise ops are the literal formulas of ops.h in float, since this
- * backend is the numerical reference the CUDA kernels are checked against. */
+ * backend is the numerical reference the CUDA kernels are checked against.
+ * The AdamW element update is backend/element_math.h's, shared with them. */
 #include "backend/cpu/cpu_internal.h"
 #include "base/host_pages.h"
 #include "backend/element_math.h"
