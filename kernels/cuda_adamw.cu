@@ -1,10 +1,10 @@
 /* cuda_adamw.cu — the fused AdamW step of ops.h, elementwise, in place.
  *
- * The expression is the CPU's, term for term, in float; with --fmad=false
- * and IEEE division and sqrtf it rounds identically, so the update agrees
- * with the CPU backend bit for bit. */
-#include <math.h>
-
+ * Each element is rc_adamw_element (backend/element_math.h), the function
+ * the CPU backend's loop calls; with --fmad=false and IEEE division and
+ * sqrtf it rounds identically, so the update agrees with the CPU backend
+ * bit for bit. */
+#include "backend/element_math.h"
 #include "cuda_common.cuh"
 
 __global__ void adamw_kernel(float *param, const float *grad, float *exp_avg, float *exp_avg_sq,
@@ -12,16 +12,9 @@ __global__ void adamw_kernel(float *param, const float *grad, float *exp_avg, fl
                              float weight_decay, float grad_scale, float bias_correction1,
                              float bias_correction2) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float g = grad[i] * grad_scale;
-    float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
-    float v = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    float p = param[i];
-    param[i] =
-        p - lr * ((m / bias_correction1) / (sqrtf(v / bias_correction2) + eps) + weight_decay * p);
-  }
+       i += (size_t)gridDim.x * blockDim.x)
+    rc_adamw_element(&param[i], &exp_avg[i], &exp_avg_sq[i], grad[i], lr, beta1, beta2, eps,
+                     weight_decay, grad_scale, bias_correction1, bias_correction2);
 }
 
 void rc_cuda_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,

@@ -2,8 +2,10 @@
  * add, scale, 2-D copy, SwiGLU and dropout.
  *
  * Rounding and dropout use numeric.h, compiled for the device, so they are
- * bit-identical to the CPU backend. Each element is computed independently
- * (grid-stride loops), so results do not depend on the launch shape. */
+ * bit-identical to the CPU backend; SwiGLU is element_math.h's, the CPU's
+ * expressions (its expf is the device's, within tolerance of the host's). Each element is computed
+ * independently (grid-stride loops), so results do not depend on the launch shape. */
+#include "backend/element_math.h"
 #include "backend/numeric.h"
 #include "cuda_common.cuh"
 
@@ -79,17 +81,13 @@ void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int ro
                                (size_t)rows, cudaMemcpyDeviceToDevice, rc_cuda_stream()));
 }
 
-/* silu(g) = g * sigmoid(g), sigmoid(g) = 1 / (1 + exp(-g)). */
-__device__ __forceinline__ float sigmoidf_dev(float g) {
-  return 1.0f / (1.0f + expf(-g));
-}
-
+/* SwiGLU per element: backend/element_math.h, the CPU backend's expressions. */
 __global__ void swiglu_forward_kernel(float *out, const float *in, int T, int F) {
   size_t n = (size_t)T * (size_t)F;
   GRID_STRIDE(i, n) {
     size_t t = i / (size_t)F, j = i % (size_t)F;
-    float g = in[t * 2 * (size_t)F + j], u = in[t * 2 * (size_t)F + (size_t)F + j];
-    out[i] = g * sigmoidf_dev(g) * u;
+    out[i] =
+        rc_swiglu_forward_element(in[t * 2 * (size_t)F + j], in[t * 2 * (size_t)F + (size_t)F + j]);
   }
 }
 
@@ -99,12 +97,7 @@ __global__ void swiglu_backward_kernel(float *din, const float *dout, const floa
   GRID_STRIDE(i, n) {
     size_t t = i / (size_t)F, j = i % (size_t)F;
     size_t gi = t * 2 * (size_t)F + j, ui = gi + (size_t)F;
-    float g = in[gi], u = in[ui], d = dout[i];
-    float sg = sigmoidf_dev(g);
-    float silu = g * sg;
-    /* d silu/dg = sg * (1 + g * (1 - sg)) */
-    din[gi] = d * u * (sg * (1.0f + g * (1.0f - sg)));
-    din[ui] = d * silu;
+    rc_swiglu_backward_element(&din[gi], &din[ui], in[gi], in[ui], dout[i]);
   }
 }
 

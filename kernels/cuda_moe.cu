@@ -1,8 +1,9 @@
 /* cuda_moe.cu — mixture-of-experts routing, permutation, gather and combine.
  *
- * Routing and its backward: one thread per token running the CPU's loops
- * verbatim (E and k are small), so top-k selection, tie-breaking and the
- * order of every sum are the reference's.
+ * Routing and its backward: one thread per token running
+ * rc_moe_route_token / rc_moe_route_backward_token (backend/element_math.h),
+ * the functions the CPU backend's loops call (E and k are small), so top-k
+ * selection, tie-breaking and the order of every sum are the reference's.
  *
  * Permutation: a stable counting sort by expert without atomics. The T*k
  * (token, slot) entries are cut into fixed chunks of MOE_CHUNK; one thread
@@ -15,93 +16,20 @@
  * Combine sums slots in slot order starting from slot 0's term (as the CPU
  * does, so a single slot passes through exactly); its backward's weight
  * gradient is a per-(token, slot) dot product folded in a fixed warp tree. */
-#include <math.h>
-
+#include "backend/element_math.h"
 #include "cuda_common.cuh"
 
 #define MOE_CHUNK 256
 
-__device__ __forceinline__ float moe_sigmoidf(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
-
 /* ---- routing ---- */
-
-/* Top k by (score desc, index asc): repeated passes for the best unchosen
- * expert, the CPU's algorithm. score(e) is recomputed (same float ops, same
- * bits) instead of being stored. */
-template <typename Score> __device__ void topk_select(int32_t *idx, Score score, int E, int k) {
-  for (int s = 0; s < k; s++) {
-    int best = -1;
-    float best_score = 0.0f;
-    for (int e = 0; e < E; e++) {
-      bool taken = false;
-      for (int r = 0; r < s; r++) taken |= idx[r] == e;
-      if (taken) continue;
-      float se = score(e);
-      if (best < 0 || se > best_score) { /* strict: ties keep the lower index */
-        best = e;
-        best_score = se;
-      }
-    }
-    idx[s] = best;
-  }
-}
-
-struct LogitScore {
-  const float *l;
-  __device__ float operator()(int e) const {
-    return l[e];
-  }
-};
-struct SigmoidScore {
-  const float *p; /* sigmoid(logit) */
-  const float *bias;
-  __device__ float operator()(int e) const {
-    return p[e] + (bias ? bias[e] : 0.0f);
-  }
-};
 
 __global__ void moe_route_kernel(int32_t *topk_idx, float *topk_w, float *probs,
                                  const float *logits, const float *expert_bias, int T, int E, int k,
                                  int sigmoid_scoring) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= T) return;
-  const float *l = logits + (size_t)t * E;
-  int32_t *idx = topk_idx + (size_t)t * k;
-  float *w = topk_w + (size_t)t * k, *p = probs + (size_t)t * E;
-  if (sigmoid_scoring) {
-    float total = 0.0f;
-    for (int e = 0; e < E; e++) {
-      p[e] = moe_sigmoidf(l[e]);
-      total += p[e];
-    }
-    SigmoidScore sc = {p, expert_bias};
-    topk_select(idx, sc, E, k);
-    float sel = 0.0f;
-    for (int s = 0; s < k; s++) sel += p[idx[s]];
-    for (int s = 0; s < k; s++) w[s] = p[idx[s]] / sel;
-    for (int e = 0; e < E; e++) p[e] /= total; /* p held sigmoid(l) until here */
-  } else {
-    LogitScore sc = {l};
-    topk_select(idx, sc, E, k);
-    /* softmax over the selected logits; slot 0 holds their maximum */
-    float sel = 0.0f;
-    for (int s = 0; s < k; s++) {
-      w[s] = expf(l[idx[s]] - l[idx[0]]);
-      sel += w[s];
-    }
-    for (int s = 0; s < k; s++) w[s] /= sel;
-    float mx = l[0];
-    for (int e = 1; e < E; e++)
-      if (l[e] > mx) mx = l[e];
-    float total = 0.0f;
-    for (int e = 0; e < E; e++) {
-      p[e] = expf(l[e] - mx);
-      total += p[e];
-    }
-    for (int e = 0; e < E; e++) p[e] /= total;
-  }
+  rc_moe_route_token(topk_idx + (size_t)t * k, topk_w + (size_t)t * k, probs + (size_t)t * E,
+                     logits + (size_t)t * E, expert_bias, E, k, sigmoid_scoring);
 }
 
 void rc_cuda_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,
@@ -112,7 +40,6 @@ void rc_cuda_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const flo
   KERNEL_CHECK();
 }
 
-/* See cpu_moe.c for the derivation; this is the same arithmetic per token. */
 __global__ void moe_route_backward_kernel(float *dlogits, const float *dtopk_w,
                                           const float *dprobs_e, const float *logits,
                                           const int32_t *topk_idx, const float *topk_w,
@@ -120,29 +47,9 @@ __global__ void moe_route_backward_kernel(float *dlogits, const float *dtopk_w,
                                           int sigmoid_scoring) {
   int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= T) return;
-  const float *l = logits + (size_t)t * E, *p = probs + (size_t)t * E;
-  const float *w = topk_w + (size_t)t * k, *dw = dtopk_w + (size_t)t * k;
-  const int32_t *idx = topk_idx + (size_t)t * k;
-  float *dl = dlogits + (size_t)t * E;
-
-  float wdot = 0.0f, pdot = 0.0f;
-  for (int s = 0; s < k; s++) wdot += dw[s] * w[s];
-  for (int e = 0; e < E; e++) pdot += dprobs_e[e] * p[e];
-
-  if (sigmoid_scoring) {
-    float all = 0.0f, sel = 0.0f;
-    for (int e = 0; e < E; e++) all += moe_sigmoidf(l[e]);
-    for (int s = 0; s < k; s++) sel += moe_sigmoidf(l[idx[s]]);
-    for (int e = 0; e < E; e++) dl[e] = (dprobs_e[e] - pdot) / all;
-    for (int s = 0; s < k; s++) dl[idx[s]] += (dw[s] - wdot) / sel;
-    for (int e = 0; e < E; e++) {
-      float sg = moe_sigmoidf(l[e]);
-      dl[e] *= sg * (1.0f - sg);
-    }
-  } else {
-    for (int e = 0; e < E; e++) dl[e] = p[e] * (dprobs_e[e] - pdot);
-    for (int s = 0; s < k; s++) dl[idx[s]] += w[s] * (dw[s] - wdot);
-  }
+  rc_moe_route_backward_token(dlogits + (size_t)t * E, dtopk_w + (size_t)t * k, dprobs_e,
+                              logits + (size_t)t * E, topk_idx + (size_t)t * k,
+                              topk_w + (size_t)t * k, probs + (size_t)t * E, E, k, sigmoid_scoring);
 }
 
 void rc_cuda_moe_route_backward(float *dlogits, const float *dtopk_w, const float *dprobs_e,

@@ -5,7 +5,12 @@
  * MTP heads 1..D, then the main head. Backward is the reverse: main head,
  * MTP heads D..1, MTP layer calls D..1, decoder layers L..1, embedding. The
  * order matters: it decides which forward call of a shared module pairs with
- * which backward, and that pairing is the seed's bug. */
+ * which backward, and that pairing is the seed's bug.
+ *
+ * Every buffer of the model, backend or host, is made by the one allocator
+ * at the top of this file, which records it (m->blocks): rc_model_free is a
+ * loop over that record, and the record is what hostile_model_memory holds
+ * against rc_model_memory_need. */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,8 +26,61 @@
 #include "core/checkpointing.h"
 #include "core/model_internal.h"
 
-float *rc_model_alloc(rc_model *m, size_t n) {
-  return (float *)m->ops->alloc((n ? n : 1) * sizeof(float));
+/* ---- the model's memory: one allocator that records every buffer ---- */
+
+/* Room for one more record; the record grows (doubling) when the need's
+ * count fell short, e.g. rc_model_attach_comm at world size 1. */
+static bool reserve_block(rc_model *m) {
+  if (m->n_blocks < m->cap_blocks) return true;
+  int cap = m->cap_blocks ? 2 * m->cap_blocks : 64;
+  rc_model_block *b = realloc(m->blocks, (size_t)cap * sizeof *b);
+  if (!b) return false;
+  m->blocks = b, m->cap_blocks = cap;
+  return true;
+}
+
+static void *record(rc_model *m, void *ptr, size_t bytes, rc_mem_kind kind, const char *what) {
+  m->blocks[m->n_blocks++] = (rc_model_block){ptr, bytes, kind, what};
+  return ptr;
+}
+
+/* A failure to record is reported like a host allocation failure (NULL and
+ * alloc_failed), never by an abort: the callers check before any use. */
+void *rc_model_alloc_bytes(rc_model *m, rc_mem_kind kind, size_t bytes, const char *what) {
+  if (!reserve_block(m)) {
+    m->alloc_failed = true;
+    return NULL;
+  }
+  return record(m, m->ops->alloc(bytes), bytes, kind, what); /* aborts on failure */
+}
+
+float *rc_model_alloc(rc_model *m, rc_mem_kind kind, size_t n, const char *what) {
+  return (float *)rc_model_alloc_bytes(m, kind, (n ? n : 1) * sizeof(float), what);
+}
+
+void *rc_model_host_alloc(rc_model *m, size_t count, size_t size, const char *what) {
+  size_t bytes = count * size;
+  if (!bytes) bytes = 1;
+  void *p = reserve_block(m) ? calloc(1, bytes) : NULL;
+  if (!p) {
+    m->alloc_failed = true;
+    return NULL;
+  }
+  return record(m, p, bytes, RC_MEM_HOST, what);
+}
+
+void rc_model_release(rc_model *m, void *ptr) {
+  if (!ptr) return;
+  for (int i = m->n_blocks - 1; i >= 0; i--) {
+    rc_model_block *b = &m->blocks[i];
+    if (b->ptr != ptr) continue;
+    if (b->kind == RC_MEM_HOST)
+      free(ptr);
+    else
+      m->ops->free(ptr);
+    b->ptr = NULL;
+    return;
+  }
 }
 
 /* ---- parameters ---- */
@@ -36,10 +94,10 @@ static rc_param *add_param(rc_model *m, const char *name, int ndim, int64_t d0, 
   p->shape[0] = d0, p->shape[1] = d1, p->shape[2] = d2;
   p->numel = (size_t)d0 * (ndim > 1 ? (size_t)d1 : 1) * (ndim > 2 ? (size_t)d2 : 1);
   p->decay = decay;
-  p->weight = rc_model_alloc(m, p->numel);
-  p->main_grad = rc_model_alloc(m, p->numel);
-  p->exp_avg = rc_model_alloc(m, p->numel);
-  p->exp_avg_sq = rc_model_alloc(m, p->numel);
+  p->weight = rc_model_alloc(m, RC_MEM_WEIGHTS, p->numel, "weight");
+  p->main_grad = rc_model_alloc(m, RC_MEM_MAIN_GRAD, p->numel, "main_grad");
+  p->exp_avg = rc_model_alloc(m, RC_MEM_OPTIMIZER, p->numel, "exp_avg");
+  p->exp_avg_sq = rc_model_alloc(m, RC_MEM_OPTIMIZER, p->numel, "exp_avg_sq");
   return p;
 }
 
@@ -62,8 +120,8 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
   lin->groups = groups, lin->in = in, lin->out = out;
   lin->te_style = te_style, lin->repeated = repeated;
   lin->flag = RC_FLAG_TRUE;
-  /* NULL on failure: host_allocs_ok checks before anything uses it */
-  lin->amax_history = calloc((size_t)m->cfg.fp8_amax_history, sizeof(float));
+  lin->amax_history =
+      rc_model_host_alloc(m, (size_t)m->cfg.fp8_amax_history, sizeof(float), "amax_history");
   return lin;
 }
 
@@ -82,9 +140,9 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
     snprintf(sub, sizeof sub, "%s/mlp/experts", prefix);
     L->fc1 = add_linear(m, sub, "linear_fc1", m->E, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", m->E, m->F, m->H, true, repeated);
-    L->expert_bias = rc_model_alloc(m, (size_t)m->E);
-    L->expert_bias_host = calloc((size_t)m->E, sizeof(float));
-    L->token_counts = calloc((size_t)m->E, sizeof(double)); /* checked by host_allocs_ok */
+    L->expert_bias = rc_model_alloc(m, RC_MEM_WEIGHTS, (size_t)m->E, "expert_bias");
+    L->expert_bias_host = rc_model_host_alloc(m, (size_t)m->E, sizeof(float), "expert_bias_host");
+    L->token_counts = rc_model_host_alloc(m, (size_t)m->E, sizeof(double), "token_counts");
   } else {
     L->fc1 = add_linear(m, sub, "linear_fc1", 1, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", 1, m->F, m->H, true, repeated);
@@ -183,33 +241,40 @@ static rc_layer *mtp_trm(rc_model *m, int k) {
 
 /* A rounded copy of n floats for lin's GEMM input, or NULL when its GEMMs
  * round themselves (rc_linear_rounds_inputs). */
-static float *alloc_rounded(rc_model *m, const rc_linear *lin, size_t n) {
-  return rc_linear_rounds_inputs(m, lin) ? NULL : rc_model_alloc(m, n);
+static float *alloc_rounded(rc_model *m, const rc_linear *lin, rc_mem_kind kind, size_t n,
+                            const char *what) {
+  return rc_linear_rounds_inputs(m, lin) ? NULL : rc_model_alloc(m, kind, n, what);
 }
 
 static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer *L) {
   size_t T = (size_t)m->T, H = (size_t)m->H, F = (size_t)m->F, E = (size_t)m->E, K = (size_t)m->K;
   bool moe = L->moe;
   size_t rows = moe ? T * K : T;
-  a->ln1 = rc_model_alloc(m, T * H), a->ln1_rstd = rc_model_alloc(m, T),
-  a->ln1_r = alloc_rounded(m, L->qkv, T * H);
-  a->qkv = rc_model_alloc(m, T * 3 * H);
-  a->attn = rc_model_alloc(m, T * H), a->attn_r = alloc_rounded(m, L->proj, T * H);
-  a->lse = rc_model_alloc(m, (size_t)m->B * m->nh * m->S);
-  a->proj = rc_model_alloc(m, T * H), a->xm = rc_model_alloc(m, T * H);
-  a->ln2 = rc_model_alloc(m, T * H), a->ln2_rstd = rc_model_alloc(m, T),
-  a->ln2_r = alloc_rounded(m, L->fc1, T * H);
-  a->fc1 = rc_model_alloc(m, rows * 2 * F), a->sw_r = rc_model_alloc(m, rows * F);
-  a->mlp_out = rc_model_alloc(m, T * H), a->y = rc_model_alloc(m, T * H);
+  const rc_mem_kind A = RC_MEM_ACTIVATIONS;
+  a->ln1 = rc_model_alloc(m, A, T * H, "ln1"), a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
+  a->ln1_r = alloc_rounded(m, L->qkv, A, T * H, "ln1_r");
+  a->qkv = rc_model_alloc(m, A, T * 3 * H, "qkv");
+  a->attn = rc_model_alloc(m, A, T * H, "attn");
+  a->attn_r = alloc_rounded(m, L->proj, A, T * H, "attn_r");
+  a->lse = rc_model_alloc(m, A, (size_t)m->B * m->nh * m->S, "lse");
+  a->proj = rc_model_alloc(m, A, T * H, "proj"), a->xm = rc_model_alloc(m, A, T * H, "xm");
+  a->ln2 = rc_model_alloc(m, A, T * H, "ln2"), a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
+  a->ln2_r = alloc_rounded(m, L->fc1, A, T * H, "ln2_r");
+  a->fc1 = rc_model_alloc(m, A, rows * 2 * F, "fc1");
+  a->sw_r = rc_model_alloc(m, A, rows * F, "sw_r");
+  a->mlp_out = rc_model_alloc(m, A, T * H, "mlp_out"), a->y = rc_model_alloc(m, A, T * H, "y");
   if (moe) {
-    a->router_logits = rc_model_alloc(m, T * E), a->probs = rc_model_alloc(m, T * E);
-    a->topk_w = rc_model_alloc(m, T * K), a->xs = rc_model_alloc(m, T * K * H);
-    a->e_out = rc_model_alloc(m, T * K * H), a->aux_grad = rc_model_alloc(m, E);
-    a->topk_idx = m->ops->alloc(T * K * sizeof(int32_t));
-    a->perm = m->ops->alloc(T * K * sizeof(int32_t));
-    a->inv_perm = m->ops->alloc(T * K * sizeof(int32_t));
-    a->offsets = m->ops->alloc((E + 1) * sizeof(int32_t));
-    a->group_rows = calloc(E, sizeof(int)); /* checked by host_allocs_ok */
+    a->router_logits = rc_model_alloc(m, A, T * E, "router_logits");
+    a->probs = rc_model_alloc(m, A, T * E, "probs");
+    a->topk_w = rc_model_alloc(m, A, T * K, "topk_w");
+    a->xs = rc_model_alloc(m, A, T * K * H, "xs");
+    a->e_out = rc_model_alloc(m, A, T * K * H, "e_out");
+    a->aux_grad = rc_model_alloc(m, A, E, "aux_grad");
+    a->topk_idx = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "topk_idx");
+    a->perm = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "perm");
+    a->inv_perm = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "inv_perm");
+    a->offsets = rc_model_alloc_bytes(m, A, (E + 1) * sizeof(int32_t), "offsets");
+    a->group_rows = rc_model_host_alloc(m, E, sizeof(int), "group_rows");
   }
 }
 
@@ -236,6 +301,7 @@ static void need_dev(need_acc *a, uint64_t *field, uint64_t floats) {
 }
 
 static void need_host(need_acc *a, uint64_t bytes) {
+  a->n->n_host_allocs++;
   a->host += (bytes ? bytes : 1) + alloc_overhead(bytes);
 }
 
@@ -329,7 +395,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_linear(&a, c, 1, H, V, c->te_output_head, false, !c->tie_embeddings);
   n->transient = (uint64_t)INIT_CHUNK * sizeof(float) + alloc_overhead(INIT_CHUNK * sizeof(float));
   /* activations: L + D layer calls, per-depth MTP buffers, heads */
-  need_host(&a, (L + D) * sizeof(struct rc_layer_act) + (D + 1) * sizeof(struct rc_mtp_act));
+  need_host(&a, (L + D) * sizeof(struct rc_layer_act));
+  need_host(&a, (D + 1) * sizeof(struct rc_mtp_act));
   for (uint64_t l = 0; l < L; l++) need_layer_act(&a, c, c->is_moe_layer[l]);
   uint64_t *act = &n->activations, *scr = &n->scratch;
   for (uint64_t k = 1; k <= D; k++) {
@@ -368,6 +435,9 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
    * tensors; a load holds those and the shard file read whole. Twice the
    * state plus metadata bounds both. */
   uint64_t state = n->weights + n->main_grad + n->optimizer;
+  /* the model's record of its buffers (m->blocks), one entry per allocation */
+  uint64_t record = (n->n_allocs + n->n_host_allocs) * sizeof(rc_model_block);
+  a.host += record + alloc_overhead(record);
   n->host_buffers = a.host + sizeof(rc_model) + alloc_overhead(sizeof(rc_model));
   n->staging = 2 * state + (16u << 20);
   n->host = n->host_buffers + n->transient + n->staging;
@@ -456,23 +526,6 @@ uint64_t rc_host_memory_available(void) {
   return avail;
 }
 
-/* The small host buffers of the build (per linear, per MoE layer, per
- * activation set) are allocated without a check each and checked here,
- * before anything uses them: a failure is an error, never an abort. */
-static bool host_allocs_ok(const rc_model *m) {
-  for (int i = 0; i < m->nlinears; i++)
-    if (!m->linears[i].amax_history) return false;
-  const rc_layer *layers[RC_MAX_LAYERS + RC_MAX_MTP_DEPTH];
-  int n = 0;
-  for (int l = 0; l < m->cfg.layers; l++) layers[n++] = &m->layers[l];
-  for (int p = 0; p < m->n_mtp_physical; p++) layers[n++] = &m->mtp[p].trm;
-  for (int i = 0; i < n; i++)
-    if (layers[i]->moe && (!layers[i]->expert_bias_host || !layers[i]->token_counts)) return false;
-  for (int l = 0; l < m->cfg.layers + m->D; l++)
-    if (m->acts[l].topk_idx && !m->acts[l].group_rows) return false;
-  return true;
-}
-
 /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
 static int init_weights(rc_model *m, rc_err *err) {
   const rc_config *c = &m->cfg;
@@ -515,6 +568,13 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   uint64_t host_avail = rc_host_memory_available();
   int mrc = rc_model_memory_check(&need, on_host, on_host ? host_avail : 0, host_avail, err);
   if (mrc) return mrc;
+  /* the record of every buffer, as long as the need counts them */
+  m->cap_blocks = (int)(need.n_allocs + need.n_host_allocs);
+  m->blocks = calloc((size_t)m->cap_blocks, sizeof *m->blocks);
+  if (!m->blocks) {
+    m->cap_blocks = 0;
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (allocation record)");
+  }
   m->ct = c->precision == RC_PREC_FP32   ? RC_COMPUTE_FP32
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
@@ -547,7 +607,8 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
     memset(h, 0, sizeof *h);
     snprintf(h->name, sizeof h->name, "output_layer");
     h->w = m->embedding, h->groups = 1, h->in = m->H, h->out = m->V, h->flag = RC_FLAG_TRUE;
-    h->amax_history = calloc((size_t)c->fp8_amax_history, sizeof(float));
+    h->amax_history =
+        rc_model_host_alloc(m, (size_t)c->fp8_amax_history, sizeof(float), "amax_history");
     m->head = h;
   } else {
     m->head = add_linear(m, "", "output_layer", 1, m->H, m->V, c->te_output_head, false);
@@ -562,10 +623,15 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
     lin->wq =
         (m->ct == RC_COMPUTE_FP32 || is_router) && !(lin->te_style && c->precision == RC_PREC_FP8)
             ? lin->w->weight
-            : rc_model_alloc(m, lin->w->numel);
+            : rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, lin->w->numel, "wq");
     if (lin->te_style && !c->grad_accum_fusion)
-      lin->wgrad_scratch = rc_model_alloc(m, (size_t)lin->in * lin->out);
+      lin->wgrad_scratch =
+          rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, (size_t)lin->in * lin->out, "wgrad_scratch");
   }
+  /* a host allocation failed (or the record could not grow): an error
+   * before the weights are drawn into the buffers */
+  if (m->alloc_failed)
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   if (draw_weights) {
     int rc = init_weights(m, err);
     if (rc) return rc;
@@ -574,8 +640,8 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   }
   /* activations */
   int n_acts = c->layers + m->D;
-  m->acts = calloc((size_t)n_acts, sizeof *m->acts);
-  m->mtp_acts = calloc((size_t)(m->D + 1), sizeof *m->mtp_acts);
+  m->acts = rc_model_host_alloc(m, (size_t)n_acts, sizeof *m->acts, "acts");
+  m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
   if (!m->acts || !m->mtp_acts)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
@@ -583,35 +649,44 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   for (int k = 1; k <= m->D; k++) {
     alloc_layer_act(m, &m->acts[c->layers + k - 1], mtp_trm(m, k));
     struct rc_mtp_act *ma = &m->mtp_acts[k];
-    ma->emb = rc_model_alloc(m, T * H);
-    ma->en = rc_model_alloc(m, T * H), ma->en_rstd = rc_model_alloc(m, T);
-    ma->hn = rc_model_alloc(m, T * H), ma->hn_rstd = rc_model_alloc(m, T);
-    ma->cat_r = rc_model_alloc(m, T * 2 * H), ma->x = rc_model_alloc(m, T * H);
-    ma->hk = rc_model_alloc(m, T * H), ma->hk_rstd = rc_model_alloc(m, T),
-    ma->hk_r = alloc_rounded(m, m->head, T * H);
+    const rc_mem_kind A = RC_MEM_ACTIVATIONS;
+    ma->emb = rc_model_alloc(m, A, T * H, "mtp emb");
+    ma->en = rc_model_alloc(m, A, T * H, "mtp en");
+    ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
+    ma->hn = rc_model_alloc(m, A, T * H, "mtp hn");
+    ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
+    ma->cat_r = rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
+    ma->x = rc_model_alloc(m, A, T * H, "mtp x");
+    ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
+    ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
+    ma->hk_r = alloc_rounded(m, m->head, A, T * H, "mtp hk_r");
   }
-  m->emb_out = rc_model_alloc(m, T * H);
-  m->h0 = rc_model_alloc(m, T * H), m->h0_rstd = rc_model_alloc(m, T),
-  m->h0_r = alloc_rounded(m, m->head, T * H);
+  const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
+  m->emb_out = rc_model_alloc(m, A, T * H, "emb_out");
+  m->h0 = rc_model_alloc(m, A, T * H, "h0"), m->h0_rstd = rc_model_alloc(m, A, T, "h0_rstd"),
+  m->h0_r = alloc_rounded(m, m->head, A, T * H, "h0_r");
   for (int k = 0; k <= m->D; k++) {
-    m->logits[k] = rc_model_alloc(m, T * V);
-    m->ids_dev[k] = m->ops->alloc(T * sizeof(int32_t));
-    m->labels_dev[k] = m->ops->alloc(T * sizeof(int32_t));
-    m->d_h[k] = rc_model_alloc(m, T * H);
+    m->logits[k] = rc_model_alloc(m, A, T * V, "logits");
+    m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
+    m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
+    m->d_h[k] = rc_model_alloc(m, SCR, T * H, "d_h");
   }
-  m->ce_losses = rc_model_alloc(m, T), m->ce_correct = rc_model_alloc(m, T),
-  m->ce_dloss = rc_model_alloc(m, T);
+  m->ce_losses = rc_model_alloc(m, SCR, T, "ce_losses");
+  m->ce_correct = rc_model_alloc(m, SCR, T, "ce_correct");
+  m->ce_dloss = rc_model_alloc(m, SCR, T, "ce_dloss");
   size_t K = (size_t)m->K, F = (size_t)m->F, E = (size_t)m->E;
   size_t big =
       max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
   big = max_sz(big, T * 2 * H);
-  m->d_big = rc_model_alloc(m, big), m->d_big2 = rc_model_alloc(m, big);
-  m->d_resid = rc_model_alloc(m, 2 * T * H);
-  m->d_tmp = rc_model_alloc(m, T * H), m->d_xm = rc_model_alloc(m, T * H),
-  m->d_ln = rc_model_alloc(m, T * H);
-  m->d_topk_w = rc_model_alloc(m, T * K);
-  m->scratch_round = alloc_rounded(m, m->head, T * V); /* the logits' gradient, rounded */
-  if (!host_allocs_ok(m))
+  m->d_big = rc_model_alloc(m, SCR, big, "d_big"),
+  m->d_big2 = rc_model_alloc(m, SCR, big, "d_big2");
+  m->d_resid = rc_model_alloc(m, SCR, 2 * T * H, "d_resid");
+  m->d_tmp = rc_model_alloc(m, SCR, T * H, "d_tmp"),
+  m->d_xm = rc_model_alloc(m, SCR, T * H, "d_xm"), m->d_ln = rc_model_alloc(m, SCR, T * H, "d_ln");
+  m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
+  /* the logits' gradient, rounded */
+  m->scratch_round = alloc_rounded(m, m->head, SCR, T * V, "scratch_round");
+  if (m->alloc_failed)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   /* state */
   m->loss_scale = c->precision == RC_PREC_FP16 ? c->initial_loss_scale : 1.0;
@@ -629,62 +704,26 @@ int rc_model_init_for_load(rc_model *m, const rc_config *cfg, const rc_ops *ops,
   return model_init(m, cfg, ops, rank, false, err);
 }
 
-static void free_layer_act(const rc_ops *o, struct rc_layer_act *a) {
-  float *bufs[] = {a->ln1,    a->ln1_rstd, a->ln1_r,   a->qkv,     a->attn,          a->attn_r,
-                   a->lse,    a->proj,     a->xm,      a->ln2,     a->ln2_rstd,      a->ln2_r,
-                   a->fc1,    a->sw_r,     a->mlp_out, a->y,       a->router_logits, a->probs,
-                   a->topk_w, a->xs,       a->e_out,   a->aux_grad};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
-  o->free(a->topk_idx), o->free(a->perm), o->free(a->inv_perm), o->free(a->offsets);
-  free(a->group_rows);
-}
-
-static void free_layer(const rc_ops *o, rc_layer *L) {
-  o->free(L->expert_bias);
-  free(L->expert_bias_host), free(L->token_counts);
-}
-
-/* Frees everything rc_model_init allocated, backend buffers included, so a
- * leg is clean under LeakSanitizer. Safe on a partly initialised model:
- * pointers never allocated are NULL (the model is zeroed first) and the
- * backends' free accepts NULL. */
+/* Frees everything the model allocated, backend buffers included, so a leg
+ * is clean under LeakSanitizer: one loop over the record, newest first.
+ * Safe on a partly initialised model: the record holds what was made (the
+ * model is zeroed first, so an empty record is NULL), and released entries
+ * are NULL, which both frees accept. */
 void rc_model_free(rc_model *m) {
   const rc_ops *o = m->ops;
   if (!o) return;
   rc_model_release_staging(m);
-  for (int i = 0; i < m->nparams; i++) {
-    rc_param *p = &m->params[i];
-    o->free(p->weight), o->free(p->main_grad), o->free(p->exp_avg), o->free(p->exp_avg_sq);
+  for (int i = m->n_blocks - 1; i >= 0; i--) {
+    rc_model_block *b = &m->blocks[i];
+    if (b->kind == RC_MEM_HOST)
+      free(b->ptr);
+    else
+      o->free(b->ptr);
   }
-  for (int i = 0; i < m->nlinears; i++) {
-    rc_linear *lin = &m->linears[i];
-    free(lin->amax_history);
-    /* wq aliases the weight when no rounded copy is needed */
-    if (lin->wq && lin->wq != lin->w->weight) o->free(lin->wq);
-    o->free(lin->wgrad_scratch);
-  }
-  for (int l = 0; l < m->cfg.layers; l++) free_layer(o, &m->layers[l]);
-  for (int p = 0; p < m->n_mtp_physical; p++) free_layer(o, &m->mtp[p].trm);
-  if (m->acts)
-    for (int l = 0; l < m->cfg.layers + m->D; l++) free_layer_act(o, &m->acts[l]);
-  if (m->mtp_acts)
-    for (int k = 1; k <= m->D; k++) {
-      struct rc_mtp_act *ma = &m->mtp_acts[k];
-      float *bufs[] = {ma->emb,   ma->en, ma->en_rstd, ma->hn,      ma->hn_rstd,
-                       ma->cat_r, ma->x,  ma->hk,      ma->hk_rstd, ma->hk_r};
-      for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
-    }
-  free(m->acts), free(m->mtp_acts);
+  free(m->blocks);
+  m->blocks = NULL, m->n_blocks = m->cap_blocks = 0;
   m->acts = NULL, m->mtp_acts = NULL;
-  float *bufs[] = {m->emb_out,   m->h0,         m->h0_rstd,       m->h0_r,
-                   m->ce_losses, m->ce_correct, m->ce_dloss,      m->d_big,
-                   m->d_big2,    m->d_resid,    m->d_tmp,         m->d_xm,
-                   m->d_ln,      m->d_topk_w,   m->scratch_round, m->aux_grad_dev};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->free(bufs[i]);
-  for (int k = 0; k <= m->D && k <= RC_MAX_MTP_DEPTH; k++) {
-    o->free(m->logits[k]), o->free(m->ids_dev[k]), o->free(m->labels_dev[k]), o->free(m->d_h[k]);
-  }
-  rc_dist_free(m);
+  memset(&m->dist, 0, sizeof m->dist);
   m->nparams = m->nlinears = 0;
   m->ops = NULL;
 }

@@ -117,6 +117,31 @@ typedef struct {
   float *weight_send;                      /* [shard] the owned slice's updated weights */
 } rc_dist_opt;
 
+/* What a buffer of the model is for: rc_memory_need's categories, so that
+ * the record of what the model allocated can be held against the estimate
+ * (hostile_model_memory). All but RC_MEM_HOST are backend memory. */
+typedef enum {
+  RC_MEM_WEIGHTS = 0,   /* parameters (and the MoE expert bias) */
+  RC_MEM_MAIN_GRAD,     /* fp32 gradient accumulators */
+  RC_MEM_OPTIMIZER,     /* Adam's two moments */
+  RC_MEM_WEIGHT_COPIES, /* rounded/quantised weights, wgrad scratch */
+  RC_MEM_ACTIVATIONS,   /* saved per layer call, MTP buffers, logits */
+  RC_MEM_SCRATCH,       /* backward scratch, token ids, CE buffers */
+  RC_MEM_DIST,          /* distributed optimizer buffers */
+  RC_MEM_HOST,          /* host memory (calloc): small tables of the model */
+  RC_MEM_KINDS
+} rc_mem_kind;
+
+/* One buffer the model allocated (core/model.c: rc_model_alloc and
+ * rc_model_host_alloc record every one); rc_model_free frees the record in
+ * one loop. ptr is NULL once released early (rc_model_release). */
+typedef struct {
+  void *ptr;
+  size_t bytes;
+  rc_mem_kind kind;
+  const char *what; /* a string literal naming the buffer */
+} rc_model_block;
+
 typedef struct rc_model {
   const rc_ops *ops;
   rc_config cfg;
@@ -147,7 +172,16 @@ typedef struct rc_model {
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
   float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
   size_t scratch_floats;
-  float *aux_grad_dev;
+
+  /* Every buffer above and in the parameters, linears, layers and the
+   * distributed optimizer, in allocation order (capacity from
+   * rc_model_memory_need's counts; it grows if an allocation was not
+   * counted). alloc_failed: a host allocation (or the record's growth)
+   * failed; rc_model_init and rc_model_attach_comm check it before anything
+   * uses the buffers. */
+  rc_model_block *blocks;
+  int n_blocks, cap_blocks;
+  bool alloc_failed;
 
   /* state beyond the parameters */
   int64_t optimizer_step;  /* successful AdamW steps (bias correction) */
@@ -215,6 +249,7 @@ typedef struct {
   uint64_t scratch;       /* backward scratch, token ids, CE buffers */
   uint64_t dist;          /* distributed optimizer buffers (world size > 1) */
   uint64_t n_allocs;      /* backend allocations */
+  uint64_t n_host_allocs; /* host allocations of the model (its tables) */
   uint64_t overhead;      /* what the allocator may add to them (headers, page rounding) */
   uint64_t device;        /* all of the above plus overhead: backend ("device") memory */
   uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables, init chunk) */

@@ -1,4 +1,5 @@
-/* model_internal.h — activation buffers shared by the model's files. */
+/* model_internal.h — what the model's files share: the activation buffers,
+ * the distributed optimizer's steps and the model's allocator. */
 #ifndef RC_CORE_MODEL_INTERNAL_H
 #define RC_CORE_MODEL_INTERNAL_H
 
@@ -40,7 +41,6 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
                        float *dx);
 
 /* dist_optimizer.c: the distributed optimizer's steps (m->comm set). */
-void rc_dist_free(rc_model *m);
 /* Param i's overlap with the owned slice, as element offsets [lo, hi)
  * within the parameter; false if none. */
 bool rc_dist_segment(const rc_model *m, int i, size_t *lo, size_t *hi);
@@ -59,7 +59,20 @@ void rc_dist_sum_host(rc_model *m, double *x, int n); /* every rank's x summed i
  * the injected nondeterministic reduction, in a clock-seeded order). */
 double rc_sum_partials(const rc_model *m, const double *part, int n);
 
-/* Allocation helper: zeroed backend memory of n floats. */
-float *rc_model_alloc(rc_model *m, size_t n);
+/* The model's one allocator (model.c). Every buffer of the model is made
+ * here and recorded in m->blocks with its size, kind and name, so that
+ * rc_model_free frees them all in one loop and a test can hold the record
+ * against rc_model_memory_need.
+ *
+ * rc_model_alloc: zeroed backend memory of n floats (at least one).
+ * rc_model_alloc_bytes: zeroed backend memory of `bytes` (int32 buffers).
+ * rc_model_host_alloc: zeroed host memory of count * size bytes (at least
+ * one); NULL on failure, which also sets m->alloc_failed.
+ * rc_model_release: frees one recorded buffer before rc_model_free (NULL is
+ * a no-op). */
+float *rc_model_alloc(rc_model *m, rc_mem_kind kind, size_t n, const char *what);
+void *rc_model_alloc_bytes(rc_model *m, rc_mem_kind kind, size_t bytes, const char *what);
+void *rc_model_host_alloc(rc_model *m, size_t count, size_t size, const char *what);
+void rc_model_release(rc_model *m, void *ptr);
 
 #endif

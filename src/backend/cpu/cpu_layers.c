@@ -5,8 +5,10 @@
  * ops.h: this is the numerical reference for the CUDA kernels. Sums that set
  * a normaliser (RMSNorm's mean square, cross-entropy's log-sum-exp) are taken
  * in double; everything else is float. RoPE angles are computed in double and
- * cast so that both backends start from the same cos/sin values. */
+ * cast so that both backends start from the same cos/sin values. SwiGLU's
+ * element math is backend/element_math.h's, which the CUDA kernels call too. */
 #include "backend/cpu/cpu_internal.h"
+#include "backend/element_math.h"
 #include "backend/numeric.h"
 
 #include <math.h>
@@ -226,28 +228,19 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
 
 /* ---- SwiGLU ---- */
 
-static float sigmoidf(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
-
 void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F) {
   for (int t = 0; t < T; t++) {
     const float *g = in + (size_t)t * 2 * F, *u = g + F;
     float *o = out + (size_t)t * F;
-    for (int j = 0; j < F; j++) o[j] = g[j] * sigmoidf(g[j]) * u[j];
+    for (int j = 0; j < F; j++) o[j] = rc_swiglu_forward_element(g[j], u[j]);
   }
 }
 
-/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))). */
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F) {
   for (int t = 0; t < T; t++) {
     const float *g = in + (size_t)t * 2 * F, *u = g + F, *d = dout + (size_t)t * F;
     float *dg = din + (size_t)t * 2 * F, *du = dg + F;
-    for (int j = 0; j < F; j++) {
-      float sg = sigmoidf(g[j]);
-      dg[j] = d[j] * u[j] * sg * (1.0f + g[j] * (1.0f - sg));
-      du[j] = d[j] * g[j] * sg;
-    }
+    for (int j = 0; j < F; j++) rc_swiglu_backward_element(&dg[j], &du[j], g[j], u[j], d[j]);
   }
 }
 

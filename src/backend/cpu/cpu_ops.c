@@ -5,9 +5,11 @@
  * and memcpy and sync is a no-op. Reductions run in index order in double so
  * their results are deterministic and as close to exact as is cheap; the
  * elementwise ops are the literal formulas of ops.h in float, since this
- * backend is the numerical reference the CUDA kernels are checked against. */
+ * backend is the numerical reference the CUDA kernels are checked against.
+ * The AdamW element update is backend/element_math.h's, shared with them. */
 #include "backend/cpu/cpu_internal.h"
 #include "base/host_pages.h"
+#include "backend/element_math.h"
 #include "backend/numeric.h"
 
 #include <math.h>
@@ -134,16 +136,9 @@ static void cpu_fingerprint_many(uint64_t *out, const void *const *x, const size
 static void cpu_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
                       float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_scale, float bias_correction1, float bias_correction2) {
-  for (size_t i = 0; i < n; i++) {
-    float g = grad[i] * grad_scale;
-    float m = beta1 * exp_avg[i] + (1.0f - beta1) * g;
-    float v = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    float p = param[i];
-    param[i] =
-        p - lr * ((m / bias_correction1) / (sqrtf(v / bias_correction2) + eps) + weight_decay * p);
-  }
+  for (size_t i = 0; i < n; i++)
+    rc_adamw_element(&param[i], &exp_avg[i], &exp_avg_sq[i], grad[i], lr, beta1, beta2, eps,
+                     weight_decay, grad_scale, bias_correction1, bias_correction2);
 }
 
 /* ---- the table ---- */
