@@ -54,6 +54,10 @@ typedef struct {
   int64_t iteration;
   int world_size;
   rc_mf_shard *shards; /* malloc'd, world_size entries, shards[r].rank == r */
+  /* "hashes_only": true: the shards were built and hashed but not written
+   * (rc_shard_meta.hashes_only); the entries describe files that do not
+   * exist. Absent (false) in every ordinary manifest. */
+  bool hashes_only;
 } rc_manifest;
 
 /* Strict parse of manifest.json's text; `what` names the file in messages.
