@@ -90,6 +90,7 @@ static void config(rc_jw *w, const rc_run *run) {
   else
     rc_jw_null(w);
   kv_str(w, "gpu_scheduling", rc_run_gpu_scheduling_name(run));
+  kv_str(w, "through_checkpoints", rc_run_through_checkpoints_name(run));
   kv_str_or_null(w, "step_lock", run->step_lock[0] ? run->step_lock : NULL);
   kv_str(w, "out", o->out_dir);
   kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
