@@ -312,6 +312,13 @@ static void checks(rc_jw *w, const rc_run *run) {
       kv_int(w, "datasets_compared", c->cmp.n_datasets_compared);
       kv_bool(w, "fast_path", c->cmp.fast_path);
       kv_bool(w, "args_json_differs", c->args_differ);
+      /* a side that kept hashes only (--through-checkpoints hashes): its
+       * shards were decided by SHA-256, their values never compared */
+      rc_jw_key(w, "hashes_only");
+      rc_jw_arr_begin(w);
+      if (c->cmp.hashes_only_a) str(w, "a");
+      if (c->cmp.hashes_only_b) str(w, "b");
+      rc_jw_arr_end(w);
       kv_int(w, "n_failing", c->cmp.n_failing);
       kv_str_or_null(w, "first_difference", c->first_dataset);
       kv_str_or_null(w, "largest_difference", c->largest_dataset);
