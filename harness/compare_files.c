@@ -903,16 +903,16 @@ static int compare_hashes_only_shards(walk_t *w, const char *rel, const char *da
 }
 
 /* Whether two strictly parsed manifests record the same checkpoint but for
- * "hashes_only": iteration, world size, and every shard's size, hashes,
- * chunks and datasets. */
+ * "hashes_only" and the chunk size (how the hashes were recorded):
+ * iteration, world size, and every shard's size, whole-file hash, chunk
+ * hashes where of one size, and datasets. */
 static bool manifests_same_records(const rc_manifest *a, const rc_manifest *b) {
   if (a->iteration != b->iteration || a->world_size != b->world_size) return false;
   for (int r = 0; r < a->world_size; r++) {
     const rc_mf_shard *x = &a->shards[r], *y = &b->shards[r];
-    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || x->chunk_bytes != y->chunk_bytes ||
-        x->nchunks != y->nchunks || x->ndatasets != y->ndatasets)
+    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || x->ndatasets != y->ndatasets)
       return false;
-    for (int k = 0; k < x->nchunks; k++)
+    for (int k = 0; x->chunk_bytes == y->chunk_bytes && k < x->nchunks; k++)
       if (strcmp(x->chunk_sha256[k], y->chunk_sha256[k])) return false;
     for (int i = 0; i < x->ndatasets; i++) {
       const rc_mf_dataset *p = &x->datasets[i], *q = &y->datasets[i];
@@ -957,12 +957,12 @@ static int compare_hashes_only_derived(walk_t *w, const char *rel, const char *d
     w->c.res->n_files_compared++;
     if (equal) {
       w->c.res->n_files_identical++;
-    } else if (same_records || !shards_clean) {
+    } else if (same_records || !shards_clean || j == 1) {
       rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "%s",
                  j == 1 ? "differs with the manifest, whose SHA-256 it holds"
                  : same_records
-                     ? "differs only in \"hashes_only\" (one side kept hashes only); every"
-                       " recorded size and hash is the same"
+                     ? "differs only in how it records (\"hashes_only\": one side kept hashes"
+                       " only; chunk size); every recorded size and hash is the same"
                      : "differs with the shards it describes (above)");
     } else {
       rc_cmp_add(&w->c, RC_DIFF_BYTES, r, "",
