@@ -112,12 +112,13 @@ cp "$(ck f)/shard_00000_of_00001.h5" "$T/extra/"
 cmp extra 65 "$T/extra" "$(ck f)"
 has extra "present although its manifest says the checkpoint kept hashes only"
 
-# inspect: a hashes-only directory says what it is; a full one is 64
+# inspect: a hashes-only directory says what it is; a full one is refused
+# as a directory, as before
 "$RC_BIN" inspect "$(ck h)" >"$T/inspect.out" 2>&1 || fail "inspect of a hashes-only directory"
 has inspect "a hashes-only checkpoint"
 has inspect "$EMB"
-"$RC_BIN" inspect "$(ck f)" >"$T/inspect_full.out" 2>&1
-[ $? = 64 ] || fail "control: inspect of a full checkpoint directory is 64"
+"$RC_BIN" inspect "$(ck f)" >"$T/inspect_full.out" 2>&1 && fail "control: inspect of a full checkpoint directory is refused"
+hasnt inspect_full "hashes-only"
 "$RC_BIN" inspect "$(ck h)/shard_00000_of_00001.h5" >"$T/inspect_shard.out" 2>&1
 [ $? = 66 ] || fail "inspect of a never-written shard: 66"
 has inspect_shard "holds hashes only"

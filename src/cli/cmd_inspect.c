@@ -34,16 +34,8 @@ static void usage(FILE *out) {
 }
 
 /* A hashes-only checkpoint has no shard to inspect: what its manifest
- * records is all there is, and that is what it prints (0). Anything else
- * given as a directory is a usage error. */
+ * records is all there is, and that is what it prints (0). */
 static int inspect_dir(const char *dir) {
-  if (!rc_checkpoint_is_hashes_only(dir)) {
-    fprintf(stderr,
-            "resumecheck inspect: %s is a directory; give one of its shard files (only a"
-            " hashes-only checkpoint is listed as a directory)\n",
-            dir);
-    return RC_EXIT_USAGE;
-  }
   char path[4096], *text = NULL;
   size_t n = 0;
   rc_err err = {0};
@@ -102,7 +94,8 @@ int rc_cmd_inspect(int argc, char **argv) {
     usage(stderr);
     return RC_EXIT_USAGE;
   }
-  if (rc_is_dir(path)) return inspect_dir(path);
+  /* other directories go on to be refused as not a file, as before */
+  if (rc_is_dir(path) && rc_checkpoint_is_hashes_only(path)) return inspect_dir(path);
   rc_err err = {0};
   int rc = rc_h5_check_file(path, &err);
   if (!rc) rc = rc_shard_inspect(path, stdout, &err);
