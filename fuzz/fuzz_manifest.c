@@ -24,8 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rc_manifest_free(&m);
   int64_t it;
   int ws;
+  bool hashes_only;
   rc_mf_shard s = {0};
-  rc_fragment_parse((const char *)data, size, "fuzz", &it, &ws, &s, &err);
+  rc_fragment_parse((const char *)data, size, "fuzz", &it, &ws, &hashes_only, &s, &err);
   rc_mf_shard_free(&s);
   return 0;
 }

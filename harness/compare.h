@@ -36,6 +36,8 @@ typedef enum {
   RC_DIFF_ATTRIBUTE,    /* an attribute is missing, extra or different */
   RC_DIFF_VALUES,       /* same dtype and shape, different bytes */
   RC_DIFF_BYTES,        /* a non-HDF5 file differs */
+  RC_DIFF_SHA256,       /* SHA-256 differs where one side kept hashes only (a through leg's
+                           --save-hashes-at): the values were not compared, they do not exist */
   RC_DIFF_INFORMATIONAL /* differs by construction (args.json): reported, not failed */
 } rc_diff_kind;
 
@@ -77,7 +79,12 @@ typedef struct {
   int64_t n_trace_steps;  /* trace steps compared */
   bool nothing_compared;  /* no failing difference, but only because --ignore left nothing */
   bool fast_path;         /* trust_manifests and every shard pair settled by manifests, none read */
-  rc_diff *diffs;         /* every difference found, informational ones included */
+  /* shard pairs where a side is a hashes-only checkpoint (manifest.json
+   * "hashes_only": true, no shard file): decided by SHA-256 alone, the
+   * other side's dataset hashes computed from its verified bytes */
+  int n_hashes_only;
+  bool hashes_only_a, hashes_only_b; /* that side had a hashes-only checkpoint */
+  rc_diff *diffs;                    /* every difference found, informational ones included */
   int n_diffs, cap_diffs;
   int n_failing; /* diffs that are not RC_DIFF_INFORMATIONAL */
 } rc_compare_result;

@@ -59,6 +59,8 @@ const char *rc_diff_kind_name(rc_diff_kind k) {
     return "values";
   case RC_DIFF_BYTES:
     return "bytes";
+  case RC_DIFF_SHA256:
+    return "sha256";
   case RC_DIFF_INFORMATIONAL:
     return "informational";
   }
@@ -142,6 +144,14 @@ void rc_compare_print(const rc_compare_result *res, FILE *out, int max_lines) {
   if (res->n_shards_verified)
     fprintf(out, "shard bytes: %d files, %" PRId64 " bytes read and verified against manifests\n",
             res->n_shards_verified, res->bytes_verified);
+  if (res->n_hashes_only)
+    fprintf(out,
+            "%d shard pair%s against a hashes-only checkpoint (side %s: no shard file, only its"
+            " manifest's SHA-256s): decided by SHA-256, values not compared\n",
+            res->n_hashes_only, res->n_hashes_only == 1 ? "" : "s",
+            res->hashes_only_a && res->hashes_only_b ? "A and B"
+            : res->hashes_only_a                     ? "A"
+                                                     : "B");
   if (res->fast_path)
     fprintf(out, "manifests identical; shard bytes not read\n");
   else if (res->n_by_manifest)
@@ -274,7 +284,8 @@ typedef struct {
    * 2): the shard is then verified chunk by chunk, in parallel, and two
    * shards are equal when their chunk hashes are */
   const rc_mf_shard *chunks;
-  bool same_as_a; /* side B: byte-identical to side A's shard of this name */
+  const rc_mf_shard *io; /* the io layer's entry, whenever the strict parse succeeded */
+  bool same_as_a;        /* side B: byte-identical to side A's shard of this name */
 } mf_shard;
 
 typedef struct {
@@ -283,6 +294,7 @@ typedef struct {
   int n;
   rc_manifest io; /* the strict parse, when the manifest is one of ours */
   bool have_io;
+  bool hashes_only; /* "hashes_only": true (then have_io: required) */
 } manifest_t;
 
 static void manifest_free(manifest_t *m) {
@@ -309,6 +321,15 @@ static int manifest_load(const char *path, manifest_t *m, rc_err *err) {
   m->have_io = m->root && rc_manifest_parse(text, n, path, &m->io, &ioerr) == RC_OK;
   free(text);
   if (!m->root) return rc_fail(err, RC_EXIT_DATAERR, "%s: malformed manifest: %s", path, jerr);
+  /* A hashes-only manifest is all there is of its checkpoint: only the
+   * strict parse may vouch for it. */
+  const rc_json *ho = rc_json_get(m->root, "hashes_only");
+  if (ho && !m->have_io) {
+    manifest_free(m);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: a hashes-only manifest that does not parse: %s", path,
+                   ioerr.msg);
+  }
+  m->hashes_only = m->have_io && m->io.hashes_only;
   const rc_json *shards = rc_json_get(m->root, "shards");
   if (!shards || shards->type != RC_JSON_ARR) {
     manifest_free(m);
@@ -330,8 +351,10 @@ static int manifest_load(const char *path, manifest_t *m, rc_err *err) {
       return rc_fail(err, RC_EXIT_DATAERR, "%s: shards[%d] lacks file, bytes or sha256", path, i);
     }
     for (int r = 0; m->have_io && r < m->io.world_size; r++)
-      if (!strcmp(m->io.shards[r].file, e->file) && m->io.shards[r].chunk_sha256)
-        e->chunks = &m->io.shards[r];
+      if (!strcmp(m->io.shards[r].file, e->file)) {
+        e->io = &m->io.shards[r];
+        if (m->io.shards[r].chunk_sha256) e->chunks = &m->io.shards[r];
+      }
     m->n++;
     if (!ds || ds->type != RC_JSON_ARR || ds->nkids == 0) continue;
     e->dsets = calloc((size_t)ds->nkids, sizeof *e->dsets);
@@ -841,6 +864,116 @@ done:
   return rc;
 }
 
+/* ---------------------------------------------------------------------------
+ * A directory pair where a side is a hashes-only checkpoint (docs/compare.md):
+ * its manifest is all that side has. Every shard file either manifest lists
+ * is decided by SHA-256 (compare_hashes.c); the other files are compared as
+ * usual by the caller. */
+
+static int compare_hashes_only_shards(walk_t *w, const char *rel, const char *da, const char *db,
+                                      const manifest_t *ma, const manifest_t *mb, const bool ho[2],
+                                      rc_err *err) {
+  const manifest_t *m[2] = {ma, mb};
+  for (int side = 0; side < 2; side++)
+    for (int i = 0; i < m[side]->io.world_size; i++) {
+      const rc_mf_shard *e = &m[side]->io.shards[i];
+      const mf_shard *fa = manifest_find(ma, e->file), *fb = manifest_find(mb, e->file);
+      if (side == 1 && fa) continue; /* the pair was taken from A's list */
+      char r[1024], pa[4096], pb[4096];
+      rel_join(r, sizeof r, rel, e->file);
+      if (rc_cmp_ignored(&w->c, r, "")) {
+        w->c.n_ignored++;
+        continue;
+      }
+      if (!fa || !fb || !fa->io || !fb->io) {
+        rc_cmp_add(&w->c, fa ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A, r, "",
+                   "shard only in %s's manifest%s", fa ? "A" : "B",
+                   ho[fa ? 0 : 1] ? " (hashes only: no file)" : "");
+        continue;
+      }
+      rc_path_join(pa, sizeof pa, da, e->file);
+      rc_path_join(pb, sizeof pb, db, e->file);
+      rc_cmp_side sides[2] = {{fa->io, ho[0], ho[0] ? NULL : pa, fa->verified},
+                              {fb->io, ho[1], ho[1] ? NULL : pb, fb->verified}};
+      int rc = rc_cmp_hashes_shard(&w->c, r, sides, err);
+      if (rc) return rc;
+      if (!ho[0] || !ho[1]) w->n_read++;
+    }
+  return RC_OK;
+}
+
+/* Whether two strictly parsed manifests record the same checkpoint but for
+ * "hashes_only" and the chunk size (how the hashes were recorded):
+ * iteration, world size, and every shard's size, whole-file hash, chunk
+ * hashes where of one size, and datasets. */
+static bool manifests_same_records(const rc_manifest *a, const rc_manifest *b) {
+  if (a->iteration != b->iteration || a->world_size != b->world_size) return false;
+  for (int r = 0; r < a->world_size; r++) {
+    const rc_mf_shard *x = &a->shards[r], *y = &b->shards[r];
+    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || x->ndatasets != y->ndatasets)
+      return false;
+    for (int k = 0; x->chunk_bytes == y->chunk_bytes && k < x->nchunks; k++)
+      if (strcmp(x->chunk_sha256[k], y->chunk_sha256[k])) return false;
+    for (int i = 0; i < x->ndatasets; i++) {
+      const rc_mf_dataset *p = &x->datasets[i], *q = &y->datasets[i];
+      if (strcmp(p->path, q->path) || p->dtype != q->dtype || p->ndim != q->ndim ||
+          memcmp(p->shape, q->shape, sizeof(int64_t) * (size_t)p->ndim) ||
+          strcmp(p->sha256, q->sha256))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* manifest.json and COMPLETE of such a pair: they differ by construction
+ * when one side is hashes-only (the "hashes_only" key, and COMPLETE holds
+ * the manifest's SHA-256). Reported as information when the records are
+ * otherwise the same; as a difference when they are not and no shard
+ * explains it (shards_clean). */
+static int compare_hashes_only_derived(walk_t *w, const char *rel, const char *da, const char *db,
+                                       const manifest_t *ma, const manifest_t *mb,
+                                       bool shards_clean, rc_err *err) {
+  char r[1024], pa[4096], pb[4096];
+  bool same_records = manifests_same_records(&ma->io, &mb->io);
+  const char *names[2] = {RC_MANIFEST_NAME, RC_COMPLETE_NAME};
+  for (int j = 0; j < 2; j++) {
+    rel_join(r, sizeof r, rel, names[j]);
+    if (rc_cmp_ignored(&w->c, r, "")) {
+      w->c.n_ignored++;
+      continue;
+    }
+    rc_path_join(pa, sizeof pa, da, names[j]);
+    rc_path_join(pb, sizeof pb, db, names[j]);
+    bool in_a = rc_path_exists(pa), in_b = rc_path_exists(pb);
+    if (!in_a || !in_b) {
+      rc_cmp_add(&w->c, in_a ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A, r, "",
+                 "file only in %s", in_a ? "A" : "B");
+      continue;
+    }
+    bool equal;
+    int64_t first;
+    int rc = bytes_equal(pa, pb, &equal, &first, err);
+    if (rc) return rc;
+    w->c.res->n_files_compared++;
+    if (equal) {
+      w->c.res->n_files_identical++;
+    } else if (same_records || !shards_clean || j == 1) {
+      rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "%s",
+                 j == 1 ? "differs with the manifest, whose SHA-256 it holds"
+                 : same_records
+                     ? "differs only in how it records (\"hashes_only\": one side kept hashes"
+                       " only; chunk size); every recorded size and hash is the same"
+                     : "differs with the shards it describes (above)");
+    } else {
+      rc_cmp_add(&w->c, RC_DIFF_BYTES, r, "",
+                 "records other hashes than the other side's (first difference at byte %" PRId64
+                 ") although every shard it describes is SHA-256-identical",
+                 first);
+    }
+  }
+  return RC_OK;
+}
+
 /* Every file and subdirectory in either, by name; manifests are loaded to
  * settle shards and are themselves reported only when the shards they list
  * agree (otherwise their differences are the shards' differences, which are
@@ -865,24 +998,48 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
     rc_path_join(pm, sizeof pm, side ? db : da, RC_MANIFEST_NAME);
     if ((rc = manifest_load(pm, side ? &mb : &ma, err))) goto done;
     mf_in[side] = true;
-    /* A manifest that names a file the directory lacks is an incomplete checkpoint. */
+    /* A manifest that names a file the directory lacks is an incomplete
+     * checkpoint; a hashes-only one names files that were never written. */
     const manifest_t *m = side ? &mb : &ma;
-    for (int i = 0; i < m->n; i++)
-      if (!dir_find(side ? &lb : &la, m->shards[i].file)) {
+    for (int i = 0; i < m->n; i++) {
+      bool present = dir_find(side ? &lb : &la, m->shards[i].file) != NULL;
+      if (!present && !m->hashes_only) {
         rc = rc_fail(err, RC_EXIT_NOINPUT, "%s/%s: listed in its manifest but missing",
                      side ? db : da, m->shards[i].file);
         goto done;
       }
+      if (present && m->hashes_only) {
+        rc = rc_fail(err, RC_EXIT_DATAERR,
+                     "%s/%s: present although its manifest says the checkpoint kept hashes only",
+                     side ? db : da, m->shards[i].file);
+        goto done;
+      }
+    }
   }
   have_mf = mf_in[0] && mf_in[1];
+  bool ho[2] = {mf_in[0] && ma.hashes_only, mf_in[1] && mb.hashes_only};
+  c->res->hashes_only_a |= ho[0];
+  c->res->hashes_only_b |= ho[1];
+  if ((ho[0] || ho[1]) && (!have_mf || !ma.have_io || !mb.have_io)) {
+    rc = rc_fail(err, RC_EXIT_DATAERR,
+                 "%s: cannot compare the hashes-only checkpoint %s with %s: %s", *rel ? rel : ".",
+                 ho[0] ? da : db, ho[0] ? db : da,
+                 !have_mf ? "it has no manifest.json to verify its shards against"
+                          : "its manifest.json is not one this build reads");
+    goto done;
+  }
   if (!(c->opts && c->opts->trust_manifests)) {
     const char *dirs[2] = {da, db};
     const dir_list *lists[2] = {&la, &lb};
-    manifest_t *mfs[2] = {mf_in[0] ? &ma : NULL, mf_in[1] ? &mb : NULL};
+    /* a hashes-only side has no shard to verify */
+    manifest_t *mfs[2] = {mf_in[0] && !ho[0] ? &ma : NULL, mf_in[1] && !ho[1] ? &mb : NULL};
     if ((rc = verify_shards(w, rel, dirs, lists, mfs, err))) goto done;
   }
-
   int failing_before = c->res->n_failing;
+  if (ho[0] || ho[1]) {
+    if ((rc = compare_hashes_only_shards(w, rel, da, db, &ma, &mb, ho, err))) goto done;
+  }
+
   const char *derived[MAX_DERIVED]; /* names in la / lb */
   int n_derived = 0;
   int i = 0, k = 0;
@@ -904,6 +1061,8 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
       if (n_derived < MAX_DERIVED) derived[n_derived++] = name;
       continue;
     }
+    if ((ho[0] || ho[1]) && (manifest_find(&ma, name) || manifest_find(&mb, name)))
+      continue; /* a shard, settled above by SHA-256 */
     if (!ea || !eb) {
       const dent *e = ea ? ea : eb;
       rc_diff_kind kind = ea ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A;
@@ -935,6 +1094,11 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
   bool manifests_differ = false, differs;
   bool shards_agree =
       have_mf ? manifests_agree_on_files(&ma, &mb) : c->res->n_failing == failing_before;
+  if (ho[0] || ho[1]) {
+    rc = compare_hashes_only_derived(w, rel, da, db, &ma, &mb, c->res->n_failing == failing_before,
+                                     err);
+    goto done;
+  }
   for (int j = 0; j < n_derived; j++) {
     if (!strcmp(derived[j], RC_COMPLETE_NAME)) continue;
     rc = compare_derived(w, rel, da, db, derived[j], &la, &lb, shards_agree, &differs, err);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "harness/compare.h"
+#include "io/manifest.h"
 
 /* One comparison in progress: options, the result being filled and the
  * count of differences that --ignore suppressed. */
@@ -25,6 +26,26 @@ bool rc_cmp_ignored(const rc_cmp_ctx *c, const char *file, const char *object);
  * growing arrays of this project. */
 rc_diff *rc_cmp_add(rc_cmp_ctx *c, rc_diff_kind kind, const char *file, const char *object,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ---- compare_hashes.c: a shard pair where a side kept hashes only ---- */
+
+/* One side of such a pair: its manifest entry (the io layer's strict
+ * parse), whether that side is a hashes-only checkpoint, and, when it is
+ * not, the shard file and whether it was verified against the entry. */
+typedef struct {
+  const rc_mf_shard *entry;
+  bool hashes_only;
+  const char *path; /* the shard file; NULL on a hashes-only side */
+  bool verified;    /* its bytes were read and match entry (verify_shards) */
+} rc_cmp_side;
+
+/* Decides the pair by SHA-256 (docs/compare.md, "Hashes-only checkpoints"):
+ * equal file hashes (chunk lists, or whole files) are byte-identical;
+ * otherwise every dataset's hash, a file side's computed from its verified
+ * bytes (never its manifest's, unless --trust-manifests), and each
+ * difference is recorded as such (RC_DIFF_SHA256, "values not compared"). */
+int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *file_rel, const rc_cmp_side side[2],
+                        rc_err *err);
 
 /* A manifest's per-dataset SHA-256 values for one shard, sorted by path. The
  * strings are borrowed from the parsed manifest. */

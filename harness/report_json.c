@@ -92,6 +92,7 @@ static void config(rc_jw *w, const rc_run *run) {
   else
     rc_jw_null(w);
   kv_str(w, "gpu_scheduling", rc_run_gpu_scheduling_name(run));
+  kv_str(w, "through_checkpoints", rc_run_through_checkpoints_name(run));
   kv_str_or_null(w, "step_lock", run->step_lock[0] ? run->step_lock : NULL);
   kv_str(w, "out", o->out_dir);
   kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
@@ -313,6 +314,13 @@ static void checks(rc_jw *w, const rc_run *run) {
       kv_int(w, "datasets_compared", c->cmp.n_datasets_compared);
       kv_bool(w, "fast_path", c->cmp.fast_path);
       kv_bool(w, "args_json_differs", c->args_differ);
+      /* a side that kept hashes only (--through-checkpoints hashes): its
+       * shards were decided by SHA-256, their values never compared */
+      rc_jw_key(w, "hashes_only");
+      rc_jw_arr_begin(w);
+      if (c->cmp.hashes_only_a) str(w, "a");
+      if (c->cmp.hashes_only_b) str(w, "b");
+      rc_jw_arr_end(w);
       kv_int(w, "n_failing", c->cmp.n_failing);
       kv_str_or_null(w, "first_difference", c->first_dataset);
       kv_str_or_null(w, "largest_difference", c->largest_dataset);

@@ -184,6 +184,8 @@ void rc_check_tally(const rc_check *c, char *buf, size_t cap) {
   if (c->n_ignore)
     snprintf(buf, cap, "%d/%d %s identical outside the ignored config (/meta, manifests)", same,
              total, noun);
+  else if (c->cmp.n_hashes_only)
+    snprintf(buf, cap, "%d/%d %s SHA-256-identical", same, total, noun);
   else
     snprintf(buf, cap, "%d/%d %s byte-identical", same, total, noun);
 }

@@ -50,6 +50,17 @@ typedef enum {
   RC_GPU_SCHED_SHARED
 } rc_gpu_scheduling;
 
+/* --through-checkpoints: what the through leg keeps of its saves at K < N,
+ * whose one use is A/A@K (and RESUME checks at a chain's inner K): the
+ * shards (FULL), or their hashes only (HASHES: `train --save-hashes-at`,
+ * half the disk writes of a run; docs/checkpoint-format.md). AUTO is
+ * HASHES when the legs run on CUDA, FULL otherwise. */
+typedef enum {
+  RC_THROUGH_CKPT_AUTO = 0,
+  RC_THROUGH_CKPT_FULL,
+  RC_THROUGH_CKPT_HASHES
+} rc_through_ckpt;
+
 typedef struct {
   int64_t steps;    /* N, the LR horizon of every leg */
   int64_t *save_at; /* sorted, unique, each in 1..N-1 (owned by the caller) */
@@ -75,6 +86,7 @@ typedef struct {
   rc_progress_mode progress;
   FILE *progress_out; /* stderr */
   rc_gpu_scheduling gpu_scheduling;
+  rc_through_ckpt through_checkpoints;
 } rc_run_opts;
 
 typedef enum {
@@ -208,6 +220,10 @@ typedef struct {
   int n_checks;
   char *config_json;   /* `train --dry-run` output (canonical config), NULL for exec */
   char legs_device[8]; /* where `train --dry-run-memory` says the legs run: "cpu", "cuda", "" */
+  /* --through-checkpoints as it applies: the through legs' saves at K < N
+   * keep hashes only (decided by rc_run_plan, for AUTO once legs_device is
+   * known: rc_run_resolve_through_checkpoints) */
+  bool through_hashes;
   /* --gpu-scheduling as it applied (decided when the legs start): the lock
    * file every leg was given, "" when the legs shared the GPU unscheduled */
   char step_lock[RC_RUN_PATH_CAP];
@@ -290,6 +306,11 @@ const char *rc_run_gpu_scheduling_name(const rc_run *run);
 
 /* Builds the legs and checks; no file system access, no processes. */
 int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err);
+/* --through-checkpoints auto, once legs_device is known (rc_run_prepare
+ * calls it): hashes on CUDA, and the through legs' argv rebuilt. */
+int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err);
+/* "full" or "hashes", as it applies (run->through_hashes). */
+const char *rc_run_through_checkpoints_name(const rc_run *run);
 void rc_run_free(rc_run *run);
 
 /* Validates the flags with `train --dry-run` (keeps the canonical config) or

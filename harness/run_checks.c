@@ -119,6 +119,11 @@ static void run_state_check(rc_run *run, rc_check *c) {
     return;
   }
   c->have_cmp = true;
+  /* a side that kept hashes only says so: its shards were never written */
+  if (c->cmp.hashes_only_a)
+    rc_bufprintf(a_at + strlen(a_at), sizeof a_at - strlen(a_at), " (hashes only)");
+  if (c->cmp.hashes_only_b)
+    rc_bufprintf(b_at + strlen(b_at), sizeof b_at - strlen(b_at), " (hashes only)");
   /* tallies: shards by name, other files from the compare result */
   char **shards = NULL;
   int n_shards = 0;

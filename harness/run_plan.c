@@ -299,6 +299,12 @@ static int build_argv(rc_run *run, rc_leg *leg, rc_err *err) {
   ok = ok && !sv_push(&a, "--steps") && !sv_push(&a, steps);
   if (ok && leg->last_step != o->steps) ok = !sv_push(&a, "--stop-at") && !sv_push(&a, stop);
   ok = ok && !sv_push(&a, "--save-at") && !sv_push(&a, save_list);
+  if (ok && run->through_hashes && !strcmp(leg->name, "through") && leg->n_saves > 1) {
+    /* every save but the last (N) keeps hashes only (--through-checkpoints) */
+    char *hashes = join_steps(leg->saves, leg->n_saves - 1);
+    ok = hashes && !sv_push(&a, "--save-hashes-at") && !sv_push(&a, hashes);
+    free(hashes);
+  }
   if (ok && leg->resume_from[0])
     ok = !sv_push(&a, "--resume-from") && !sv_push(&a, leg->resume_from);
   ok = ok && !sv_push(&a, "--out") && !sv_push(&a, leg->dir) && !sv_push(&a, "--leg") &&
@@ -510,6 +516,12 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
                    "--gpu-scheduling critical-first needs the built-in trainer (an exec trainer "
                    "does not know `train --step-lock`)");
 
+  if (opts->trainer == RC_TRAINER_EXEC && opts->through_checkpoints == RC_THROUGH_CKPT_HASHES)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--through-checkpoints hashes needs the built-in trainer (an exec trainer "
+                   "does not know `train --save-hashes-at`)");
+  run->through_hashes = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES;
+
   int leg_cap = 0, check_cap = 0;
   if (!opts->confirm_arm) {
     if (plan_arm(run, "", &leg_cap, &check_cap) < 0) goto oom;
@@ -538,6 +550,27 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
   return RC_OK;
 oom:
   return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory while planning the legs");
+}
+
+int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  if (o->through_checkpoints != RC_THROUGH_CKPT_AUTO || o->trainer != RC_TRAINER_SELF ||
+      strcmp(run->legs_device, "cuda"))
+    return RC_OK;
+  run->through_hashes = true;
+  for (int i = 0; i < run->n_legs; i++) {
+    rc_leg *leg = &run->legs[i];
+    if (strcmp(leg->name, "through")) continue;
+    rc_argv_free(leg->argv);
+    leg->argv = NULL;
+    int rc = build_argv(run, leg, err);
+    if (rc) return rc;
+  }
+  return RC_OK;
+}
+
+const char *rc_run_through_checkpoints_name(const rc_run *run) {
+  return run->through_hashes ? "hashes" : "full";
 }
 
 void rc_run_free(rc_run *run) {

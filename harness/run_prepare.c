@@ -216,6 +216,7 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
       return rc;
     }
     if ((rc = check_jobs_memory(run, err))) return rc;
+    if ((rc = rc_run_resolve_through_checkpoints(run, err))) return rc;
   } else if (run->n_legs && (rc = check_program(run->legs[0].argv[0], err))) {
     return rc;
   }

@@ -22,3 +22,6 @@ add_test(NAME compare_run_nan
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/compare_run_nan.sh $<TARGET_FILE:compare_unit>)
 set_tests_properties(compare_run_nan PROPERTIES SKIP_RETURN_CODE 77
                      ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>;RC_SRC=${CMAKE_SOURCE_DIR}")
+# a hashes-only checkpoint (train --save-hashes-at) against a full one:
+# decided by SHA-256, the full side's dataset hashes from its bytes
+rc_add_sh_test(compare_hashes_only compare_hashes_only.sh)

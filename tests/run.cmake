@@ -18,3 +18,6 @@ rc_add_sh_test(run_save_auto run_save_auto.sh)
 # itself, then `run --gpu-scheduling` on the CPU core
 rc_add_sh_test(leg_step_lock leg_step_lock.sh)
 rc_add_sh_test(run_gpu_scheduling run_gpu_scheduling.sh)
+# --through-checkpoints hashes: the through leg keeps hashes only at K
+# (docs/checkpoint-format.md); every verdict as with full shards
+rc_add_sh_test(run_through_hashes run_through_hashes.sh)

@@ -805,7 +805,7 @@ static void test_load_misc(void) {
   /* The caller may know only the config hash. */
   char sha[RC_SHA256_HEX];
   rc_sha256_hex(IOFIX_CONFIG, strlen(IOFIX_CONFIG), sha);
-  rc_shard_meta by_hash = {RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha, 0};
+  rc_shard_meta by_hash = {RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha, 0, false};
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == 0, "load by config hash: %s", err.msg);
   sha[0] = sha[0] == '0' ? '1' : '0';
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == RC_EXIT_DATAERR &&
@@ -1697,6 +1697,154 @@ static void test_streamed_save(void) {
   iofix_free(&f);
 }
 
+/* A manifest's text, or NULL. */
+static char *read_text(const char *dir, size_t *n) {
+  char path[4096], *text = NULL;
+  rc_err err = {0};
+  pathf(path, sizeof path, "%s/manifest.json", dir);
+  return rc_read_file(path, &text, n, &err) ? NULL : text;
+}
+
+/* Whether two parsed manifests record the same shards: every size, file,
+ * whole-file, chunk and dataset hash, dtype and shape. */
+static bool same_entries(const rc_manifest *a, const rc_manifest *b) {
+  if (a->world_size != b->world_size || a->iteration != b->iteration) return false;
+  for (int r = 0; r < a->world_size; r++) {
+    const rc_mf_shard *x = &a->shards[r], *y = &b->shards[r];
+    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || strcmp(x->file, y->file) ||
+        x->chunk_bytes != y->chunk_bytes || x->nchunks != y->nchunks ||
+        x->ndatasets != y->ndatasets)
+      return false;
+    for (int k = 0; k < x->nchunks; k++)
+      if (strcmp(x->chunk_sha256[k], y->chunk_sha256[k])) return false;
+    for (int i = 0; i < x->ndatasets; i++)
+      if (memcmp(&x->datasets[i], &y->datasets[i], sizeof x->datasets[i])) return false;
+  }
+  return true;
+}
+
+static bool parse_dir(const char *dir, rc_manifest *m) {
+  size_t n = 0;
+  char *text = read_text(dir, &n);
+  rc_err err = {0};
+  bool ok = text && rc_manifest_parse(text, n, dir, m, &err) == RC_OK;
+  free(text);
+  return ok;
+}
+
+/* A hashes-only save (rc_shard_meta.hashes_only): the same manifest entries
+ * as a full save of the state, plain or streamed, one rank or three; no
+ * shard file; a load refuses it (65) and rc_checkpoint_latest passes it by. */
+static void test_hashes_only(void) {
+  char rf[4096], rh[4096], rs[4096], rp[4096], df[4096], dh[4096], ds[4096], dp[4096];
+  char path[4096], out[4096];
+  tmp_path(rf, sizeof rf, "ho_full");
+  tmp_path(rh, sizeof rh, "ho_hash");
+  tmp_path(rs, sizeof rs, "ho_stream");
+  tmp_path(rp, sizeof rp, "ho_perturbed");
+  iter_dir(df, sizeof df, rf);
+  iter_dir(dh, sizeof dh, rh);
+  iter_dir(ds, sizeof ds, rs);
+  iter_dir(dp, sizeof dp, rp);
+  rc_err err = {0};
+  iofix f, g;
+  iofix_build(&f, 0, 40);
+  iofix_build(&g, IOFIX_PERTURB, 40);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  m.chunk_bytes = 4096;
+  CHECK(rc_checkpoint_save(rf, &m, &f.st, "{}\n", &err) == 0, "full save: %s", err.msg);
+  m.hashes_only = true;
+  CHECK(rc_checkpoint_save(rh, &m, &f.st, "{}\n", &err) == 0, "hashes-only save: %s", err.msg);
+  CHECK(save_streamed(rs, &f.st, &m, -1, &err) == 0, "streamed hashes-only save: %s", err.msg);
+  CHECK(rc_checkpoint_save(rp, &m, &g.st, "{}\n", &err) == 0, "perturbed: %s", err.msg);
+  rc_manifest mf, mh, ms, mp;
+  CHECK(parse_dir(df, &mf) && parse_dir(dh, &mh) && parse_dir(ds, &ms) && parse_dir(dp, &mp),
+        "the four manifests parse");
+  CHECK(!mf.hashes_only && mh.hashes_only && ms.hashes_only, "marked hashes-only exactly when so");
+  CHECK(same_entries(&mf, &mh), "hashes-only save: the full save's hashes");
+  CHECK(same_entries(&mf, &ms), "streamed hashes-only save: the full save's hashes");
+  CHECK(!same_entries(&mf, &mp), "negative control: a perturbed state's hashes differ");
+  /* the text: the full one's with one line more */
+  size_t nf = 0, nh = 0;
+  char *tf = read_text(df, &nf), *th = read_text(dh, &nh);
+  const char *line = "  \"hashes_only\": true,\n";
+  CHECK(tf && th && !strstr(tf, "hashes_only") && nh == nf + strlen(line) && strstr(th, line) &&
+            !memcmp(th, tf, (size_t)(strstr(th, line) - th)) &&
+            !strcmp(strstr(th, line) + strlen(line), tf + (strstr(th, line) - th)),
+        "the manifest text is the full save's plus \"hashes_only\": true");
+  free(tf);
+  free(th);
+  pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", dh);
+  CHECK(!rc_path_exists(path), "no shard file written");
+  pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", ds);
+  CHECK(!rc_path_exists(path), "no shard file written (streamed)");
+  pathf(path, sizeof path, "%s/COMPLETE", dh);
+  CHECK(rc_path_exists(path), "COMPLETE written");
+  pathf(path, sizeof path, "%s/args.json", dh);
+  CHECK(rc_path_exists(path), "args.json written");
+  CHECK(rc_checkpoint_is_hashes_only(dh) && !rc_checkpoint_is_hashes_only(df),
+        "rc_checkpoint_is_hashes_only");
+  iofix got;
+  iofix_build(&got, IOFIX_EMPTY, 40);
+  m.hashes_only = false;
+  CHECK(rc_checkpoint_load(dh, &m, &got.st, &err) == RC_EXIT_DATAERR &&
+            strstr(err.msg, "holds hashes only") && strstr(err.msg, "cannot be loaded"),
+        "a hashes-only checkpoint is refused (65, %s)", err.msg);
+  CHECK(rc_checkpoint_load(df, &m, &got.st, &err) == 0 && states_bitwise_equal(&got.st, &f.st),
+        "negative control: the full save loads (%s)", err.msg);
+  /* latest: a hashes-only iteration 9 after the full 5 is passed by */
+  rc_shard_meta m9 = m;
+  m9.iteration = 9;
+  m9.hashes_only = true;
+  CHECK(rc_checkpoint_save(rf, &m9, &f.st, NULL, &err) == 0, "hashes-only 9: %s", err.msg);
+  CHECK(rc_checkpoint_latest(rf, out, sizeof out, &err) == 0 && strstr(out, "iter_0000005"),
+        "latest skips the hashes-only iteration 9 (%s)", out);
+  m9.hashes_only = false;
+  m9.iteration = 11;
+  CHECK(rc_checkpoint_save(rf, &m9, &f.st, NULL, &err) == 0, "full 11: %s", err.msg);
+  CHECK(rc_checkpoint_latest(rf, out, sizeof out, &err) == 0 && strstr(out, "iter_0000011"),
+        "negative control: a full iteration 11 is the latest (%s)", out);
+  /* three ranks: fragments marked, finalize merges them without shards */
+  char rw[4096], dw[4096];
+  tmp_path(rw, sizeof rw, "ho_ranks");
+  iter_dir(dw, sizeof dw, rw);
+  for (int r = 0; r < 3; r++) {
+    rc_shard_meta mr = iofix_meta(r, 3, IOFIX_CONFIG);
+    mr.hashes_only = true;
+    CHECK(rc_checkpoint_save(rw, &mr, &f.st, r == 0 ? "{}" : NULL, &err) == 0, "rank %d: %s", r,
+          err.msg);
+  }
+  CHECK(rc_checkpoint_finalize(dw, 3, IOFIX_ITERATION, &err) == 0, "finalize: %s", err.msg);
+  rc_manifest mw;
+  bool any_shard = false;
+  for (int r = 0; r < 3; r++) {
+    pathf(path, sizeof path, "%s/shard_%05d_of_00003.h5", dw, r);
+    any_shard |= rc_path_exists(path);
+  }
+  CHECK(parse_dir(dw, &mw) && mw.hashes_only && !any_shard,
+        "three ranks: one hashes-only manifest, no shard");
+  if (mw.shards) rc_manifest_free(&mw);
+  /* a mix of kinds is refused */
+  char rx[4096], dx[4096];
+  tmp_path(rx, sizeof rx, "ho_mix");
+  iter_dir(dx, sizeof dx, rx);
+  for (int r = 0; r < 2; r++) {
+    rc_shard_meta mr = iofix_meta(r, 2, IOFIX_CONFIG);
+    mr.hashes_only = r == 1;
+    rc_checkpoint_save(rx, &mr, &f.st, NULL, &err);
+  }
+  CHECK(rc_checkpoint_finalize(dx, 2, IOFIX_ITERATION, &err) == RC_EXIT_DATAERR &&
+            strstr(err.msg, "hashes-only"),
+        "finalize refuses a mix of hashes-only and written shards (%s)", err.msg);
+  rc_manifest_free(&mf);
+  rc_manifest_free(&mh);
+  rc_manifest_free(&ms);
+  rc_manifest_free(&mp);
+  iofix_free(&got);
+  iofix_free(&g);
+  iofix_free(&f);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "save")) return helper_save(argc, argv);
   if (argc >= 3 && !strcmp(argv[1], "load"))
@@ -1729,6 +1877,7 @@ int main(int argc, char **argv) {
     test_chunk_hashes_recorded();
     test_chunk_hashes_verified();
     test_streamed_save();
+    test_hashes_only();
     if (!failures) rm_rf(g_tmp);
   } else {
     fprintf(stderr, "usage: test_io | test_io fixtures DIR | test_io save ROOT [...] |"

@@ -429,6 +429,55 @@ static void test_gpu_scheduling(void) {
   rc_run_free(&r);
 }
 
+/* --through-checkpoints: with hashes the through legs (each arm's) get
+ * --save-hashes-at with every K < N, no other leg does; auto resolves to
+ * hashes on CUDA only, full and the exec trainer never get it. */
+static void test_through_checkpoints(void) {
+  int64_t ks[] = {3, 6};
+  rc_err err = {0};
+  for (int mode = 0; mode < 3; mode++) {
+    rc_run_opts o = base_opts(ks, 2);
+    o.aa = true;
+    o.through_checkpoints = mode == 0   ? RC_THROUGH_CKPT_AUTO
+                            : mode == 1 ? RC_THROUGH_CKPT_FULL
+                                        : RC_THROUGH_CKPT_HASHES;
+    rc_run r;
+    CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+    int t = leg_index(&r, "through");
+    CHECK(t >= 0 && (mode == 2 ? str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6")
+                               : !arg_of(&r.legs[t], "--save-hashes-at")),
+          "mode %d, planned: through %s", mode, mode == 2 ? "hashes at 3,6" : "full");
+    for (int i = 0; i < r.n_legs; i++)
+      CHECK(i == t || !arg_of(&r.legs[i], "--save-hashes-at"), "mode %d: %s keeps its shards", mode,
+            r.legs[i].name);
+    snprintf(r.legs_device, sizeof r.legs_device, "cuda");
+    CHECK(rc_run_resolve_through_checkpoints(&r, &err) == 0, "%s", err.msg);
+    t = leg_index(&r, "through");
+    CHECK(mode == 1 ? !arg_of(&r.legs[t], "--save-hashes-at")
+                    : str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6"),
+          "mode %d on CUDA: through %s", mode, mode == 1 ? "full" : "hashes at 3,6");
+    CHECK(!strcmp(rc_run_through_checkpoints_name(&r), mode == 1 ? "full" : "hashes"),
+          "mode %d: name", mode);
+    rc_run_free(&r);
+  }
+  /* auto on the CPU stays full */
+  rc_run_opts o = base_opts(ks, 2);
+  rc_run r;
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  snprintf(r.legs_device, sizeof r.legs_device, "cpu");
+  CHECK(rc_run_resolve_through_checkpoints(&r, &err) == 0 &&
+            !arg_of(&r.legs[leg_index(&r, "through")], "--save-hashes-at"),
+        "auto on the CPU: full");
+  rc_run_free(&r);
+  /* the exec trainer does not know the flag */
+  o.trainer = RC_TRAINER_EXEC;
+  o.train_cmd = "t {out} {resume_from}";
+  o.through_checkpoints = RC_THROUGH_CKPT_HASHES;
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "built-in trainer"),
+        "hashes with an exec trainer: 64 (%s)", err.msg);
+  rc_run_free(&r);
+}
+
 int main(void) {
   test_parse_save_at();
   test_single_k();
@@ -439,6 +488,7 @@ int main(void) {
   test_confirm_arm();
   test_exec();
   test_gpu_scheduling();
+  test_through_checkpoints();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

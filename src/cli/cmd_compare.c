@@ -126,6 +126,14 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
     rc_jw_int(&w, res->bytes_verified);
     rc_jw_key(&w, "pairs_by_manifest_unread");
     rc_jw_int(&w, res->n_by_manifest);
+    if (res->n_hashes_only) { /* only then, so other outputs stay as they were */
+      rc_jw_key(&w, "pairs_by_sha256_hashes_only");
+      rc_jw_int(&w, res->n_hashes_only);
+      rc_jw_key(&w, "hashes_only_sides");
+      rc_jw_str(&w, res->hashes_only_a && res->hashes_only_b ? "A,B"
+                    : res->hashes_only_a                     ? "A"
+                                                             : "B");
+    }
     rc_jw_key(&w, "n_ignored");
     rc_jw_int(&w, res->n_ignored);
     rc_jw_key(&w, "fast_path");

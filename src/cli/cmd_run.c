@@ -29,6 +29,7 @@ static void usage(FILE *out) {
       "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
       "                       [--progress auto|live|plain|off] [--leg-timeout SECONDS]\n"
       "                       [--gpu-scheduling critical-first|shared]\n"
+      "                       [--through-checkpoints full|hashes|auto]\n"
       "\n"
       "Runs the legs of a checkpoint-resume check, each a separate process with its own\n"
       "directory DIR/<leg>/ and log DIR/<leg>/log.txt, and compares their state byte for byte:\n"
@@ -76,6 +77,13 @@ static void usage(FILE *out) {
       "                      step first, through and aa only while none of them steps (`train\n"
       "                      --step-lock DIR/.step.lock`); shared (the default otherwise): every\n"
       "                      leg steps whenever it can. Scheduling only: the bits are the same\n"
+      "  --through-checkpoints M  what the through leg keeps of its saves at K < N, used only\n"
+      "                      by A/A@K (and RESUME checks at a chain's inner K): full shards, or\n"
+      "                      hashes (`train --save-hashes-at`: the shard is built and hashed\n"
+      "                      but not written, half a run's checkpoint writes; those checks\n"
+      "                      then decide by SHA-256 and name differing datasets without their\n"
+      "                      values). auto (default): hashes when the legs run on CUDA, full\n"
+      "                      otherwise. Its saves at N are always full\n"
       "\n"
       "Every other flag (--preset, --precision, --mtp-depths, --first-microbatch-policy,\n"
       "--grad-accum-fusion, --inject, --seed, ...) is passed verbatim to each `resumecheck\n"
@@ -104,14 +112,14 @@ static const flag_def RUN_FLAGS[] = {
     {"--jobs", true},      {"--junit", true},        {"--summary-md", true},  {"--plot", true},
     {"--json", true},      {"--confirm-arm", false}, {"--git-bisect", false}, {"--trainer", true},
     {"--train-cmd", true}, {"--keep-going", false},  {"--overwrite", false},  {"--progress", true},
-    {"--leg-timeout", true}, {"--gpu-scheduling", true},
+    {"--leg-timeout", true}, {"--gpu-scheduling", true}, {"--through-checkpoints", true},
 };
 /* clang-format on */
 
 /* Flags of a single leg: `run` sets them for each leg itself. */
 static const char *const LEG_FLAGS[] = {
-    "--stop-at",       "--resume-from",        "--leg", "--dry-run", "--step-lock",
-    "--step-priority", "--wait-for-checkpoint"};
+    "--stop-at",       "--resume-from",         "--leg",           "--dry-run", "--step-lock",
+    "--step-priority", "--wait-for-checkpoint", "--save-hashes-at"};
 
 #define usage_error(...) rc_cli_usage_error("run", true, __VA_ARGS__)
 
@@ -140,7 +148,7 @@ static bool parse_i64(const char *s, int64_t *out) {
 
 typedef struct {
   const char *steps, *save_at, *out, *jobs, *junit, *md, *plot, *json, *trainer, *train_cmd,
-      *progress, *leg_timeout, *gpu_scheduling;
+      *progress, *leg_timeout, *gpu_scheduling, *through_checkpoints;
   bool aa, confirm, bisect, keep_going, overwrite;
 } raw_flags;
 
@@ -158,6 +166,7 @@ static const char **value_slot(raw_flags *r, const char *name) {
   if (!strcmp(name, "--progress")) return &r->progress;
   if (!strcmp(name, "--leg-timeout")) return &r->leg_timeout;
   if (!strcmp(name, "--gpu-scheduling")) return &r->gpu_scheduling;
+  if (!strcmp(name, "--through-checkpoints")) return &r->through_checkpoints;
   return NULL;
 }
 
@@ -313,6 +322,15 @@ int rc_cmd_run(int argc, char **argv) {
     o.gpu_scheduling = RC_GPU_SCHED_SHARED;
   } else if (r.gpu_scheduling) {
     usage_error("--gpu-scheduling: '%s' is not critical-first or shared", r.gpu_scheduling);
+    goto done;
+  }
+  o.through_checkpoints = RC_THROUGH_CKPT_AUTO;
+  if (r.through_checkpoints && !strcmp(r.through_checkpoints, "full")) {
+    o.through_checkpoints = RC_THROUGH_CKPT_FULL;
+  } else if (r.through_checkpoints && !strcmp(r.through_checkpoints, "hashes")) {
+    o.through_checkpoints = RC_THROUGH_CKPT_HASHES;
+  } else if (r.through_checkpoints && strcmp(r.through_checkpoints, "auto")) {
+    usage_error("--through-checkpoints: '%s' is not full, hashes or auto", r.through_checkpoints);
     goto done;
   }
   o.progress_out = stderr;

@@ -294,7 +294,8 @@ void rc_model_reserve_staging(rc_model *m, bool page_locked) {
  * chunk hashes follow the copy on other threads. The bytes are those of
  * copying everything first and saving after (io_unit's streamed-save test,
  * and ckpt_golden against sums of the earlier writer, pin them). */
-int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_err *err) {
+int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, bool hashes_only,
+                  rc_err *err) {
   state_list l = {0};
   build(m, &l);
   rc_state view;
@@ -306,6 +307,7 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, rc_
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
   meta.chunk_bytes = chunk_bytes_for_save();
+  meta.hashes_only = hashes_only;
   double t0 = rc_model_wall_s();
   rc_save_stream *s = NULL;
   int rc = rc_save_stream_begin(ckpt_root, &meta, &view, m->rank == 0 ? args_json : NULL,

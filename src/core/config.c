@@ -484,6 +484,12 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       if (parse_steps_list(a, v, leg->save_at, 256, &leg->n_save_at, err)) return err->code;
       continue;
     }
+    if (leg && !strcmp(a, "--save-hashes-at")) {
+      NEED_VALUE;
+      if (parse_steps_list(a, v, leg->save_hashes_at, 256, &leg->n_save_hashes_at, err))
+        return err->code;
+      continue;
+    }
     if (leg && !strcmp(a, "--events")) {
       NEED_VALUE;
       if (copy_str(a, v, leg->events, sizeof leg->events, err)) return err->code;
@@ -592,6 +598,17 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
       if (leg->save_at[i] > c->steps)
         return rc_fail(err, RC_EXIT_USAGE, "--save-at %d is beyond --steps %d", leg->save_at[i],
                        c->steps);
+    /* a hashes-only save is a kind of save: of a step the leg saves */
+    for (int i = 0; i < leg->n_save_hashes_at; i++) {
+      bool saved = false;
+      for (int j = 0; j < leg->n_save_at && !saved; j++)
+        saved = leg->save_at[j] == leg->save_hashes_at[i];
+      if (!saved)
+        return rc_fail(err, RC_EXIT_USAGE,
+                       "--save-hashes-at %d is not in --save-at: it names which saves keep hashes"
+                       " only, so every step it lists must be saved",
+                       leg->save_hashes_at[i]);
+    }
   }
   return 0;
 }

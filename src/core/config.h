@@ -91,6 +91,10 @@ typedef struct {
   int stop_at;     /* 0 = run to steps */
   int save_at[256];
   int n_save_at;
+  /* --save-hashes-at: those of save_at whose checkpoint keeps hashes only
+   * (io: rc_shard_meta.hashes_only; `run` gives it to its through leg) */
+  int save_hashes_at[256];
+  int n_save_hashes_at;
   char events[1024]; /* --events FILE: the bisect event log */
   int events_from_step;
   bool dry_run;

@@ -561,11 +561,13 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
       char *before = step < cfg->steps ? rc_census_text(m, NULL) : NULL;
       double census_s = now_s() - tc;
       double tsave = now_s();
-      if ((rc = rc_model_save(m, ckpt_root, args, err))) {
+      bool hashes_only = in_list(leg->save_hashes_at, leg->n_save_hashes_at, step);
+      if ((rc = rc_model_save(m, ckpt_root, args, hashes_only, err))) {
         free(before);
         rc_err_prefix(err, "saving step %d", step);
         break;
       }
+      /* a hashes-only save is a `save` row too (docs/trace.md): no write in it */
       fprintf(timing, "save,%d,%.6f\n", step, now_s() - tsave);
       if (step < cfg->steps) {
         tc = now_s();

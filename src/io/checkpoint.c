@@ -201,6 +201,7 @@ struct rc_save_stream {
   int64_t iteration;
   char *args_json; /* rank 0's, or NULL */
   bool made_dir;
+  bool hashes_only; /* rc_shard_meta.hashes_only: hash, write no shard */
   uint64_t chunk;
   rc_mf_shard shard;
   rc_shard_image image;
@@ -243,6 +244,7 @@ static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard
   s->rank = meta->rank;
   s->world_size = meta->world_size;
   s->iteration = meta->iteration;
+  s->hashes_only = meta->hashes_only;
   if (meta->rank == 0 && args_json) s->args_json = strdup(args_json);
   char path[4096], file[64];
   iter_path(s->dir, sizeof s->dir, ckpt_root, meta->iteration);
@@ -304,8 +306,10 @@ static void save_launch(rc_save_stream *s, int copy_threads) {
                          .nbytes = s->nbytes,
                          .shard = &s->shard};
   /* Without threads (none to be had) a streamed save cannot follow its own
-   * copy: the passes then run in rc_save_stream_end, once it is done. */
-  s->write_thread = pthread_create(&s->write_tid, NULL, write_job_run, &s->write) == 0;
+   * copy: the passes then run in rc_save_stream_end, once it is done. A
+   * hashes-only save has no write: the same image, the same hashes. */
+  s->write_thread =
+      !s->hashes_only && pthread_create(&s->write_tid, NULL, write_job_run, &s->write) == 0;
   s->whole_thread = pthread_create(&s->whole_tid, NULL, hash_job_run, &s->whole) == 0;
   s->parts_thread = pthread_create(&s->parts_tid, NULL, parts_job_run, &s->parts) == 0;
 }
@@ -314,7 +318,7 @@ static void save_launch(rc_save_stream *s, int copy_threads) {
  * fragment) and COMPLETE; on failure removes what the save wrote. Frees s. */
 static int save_complete(rc_save_stream *s, rc_err *err) {
   if (s->streamed) rc_gate_raise(&s->gate, s->image.size);
-  if (!s->write_thread) write_job_run(&s->write);
+  if (!s->write_thread && !s->hashes_only) write_job_run(&s->write);
   if (!s->whole_thread) hash_job_run(&s->whole);
   if (!s->parts_thread) parts_job_run(&s->parts);
   if (s->write_thread) pthread_join(s->write_tid, NULL);
@@ -327,18 +331,32 @@ static int save_complete(rc_save_stream *s, rc_err *err) {
     ret = rc_fail(err, s->write.ret, "%s", s->write.err.msg);
     goto done;
   }
-  wrote_shard = true;
+  if (s->hashes_only) {
+    /* A shard file of this name can only be an unfinished save's (COMPLETE
+     * is absent): remove it, so that the directory holds what its manifest
+     * says, no shard. */
+    if (unlink(s->path) != 0 && errno != ENOENT) {
+      ret =
+          rc_fail(err, RC_EXIT_IOERR, "removing the stale shard %s: %s", s->path, strerror(errno));
+      goto done;
+    }
+  } else {
+    wrote_shard = true;
+  }
   if (s->args_json) {
     rc_path_join(path, sizeof path, s->dir, RC_ARGS_NAME);
     if ((ret = rc_write_file_atomic(path, s->args_json, strlen(s->args_json), err))) goto done;
     wrote_args = true;
   }
   if (s->world_size == 1) {
-    rc_manifest m = {.iteration = s->iteration, .world_size = 1, .shards = &s->shard};
+    rc_manifest m = {.iteration = s->iteration,
+                     .world_size = 1,
+                     .shards = &s->shard,
+                     .hashes_only = s->hashes_only};
     ret = write_manifest_and_marker(s->dir, &m, err);
   } else {
     size_t len;
-    char *text = rc_fragment_text(s->iteration, s->world_size, &s->shard, &len);
+    char *text = rc_fragment_text(s->iteration, s->world_size, s->hashes_only, &s->shard, &len);
     rc_fragment_filename(file, sizeof file, s->rank, s->world_size);
     rc_path_join(path, sizeof path, s->dir, file);
     ret = rc_write_file_atomic(path, text, len, err);
@@ -456,9 +474,18 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
     }
     int64_t it;
     int ws;
-    ret = rc_fragment_parse(text, n, path, &it, &ws, &m.shards[r], err);
+    bool hashes_only = false;
+    ret = rc_fragment_parse(text, n, path, &it, &ws, &hashes_only, &m.shards[r], err);
     free(text);
     if (ret) break;
+    if (r == 0) m.hashes_only = hashes_only;
+    if (hashes_only != m.hashes_only) {
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: rank %d's fragment is %s, rank 0's %s (one kind of save for all ranks)",
+                    path, r, hashes_only ? "hashes-only" : "of a written shard",
+                    m.hashes_only ? "hashes-only" : "of a written shard");
+      break;
+    }
     if (it != iteration || ws != world_size || m.shards[r].rank != r) {
       ret = rc_fail(err, RC_EXIT_DATAERR,
                     "%s: fragment is for rank %d of %d at iteration %" PRId64
@@ -475,7 +502,9 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
       break;
     }
     /* The shard itself was renamed into place before its fragment was
-     * written; a size check catches a fragment left over from another save. */
+     * written; a size check catches a fragment left over from another save.
+     * A hashes-only save wrote no shard. */
+    if (m.hashes_only) continue;
     struct stat st;
     rc_path_join(path, sizeof path, iter_dir, m.shards[r].file);
     if (stat(path, &st) != 0)
@@ -497,6 +526,20 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
   }
   rc_manifest_free(&m);
   return ret;
+}
+
+bool rc_checkpoint_is_hashes_only(const char *iter_dir) {
+  char path[4096], *text = NULL;
+  size_t n = 0;
+  rc_err ignored = {0};
+  rc_path_join(path, sizeof path, iter_dir, RC_MANIFEST_NAME);
+  if (rc_read_regular_file(path, RC_MANIFEST_MAX, true, &text, &n, &ignored)) return false;
+  rc_manifest m;
+  bool parsed = rc_manifest_parse(text, n, path, &m, &ignored) == RC_OK;
+  bool yes = parsed && m.hashes_only;
+  if (parsed) rc_manifest_free(&m);
+  free(text);
+  return yes;
 }
 
 /* iter_<digits> only: anything else in the root is not ours to consider. */
@@ -525,7 +568,8 @@ int rc_checkpoint_latest(const char *ckpt_root, char *path, size_t cap, rc_err *
     if (!parse_iter_name(e->d_name, &it) || it <= best) continue;
     rc_path_join(buf, sizeof buf, ckpt_root, e->d_name);
     rc_path_join(marker, sizeof marker, buf, RC_COMPLETE_NAME);
-    if (rc_path_exists(marker) && strlen(e->d_name) < sizeof best_name) {
+    if (rc_path_exists(marker) && strlen(e->d_name) < sizeof best_name &&
+        !rc_checkpoint_is_hashes_only(buf)) {
       best = it;
       memcpy(best_name, e->d_name, strlen(e->d_name) + 1);
     }

@@ -89,9 +89,13 @@ int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state
 int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
                             rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err);
 
-/* Newest iter_* directory under ckpt_root that has COMPLETE; 0 and path set
- * if found, RC_EXIT_NOINPUT if none. */
+/* Newest iter_* directory under ckpt_root that has COMPLETE and is not
+ * hashes-only; 0 and path set if found, RC_EXIT_NOINPUT if none. */
 int rc_checkpoint_latest(const char *ckpt_root, char *path, size_t cap, rc_err *err);
+/* Whether iter_dir's manifest parses and says "hashes_only" (a save with
+ * rc_shard_meta.hashes_only: hashes of shards that were never written).
+ * Such a checkpoint is compared, never loaded (the load refuses it, 65). */
+bool rc_checkpoint_is_hashes_only(const char *iter_dir);
 
 /* `resumecheck inspect SHARD.h5`: every dataset with dtype, shape, SHA-256
  * and the /meta attributes, as text to `out`. */

@@ -36,11 +36,12 @@ bool rc_dtype_from_name(const char *name, rc_dtype *dt);
 
 /* Canonical texts (malloc'd, newline-terminated): equal inputs, equal bytes. */
 char *rc_manifest_text(const rc_manifest *m, size_t *len);
-char *rc_fragment_text(int64_t iteration, int world_size, const rc_mf_shard *s, size_t *len);
+char *rc_fragment_text(int64_t iteration, int world_size, bool hashes_only, const rc_mf_shard *s,
+                       size_t *len);
 
 /* Strict parse of a fragment, as rc_manifest_parse (manifest.h). */
 int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *iteration,
-                      int *world_size, rc_mf_shard *s, rc_err *err);
+                      int *world_size, bool *hashes_only, rc_mf_shard *s, rc_err *err);
 
 /* ---- shard_write.c ---- */
 

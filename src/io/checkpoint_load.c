@@ -533,6 +533,13 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
     goto done;
   }
   if ((ret = rc_manifest_parse(text, text_n, manifest_path, &m, err))) goto done;
+  if (m.hashes_only) {
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s holds hashes only (a through leg's --save-hashes-at: the shards were hashed,"
+                  " never written): it cannot be loaded",
+                  iter_dir);
+    goto done;
+  }
   /* The manifest already says how many ranks saved; checking it here gives
    * the world-size message instead of "shard file missing". */
   if (m.world_size != meta->world_size) {

@@ -103,12 +103,21 @@ static int text_version(const rc_mf_shard *s) {
   return s->chunk_bytes ? RC_MANIFEST_VERSION : RC_MANIFEST_VERSION_MIN;
 }
 
+/* Written only when true ("format" < "hashes_only" < "iteration"), so an
+ * ordinary manifest is byte for byte what it was before the key existed. */
+static void hashes_only_json(rc_jw *w, bool hashes_only) {
+  if (!hashes_only) return;
+  rc_jw_key(w, "hashes_only");
+  rc_jw_bool(w, true);
+}
+
 char *rc_manifest_text(const rc_manifest *m, size_t *len) {
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
   rc_jw_key(&w, "format");
   rc_jw_str(&w, RC_MANIFEST_FORMAT);
+  hashes_only_json(&w, m->hashes_only);
   rc_jw_key(&w, "iteration");
   rc_jw_int(&w, m->iteration);
   rc_jw_key(&w, "shards");
@@ -123,12 +132,14 @@ char *rc_manifest_text(const rc_manifest *m, size_t *len) {
   return finish(&w, len);
 }
 
-char *rc_fragment_text(int64_t iteration, int world_size, const rc_mf_shard *s, size_t *len) {
+char *rc_fragment_text(int64_t iteration, int world_size, bool hashes_only, const rc_mf_shard *s,
+                       size_t *len) {
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
   rc_jw_key(&w, "format");
   rc_jw_str(&w, RC_FRAGMENT_FORMAT);
+  hashes_only_json(&w, hashes_only);
   rc_jw_key(&w, "iteration");
   rc_jw_int(&w, iteration);
   rc_jw_key(&w, "shard");
@@ -297,6 +308,19 @@ static int parse_header(const rc_json *root, const char *what, const char *forma
   return RC_OK;
 }
 
+/* Optional "hashes_only": only `true` is ever written, so anything else
+ * (false included) is a manifest this build did not write. */
+static int parse_hashes_only(const rc_json *root, const char *what, bool *hashes_only,
+                             rc_err *err) {
+  const rc_json *h = rc_json_get(root, "hashes_only");
+  *hashes_only = false;
+  if (!h) return RC_OK;
+  if (h->type != RC_JSON_BOOL || !h->boolean)
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: hashes_only is present but not true", what);
+  *hashes_only = true;
+  return RC_OK;
+}
+
 int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest *m, rc_err *err) {
   memset(m, 0, sizeof *m);
   char jerr[256];
@@ -305,6 +329,7 @@ int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest 
   int64_t version = 0;
   int rc =
       parse_header(root, what, RC_MANIFEST_FORMAT, &version, &m->iteration, &m->world_size, err);
+  if (!rc) rc = parse_hashes_only(root, what, &m->hashes_only, err);
   if (rc) goto done;
   const rc_json *shards = rc_json_get(root, "shards");
   if (!shards || shards->type != RC_JSON_ARR || shards->nkids != m->world_size) {
@@ -326,13 +351,14 @@ done:
 }
 
 int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *iteration,
-                      int *world_size, rc_mf_shard *s, rc_err *err) {
+                      int *world_size, bool *hashes_only, rc_mf_shard *s, rc_err *err) {
   memset(s, 0, sizeof *s);
   char jerr[256];
   rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
   if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", what, jerr);
   int64_t version = 0;
   int rc = parse_header(root, what, RC_FRAGMENT_FORMAT, &version, iteration, world_size, err);
+  if (!rc) rc = parse_hashes_only(root, what, hashes_only, err);
   if (!rc) {
     const rc_json *sh = rc_json_get(root, "shard");
     int64_t rank = -1;

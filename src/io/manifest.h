@@ -54,6 +54,10 @@ typedef struct {
   int64_t iteration;
   int world_size;
   rc_mf_shard *shards; /* malloc'd, world_size entries, shards[r].rank == r */
+  /* "hashes_only": true: the shards were built and hashed but not written
+   * (rc_shard_meta.hashes_only); the entries describe files that do not
+   * exist. Absent (false) in every ordinary manifest. */
+  bool hashes_only;
 } rc_manifest;
 
 /* Strict parse of manifest.json's text; `what` names the file in messages.
@@ -73,5 +77,22 @@ void rc_mf_chunk_range(const rc_mf_shard *s, int k, uint64_t *start, uint64_t *e
  * byte range [start, end) that differs; RC_EXIT_NOINPUT if missing,
  * RC_EXIT_IOERR on a read error. The file is not parsed. */
 int rc_shard_verify_file(const char *path, const rc_mf_shard *entry, int threads, rc_err *err);
+
+/* A shard file's datasets as its own bytes say (shard_hashes.c): the file
+ * is verified against `entry` first (rc_shard_verify_file's checks), then,
+ * after the loader's structure check, each dataset's path, dtype, shape,
+ * byte range and SHA-256 are read from the verified image; entry's
+ * dataset list is not used. With `whole`, also the SHA-256 of the whole
+ * file, computed from its bytes (else sha256 is ""). For comparing against
+ * a hashes-only checkpoint, whose manifest is all its side has. */
+typedef struct {
+  rc_mf_dataset *datasets; /* malloc'd, sorted by path */
+  uint64_t *offset;        /* malloc'd: where dataset i's bytes start in the file */
+  int ndatasets;
+  char sha256[RC_SHA256_HEX];
+} rc_shard_hashes;
+int rc_shard_hash_datasets(const char *path, const rc_mf_shard *entry, bool whole,
+                           rc_shard_hashes *out, rc_err *err);
+void rc_shard_hashes_free(rc_shard_hashes *h);
 
 #endif

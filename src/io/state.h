@@ -7,6 +7,7 @@
 #ifndef RC_IO_STATE_H
 #define RC_IO_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,11 @@ typedef struct {
    * (manifest.h). 0: RC_CHUNK_BYTES; RC_CHUNKS_NONE: none (a version-1
    * manifest). A load always uses the manifest's own chunk_bytes. */
   int64_t chunk_bytes;
+  /* Save only: build the shard and every hash exactly as a save does, but
+   * write no shard file: only the manifest (marked "hashes_only"), args.json
+   * and COMPLETE. Such a checkpoint can be compared, never loaded
+   * (docs/checkpoint-format.md, "Hashes-only checkpoints"). */
+  bool hashes_only;
 } rc_shard_meta;
 
 #define RC_CHUNKS_NONE ((int64_t)-1)

@@ -1,0 +1,205 @@
+/* compare_hashes.c — a shard pair where a side kept hashes only.
+ *
+ * A hashes-only checkpoint (a through leg's `train --save-hashes-at`,
+ * docs/checkpoint-format.md) has a manifest but no shard: the save built
+ * the file and hashed it, and wrote nothing else. Against it there are no
+ * values to compare, only SHA-256s: of the whole file (its chunks), and of
+ * each dataset. What is compared is said in every message.
+ *
+ * Never trusting manifests: the side that has its shard was verified
+ * against its manifest (every chunk) before this runs, and its dataset
+ * hashes are then computed from those verified bytes (io's
+ * rc_shard_hash_datasets), not taken from its manifest, whose dataset list
+ * the chunk check does not cover. Only --trust-manifests takes them from
+ * the manifest, and then the message says so. */
+#include "harness/compare_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Both entries record chunks of one size for files of one size. */
+static bool chunks_comparable(const rc_mf_shard *a, const rc_mf_shard *b) {
+  return a->chunk_sha256 && b->chunk_sha256 && a->bytes == b->bytes &&
+         a->chunk_bytes == b->chunk_bytes && a->nchunks == b->nchunks;
+}
+
+static bool chunks_equal(const rc_mf_shard *a, const rc_mf_shard *b) {
+  for (int k = 0; k < a->nchunks; k++)
+    if (strcmp(a->chunk_sha256[k], b->chunk_sha256[k])) return false;
+  return true;
+}
+
+static int cmp_dataset_path(const void *x, const void *y) {
+  return strcmp(((const rc_mf_dataset *)x)->path, ((const rc_mf_dataset *)y)->path);
+}
+
+/* One side's datasets, sorted by path, with their byte offsets where the
+ * side's bytes were read (offset NULL otherwise). */
+typedef struct {
+  rc_shard_hashes computed; /* from the file (owned) */
+  rc_mf_dataset *listed;    /* a sorted copy of the manifest's (owned) */
+  const rc_mf_dataset *d;
+  const uint64_t *offset;
+  int n;
+  bool from_bytes;
+} side_datasets;
+
+static void side_free(side_datasets *s) {
+  rc_shard_hashes_free(&s->computed);
+  free(s->listed);
+}
+
+static int side_load(const rc_cmp_side *side, bool trust, bool whole, side_datasets *out,
+                     rc_err *err) {
+  memset(out, 0, sizeof *out);
+  if (side->hashes_only || trust) {
+    int n = side->entry->ndatasets;
+    out->listed = malloc((size_t)(n ? n : 1) * sizeof *out->listed);
+    if (!out->listed) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    memcpy(out->listed, side->entry->datasets, (size_t)n * sizeof *out->listed);
+    qsort(out->listed, (size_t)n, sizeof *out->listed, cmp_dataset_path);
+    out->d = out->listed;
+    out->n = n;
+    return RC_OK;
+  }
+  int rc = rc_shard_hash_datasets(side->path, side->entry, whole, &out->computed, err);
+  if (rc) return rc;
+  out->d = out->computed.datasets;
+  out->offset = out->computed.offset;
+  out->n = out->computed.ndatasets;
+  out->from_bytes = true;
+  return RC_OK;
+}
+
+static void shape_text(const rc_mf_dataset *d, char *buf, size_t cap) {
+  size_t o = (size_t)snprintf(buf, cap, "%s[", rc_dtype_name(d->dtype));
+  for (int i = 0; i < d->ndim && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%" PRId64, i ? "," : "", d->shape[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* "; chunks 3-4 of 40 differ there (bytes [X, Y))", or "" when the chunks
+ * cannot say (no comparable chunk lists, no known offset). */
+static void chunk_note(const rc_mf_shard *a, const rc_mf_shard *b, uint64_t off, size_t n,
+                       char *buf, size_t cap) {
+  buf[0] = 0;
+  if (!chunks_comparable(a, b) || n == 0 || a->nchunks < 2) return; /* one chunk: the file */
+  uint64_t C = a->chunk_bytes;
+  int first = -1, last = -1;
+  for (uint64_t k = off / C; k <= (off + n - 1) / C && k < (uint64_t)a->nchunks; k++)
+    if (strcmp(a->chunk_sha256[k], b->chunk_sha256[k])) {
+      if (first < 0) first = (int)k;
+      last = (int)k;
+    }
+  if (first < 0) return;
+  uint64_t s, e, s2, e2;
+  rc_mf_chunk_range(a, first, &s, &e);
+  rc_mf_chunk_range(a, last, &s2, &e2);
+  if (first == last)
+    snprintf(buf, cap, "; chunk %d of %d differs there (bytes [%" PRIu64 ", %" PRIu64 "))", first,
+             a->nchunks, s, e2);
+  else
+    snprintf(buf, cap, "; chunks %d-%d of %d differ there (bytes [%" PRIu64 ", %" PRIu64 "))",
+             first, last, a->nchunks, s, e2);
+}
+
+int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2], rc_err *err) {
+  rc_compare_result *res = c->res;
+  bool trust = c->opts && c->opts->trust_manifests;
+  const rc_mf_shard *ea = side[0].entry, *eb = side[1].entry;
+  const char *who = side[0].hashes_only && side[1].hashes_only ? "both sides kept hashes only"
+                    : side[0].hashes_only                      ? "A kept hashes only"
+                                                               : "B kept hashes only";
+  res->n_files_compared++;
+  res->n_hashes_only++;
+  for (int s = 0; s < 2; s++)
+    if (!side[s].hashes_only && !side[s].verified && !trust)
+      return rc_fail(err, RC_EXIT_SOFTWARE, "%s: shard of side %s compared unverified", rel,
+                     s ? "B" : "A");
+
+  /* The file: chunk lists of one size, else whole-file hashes (computed
+   * from the bytes where a chunk-verified side's was never recomputed). */
+  bool by_chunks = chunks_comparable(ea, eb);
+  bool need_whole = !by_chunks && (ea->chunk_sha256 || eb->chunk_sha256);
+  side_datasets ds[2] = {0};
+  bool loaded[2] = {false, false};
+  int rc = RC_OK;
+  bool identical;
+  if (by_chunks) {
+    identical = chunks_equal(ea, eb);
+  } else if (!need_whole || trust) {
+    identical = ea->bytes == eb->bytes && !strcmp(ea->sha256, eb->sha256);
+  } else {
+    for (int s = 0; s < 2 && !rc; s++) {
+      rc = side_load(&side[s], trust, true, &ds[s], err);
+      loaded[s] = !rc;
+    }
+    if (rc) goto done;
+    const char *wa = ds[0].from_bytes ? ds[0].computed.sha256 : ea->sha256;
+    const char *wb = ds[1].from_bytes ? ds[1].computed.sha256 : eb->sha256;
+    identical = ea->bytes == eb->bytes && !strcmp(wa, wb);
+  }
+  if (identical) {
+    res->n_files_identical++;
+    res->n_datasets_compared += ea->ndatasets;
+    goto done;
+  }
+
+  /* Different: dataset by dataset, in path order. */
+  for (int s = 0; s < 2 && !rc; s++)
+    if (!loaded[s]) rc = side_load(&side[s], trust, false, &ds[s], err);
+  if (rc) goto done;
+  int n_before = res->n_diffs, ign_before = c->n_ignored;
+  char from[160] = "";
+  for (int s = 0; s < 2; s++)
+    if (!side[s].hashes_only && !ds[s].from_bytes)
+      snprintf(from + strlen(from), sizeof from - strlen(from),
+               "; %s's dataset hashes taken from its manifest (--trust-manifests)", s ? "B" : "A");
+  int i = 0, k = 0;
+  while (i < ds[0].n || k < ds[1].n) {
+    int cmp = i == ds[0].n ? 1 : k == ds[1].n ? -1 : strcmp(ds[0].d[i].path, ds[1].d[k].path);
+    const rc_mf_dataset *a = cmp <= 0 ? &ds[0].d[i] : NULL, *b = cmp >= 0 ? &ds[1].d[k] : NULL;
+    const uint64_t *off = cmp <= 0 && ds[0].offset   ? &ds[0].offset[i]
+                          : cmp >= 0 && ds[1].offset ? &ds[1].offset[k]
+                                                     : NULL;
+    if (cmp <= 0) i++;
+    if (cmp >= 0) k++;
+    if (!a || !b) {
+      rc_cmp_add(c, a ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A, rel, a ? a->path : b->path,
+                 "dataset only in %s (%s)", a ? "A" : "B", who);
+      continue;
+    }
+    res->n_datasets_compared++;
+    char ta[96], tb[96];
+    shape_text(a, ta, sizeof ta);
+    shape_text(b, tb, sizeof tb);
+    if (a->dtype != b->dtype) {
+      rc_cmp_add(c, RC_DIFF_DTYPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
+      continue;
+    }
+    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
+      rc_cmp_add(c, RC_DIFF_SHAPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
+      continue;
+    }
+    if (!strcmp(a->sha256, b->sha256)) continue;
+    char chunks[160] = "";
+    if (off) {
+      uint64_t n = rc_dtype_size(a->dtype);
+      for (int d = 0; d < a->ndim; d++) n *= (uint64_t)a->shape[d];
+      chunk_note(ea, eb, *off, (size_t)n, chunks, sizeof chunks);
+    }
+    rc_cmp_add(c, RC_DIFF_SHA256, rel, a->path,
+               "SHA-256 differs (%s: values not compared); %s, A %.16s..., B %.16s...%s%s", who, ta,
+               a->sha256, b->sha256, chunks, from);
+  }
+  if (res->n_diffs == n_before && c->n_ignored == ign_before)
+    rc_cmp_add(c, RC_DIFF_SHA256, rel, "",
+               "file SHA-256 differs but every dataset's is equal (%s: /meta or layout differ;"
+               " nothing else compared)%s",
+               who, from);
+done:
+  side_free(&ds[0]);
+  side_free(&ds[1]);
+  return rc;
+}
