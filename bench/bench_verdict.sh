@@ -5,7 +5,8 @@
 # in the same session, interleaved, REPEAT rounds; medians and the median of
 # the per-round ratios. With SCHEDULING="critical-first shared" each round
 # runs `run` once per --gpu-scheduling value (the first is the one the
-# ratio is for). Also each leg's phases as the legs record them
+# ratio is for); the arms `hashes` and `full` set --through-checkpoints
+# instead (with the default scheduling). Also each leg's phases as the legs record them
 # (timing.csv: start-up, wait, load, saves, step-lock waits, summed step
 # time) and the checkpoint's size.
 #
@@ -29,7 +30,11 @@ for r in $(seq 1 "$REPEAT"); do
   for a in "${ARMS[@]}"; do
     rm -rf "$D/run_$a"
     extra=()
-    [ "$a" = default ] || extra=(--gpu-scheduling "$a")
+    case "$a" in
+    default) ;;
+    hashes | full) extra=(--through-checkpoints "$a") ;; # what the through leg keeps at K
+    *) extra=(--gpu-scheduling "$a") ;;
+    esac
     t0=$(now)
     "$RC_BIN" run "${F[@]}" "${extra[@]}" --steps "$N" --save-at "$K" --out "$D/run_$a" --progress off \
       >"$D/run_$a.txt" 2>&1

@@ -125,7 +125,7 @@ fi
 if want verdict; then
 log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
-  REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-critical-first shared}" \
+  REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-hashes full}" \
   timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
 fi
 if want census; then

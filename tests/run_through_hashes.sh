@@ -61,6 +61,15 @@ if have_py; then
   sf_step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["first_divergence"]["step"])' "$T/sf/report.json")
   [ "$sh_step" = "$sf_step" ] || fail "seed: first divergent step $sh_step with hashes, $sf_step with full"
 fi
+# bisect of either run names the same operation: its replays save as the
+# legs did, with shards (a replay's --save-hashes-at is not kept)
+for m in sh sf; do
+  "$RC_BIN" bisect "$T/$m" >"$T/$m.bisect" 2>&1
+  [ $? = 1 ] || fail "bisect of the seed run ($m): exit $?, want 1"
+  grep "^located:" "$T/$m.bisect" | sed 's/ (.*//' >"$T/$m.located"
+done
+grep -q "mtp/layers/0" "$T/sf.located" || fail "bisect (full) does not locate the shared MTP layer"
+cmp -s "$T/sh.located" "$T/sf.located" || fail "bisect with hashes locates $(cat "$T/sh.located"), with full $(cat "$T/sf.located")"
 
 # non-determinism: exit 2, A/A@4 differs per dataset by SHA-256 only. The
 # reduction's order varies run to run and reaches the state only when the
