@@ -107,6 +107,20 @@ static int parse_line(const char *s, size_t len, int lineno, rc_event *e, rc_err
   return RC_OK;
 }
 
+/* Room for one more event; false (the list freed) when out of memory. */
+static bool grow(rc_event_list *out) {
+  if (out->n < out->cap) return true;
+  int cap = out->cap ? 2 * out->cap : 256;
+  rc_event *p = realloc(out->ev, sizeof *p * (size_t)cap);
+  if (!p) {
+    rc_events_free(out);
+    return false;
+  }
+  out->ev = p;
+  out->cap = cap;
+  return true;
+}
+
 int rc_events_parse(const char *text, size_t n, rc_event_list *out, rc_err *err) {
   memset(out, 0, sizeof *out);
   size_t i = 0;
@@ -123,16 +137,7 @@ int rc_events_parse(const char *text, size_t n, rc_event_list *out, rc_err *err)
         rc_events_free(out);
         return rc_fail(err, RC_EXIT_DATAERR, "line %d: truncated (no newline)", lineno);
       }
-      if (out->n == out->cap) {
-        int cap = out->cap ? 2 * out->cap : 256;
-        rc_event *p = realloc(out->ev, sizeof *p * (size_t)cap);
-        if (!p) {
-          rc_events_free(out);
-          return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-        }
-        out->ev = p;
-        out->cap = cap;
-      }
+      if (!grow(out)) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
       if (parse_line(text + i, len, lineno, &out->ev[out->n], err)) {
         rc_events_free(out);
         return err->code;
@@ -288,16 +293,7 @@ int rc_events_filter(const rc_event_list *l, int64_t step_lo, int64_t step_hi,
     const rc_event *e = &l->ev[i];
     if (e->step < step_lo || e->step > step_hi || (drop_kind && !strcmp(e->kind, drop_kind)))
       continue;
-    if (out->n == out->cap) {
-      int cap = out->cap ? 2 * out->cap : 256;
-      rc_event *p = realloc(out->ev, sizeof *p * (size_t)cap);
-      if (!p) {
-        rc_events_free(out);
-        return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-      }
-      out->ev = p;
-      out->cap = cap;
-    }
+    if (!grow(out)) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
     out->ev[out->n++] = *e;
   }
   return RC_OK;

@@ -312,23 +312,7 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_int(&w, b->census.n_saved_differ);
     rc_jw_key(&w, "local_differ");
     rc_jw_int(&w, b->census.n_local_differ);
-    rc_jw_key(&w, "differences");
-    rc_jw_arr_begin(&w);
-    for (int i = 0; i < b->census.n_diffs; i++) {
-      const rc_census_field_diff *f = &b->census.diffs[i];
-      char text[2048];
-      rc_census_describe(f, "through", "resumed", text, sizeof text);
-      rc_jw_obj_begin(&w);
-      rc_jw_key(&w, "field");
-      rc_jw_str(&w, f->field);
-      rc_jw_key(&w, "class");
-      rc_jw_str(&w, f->saved ? "saved" : "local");
-      jw_str_or_null(&w, "through", f->a);
-      jw_str_or_null(&w, "resumed", f->b);
-      jw_str_or_null(&w, "text", text);
-      rc_jw_obj_end(&w);
-    }
-    rc_jw_arr_end(&w);
+    rc_census_json_differences(&w, "differences", &b->census);
     rc_jw_obj_end(&w);
   } else {
     rc_jw_null(&w);

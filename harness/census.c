@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "base/json.h"
 
 /* A census of gpu-small is ~200 KB; anything past this is not one. */
 #define CENSUS_MAX_BYTES (64u << 20)
@@ -287,4 +288,32 @@ const rc_census_field_diff *rc_census_first_saved(const rc_census_diff *d) {
   for (int i = 0; i < d->n_diffs; i++)
     if (d->diffs[i].saved) return &d->diffs[i];
   return NULL;
+}
+
+static void str_or_null(rc_jw *w, const char *key, const char *v) {
+  rc_jw_key(w, key);
+  if (v)
+    rc_jw_str(w, v);
+  else
+    rc_jw_null(w);
+}
+
+void rc_census_json_differences(rc_jw *w, const char *key, const rc_census_diff *d) {
+  rc_jw_key(w, key);
+  rc_jw_arr_begin(w);
+  for (int k = 0; k < d->n_diffs; k++) {
+    const rc_census_field_diff *f = &d->diffs[k];
+    char text[2048];
+    rc_census_describe(f, "through", "resumed", text, sizeof text);
+    rc_jw_obj_begin(w);
+    str_or_null(w, "field", f->field);
+    str_or_null(w, "class", f->saved ? "saved" : "local");
+    str_or_null(w, "through", f->a);
+    str_or_null(w, "resumed", f->b);
+    str_or_null(w, "through_before_save", f->before);
+    str_or_null(w, "note", f->note);
+    str_or_null(w, "text", text);
+    rc_jw_obj_end(w);
+  }
+  rc_jw_arr_end(w);
 }

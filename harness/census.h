@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/json.h"
 
 typedef struct {
   char *field;
@@ -63,5 +64,10 @@ void rc_census_local_groups(const rc_census_diff *d, char *buf, size_t cap);
 /* The differences as a person reads them: each saved field (at most
  * max_saved), then the local ones by group with their notes, a line each. */
 void rc_census_print(const rc_census_diff *d, FILE *out, const char *indent, int max_saved);
+
+/* Every difference as a JSON array of objects (field, class, through,
+ * resumed, through_before_save, note, text), under `key`: the one form
+ * report.json and bisect.json share (docs/report-schema.md). */
+void rc_census_json_differences(rc_jw *w, const char *key, const rc_census_diff *d);
 
 #endif

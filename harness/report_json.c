@@ -244,23 +244,7 @@ static void census(rc_jw *w, const rc_check *c) {
   kv_int(w, "fields", d->n_fields);
   kv_int(w, "saved_differ", d->n_saved_differ);
   kv_int(w, "local_differ", d->n_local_differ);
-  rc_jw_key(w, "differences");
-  rc_jw_arr_begin(w);
-  for (int k = 0; k < d->n_diffs; k++) {
-    const rc_census_field_diff *f = &d->diffs[k];
-    char text[2048];
-    rc_census_describe(f, "through", "resumed", text, sizeof text);
-    rc_jw_obj_begin(w);
-    kv_str(w, "field", f->field);
-    kv_str(w, "class", f->saved ? "saved" : "local");
-    kv_str_or_null(w, "through", f->a);
-    kv_str_or_null(w, "resumed", f->b);
-    kv_str_or_null(w, "through_before_save", f->before);
-    kv_str_or_null(w, "note", f->note);
-    kv_str(w, "text", text);
-    rc_jw_obj_end(w);
-  }
-  rc_jw_arr_end(w);
+  rc_census_json_differences(w, "differences", d);
   rc_jw_obj_end(w);
 }
 
