@@ -323,279 +323,278 @@ static int open_comm(const char *kind, const rc_config *cfg, const rc_leg_opts *
                              err);
 }
 
-static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc,
-                   rc_step_lock *step_lock, int argc, char **argv, rc_err *err) {
-  if (proc->wait_for_checkpoint && !leg->resume_from[0])
-    return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
-  double phase_s[PH_N];
-  for (int p = 0; p < PH_N; p++) phase_s[p] = -1;
-  if (proc->t_spawn >= 0) phase_s[PH_EXEC] = proc->t_main - proc->t_spawn;
+/* Everything one leg holds while it runs, set up phase by phase and
+ * released by leg_close whatever phase failed. Owned: the lock, the
+ * backend's collectives, the data, the model, the output files, args. */
+typedef struct {
+  const rc_config *cfg;
+  const rc_leg_opts *leg;
+  const rc_leg_proc *proc;
+  rc_step_lock *step_lock;
   rc_dist_env env;
-  int rc = rc_dist_env_read(&env, err);
-  if (rc) return rc;
-  bool want_cpu = !strcmp(leg->device, "cpu");
-  const char *kind = pick_collectives(cfg, leg, want_cpu);
-  if (env.external && env.world != cfg->world_size)
-    return rc_fail(err, RC_EXIT_USAGE, "the launcher (%s) started %d ranks but --world-size is %d",
-                   env.launcher, env.world, cfg->world_size);
-  /* One writer per --out: this process, or the local launcher of its ranks.
-   * Ranks of an external launcher share the launcher's --out and lock
-   * nothing (docs/robustness.md). Then nothing this leg would write may be
-   * in the way: refused before a byte is written. */
-  int lock_fd = -1;
-  int last = leg->stop_at ? leg->stop_at : cfg->steps;
-  if (!env.external) {
-    if ((rc = rc_mkdir_p(leg->out, err)) || (rc = rc_dir_lock(leg->out, "train", &lock_fd, err)))
-      return rc;
-    long long from = leg->resume_from[0] ? iter_of(leg->resume_from) : 0;
-    if ((rc = check_outputs_free(leg, from, last, err))) {
-      close(lock_fd);
-      return rc;
-    }
-  }
-  if (cfg->world_size > 1 && !env.external) {
-    /* this process is the local launcher, not a rank: it has nothing to
-     * pre-warm, so it waits before it starts them */
-    if (proc->step_lock)
-      fprintf(stderr,
-              "note: --step-lock is not passed to the %d ranks of this leg (one GPU "
-              "each): they step unscheduled\n",
-              cfg->world_size);
-    if (proc->wait_for_checkpoint && (rc = wait_for_checkpoint(leg->resume_from, proc, err))) {
-      close(lock_fd);
-      return rc;
-    }
-    char rdv[1200];
-    if (leg->rendezvous[0])
-      snprintf(rdv, sizeof rdv, "%s", leg->rendezvous);
-    else
-      snprintf(rdv, sizeof rdv, "%s/.rendezvous.%ld", leg->out, (long)getpid());
-    rc = rc_dist_launch_local(kind, cfg->world_size, argc, argv, rdv, err);
-    close(lock_fd);
+  double phase_s[PH_N];
+  int lock_fd;
+  int last; /* the step the leg ends at */
+  const rc_ops *ops;
+  const char *profile_env; /* RC_PROFILE */
+  bool profile_ops;
+  rc_comm *comm;
+  int rank;
+  rc_data data;
+  bool data_open;
+  rc_model *m;
+  FILE *trace, *timing;
+  char *args;
+  char ckpt_root[1200];
+} leg_state;
+
+static void leg_close(leg_state *s) {
+  if (s->trace) fclose(s->trace);
+  if (s->timing) fclose(s->timing);
+  if (s->m && s->m->events.file) fclose(s->m->events.file);
+  free(s->args);
+  if (s->m) rc_model_free(s->m);
+  free(s->m);
+  if (s->data_open) rc_data_close(&s->data);
+  if (s->comm) s->comm->destroy(s->comm);
+  if (s->lock_fd >= 0) close(s->lock_fd);
+}
+
+/* One writer per --out: this process, or the local launcher of its ranks.
+ * Ranks of an external launcher share the launcher's --out and lock
+ * nothing (docs/robustness.md). Then nothing this leg would write may be
+ * in the way: refused before a byte is written. */
+static int leg_claim_out(leg_state *s, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  if (s->env.external) return RC_OK;
+  int rc;
+  if ((rc = rc_mkdir_p(leg->out, err)) || (rc = rc_dir_lock(leg->out, "train", &s->lock_fd, err)))
     return rc;
-  }
-  /* one GPU per rank: the launcher's local rank picks it, before CUDA starts */
+  long long from = leg->resume_from[0] ? iter_of(leg->resume_from) : 0;
+  return check_outputs_free(leg, from, s->last, err);
+}
+
+/* World size > 1 without an external launcher: this process is the local
+ * launcher, not a rank. It has nothing to pre-warm, so it waits before it
+ * starts them. */
+static int leg_launch_ranks(leg_state *s, const char *kind, int argc, char **argv, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  if (s->proc->step_lock)
+    fprintf(stderr,
+            "note: --step-lock is not passed to the %d ranks of this leg (one GPU "
+            "each): they step unscheduled\n",
+            s->cfg->world_size);
+  int rc;
+  if (s->proc->wait_for_checkpoint && (rc = wait_for_checkpoint(leg->resume_from, s->proc, err)))
+    return rc;
+  char rdv[1200];
+  if (leg->rendezvous[0])
+    snprintf(rdv, sizeof rdv, "%s", leg->rendezvous);
+  else
+    snprintf(rdv, sizeof rdv, "%s/.rendezvous.%ld", leg->out, (long)getpid());
+  return rc_dist_launch_local(kind, s->cfg->world_size, argc, argv, rdv, err);
+}
+
+/* The backend --device names (auto: CUDA when a GPU and the module are
+ * there, else the CPU with a note), its device memory checked against what
+ * the config needs, the profiler wrapped around it, the collectives. */
+static int leg_open_backend(leg_state *s, const char *kind, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
   double t_phase = now_s();
-  if (env.external && !want_cpu) rc_dist_select_gpu(env.local_rank);
-  const rc_ops *ops = NULL;
+  bool want_cpu = !strcmp(leg->device, "cpu");
+  /* one GPU per rank: the launcher's local rank picks it, before CUDA starts */
+  if (s->env.external && !want_cpu) rc_dist_select_gpu(s->env.local_rank);
   const char *why = NULL;
-  if (want_cpu)
-    ops = rc_cpu_ops();
-  else if (!strcmp(leg->device, "auto") && !rc_cuda_gpu_visible()) {
+  if (want_cpu) {
+    s->ops = rc_cpu_ops();
+  } else if (!strcmp(leg->device, "auto") && !rc_cuda_gpu_visible()) {
     /* no GPU: the CUDA module is not even opened */
     fprintf(stderr, "note: --device auto: no NVIDIA GPU visible; using the CPU backend\n");
-    ops = rc_cpu_ops();
+    s->ops = rc_cpu_ops();
   } else {
-    ops = rc_cuda_ops(&why);
-    if (!ops && !strcmp(leg->device, "auto")) {
+    s->ops = rc_cuda_ops(&why);
+    if (!s->ops && !strcmp(leg->device, "auto")) {
       fprintf(stderr, "note: --device auto: %s; using the CPU backend\n", why ? why : "no GPU");
-      ops = rc_cpu_ops();
+      s->ops = rc_cpu_ops();
     }
-    if (!ops) {
-      if (lock_fd >= 0) close(lock_fd);
-      return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
-    }
+    if (!s->ops) return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why ? why : "no GPU");
   }
-  if (env.rank == 0) note_kernel_switches(ops);
+  if (s->env.rank == 0) note_kernel_switches(s->ops);
   /* the device's own memory, before the model allocates any (the CPU
    * backend's host memory is checked by rc_model_init) */
   const rc_cuda_module *cuda = rc_cuda_module_loaded();
   size_t dev_free = 0, dev_total = 0;
-  if (!strcmp(ops->name, "cuda") && cuda && cuda->memory_info(&dev_free, &dev_total) == 0) {
+  int rc;
+  if (!strcmp(s->ops->name, "cuda") && cuda && cuda->memory_info(&dev_free, &dev_total) == 0) {
     rc_memory_need need;
-    rc_model_memory_need(cfg, &need);
-    if ((rc = rc_model_memory_check(&need, false, dev_free, rc_host_memory_available(), err))) {
-      if (lock_fd >= 0) close(lock_fd);
+    rc_model_memory_need(s->cfg, &need);
+    if ((rc = rc_model_memory_check(&need, false, dev_free, rc_host_memory_available(), err)))
       return rc;
-    }
   }
   /* RC_PROFILE=1: time per phase of the step. RC_PROFILE=ops: that, and every
    * op synchronised and timed by a wrapping table (backend/ops_profile.h),
    * installed before anything holds the ops so that everything goes through it */
-  const char *profile_env = getenv("RC_PROFILE");
-  bool profile_ops = profile_env && !strcmp(profile_env, "ops");
-  if (profile_ops) ops = rc_ops_profiled(ops);
-  rc_comm *comm = NULL;
-  if ((rc = open_comm(kind, cfg, leg, &env, ops, &comm, err))) {
-    if (lock_fd >= 0) close(lock_fd);
-    return rc;
-  }
-  int rank = comm ? comm->rank : 0;
-  phase_s[PH_BACKEND] = now_s() - t_phase;
-  t_phase = now_s();
-  rc_data data;
-  rc = rc_data_open(&data, cfg, err);
-  if (rc) {
-    if (comm) comm->destroy(comm);
-    if (lock_fd >= 0) close(lock_fd);
-    return rc;
-  }
-  rc_model *m = calloc(1, sizeof *m);
-  if (!m) abort();
-  rc = leg->resume_from[0] ? rc_model_init_for_load(m, cfg, ops, rank, err)
-                           : rc_model_init(m, cfg, ops, rank, err);
-  if (!rc && comm) rc = rc_model_attach_comm(m, comm, err);
-  if (!rc) {
-    ops->sync();
-    phase_s[PH_MODEL_INIT] = now_s() - t_phase;
-    /* the host buffer for saves and the load, reserved while the leg waits
-     * or trains */
-    /* Not for a leg that loads right away: its load would only wait for
-     * the pages one thread faults in, where the reading threads fault them
-     * in together. */
-    if (proc->wait_for_checkpoint || (!leg->resume_from[0] && leg->n_save_at > 0))
-      rc_model_reserve_staging(m, proc->wait_for_checkpoint);
-  }
+  s->profile_env = getenv("RC_PROFILE");
+  s->profile_ops = s->profile_env && !strcmp(s->profile_env, "ops");
+  if (s->profile_ops) s->ops = rc_ops_profiled(s->ops);
+  if ((rc = open_comm(kind, s->cfg, leg, &s->env, s->ops, &s->comm, err))) return rc;
+  s->rank = s->comm ? s->comm->rank : 0;
+  s->phase_s[PH_BACKEND] = now_s() - t_phase;
+  return RC_OK;
+}
+
+/* The data and the model, its staging buffer reserved; pre-warmed, the
+ * wait for the checkpoint; then the load. A failed load starts no training
+ * and writes nothing. */
+static int leg_build_model(leg_state *s, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  const rc_leg_proc *proc = s->proc;
+  double t_phase = now_s();
+  int rc = rc_data_open(&s->data, s->cfg, err);
+  if (rc) return rc;
+  s->data_open = true;
+  if (!(s->m = calloc(1, sizeof *s->m))) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  rc_model *m = s->m;
+  rc = leg->resume_from[0] ? rc_model_init_for_load(m, s->cfg, s->ops, s->rank, err)
+                           : rc_model_init(m, s->cfg, s->ops, s->rank, err);
+  if (!rc && s->comm) rc = rc_model_attach_comm(m, s->comm, err);
+  if (rc) return rc;
+  s->ops->sync();
+  s->phase_s[PH_MODEL_INIT] = now_s() - t_phase;
+  /* the host buffer for saves and the load, reserved while the leg waits
+   * or trains. Not for a leg that loads right away: its load would only
+   * wait for the pages one thread faults in, where the reading threads
+   * fault them in together. */
+  if (proc->wait_for_checkpoint || (!leg->resume_from[0] && leg->n_save_at > 0))
+    rc_model_reserve_staging(m, proc->wait_for_checkpoint);
   /* pre-warmed: everything is set up; now the checkpoint must be complete */
-  if (!rc && proc->wait_for_checkpoint) {
+  if (proc->wait_for_checkpoint) {
     t_phase = now_s();
     rc = wait_for_checkpoint(leg->resume_from, proc, err);
-    phase_s[PH_WAIT] = now_s() - t_phase;
+    s->phase_s[PH_WAIT] = now_s() - t_phase;
     /* on the critical path from here: back to the normal CPU priority where
      * the system lets a process raise it again (root; otherwise it stays
      * as low as the legs it shares the host with) */
     if (proc->step_lock && proc->step_priority != RC_STEP_PRIORITY_LOW)
       (void)setpriority(PRIO_PROCESS, 0, 0);
+    if (rc) return rc;
   }
-  /* a failed load starts no training and writes nothing */
-  if (!rc && leg->resume_from[0]) {
+  if (leg->resume_from[0]) {
     t_phase = now_s();
     rc = rc_model_load(m, leg->resume_from, err);
-    ops->sync();
-    phase_s[PH_LOAD] = now_s() - t_phase;
+    s->ops->sync();
+    s->phase_s[PH_LOAD] = now_s() - t_phase;
+    if (rc) return rc;
   }
-  if (rc) goto done;
-
-  if (last <= m->iteration) {
-    rc = rc_fail(err, RC_EXIT_USAGE,
-                 "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
-                 (long long)m->iteration, last);
-    goto done;
-  }
+  if (s->last <= m->iteration)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "nothing to do: the checkpoint is at step %lld and the leg ends at %d",
+                   (long long)m->iteration, s->last);
   if (leg->resume_from[0]) {
     /* what this process holds before its first step (docs/census.md) */
     t_phase = now_s();
-    if ((rc = rc_census_write(m, leg->out, NULL, err))) goto done;
-    phase_s[PH_CENSUS] = now_s() - t_phase;
+    if ((rc = rc_census_write(m, leg->out, NULL, err))) return rc;
+    s->phase_s[PH_CENSUS] = now_s() - t_phase;
   }
-  char path[1200], ckpt_root[1200];
-  if ((rc = rc_mkdir_p(leg->out, err))) goto done;
-  rc_path_join(ckpt_root, sizeof ckpt_root, leg->out, RC_CKPT_DIR_NAME);
-  /* the trace holds global quantities: rank 0 writes it */
+  return RC_OK;
+}
+
+/* trace.csv (rank 0: it holds global quantities), timing.csv with the
+ * start-up phases that ran, the event log, args.json's text. */
+static int leg_open_outputs(leg_state *s, int argc, char **argv, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  char path[1200];
+  int rc;
+  if ((rc = rc_mkdir_p(leg->out, err))) return rc;
+  rc_path_join(s->ckpt_root, sizeof s->ckpt_root, leg->out, RC_CKPT_DIR_NAME);
   rc_path_join(path, sizeof path, leg->out, RC_TRACE_NAME);
-  FILE *trace = fopen(rank == 0 ? path : "/dev/null", "w");
-  int open_errno = trace ? 0 : errno;
+  s->trace = fopen(s->rank == 0 ? path : "/dev/null", "w");
+  int open_errno = s->trace ? 0 : errno;
   rc_path_join(path, sizeof path, leg->out, RC_TIMING_NAME);
-  FILE *timing = trace ? fopen(rank == 0 ? path : "/dev/null", "w") : NULL;
-  if (trace && !timing) open_errno = errno;
-  if (!trace || !timing) {
-    rc = rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
-                 trace ? RC_TIMING_NAME : RC_TRACE_NAME, strerror(open_errno));
-    if (trace) fclose(trace);
-    if (timing) fclose(timing);
-    goto done;
-  }
-  trace_header(trace, m->D);
+  s->timing = s->trace ? fopen(s->rank == 0 ? path : "/dev/null", "w") : NULL;
+  if (s->trace && !s->timing) open_errno = errno;
+  if (!s->trace || !s->timing)
+    return rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
+                   s->trace ? RC_TIMING_NAME : RC_TRACE_NAME, strerror(open_errno));
+  trace_header(s->trace, s->m->D);
   /* phases first (those that ran), then one row per step and per save */
-  fprintf(timing, "phase,step,seconds\n");
+  fprintf(s->timing, "phase,step,seconds\n");
   for (int p = 0; p < PH_N; p++)
-    if (phase_s[p] >= 0) fprintf(timing, "%s,,%.6f\n", PHASE_NAMES[p], phase_s[p]);
-  if (leg->events[0] && rank == 0) {
-    m->events.file = fopen(leg->events, "w");
-    if (!m->events.file) {
-      rc = rc_fail(err, RC_EXIT_IOERR, "--events %s: cannot open for writing", leg->events);
-      fclose(trace), fclose(timing);
-      goto done;
-    }
-    m->events.from_step = leg->events_from_step;
+    if (s->phase_s[p] >= 0) fprintf(s->timing, "%s,,%.6f\n", PHASE_NAMES[p], s->phase_s[p]);
+  if (leg->events[0] && s->rank == 0) {
+    s->m->events.file = fopen(leg->events, "w");
+    if (!s->m->events.file)
+      return rc_fail(err, RC_EXIT_IOERR, "--events %s: cannot open for writing", leg->events);
+    s->m->events.from_step = leg->events_from_step;
   }
-  char *args = args_json(leg, proc, ops, comm, &env, argc, argv);
-  /* --progress: auto = live on a terminal, else none */
-  int progress = leg->progress == RC_LEG_PROGRESS_AUTO
-                     ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
-                     : leg->progress;
-  bool tty = progress != RC_LEG_PROGRESS_OFF && rank == 0;
+  s->args = args_json(leg, s->proc, s->ops, s->comm, &s->env, argc, argv);
+  return RC_OK;
+}
+
+/* A save step: the census before the save, the save (hashes only where
+ * --save-hashes-at says so), the census after it — the state the next
+ * step starts from, save-time side effects included, and before it, to
+ * tell them apart; nothing resumes from the last step. */
+static int leg_save(leg_state *s, int step, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  rc_step_lock_leave(s->step_lock); /* low legs may step while this one saves */
+  test_kill_before_save(leg);
+  bool census = step < s->cfg->steps;
+  double tc = now_s();
+  char *before = census ? rc_census_text(s->m, NULL) : NULL;
+  double census_s = now_s() - tc;
+  if (census && !before)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "census of step %d: out of memory", step);
+  double tsave = now_s();
+  bool hashes_only = in_list(leg->save_hashes_at, leg->n_save_hashes_at, step);
+  int rc = rc_model_save(s->m, s->ckpt_root, s->args, hashes_only, err);
+  if (rc) {
+    free(before);
+    rc_err_prefix(err, "saving step %d", step);
+    return rc;
+  }
+  /* a hashes-only save is a `save` row too (docs/trace.md): no write in it */
+  fprintf(s->timing, "save,%d,%.6f\n", step, now_s() - tsave);
+  if (!census) return RC_OK;
+  tc = now_s();
+  rc = rc_census_write(s->m, leg->out, before, err);
+  free(before);
+  if (rc) {
+    rc_err_prefix(err, "census of step %d", step);
+    return rc;
+  }
+  fprintf(s->timing, "census,%d,%.6f\n", step, census_s + now_s() - tc);
+  return RC_OK;
+}
+
+/* --progress: one line per step, rewritten in place (live) or not. */
+static void leg_progress(const leg_state *s, int progress, const rc_step_stats *st, int step,
+                         int first, double t0) {
+  if (progress == RC_LEG_PROGRESS_OFF || s->rank != 0) return;
   bool live = progress == RC_LEG_PROGRESS_LIVE;
-  double t0 = now_s();
-  int first = (int)m->iteration + 1;
-  m->profile = profile_env && (*profile_env == '1' || profile_ops);
-  int last_done = first - 1; /* the last step that ran, for the ops profile */
-  for (int step = first; step <= last; step++) {
-    if (m->profile && step == first + 1)
-      memset(m->profile_s, 0, sizeof m->profile_s);               /* skip warm-up */
-    if (profile_ops && step == first + 1) rc_ops_profile_reset(); /* likewise */
-    /* legs sharing one GPU take turns (base/steplock.h): high holds its
-     * shared lock over a run of steps, low waits here for a gap; the step's
-     * own row does not count the wait */
-    rc_step_lock_enter(step_lock);
-    double ts = now_s();
-    rc_step_stats st;
-    rc_model_train_step(m, &data, &st);
-    if (m->dist_rc) {
-      rc = m->dist_rc, *err = m->dist_err;
-      rc_err_prefix(err, "step %d", step);
-      break;
-    }
-    last_done = step;
-    trace_row(trace, &st, m->D);
-    fflush(trace);
-    ops->sync();
-    double dt = now_s() - ts;
-    fprintf(timing, "step,%d,%.6f\n", step, dt);
-    if (step == first && proc->t_spawn >= 0) /* the figure start-up is judged by */
-      fprintf(timing, "start_to_first_step,%d,%.6f\n", step, now_s() - proc->t_spawn);
-    if (tty) {
-      double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (last - step);
-      fprintf(stderr, "%s[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs%s",
-              live ? "\r" : "", leg->leg, step, last, st.loss, st.grad_norm, elapsed, eta,
-              live ? "   " : "\n");
-      if (live && step == last) fputc('\n', stderr);
-    }
-    if (in_list(leg->save_at, leg->n_save_at, step)) {
-      rc_step_lock_leave(step_lock); /* low legs may step while this one saves */
-      test_kill_before_save(leg);
-      /* the census: the state the next step starts from, after the save
-       * (its side effects included), and before it, to tell them apart;
-       * nothing resumes from the last step */
-      double tc = now_s();
-      char *before = step < cfg->steps ? rc_census_text(m, NULL) : NULL;
-      double census_s = now_s() - tc;
-      double tsave = now_s();
-      bool hashes_only = in_list(leg->save_hashes_at, leg->n_save_hashes_at, step);
-      if ((rc = rc_model_save(m, ckpt_root, args, hashes_only, err))) {
-        free(before);
-        rc_err_prefix(err, "saving step %d", step);
-        break;
-      }
-      /* a hashes-only save is a `save` row too (docs/trace.md): no write in it */
-      fprintf(timing, "save,%d,%.6f\n", step, now_s() - tsave);
-      if (step < cfg->steps) {
-        tc = now_s();
-        rc = before ? rc_census_write(m, leg->out, before, err)
-                    : rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-        free(before);
-        if (rc) {
-          rc_err_prefix(err, "census of step %d", step);
-          break;
-        }
-        fprintf(timing, "census,%d,%.6f\n", step, census_s + now_s() - tc);
-      }
-    }
-    fflush(timing);
-  }
-  rc_step_lock_leave(step_lock);
-  if (proc->step_lock) fprintf(timing, "step_lock_wait,,%.6f\n", step_lock->waited_s);
-  if (m->profile && rank == 0 && last > first) {
+  double elapsed = now_s() - t0, eta = elapsed / (step - first + 1) * (s->last - step);
+  fprintf(stderr, "%s[%s] step %d/%d loss %.4f grad_norm %.4f  %.1fs elapsed, ETA %.1fs%s",
+          live ? "\r" : "", s->leg->leg, step, s->last, st->loss, st->grad_norm, elapsed, eta,
+          live ? "   " : "\n");
+  if (live && step == s->last) fputc('\n', stderr);
+}
+
+/* RC_PROFILE's summaries on stderr, rank 0: the phases of a step (mean
+ * over the steps after the first) and, with =ops, every op. */
+static void leg_profile_report(const leg_state *s, int first, int last_done) {
+  const rc_model *m = s->m;
+  if (s->rank != 0) return;
+  if (m->profile && s->last > first) {
     double total = 0;
     for (int p = 0; p < RC_PROFILE_PHASES; p++) total += m->profile_s[p];
     fprintf(stderr, "profile (RC_PROFILE=%s, synchronised; mean per step over steps %d..%d):\n",
-            profile_ops ? "ops" : "1", first + 1, last);
+            s->profile_ops ? "ops" : "1", first + 1, s->last);
     for (int p = 0; p < RC_PROFILE_PHASES; p++)
       fprintf(stderr, "  %-36s %8.2f ms  %5.1f%%\n", rc_model_profile_phase_name(p),
-              1e3 * m->profile_s[p] / (last - first),
+              1e3 * m->profile_s[p] / (s->last - first),
               total > 0 ? 100 * m->profile_s[p] / total : 0);
   }
-  if (profile_ops && rank == 0 && last_done >= first) {
+  if (s->profile_ops && last_done >= first) {
     /* the accumulators were reset after the leg's first step (the warm-up:
      * allocation, first-touch, cuBLAS heuristics) unless it had only one */
     int from = last_done > first ? first + 1 : first;
@@ -605,18 +604,78 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
             last_done - from + 1);
     rc_ops_profile_report(stderr);
   }
-  if (!rc && rank == 0 && (fflush(trace) || fsync(fileno(trace))))
+}
+
+/* The steps, a trace row and a timing row each, the saves where asked;
+ * then the profile and the trace made durable. */
+static int leg_train(leg_state *s, rc_err *err) {
+  const rc_leg_opts *leg = s->leg;
+  rc_model *m = s->m;
+  /* --progress: auto = live on a terminal, else none */
+  int progress = leg->progress == RC_LEG_PROGRESS_AUTO
+                     ? (isatty(2) ? RC_LEG_PROGRESS_LIVE : RC_LEG_PROGRESS_OFF)
+                     : leg->progress;
+  double t0 = now_s();
+  int first = (int)m->iteration + 1, rc = RC_OK;
+  m->profile = s->profile_env && (*s->profile_env == '1' || s->profile_ops);
+  int last_done = first - 1; /* the last step that ran, for the ops profile */
+  for (int step = first; step <= s->last && !rc; step++) {
+    if (m->profile && step == first + 1)
+      memset(m->profile_s, 0, sizeof m->profile_s);                  /* skip warm-up */
+    if (s->profile_ops && step == first + 1) rc_ops_profile_reset(); /* likewise */
+    /* legs sharing one GPU take turns (base/steplock.h): high holds its
+     * shared lock over a run of steps, low waits here for a gap; the step's
+     * own row does not count the wait */
+    rc_step_lock_enter(s->step_lock);
+    double ts = now_s();
+    rc_step_stats st;
+    rc_model_train_step(m, &s->data, &st);
+    if (m->dist_rc) {
+      rc = m->dist_rc, *err = m->dist_err;
+      rc_err_prefix(err, "step %d", step);
+      break;
+    }
+    last_done = step;
+    trace_row(s->trace, &st, m->D);
+    fflush(s->trace);
+    s->ops->sync();
+    fprintf(s->timing, "step,%d,%.6f\n", step, now_s() - ts);
+    if (step == first && s->proc->t_spawn >= 0) /* the figure start-up is judged by */
+      fprintf(s->timing, "start_to_first_step,%d,%.6f\n", step, now_s() - s->proc->t_spawn);
+    leg_progress(s, progress, &st, step, first, t0);
+    if (in_list(leg->save_at, leg->n_save_at, step)) rc = leg_save(s, step, err);
+    fflush(s->timing);
+  }
+  rc_step_lock_leave(s->step_lock);
+  if (s->proc->step_lock) fprintf(s->timing, "step_lock_wait,,%.6f\n", s->step_lock->waited_s);
+  leg_profile_report(s, first, last_done);
+  if (!rc && s->rank == 0 && (fflush(s->trace) || fsync(fileno(s->trace))))
     rc = rc_fail(err, RC_EXIT_IOERR, "writing %s/" RC_TRACE_NAME " failed", leg->out);
-  fclose(trace);
-  fclose(timing);
-  if (m->events.file) fclose(m->events.file);
-  free(args);
-done:
-  rc_model_free(m);
-  free(m);
-  rc_data_close(&data);
-  if (comm) comm->destroy(comm);
-  if (lock_fd >= 0) close(lock_fd);
+  return rc;
+}
+
+static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc,
+                   rc_step_lock *step_lock, int argc, char **argv, rc_err *err) {
+  if (proc->wait_for_checkpoint && !leg->resume_from[0])
+    return rc_fail(err, RC_EXIT_USAGE, "--wait-for-checkpoint needs --resume-from DIR");
+  leg_state s = {.cfg = cfg, .leg = leg, .proc = proc, .step_lock = step_lock, .lock_fd = -1};
+  for (int p = 0; p < PH_N; p++) s.phase_s[p] = -1;
+  if (proc->t_spawn >= 0) s.phase_s[PH_EXEC] = proc->t_main - proc->t_spawn;
+  int rc = rc_dist_env_read(&s.env, err);
+  if (rc) return rc;
+  const char *kind = pick_collectives(cfg, leg, !strcmp(leg->device, "cpu"));
+  if (s.env.external && s.env.world != cfg->world_size)
+    return rc_fail(err, RC_EXIT_USAGE, "the launcher (%s) started %d ranks but --world-size is %d",
+                   s.env.launcher, s.env.world, cfg->world_size);
+  s.last = leg->stop_at ? leg->stop_at : cfg->steps;
+  if (!(rc = leg_claim_out(&s, err))) {
+    if (cfg->world_size > 1 && !s.env.external)
+      rc = leg_launch_ranks(&s, kind, argc, argv, err);
+    else if (!(rc = leg_open_backend(&s, kind, err)) && !(rc = leg_build_model(&s, err)) &&
+             !(rc = leg_open_outputs(&s, argc, argv, err)))
+      rc = leg_train(&s, err);
+  }
+  leg_close(&s);
   return rc;
 }
 
