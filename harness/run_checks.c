@@ -620,6 +620,64 @@ static void census_finding(rc_run *run) {
                d->n_local_differ ? "" : "; no process-local field differs");
 }
 
+/* An A/A check failed and the save leg is not shown to be a mere
+ * non-prefix: two fresh processes differ, or (without --aa) through and
+ * save differ, which alone cannot tell the two causes apart. */
+static void aa_failed_verdict(rc_run *run) {
+  set_verdict(run, "aa-failed", RC_EXIT_AA, RC_EXIT_UNTESTABLE);
+  find_first_divergence(run, RC_CLASS_AA);
+  const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+  if (through_legs_differ(run)) {
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "A/A failed (%s): two fresh processes differ, so the run is not deterministic "
+                 "and the resume result is inconclusive",
+                 c ? c->summary : "");
+    return;
+  }
+  /* Only through vs save differs: a leg that stops at K and one that runs
+   * to N are not the same process twice, so this alone cannot tell
+   * non-determinism from a save leg that is not a prefix. */
+  rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+               "A/A failed (%s): the save leg differs from the through leg: either the run is "
+               "not deterministic, or the save leg is not a prefix of the through leg (e.g. a "
+               "schedule built for the leg's own stop step); the resume result is inconclusive",
+               c ? c->summary : "");
+  if (!run->opts.aa)
+    rc_bufprintf(run->verdict_hint, sizeof run->verdict_hint,
+                 "re-run with --aa to tell them apart: if two through legs agree at step %" PRId64
+                 ", the save leg is not a prefix (exit %d); if they differ, the run is not "
+                 "deterministic (exit %d)",
+                 run->opts.steps, RC_EXIT_NOT_PREFIX, RC_EXIT_AA);
+}
+
+/* A resume check failed: the first divergent step and columns, or, when
+ * only the census differs, the state at the resume point. */
+static void resume_verdict(rc_run *run) {
+  set_verdict(run, "resume-diverged", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
+  find_first_divergence(run, RC_CLASS_RESUME);
+  census_finding(run);
+  const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+  if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
+    char phrase[768];
+    trace_phrase(&c->trace, phrase, sizeof phrase);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "RESUME diverged at step %" PRId64 ": %s", c->trace.first_step, phrase);
+  } else if (c && c->what == RC_CHECK_CENSUS && c->have_census &&
+             rc_census_first_saved(&c->census)) {
+    char first[768];
+    rc_census_describe(rc_census_first_saved(&c->census), "through", "resumed", first,
+                       sizeof first);
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "RESUME diverged at the resume point: every step to %" PRId64
+                 " and the final state agree, but the state the resumed process started step "
+                 "%" PRId64 " from differs: %s",
+                 run->legs[c->leg_b].last_step, c->step + 1, first);
+  } else {
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "RESUME diverged (%s)",
+                 c ? c->summary : "");
+  }
+}
+
 void rc_run_verdict(rc_run *run) {
   tally t = count(run, NULL);
   run->census_finding[0] = 0;
@@ -659,56 +717,11 @@ void rc_run_verdict(rc_run *run) {
     return;
   }
   if (t.aa) {
-    set_verdict(run, "aa-failed", RC_EXIT_AA, RC_EXIT_UNTESTABLE);
-    find_first_divergence(run, RC_CLASS_AA);
-    const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
-    if (through_legs_differ(run)) {
-      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-                   "A/A failed (%s): two fresh processes differ, so the run is not deterministic "
-                   "and the resume result is inconclusive",
-                   c ? c->summary : "");
-      return;
-    }
-    /* Only through vs save differs: a leg that stops at K and one that runs
-     * to N are not the same process twice, so this alone cannot tell
-     * non-determinism from a save leg that is not a prefix. */
-    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-                 "A/A failed (%s): the save leg differs from the through leg: either the run is "
-                 "not deterministic, or the save leg is not a prefix of the through leg (e.g. a "
-                 "schedule built for the leg's own stop step); the resume result is inconclusive",
-                 c ? c->summary : "");
-    if (!run->opts.aa)
-      rc_bufprintf(run->verdict_hint, sizeof run->verdict_hint,
-                   "re-run with --aa to tell them apart: if two through legs agree at step %" PRId64
-                   ", the save leg is not a prefix (exit %d); if they differ, the run is not "
-                   "deterministic (exit %d)",
-                   run->opts.steps, RC_EXIT_NOT_PREFIX, RC_EXIT_AA);
+    aa_failed_verdict(run);
     return;
   }
   if (t.resume) {
-    set_verdict(run, "resume-diverged", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
-    find_first_divergence(run, RC_CLASS_RESUME);
-    census_finding(run);
-    const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
-    if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
-      char phrase[768];
-      trace_phrase(&c->trace, phrase, sizeof phrase);
-      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-                   "RESUME diverged at step %" PRId64 ": %s", c->trace.first_step, phrase);
-    } else if (c && c->what == RC_CHECK_CENSUS && c->have_census &&
-               rc_census_first_saved(&c->census)) {
-      char first[768];
-      rc_census_describe(rc_census_first_saved(&c->census), "through", "resumed", first,
-                         sizeof first);
-      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-                   "RESUME diverged at the resume point: every step to %" PRId64
-                   " and the final state agree, but the state the resumed process started step "
-                   "%" PRId64 " from differs: %s",
-                   run->legs[c->leg_b].last_step, c->step + 1, first);
-    } else {
-      rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "RESUME diverged (%s)",
-                   c ? c->summary : "");
-    }
+    resume_verdict(run);
     return;
   }
   if (t.arms) {
