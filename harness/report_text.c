@@ -149,6 +149,37 @@ static void print_checks(const rc_run *run, FILE *out) {
   }
 }
 
+/* What the processes held at the resume point, when it says something: a
+ * saved field that differs, or local ones beside a divergence. */
+static void print_census(const rc_run *run, FILE *out, const char *arm, const char *prefix,
+                         const char *sep, bool diverged) {
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (strcmp(c->arm, arm) || c->what != RC_CHECK_CENSUS || !c->have_census) continue;
+    if (!c->census.n_saved_differ && (!diverged || !c->census.n_local_differ)) continue;
+    fprintf(out, "  %s%sstate census (%s): %s\n", prefix, sep, c->name, c->summary);
+    rc_census_print(&c->census, out, "    ", 8);
+  }
+}
+
+/* --confirm-arm: fused against unfused without a resume. */
+static void print_arms(const rc_run *run, FILE *out) {
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->cls != RC_CLASS_ARMS || c->what != RC_CHECK_STATE) continue;
+    if (c->status == RC_CHECK_DIFFERS) {
+      fprintf(out,
+              "  %s differs (%s): fused and unfused accumulation disagree even without a resume\n",
+              c->name, c->summary);
+      if (c->first_dataset[0])
+        fprintf(out, "  first differing %s: %s\n", c->first_is_dataset ? "dataset" : "file",
+                c->first_dataset);
+    } else if (c->status == RC_CHECK_IDENTICAL) {
+      fprintf(out, "  %s identical (%s)\n", c->name, c->summary);
+    }
+  }
+}
+
 /* The findings, one per line, as the seed words them. */
 static void print_findings(const rc_run *run, FILE *out) {
   fprintf(out, "\n");
@@ -220,30 +251,9 @@ static void print_findings(const rc_run *run, FILE *out) {
       fprintf(out, "  %s%sRESUME identical (%s)%s\n", prefix, sep, run->checks[res_last].summary,
               res_total > 1 ? " and at every other link" : "");
     }
-    /* what the processes held at the resume point, when it says something:
-     * a saved field that differs, or local ones beside a divergence */
-    for (int i = 0; i < run->n_checks; i++) {
-      const rc_check *c = &run->checks[i];
-      if (strcmp(c->arm, arms[a]) || c->what != RC_CHECK_CENSUS || !c->have_census) continue;
-      if (!c->census.n_saved_differ && (res_bad < 0 || !c->census.n_local_differ)) continue;
-      fprintf(out, "  %s%sstate census (%s): %s\n", prefix, sep, c->name, c->summary);
-      rc_census_print(&c->census, out, "    ", 8);
-    }
+    print_census(run, out, arms[a], prefix, sep, res_bad >= 0);
   }
-  for (int i = 0; i < run->n_checks; i++) {
-    const rc_check *c = &run->checks[i];
-    if (c->cls != RC_CLASS_ARMS || c->what != RC_CHECK_STATE) continue;
-    if (c->status == RC_CHECK_DIFFERS) {
-      fprintf(out,
-              "  %s differs (%s): fused and unfused accumulation disagree even without a resume\n",
-              c->name, c->summary);
-      if (c->first_dataset[0])
-        fprintf(out, "  first differing %s: %s\n", c->first_is_dataset ? "dataset" : "file",
-                c->first_dataset);
-    } else if (c->status == RC_CHECK_IDENTICAL) {
-      fprintf(out, "  %s identical (%s)\n", c->name, c->summary);
-    }
-  }
+  print_arms(run, out);
   if (run->mechanism != RC_MECH_NONE) fprintf(out, "  %s\n", run->mechanism_text);
 }
 
