@@ -311,6 +311,7 @@ void rc_flags_print_help(const rc_flag_cmd *cmd, FILE *out) {
     if (grp->title) fprintf(out, "\n%s\n", grp->title);
     for (int k = 0; k < grp->n; k++) {
       const rc_flag_spec *f = &grp->flags[k];
+      if (f->tags & RC_FLAG_HIDDEN) continue;
       char left[128];
       const char *mv = f->metavar ? f->metavar : "V";
       if (f->kind == RC_FLAG_BOOL)

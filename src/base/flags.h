@@ -41,6 +41,7 @@ enum {
   RC_FLAG_CLEARS = 1u << 2,     /* a bool that sets its field to false */
   RC_FLAG_OPTIONAL = 1u << 3,   /* the value may be left out (then `implicit`); a separate
                                    value is taken only when it does not start with '-' */
+  RC_FLAG_HIDDEN = 1u << 4,     /* parsed, not listed in --help (its group's title says why) */
 };
 
 /* A flag's own parser: value is NULL for a bool; flag is the spelling given. */
