@@ -6,6 +6,7 @@ foreach(mode gradcheck mechanism fusion-arms fp8-cache)
   add_test(NAME core_${mode} COMMAND test_core ${mode})
 endforeach()
 rc_add_sh_test(core_cli core_cli.sh)
+rc_add_sh_test(cli_flags cli_flags.sh)
 rc_add_sh_test(ckpt_resume ckpt_resume.sh)
 rc_add_sh_test(ckpt_golden ckpt_golden.sh)
 # RC_PROFILE=ops: the per-op profiler's counts, and that it changes no byte
