@@ -79,7 +79,8 @@ int rc_cmd_bisect(int argc, char **argv) {
   if (!done && args.n_positional > 1)
     done = true,
     code = rc_cli_usage_error("bisect", false, "one RUN_DIR only ('%s' and '%s')", pos[0], pos[1]);
-  if (!done && !args.n_positional) done = true, code = RC_EXIT_USAGE, fputs(USAGE, stderr);
+  if (!done && !args.n_positional)
+    done = true, code = RC_EXIT_USAGE, rc_flags_print_help(&cmd, stderr);
   opts.run_dir = pos[0];
   free(pos);
   if (done) return code;

@@ -213,7 +213,7 @@ int rc_cmd_compare(int argc, char **argv) {
   if (!done && args.n_positional != 2) {
     fprintf(stderr, "resumecheck compare: expected two paths (A and B), got %d\n\n",
             args.n_positional);
-    fputs(USAGE, stderr);
+    rc_flags_print_help(&cmd, stderr);
     done = true, code = RC_EXIT_USAGE;
   }
   const char *a = paths[0], *b = paths[1];

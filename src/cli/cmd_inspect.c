@@ -78,7 +78,7 @@ int rc_cmd_inspect(int argc, char **argv) {
   bool done = rc_cli_parse("inspect", &cmd, argc, argv, &args, &code);
   if (!done && args.n_positional != 1) {
     if (args.n_positional > 1) fprintf(stderr, "resumecheck inspect: one shard at a time\n\n");
-    fputs(USAGE, stderr);
+    rc_flags_print_help(&cmd, stderr);
     done = true, code = RC_EXIT_USAGE;
   }
   const char *path = paths[0];
