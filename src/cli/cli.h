@@ -5,6 +5,9 @@
 
 #include <stdbool.h>
 
+#include "base/error.h"
+#include "base/flags.h"
+
 int rc_cmd_train(int argc, char **argv);   /* one leg (cmd_train.c) */
 int rc_cmd_run(int argc, char **argv);     /* the three legs and the checks (cmd_run.c) */
 int rc_cmd_compare(int argc, char **argv); /* compare two checkpoints/shards/runs (cmd_compare.c) */
@@ -16,5 +19,15 @@ int rc_cmd_bisect(int argc, char **argv);  /* first divergent operation (cmd_bis
  * when see_help; returns RC_EXIT_USAGE (main.c). */
 __attribute__((format(printf, 3, 4))) int rc_cli_usage_error(const char *cmd, bool see_help,
                                                              const char *fmt, ...);
+
+/* What a subcommand does with rc_flags_parse's result `rc`: prints its help
+ * (stdout) or the version the reports carry, "resumecheck VERSION" (stdout),
+ * and sets *code to 0; or prints "resumecheck CMD: MESSAGE" on stderr and
+ * sets *code to err's code. Returns true when the command is done. */
+bool rc_cli_flags_done(const char *cmd, const rc_flag_cmd *flags, int rc, const rc_err *err,
+                       int *code);
+/* rc_flags_parse, then rc_cli_flags_done. */
+bool rc_cli_parse(const char *cmd, const rc_flag_cmd *flags, int argc, char **argv,
+                  rc_flag_args *args, int *code);
 
 #endif

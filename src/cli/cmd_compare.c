@@ -8,11 +8,13 @@
  * missing input, and also 66 when --ignore left nothing to compare: an
  * empty comparison must not pass, and 64 is kept for what the command line
  * alone shows to be wrong (this depends on what A and B contain). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/flags.h"
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "cli/cli.h"
@@ -20,35 +22,70 @@
 
 #define MAX_IGNORE 64
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: resumecheck compare A B [--ignore PATTERN]... [--deep | --trust-manifests]\n"
-          "                               [--json FILE] [--max-lines N]\n"
-          "\n"
-          "Compares two shard files, two checkpoint iteration directories, two checkpoint roots,\n"
-          "two leg directories (ckpt/ and trace.csv) or two run directories, byte for byte.\n"
-          "Every shard a manifest lists is read first and its bytes verified against the\n"
-          "manifest's SHA-256 (all shards of both sides in parallel); a shard that does not\n"
-          "match is a corrupt checkpoint (65). Verified equal manifests then settle a pair;\n"
-          "other files are compared as bytes. Differing HDF5 shards are explained per dataset\n"
-          "(dtype, shape, attributes, count of differing elements, first index, max abs/rel\n"
-          "difference, max ULP, sign-of-zero and NaN-payload differences). HDF5 files that\n"
-          "claim more than they hold are refused (65). args.json is reported, never failed.\n"
-          "See docs/compare.md.\n"
-          "\n"
-          "  --ignore PATTERN  skip what matches (fnmatch) \"FILE\" or \"FILE:OBJECT\",\n"
-          "                    e.g. 'ckpt/*/args.json' or '*:/optimizer/*'; repeatable\n"
-          "  --deep            compare datasets even when manifests or file bytes agree\n"
-          "  --trust-manifests do not read shards: equal manifests settle them unread (the\n"
-          "                    summary says \"manifests identical; shard bytes not read\")\n"
-          "  --json FILE       write every difference as JSON (schema resumecheck-compare v1)\n"
-          "  --max-lines N     list at most N differences on stdout (default 40; -1: all)\n"
-          "\n"
-          "exit: 0 identical, 1 different, 64 usage (bad, unknown or repeated flag), 65\n"
-          "unreadable/corrupt input, 66 missing input or nothing compared (--ignore matched\n"
-          "everything), 70 internal error (e.g. out of memory), 74 I/O error (e.g. --json cannot\n"
-          "be written)\n");
+static const char USAGE[] =
+    "usage: resumecheck compare A B [--ignore PATTERN]... [--deep | --trust-manifests]\n"
+    "                               [--json FILE] [--max-lines N]\n"
+    "\n"
+    "Compares two shard files, two checkpoint iteration directories, two checkpoint roots,\n"
+    "two leg directories (ckpt/ and trace.csv) or two run directories, byte for byte.\n"
+    "Every shard a manifest lists is read first and its bytes verified against the\n"
+    "manifest's SHA-256 (all shards of both sides in parallel); a shard that does not\n"
+    "match is a corrupt checkpoint (65). Verified equal manifests then settle a pair;\n"
+    "other files are compared as bytes. Differing HDF5 shards are explained per dataset\n"
+    "(dtype, shape, attributes, count of differing elements, first index, max abs/rel\n"
+    "difference, max ULP, sign-of-zero and NaN-payload differences). HDF5 files that\n"
+    "claim more than they hold are refused (65). args.json is reported, never failed.\n"
+    "See docs/compare.md.\n"
+    "\n"
+    "\n";
+
+static const char EPILOGUE[] =
+    "\n"
+    "exit: 0 identical, 1 different, 64 usage (bad, unknown or repeated flag), 65\n"
+    "unreadable/corrupt input, 66 missing input or nothing compared (--ignore matched\n"
+    "everything), 70 internal error (e.g. out of memory), 74 I/O error (e.g. --json cannot\n"
+    "be written)\n";
+
+typedef struct {
+  const char *ignore[MAX_IGNORE];
+  int n_ignore, max_lines;
+  bool deep, trust;
+  const char *json;
+} compare_flags;
+
+static int add_ignore(void *target, const char *flag, const char *v, rc_err *err) {
+  compare_flags *c = target;
+  if (c->n_ignore == MAX_IGNORE)
+    return rc_fail(err, RC_EXIT_USAGE, "%s: at most %d patterns", flag, MAX_IGNORE);
+  c->ignore[c->n_ignore++] = v;
+  return 0;
 }
+
+#define C(flag, kind_, field, lo, hi, mv, help_)                                                   \
+  {                                                                                                \
+    .name = flag, .kind = kind_, .offset = offsetof(compare_flags, field), .min = lo, .max = hi,   \
+    .metavar = mv, .help = help_                                                                   \
+  }
+
+static const rc_flag_spec COMPARE_FLAGS[] = {
+    {.name = "--ignore",
+     .kind = RC_FLAG_STRING,
+     .set = add_ignore,
+     .tags = RC_FLAG_REPEATABLE,
+     .metavar = "PATTERN",
+     .help = "skip what matches (fnmatch) \"FILE\" or \"FILE:OBJECT\",\n"
+             "e.g. 'ckpt/*/args.json' or '*:/optimizer/*'; repeatable"},
+    C("--deep", RC_FLAG_BOOL, deep, 0, 0, NULL,
+      "compare datasets even when manifests or file bytes agree"),
+    C("--trust-manifests", RC_FLAG_BOOL, trust, 0, 0, NULL,
+      "do not read shards: equal manifests settle them unread (the\n"
+      "summary says \"manifests identical; shard bytes not read\")"),
+    C("--json", RC_FLAG_STRING, json, 0, 0, "FILE",
+      "write every difference as JSON (schema resumecheck-compare v1)"),
+    C("--max-lines", RC_FLAG_INT, max_lines, -1, 1000000, "N",
+      "list at most N differences on stdout (default 40; -1: all)"),
+};
+#undef C
 
 static void write_diff_json(rc_jw *w, const rc_diff *d) {
   rc_jw_obj_begin(w);
@@ -160,101 +197,50 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
   return rc;
 }
 
-/* "--name VALUE" or "--name=VALUE"; advances *i past what it consumed. */
-static const char *flag_value(int argc, char **argv, int *i, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n)) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != 0) return NULL;
-  if (*i + 1 >= argc) return NULL;
-  return argv[++*i];
-}
-
 int rc_cmd_compare(int argc, char **argv) {
-  const char *paths[2] = {NULL, NULL};
-  const char *ignore[MAX_IGNORE];
-  int n_paths = 0, n_ignore = 0, max_lines = 40;
-  const char *json = NULL;
-  bool deep = false, trust = false, seen_max_lines = false;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *v;
-    /* every flag but --ignore (repeatable) is given once */
-    bool again =
-        (!strcmp(arg, "--deep") && deep) || (!strcmp(arg, "--trust-manifests") && trust) ||
-        (!strncmp(arg, "--json", 6) && (arg[6] == 0 || arg[6] == '=') && json) ||
-        (!strncmp(arg, "--max-lines", 11) && (arg[11] == 0 || arg[11] == '=') && seen_max_lines);
-    if (again) {
-      fprintf(stderr, "resumecheck compare: %.*s given twice\n", (int)strcspn(arg, "="), arg);
-      return RC_EXIT_USAGE;
-    }
-    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-      usage(stdout);
-      return RC_OK;
-    } else if (!strcmp(arg, "--deep")) {
-      deep = true;
-    } else if (!strcmp(arg, "--trust-manifests")) {
-      trust = true;
-    } else if (!strncmp(arg, "--ignore", 8) && (arg[8] == 0 || arg[8] == '=')) {
-      if (!(v = flag_value(argc, argv, &i, "--ignore")) || n_ignore == MAX_IGNORE) {
-        fprintf(stderr, "resumecheck compare: --ignore needs a pattern (at most %d)\n", MAX_IGNORE);
-        return RC_EXIT_USAGE;
-      }
-      ignore[n_ignore++] = v;
-    } else if (!strncmp(arg, "--json", 6) && (arg[6] == 0 || arg[6] == '=')) {
-      if (!(json = flag_value(argc, argv, &i, "--json")) || !*json) {
-        fprintf(stderr, "resumecheck compare: --json needs a file name\n");
-        return RC_EXIT_USAGE;
-      }
-    } else if (!strncmp(arg, "--max-lines", 11) && (arg[11] == 0 || arg[11] == '=')) {
-      char *end = NULL;
-      v = flag_value(argc, argv, &i, "--max-lines");
-      long n = v ? strtol(v, &end, 10) : 0;
-      if (!v || !*v || *end || n < -1 || n > 1000000) {
-        fprintf(stderr, "resumecheck compare: --max-lines needs an integer >= -1\n");
-        return RC_EXIT_USAGE;
-      }
-      max_lines = (int)n;
-      seen_max_lines = true;
-    } else if (arg[0] == '-' && arg[1] != 0) {
-      fprintf(stderr, "resumecheck compare: unknown flag '%s'\n\n", arg);
-      usage(stderr);
-      return RC_EXIT_USAGE;
-    } else if (n_paths < 2) {
-      paths[n_paths++] = arg;
-    } else {
-      fprintf(stderr, "resumecheck compare: expected two paths, got a third: '%s'\n\n", arg);
-      usage(stderr);
-      return RC_EXIT_USAGE;
-    }
+  compare_flags f = {.max_lines = 40};
+  char **paths = calloc((size_t)argc + 1, sizeof *paths);
+  if (!paths) return RC_EXIT_SOFTWARE;
+  rc_flag_group group = {NULL, COMPARE_FLAGS, (int)(sizeof COMPARE_FLAGS / sizeof COMPARE_FLAGS[0]),
+                         &f};
+  rc_flag_cmd cmd = {
+      .usage = USAGE, .epilogue = EPILOGUE, .groups = &group, .n_groups = 1, .positionals = true};
+  rc_flag_args args = {.positional = paths};
+  int code;
+  bool done = rc_cli_parse("compare", &cmd, argc, argv, &args, &code);
+  if (!done && f.json && !*f.json)
+    done = true, code = rc_cli_usage_error("compare", false, "--json needs a file name");
+  if (!done && args.n_positional != 2) {
+    fprintf(stderr, "resumecheck compare: expected two paths (A and B), got %d\n\n",
+            args.n_positional);
+    rc_flags_print_help(&cmd, stderr);
+    done = true, code = RC_EXIT_USAGE;
   }
-  if (n_paths != 2) {
-    fprintf(stderr, "resumecheck compare: expected two paths (A and B)\n\n");
-    usage(stderr);
-    return RC_EXIT_USAGE;
-  }
-
-  if (deep && trust) {
+  const char *a = paths[0], *b = paths[1];
+  free(paths);
+  if (done) return code;
+  if (f.deep && f.trust) {
     fprintf(stderr, "resumecheck compare: --deep reads every shard and --trust-manifests reads "
                     "none: give one of them\n");
     return RC_EXIT_USAGE;
   }
-  rc_compare_opts opts = {ignore, n_ignore, deep, trust};
+  rc_compare_opts opts = {f.ignore, f.n_ignore, f.deep, f.trust};
   rc_compare_result res;
   rc_err err = {0};
-  int rc = rc_compare_paths(paths[0], paths[1], &opts, &res, &err);
-  int code = rc                     ? rc
-             : res.n_failing        ? RC_EXIT_DIVERGED
-             : res.nothing_compared ? RC_EXIT_NOINPUT
-                                    : RC_OK;
+  int rc = rc_compare_paths(a, b, &opts, &res, &err);
+  code = rc                     ? rc
+         : res.n_failing        ? RC_EXIT_DIVERGED
+         : res.nothing_compared ? RC_EXIT_NOINPUT
+                                : RC_OK;
   if (rc) {
     fprintf(stderr, "resumecheck compare: %s\n", err.msg);
   } else {
-    printf("A: %s\nB: %s\n", paths[0], paths[1]);
-    rc_compare_print(&res, stdout, max_lines);
+    printf("A: %s\nB: %s\n", a, b);
+    rc_compare_print(&res, stdout, f.max_lines);
   }
-  if (json && rc != RC_EXIT_USAGE) {
+  if (f.json && rc != RC_EXIT_USAGE) {
     rc_err jerr = {0};
-    if (write_json(json, paths[0], paths[1], &res, code, rc ? &err : NULL, &jerr)) {
+    if (write_json(f.json, a, b, &res, code, rc ? &err : NULL, &jerr)) {
       fprintf(stderr, "resumecheck compare: %s\n", jerr.msg);
       if (!rc) code = jerr.code;
     }

@@ -9,29 +9,27 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/flags.h"
 #include "cli/cli.h"
 #include "harness/h5_bounds.h"
 #include "base/fsutil.h"
 #include "io/checkpoint.h"
 #include "io/manifest.h"
 
-static void usage(FILE *out) {
-  fprintf(
-      out,
-      "usage: resumecheck inspect SHARD.h5 | ITER_DIR\n"
-      "\n"
-      "Prints the shard's size and SHA-256, its /meta attributes (format, version, rank,\n"
-      "world size, iteration, config and its hash) and every dataset in path order with\n"
-      "dtype, shape and the SHA-256 of its raw little-endian bytes. Works on any HDF5 file;\n"
-      "/meta is reported as absent when the file is not a resumecheck shard. A file whose\n"
-      "superblock points outside it, or whose datasets declare more bytes than it holds\n"
-      "(e.g. a never-written 1 TiB dataset in a 2 KiB file), is refused before it is read.\n"
-      "ITER_DIR: a hashes-only checkpoint (a through leg's `train --save-hashes-at`): says\n"
-      "so and lists what its manifest records, as its shards were never written.\n"
-      "\n"
-      "Exit codes: 0 listed, 64 usage, 65 not a readable HDF5 file (or one that claims more\n"
-      "than it holds), 66 no such file, 70 internal error (e.g. out of memory), 74 I/O error.\n");
-}
+static const char USAGE[] =
+    "usage: resumecheck inspect SHARD.h5 | ITER_DIR\n"
+    "\n"
+    "Prints the shard's size and SHA-256, its /meta attributes (format, version, rank,\n"
+    "world size, iteration, config and its hash) and every dataset in path order with\n"
+    "dtype, shape and the SHA-256 of its raw little-endian bytes. Works on any HDF5 file;\n"
+    "/meta is reported as absent when the file is not a resumecheck shard. A file whose\n"
+    "superblock points outside it, or whose datasets declare more bytes than it holds\n"
+    "(e.g. a never-written 1 TiB dataset in a 2 KiB file), is refused before it is read.\n"
+    "ITER_DIR: a hashes-only checkpoint (a through leg's `train --save-hashes-at`): says\n"
+    "so and lists what its manifest records, as its shards were never written.\n"
+    "\n"
+    "Exit codes: 0 listed, 64 usage, 65 not a readable HDF5 file (or one that claims more\n"
+    "than it holds), 66 no such file, 70 internal error (e.g. out of memory), 74 I/O error.\n";
 
 /* A hashes-only checkpoint has no shard to inspect: what its manifest
  * records is all there is, and that is what it prints (0). */
@@ -72,28 +70,20 @@ static int inspect_dir(const char *dir) {
 }
 
 int rc_cmd_inspect(int argc, char **argv) {
-  const char *path = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    }
-    if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "resumecheck inspect: unknown flag '%s'\n\n", argv[i]);
-      usage(stderr);
-      return RC_EXIT_USAGE;
-    }
-    if (path) {
-      fprintf(stderr, "resumecheck inspect: one shard at a time\n\n");
-      usage(stderr);
-      return RC_EXIT_USAGE;
-    }
-    path = argv[i];
+  char **paths = calloc((size_t)argc + 1, sizeof *paths);
+  if (!paths) return RC_EXIT_SOFTWARE;
+  rc_flag_cmd cmd = {.usage = USAGE, .positionals = true}; /* no flags but --help, --version */
+  rc_flag_args args = {.positional = paths};
+  int code;
+  bool done = rc_cli_parse("inspect", &cmd, argc, argv, &args, &code);
+  if (!done && args.n_positional != 1) {
+    if (args.n_positional > 1) fprintf(stderr, "resumecheck inspect: one shard at a time\n\n");
+    rc_flags_print_help(&cmd, stderr);
+    done = true, code = RC_EXIT_USAGE;
   }
-  if (!path) {
-    usage(stderr);
-    return RC_EXIT_USAGE;
-  }
+  const char *path = paths[0];
+  free(paths);
+  if (done) return code;
   /* other directories go on to be refused as not a file, as before */
   if (rc_is_dir(path) && rc_checkpoint_is_hashes_only(path)) return inspect_dir(path);
   rc_err err = {0};

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "cli.h"
+#include "harness/report.h" /* RC_VERSION */
 
 int rc_cli_usage_error(const char *cmd, bool see_help, const char *fmt, ...) {
   va_list ap;
@@ -15,6 +16,25 @@ int rc_cli_usage_error(const char *cmd, bool see_help, const char *fmt, ...) {
   if (see_help) fprintf(stderr, "(see resumecheck %s --help)\n", cmd);
   va_end(ap);
   return RC_EXIT_USAGE;
+}
+
+bool rc_cli_flags_done(const char *cmd, const rc_flag_cmd *flags, int rc, const rc_err *err,
+                       int *code) {
+  *code = RC_OK;
+  if (rc == RC_FLAGS_HELP)
+    rc_flags_print_help(flags, stdout);
+  else if (rc == RC_FLAGS_VERSION)
+    printf("resumecheck %s\n", RC_VERSION);
+  else if (rc)
+    *code = rc, fprintf(stderr, "resumecheck %s: %s\n", cmd, err->msg);
+  return rc != 0;
+}
+
+bool rc_cli_parse(const char *cmd, const rc_flag_cmd *flags, int argc, char **argv,
+                  rc_flag_args *args, int *code) {
+  rc_err err = {0};
+  int rc = rc_flags_parse(flags, argc, argv, args, &err);
+  return rc_cli_flags_done(cmd, flags, rc, &err, code);
 }
 
 static void usage(FILE *out) {
@@ -32,8 +52,9 @@ static void usage(FILE *out) {
           "  inspect  list a shard's datasets, dtypes, shapes and hashes\n"
           "  bugs     list the injectable resume bugs and their signatures\n"
           "\n"
-          "`resumecheck SUBCOMMAND --help` describes each. Exit codes: 0 identical, 1 resume\n"
-          "divergence, 2 A/A failure, 64 usage, 65 bad data, 66 missing input, 74 I/O error.\n");
+          "`resumecheck SUBCOMMAND --help` describes each; `--version` (after any subcommand, or\n"
+          "alone) prints the version. Exit codes: 0 identical, 1 resume divergence, 2 A/A\n"
+          "failure, 64 usage, 65 bad data, 66 missing input, 74 I/O error.\n");
 }
 
 int main(int argc, char **argv) {
@@ -44,6 +65,10 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("resumecheck %s\n", RC_VERSION);
     return 0;
   }
   static const struct {

@@ -15,95 +15,126 @@
 #include "backend/ops.h"
 #include "base/json.h"
 
-typedef enum { K_INT, K_DOUBLE, K_BOOL, K_ONOFF, K_STR, K_U64, K_PREC, K_POLICY, K_SCORING } kind;
+static const char *const PREC_NAMES[] = {"fp32", "bf16", "fp16", "fp8", NULL};
+static const char *const POLICY_NAMES[] = {"legacy",       "untracked-none", "resolve",
+                                           "always-false", "persist",        NULL};
+static const char *const SCORING_NAMES[] = {"softmax", "sigmoid", NULL};
+static const char *const ONOFF_NAMES[] = {"off", "on", NULL};
+static const char *const PRESETS[] = {"tiny", "small", "gpu-small", NULL};
 
-typedef struct {
-  const char *flag; /* "--hidden" */
-  const char *key;  /* canonical key, NULL = not canonical */
-  kind kind;
-  size_t offset;
-  size_t size; /* for K_STR */
-  double min, max;
-  const char *help;
-} flag_spec;
+static int set_preset(void *cfg, const char *flag, const char *v, rc_err *err);
+static int set_inject(void *cfg, const char *flag, const char *v, rc_err *err);
 
-#define F(flag, key, kind, field, min, max, help)                                                  \
-  { flag, key, kind, offsetof(rc_config, field), sizeof(((rc_config *)0)->field), min, max, help }
+/* A config row: `key` is its canonical config key (NULL: not in the config). */
+#define F(flag, key_, kind_, choices_, field, lo, hi, help_)                                       \
+  {                                                                                                \
+    .name = flag, .kind = kind_, .offset = offsetof(rc_config, field),                             \
+    .size = sizeof(((rc_config *)0)->field), .min = lo, .max = hi, .choices = choices_,            \
+    .help = help_, .key = key_                                                                     \
+  }
 
-static const flag_spec FLAGS[] = {
-    F("--vocab", "vocab", K_INT, vocab, 2, 1 << 22, "vocabulary size"),
-    F("--hidden", "hidden", K_INT, hidden, 2, 1 << 16, "hidden size H"),
-    F("--layers", "layers", K_INT, layers, 1, RC_MAX_LAYERS, "decoder layers L"),
-    F("--heads", "heads", K_INT, heads, 1, 1024,
+/* The order is --help's; the canonical JSON sorts by key. */
+static const rc_flag_spec CONFIG_FLAGS[] = {
+    {.name = "--preset",
+     .kind = RC_FLAG_STRING,
+     .choices = PRESETS,
+     .set = set_preset,
+     .tags = RC_FLAG_FIRST,
+     .metavar = "NAME",
+     .help = "tiny (default) | small | gpu-small; later flags override"},
+    F("--vocab", "vocab", RC_FLAG_INT, NULL, vocab, 2, 1 << 22, "vocabulary size"),
+    F("--hidden", "hidden", RC_FLAG_INT, NULL, hidden, 2, 1 << 16, "hidden size H"),
+    F("--layers", "layers", RC_FLAG_INT, NULL, layers, 1, RC_MAX_LAYERS, "decoder layers L"),
+    F("--heads", "heads", RC_FLAG_INT, NULL, heads, 1, 1024,
       "attention heads (H divisible by heads, head dim even)"),
-    F("--ffn", "ffn", K_INT, ffn, 1, 1 << 18, "SwiGLU width F (fc1 is H->2F, fc2 F->H)"),
-    F("--seq-len", "seq_len", K_INT, seq_len, 2, 1 << 20, "sequence length S"),
-    F("--mtp-depths", "mtp_depths", K_INT, mtp_depths, 0, RC_MAX_MTP_DEPTH,
+    F("--ffn", "ffn", RC_FLAG_INT, NULL, ffn, 1, 1 << 18,
+      "SwiGLU width F (fc1 is H->2F, fc2 F->H)"),
+    F("--seq-len", "seq_len", RC_FLAG_INT, NULL, seq_len, 2, 1 << 20, "sequence length S"),
+    F("--mtp-depths", "mtp_depths", RC_FLAG_INT, NULL, mtp_depths, 0, RC_MAX_MTP_DEPTH,
       "MTP depths D (0 disables MTP)"),
-    F("--mtp-repeated-layer", "mtp_repeated_layer", K_BOOL, mtp_repeated_layer, 0, 0,
+    F("--mtp-repeated-layer", "mtp_repeated_layer", RC_FLAG_BOOL, NULL, mtp_repeated_layer, 0, 0,
       "one physical MTP layer invoked D times"),
-    F("--mtp-separate-layers", NULL, K_BOOL, mtp_repeated_layer, 0, 0,
-      "one MTP layer per depth (clears --mtp-repeated-layer)"),
-    F("--mtp-loss-scale", "mtp_loss_scale", K_DOUBLE, mtp_loss_scale, 0, 1e6, "lambda"),
-    F("--moe-layers", "moe_layers", K_STR, moe_layers, 0, 0,
+    {.name = "--mtp-separate-layers",
+     .kind = RC_FLAG_BOOL,
+     .offset = offsetof(rc_config, mtp_repeated_layer),
+     .tags = RC_FLAG_CLEARS,
+     .conflicts = "--mtp-repeated-layer",
+     .help = "one MTP layer per depth (clears --mtp-repeated-layer)"},
+    F("--mtp-loss-scale", "mtp_loss_scale", RC_FLAG_DOUBLE, NULL, mtp_loss_scale, 0, 1e6, "lambda"),
+    F("--moe-layers", "moe_layers", RC_FLAG_STRING, NULL, moe_layers, 0, 0,
       "comma-separated 0-based MoE decoder layers, or 'none'"),
-    F("--experts", "experts", K_INT, experts, 1, 1024, "experts E"),
-    F("--topk", "topk", K_INT, topk, 1, 1024, "experts per token"),
-    F("--moe-scoring", "moe_scoring", K_SCORING, moe_scoring, 0, 0,
+    F("--experts", "experts", RC_FLAG_INT, NULL, experts, 1, 1024, "experts E"),
+    F("--topk", "topk", RC_FLAG_INT, NULL, topk, 1, 1024, "experts per token"),
+    F("--moe-scoring", "moe_scoring", RC_FLAG_CHOICE, SCORING_NAMES, moe_scoring, 0, 0,
       "softmax | sigmoid (sigmoid: DeepSeek-style expert_bias)"),
-    F("--moe-aux-loss-coeff", "moe_aux_loss_coeff", K_DOUBLE, moe_aux_loss_coeff, 0, 1e6,
-      "load-balancing loss coefficient"),
-    F("--moe-bias-update-rate", "moe_bias_update_rate", K_DOUBLE, moe_bias_update_rate, 0, 1e6,
-      "expert_bias += rate * sign(mean(c) - c) per step"),
-    F("--tie-embeddings", "tie_embeddings", K_BOOL, tie_embeddings, 0, 0,
+    F("--moe-aux-loss-coeff", "moe_aux_loss_coeff", RC_FLAG_DOUBLE, NULL, moe_aux_loss_coeff, 0,
+      1e6, "load-balancing loss coefficient"),
+    F("--moe-bias-update-rate", "moe_bias_update_rate", RC_FLAG_DOUBLE, NULL, moe_bias_update_rate,
+      0, 1e6, "expert_bias += rate * sign(mean(c) - c) per step"),
+    F("--tie-embeddings", "tie_embeddings", RC_FLAG_BOOL, NULL, tie_embeddings, 0, 0,
       "output head shares the embedding table"),
-    F("--te-output-head", "te_output_head", K_BOOL, te_output_head, 0, 0,
+    F("--te-output-head", "te_output_head", RC_FLAG_BOOL, NULL, te_output_head, 0, 0,
       "the output head is a TE-style linear with its own flag"),
-    F("--rope-theta", "rope_theta", K_DOUBLE, rope_theta, 1, 1e12, "RoPE base"),
-    F("--norm-eps", "norm_eps", K_DOUBLE, norm_eps, 0, 1, "RMSNorm epsilon"),
-    F("--init-std", "init_std", K_DOUBLE, init_std, 0, 10, "weight init standard deviation"),
-    F("--micro-batch", "micro_batch", K_INT, micro_batch, 1, 1 << 16, "sequences per microbatch"),
-    F("--microbatches", "microbatches", K_INT, microbatches, 1, 1 << 16, "microbatches M per step"),
-    F("--steps", "steps", K_INT, steps, 1, 1 << 30, "training horizon N (also the LR horizon)"),
-    F("--precision", "precision", K_PREC, precision, 0, 0, "fp32 | bf16 | fp16 | fp8"),
-    F("--attention-precision", "attention_precision", K_PREC, attention_precision, 0, 0,
+    F("--rope-theta", "rope_theta", RC_FLAG_DOUBLE, NULL, rope_theta, 1, 1e12, "RoPE base"),
+    F("--norm-eps", "norm_eps", RC_FLAG_DOUBLE, NULL, norm_eps, 0, 1, "RMSNorm epsilon"),
+    F("--init-std", "init_std", RC_FLAG_DOUBLE, NULL, init_std, 0, 10,
+      "weight init standard deviation"),
+    F("--micro-batch", "micro_batch", RC_FLAG_INT, NULL, micro_batch, 1, 1 << 16,
+      "sequences per microbatch"),
+    F("--microbatches", "microbatches", RC_FLAG_INT, NULL, microbatches, 1, 1 << 16,
+      "microbatches M per step"),
+    F("--steps", "steps", RC_FLAG_INT, NULL, steps, 1, 1 << 30,
+      "training horizon N (also the LR horizon)"),
+    F("--precision", "precision", RC_FLAG_CHOICE, PREC_NAMES, precision, 0, 0,
+      "fp32 | bf16 | fp16 | fp8"),
+    F("--attention-precision", "attention_precision", RC_FLAG_CHOICE, PREC_NAMES,
+      attention_precision, 0, 0,
       "fp32 | bf16: bf16 rounds q, k, v, P, dS and dout at the tensor-core products "
       "(FlashAttention's numerics; head dim a multiple of 16, at most 128)"),
-    F("--grad-accum-fusion", "grad_accum_fusion", K_ONOFF, grad_accum_fusion, 0, 0,
-      "on | off: wgrad GEMM straight into main_grad (beta from the flag) or via scratch"),
-    F("--first-microbatch-policy", "first_microbatch_policy", K_POLICY, policy, 0, 0,
-      "legacy | untracked-none | resolve | always-false | persist"),
-    F("--no-weight-cache", "no_weight_cache", K_BOOL, no_weight_cache, 0, 0,
+    F("--grad-accum-fusion", "grad_accum_fusion", RC_FLAG_CHOICE, ONOFF_NAMES, grad_accum_fusion, 0,
+      0, "on | off: wgrad GEMM straight into main_grad (beta from the flag) or via scratch"),
+    F("--first-microbatch-policy", "first_microbatch_policy", RC_FLAG_CHOICE, POLICY_NAMES, policy,
+      0, 0, "legacy | untracked-none | resolve | always-false | persist"),
+    F("--no-weight-cache", "no_weight_cache", RC_FLAG_BOOL, NULL, no_weight_cache, 0, 0,
       "disable the low-precision weight cache (the seed's 'transpose cache disabled')"),
-    F("--lr", "lr", K_DOUBLE, lr, 0, 1e3, "peak learning rate"),
-    F("--min-lr", "min_lr", K_DOUBLE, min_lr, 0, 1e3, "final learning rate of the cosine decay"),
-    F("--warmup", "warmup", K_INT, warmup, 0, 1 << 30, "linear warmup steps"),
-    F("--clip-grad", "clip_grad", K_DOUBLE, clip_grad, 0, 1e12, "global-norm clip (0 = off)"),
-    F("--weight-decay", "weight_decay", K_DOUBLE, weight_decay, 0, 1e3, "AdamW decoupled decay"),
-    F("--adam-beta1", "adam_beta1", K_DOUBLE, adam_beta1, 0, 0.999999, "AdamW beta1"),
-    F("--adam-beta2", "adam_beta2", K_DOUBLE, adam_beta2, 0, 0.999999999, "AdamW beta2"),
-    F("--adam-eps", "adam_eps", K_DOUBLE, adam_eps, 0, 1, "AdamW epsilon"),
-    F("--dropout", "dropout", K_DOUBLE, dropout, 0, 0.95, "hidden dropout probability"),
-    F("--seed", "seed", K_U64, seed, 0, 0, "seed of init, data and dropout"),
-    F("--data", "data", K_STR, data, 0, 0,
+    F("--lr", "lr", RC_FLAG_DOUBLE, NULL, lr, 0, 1e3, "peak learning rate"),
+    F("--min-lr", "min_lr", RC_FLAG_DOUBLE, NULL, min_lr, 0, 1e3,
+      "final learning rate of the cosine decay"),
+    F("--warmup", "warmup", RC_FLAG_INT, NULL, warmup, 0, 1 << 30, "linear warmup steps"),
+    F("--clip-grad", "clip_grad", RC_FLAG_DOUBLE, NULL, clip_grad, 0, 1e12,
+      "global-norm clip (0 = off)"),
+    F("--weight-decay", "weight_decay", RC_FLAG_DOUBLE, NULL, weight_decay, 0, 1e3,
+      "AdamW decoupled decay"),
+    F("--adam-beta1", "adam_beta1", RC_FLAG_DOUBLE, NULL, adam_beta1, 0, 0.999999, "AdamW beta1"),
+    F("--adam-beta2", "adam_beta2", RC_FLAG_DOUBLE, NULL, adam_beta2, 0, 0.999999999,
+      "AdamW beta2"),
+    F("--adam-eps", "adam_eps", RC_FLAG_DOUBLE, NULL, adam_eps, 0, 1, "AdamW epsilon"),
+    F("--dropout", "dropout", RC_FLAG_DOUBLE, NULL, dropout, 0, 0.95, "hidden dropout probability"),
+    F("--seed", "seed", RC_FLAG_UINT64, NULL, seed, 0, 0, "seed of init, data and dropout"),
+    F("--data", "data", RC_FLAG_STRING, NULL, data, 0, 0,
       "train on the bytes of FILE (default: synthetic corpus)"),
-    F("--prompt-len", "prompt_len", K_INT, prompt_len, 0, 1 << 20,
+    F("--prompt-len", "prompt_len", RC_FLAG_INT, NULL, prompt_len, 0, 1 << 20,
       "tokens at the start of each sample masked out of the loss"),
-    F("--initial-loss-scale", "initial_loss_scale", K_DOUBLE, initial_loss_scale, 1, 1e30,
-      "fp16 dynamic loss scale at start"),
-    F("--min-loss-scale", "min_loss_scale", K_DOUBLE, min_loss_scale, 0, 1e30, "fp16 floor"),
-    F("--loss-scale-window", "loss_scale_window", K_INT, loss_scale_window, 1, 1 << 30,
+    F("--initial-loss-scale", "initial_loss_scale", RC_FLAG_DOUBLE, NULL, initial_loss_scale, 1,
+      1e30, "fp16 dynamic loss scale at start"),
+    F("--min-loss-scale", "min_loss_scale", RC_FLAG_DOUBLE, NULL, min_loss_scale, 0, 1e30,
+      "fp16 floor"),
+    F("--loss-scale-window", "loss_scale_window", RC_FLAG_INT, NULL, loss_scale_window, 1, 1 << 30,
       "fp16: clean steps before the scale doubles"),
-    F("--hysteresis", "hysteresis", K_INT, hysteresis, 1, 1 << 20,
+    F("--hysteresis", "hysteresis", RC_FLAG_INT, NULL, hysteresis, 1, 1 << 20,
       "fp16: overflows tolerated before the scale halves"),
-    F("--fp8-amax-history", "fp8_amax_history", K_INT, fp8_amax_history, 1, 1024,
+    F("--fp8-amax-history", "fp8_amax_history", RC_FLAG_INT, NULL, fp8_amax_history, 1, 1024,
       "fp8 delayed-scaling history length"),
-    F("--world-size", "world_size", K_INT, world_size, 1, 1024,
+    F("--world-size", "world_size", RC_FLAG_INT, NULL, world_size, 1, 1024,
       "data-parallel ranks (processes; one GPU each with --device cuda)"),
+    {.name = "--inject",
+     .kind = RC_FLAG_STRING,
+     .set = set_inject,
+     .tags = RC_FLAG_REPEATABLE,
+     .metavar = "NAME",
+     .help = "switch on a known resume bug (repeatable; see `resumecheck bugs`)"},
 };
 #undef F
-
-static const char *PRESETS[] = {"tiny", "small", "gpu-small"};
 
 static void apply_preset(rc_config *c, const char *name) {
   /* tiny: what the seed needs — MTP D=2 with a repeated layer, the last
@@ -222,43 +253,6 @@ const rc_bug_info *rc_bug_catalogue(int *count) {
   return BUGS;
 }
 
-static int parse_int(const char *flag, const char *v, double lo, double hi, int *out, rc_err *err) {
-  char *end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end)
-    return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not an integer", flag, v);
-  if (x < lo || x > hi)
-    return rc_fail(err, RC_EXIT_USAGE, "%s: %ld is out of range [%.0f, %.0f]", flag, x, lo, hi);
-  *out = (int)x;
-  return 0;
-}
-
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
-                        rc_err *err) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (errno || end == v || *end || x != x)
-    return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a number", flag, v);
-  if (x < lo || x > hi)
-    return rc_fail(err, RC_EXIT_USAGE, "%s: %g is out of range [%g, %g]", flag, x, lo, hi);
-  *out = x;
-  return 0;
-}
-
-static int parse_enum(const char *flag, const char *v, const char *const *names, int n, int *out,
-                      rc_err *err) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(v, names[i])) return *out = i, 0;
-  char list[256] = "";
-  for (int i = 0; i < n; i++) {
-    strncat(list, names[i], sizeof list - strlen(list) - 1);
-    if (i + 1 < n) strncat(list, " | ", sizeof list - strlen(list) - 1);
-  }
-  return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not one of %s", flag, v, list);
-}
-
 /* "5,10" -> sorted unique list. */
 static int parse_steps_list(const char *flag, const char *v, int *out, int cap, int *n,
                             rc_err *err) {
@@ -284,13 +278,6 @@ static int parse_steps_list(const char *flag, const char *v, int *out, int cap, 
     else if (*p)
       return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a list of positive steps", flag, v);
   }
-  return 0;
-}
-
-static int copy_str(const char *flag, const char *v, char *dst, size_t cap, rc_err *err) {
-  if (strlen(v) >= cap)
-    return rc_fail(err, RC_EXIT_USAGE, "%s: value longer than %zu bytes", flag, cap - 1);
-  memcpy(dst, v, strlen(v) + 1);
   return 0;
 }
 
@@ -393,235 +380,166 @@ int rc_config_validate(const rc_config *c, rc_err *err) {
   return 0;
 }
 
-static const char *PREC_NAMES[] = {"fp32", "bf16", "fp16", "fp8"};
-static const char *POLICY_NAMES[] = {"legacy", "untracked-none", "resolve", "always-false",
-                                     "persist"};
-static const char *SCORING_NAMES[] = {"softmax", "sigmoid"};
-static const char *ONOFF_NAMES[] = {"off", "on"};
+static int set_preset(void *cfg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)err; /* the row's choices checked v */
+  apply_preset(cfg, v);
+  return 0;
+}
 
-static const char *PROGRESS_NAMES[] = {"auto", "live", "plain", "off"};
+static int set_inject(void *cfg, const char *flag, const char *v, rc_err *err) {
+  int n;
+  const rc_bug_info *bugs = rc_bug_catalogue(&n);
+  for (int k = 0; k < n; k++)
+    if (!strcmp(bugs[k].name, v)) return ((rc_config *)cfg)->inject |= bugs[k].bit, 0;
+  return rc_fail(err, RC_EXIT_USAGE, "%s: unknown bug '%s' (see `resumecheck bugs`)", flag, v);
+}
 
-int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_err *err) {
-  /* presets first, wherever they appear, so explicit flags override them */
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--preset")) continue;
-    if (i + 1 >= argc) return rc_fail(err, RC_EXIT_USAGE, "--preset needs a value");
-    int which;
-    if (parse_enum("--preset", argv[i + 1], PRESETS, 3, &which, err)) return err->code;
-    apply_preset(c, PRESETS[which]);
+static int set_save_at(void *leg, const char *flag, const char *v, rc_err *err) {
+  rc_leg_opts *l = leg;
+  return parse_steps_list(flag, v, l->save_at, 256, &l->n_save_at, err);
+}
+
+static int set_save_hashes_at(void *leg, const char *flag, const char *v, rc_err *err) {
+  rc_leg_opts *l = leg;
+  return parse_steps_list(flag, v, l->save_hashes_at, 256, &l->n_save_hashes_at, err);
+}
+
+static int set_dry_run_memory(void *leg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  rc_leg_opts *l = leg;
+  l->dry_run = l->dry_run_memory = true;
+  return 0;
+}
+
+static const char *const DEVICES[] = {"cpu", "cuda", "auto", NULL};
+static const char *const COLLECTIVES[] = {"auto", "none", "single", "mpi", "nccl", NULL};
+static const char *const PROGRESS_NAMES[] = {"auto", "live", "plain", "off", NULL};
+
+#define L(flag, kind_, field, lo, hi, mv, help_)                                                   \
+  {                                                                                                \
+    .name = flag, .kind = kind_, .offset = offsetof(rc_leg_opts, field),                           \
+    .size = sizeof(((rc_leg_opts *)0)->field), .min = lo, .max = hi, .metavar = mv, .help = help_  \
   }
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
-  /* A flag given twice is refused: `--steps 8 --steps 6` silently taking the
-   * last hides a typo or a pasted command line. --inject is repeatable (each
-   * names another bug). Only flags are recorded, never their values. */
-  const char *seen[256];
-  int n_seen = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--inject")) {
-      for (int j = 0; j < n_seen; j++)
-        if (!strcmp(seen[j], a))
-          return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once", a);
-      if (n_seen < (int)(sizeof seen / sizeof seen[0])) seen[n_seen++] = a;
-      bool rep_layer = !strcmp(a, "--mtp-repeated-layer"),
-           sep = !strcmp(a, "--mtp-separate-layers");
-      for (int j = 0; j < n_seen - 1 && (rep_layer || sep); j++)
-        if (!strcmp(seen[j], rep_layer ? "--mtp-separate-layers" : "--mtp-repeated-layer"))
-          return rc_fail(err, RC_EXIT_USAGE,
-                         "--mtp-repeated-layer and --mtp-separate-layers contradict each other");
-    }
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE                                                                                 \
-  if (!v) return rc_fail(err, RC_EXIT_USAGE, "%s needs a value", a);                               \
-  i++;
-    if (!strcmp(a, "--preset")) {
-      i++;
-      continue;
-    }
-    if (!strcmp(a, "--inject")) {
-      NEED_VALUE;
-      int n;
-      const rc_bug_info *bugs = rc_bug_catalogue(&n);
-      int k = 0;
-      while (k < n && strcmp(bugs[k].name, v)) k++;
-      if (k == n)
-        return rc_fail(err, RC_EXIT_USAGE, "--inject: unknown bug '%s' (see `resumecheck bugs`)",
-                       v);
-      c->inject |= bugs[k].bit;
-      continue;
-    }
-    if (leg && !strcmp(a, "--out")) {
-      NEED_VALUE;
-      if (copy_str(a, v, leg->out, sizeof leg->out, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--resume-from")) {
-      NEED_VALUE;
-      if (copy_str(a, v, leg->resume_from, sizeof leg->resume_from, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--leg")) {
-      NEED_VALUE;
-      if (copy_str(a, v, leg->leg, sizeof leg->leg, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--device")) {
-      NEED_VALUE;
-      static const char *devs[] = {"cpu", "cuda", "auto"};
-      int d;
-      if (parse_enum(a, v, devs, 3, &d, err)) return err->code;
-      snprintf(leg->device, sizeof leg->device, "%s", devs[d]);
-      continue;
-    }
-    if (leg && !strcmp(a, "--stop-at")) {
-      NEED_VALUE;
-      if (parse_int(a, v, 1, INT_MAX, &leg->stop_at, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--save-at")) {
-      NEED_VALUE;
-      if (parse_steps_list(a, v, leg->save_at, 256, &leg->n_save_at, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--save-hashes-at")) {
-      NEED_VALUE;
-      if (parse_steps_list(a, v, leg->save_hashes_at, 256, &leg->n_save_hashes_at, err))
-        return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--events")) {
-      NEED_VALUE;
-      if (copy_str(a, v, leg->events, sizeof leg->events, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--events-from-step")) {
-      NEED_VALUE;
-      if (parse_int(a, v, 1, INT_MAX, &leg->events_from_step, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--collectives")) {
-      NEED_VALUE;
-      static const char *kinds[] = {"auto", "none", "single", "mpi", "nccl"};
-      int d;
-      if (parse_enum(a, v, kinds, 5, &d, err)) return err->code;
-      snprintf(leg->collectives, sizeof leg->collectives, "%s", kinds[d]);
-      continue;
-    }
-    if (leg && !strcmp(a, "--rendezvous")) {
-      NEED_VALUE;
-      if (copy_str(a, v, leg->rendezvous, sizeof leg->rendezvous, err)) return err->code;
-      continue;
-    }
-    if (leg && !strcmp(a, "--dry-run")) {
-      leg->dry_run = true;
-      continue;
-    }
-    if (leg && !strcmp(a, "--dry-run-memory")) {
-      leg->dry_run = leg->dry_run_memory = true;
-      continue;
-    }
-    if (leg && !strcmp(a, "--progress")) {
-      /* `run`'s vocabulary: --progress MODE; a bare --progress (the old
-       * spelling) means live */
-      int mode = RC_LEG_PROGRESS_LIVE;
-      if (v && v[0] != '-') {
-        if (parse_enum(a, v, PROGRESS_NAMES, 4, &mode, err)) return err->code;
-        i++;
-      }
-      leg->progress = mode;
-      continue;
-    }
-    const flag_spec *f = NULL;
-    for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++)
-      if (!strcmp(a, FLAGS[k].flag)) f = &FLAGS[k];
-    if (!f) return rc_fail(err, RC_EXIT_USAGE, "unknown flag '%s' (see --help)", a);
-    char *field = (char *)c + f->offset;
-    int e = 0, tmp;
-    switch (f->kind) {
-    case K_BOOL:
-      *(bool *)field = strcmp(a, "--mtp-separate-layers") != 0;
-      break;
-    case K_INT:
-      NEED_VALUE;
-      e = parse_int(a, v, f->min, f->max, (int *)field, err);
-      break;
-    case K_DOUBLE:
-      NEED_VALUE;
-      e = parse_double(a, v, f->min, f->max, (double *)field, err);
-      break;
-    case K_STR:
-      NEED_VALUE;
-      e = copy_str(a, v, field, f->size, err);
-      break;
-    case K_U64: {
-      NEED_VALUE;
-      char *end;
-      errno = 0;
-      unsigned long long x = strtoull(v, &end, 10);
-      if (errno || end == v || *end || v[0] == '-')
-        return rc_fail(err, RC_EXIT_USAGE, "%s: '%s' is not a non-negative integer", a, v);
-      *(uint64_t *)field = x;
-      break;
-    }
-    case K_ONOFF:
-      NEED_VALUE;
-      e = parse_enum(a, v, ONOFF_NAMES, 2, &tmp, err);
-      *(bool *)field = tmp;
-      break;
-    case K_PREC:
-      NEED_VALUE;
-      e = parse_enum(a, v, PREC_NAMES, 4, &tmp, err);
-      *(rc_precision *)field = tmp;
-      break;
-    case K_POLICY:
-      NEED_VALUE;
-      e = parse_enum(a, v, POLICY_NAMES, 5, &tmp, err);
-      *(rc_policy *)field = tmp;
-      break;
-    case K_SCORING:
-      NEED_VALUE;
-      e = parse_enum(a, v, SCORING_NAMES, 2, &tmp, err);
-      *(int *)field = tmp;
-      break;
-    }
-    if (e) return e;
-#undef NEED_VALUE
-  }
-  if (parse_moe_layers(c, err)) return err->code;
-  if (rc_config_validate(c, err)) return err->code;
-  if (leg) {
-    if (leg->stop_at > c->steps)
-      return rc_fail(err, RC_EXIT_USAGE, "--stop-at %d is beyond --steps %d", leg->stop_at,
+
+/* Per-leg flags: never part of the canonical config. */
+static const rc_flag_spec LEG_FLAGS[] = {
+    L("--out", RC_FLAG_STRING, out, 0, 0, "DIR", "output directory (required)"),
+    {.name = "--save-at",
+     .kind = RC_FLAG_STRING,
+     .set = set_save_at,
+     .metavar = "K[,K2...]",
+     .help = "save a checkpoint after these steps"},
+    {.name = "--save-hashes-at",
+     .kind = RC_FLAG_STRING,
+     .set = set_save_hashes_at,
+     .metavar = "K[,...]",
+     .help = "of those, the saves that keep hashes only: the shard is\n"
+             "built and hashed as a save does, but not written; only\n"
+             "manifest.json (\"hashes_only\": true), args.json and\n"
+             "COMPLETE. Compared, never loaded (`run` gives its through\n"
+             "leg the saves at K < N this way: --through-checkpoints)"},
+    L("--stop-at", RC_FLAG_INT, stop_at, 1, INT_MAX, "K",
+      "end the process after step K; --steps stays the horizon"),
+    L("--resume-from", RC_FLAG_STRING, resume_from, 0, 0, "DIR",
+      "continue from DIR = .../ckpt/iter_NNNNNNN"),
+    {.name = "--device",
+     .kind = RC_FLAG_STRING,
+     .offset = offsetof(rc_leg_opts, device),
+     .size = sizeof(((rc_leg_opts *)0)->device),
+     .choices = DEVICES,
+     .metavar = "cpu|cuda|auto",
+     .help = "backend (default cpu)"},
+    L("--leg", RC_FLAG_STRING, leg, 0, 0, "NAME", "name recorded in args.json"),
+    L("--events", RC_FLAG_STRING, events, 0, 0, "FILE",
+      "write the bisect event log (docs/events.md)"),
+    L("--events-from-step", RC_FLAG_INT, events_from_step, 1, INT_MAX, "S", "log only steps >= S"),
+    {.name = "--collectives",
+     .kind = RC_FLAG_STRING,
+     .offset = offsetof(rc_leg_opts, collectives),
+     .size = sizeof(((rc_leg_opts *)0)->collectives),
+     .choices = COLLECTIVES,
+     .metavar = "KIND",
+     .help = "data parallel: auto (none at world size 1, mpi on the CPU,\n"
+             "nccl on CUDA) | none | single | mpi | nccl (docs/distributed.md)"},
+    L("--rendezvous", RC_FLAG_STRING, rendezvous, 0, 0, "FILE",
+      "NCCL: the file carrying the unique id"),
+    L("--dry-run", RC_FLAG_BOOL, dry_run, 0, 0, NULL,
+      "validate the flags, print the canonical config, exit"),
+    {.name = "--dry-run-memory",
+     .kind = RC_FLAG_BOOL,
+     .set = set_dry_run_memory,
+     .help = "print, as JSON, the memory a leg of this config needs\n"
+             "and what its device has free (opens the CUDA module\n"
+             "for --device cuda), exit"},
+    /* `run`'s vocabulary: --progress MODE; a bare --progress (the old
+     * spelling) means live */
+    {.name = "--progress",
+     .kind = RC_FLAG_CHOICE,
+     .offset = offsetof(rc_leg_opts, progress),
+     .size = sizeof(int),
+     .choices = PROGRESS_NAMES,
+     .tags = RC_FLAG_OPTIONAL,
+     .implicit = "live",
+     .metavar = "MODE",
+     .help = "auto (default: live on a terminal, else none), live\n"
+             "(one line rewritten), plain (a line per step), off;\n"
+             "the modes of `run --progress` (bare --progress: live)"},
+};
+#undef L
+
+int rc_config_flag_groups(rc_config *cfg, rc_leg_opts *leg, rc_flag_group groups[2]) {
+  groups[0] = (rc_flag_group){"model and training flags (canonical config keys):", CONFIG_FLAGS,
+                              (int)(sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]), cfg};
+  if (!leg) return 1;
+  groups[1] = (rc_flag_group){"leg flags (not part of the config):", LEG_FLAGS,
+                              (int)(sizeof LEG_FLAGS / sizeof LEG_FLAGS[0]), leg};
+  return 2;
+}
+
+/* What only a leg's flags together with the config can show. */
+static int check_leg(const rc_config *c, const rc_leg_opts *leg, rc_err *err) {
+  if (leg->stop_at > c->steps)
+    return rc_fail(err, RC_EXIT_USAGE, "--stop-at %d is beyond --steps %d", leg->stop_at, c->steps);
+  for (int i = 0; i < leg->n_save_at; i++)
+    if (leg->save_at[i] > c->steps)
+      return rc_fail(err, RC_EXIT_USAGE, "--save-at %d is beyond --steps %d", leg->save_at[i],
                      c->steps);
-    for (int i = 0; i < leg->n_save_at; i++)
-      if (leg->save_at[i] > c->steps)
-        return rc_fail(err, RC_EXIT_USAGE, "--save-at %d is beyond --steps %d", leg->save_at[i],
-                       c->steps);
-    /* a hashes-only save is a kind of save: of a step the leg saves */
-    for (int i = 0; i < leg->n_save_hashes_at; i++) {
-      bool saved = false;
-      for (int j = 0; j < leg->n_save_at && !saved; j++)
-        saved = leg->save_at[j] == leg->save_hashes_at[i];
-      if (!saved)
-        return rc_fail(err, RC_EXIT_USAGE,
-                       "--save-hashes-at %d is not in --save-at: it names which saves keep hashes"
-                       " only, so every step it lists must be saved",
-                       leg->save_hashes_at[i]);
-    }
+  /* a hashes-only save is a kind of save: of a step the leg saves */
+  for (int i = 0; i < leg->n_save_hashes_at; i++) {
+    bool saved = false;
+    for (int j = 0; j < leg->n_save_at && !saved; j++)
+      saved = leg->save_at[j] == leg->save_hashes_at[i];
+    if (!saved)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--save-hashes-at %d is not in --save-at: it names which saves keep hashes"
+                     " only, so every step it lists must be saved",
+                     leg->save_hashes_at[i]);
   }
   return 0;
 }
 
+/* The flags (rc_flags_parse: presets first, a flag given twice refused —
+ * `--steps 8 --steps 6` silently taking the last hides a typo or a pasted
+ * command line — --inject repeatable), then what the settings must agree on. */
+int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_err *err) {
+  rc_flag_group groups[2];
+  rc_flag_cmd cmd = {.groups = groups, .n_groups = rc_config_flag_groups(c, leg, groups)};
+  int rc = rc_flags_parse(&cmd, argc, argv, NULL, err);
+  if (rc) return rc;
+  if (parse_moe_layers(c, err)) return err->code;
+  if (rc_config_validate(c, err)) return err->code;
+  return leg ? check_leg(c, leg, err) : 0;
+}
+
 char *rc_config_canonical(const rc_config *c) {
   /* keys sorted: collect canonical flags, sort by key, then the inject list */
-  const flag_spec *specs[sizeof FLAGS / sizeof FLAGS[0]];
+  const rc_flag_spec *specs[sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]];
   int n = 0;
-  for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++)
-    if (FLAGS[k].key) specs[n++] = &FLAGS[k];
+  for (size_t k = 0; k < sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]; k++)
+    if (CONFIG_FLAGS[k].key) specs[n++] = &CONFIG_FLAGS[k];
   for (int i = 1; i < n; i++)
     for (int j = i; j > 0 && strcmp(specs[j - 1]->key, specs[j]->key) > 0; j--) {
-      const flag_spec *t = specs[j];
+      const rc_flag_spec *t = specs[j];
       specs[j] = specs[j - 1], specs[j - 1] = t;
     }
   rc_jw w;
@@ -629,7 +547,7 @@ char *rc_config_canonical(const rc_config *c) {
   rc_jw_obj_begin(&w);
   bool inject_written = false;
   for (int i = 0; i < n; i++) {
-    const flag_spec *f = specs[i];
+    const rc_flag_spec *f = specs[i];
     if (!inject_written && strcmp(f->key, "inject") > 0) {
       rc_jw_key(&w, "inject");
       rc_jw_arr_begin(&w);
@@ -643,50 +561,33 @@ char *rc_config_canonical(const rc_config *c) {
     const char *field = (const char *)c + f->offset;
     rc_jw_key(&w, f->key);
     switch (f->kind) {
-    case K_BOOL:
-    case K_ONOFF:
+    case RC_FLAG_BOOL:
       rc_jw_bool(&w, *(const bool *)field);
       break;
-    case K_INT:
+    case RC_FLAG_INT:
       rc_jw_int(&w, *(const int *)field);
       break;
-    case K_DOUBLE:
+    case RC_FLAG_DOUBLE:
       rc_jw_double(&w, *(const double *)field);
       break;
-    case K_STR:
+    case RC_FLAG_STRING:
       rc_jw_str(&w, field);
       break;
-    case K_U64:
+    case RC_FLAG_UINT64:
       rc_jw_uint(&w, *(const uint64_t *)field);
       break;
-    case K_PREC:
-      rc_jw_str(&w, PREC_NAMES[*(const rc_precision *)field]);
+    case RC_FLAG_CHOICE: /* on | off is a bool; the others are named */
+      if (f->size == sizeof(bool))
+        rc_jw_bool(&w, *(const bool *)field);
+      else
+        rc_jw_str(&w, f->choices[*(const int *)field]);
       break;
-    case K_POLICY:
-      rc_jw_str(&w, POLICY_NAMES[*(const rc_policy *)field]);
-      break;
-    case K_SCORING:
-      rc_jw_str(&w, SCORING_NAMES[*(const int *)field]);
+    case RC_FLAG_INT64: /* no config row is one */
+      rc_jw_int(&w, *(const int64_t *)field);
       break;
     }
   }
   rc_jw_obj_end(&w);
   char *s = w.buf; /* ownership passes to the caller */
   return s;
-}
-
-void rc_config_print_help(const char *prog, const char *summary) {
-  printf("usage: %s [flags]\n\n%s\n\nmodel and training flags (canonical config keys):\n", prog,
-         summary);
-  printf("  %-28s %s\n", "--preset NAME",
-         "tiny (default) | small | gpu-small; later flags override");
-  for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
-    const flag_spec *f = &FLAGS[k];
-    char left[64];
-    const char *arg = f->kind == K_BOOL ? "" : " V";
-    snprintf(left, sizeof left, "%s%s", f->flag, arg);
-    printf("  %-28s %s\n", left, f->help);
-  }
-  printf("  %-28s %s\n", "--inject NAME",
-         "switch on a known resume bug (repeatable; see `resumecheck bugs`)");
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "base/flags.h"
 
 /* The deepest multi-token prediction the model holds: D MTP modules and
  * D + 1 output heads (the main one and one per depth). Per-depth arrays in
@@ -119,15 +120,19 @@ typedef enum {
 
 /* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */
 void rc_config_defaults(rc_config *cfg, rc_leg_opts *leg);
-/* Parses argv (after the subcommand). Unknown flags, malformed values and
- * inconsistent settings return RC_EXIT_USAGE naming the flag and reason.
- * --help prints the flags and returns -1. `allow_leg` accepts the leg flags
- * (--out, --save-at, ...); the parser is shared with `run`, which forwards. */
+/* Parses argv (argv[0] is the subcommand) with rc_flags_parse (base/flags.h).
+ * Unknown flags, malformed values and inconsistent settings return
+ * RC_EXIT_USAGE naming the flag and reason; --help returns RC_FLAGS_HELP
+ * (-1) and --version RC_FLAGS_VERSION (-2), having applied nothing. A
+ * non-NULL `leg` accepts the leg flags (--out, --save-at, ...). */
 int rc_config_parse(int argc, char **argv, rc_config *cfg, rc_leg_opts *leg, rc_err *err);
+/* The flag tables of the config (over cfg) and, when leg is non-NULL, of
+ * the leg (over leg): fills groups, returns how many (1 or 2). `train`
+ * parses and prints its help with them; `run` forwards what they name. */
+int rc_config_flag_groups(rc_config *cfg, rc_leg_opts *leg, rc_flag_group groups[2]);
 int rc_config_validate(const rc_config *cfg, rc_err *err);
 /* Canonical JSON (sorted keys, no whitespace); caller frees. */
 char *rc_config_canonical(const rc_config *cfg);
-void rc_config_print_help(const char *prog, const char *summary);
 
 const char *rc_precision_name(rc_precision p);
 const char *rc_policy_name(rc_policy p);
