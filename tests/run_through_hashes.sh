@@ -77,16 +77,18 @@ cmp -s "$T/sh.located" "$T/sf.located" || fail "bisect with hashes locates $(cat
 # happened to agree is tried again (at most 6 times).
 ND=(--inject nondeterministic-reduction --clip-grad 0.01 --steps 8 --save-at 4)
 AA="[c for c in d['checks'] if c['name'] == 'A/A@4'][0]"
-nd_run() { # NAME MODE: until A/A@4's state differs
-  local i
-  for i in 1 2 3 4 5 6; do
+nd_run() { # NAME MODE: until a run is exit 2 with A/A@4's state differing
+  local i seen=""
+  for i in 1 2 3 4 5 6 7 8; do
     rm -rf "$T/$1"
     run_rc "$1" "${ND[@]}" --out "$T/$1" --through-checkpoints "$2" --progress off
-    expect_rc 2 "nondeterministic, $2" "$1"
+    seen="$seen $rc"
+    # the order varies run to run: a pair of legs may happen to sum alike
+    [ "$rc" = 2 ] || continue
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if '"$AA"'["status"] == "differs" else 1)' \
       "$T/$1/report.json" && return 0
   done
-  fail "nondeterministic, $2: A/A@4's state never differed in 6 runs"
+  fail "nondeterministic, $2: no run of 8 was exit 2 with A/A@4's state differing (exits:$seen)"
 }
 if have_py; then
   nd_run nh hashes
