@@ -252,6 +252,220 @@ static void jw_proc(rc_jw *w, const char *key, const rc_replay_proc *rp, const r
   rc_jw_obj_end(w);
 }
 
+/* through@K against the checkpoint the resumed leg loaded. */
+static void json_loaded_state(rc_jw *w, const rc_bisect *b) {
+  rc_jw_key(w, "loaded_state");
+  if (b->ckpt_compared) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "through");
+    rc_jw_str(w, b->through_ckpt);
+    rc_jw_key(w, "loaded");
+    rc_jw_str(w, b->resume_from);
+    jw_str_or_null(w, "loaded_written_by", b->ckpt_producer);
+    rc_jw_key(w, "n_datasets");
+    rc_jw_int(w, b->ckpt_datasets);
+    rc_jw_key(w, "identical");
+    rc_jw_bool(w, b->ckpt_identical);
+    jw_str_or_null(w, "first_difference", b->ckpt_first);
+    jw_str_or_null(w, "text", b->loaded_text);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
+/* The legs' state census at K, field by field. */
+static void json_census(rc_jw *w, const rc_bisect *b) {
+  rc_jw_key(w, "census");
+  if (b->census_found) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "through");
+    rc_jw_str(w, b->census_through);
+    rc_jw_key(w, "resumed");
+    rc_jw_str(w, b->census_resumed);
+    rc_jw_key(w, "compared");
+    rc_jw_bool(w, b->census_compared);
+    jw_str_or_null(w, "text", b->census_text);
+    rc_jw_key(w, "saved_differ");
+    rc_jw_int(w, b->census.n_saved_differ);
+    rc_jw_key(w, "local_differ");
+    rc_jw_int(w, b->census.n_local_differ);
+    rc_census_json_differences(w, "differences", &b->census);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
+/* The replays: their processes, the probe, traces and checkpoints. */
+static void json_replay(rc_jw *w, const rc_bisect *b) {
+  rc_jw_key(w, "replay");
+  if (b->replayed) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "dir");
+    rc_jw_str(w, b->out_dir);
+    rc_jw_key(w, "events_from_step");
+    rc_jw_int(w, b->events_from);
+    rc_jw_key(w, "stop_at");
+    rc_jw_int(w, b->events_to);
+    jw_proc(w, "through", &b->rp_through, &b->log_through);
+    jw_proc(w, "resume", &b->rp_resume, &b->log_resume);
+    rc_jw_key(w, "probe");
+    if (b->rp_probe.ran) {
+      rc_jw_obj_begin(w);
+      jw_proc_fields(w, &b->rp_probe, &b->log_probe);
+      rc_jw_key(w, "agrees_with_resume");
+      rc_jw_bool(w, b->probe_agrees);
+      jw_str_or_null(w, "differs", b->probe_fields);
+      rc_jw_obj_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    rc_jw_key(w, "traces_match");
+    if (b->traces_checked)
+      rc_jw_bool(w, b->traces_match);
+    else
+      rc_jw_null(w);
+    jw_str_or_null(w, "trace_mismatch", b->trace_mismatch);
+    rc_jw_key(w, "events_compared");
+    rc_jw_int(w, b->n_compared_all);
+    rc_jw_key(w, "checkpoints");
+    if (b->replay_ckpt_compared) {
+      rc_jw_obj_begin(w);
+      rc_jw_key(w, "through");
+      rc_jw_str(w, b->replay_ckpt_through);
+      rc_jw_key(w, "resume");
+      rc_jw_str(w, b->replay_ckpt_resume);
+      rc_jw_key(w, "identical");
+      rc_jw_bool(w, b->replay_ckpt_identical);
+      jw_str_or_null(w, "first_difference", b->replay_ckpt_first);
+      rc_jw_obj_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
+/* The focus step, its starting state, and step S-1's updates. */
+static void json_focus(rc_jw *w, const rc_bisect *b) {
+  rc_jw_key(w, "focus_step");
+  if (b->focus >= 0)
+    rc_jw_int(w, b->focus);
+  else
+    rc_jw_null(w);
+  rc_jw_key(w, "step_state");
+  if (b->have_state) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "step");
+    rc_jw_int(w, b->focus);
+    jw_csv_array(w, "differing_fields", b->state_fields);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+  rc_jw_key(w, "previous_step");
+  if (b->have_prev) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "step");
+    rc_jw_int(w, b->focus - 1);
+    jw_csv_array(w, "state_differing_fields", b->prev_state_fields);
+    rc_jw_key(w, "first_update");
+    if (b->prev_update >= 0) {
+      rc_jw_obj_begin(w);
+      jw_csv_array(w, "differing_fields", b->prev_fields);
+      rc_jw_key(w, "through");
+      jw_event(w, &b->prev_through.ev[b->prev_update]);
+      rc_jw_key(w, "resume");
+      jw_event(w, &b->prev_resume.ev[b->prev_update]);
+      rc_jw_obj_end(w);
+    } else {
+      rc_jw_null(w);
+    }
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
+/* The first differing event with its context, and the harmless ones. */
+static void json_events(rc_jw *w, const rc_bisect *b) {
+  const rc_alignment *al = &b->align;
+  rc_jw_key(w, "first_event");
+  if (b->replayed && al->index >= 0) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "kind");
+    rc_jw_str(w, al->kind == RC_ALIGN_STRUCTURE ? "structure" : "values");
+    rc_jw_key(w, "index");
+    rc_jw_int(w, al->index);
+    jw_csv_array(w, "differing_fields", al->fields);
+    jw_csv_array(w, "differing_context", al->context_fields);
+    rc_jw_key(w, "through");
+    if (al->index < b->ev_through.n)
+      jw_event(w, &b->ev_through.ev[al->index]);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "resume");
+    if (al->index < b->ev_resume.n)
+      jw_event(w, &b->ev_resume.ev[al->index]);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "before");
+    rc_jw_arr_begin(w);
+    int lo = al->index - b->opts.context;
+    for (int i = lo < 0 ? 0 : lo; i < al->index; i++) jw_pair(w, b, i);
+    rc_jw_arr_end(w);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+
+  rc_jw_key(w, "harmless");
+  rc_jw_arr_begin(w);
+  for (int i = 0; b->replayed && i < al->n_harmless; i++) {
+    rc_jw_obj_begin(w);
+    jw_csv_array(w, "differing_context", al->harmless[i].fields);
+    rc_jw_key(w, "through");
+    jw_event(w, &b->ev_through.ev[al->harmless[i].a]);
+    rc_jw_key(w, "resume");
+    jw_event(w, &b->ev_resume.ev[al->harmless[i].b]);
+    rc_jw_obj_end(w);
+  }
+  rc_jw_arr_end(w);
+}
+
+/* What bisect blames, and at which step. */
+static void json_cause(rc_jw *w, const rc_bisect *b) {
+  const rc_alignment *al = &b->align;
+  rc_jw_key(w, "cause");
+  if (cause_name(b->cause)) {
+    rc_jw_obj_begin(w);
+    rc_jw_key(w, "kind");
+    rc_jw_str(w, cause_name(b->cause));
+    rc_jw_key(w, "step");
+    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE)
+      rc_jw_int(w, b->focus - 1);
+    else if (b->cause == RC_CAUSE_LOADED_STATE)
+      rc_jw_int(w, b->resume_step);
+    else if (b->focus >= 0)
+      rc_jw_int(w, b->focus);
+    else
+      rc_jw_int(w, b->events_to);
+    rc_jw_key(w, "event");
+    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE && b->prev_update >= 0)
+      jw_event(w, &b->prev_through.ev[b->prev_update]);
+    else if (b->cause == RC_CAUSE_OPERATION && al->index < b->ev_through.n)
+      jw_event(w, &b->ev_through.ev[al->index]);
+    else
+      rc_jw_null(w);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
 int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw w;
   rc_jw_init(&w, true);
@@ -279,201 +493,12 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
     rc_jw_null(&w);
   jw_str_or_null(&w, "resume_from", b->resume_from);
 
-  rc_jw_key(&w, "loaded_state");
-  if (b->ckpt_compared) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "through");
-    rc_jw_str(&w, b->through_ckpt);
-    rc_jw_key(&w, "loaded");
-    rc_jw_str(&w, b->resume_from);
-    jw_str_or_null(&w, "loaded_written_by", b->ckpt_producer);
-    rc_jw_key(&w, "n_datasets");
-    rc_jw_int(&w, b->ckpt_datasets);
-    rc_jw_key(&w, "identical");
-    rc_jw_bool(&w, b->ckpt_identical);
-    jw_str_or_null(&w, "first_difference", b->ckpt_first);
-    jw_str_or_null(&w, "text", b->loaded_text);
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
-  rc_jw_key(&w, "census");
-  if (b->census_found) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "through");
-    rc_jw_str(&w, b->census_through);
-    rc_jw_key(&w, "resumed");
-    rc_jw_str(&w, b->census_resumed);
-    rc_jw_key(&w, "compared");
-    rc_jw_bool(&w, b->census_compared);
-    jw_str_or_null(&w, "text", b->census_text);
-    rc_jw_key(&w, "saved_differ");
-    rc_jw_int(&w, b->census.n_saved_differ);
-    rc_jw_key(&w, "local_differ");
-    rc_jw_int(&w, b->census.n_local_differ);
-    rc_census_json_differences(&w, "differences", &b->census);
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
-  rc_jw_key(&w, "replay");
-  if (b->replayed) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "dir");
-    rc_jw_str(&w, b->out_dir);
-    rc_jw_key(&w, "events_from_step");
-    rc_jw_int(&w, b->events_from);
-    rc_jw_key(&w, "stop_at");
-    rc_jw_int(&w, b->events_to);
-    jw_proc(&w, "through", &b->rp_through, &b->log_through);
-    jw_proc(&w, "resume", &b->rp_resume, &b->log_resume);
-    rc_jw_key(&w, "probe");
-    if (b->rp_probe.ran) {
-      rc_jw_obj_begin(&w);
-      jw_proc_fields(&w, &b->rp_probe, &b->log_probe);
-      rc_jw_key(&w, "agrees_with_resume");
-      rc_jw_bool(&w, b->probe_agrees);
-      jw_str_or_null(&w, "differs", b->probe_fields);
-      rc_jw_obj_end(&w);
-    } else {
-      rc_jw_null(&w);
-    }
-    rc_jw_key(&w, "traces_match");
-    if (b->traces_checked)
-      rc_jw_bool(&w, b->traces_match);
-    else
-      rc_jw_null(&w);
-    jw_str_or_null(&w, "trace_mismatch", b->trace_mismatch);
-    rc_jw_key(&w, "events_compared");
-    rc_jw_int(&w, b->n_compared_all);
-    rc_jw_key(&w, "checkpoints");
-    if (b->replay_ckpt_compared) {
-      rc_jw_obj_begin(&w);
-      rc_jw_key(&w, "through");
-      rc_jw_str(&w, b->replay_ckpt_through);
-      rc_jw_key(&w, "resume");
-      rc_jw_str(&w, b->replay_ckpt_resume);
-      rc_jw_key(&w, "identical");
-      rc_jw_bool(&w, b->replay_ckpt_identical);
-      jw_str_or_null(&w, "first_difference", b->replay_ckpt_first);
-      rc_jw_obj_end(&w);
-    } else {
-      rc_jw_null(&w);
-    }
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
-  rc_jw_key(&w, "focus_step");
-  if (b->focus >= 0)
-    rc_jw_int(&w, b->focus);
-  else
-    rc_jw_null(&w);
-  rc_jw_key(&w, "step_state");
-  if (b->have_state) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "step");
-    rc_jw_int(&w, b->focus);
-    jw_csv_array(&w, "differing_fields", b->state_fields);
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-  rc_jw_key(&w, "previous_step");
-  if (b->have_prev) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "step");
-    rc_jw_int(&w, b->focus - 1);
-    jw_csv_array(&w, "state_differing_fields", b->prev_state_fields);
-    rc_jw_key(&w, "first_update");
-    if (b->prev_update >= 0) {
-      rc_jw_obj_begin(&w);
-      jw_csv_array(&w, "differing_fields", b->prev_fields);
-      rc_jw_key(&w, "through");
-      jw_event(&w, &b->prev_through.ev[b->prev_update]);
-      rc_jw_key(&w, "resume");
-      jw_event(&w, &b->prev_resume.ev[b->prev_update]);
-      rc_jw_obj_end(&w);
-    } else {
-      rc_jw_null(&w);
-    }
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
-  const rc_alignment *al = &b->align;
-  rc_jw_key(&w, "first_event");
-  if (b->replayed && al->index >= 0) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "kind");
-    rc_jw_str(&w, al->kind == RC_ALIGN_STRUCTURE ? "structure" : "values");
-    rc_jw_key(&w, "index");
-    rc_jw_int(&w, al->index);
-    jw_csv_array(&w, "differing_fields", al->fields);
-    jw_csv_array(&w, "differing_context", al->context_fields);
-    rc_jw_key(&w, "through");
-    if (al->index < b->ev_through.n)
-      jw_event(&w, &b->ev_through.ev[al->index]);
-    else
-      rc_jw_null(&w);
-    rc_jw_key(&w, "resume");
-    if (al->index < b->ev_resume.n)
-      jw_event(&w, &b->ev_resume.ev[al->index]);
-    else
-      rc_jw_null(&w);
-    rc_jw_key(&w, "before");
-    rc_jw_arr_begin(&w);
-    int lo = al->index - b->opts.context;
-    for (int i = lo < 0 ? 0 : lo; i < al->index; i++) jw_pair(&w, b, i);
-    rc_jw_arr_end(&w);
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
-  rc_jw_key(&w, "harmless");
-  rc_jw_arr_begin(&w);
-  for (int i = 0; b->replayed && i < al->n_harmless; i++) {
-    rc_jw_obj_begin(&w);
-    jw_csv_array(&w, "differing_context", al->harmless[i].fields);
-    rc_jw_key(&w, "through");
-    jw_event(&w, &b->ev_through.ev[al->harmless[i].a]);
-    rc_jw_key(&w, "resume");
-    jw_event(&w, &b->ev_resume.ev[al->harmless[i].b]);
-    rc_jw_obj_end(&w);
-  }
-  rc_jw_arr_end(&w);
-
-  rc_jw_key(&w, "cause");
-  if (cause_name(b->cause)) {
-    rc_jw_obj_begin(&w);
-    rc_jw_key(&w, "kind");
-    rc_jw_str(&w, cause_name(b->cause));
-    rc_jw_key(&w, "step");
-    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE)
-      rc_jw_int(&w, b->focus - 1);
-    else if (b->cause == RC_CAUSE_LOADED_STATE)
-      rc_jw_int(&w, b->resume_step);
-    else if (b->focus >= 0)
-      rc_jw_int(&w, b->focus);
-    else
-      rc_jw_int(&w, b->events_to);
-    rc_jw_key(&w, "event");
-    if (b->cause == RC_CAUSE_PREVIOUS_UPDATE && b->prev_update >= 0)
-      jw_event(&w, &b->prev_through.ev[b->prev_update]);
-    else if (b->cause == RC_CAUSE_OPERATION && al->index < b->ev_through.n)
-      jw_event(&w, &b->ev_through.ev[al->index]);
-    else
-      rc_jw_null(&w);
-    rc_jw_obj_end(&w);
-  } else {
-    rc_jw_null(&w);
-  }
-
+  json_loaded_state(&w, b);
+  json_census(&w, b);
+  json_replay(&w, b);
+  json_focus(&w, b);
+  json_events(&w, b);
+  json_cause(&w, b);
   rc_jw_key(&w, "verdict");
   rc_jw_str(&w, rc_bisect_verdict_name(b->verdict));
   rc_jw_key(&w, "verdict_text");
