@@ -84,8 +84,8 @@ def torch_fields(step, model=None, optimizer=None, scheduler=None, scaler=None, 
         sd = optimizer.state_dict()
         names = param_names(model, optimizer)
         for idx in sorted(sd["state"]):
-            for k, v in sd["state"][idx].items():
-                f[f"optimizer.{k}.{names[idx]}"] = v
+            for k in sorted(sd["state"][idx]):  # a loaded optimizer's order may differ
+                f[f"optimizer.{k}.{names[idx]}"] = sd["state"][idx][k]
         for i, g in enumerate(sd["param_groups"]):
             f[f"optimizer.param_groups.{i}.lr"] = float(g["lr"])
     if scheduler is not None:

@@ -138,11 +138,13 @@ def _encode(value, path, out):
         raise CheckpointError(EX_USAGE, f"{path}: cannot save a {type(value).__name__}")
 
 
-def _decode_leaf(ds):
-    kind = ds.attrs.get("rc_kind", b"ndarray")
+def _decode_leaf(ds, want_tensor=False):
+    """A dataset's value. A plain array (no rc_kind) comes back as a torch
+    tensor where the live object holds one (want_tensor), else as numpy."""
+    kind = ds.attrs.get("rc_kind", b"array")
     kind = kind.decode() if isinstance(kind, bytes) else str(kind)
     a = ds[()]
-    if kind in ("tensor", "bfloat16"):
+    if kind == "bfloat16" or kind == "array" and want_tensor:
         return array_to_tensor(np.asarray(a), kind)
     if kind == "bytes_io":
         return io.BytesIO(np.asarray(a).tobytes())
@@ -164,7 +166,7 @@ def _decode_like(template, node):
     if node is None:
         return template
     if isinstance(node, h5py.Dataset):
-        return _decode_leaf(node)
+        return _decode_leaf(node, _is_tensor(template))
     if isinstance(template, dict):
         return {k: _decode_like(v, node.get(to_path(str(k)))) for k, v in template.items()}
     if isinstance(template, (list, tuple)):
@@ -232,9 +234,9 @@ def rng_state():
 def set_rng_state(st):
     if "torch_cpu" in st:
         torch = _torch()
-        torch.set_rng_state(st["torch_cpu"].to(torch.uint8))
+        torch.set_rng_state(torch.as_tensor(np.asarray(st["torch_cpu"]), dtype=torch.uint8))
         if "torch_cuda" in st:
-            torch.cuda.set_rng_state_all([t.to(torch.uint8) for t in st["torch_cuda"]])
+            torch.cuda.set_rng_state_all([torch.as_tensor(np.asarray(t), dtype=torch.uint8) for t in st["torch_cuda"]])
     if "numpy" in st:
         n = st["numpy"]
         np.random.set_state(
@@ -257,9 +259,9 @@ def collect(model=None, optimizer=None, scheduler=None, scaler=None, rng=True, d
         names = param_names(model, optimizer)
         groups = [{k: v for k, v in g.items() if k != "params"} for g in sd["param_groups"]]
         _encode(groups, "/optimizer/param_groups", out)
-        keys = []  # state keys in first-seen order: exp_avg, exp_avg_sq, step, ...
-        for s in sd["state"].values():
-            keys += [k for k in s if k not in keys]
+        # state keys sorted (exp_avg, exp_avg_sq, step): a loaded optimizer's
+        # per-parameter dicts need not keep the order the live one had
+        keys = sorted({k for s in sd["state"].values() for k in s})
         for k in keys:
             for idx in sorted(sd["state"]):
                 if k in sd["state"][idx]:
@@ -320,7 +322,7 @@ def write_shard(path, datasets, meta):
         for p, a, kind in datasets:
             parent, _, name = p.strip("/").rpartition("/")
             ds = group(parent).create_dataset(name, data=a, track_times=False)
-            if kind not in ("tensor", "ndarray"):
+            if kind not in ("tensor", "ndarray"):  # plain arrays carry no attribute
                 ds.attrs["rc_kind"] = _fixed_str(kind)
 
 
@@ -565,7 +567,7 @@ def load(
                         if isinstance(node, h5py.Dataset):
                             if p not in index:
                                 raise CheckpointError(EX_DATAERR, f"{ckpt_dir}: /optimizer/{key}/{p} names no parameter of this optimizer")
-                            state.setdefault(index[p], {})[from_path(key)] = _decode_leaf(node)
+                            state.setdefault(index[p], {})[from_path(key)] = _decode_leaf(node, True)
 
                     g[key].visititems(visit)
                 sd["state"] = {i: state[i] for i in sorted(state)}
