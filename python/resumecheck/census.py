@@ -22,7 +22,8 @@ def fingerprint(value):
     if "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
         a, kind = tensor_to_array(value)
     else:
-        a, kind = np.ascontiguousarray(value), "ndarray"
+        a, kind = np.asarray(value), "ndarray"
+        a = a if a.flags.c_contiguous else a.copy(order="C")
     h = hashlib.sha256(f"{kind}:{a.dtype.str}:{a.shape}:".encode())
     h.update(a.tobytes())
     return "fp=" + h.hexdigest()[:16]

@@ -82,7 +82,9 @@ def _is_tensor(v):
 
 
 def _le(a):
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)
+    if not a.flags.c_contiguous:  # not np.ascontiguousarray: it makes 0-d arrays 1-d
+        a = a.copy(order="C")
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     return a
@@ -298,10 +300,13 @@ def write_shard(path, datasets, meta):
     """Build the HDF5 shard at path (a temp name: the caller renames it)."""
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
     fapl.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_V18)
+    # test-only: RC_PY_TEST_TRACK_TIMES=1 turns time tracking back on (the
+    # negative control of the byte-identity test)
+    track = os.environ.get("RC_PY_TEST_TRACK_TIMES") == "1"
     fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
-    fcpl.set_obj_track_times(False)
+    fcpl.set_obj_track_times(track)
     gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
-    gcpl.set_obj_track_times(False)
+    gcpl.set_obj_track_times(track)
     fid = h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_EXCL, fcpl=fcpl, fapl=fapl)
     with h5py.File(fid) as f:
         made = {""}
@@ -321,7 +326,7 @@ def write_shard(path, datasets, meta):
         g.attrs["iteration"] = np.int64(meta["iteration"])
         for p, a, kind in datasets:
             parent, _, name = p.strip("/").rpartition("/")
-            ds = group(parent).create_dataset(name, data=a, track_times=False)
+            ds = group(parent).create_dataset(name, data=a, track_times=track)
             if kind not in ("tensor", "ndarray"):  # plain arrays carry no attribute
                 ds.attrs["rc_kind"] = _fixed_str(kind)
 
