@@ -13,6 +13,7 @@ expect_rc 1 "RNG not restored" rng
 contains "$T/rng.out" "RESUME diverged at step 4: loss"
 R="$T/rng/report.json"
 json_true "$R" "d['first_divergence']['step'] == 4 and 'loss' in d['first_divergence']['columns']" "first divergence"
-json_true "$R" "all(k in d['census_finding'] or k in str(d) for k in ('rng.torch_cpu', 'rng.numpy', 'rng.python'))" "census names the generators"
+json_true "$R" "[x['field'] for c in d['checks'] if c['census'] for x in c['census']['differences']] == ['rng.torch_cpu', 'rng.numpy', 'rng.python']" "census names exactly the generators"
+contains "$T/rng.out" "rng.torch_cpu: through fp="
 json_true "$R" "any(x['object'] == '/rng/torch_cpu' for c in d['checks'] if c['state'] for x in c['state']['diffs'])" "/rng/torch_cpu in the diffs"
 finish
