@@ -1,0 +1,15 @@
+# python.cmake — the Python package (python/resumecheck, docs/pytorch.md):
+# its unit tests, and examples/torch_train.py through `run --trainer exec`.
+# They need python3 with numpy, h5py and torch (.ci/run installs them) and
+# fail without them: a missing dependency is not a reason to pass.
+find_program(RC_PYTHON3 NAMES python3)
+if(NOT RC_PYTHON3)
+  set(RC_PYTHON3 python3)
+endif()
+foreach(t py_unit py_exec_torch py_exec_rng)
+  rc_add_sh_test(${t} ${t}.sh)
+  set_tests_properties(${t} PROPERTIES ENVIRONMENT
+                       "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
+endforeach()
+# each leg imports torch (seconds of CPU): two runs of three legs
+set_tests_properties(py_exec_torch PROPERTIES TIMEOUT 600)
