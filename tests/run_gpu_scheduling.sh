@@ -97,7 +97,7 @@ contains "$T/c/through/log.txt" "priority low"
 # usage errors
 run_rc bad "${F[@]}" "${A[@]}" --out "$T/b" --gpu-scheduling fastest
 expect_rc 64 "bad --gpu-scheduling" bad
-contains "$T/bad.err" "--gpu-scheduling: 'fastest' is not critical-first or shared"
+contains "$T/bad.err" "--gpu-scheduling: 'fastest' is not one of critical-first | shared"
 run_rc exec --trainer exec --train-cmd "$(tmpl)" --steps 4 --save-at 2 --out "$T/x" \
   --gpu-scheduling critical-first
 expect_rc 64 "critical-first with an exec trainer" exec
