@@ -164,14 +164,6 @@ void rc_bisect_print(const rc_bisect *b, FILE *out) {
   fprintf(out, "exit %d\n", b->exit_code);
 }
 
-static void jw_str_or_null(rc_jw *w, const char *key, const char *s) {
-  rc_jw_key(w, key);
-  if (s && s[0])
-    rc_jw_str(w, s);
-  else
-    rc_jw_null(w);
-}
-
 static void jw_event(rc_jw *w, const rc_event *e) {
   rc_jw_obj_begin(w);
   rc_jw_key(w, "line");
@@ -182,7 +174,7 @@ static void jw_event(rc_jw *w, const rc_event *e) {
   rc_jw_int(w, e->mb);
   rc_jw_key(w, "kind");
   rc_jw_str(w, e->kind);
-  jw_str_or_null(w, "name", e->name);
+  rc_jw_kv_str_or_null(w, "name", e->name);
   rc_jw_key(w, "call");
   if (e->call >= 0)
     rc_jw_int(w, e->call);
@@ -261,13 +253,13 @@ static void json_loaded_state(rc_jw *w, const rc_bisect *b) {
     rc_jw_str(w, b->through_ckpt);
     rc_jw_key(w, "loaded");
     rc_jw_str(w, b->resume_from);
-    jw_str_or_null(w, "loaded_written_by", b->ckpt_producer);
+    rc_jw_kv_str_or_null(w, "loaded_written_by", b->ckpt_producer);
     rc_jw_key(w, "n_datasets");
     rc_jw_int(w, b->ckpt_datasets);
     rc_jw_key(w, "identical");
     rc_jw_bool(w, b->ckpt_identical);
-    jw_str_or_null(w, "first_difference", b->ckpt_first);
-    jw_str_or_null(w, "text", b->loaded_text);
+    rc_jw_kv_str_or_null(w, "first_difference", b->ckpt_first);
+    rc_jw_kv_str_or_null(w, "text", b->loaded_text);
     rc_jw_obj_end(w);
   } else {
     rc_jw_null(w);
@@ -285,7 +277,7 @@ static void json_census(rc_jw *w, const rc_bisect *b) {
     rc_jw_str(w, b->census_resumed);
     rc_jw_key(w, "compared");
     rc_jw_bool(w, b->census_compared);
-    jw_str_or_null(w, "text", b->census_text);
+    rc_jw_kv_str_or_null(w, "text", b->census_text);
     rc_jw_key(w, "saved_differ");
     rc_jw_int(w, b->census.n_saved_differ);
     rc_jw_key(w, "local_differ");
@@ -316,7 +308,7 @@ static void json_replay(rc_jw *w, const rc_bisect *b) {
       jw_proc_fields(w, &b->rp_probe, &b->log_probe);
       rc_jw_key(w, "agrees_with_resume");
       rc_jw_bool(w, b->probe_agrees);
-      jw_str_or_null(w, "differs", b->probe_fields);
+      rc_jw_kv_str_or_null(w, "differs", b->probe_fields);
       rc_jw_obj_end(w);
     } else {
       rc_jw_null(w);
@@ -326,7 +318,7 @@ static void json_replay(rc_jw *w, const rc_bisect *b) {
       rc_jw_bool(w, b->traces_match);
     else
       rc_jw_null(w);
-    jw_str_or_null(w, "trace_mismatch", b->trace_mismatch);
+    rc_jw_kv_str_or_null(w, "trace_mismatch", b->trace_mismatch);
     rc_jw_key(w, "events_compared");
     rc_jw_int(w, b->n_compared_all);
     rc_jw_key(w, "checkpoints");
@@ -338,7 +330,7 @@ static void json_replay(rc_jw *w, const rc_bisect *b) {
       rc_jw_str(w, b->replay_ckpt_resume);
       rc_jw_key(w, "identical");
       rc_jw_bool(w, b->replay_ckpt_identical);
-      jw_str_or_null(w, "first_difference", b->replay_ckpt_first);
+      rc_jw_kv_str_or_null(w, "first_difference", b->replay_ckpt_first);
       rc_jw_obj_end(w);
     } else {
       rc_jw_null(w);
@@ -476,22 +468,22 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw_int(&w, 1);
   rc_jw_key(&w, "run_dir");
   rc_jw_str(&w, b->opts.run_dir);
-  jw_str_or_null(&w, "run_verdict", b->run_verdict);
-  jw_str_or_null(&w, "check", b->check);
+  rc_jw_kv_str_or_null(&w, "run_verdict", b->run_verdict);
+  rc_jw_kv_str_or_null(&w, "check", b->check);
   rc_jw_key(&w, "step");
   if (b->step >= 0)
     rc_jw_int(&w, b->step);
   else
     rc_jw_null(&w);
   jw_csv_array(&w, "trace_columns", b->trace_columns);
-  jw_str_or_null(&w, "through_leg", b->through_leg);
-  jw_str_or_null(&w, "resume_leg", b->resume_leg);
+  rc_jw_kv_str_or_null(&w, "through_leg", b->through_leg);
+  rc_jw_kv_str_or_null(&w, "resume_leg", b->resume_leg);
   rc_jw_key(&w, "resume_step");
   if (b->resume_step >= 0)
     rc_jw_int(&w, b->resume_step);
   else
     rc_jw_null(&w);
-  jw_str_or_null(&w, "resume_from", b->resume_from);
+  rc_jw_kv_str_or_null(&w, "resume_from", b->resume_from);
 
   json_loaded_state(&w, b);
   json_census(&w, b);
@@ -503,7 +495,7 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw_str(&w, rc_bisect_verdict_name(b->verdict));
   rc_jw_key(&w, "verdict_text");
   rc_jw_str(&w, b->verdict_text);
-  jw_str_or_null(&w, "note", b->note);
+  rc_jw_kv_str_or_null(&w, "note", b->note);
   rc_jw_key(&w, "git_bisect");
   rc_jw_bool(&w, b->opts.git_bisect);
   rc_jw_key(&w, "exit_code");

@@ -290,7 +290,8 @@ const rc_census_field_diff *rc_census_first_saved(const rc_census_diff *d) {
   return NULL;
 }
 
-static void str_or_null(rc_jw *w, const char *key, const char *v) {
+/* A value as written (an empty one stays ""), or null where absent. */
+static void value_or_null(rc_jw *w, const char *key, const char *v) {
   rc_jw_key(w, key);
   if (v)
     rc_jw_str(w, v);
@@ -306,13 +307,13 @@ void rc_census_json_differences(rc_jw *w, const char *key, const rc_census_diff 
     char text[2048];
     rc_census_describe(f, "through", "resumed", text, sizeof text);
     rc_jw_obj_begin(w);
-    str_or_null(w, "field", f->field);
-    str_or_null(w, "class", f->saved ? "saved" : "local");
-    str_or_null(w, "through", f->a);
-    str_or_null(w, "resumed", f->b);
-    str_or_null(w, "through_before_save", f->before);
-    str_or_null(w, "note", f->note);
-    str_or_null(w, "text", text);
+    value_or_null(w, "field", f->field);
+    value_or_null(w, "class", f->saved ? "saved" : "local");
+    value_or_null(w, "through", f->a);
+    value_or_null(w, "resumed", f->b);
+    value_or_null(w, "through_before_save", f->before);
+    rc_jw_kv_str_or_null(w, "note", f->note);
+    value_or_null(w, "text", text);
     rc_jw_obj_end(w);
   }
   rc_jw_arr_end(w);

@@ -194,6 +194,14 @@ void rc_jw_raw(rc_jw *w, const char *json) {
   jw_puts(w, json);
 }
 
+void rc_jw_kv_str_or_null(rc_jw *w, const char *key, const char *s) {
+  rc_jw_key(w, key);
+  if (s && *s)
+    rc_jw_str(w, s);
+  else
+    rc_jw_null(w);
+}
+
 /* A parsed value written back, keys in file order. */
 void rc_jw_value(rc_jw *w, const rc_json *v) {
   switch (v->type) {

@@ -36,6 +36,8 @@ void rc_jw_double(rc_jw *w, double v); /* %.17g; non-finite written as null */
 void rc_jw_bool(rc_jw *w, bool v);
 void rc_jw_null(rc_jw *w);
 void rc_jw_raw(rc_jw *w, const char *json); /* an already-serialised value */
+/* key, then the string, or null when s is NULL or "" (reports: "not known") */
+void rc_jw_kv_str_or_null(rc_jw *w, const char *key, const char *s);
 struct rc_json;
 void rc_jw_value(rc_jw *w, const struct rc_json *v); /* a parsed value, keys in file order */
 
