@@ -16,7 +16,7 @@
 #include "base/flags.h"
 #include "cli/cli.h"
 #include "core/config.h"
-#include "core/leg.h"
+#include "leg/leg.h"
 
 typedef struct {
   bool wait_for_checkpoint;

@@ -13,7 +13,7 @@
  * process-local state is what a fresh process has. With --step-lock, each
  * step waits its turn on a shared GPU (base/steplock.h): that changes when a
  * step starts, never what it computes. */
-#include "core/leg.h"
+#include "leg/leg.h"
 
 #include <errno.h>
 #include <inttypes.h>

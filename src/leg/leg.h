@@ -1,6 +1,7 @@
-/* leg.h — one training leg: `resumecheck train` (docs/design.md §6). */
-#ifndef RC_CORE_LEG_H
-#define RC_CORE_LEG_H
+/* leg.h — one training leg: `resumecheck train` (docs/design.md §6), the
+ * process around the core: locks, waiting, ranks, trace, args.json. */
+#ifndef RC_LEG_LEG_H
+#define RC_LEG_LEG_H
 
 #include <stdbool.h>
 #include <stdio.h>
