@@ -195,6 +195,7 @@ static int init_threads(void) {
  * started leaves its split to this one. */
 static void fill_normal_parallel(float *host, size_t base, size_t end, size_t numel, uint64_t key,
                                  float std, int threads) {
+  if (base >= end) return; /* nothing to fill (and no split[0] to run) */
   size_t pairs = (end - base + 1) / 2;
   size_t per = (pairs + (size_t)threads - 1) / (size_t)threads;
   if (per * 2 < INIT_MIN_SPLIT) per = INIT_MIN_SPLIT / 2;
@@ -547,8 +548,10 @@ static int init_weights(rc_model *m, rc_err *err) {
   return RC_OK;
 }
 
-static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
-                      bool draw_weights, rc_err *err) {
+/* The sizes, the memory check and the allocation record: everything that
+ * can refuse the config comes before any buffer is made. */
+static int model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
+                       rc_err *err) {
   memset(m, 0, sizeof *m);
   m->ops = ops;
   m->cfg = *cfg;
@@ -579,7 +582,33 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
   m->attn_ct = c->attention_precision == RC_PREC_BF16 ? RC_COMPUTE_BF16 : RC_COMPUTE_FP32;
-  /* parameters, in a fixed order: the order of the shards and fingerprints */
+  return RC_OK;
+}
+
+/* The output head: the embedding itself when tied, else its own linear. */
+static void add_output_head(rc_model *m) {
+  const rc_config *c = &m->cfg;
+  if (c->tie_embeddings) {
+    if (m->nlinears == RC_MAX_LINEARS) abort();
+    rc_linear *h = &m->linears[m->nlinears++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "output_layer");
+    h->w = m->embedding, h->groups = 1, h->in = m->H, h->out = m->V, h->flag = RC_FLAG_TRUE;
+    h->amax_history =
+        rc_model_host_alloc(m, (size_t)c->fp8_amax_history, sizeof(float), "amax_history");
+    m->head = h;
+  } else {
+    m->head = add_linear(m, "", "output_layer", 1, m->H, m->V, c->te_output_head, false);
+    memmove(m->head->name, "output_layer", sizeof "output_layer");
+    snprintf(m->head->w->name, sizeof m->head->w->name, "output_layer/weight");
+  }
+  m->head_param = m->head->w;
+}
+
+/* The parameters, in a fixed order: the order of the shards and the
+ * fingerprints. */
+static void add_params(rc_model *m) {
+  const rc_config *c = &m->cfg;
   m->embedding = add_param(m, "embedding/word_embeddings/weight", 2, m->V, m->H, 0, true);
   for (int l = 0; l < c->layers; l++) {
     char prefix[64];
@@ -601,22 +630,13 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
     build_layer(m, &mt->trm, trm, last_moe, repeated);
     mt->final_norm = add_norm(m, prefix, "final_layernorm");
   }
-  if (c->tie_embeddings) {
-    if (m->nlinears == RC_MAX_LINEARS) abort();
-    rc_linear *h = &m->linears[m->nlinears++];
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "output_layer");
-    h->w = m->embedding, h->groups = 1, h->in = m->H, h->out = m->V, h->flag = RC_FLAG_TRUE;
-    h->amax_history =
-        rc_model_host_alloc(m, (size_t)c->fp8_amax_history, sizeof(float), "amax_history");
-    m->head = h;
-  } else {
-    m->head = add_linear(m, "", "output_layer", 1, m->H, m->V, c->te_output_head, false);
-    memmove(m->head->name, "output_layer", sizeof "output_layer");
-    snprintf(m->head->w->name, sizeof m->head->w->name, "output_layer/weight");
-  }
-  m->head_param = m->head->w;
-  /* weights as used by forward: rounded copies unless fp32 (router always fp32) */
+  add_output_head(m);
+}
+
+/* The weights as forward uses them: rounded copies unless fp32 (the router
+ * is always fp32), and a wgrad scratch where fusion is off. */
+static void alloc_weight_copies(rc_model *m) {
+  const rc_config *c = &m->cfg;
   for (int i = 0; i < m->nlinears; i++) {
     rc_linear *lin = &m->linears[i];
     bool is_router = strstr(lin->name, "/router") != NULL;
@@ -628,43 +648,48 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
       lin->wgrad_scratch =
           rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, (size_t)lin->in * lin->out, "wgrad_scratch");
   }
-  /* a host allocation failed (or the record could not grow): an error
-   * before the weights are drawn into the buffers */
-  if (m->alloc_failed)
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
-  if (draw_weights) {
-    int rc = init_weights(m, err);
-    if (rc) return rc;
-  } else {
-    rc_model_profile_note("model init: weight draws skipped (a load sets them)", 0);
-  }
-  /* activations */
+}
+
+/* One MTP depth's activations (depth k >= 1). */
+static void alloc_mtp_act(rc_model *m, int k) {
+  size_t T = (size_t)m->T, H = (size_t)m->H;
+  alloc_layer_act(m, &m->acts[m->cfg.layers + k - 1], mtp_trm(m, k));
+  struct rc_mtp_act *ma = &m->mtp_acts[k];
+  const rc_mem_kind A = RC_MEM_ACTIVATIONS;
+  ma->emb = rc_model_alloc(m, A, T * H, "mtp emb");
+  ma->en = rc_model_alloc(m, A, T * H, "mtp en");
+  ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
+  ma->hn = rc_model_alloc(m, A, T * H, "mtp hn");
+  ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
+  ma->cat_r = rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
+  ma->x = rc_model_alloc(m, A, T * H, "mtp x");
+  ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
+  ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
+  ma->hk_r = alloc_rounded(m, m->head, A, T * H, "mtp hk_r");
+}
+
+/* The activations of every layer and depth, and the heads' inputs. */
+static int alloc_activations(rc_model *m, rc_err *err) {
+  const rc_config *c = &m->cfg;
   int n_acts = c->layers + m->D;
   m->acts = rc_model_host_alloc(m, (size_t)n_acts, sizeof *m->acts, "acts");
   m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
   if (!m->acts || !m->mtp_acts)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
-  size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
-  for (int k = 1; k <= m->D; k++) {
-    alloc_layer_act(m, &m->acts[c->layers + k - 1], mtp_trm(m, k));
-    struct rc_mtp_act *ma = &m->mtp_acts[k];
-    const rc_mem_kind A = RC_MEM_ACTIVATIONS;
-    ma->emb = rc_model_alloc(m, A, T * H, "mtp emb");
-    ma->en = rc_model_alloc(m, A, T * H, "mtp en");
-    ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
-    ma->hn = rc_model_alloc(m, A, T * H, "mtp hn");
-    ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
-    ma->cat_r = rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
-    ma->x = rc_model_alloc(m, A, T * H, "mtp x");
-    ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
-    ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
-    ma->hk_r = alloc_rounded(m, m->head, A, T * H, "mtp hk_r");
-  }
-  const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
+  for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);
+  size_t T = (size_t)m->T, H = (size_t)m->H;
+  const rc_mem_kind A = RC_MEM_ACTIVATIONS;
   m->emb_out = rc_model_alloc(m, A, T * H, "emb_out");
   m->h0 = rc_model_alloc(m, A, T * H, "h0"), m->h0_rstd = rc_model_alloc(m, A, T, "h0_rstd"),
   m->h0_r = alloc_rounded(m, m->head, A, T * H, "h0_r");
+  return RC_OK;
+}
+
+/* The heads' logits and the backward's scratch, sized for the largest use. */
+static void alloc_scratch(rc_model *m) {
+  size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
+  const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
   for (int k = 0; k <= m->D; k++) {
     m->logits[k] = rc_model_alloc(m, A, T * V, "logits");
     m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
@@ -686,6 +711,30 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
   /* the logits' gradient, rounded */
   m->scratch_round = alloc_rounded(m, m->head, SCR, T * V, "scratch_round");
+}
+
+/* The allocation order is the order of the record and of the backend's
+ * buffers: kept as it was, parameters first. */
+static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
+                      bool draw_weights, rc_err *err) {
+  int rc = model_setup(m, cfg, ops, rank, err);
+  if (rc) return rc;
+  const rc_config *c = &m->cfg;
+  add_params(m);
+  alloc_weight_copies(m);
+  /* a host allocation failed (or the record could not grow): an error
+   * before the weights are drawn into the buffers */
+  if (m->alloc_failed)
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
+  if (draw_weights) {
+    rc = init_weights(m, err);
+    if (rc) return rc;
+  } else {
+    rc_model_profile_note("model init: weight draws skipped (a load sets them)", 0);
+  }
+  rc = alloc_activations(m, err);
+  if (rc) return rc;
+  alloc_scratch(m);
   if (m->alloc_failed)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   /* state */
@@ -798,24 +847,18 @@ static int head_forward(rc_model *m, int c, const float *h_r, const float *dloss
   return call;
 }
 
-void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
-                            double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens) {
+/* Uploads the microbatch's ids and labels and fills dloss with the
+ * per-token loss weights: J = [CE0/N0 + lambda/D sum_k CE_k/N_k] / M, times
+ * the loss scale. n_valid[k] is depth k's count of unmasked tokens. */
+static void microbatch_upload(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
+                              float *dloss, double *n_valid) {
   const rc_ops *o = m->ops;
   const rc_config *c = &m->cfg;
-  int T = m->T, H = m->H, D = m->D, L = c->layers;
-  size_t TH = (size_t)T * H;
-  float eps = (float)c->norm_eps;
-  for (int i = 0; i < m->nlinears; i++) m->linears[i].ncalls = 0;
-  m->aux_loss = 0;
+  int T = m->T, D = m->D;
   for (int k = 0; k <= D; k++) {
     o->to_device(m->ids_dev[k], ids[k], sizeof(int32_t) * (size_t)T);
     o->to_device(m->labels_dev[k], labels[k], sizeof(int32_t) * (size_t)T);
   }
-  /* per-token loss weights: J = [CE0/N0 + lambda/D sum_k CE_k/N_k] / M, times the loss scale */
-  float *dloss = malloc(sizeof(float) * (size_t)T * (D + 2));
-  if (!dloss) abort();
-  float *host_tmp = dloss + (size_t)T * (D + 1);
-  double n_valid[RC_MAX_MTP_DEPTH + 1];
   for (int k = 0; k <= D; k++) {
     double n = 0;
     for (int t = 0; t < T; t++) n += mask[k][t];
@@ -824,25 +867,33 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
         (k == 0 ? 1.0 : c->mtp_loss_scale / D) / (n > 0 ? n : 1) / c->microbatches * m->loss_scale;
     for (int t = 0; t < T; t++) dloss[(size_t)k * T + t] = mask[k][t] ? (float)w : 0.0f;
   }
-  *tokens = (int64_t)n_valid[0];
+}
 
-  rc_model_profile_mark(m, RC_PROF_DATA);
-  /* forward: decoder */
+/* Forward through the decoder to the main head's (rounded) input. */
+static void forward_decoder(rc_model *m) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H;
   o->embedding_forward(m->emb_out, m->ids_dev[0], m->embedding->weight, T, H);
   const float *x = m->emb_out;
-  for (int l = 0; l < L; l++) {
+  for (int l = 0; l < m->cfg.layers; l++) {
     rc_layer_forward(m, &m->layers[l], &m->acts[l], x);
     x = m->acts[l].y;
   }
-  o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, eps);
-  m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, TH);
-  rc_model_profile_mark(m, RC_PROF_FWD_DECODER);
-  /* forward: MTP layer calls 1..D */
+  o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, (float)m->cfg.norm_eps);
+  m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, (size_t)T * H);
+}
+
+/* Forward: MTP layer calls 1..D, each on the previous depth's hidden state. */
+static void forward_mtp(rc_model *m) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H;
+  size_t TH = (size_t)T * H;
+  float eps = (float)m->cfg.norm_eps;
   const float *h_prev = m->h0;
-  for (int k = 1; k <= D; k++) {
+  for (int k = 1; k <= m->D; k++) {
     rc_mtp_layer *mt = mtp_layer(m, k);
     struct rc_mtp_act *ma = &m->mtp_acts[k];
-    struct rc_layer_act *a = &m->acts[L + k - 1];
+    struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
     o->embedding_forward(ma->emb, m->ids_dev[k], m->embedding->weight, T, H);
     o->rmsnorm_forward(ma->en, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps);
     o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps);
@@ -855,58 +906,42 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
     h_prev = ma->hk;
   }
-  rc_model_profile_mark(m, RC_PROF_FWD_MTP);
-  /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
-  int head_call[RC_MAX_MTP_DEPTH + 1];
-  for (int k = 1; k <= D; k++) {
-    double ls, cs;
-    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, dloss + (size_t)k * T, mask[k], &ls,
-                                &cs, host_tmp);
-    mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
-    mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
-  }
-  {
-    double ls, cs;
-    head_call[0] = head_forward(m, 0, m->head_in0, dloss, mask[0], &ls, &cs, host_tmp);
-    *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
-  }
+}
 
-  rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
-  /* backward: main head, then MTP heads D..1 */
-  for (int i = 0; i <= D; i++) {
-    int k = i == 0 ? 0 : D + 1 - i;
-    const float *dlogits =
-        rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
-    rc_linear_backward(m, m->head, head_call[k], dlogits,
-                       k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
-  }
-  rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
-  /* MTP layer calls D..1 */
-  for (int k = D; k >= 1; k--) {
-    rc_mtp_layer *mt = mtp_layer(m, k);
-    struct rc_mtp_act *ma = &m->mtp_acts[k];
-    struct rc_layer_act *a = &m->acts[L + k - 1];
-    float *d_y = m->d_resid, *d_x = m->d_resid + TH;
-    o->zero(d_y, TH * sizeof(float));
-    o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
-                        ma->hk_rstd, T, H);
-    rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
-    rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
-    float *d_cat = m->d_big;
-    rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, ma->cat_r, d_cat, T, NULL);
-    float *d_en = m->d_tmp, *d_hn = m->d_ln, *d_emb = m->d_xm;
-    o->copy2d(d_en, H, d_cat, 2 * H, T, H);
-    o->copy2d(d_hn, H, d_cat + H, 2 * H, T, H);
-    o->zero(d_emb, TH * sizeof(float));
-    o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_en, ma->emb, mt->enorm->weight, ma->en_rstd,
-                        T, H);
-    o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
-    const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
-    o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight,
-                        ma->hn_rstd, T, H);
-  }
-  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
-  /* final norm, decoder layers L..1, embedding */
+/* Backward through MTP depth k's layer call: its gradient reaches the
+ * embedding and, through hnorm, d_h[k - 1]. */
+static void backward_mtp_depth(rc_model *m, int k) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H;
+  size_t TH = (size_t)T * H;
+  rc_mtp_layer *mt = mtp_layer(m, k);
+  struct rc_mtp_act *ma = &m->mtp_acts[k];
+  struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
+  float *d_y = m->d_resid, *d_x = m->d_resid + TH;
+  o->zero(d_y, TH * sizeof(float));
+  o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
+                      ma->hk_rstd, T, H);
+  rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
+  rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
+  float *d_cat = m->d_big;
+  rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, ma->cat_r, d_cat, T, NULL);
+  float *d_en = m->d_tmp, *d_hn = m->d_ln, *d_emb = m->d_xm;
+  o->copy2d(d_en, H, d_cat, 2 * H, T, H);
+  o->copy2d(d_hn, H, d_cat + H, 2 * H, T, H);
+  o->zero(d_emb, TH * sizeof(float));
+  o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_en, ma->emb, mt->enorm->weight, ma->en_rstd, T,
+                      H);
+  o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
+  const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
+  o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight,
+                      ma->hn_rstd, T, H);
+}
+
+/* Backward: the final norm, decoder layers L..1, the embedding. */
+static void backward_decoder(rc_model *m) {
+  const rc_ops *o = m->ops;
+  int T = m->T, H = m->H, L = m->cfg.layers;
+  size_t TH = (size_t)T * H;
   float *dy = m->d_resid, *dx = m->d_resid + TH;
   o->zero(dy, TH * sizeof(float));
   const float *dec_out = L > 0 ? m->acts[L - 1].y : m->emb_out;
@@ -918,6 +953,49 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     dy = dx, dx = t;
   }
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[0], dy, T, H, m->V);
+}
+
+void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
+                            double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens) {
+  int T = m->T, D = m->D;
+  for (int i = 0; i < m->nlinears; i++) m->linears[i].ncalls = 0;
+  m->aux_loss = 0;
+  float *dloss = malloc(sizeof(float) * (size_t)T * (D + 2));
+  if (!dloss) abort();
+  float *host_tmp = dloss + (size_t)T * (D + 1);
+  double n_valid[RC_MAX_MTP_DEPTH + 1];
+  microbatch_upload(m, ids, labels, mask, dloss, n_valid);
+  *tokens = (int64_t)n_valid[0];
+  rc_model_profile_mark(m, RC_PROF_DATA);
+  forward_decoder(m);
+  rc_model_profile_mark(m, RC_PROF_FWD_DECODER);
+  forward_mtp(m);
+  rc_model_profile_mark(m, RC_PROF_FWD_MTP);
+  /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
+  int head_call[RC_MAX_MTP_DEPTH + 1];
+  for (int k = 1; k <= D; k++) {
+    double ls, cs;
+    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, dloss + (size_t)k * T, mask[k], &ls,
+                                &cs, host_tmp);
+    mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
+    mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
+  }
+  double ls, cs;
+  head_call[0] = head_forward(m, 0, m->head_in0, dloss, mask[0], &ls, &cs, host_tmp);
+  *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
+  rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
+  /* backward: main head, then MTP heads D..1 */
+  for (int i = 0; i <= D; i++) {
+    int k = i == 0 ? 0 : D + 1 - i;
+    const float *dlogits =
+        rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
+    rc_linear_backward(m, m->head, head_call[k], dlogits,
+                       k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
+  }
+  rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
+  for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
+  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
+  backward_decoder(m);
   rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
   free(dloss);
