@@ -506,48 +506,104 @@ static bool verified_equal(const mf_shard *a, const mf_shard *b) {
 
 /* Compares one pair of files present on both sides. ea / eb: their manifest
  * entries, when both directories have manifests. */
-static int compare_file(walk_t *w, const char *rel, const char *pa, const char *pb,
-                        const mf_shard *ea, const mf_shard *eb, rc_trace_diff *td, rc_err *err) {
+/* Two shards both manifests describe, without --deep: sizes must match the
+ * manifests, and equal trusted or verified hashes settle the pair unread.
+ * *settled says whether it did; a size mismatch is corrupt input. */
+static int manifest_shortcut(walk_t *w, const char *pa, const char *pb, const mf_shard *ea,
+                             const mf_shard *eb, bool *settled, rc_err *err) {
+  rc_compare_result *res = w->c.res;
+  bool trust = w->c.opts && w->c.opts->trust_manifests;
+  *settled = false;
+  int64_t sa = file_size(pa), sb = file_size(pb);
+  if (sa != ea->bytes || sb != eb->bytes) {
+    const char *bad = sa != ea->bytes ? pa : pb;
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: %" PRId64 " bytes, its manifest says %" PRId64
+                   " (truncated or changed after the checkpoint was written)",
+                   bad, sa != ea->bytes ? sa : sb, sa != ea->bytes ? ea->bytes : eb->bytes);
+  }
+  if (!strcmp(ea->sha256, eb->sha256) && trust) { /* equal by what the manifests say; unread */
+    res->n_by_manifest++;
+    *settled = true;
+  } else if (ea->verified && eb->verified && verified_equal(ea, eb)) {
+    /* both read and verified (verify_shards): equal hashes of their bytes */
+    res->n_files_identical++;
+    res->n_datasets_compared += ea->ndsets;
+    w->n_read++;
+    *settled = true;
+  }
+  return RC_OK;
+}
+
+/* Two HDF5 files that differ (or --deep): object by object, with what the
+ * manifests already know passed on so equal datasets are not read twice. */
+static int compare_hdf5_pair(walk_t *w, const char *rel, const char *pa, const char *pb,
+                             const mf_shard *ea, const mf_shard *eb, const rc_cmp_map *ma,
+                             const rc_cmp_map *mb, bool equal, bool known_different, int64_t first,
+                             rc_err *err) {
   rc_cmp_ctx *c = &w->c;
   rc_compare_result *res = c->res;
-  const char *name = *rel ? base_name(rel) : base_name(pa);
-  bool deep = c->opts && c->opts->deep;
   bool trust = c->opts && c->opts->trust_manifests;
-  res->n_files_compared++;
+  /* With --deep and equal bytes the walk still checks every object and
+   * attribute; the values are then equal by construction (equal_prefix). */
+  int n_before = res->n_diffs, ign_before = c->n_ignored;
+  rc_cmp_hashes xa = {0}, xb = {0};
+  rc_cmp_known known = {NULL, NULL, ma, mb, equal ? INT64_MAX : known_different ? 0 : first};
+  if (known_different && trust) { /* per-dataset hashes: only when trusted */
+    xa = (rc_cmp_hashes){ea->dsets, ea->ndsets};
+    xb = (rc_cmp_hashes){eb->dsets, eb->ndsets};
+    known.ha = &xa;
+    known.hb = &xb;
+  }
+  int rc = rc_cmp_hdf5(c, rel, pa, pb, &known, err);
+  if (!rc && !equal && res->n_diffs == n_before && c->n_ignored == ign_before)
+    rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+               "file bytes differ but every link, dataset and attribute is equal "
+               "(HDF5 metadata only: time stamps, layout or free space)");
+  return rc;
+}
 
-  if (ea && eb && !deep) {
-    int64_t sa = file_size(pa), sb = file_size(pb);
-    if (sa != ea->bytes || sb != eb->bytes) {
-      const char *bad = sa != ea->bytes ? pa : pb;
-      return rc_fail(err, RC_EXIT_DATAERR,
-                     "%s: %" PRId64 " bytes, its manifest says %" PRId64
-                     " (truncated or changed after the checkpoint was written)",
-                     bad, sa != ea->bytes ? sa : sb, sa != ea->bytes ? ea->bytes : eb->bytes);
-    }
-    if (!strcmp(ea->sha256, eb->sha256) && trust) { /* equal by what the manifests say; unread */
-      res->n_by_manifest++;
-      return RC_OK;
-    }
-    if (ea->verified && eb->verified && verified_equal(ea, eb)) {
-      /* both read and verified (verify_shards): equal hashes of their bytes */
-      res->n_files_identical++;
-      res->n_datasets_compared += ea->ndsets;
-      w->n_read++;
-      return RC_OK;
+/* Two files that differ and are neither HDF5 nor args.json: tensor files
+ * tensor by tensor; what cannot be decoded, or differs outside every tensor
+ * (a header's padding, metadata), as bytes. */
+static int compare_other_pair(walk_t *w, const char *rel, const char *name, const char *pa,
+                              const char *pb, const rc_cmp_map *ma, const rc_cmp_map *mb,
+                              int64_t first, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  rc_compare_result *res = c->res;
+  bool decoded = false;
+  char why[256] = "";
+  int rc = RC_OK, n_before = res->n_diffs, ign_before = c->n_ignored;
+  if (rc_cmp_is_tensor_name(name))
+    rc = rc_cmp_tensors(c, rel, pa, pb, ma, mb, &decoded, why, sizeof why, err);
+  bool all_equal = decoded && res->n_diffs == n_before && c->n_ignored == ign_before;
+  size_t nlen = strlen(name);
+  if (!rc && all_equal && nlen > 4 && !strcmp(name + nlen - 4, ".npz")) {
+    /* like an HDF5 file whose metadata alone differ: numpy stamps each
+     * member with the time it was saved */
+    rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+               "file bytes differ but every tensor is equal (zip metadata only: time stamps, "
+               "compression, order)");
+  } else if (!rc && (!decoded || all_equal)) {
+    rc_diff *d = rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "differs");
+    if (d) rc = rc_cmp_bytes_fill(pa, pb, first, d, err);
+    if (d && !rc && (why[0] || decoded)) {
+      size_t len = strlen(d->detail);
+      snprintf(d->detail + len, sizeof d->detail - len, " (%s)",
+               why[0] ? why : "every tensor equal: the header differs");
     }
   }
+  return rc;
+}
 
-  if (!strcmp(name, RC_TRACE_NAME)) {
-    bool same;
-    int64_t first;
-    int rc = bytes_equal(pa, pb, &same, &first, err);
-    if (rc) return rc;
-    if (same) res->n_files_identical++;
-    return compare_trace_files(w, rel, pa, pb, td, err);
-  }
-  /* The manifests already said "different": verified, or trusted. */
-  bool known_different = ea && eb && !deep && strcmp(ea->sha256, eb->sha256) &&
-                         (trust || (ea->verified && eb->verified));
+/* Two mapped files whose bytes are compared here, and what follows when
+ * they differ (or --deep asks for the walk anyway). */
+static int compare_mapped(walk_t *w, const char *rel, const char *name, const char *pa,
+                          const char *pb, const mf_shard *ea, const mf_shard *eb,
+                          bool known_different, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  rc_compare_result *res = c->res;
+  bool deep = c->opts && c->opts->deep;
   bool is_shard = ea || eb;
   rc_cmp_map ma, mb;
   int rc = rc_cmp_map_open(pa, &ma, err);
@@ -571,22 +627,7 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
     rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
                "differs (run-specific facts: leg, command line, host; not state)");
   } else if (ha && hb) {
-    /* With --deep and equal bytes the walk still checks every object and
-     * attribute; the values are then equal by construction (equal_prefix). */
-    int n_before = res->n_diffs, ign_before = c->n_ignored;
-    rc_cmp_hashes xa = {0}, xb = {0};
-    rc_cmp_known known = {NULL, NULL, &ma, &mb, equal ? INT64_MAX : known_different ? 0 : first};
-    if (known_different && trust) { /* per-dataset hashes: only when trusted */
-      xa = (rc_cmp_hashes){ea->dsets, ea->ndsets};
-      xb = (rc_cmp_hashes){eb->dsets, eb->ndsets};
-      known.ha = &xa;
-      known.hb = &xb;
-    }
-    rc = rc_cmp_hdf5(c, rel, pa, pb, &known, err);
-    if (!rc && !equal && res->n_diffs == n_before && c->n_ignored == ign_before)
-      rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
-                 "file bytes differ but every link, dataset and attribute is equal "
-                 "(HDF5 metadata only: time stamps, layout or free space)");
+    rc = compare_hdf5_pair(w, rel, pa, pb, ea, eb, &ma, &mb, equal, known_different, first, err);
   } else if ((!ha && shard_like(name, ea)) || (!hb && shard_like(name, eb))) {
     /* a shard that is not HDF5 at all is a corrupt file, not a difference */
     bool bad_a = !ha && shard_like(name, ea);
@@ -598,34 +639,38 @@ static int compare_file(walk_t *w, const char *rel, const char *pa, const char *
     rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "HDF5 file in %s only (%zu vs %zu bytes)", ha ? "A" : "B",
                ma.size, mb.size);
   } else {
-    /* Tensor files tensor by tensor; what cannot be decoded, or differs
-     * outside every tensor (a header's padding, metadata), as bytes. */
-    bool decoded = false;
-    char why[256] = "";
-    int n_before = res->n_diffs, ign_before = c->n_ignored;
-    if (rc_cmp_is_tensor_name(name))
-      rc = rc_cmp_tensors(c, rel, pa, pb, &ma, &mb, &decoded, why, sizeof why, err);
-    bool all_equal = decoded && res->n_diffs == n_before && c->n_ignored == ign_before;
-    size_t nlen = strlen(name);
-    if (!rc && all_equal && nlen > 4 && !strcmp(name + nlen - 4, ".npz")) {
-      /* like an HDF5 file whose metadata alone differ: numpy stamps each
-       * member with the time it was saved */
-      rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
-                 "file bytes differ but every tensor is equal (zip metadata only: time stamps, "
-                 "compression, order)");
-    } else if (!rc && (!decoded || all_equal)) {
-      rc_diff *d = rc_cmp_add(c, RC_DIFF_BYTES, rel, "", "differs");
-      if (d) rc = rc_cmp_bytes_fill(pa, pb, first, d, err);
-      if (d && !rc && (why[0] || decoded)) {
-        size_t len = strlen(d->detail);
-        snprintf(d->detail + len, sizeof d->detail - len, " (%s)",
-                 why[0] ? why : "every tensor equal: the header differs");
-      }
-    }
+    rc = compare_other_pair(w, rel, name, pa, pb, &ma, &mb, first, err);
   }
   rc_cmp_map_close(&ma);
   rc_cmp_map_close(&mb);
   return rc;
+}
+
+static int compare_file(walk_t *w, const char *rel, const char *pa, const char *pb,
+                        const mf_shard *ea, const mf_shard *eb, rc_trace_diff *td, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  rc_compare_result *res = c->res;
+  const char *name = *rel ? base_name(rel) : base_name(pa);
+  bool deep = c->opts && c->opts->deep;
+  bool trust = c->opts && c->opts->trust_manifests;
+  res->n_files_compared++;
+  if (ea && eb && !deep) {
+    bool settled;
+    int rc = manifest_shortcut(w, pa, pb, ea, eb, &settled, err);
+    if (rc || settled) return rc;
+  }
+  if (!strcmp(name, RC_TRACE_NAME)) {
+    bool same;
+    int64_t first;
+    int rc = bytes_equal(pa, pb, &same, &first, err);
+    if (rc) return rc;
+    if (same) res->n_files_identical++;
+    return compare_trace_files(w, rel, pa, pb, td, err);
+  }
+  /* The manifests already said "different": verified, or trusted. */
+  bool known_different = ea && eb && !deep && strcmp(ea->sha256, eb->sha256) &&
+                         (trust || (ea->verified && eb->verified));
+  return compare_mapped(w, rel, name, pa, pb, ea, eb, known_different, err);
 }
 
 /* ---------------------------------------------------------------------------
@@ -750,117 +795,155 @@ static int same_bytes(const char *pa, const char *pb, bool *same, rc_err *err) {
  * context per thread, one shard per job) rather than streamed through
  * read() (rc_sha256_files): the same hashes without copying the page cache,
  * measured at 1.2 s of system time saved per 2 GiB (bench/NOTES_compare.md). */
+/* The shards of a directory pair that have no chunk hashes: mapped, then
+ * hashed together (rc_sha256_many) and checked against their manifests. */
+typedef struct {
+  int cap, n;
+  char (*paths)[4096];
+  char (*hex)[RC_SHA256_HEX];
+  mf_shard **entry;
+  int *sides;
+  rc_cmp_map *maps;
+  const void **data;
+  size_t *sizes;
+} whole_batch;
+
+static int whole_batch_alloc(whole_batch *b, int cap, rc_err *err) {
+  *b = (whole_batch){.cap = cap};
+  b->paths = calloc((size_t)cap, sizeof *b->paths);
+  b->hex = calloc((size_t)cap, sizeof *b->hex);
+  b->entry = calloc((size_t)cap, sizeof *b->entry);
+  b->sides = calloc((size_t)cap, sizeof *b->sides);
+  b->maps = calloc((size_t)cap, sizeof *b->maps);
+  b->data = calloc((size_t)cap, sizeof *b->data);
+  b->sizes = calloc((size_t)cap, sizeof *b->sizes);
+  if (!b->paths || !b->hex || !b->entry || !b->sides || !b->maps || !b->data || !b->sizes)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  return RC_OK;
+}
+
+static void whole_batch_free(whole_batch *b) {
+  for (int i = 0; b->maps && i < b->n; i++) rc_cmp_map_close(&b->maps[i]);
+  free(b->paths);
+  free(b->hex);
+  free(b->entry);
+  free(b->sides);
+  free(b->maps);
+  free(b->data);
+  free(b->sizes);
+}
+
+static void note_verified(walk_t *w, mf_shard *e) {
+  e->verified = true;
+  w->c.res->n_shards_verified++;
+  w->c.res->bytes_verified += e->bytes;
+}
+
+/* A shard a manifest lists must be a regular file of the listed size. */
+static int check_listed(const dir_list *list, const mf_shard *e, const char *path, int side,
+                        rc_err *err) {
+  const dent *d = dir_find(list, e->file);
+  if (!d || d->type != ENT_FILE) /* never open a FIFO or device: it may not end */
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: not a regular file (side %s)", path,
+                   side ? "B" : "A");
+  int64_t size = file_size(path);
+  if (size != e->bytes)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: %" PRId64 " bytes, its manifest says %" PRId64
+                   " (truncated or changed after the checkpoint was written; side %s)",
+                   path, size, e->bytes, side ? "B" : "A");
+  return RC_OK;
+}
+
+/* A side-A shard with chunk hashes: every chunk on every CPU while the file
+ * is read ahead (io/manifest.h). When B's manifest records the same bytes,
+ * B's file is compared with A's on another thread meanwhile, so B is
+ * verified by transitivity without a second hash. */
+static int verify_chunked(walk_t *w, const char *r, const char *path, const char *dir_b,
+                          mf_shard *e, mf_shard *eb, int side, rc_err *err) {
+  pair_cmp pc = {0};
+  bool paired = false;
+  if (eb && eb->chunks && verified_equal(e, eb) && !rc_cmp_ignored(&w->c, r, "")) {
+    rc_path_join(pc.pb, sizeof pc.pb, dir_b, e->file);
+    pc.pa = path;
+    paired = !pthread_create(&pc.tid, NULL, pair_cmp_thread, &pc);
+  }
+  int vrc = rc_shard_verify_file(path, e->chunks, 0, err);
+  if (paired) {
+    pthread_join(pc.tid, NULL);
+    eb->same_as_a = !pc.rc && pc.same;
+  }
+  if (vrc) {
+    rc_err_prefix(err, "corrupt checkpoint (side %s)", side ? "B" : "A");
+    return vrc;
+  }
+  note_verified(w, e);
+  return RC_OK;
+}
+
+/* A shard without chunk hashes joins the batch hashed at the end. */
+static int batch_add(whole_batch *b, mf_shard *e, int side, rc_err *err) {
+  int i = b->n;
+  b->entry[i] = e;
+  b->sides[i] = side;
+  int rc = rc_cmp_map_open(b->paths[i], &b->maps[i], err);
+  if (rc) return rc;
+  b->n++;
+  if ((int64_t)b->maps[i].size != e->bytes) /* changed since the stat */
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: changed while being compared (side %s)", b->paths[i],
+                   side ? "B" : "A");
+  b->data[i] = b->maps[i].data ? (const void *)b->maps[i].data : "";
+  b->sizes[i] = b->maps[i].size;
+  return RC_OK;
+}
+
+static int batch_verify(walk_t *w, whole_batch *b, rc_err *err) {
+  rc_sha256_many(b->data, b->sizes, b->n, 0, b->hex);
+  for (int i = 0; i < b->n; i++) {
+    if (strcmp(b->hex[i], b->entry[i]->sha256))
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: its bytes do not match its manifest (SHA-256 %.16s..., manifest says "
+                     "%.16s...): corrupt checkpoint (side %s)",
+                     b->paths[i], b->hex[i], b->entry[i]->sha256, b->sides[i] ? "B" : "A");
+    note_verified(w, b->entry[i]);
+  }
+  return RC_OK;
+}
+
+/* Verifies every shard either manifest lists against its manifest, A's
+ * first: then a B shard recorded with the same bytes as a verified A shard
+ * and found equal to it needs no hash of its own. */
 static int verify_shards(walk_t *w, const char *rel, const char *const dirs[2],
                          const dir_list *const lists[2], manifest_t *const mfs[2], rc_err *err) {
   int total = (mfs[0] ? mfs[0]->n : 0) + (mfs[1] ? mfs[1]->n : 0);
   if (total == 0) return RC_OK;
-  char(*paths)[4096] = calloc((size_t)total, sizeof *paths);
-  const char **pv = calloc((size_t)total, sizeof *pv);
-  char(*hex)[RC_SHA256_HEX] = calloc((size_t)total, sizeof *hex);
-  mf_shard **entry = calloc((size_t)total, sizeof *entry);
-  int *sides = calloc((size_t)total, sizeof *sides);
-  rc_cmp_map *maps = calloc((size_t)total, sizeof *maps);
-  const void **data = calloc((size_t)total, sizeof *data);
-  size_t *sizes = calloc((size_t)total, sizeof *sizes);
-  int rc = RC_OK, n = 0;
-  if (!paths || !pv || !hex || !entry || !sides || !maps || !data || !sizes) {
-    rc = rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-    goto done;
-  }
-  for (int side = 0; side < 2; side++) {
-    for (int i = 0; mfs[side] && i < mfs[side]->n; i++) {
+  whole_batch b;
+  int rc = whole_batch_alloc(&b, total, err);
+  for (int side = 0; side < 2 && !rc; side++) {
+    for (int i = 0; mfs[side] && i < mfs[side]->n && !rc; i++) {
       mf_shard *e = &mfs[side]->shards[i];
       char r[1024];
       rel_join(r, sizeof r, rel, e->file);
       if (rc_cmp_ignored(&w->c, r, "")) continue;
-      rc_path_join(paths[n], sizeof paths[n], dirs[side], e->file);
-      const dent *d = dir_find(lists[side], e->file);
-      if (!d || d->type != ENT_FILE) { /* never open a FIFO or device: it may not end */
-        rc = rc_fail(err, RC_EXIT_DATAERR, "%s: not a regular file (side %s)", paths[n],
-                     side ? "B" : "A");
-        goto done;
-      }
-      int64_t size = file_size(paths[n]);
-      if (size != e->bytes) {
-        rc = rc_fail(err, RC_EXIT_DATAERR,
-                     "%s: %" PRId64 " bytes, its manifest says %" PRId64
-                     " (truncated or changed after the checkpoint was written; side %s)",
-                     paths[n], size, e->bytes, side ? "B" : "A");
-        goto done;
-      }
+      char *path = b.paths[b.n];
+      rc_path_join(path, sizeof b.paths[b.n], dirs[side], e->file);
+      if ((rc = check_listed(lists[side], e, path, side, err))) break;
       const mf_shard *ea = side ? manifest_find(mfs[0], e->file) : NULL;
       if (side && ea && ea->verified && e->same_as_a) {
         /* B's manifest records the same bytes as A's, A's bytes were verified
-         * against it, and B's bytes are A's (compared while A was hashed):
-         * B is verified without a second hash */
-        e->verified = true;
-        w->c.res->n_shards_verified++;
-        w->c.res->bytes_verified += e->bytes;
+         * against it, and B's bytes are A's (compared while A was hashed) */
+        note_verified(w, e);
         continue;
       }
       mf_shard *eb = side || !mfs[1] ? NULL : (mf_shard *)manifest_find(mfs[1], e->file);
-      pair_cmp pc = {0};
-      bool paired = false;
-      if (e->chunks && eb && eb->chunks && verified_equal(e, eb) && !rc_cmp_ignored(&w->c, r, "")) {
-        /* equal manifests: compare B's bytes with A's on another thread while
-         * A is verified (B is then verified by transitivity, above) */
-        rc_path_join(pc.pb, sizeof pc.pb, dirs[1], e->file);
-        pc.pa = paths[n];
-        paired = !pthread_create(&pc.tid, NULL, pair_cmp_thread, &pc);
-      }
-      if (e->chunks) {
-        /* every chunk on every CPU while the file is read ahead (io/manifest.h) */
-        int vrc = rc_shard_verify_file(paths[n], e->chunks, 0, err);
-        if (paired) {
-          pthread_join(pc.tid, NULL);
-          eb->same_as_a = !pc.rc && pc.same;
-        }
-        if ((rc = vrc)) {
-          rc_err_prefix(err, "corrupt checkpoint (side %s)", side ? "B" : "A");
-          goto done;
-        }
-        e->verified = true;
-        w->c.res->n_shards_verified++;
-        w->c.res->bytes_verified += e->bytes;
-        continue;
-      }
-      pv[n] = paths[n];
-      entry[n] = e;
-      sides[n] = side;
-      if ((rc = rc_cmp_map_open(paths[n], &maps[n], err))) goto done;
-      n++;
-      if ((int64_t)maps[n - 1].size != e->bytes) { /* changed since the stat */
-        rc = rc_fail(err, RC_EXIT_DATAERR, "%s: changed while being compared (side %s)",
-                     paths[n - 1], side ? "B" : "A");
-        goto done;
-      }
-      data[n - 1] = maps[n - 1].data ? (const void *)maps[n - 1].data : "";
-      sizes[n - 1] = maps[n - 1].size;
+      if (e->chunks)
+        rc = verify_chunked(w, r, path, dirs[1], e, eb, side, err);
+      else
+        rc = batch_add(&b, e, side, err);
     }
   }
-  rc_sha256_many(data, sizes, n, 0, hex);
-  for (int i = 0; i < n; i++) {
-    if (strcmp(hex[i], entry[i]->sha256)) {
-      rc = rc_fail(err, RC_EXIT_DATAERR,
-                   "%s: its bytes do not match its manifest (SHA-256 %.16s..., manifest says "
-                   "%.16s...): corrupt checkpoint (side %s)",
-                   pv[i], hex[i], entry[i]->sha256, sides[i] ? "B" : "A");
-      goto done;
-    }
-    entry[i]->verified = true;
-    w->c.res->n_shards_verified++;
-    w->c.res->bytes_verified += entry[i]->bytes;
-  }
-done:
-  for (int i = 0; maps && i < n; i++) rc_cmp_map_close(&maps[i]);
-  free(paths);
-  free(pv);
-  free(hex);
-  free(entry);
-  free(sides);
-  free(maps);
-  free(data);
-  free(sizes);
+  if (!rc) rc = batch_verify(w, &b, err);
+  whole_batch_free(&b);
   return rc;
 }
 
@@ -978,143 +1061,163 @@ static int compare_hashes_only_derived(walk_t *w, const char *rel, const char *d
  * settle shards and are themselves reported only when the shards they list
  * agree (otherwise their differences are the shards' differences, which are
  * reported, or ignored, on their own). */
+/* A directory pair being compared: both listings, each side's manifest
+ * (when it has one), and whether a side is a hashes-only checkpoint. */
+typedef struct {
+  const char *rel, *dir[2];
+  dir_list list[2];
+  manifest_t mf[2];
+  bool mf_in[2], ho[2], have_mf;
+  const char *derived[MAX_DERIVED]; /* derived names in the listings: compared last */
+  int n_derived;
+} dir_pair;
+
+static void dir_pair_free(dir_pair *p) {
+  for (int side = 0; side < 2; side++) manifest_free(&p->mf[side]), free(p->list[side].v);
+}
+
+/* A side's manifest, when it has one (a side's shards are verified against
+ * its own manifest even when the other side has none). A manifest that
+ * names a file the directory lacks is an incomplete checkpoint; a
+ * hashes-only one names files that were never written. */
+static int load_side_manifest(dir_pair *p, int side, rc_err *err) {
+  const dent *f = dir_find(&p->list[side], RC_MANIFEST_NAME);
+  if (!f || f->type != ENT_FILE) return RC_OK;
+  char pm[4096];
+  rc_path_join(pm, sizeof pm, p->dir[side], RC_MANIFEST_NAME);
+  manifest_t *m = &p->mf[side];
+  int rc = manifest_load(pm, m, err);
+  if (rc) return rc;
+  p->mf_in[side] = true;
+  for (int i = 0; i < m->n; i++) {
+    bool present = dir_find(&p->list[side], m->shards[i].file) != NULL;
+    if (!present && !m->hashes_only)
+      return rc_fail(err, RC_EXIT_NOINPUT, "%s/%s: listed in its manifest but missing",
+                     p->dir[side], m->shards[i].file);
+    if (present && m->hashes_only)
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s/%s: present although its manifest says the checkpoint kept hashes only",
+                     p->dir[side], m->shards[i].file);
+  }
+  return RC_OK;
+}
+
+/* Lists both sides, loads the manifests and verifies every shard they list
+ * (unless they are trusted). */
+static int dir_pair_open(walk_t *w, dir_pair *p, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  int rc = list_dir(p->dir[0], &p->list[0], err);
+  if (!rc) rc = list_dir(p->dir[1], &p->list[1], err);
+  for (int side = 0; side < 2 && !rc; side++) rc = load_side_manifest(p, side, err);
+  if (rc) return rc;
+  p->have_mf = p->mf_in[0] && p->mf_in[1];
+  for (int side = 0; side < 2; side++) p->ho[side] = p->mf_in[side] && p->mf[side].hashes_only;
+  c->res->hashes_only_a |= p->ho[0];
+  c->res->hashes_only_b |= p->ho[1];
+  bool ho = p->ho[0] || p->ho[1];
+  if (ho && (!p->have_mf || !p->mf[0].have_io || !p->mf[1].have_io))
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: cannot compare the hashes-only checkpoint %s with %s: %s",
+                   *p->rel ? p->rel : ".", p->dir[p->ho[0] ? 0 : 1], p->dir[p->ho[0] ? 1 : 0],
+                   !p->have_mf ? "it has no manifest.json to verify its shards against"
+                               : "its manifest.json is not one this build reads");
+  if (c->opts && c->opts->trust_manifests) return RC_OK;
+  const dir_list *lists[2] = {&p->list[0], &p->list[1]};
+  /* a hashes-only side has no shard to verify */
+  manifest_t *mfs[2];
+  for (int side = 0; side < 2; side++)
+    mfs[side] = p->mf_in[side] && !p->ho[side] ? &p->mf[side] : NULL;
+  return verify_shards(w, p->rel, p->dir, lists, mfs, err);
+}
+
+static int compare_files_dir(walk_t *w, const char *rel, const char *da, const char *db,
+                             rc_err *err);
+
+/* One name of the merged listing (ea or eb NULL where a side lacks it). */
+static int compare_entry(walk_t *w, dir_pair *p, const dent *ea, const dent *eb, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  const char *name = ea ? ea->name : eb->name;
+  char r[1024], pa[4096], pb[4096];
+  rel_join(r, sizeof r, p->rel, name);
+  rc_path_join(pa, sizeof pa, p->dir[0], name);
+  rc_path_join(pb, sizeof pb, p->dir[1], name);
+  if (rc_cmp_ignored(c, r, "")) {
+    c->n_ignored++;
+    return RC_OK;
+  }
+  if (is_derived_name(name)) { /* later, once the shards are settled */
+    if (p->n_derived < MAX_DERIVED) p->derived[p->n_derived++] = name;
+    return RC_OK;
+  }
+  if ((p->ho[0] || p->ho[1]) && (manifest_find(&p->mf[0], name) || manifest_find(&p->mf[1], name)))
+    return RC_OK; /* a shard, settled by SHA-256 */
+  if (!ea || !eb) {
+    const dent *e = ea ? ea : eb;
+    rc_diff_kind kind = ea ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A;
+    if (!strcmp(name, RC_ARGS_NAME)) kind = RC_DIFF_INFORMATIONAL;
+    rc_cmp_add(c, kind, r, "", "%s only in %s", e->type == ENT_DIR ? "directory" : "file",
+               ea ? "A" : "B");
+    return RC_OK;
+  }
+  if (ea->type == ENT_DIR && eb->type == ENT_DIR) return compare_files_dir(w, r, pa, pb, err);
+  if (ea->type == ENT_FILE && eb->type == ENT_FILE) {
+    rc_trace_diff td;
+    return compare_file(w, r, pa, pb, p->have_mf ? manifest_find(&p->mf[0], name) : NULL,
+                        p->have_mf ? manifest_find(&p->mf[1], name) : NULL, &td, err);
+  }
+  if (ea->type == ENT_OTHER || eb->type == ENT_OTHER)
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: not a regular file or directory in %s", r,
+                   ea->type == ENT_OTHER ? "A" : "B");
+  rc_cmp_add(c, RC_DIFF_BYTES, r, "", "%s in A, %s in B",
+             ea->type == ENT_DIR ? "directory" : "file",
+             eb->type == ENT_DIR ? "directory" : "file");
+  return RC_OK;
+}
+
+/* Manifests (and per-rank manifest fragments) last, then the COMPLETE
+ * marker, which holds the manifest's SHA-256: its content differs exactly
+ * when the manifest does, and only its absence is news then. */
+static int compare_derived_all(walk_t *w, dir_pair *p, bool shards_agree, rc_err *err) {
+  bool manifests_differ = false, differs;
+  int rc = RC_OK;
+  for (int j = 0; j < p->n_derived && !rc; j++) {
+    if (!strcmp(p->derived[j], RC_COMPLETE_NAME)) continue;
+    rc = compare_derived(w, p->rel, p->dir[0], p->dir[1], p->derived[j], &p->list[0], &p->list[1],
+                         shards_agree, &differs, err);
+    if (!rc && !strcmp(p->derived[j], RC_MANIFEST_NAME)) manifests_differ = differs;
+  }
+  for (int j = 0; j < p->n_derived && !rc; j++)
+    if (!strcmp(p->derived[j], RC_COMPLETE_NAME))
+      rc = compare_derived(w, p->rel, p->dir[0], p->dir[1], p->derived[j], &p->list[0], &p->list[1],
+                           !manifests_differ, &differs, err);
+  return rc;
+}
+
 static int compare_files_dir(walk_t *w, const char *rel, const char *da, const char *db,
                              rc_err *err) {
   rc_cmp_ctx *c = &w->c;
-  dir_list la = {0}, lb = {0};
-  manifest_t ma = {0}, mb = {0};
-  bool have_mf = false;
-  int rc = list_dir(da, &la, err);
-  if (!rc) rc = list_dir(db, &lb, err);
-  if (rc) goto done;
-
-  /* Each side's manifest, when it has one (a side's shards are verified
-   * against its own manifest even when the other side has none). */
-  bool mf_in[2] = {false, false};
-  for (int side = 0; side < 2; side++) {
-    const dent *f = dir_find(side ? &lb : &la, RC_MANIFEST_NAME);
-    if (!f || f->type != ENT_FILE) continue;
-    char pm[4096];
-    rc_path_join(pm, sizeof pm, side ? db : da, RC_MANIFEST_NAME);
-    if ((rc = manifest_load(pm, side ? &mb : &ma, err))) goto done;
-    mf_in[side] = true;
-    /* A manifest that names a file the directory lacks is an incomplete
-     * checkpoint; a hashes-only one names files that were never written. */
-    const manifest_t *m = side ? &mb : &ma;
-    for (int i = 0; i < m->n; i++) {
-      bool present = dir_find(side ? &lb : &la, m->shards[i].file) != NULL;
-      if (!present && !m->hashes_only) {
-        rc = rc_fail(err, RC_EXIT_NOINPUT, "%s/%s: listed in its manifest but missing",
-                     side ? db : da, m->shards[i].file);
-        goto done;
-      }
-      if (present && m->hashes_only) {
-        rc = rc_fail(err, RC_EXIT_DATAERR,
-                     "%s/%s: present although its manifest says the checkpoint kept hashes only",
-                     side ? db : da, m->shards[i].file);
-        goto done;
-      }
-    }
-  }
-  have_mf = mf_in[0] && mf_in[1];
-  bool ho[2] = {mf_in[0] && ma.hashes_only, mf_in[1] && mb.hashes_only};
-  c->res->hashes_only_a |= ho[0];
-  c->res->hashes_only_b |= ho[1];
-  if ((ho[0] || ho[1]) && (!have_mf || !ma.have_io || !mb.have_io)) {
-    rc = rc_fail(err, RC_EXIT_DATAERR,
-                 "%s: cannot compare the hashes-only checkpoint %s with %s: %s", *rel ? rel : ".",
-                 ho[0] ? da : db, ho[0] ? db : da,
-                 !have_mf ? "it has no manifest.json to verify its shards against"
-                          : "its manifest.json is not one this build reads");
-    goto done;
-  }
-  if (!(c->opts && c->opts->trust_manifests)) {
-    const char *dirs[2] = {da, db};
-    const dir_list *lists[2] = {&la, &lb};
-    /* a hashes-only side has no shard to verify */
-    manifest_t *mfs[2] = {mf_in[0] && !ho[0] ? &ma : NULL, mf_in[1] && !ho[1] ? &mb : NULL};
-    if ((rc = verify_shards(w, rel, dirs, lists, mfs, err))) goto done;
-  }
+  dir_pair p = {.rel = rel, .dir = {da, db}};
+  int rc = dir_pair_open(w, &p, err);
+  bool ho = p.ho[0] || p.ho[1];
   int failing_before = c->res->n_failing;
-  if (ho[0] || ho[1]) {
-    if ((rc = compare_hashes_only_shards(w, rel, da, db, &ma, &mb, ho, err))) goto done;
-  }
-
-  const char *derived[MAX_DERIVED]; /* names in la / lb */
-  int n_derived = 0;
-  int i = 0, k = 0;
-  while (i < la.n || k < lb.n) {
-    int cmp = i == la.n ? 1 : k == lb.n ? -1 : strcmp(la.v[i].name, lb.v[k].name);
-    const dent *ea = cmp <= 0 ? &la.v[i] : NULL, *eb = cmp >= 0 ? &lb.v[k] : NULL;
+  if (!rc && ho) rc = compare_hashes_only_shards(w, rel, da, db, &p.mf[0], &p.mf[1], p.ho, err);
+  const dir_list *la = &p.list[0], *lb = &p.list[1];
+  for (int i = 0, k = 0; !rc && (i < la->n || k < lb->n);) {
+    int cmp = i == la->n ? 1 : k == lb->n ? -1 : strcmp(la->v[i].name, lb->v[k].name);
+    const dent *ea = cmp <= 0 ? &la->v[i] : NULL, *eb = cmp >= 0 ? &lb->v[k] : NULL;
     if (cmp <= 0) i++;
     if (cmp >= 0) k++;
-    const char *name = ea ? ea->name : eb->name;
-    char r[1024], pa[4096], pb[4096];
-    rel_join(r, sizeof r, rel, name);
-    rc_path_join(pa, sizeof pa, da, name);
-    rc_path_join(pb, sizeof pb, db, name);
-    if (rc_cmp_ignored(c, r, "")) {
-      c->n_ignored++;
-      continue;
-    }
-    if (is_derived_name(name)) { /* below, once the shards are settled */
-      if (n_derived < MAX_DERIVED) derived[n_derived++] = name;
-      continue;
-    }
-    if ((ho[0] || ho[1]) && (manifest_find(&ma, name) || manifest_find(&mb, name)))
-      continue; /* a shard, settled above by SHA-256 */
-    if (!ea || !eb) {
-      const dent *e = ea ? ea : eb;
-      rc_diff_kind kind = ea ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A;
-      if (!strcmp(name, RC_ARGS_NAME)) kind = RC_DIFF_INFORMATIONAL;
-      rc_cmp_add(c, kind, r, "", "%s only in %s", e->type == ENT_DIR ? "directory" : "file",
-                 ea ? "A" : "B");
-      continue;
-    }
-    if (ea->type == ENT_DIR && eb->type == ENT_DIR) {
-      rc = compare_files_dir(w, r, pa, pb, err);
-    } else if (ea->type == ENT_FILE && eb->type == ENT_FILE) {
-      rc_trace_diff td;
-      rc = compare_file(w, r, pa, pb, have_mf ? manifest_find(&ma, name) : NULL,
-                        have_mf ? manifest_find(&mb, name) : NULL, &td, err);
-    } else if (ea->type == ENT_OTHER || eb->type == ENT_OTHER) {
-      rc = rc_fail(err, RC_EXIT_DATAERR, "%s: not a regular file or directory in %s", r,
-                   ea->type == ENT_OTHER ? "A" : "B");
-    } else {
-      rc_cmp_add(c, RC_DIFF_BYTES, r, "", "%s in A, %s in B",
-                 ea->type == ENT_DIR ? "directory" : "file",
-                 eb->type == ENT_DIR ? "directory" : "file");
-    }
-    if (rc) goto done;
+    rc = compare_entry(w, &p, ea, eb, err);
   }
-
-  /* Manifests (and per-rank manifest fragments) last, then the COMPLETE
-   * marker, which holds the manifest's SHA-256: its content differs exactly
-   * when the manifest does, and only its absence is news then. */
-  bool manifests_differ = false, differs;
-  bool shards_agree =
-      have_mf ? manifests_agree_on_files(&ma, &mb) : c->res->n_failing == failing_before;
-  if (ho[0] || ho[1]) {
-    rc = compare_hashes_only_derived(w, rel, da, db, &ma, &mb, c->res->n_failing == failing_before,
-                                     err);
-    goto done;
+  if (!rc && ho) {
+    rc = compare_hashes_only_derived(w, rel, da, db, &p.mf[0], &p.mf[1],
+                                     c->res->n_failing == failing_before, err);
+  } else if (!rc) {
+    bool shards_agree = p.have_mf ? manifests_agree_on_files(&p.mf[0], &p.mf[1])
+                                  : c->res->n_failing == failing_before;
+    rc = compare_derived_all(w, &p, shards_agree, err);
   }
-  for (int j = 0; j < n_derived; j++) {
-    if (!strcmp(derived[j], RC_COMPLETE_NAME)) continue;
-    rc = compare_derived(w, rel, da, db, derived[j], &la, &lb, shards_agree, &differs, err);
-    if (rc) goto done;
-    if (!strcmp(derived[j], RC_MANIFEST_NAME)) manifests_differ = differs;
-  }
-  for (int j = 0; j < n_derived; j++)
-    if (!strcmp(derived[j], RC_COMPLETE_NAME) &&
-        (rc = compare_derived(w, rel, da, db, derived[j], &la, &lb, !manifests_differ, &differs,
-                              err)))
-      goto done;
-done:
-  manifest_free(&ma);
-  manifest_free(&mb);
-  free(la.v);
-  free(lb.v);
+  dir_pair_free(&p);
   return rc;
 }
 

@@ -24,6 +24,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -307,141 +308,169 @@ static int setup_step_lock(rc_run *run, rc_err *err) {
   return RC_OK;
 }
 
-int rc_run_legs(rc_run *run, rc_err *err) {
-  const int n = run->n_legs;
-  double *kill_at = calloc((size_t)n, sizeof *kill_at); /* when SIGTERM was sent, 0 if not */
-  if (!kill_at) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-  int rc = setup_step_lock(run, err);
-  if (rc) {
-    free(kill_at);
-    return rc;
-  }
+/* The scheduler's state across its ticks. */
+typedef struct {
+  rc_run *run;
+  double *kill_at; /* per leg: when SIGTERM was sent, 0 if not */
+  bool stop;       /* start nothing more, stop what runs */
+  bool keep_pipes; /* RC_TEST_KEEP_WAIT_PIPES: a test keeps a stopped leg's wait pipe open */
+  char stop_reason[256];
   rc_progress prog;
-  rc_progress_init(&prog, run);
-  double t0 = rc_now();
-  bool stop = false;
-  const char *keep_env = getenv("RC_TEST_KEEP_WAIT_PIPES");
-  const bool keep_pipes = keep_env && *keep_env == '1';
-  char stop_reason[256] = "";
+} scheduler;
 
-  for (;;) {
-    double now = rc_now();
-    if (rc_run_interrupt_requested() && !run->interrupted) {
-      run->interrupted = true;
-      stop = true;
-      int sig = rc_run_interrupt_signal();
-      snprintf(stop_reason, sizeof stop_reason, "interrupted by %s",
+__attribute__((format(printf, 2, 3))) static void stop_because(scheduler *s, const char *fmt, ...) {
+  s->stop = true;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->stop_reason, sizeof s->stop_reason, fmt, ap);
+  va_end(ap);
+}
+
+static void note_interrupt(scheduler *s) {
+  if (!rc_run_interrupt_requested() || s->run->interrupted) return;
+  s->run->interrupted = true;
+  int sig = rc_run_interrupt_signal();
+  stop_because(s, "interrupted by %s",
                sig == SIGTERM  ? "SIGTERM"
                : sig == SIGINT ? "SIGINT"
                                : "a signal");
+}
+
+/* Reaps the legs that ended; returns how many still run. */
+static int reap(scheduler *s, double now) {
+  rc_run *run = s->run;
+  int running = 0;
+  for (int i = 0; i < run->n_legs; i++) {
+    rc_leg *leg = &run->legs[i];
+    if (leg->state != RC_LEG_RUNNING) continue;
+    int status = 0;
+    pid_t r = waitpid(leg->pid, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR)) {
+      running++;
+      continue;
     }
-    /* reap */
-    int running = 0;
-    for (int i = 0; i < n; i++) {
-      rc_leg *leg = &run->legs[i];
-      if (leg->state != RC_LEG_RUNNING) continue;
-      int status = 0;
-      pid_t r = waitpid(leg->pid, &status, WNOHANG);
-      if (r == 0) {
-        running++;
-        continue;
-      }
-      if (r < 0 && errno == EINTR) {
-        running++;
-        continue;
-      }
-      if (r < 0) { /* not our child any more: nothing to wait for */
-        status = 0x7f00;
-      }
-      finish_leg(run, i, status, kill_at[i] > 0);
-      release_waiters(run, i, keep_pipes, now);
-      rc_progress_leg_finished(&prog, run, i);
-      if (leg->state == RC_LEG_FAILED && !run->opts.keep_going && !stop) {
-        stop = true;
-        snprintf(stop_reason, sizeof stop_reason,
-                 "stopped because leg %s %s (--keep-going runs the others)", leg->label,
-                 failed_how(leg));
-      }
+    if (r < 0) status = 0x7f00; /* not our child any more: nothing to wait for */
+    finish_leg(run, i, status, s->kill_at[i] > 0);
+    release_waiters(run, i, s->keep_pipes, now);
+    rc_progress_leg_finished(&s->prog, run, i);
+    if (leg->state == RC_LEG_FAILED && !run->opts.keep_going && !s->stop)
+      stop_because(s, "stopped because leg %s %s (--keep-going runs the others)", leg->label,
+                   failed_how(leg));
+  }
+  return running;
+}
+
+static void terminate_leg(scheduler *s, int i, double now) {
+  rc_leg *leg = &s->run->legs[i];
+  if (!s->keep_pipes) close_wait_pipe(leg);
+  signal_leg(leg, SIGTERM);
+  s->kill_at[i] = now;
+}
+
+/* --leg-timeout: a leg past its bound is stopped as an interrupted one is,
+ * and fails as "timed out"; on stop, every running leg is terminated; and
+ * whatever was told to stop and still runs after the grace period is killed. */
+static void enforce_stops(scheduler *s, double now) {
+  rc_run *run = s->run;
+  const double bound = run->opts.leg_timeout_s;
+  for (int i = 0; i < run->n_legs && bound > 0; i++) {
+    rc_leg *leg = &run->legs[i];
+    if (leg->state != RC_LEG_RUNNING || s->kill_at[i] || now - leg->t_bound <= bound) continue;
+    leg->timed_out = true;
+    snprintf(leg->reason, sizeof leg->reason, "timed out after %g s (--leg-timeout)", bound);
+    terminate_leg(s, i, now);
+  }
+  for (int i = 0; i < run->n_legs && s->stop; i++) {
+    rc_leg *leg = &run->legs[i];
+    if (leg->state != RC_LEG_RUNNING || s->kill_at[i]) continue;
+    snprintf(leg->reason, sizeof leg->reason, "%s", s->stop_reason);
+    terminate_leg(s, i, now);
+  }
+  for (int i = 0; i < run->n_legs; i++)
+    if (run->legs[i].state == RC_LEG_RUNNING && s->kill_at[i] && now - s->kill_at[i] > KILL_GRACE_S)
+      signal_leg(&run->legs[i], SIGKILL);
+}
+
+/* Whether a pending leg's producer lets it start now. A producer that
+ * failed, was stopped or never ran skips it. Self-trainer legs start
+ * pre-warmed once their producer runs (not before: a waiting leg holds a
+ * job slot, and waits only for a leg that holds one too); exec trainers
+ * once it has finished. */
+static bool producer_ready(rc_run *run, rc_leg *leg) {
+  if (leg->depends_on < 0) return true;
+  const rc_leg *dep = &run->legs[leg->depends_on];
+  if (dep->state == RC_LEG_FAILED || dep->state == RC_LEG_KILLED || dep->state == RC_LEG_SKIPPED) {
+    leg->state = RC_LEG_SKIPPED;
+    snprintf(leg->reason, sizeof leg->reason,
+             "not started: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
+             dep->label, leg->resume_step, dep->label,
+             dep->state == RC_LEG_FAILED   ? failed_how(dep)
+             : dep->state == RC_LEG_KILLED ? "was stopped"
+                                           : "never ran");
+    return false;
+  }
+  bool prewarm = run->opts.trainer == RC_TRAINER_SELF;
+  if (dep->state != RC_LEG_OK && !(prewarm && dep->state == RC_LEG_RUNNING)) return false;
+  leg->prewarmed = prewarm && dep->state == RC_LEG_RUNNING;
+  return true;
+}
+
+/* Starts what may start, within --jobs; returns how many wait. */
+static int launch(scheduler *s, int *running) {
+  rc_run *run = s->run;
+  int pending = 0;
+  for (int i = 0; i < run->n_legs; i++) {
+    rc_leg *leg = &run->legs[i];
+    if (leg->state != RC_LEG_PENDING) continue;
+    if (s->stop) {
+      leg->state = RC_LEG_SKIPPED;
+      snprintf(leg->reason, sizeof leg->reason, "not started: %s", s->stop_reason);
+      continue;
     }
-    /* --leg-timeout: a leg past its bound is stopped as an interrupted one
-     * is, and fails as "timed out" */
-    const double bound = run->opts.leg_timeout_s;
-    for (int i = 0; i < n && bound > 0; i++) {
-      rc_leg *leg = &run->legs[i];
-      if (leg->state != RC_LEG_RUNNING || kill_at[i] || now - leg->t_bound <= bound) continue;
-      leg->timed_out = true;
-      snprintf(leg->reason, sizeof leg->reason, "timed out after %g s (--leg-timeout)", bound);
-      if (!keep_pipes) close_wait_pipe(leg);
-      signal_leg(leg, SIGTERM);
-      kill_at[i] = now;
+    if (!producer_ready(run, leg)) {
+      if (leg->state == RC_LEG_PENDING) pending++;
+      continue;
     }
-    /* stop: terminate what runs */
-    for (int i = 0; i < n && stop; i++) {
-      rc_leg *leg = &run->legs[i];
-      if (leg->state != RC_LEG_RUNNING || kill_at[i]) continue;
-      snprintf(leg->reason, sizeof leg->reason, "%s", stop_reason);
-      if (!keep_pipes) close_wait_pipe(leg);
-      signal_leg(leg, SIGTERM);
-      kill_at[i] = now;
+    if (*running >= run->opts.jobs) {
+      pending++;
+      continue;
     }
-    /* whatever was told to stop and still runs after the grace period */
-    for (int i = 0; i < n; i++)
-      if (run->legs[i].state == RC_LEG_RUNNING && kill_at[i] && now - kill_at[i] > KILL_GRACE_S)
-        signal_leg(&run->legs[i], SIGKILL);
-    /* launch */
-    int pending = 0;
-    for (int i = 0; i < n; i++) {
-      rc_leg *leg = &run->legs[i];
-      if (leg->state != RC_LEG_PENDING) continue;
-      if (stop) {
-        leg->state = RC_LEG_SKIPPED;
-        snprintf(leg->reason, sizeof leg->reason, "not started: %s", stop_reason);
-        continue;
-      }
-      if (leg->depends_on >= 0) {
-        const rc_leg *dep = &run->legs[leg->depends_on];
-        if (dep->state == RC_LEG_FAILED || dep->state == RC_LEG_KILLED ||
-            dep->state == RC_LEG_SKIPPED) {
-          leg->state = RC_LEG_SKIPPED;
-          snprintf(leg->reason, sizeof leg->reason,
-                   "not started: it needs the checkpoint of %s at step %" PRId64 ", and %s %s",
-                   dep->label, leg->resume_step, dep->label,
-                   dep->state == RC_LEG_FAILED   ? failed_how(dep)
-                   : dep->state == RC_LEG_KILLED ? "was stopped"
-                                                 : "never ran");
-          continue;
-        }
-        /* self-trainer legs start pre-warmed once their producer runs (not
-         * before: a waiting leg holds a job slot, and waits only for a leg
-         * that holds one too); exec trainers once it has finished */
-        bool prewarm = run->opts.trainer == RC_TRAINER_SELF;
-        if (dep->state != RC_LEG_OK && !(prewarm && dep->state == RC_LEG_RUNNING)) {
-          pending++;
-          continue;
-        }
-        leg->prewarmed = prewarm && dep->state == RC_LEG_RUNNING;
-      }
-      if (running >= run->opts.jobs) {
-        pending++;
-        continue;
-      }
-      start_leg(run, i, &prog);
-      if (leg->state == RC_LEG_RUNNING) {
-        running++;
-      } else if (!run->opts.keep_going && !stop) { /* could not even start */
-        stop = true;
-        snprintf(stop_reason, sizeof stop_reason,
-                 "stopped because leg %s failed (--keep-going runs the others)", leg->label);
-      }
-    }
-    rc_progress_tick(&prog, run, rc_now());
+    start_leg(run, i, &s->prog);
+    if (leg->state == RC_LEG_RUNNING)
+      (*running)++;
+    else if (!run->opts.keep_going && !s->stop) /* could not even start */
+      stop_because(s, "stopped because leg %s failed (--keep-going runs the others)", leg->label);
+  }
+  return pending;
+}
+
+int rc_run_legs(rc_run *run, rc_err *err) {
+  scheduler s = {.run = run};
+  s.kill_at = calloc((size_t)run->n_legs, sizeof *s.kill_at);
+  if (!s.kill_at) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  int rc = setup_step_lock(run, err);
+  if (rc) {
+    free(s.kill_at);
+    return rc;
+  }
+  rc_progress_init(&s.prog, run);
+  double t0 = rc_now();
+  const char *keep_env = getenv("RC_TEST_KEEP_WAIT_PIPES");
+  s.keep_pipes = keep_env && *keep_env == '1';
+  for (;;) {
+    double now = rc_now();
+    note_interrupt(&s);
+    int running = reap(&s, now);
+    enforce_stops(&s, now);
+    int pending = launch(&s, &running);
+    rc_progress_tick(&s.prog, run, rc_now());
     if (running == 0 && pending == 0) break;
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
-  rc_progress_done(&prog);
+  rc_progress_done(&s.prog);
   run->wall_s = rc_now() - t0;
-  free(kill_at);
+  free(s.kill_at);
   if (run->step_lock[0]) (void)unlink(run->step_lock); /* every leg has ended: nobody holds it */
   return RC_OK;
 }

@@ -213,55 +213,135 @@ static bool log_drain(int rd, leg_log *l, size_t max) {
 }
 
 /* Never returns: in the forked child. */
-static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
-                      int wait_fd, pid_t run_pid, bool die_with_run, bool cap_log, int err_w) {
-  setpgid(0, 0);
-  /* `run` stops a leg with signals to the trainer's group: the supervisor
-   * ignores whatever reaches it and waits for the trainer's answer */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = SIG_IGN;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
-  sigaction(SIGQUIT, &sa, NULL);
-  sigaction(SIGPIPE, &sa, NULL);
-  sa.sa_handler = SIG_DFL;
-  sigaction(SIGCHLD, &sa, NULL);
-  /* `run`'s death (SIGUSR1) and the trainer's (SIGCHLD) are read in the loop below */
-  sigset_t mine, none;
-  sigemptyset(&mine);
-  sigaddset(&mine, SIGUSR1);
-  sigaddset(&mine, SIGCHLD);
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &mine, NULL);
-  if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
-    kill(0, SIGKILL); /* nothing started yet: only this supervisor */
+/* `run` stops a leg with signals to the trainer's group: the supervisor
+ * ignores whatever reaches it and waits for the trainer's answer. `run`'s
+ * death (SIGUSR1) and the trainer's (SIGCHLD) are blocked here and read
+ * through a signalfd. On return *sa is SIG_DFL with an empty mask. */
+static void supervisor_signals(struct sigaction *sa, sigset_t *mine) {
+  memset(sa, 0, sizeof *sa);
+  sa->sa_handler = SIG_IGN;
+  sigemptyset(&sa->sa_mask);
+  sigaction(SIGTERM, sa, NULL);
+  sigaction(SIGINT, sa, NULL);
+  sigaction(SIGHUP, sa, NULL);
+  sigaction(SIGQUIT, sa, NULL);
+  sigaction(SIGPIPE, sa, NULL);
+  sa->sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, sa, NULL);
+  sigemptyset(mine);
+  sigaddset(mine, SIGUSR1);
+  sigaddset(mine, SIGCHLD);
+  sigprocmask(SIG_SETMASK, mine, NULL);
+}
 
-  /* The supervisor is a copy of `run` that never execs: it must not keep
-   * `run`'s descriptors (other legs' wait pipes, the run's lock), so every
-   * descriptor but 0-2, the wait pipe as 3 and the error pipe as 4 goes. */
-  int high = fcntl(err_w, F_DUPFD_CLOEXEC, 10); /* out of the way of 0-4 */
-  if (high >= 0) err_w = high;
+/* The supervisor is a copy of `run` that never execs: it must not keep
+ * `run`'s descriptors (other legs' wait pipes, the run's lock), so every
+ * descriptor but 0-2 (/dev/null and the log), the wait pipe as 3 and the
+ * error pipe as 4 goes. Returns false with errno set. */
+static bool supervisor_fds(const char *log_path, int wait_fd, int *err_w) {
+  int high = fcntl(*err_w, F_DUPFD_CLOEXEC, 10); /* out of the way of 0-4 */
+  if (high >= 0) *err_w = high;
   int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int out = open(log_path, O_WRONLY | O_APPEND | O_CLOEXEC);
   bool ok = in >= 0 && out >= 0 && dup2(in, 0) == 0 && dup2(out, 1) == 1 && dup2(out, 2) == 2;
   if (ok && wait_fd >= 0) ok = dup2(wait_fd, 3) == 3; /* wait_fd > 4: see rc_spawn_leg */
   if (ok && wait_fd < 0) close(3);
-  ok = ok && dup2(err_w, 4) == 4 && fcntl(4, F_SETFD, FD_CLOEXEC) == 0;
-  if (!ok) {
+  ok = ok && dup2(*err_w, 4) == 4 && fcntl(4, F_SETFD, FD_CLOEXEC) == 0;
+  if (!ok) return false;
+  *err_w = 4;
+  if (close_range(5, ~0U, 0) != 0)
+    for (int f = 5; f < 65536; f++) close(f);
+  return true;
+}
+
+/* The trainer, in the forked child: its own group, default signals, its
+ * output into the pipe when the log is capped. Never returns. */
+static void exec_trainer(char *const *argv, char *const *env, bool search_path, bool die_with_run,
+                         bool cap_log, const int pipe_fd[2], int err_w,
+                         const struct sigaction *sa) {
+  sigset_t none;
+  sigemptyset(&none);
+  setpgid(0, 0);
+  for (int sig = 1; sig < NSIG; sig++) sigaction(sig, sa, NULL); /* EINVAL for some: fine */
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (die_with_run) prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor be killed */
+  if (cap_log && (dup2(pipe_fd[1], 1) != 1 || dup2(pipe_fd[1], 2) != 2)) {
     send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
   }
-  err_w = 4;
-  if (close_range(5, ~0U, 0) != 0)
-    for (int f = 5; f < 65536; f++) close(f);
+  if (search_path)
+    execvpe(argv[0], argv, env);
+  else
+    execve(argv[0], argv, env);
+  send_msg(err_w, MSG_ERRNO, errno);
+  _exit(127);
+}
+
+/* Until the trainer has ended and its output is in the log. The trainer
+ * stays a zombie (WNOWAIT) until then, so its group's id cannot be taken
+ * by another process while `run` may still signal it. */
+static void watch_trainer(pid_t child, int sig_fd, const int pipe_fd[2], bool cap_log,
+                          leg_log *log) {
+  bool pipe_open = cap_log, child_done = false;
+  while (!child_done || pipe_open) {
+    struct pollfd p[2] = {{sig_fd, POLLIN, 0}, {pipe_open ? pipe_fd[0] : -1, POLLIN, 0}};
+    poll(p, 2, 1000); /* SIGCHLD wakes it; the timeout is only a fallback */
+    struct signalfd_siginfo si;
+    bool run_died = false;
+    while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) run_died |= si.ssi_signo == SIGUSR1;
+    if (run_died) kill(-child, SIGKILL);
+    if (pipe_open && p[1].revents) pipe_open = log_drain(pipe_fd[0], log, 1 << 20);
+    siginfo_t info;
+    info.si_pid = 0;
+    int w = child_done ? -1 : waitid(P_PID, (id_t)child, &info, WEXITED | WNOHANG | WNOWAIT);
+    if ((w == 0 && info.si_pid == child) || (w < 0 && errno == ECHILD)) {
+      child_done = true;
+      /* what it wrote is in the pipe now; whatever it left running that
+       * still holds the pipe is not waited for */
+      int left = 0;
+      if (pipe_open && ioctl(pipe_fd[0], FIONREAD, &left) == 0 && left > 0)
+        log_drain(pipe_fd[0], log, (size_t)left);
+      pipe_open = false;
+    }
+  }
+}
+
+/* Ends the supervisor as the trainer ended: its exit code, or its signal
+ * (without a second core dump). Never returns. */
+static void exit_as_trainer(pid_t child, const struct sigaction *sa) {
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) _exit(RC_EXIT_SOFTWARE);
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  struct rlimit no_core = {0, 0}; /* the trainer dumped its core, if any */
+  setrlimit(RLIMIT_CORE, &no_core);
+  sigaction(sig, sa, NULL); /* sa is SIG_DFL */
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  sigprocmask(SIG_UNBLOCK, &one, NULL);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
+                      int wait_fd, pid_t run_pid, bool die_with_run, bool cap_log, int err_w) {
+  setpgid(0, 0);
+  struct sigaction sa;
+  sigset_t mine;
+  supervisor_signals(&sa, &mine);
+  if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
+    kill(0, SIGKILL); /* nothing started yet: only this supervisor */
+  if (!supervisor_fds(log_path, wait_fd, &err_w)) {
+    send_msg(err_w, MSG_ERRNO, errno);
+    _exit(127);
+  }
   /* 1 and 2 (the log) are the supervisor's; the trainer's are the pipe */
   leg_log log = {.fd = 1, .base = lseek(1, 0, SEEK_END), .head_last = '\n', .ok = true};
   int pipe_fd[2] = {-1, -1};
   int sig_fd = signalfd(-1, &mine, SFD_CLOEXEC | SFD_NONBLOCK);
-  ok = sig_fd >= 0;
+  bool ok = sig_fd >= 0;
   if (ok && cap_log) {
     void *ring =
         mmap(NULL, RC_LEG_LOG_TAIL + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -273,24 +353,8 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
     send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
   }
-
   pid_t child = fork();
-  if (child == 0) {
-    setpgid(0, 0);
-    for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &sa, NULL); /* EINVAL for some: fine */
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (die_with_run) prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the supervisor be killed */
-    if (cap_log && (dup2(pipe_fd[1], 1) != 1 || dup2(pipe_fd[1], 2) != 2)) {
-      send_msg(err_w, MSG_ERRNO, errno);
-      _exit(127);
-    }
-    if (search_path)
-      execvpe(argv[0], argv, env);
-    else
-      execve(argv[0], argv, env);
-    send_msg(err_w, MSG_ERRNO, errno);
-    _exit(127);
-  }
+  if (child == 0) exec_trainer(argv, env, search_path, die_with_run, cap_log, pipe_fd, err_w, &sa);
   if (child < 0) {
     send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
@@ -300,47 +364,9 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   close(err_w);               /* the exec closes the trainer's copy: EOF tells `run` it started */
   if (wait_fd >= 0) close(3); /* the wait pipe is the trainer's (without one, 3 is free) */
   if (cap_log) close(pipe_fd[1]);
-
-  /* Until the trainer has ended and its output is in the log. The trainer
-   * stays a zombie (WNOWAIT) until then, so its group's id cannot be taken
-   * by another process while `run` may still signal it. */
-  bool pipe_open = cap_log, child_done = false;
-  while (!child_done || pipe_open) {
-    struct pollfd p[2] = {{sig_fd, POLLIN, 0}, {pipe_open ? pipe_fd[0] : -1, POLLIN, 0}};
-    poll(p, 2, 1000); /* SIGCHLD wakes it; the timeout is only a fallback */
-    struct signalfd_siginfo si;
-    bool run_died = false;
-    while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) run_died |= si.ssi_signo == SIGUSR1;
-    if (run_died) kill(-child, SIGKILL);
-    if (pipe_open && p[1].revents) pipe_open = log_drain(pipe_fd[0], &log, 1 << 20);
-    siginfo_t info;
-    info.si_pid = 0;
-    int w = child_done ? -1 : waitid(P_PID, (id_t)child, &info, WEXITED | WNOHANG | WNOWAIT);
-    if ((w == 0 && info.si_pid == child) || (w < 0 && errno == ECHILD)) {
-      child_done = true;
-      /* what it wrote is in the pipe now; whatever it left running that
-       * still holds the pipe is not waited for */
-      int left = 0;
-      if (pipe_open && ioctl(pipe_fd[0], FIONREAD, &left) == 0 && left > 0)
-        log_drain(pipe_fd[0], &log, (size_t)left);
-      pipe_open = false;
-    }
-  }
+  watch_trainer(child, sig_fd, pipe_fd, cap_log, &log);
   log_finish(&log);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) _exit(RC_EXIT_SOFTWARE);
-  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-  struct rlimit no_core = {0, 0}; /* the trainer dumped its core, if any */
-  setrlimit(RLIMIT_CORE, &no_core);
-  sigaction(sig, &sa, NULL); /* sa is SIG_DFL */
-  sigset_t one;
-  sigemptyset(&one);
-  sigaddset(&one, sig);
-  sigprocmask(SIG_UNBLOCK, &one, NULL);
-  kill(getpid(), sig);
-  _exit(128 + sig);
+  exit_as_trainer(child, &sa);
 }
 
 int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const char *log_path,

@@ -347,6 +347,58 @@ static size_t put_utf8(char *o, unsigned long cp) {
 /* Parses a string starting at the opening quote into a malloc'd C string.
  * Escapes never grow the text (\uXXXX is 6 bytes for at most 3 of UTF-8, a
  * surrogate pair 12 for 4), so the raw span bounds the output size. */
+/* \uXXXX (p->pos just after the 'u'), with a surrogate pair joined:
+ * the code point, or -1 after perr. */
+static long parse_u_escape(parser *p) {
+  long cp = read_u4(p);
+  if (cp < 0) return -1;
+  if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    perr(p, "lone low surrogate \\u%04lX", cp);
+    return -1;
+  }
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    if (p->n - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
+      perr(p, "high surrogate \\u%04lX not followed by a low surrogate", cp);
+      return -1;
+    }
+    p->pos += 2;
+    long lo = read_u4(p);
+    if (lo < 0) return -1;
+    if (lo < 0xDC00 || lo > 0xDFFF) {
+      perr(p, "high surrogate \\u%04lX followed by \\u%04lX, not a low surrogate", cp, lo);
+      return -1;
+    }
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+  }
+  if (cp == 0) {
+    perr(p, "\\u0000 is not supported (strings are C strings)");
+    return -1;
+  }
+  return cp;
+}
+
+/* One escape (p->pos at the backslash), its bytes appended at out + *o.
+ * False after perr. */
+static bool parse_escape(parser *p, char *out, size_t *o) {
+  static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+  char e = p->s[p->pos + 1];
+  p->pos += 2;
+  const char *hit = e ? strchr(from, e) : NULL;
+  if (hit) {
+    out[(*o)++] = to[hit - from];
+    return true;
+  }
+  if (e == 'u') {
+    long cp = parse_u_escape(p);
+    if (cp < 0) return false;
+    *o += put_utf8(out + *o, (unsigned long)cp);
+    return true;
+  }
+  p->pos -= 1;
+  perr(p, "invalid escape '\\%c'", (e >= 0x20 && e < 0x7f) ? e : '?');
+  return false;
+}
+
 static char *parse_string(parser *p) {
   p->pos++; /* opening quote */
   size_t start = p->pos, end = start;
@@ -372,66 +424,7 @@ static char *parse_string(parser *p) {
       p->pos++;
       continue;
     }
-    char e = p->s[p->pos + 1];
-    p->pos += 2;
-    switch (e) {
-    case '"':
-      out[o++] = '"';
-      break;
-    case '\\':
-      out[o++] = '\\';
-      break;
-    case '/':
-      out[o++] = '/';
-      break;
-    case 'b':
-      out[o++] = '\b';
-      break;
-    case 'f':
-      out[o++] = '\f';
-      break;
-    case 'n':
-      out[o++] = '\n';
-      break;
-    case 'r':
-      out[o++] = '\r';
-      break;
-    case 't':
-      out[o++] = '\t';
-      break;
-    case 'u': {
-      long cp = read_u4(p);
-      if (cp < 0) goto fail;
-      if (cp >= 0xDC00 && cp <= 0xDFFF) {
-        perr(p, "lone low surrogate \\u%04lX", cp);
-        goto fail;
-      }
-      if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (p->n - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-          perr(p, "high surrogate \\u%04lX not followed by a low surrogate", cp);
-          goto fail;
-        }
-        p->pos += 2;
-        long lo = read_u4(p);
-        if (lo < 0) goto fail;
-        if (lo < 0xDC00 || lo > 0xDFFF) {
-          perr(p, "high surrogate \\u%04lX followed by \\u%04lX, not a low surrogate", cp, lo);
-          goto fail;
-        }
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      }
-      if (cp == 0) {
-        perr(p, "\\u0000 is not supported (strings are C strings)");
-        goto fail;
-      }
-      o += put_utf8(out + o, (unsigned long)cp);
-      break;
-    }
-    default:
-      p->pos -= 1;
-      perr(p, "invalid escape '\\%c'", (e >= 0x20 && e < 0x7f) ? e : '?');
-      goto fail;
-    }
+    if (!parse_escape(p, out, &o)) goto fail;
     if (p->pos > end) { /* an escape ran past the closing quote we found */
       perr(p, "unterminated string");
       goto fail;

@@ -165,25 +165,11 @@ static void log_step_state(rc_model *m) {
   fputc('\n', m->events.out);
 }
 
-void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
-  const rc_ops *o = m->ops;
+/* The step's M microbatches on this rank: forward and backward of each,
+ * accumulating into main_grad; st gets the mean losses and the tokens. */
+static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
   const rc_config *c = &m->cfg;
   int T = m->T, D = m->D, M = c->microbatches;
-  memset(st, 0, sizeof *st);
-  st->step = m->iteration + 1;
-  st->loss_scale = m->loss_scale;
-  m->events.step = (int)st->step;
-  m->events.out = m->events.file && st->step >= m->events.from_step ? m->events.file : NULL;
-  if (m->events.out) log_step_state(m);
-
-  /* Zero main_grad at the start of every step. The injected bug models a
-   * "zero only if this process produced gradients" shortcut combined with a
-   * checkpoint that carries main_grad: after a load the stale buffer is
-   * accumulated into. */
-  if (!(c->inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty)
-    rc_model_zero_grads(m);
-  rc_model_begin_step(m);
-
   int32_t *ids[RC_MAX_MTP_DEPTH + 1], *labels[RC_MAX_MTP_DEPTH + 1];
   float *mask[RC_MAX_MTP_DEPTH + 1];
   for (int k = 0; k <= D; k++) {
@@ -214,75 +200,109 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   }
   for (int k = 0; k <= D; k++) free(ids[k]), free(labels[k]), free(mask[k]);
   m->consumed_samples += (int64_t)M * m->B * c->world_size;
+}
 
+/* Data parallel: the trace shows the mean over ranks of the losses and the
+ * summed tokens; the gradients are reduce-scattered (mean over ranks,
+ * unscaled), and the overflow and the norm are global. Returns overflow. */
+static bool reduce_across_ranks(rc_model *m, rc_step_stats *st) {
+  int D = m->D;
+  double v[2 + 2 * RC_MAX_MTP_DEPTH]; /* loss, tokens, and a loss and an accuracy per depth */
+  int n = 0;
+  v[n++] = st->loss;
+  for (int k = 0; k < D; k++) v[n++] = st->mtp_loss[k], v[n++] = st->mtp_acc[k];
+  v[n++] = (double)st->tokens;
+  rc_dist_sum_host(m, v, n);
+  int W = m->comm->world;
+  n = 0;
+  st->loss = v[n++] / W;
+  for (int k = 0; k < D; k++) st->mtp_loss[k] = v[n++] / W, st->mtp_acc[k] = v[n++] / W;
+  st->tokens = (int64_t)v[n++];
+  rc_dist_reduce_grads(m);
+  bool overflow = m->cfg.precision == RC_PREC_FP16 && rc_dist_overflow(m);
+  st->grad_norm = sqrt(rc_dist_grad_sumsq(m));
+  st->fp_main_grad = rc_dist_fp_grad(m);
+  return overflow;
+}
+
+/* One rank: unscale once, before the grad norm. Returns overflow. */
+static bool unscale_local(rc_model *m, rc_step_stats *st) {
+  const rc_ops *o = m->ops;
   bool overflow = false;
-  if (m->comm) {
-    /* the trace shows the mean over ranks of the losses, summed tokens */
-    double v[2 + 2 * RC_MAX_MTP_DEPTH]; /* loss, tokens, and a loss and an accuracy per depth */
-    int n = 0;
-    v[n++] = st->loss;
-    for (int k = 0; k < D; k++) v[n++] = st->mtp_loss[k], v[n++] = st->mtp_acc[k];
-    v[n++] = (double)st->tokens;
-    rc_dist_sum_host(m, v, n);
-    int W = m->comm->world;
-    n = 0;
-    st->loss = v[n++] / W;
-    for (int k = 0; k < D; k++) st->mtp_loss[k] = v[n++] / W, st->mtp_acc[k] = v[n++] / W;
-    st->tokens = (int64_t)v[n++];
-    /* reduce-scatter (mean over ranks, unscaled), global overflow and norm */
-    rc_dist_reduce_grads(m);
-    if (c->precision == RC_PREC_FP16) overflow = rc_dist_overflow(m);
-    st->grad_norm = sqrt(rc_dist_grad_sumsq(m));
-    st->fp_main_grad = rc_dist_fp_grad(m);
-  } else {
-    /* unscale once, before the grad norm */
-    if (m->loss_scale != 1.0)
-      for (int i = 0; i < m->nparams; i++)
-        o->scale(m->params[i].main_grad, (float)(1.0 / m->loss_scale), m->params[i].numel);
-    if (c->precision == RC_PREC_FP16)
-      for (int i = 0; i < m->nparams && !overflow; i++)
-        overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
-    double sumsq = grad_sumsq(m);
-    st->grad_norm = sqrt(sumsq);
-    st->fp_main_grad = rc_model_fp_main_grad(m);
-  }
+  if (m->loss_scale != 1.0)
+    for (int i = 0; i < m->nparams; i++)
+      o->scale(m->params[i].main_grad, (float)(1.0 / m->loss_scale), m->params[i].numel);
+  if (m->cfg.precision == RC_PREC_FP16)
+    for (int i = 0; i < m->nparams && !overflow; i++)
+      overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
+  st->grad_norm = sqrt(grad_sumsq(m));
+  st->fp_main_grad = rc_model_fp_main_grad(m);
+  return overflow;
+}
 
+/* The optimizer step of a step that did not overflow: clipping, the
+ * scheduler, bias corrections, AdamW on every parameter (or this rank's
+ * slice, then the all-gather). */
+static void optimizer_update(rc_model *m, rc_step_stats *st) {
+  const rc_ops *o = m->ops;
+  const rc_config *c = &m->cfg;
+  double clip = 1.0;
+  if (c->clip_grad > 0 && st->grad_norm > c->clip_grad)
+    clip = c->clip_grad / (st->grad_norm + 1e-6);
+  m->optimizer_step += 1;
+  m->scheduler_steps += 1;
+  st->lr = rc_model_lr(m, m->scheduler_steps);
+  double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
+  double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
+  if (m->events.out)
+    fprintf(m->events.out,
+            "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
+            m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step);
+  if (m->comm) {
+    rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
+    rc_dist_gather_weights(m);
+    return;
+  }
+  for (int i = 0; i < m->nparams; i++) {
+    rc_param *p = &m->params[i];
+    o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
+             (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
+             p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
+    if (m->events.out)
+      fprintf(m->events.out,
+              "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx "
+              "fp_exp_avg=%016llx "
+              "fp_exp_avg_sq=%016llx\n",
+              m->events.step, p->name,
+              (unsigned long long)o->fingerprint(p->main_grad, p->numel * 4),
+              (unsigned long long)o->fingerprint(p->weight, p->numel * 4),
+              (unsigned long long)o->fingerprint(p->exp_avg, p->numel * 4),
+              (unsigned long long)o->fingerprint(p->exp_avg_sq, p->numel * 4));
+  }
+}
+
+void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->step = m->iteration + 1;
+  st->loss_scale = m->loss_scale;
+  m->events.step = (int)st->step;
+  m->events.out = m->events.file && st->step >= m->events.from_step ? m->events.file : NULL;
+  if (m->events.out) log_step_state(m);
+
+  /* Zero main_grad at the start of every step. The injected bug models a
+   * "zero only if this process produced gradients" shortcut combined with a
+   * checkpoint that carries main_grad: after a load the stale buffer is
+   * accumulated into. */
+  if (!(m->cfg.inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty)
+    rc_model_zero_grads(m);
+  rc_model_begin_step(m);
+  run_microbatches(m, data, st);
+  bool overflow = m->comm ? reduce_across_ranks(m, st) : unscale_local(m, st);
   if (overflow) {
     st->skipped = 1;
     st->lr = rc_model_lr(m, m->scheduler_steps + 1);
   } else {
-    double clip = 1.0;
-    if (c->clip_grad > 0 && st->grad_norm > c->clip_grad)
-      clip = c->clip_grad / (st->grad_norm + 1e-6);
-    m->optimizer_step += 1;
-    m->scheduler_steps += 1;
-    st->lr = rc_model_lr(m, m->scheduler_steps);
-    double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
-    double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
-    if (m->events.out)
-      fprintf(m->events.out,
-              "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
-              m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step);
-    if (m->comm) {
-      rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
-      rc_dist_gather_weights(m);
-    }
-    for (int i = 0; i < m->nparams && !m->comm; i++) {
-      rc_param *p = &m->params[i];
-      o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
-               (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
-               p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
-      if (m->events.out)
-        fprintf(m->events.out,
-                "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx "
-                "fp_exp_avg=%016llx "
-                "fp_exp_avg_sq=%016llx\n",
-                m->events.step, p->name,
-                (unsigned long long)o->fingerprint(p->main_grad, p->numel * 4),
-                (unsigned long long)o->fingerprint(p->weight, p->numel * 4),
-                (unsigned long long)o->fingerprint(p->exp_avg, p->numel * 4),
-                (unsigned long long)o->fingerprint(p->exp_avg_sq, p->numel * 4));
-    }
+    optimizer_update(m, st);
   }
   if (m->events.out)
     fprintf(m->events.out,
