@@ -124,6 +124,42 @@ static int end_word(rc_template *t, int *cap, sbuf *cur) {
   return 0;
 }
 
+enum { LEX_OOM = -1 };
+
+/* A quoted part of a word, from the quote at text[*i]: single quotes keep
+ * everything; double quotes take a backslash before " \\ $ ` as the shell
+ * does. *i ends after the closing quote. RC_OK, LEX_OOM, or
+ * RC_EXIT_USAGE for an unterminated quote. */
+static int lex_quoted(const char *text, size_t *i, sbuf *cur, rc_err *err) {
+  char q = text[*i];
+  size_t j = *i + 1;
+  for (;;) {
+    if (!text[j])
+      return rc_fail(err, RC_EXIT_USAGE, "--train-cmd: unterminated %s quote at offset %zu",
+                     q == '\'' ? "single" : "double", *i);
+    if (text[j] == q) break;
+    if (q == '"' && text[j] == '\\' && text[j + 1] && strchr("\"\\$`", text[j + 1])) j++;
+    if (sb_putc(cur, text[j])) return LEX_OOM;
+    j++;
+  }
+  *i = j + 1;
+  return RC_OK;
+}
+
+/* Every placeholder of every word is one this tool fills. */
+static int check_placeholders(const rc_template *t, rc_err *err) {
+  for (int w = 0; w < t->n; w++) {
+    size_t bad = 0;
+    if (walk_word(t->words[w], NULL, NULL, NULL, NULL, &bad) == -1)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--train-cmd: word %d ('%s'): unknown or unterminated placeholder at '%s' "
+                     "(placeholders: {steps} {stop_at} {save_at} {resume_from} {out} {leg} "
+                     "{fusion}; write {{ and }} for literal braces)",
+                     w + 1, t->words[w], t->words[w] + bad);
+  }
+  return RC_OK;
+}
+
 int rc_template_parse(const char *text, rc_template *t, rc_err *err) {
   t->words = NULL;
   t->n = 0;
@@ -143,30 +179,10 @@ int rc_template_parse(const char *text, rc_template *t, rc_err *err) {
       continue;
     }
     in_word = true;
-    if (c == '\'') {
-      size_t j = i + 1;
-      while (text[j] && text[j] != '\'') j++;
-      if (!text[j]) {
-        rc = rc_fail(err, RC_EXIT_USAGE, "--train-cmd: unterminated single quote at offset %zu", i);
-        goto fail;
-      }
-      for (size_t k = i + 1; k < j; k++)
-        if (sb_putc(&cur, text[k])) goto oom;
-      i = j + 1;
-    } else if (c == '"') {
-      size_t j = i + 1;
-      for (;;) {
-        if (!text[j]) {
-          rc = rc_fail(err, RC_EXIT_USAGE, "--train-cmd: unterminated double quote at offset %zu",
-                       i);
-          goto fail;
-        }
-        if (text[j] == '"') break;
-        if (text[j] == '\\' && text[j + 1] && strchr("\"\\$`", text[j + 1])) j++;
-        if (sb_putc(&cur, text[j])) goto oom;
-        j++;
-      }
-      i = j + 1;
+    if (c == '\'' || c == '"') {
+      int q = lex_quoted(text, &i, &cur, err);
+      if (q == LEX_OOM) goto oom;
+      if ((rc = q)) goto fail;
     } else if (c == '\\') {
       if (!text[i + 1]) {
         rc = rc_fail(err, RC_EXIT_USAGE, "--train-cmd: trailing backslash");
@@ -190,17 +206,7 @@ int rc_template_parse(const char *text, rc_template *t, rc_err *err) {
     rc = rc_fail(err, RC_EXIT_USAGE, "--train-cmd: empty template");
     goto fail;
   }
-  for (int w = 0; w < t->n; w++) {
-    size_t bad = 0;
-    if (walk_word(t->words[w], NULL, NULL, NULL, NULL, &bad) == -1) {
-      rc = rc_fail(err, RC_EXIT_USAGE,
-                   "--train-cmd: word %d ('%s'): unknown or unterminated placeholder at '%s' "
-                   "(placeholders: {steps} {stop_at} {save_at} {resume_from} {out} {leg} "
-                   "{fusion}; write {{ and }} for literal braces)",
-                   w + 1, t->words[w], t->words[w] + bad);
-      goto fail;
-    }
-  }
+  if ((rc = check_placeholders(t, err))) goto fail;
   return RC_OK;
 oom:
   rc = rc_fail(err, RC_EXIT_SOFTWARE, "--train-cmd: out of memory");

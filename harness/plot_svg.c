@@ -277,41 +277,65 @@ static void polyline(rc_sb *b, const frame *f, int panel, const series *s, const
                    sx(f, (double)s->step[k]), sy(f, panel, v[k]), color);
 }
 
-int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
+/* The legs' traces, and for each leg with a reference the relative
+ * difference of its grad norm; free with plot_data_free. */
+typedef struct {
+  int n;
+  series *s;
+  bool *have;              /* the leg's trace was read */
+  double **rel;            /* |grad norm - reference| / reference per step, or NULL */
+  double rel_min, rel_max; /* over the positive finite values */
+} plot_data;
+
+static void plot_data_free(plot_data *d) {
+  for (int i = 0; d->s && d->rel && i < d->n; i++) {
+    series_free(&d->s[i]);
+    free(d->rel[i]);
+  }
+  free(d->s);
+  free(d->have);
+  free(d->rel);
+}
+
+static int plot_data_load(const rc_run *run, plot_data *d, rc_err *err) {
   const int n = run->n_legs;
-  series *s = calloc((size_t)(n ? n : 1), sizeof *s);
-  bool *have = calloc((size_t)(n ? n : 1), sizeof *have);
-  double **rel = calloc((size_t)(n ? n : 1), sizeof *rel);
-  if (!s || !have || !rel) {
-    free(s);
-    free(have);
-    free(rel);
+  *d = (plot_data){.n = n, .rel_min = INFINITY, .rel_max = -INFINITY};
+  d->s = calloc((size_t)(n ? n : 1), sizeof *d->s);
+  d->have = calloc((size_t)(n ? n : 1), sizeof *d->have);
+  d->rel = calloc((size_t)(n ? n : 1), sizeof *d->rel);
+  if (!d->s || !d->have || !d->rel) {
+    plot_data_free(d);
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   }
   for (int i = 0; i < n; i++) {
     char tp[RC_RUN_PATH_CAP + 16];
     snprintf(tp, sizeof tp, "%s/" RC_TRACE_NAME, run->legs[i].dir);
-    have[i] = load_trace(tp, &s[i]);
+    d->have[i] = load_trace(tp, &d->s[i]);
   }
-  /* panel 2: log10 of the relative difference; 0 maps to the floor */
-  double rel_min = INFINITY, rel_max = -INFINITY;
   for (int i = 0; i < n; i++) {
     int r = reference_leg(run, i);
-    if (!have[i] || r < 0 || !have[r] || !(rel[i] = malloc((size_t)(s[i].n + 1) * sizeof(double))))
+    if (!d->have[i] || r < 0 || !d->have[r] ||
+        !(d->rel[i] = malloc((size_t)(d->s[i].n + 1) * sizeof(double))))
       continue;
-    rel_diff(&s[i], &s[r], rel[i]);
-    for (int k = 0; k < s[i].n; k++)
-      if (isfinite(rel[i][k]) && rel[i][k] > 0) {
-        if (rel[i][k] < rel_min) rel_min = rel[i][k];
-        if (rel[i][k] > rel_max) rel_max = rel[i][k];
+    rel_diff(&d->s[i], &d->s[r], d->rel[i]);
+    for (int k = 0; k < d->s[i].n; k++)
+      if (isfinite(d->rel[i][k]) && d->rel[i][k] > 0) {
+        if (d->rel[i][k] < d->rel_min) d->rel_min = d->rel[i][k];
+        if (d->rel[i][k] > d->rel_max) d->rel_max = d->rel[i][k];
       }
   }
-  frame fr[NPANELS];
+  return RC_OK;
+}
+
+/* The panels' ranges: grad norm and loss over every finite value with a
+ * margin; panel 2 is log10 of the relative difference, 0 mapped to the
+ * floor (d->rel is turned into those log values here). */
+static void plot_frames(const rc_run *run, plot_data *d, frame fr[NPANELS]) {
   for (int p = 0; p < 2; p++) {
     fr[p] = (frame){0, (double)run->opts.steps, INFINITY, -INFINITY};
-    for (int i = 0; i < n; i++)
-      for (int k = 0; have[i] && k < s[i].n; k++) {
-        double v = s[i].v[p][k];
+    for (int i = 0; i < d->n; i++)
+      for (int k = 0; d->have[i] && k < d->s[i].n; k++) {
+        double v = d->s[i].v[p][k];
         if (!isfinite(v)) continue;
         if (v < fr[p].y0) fr[p].y0 = v;
         if (v > fr[p].y1) fr[p].y1 = v;
@@ -323,91 +347,98 @@ int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
     fr[p].y1 += 0.06 * span;
   }
   fr[2] = (frame){0, (double)run->opts.steps, -17, 0};
-  if (rel_min <= rel_max) {
-    fr[2].y0 = floor(log10(rel_min)) - 1;
-    fr[2].y1 = ceil(log10(rel_max)) + 0.5;
+  if (d->rel_min <= d->rel_max) {
+    fr[2].y0 = floor(log10(d->rel_min)) - 1;
+    fr[2].y1 = ceil(log10(d->rel_max)) + 0.5;
     if (fr[2].y1 < fr[2].y0 + 2) fr[2].y1 = fr[2].y0 + 2;
   }
-  for (int i = 0; i < n; i++)
-    for (int k = 0; rel[i] && k < s[i].n; k++)
-      if (isfinite(rel[i][k])) rel[i][k] = rel[i][k] > 0 ? log10(rel[i][k]) : fr[2].y0;
+  for (int i = 0; i < d->n; i++)
+    for (int k = 0; d->rel[i] && k < d->s[i].n; k++)
+      if (isfinite(d->rel[i][k])) d->rel[i][k] = d->rel[i][k] > 0 ? log10(d->rel[i][k]) : fr[2].y0;
+}
 
-  rc_sb b = {0};
+/* The header, the verdict line, the axes and the K and divergence marks. */
+static void plot_frame_svg(rc_sb *b, const rc_run *run, const frame fr[NPANELS]) {
   rc_sb_printf(
-      &b,
+      b,
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
       "%d\" font-family=\"sans-serif\" font-size=\"12\">\n",
       W, H, W, H);
-  rc_sb_printf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", W, H);
+  rc_sb_printf(b, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\"/>\n", W, H);
   char title[256], sub[1100];
   rc_bufprintf(title, sizeof title, "resumecheck run: %s (exit %d)", rc_verdict_headline(run),
                run->exit_code);
   /* the verdict line, cut to what fits the width */
   rc_bufprintf(sub, sizeof sub, "%s", run->verdict_text);
   if (strlen(sub) > 140) snprintf(sub + 137, sizeof sub - 137, "...");
-  rc_sb_printf(&b, "<text x=\"%d\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", PX0);
-  rc_sb_xml(&b, title);
-  rc_sb_printf(&b, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"12\">", PX0);
-  rc_sb_xml(&b, sub);
-  rc_sb_puts(&b, "</text>\n");
-  axes(&b, &fr[0], 0, "grad norm (before clipping)", false);
-  axes(&b, &fr[1], 1, "loss", false);
-  axes(&b, &fr[2], 2, "|grad norm - through| / through", true);
-
+  rc_sb_printf(b, "<text x=\"%d\" y=\"24\" font-size=\"15\" font-weight=\"bold\">", PX0);
+  rc_sb_xml(b, title);
+  rc_sb_printf(b, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"12\">", PX0);
+  rc_sb_xml(b, sub);
+  rc_sb_puts(b, "</text>\n");
+  axes(b, &fr[0], 0, "grad norm (before clipping)", false);
+  axes(b, &fr[1], 1, "loss", false);
+  axes(b, &fr[2], 2, "|grad norm - through| / through", true);
   for (int i = 0; i < run->n_save_at; i++) {
     char label[48];
     snprintf(label, sizeof label, "K=%" PRId64, run->save_at[i]);
     /* with --save-at every, label only a few of the lines */
     if (run->n_save_at > 12 && i % (run->n_save_at / 6 + 1)) label[0] = 0;
-    vline(&b, &fr[0], (double)run->save_at[i], "#888", "4,3", label, false);
+    vline(b, &fr[0], (double)run->save_at[i], "#888", "4,3", label, false);
   }
   if (run->first_div_step >= 0) {
     char label[64];
     snprintf(label, sizeof label, "first divergence: step %" PRId64, run->first_div_step);
-    vline(&b, &fr[0], (double)run->first_div_step, DIVERGENCE_COLOR, "none", label, true);
+    vline(b, &fr[0], (double)run->first_div_step, DIVERGENCE_COLOR, "none", label, true);
   }
+}
 
-  /* through wide and pale underneath, the other legs on top: where a leg
-   * matches through, its line runs inside through's; the off arm dashed */
-  int legend = 0;
-  for (int i = 0; i < n; i++) {
-    const rc_leg *l = &run->legs[i];
-    const char *color = COLORS[i % NCOLORS];
-    const char *dash = !strcmp(l->arm, "fusion-off") ? "6,3" : "none";
-    bool through = !strcmp(l->name, "through");
-    double width = through ? 5 : 1.6, opacity = through ? 0.45 : 1;
-    bool dots = s[i].n <= 60 && !through;
-    for (int p = 0; have[i] && p < 2; p++)
-      polyline(&b, &fr[p], p, &s[i], s[i].v[p], color, width, dash, opacity, dots);
-    if (rel[i]) polyline(&b, &fr[2], 2, &s[i], rel[i], color, 1.6, dash, 1, s[i].n <= 60);
-    if (legend < MAX_LEGEND) {
-      int y = PY0[0] + 10 + legend * 20;
-      rc_sb_printf(
-          &b,
-          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%.1f\" "
-          "stroke-dasharray=\"%s\" stroke-opacity=\"%.2f\"/>\n",
-          LEGEND_X, y, LEGEND_X + 24, y, color, width, dash, opacity);
-      char text[160];
-      rc_bufprintf(text, sizeof text, "%s%s", l->label, have[i] ? "" : " (no trace)");
-      rc_sb_printf(&b, "<text x=\"%d\" y=\"%d\">", LEGEND_X + 30, y + 4);
-      rc_sb_xml(&b, text);
-      rc_sb_puts(&b, "</text>\n");
-    } else if (legend == MAX_LEGEND) {
-      rc_sb_printf(&b, "<text x=\"%d\" y=\"%d\">… and %d more legs</text>\n", LEGEND_X,
-                   PY0[0] + 14 + legend * 20, n - i);
-    }
-    legend++;
+/* Leg i's lines in every panel, and its legend entry. Through is drawn wide
+ * and pale underneath, the other legs on top: where a leg matches through,
+ * its line runs inside through's; the fusion-off arm dashed. */
+static void plot_leg(rc_sb *b, const rc_run *run, const plot_data *d, const frame fr[NPANELS],
+                     int i) {
+  const rc_leg *l = &run->legs[i];
+  const series *s = &d->s[i];
+  const char *color = COLORS[i % NCOLORS];
+  const char *dash = !strcmp(l->arm, "fusion-off") ? "6,3" : "none";
+  bool through = !strcmp(l->name, "through");
+  double width = through ? 5 : 1.6, opacity = through ? 0.45 : 1;
+  bool dots = s->n <= 60 && !through;
+  for (int p = 0; d->have[i] && p < 2; p++)
+    polyline(b, &fr[p], p, s, s->v[p], color, width, dash, opacity, dots);
+  if (d->rel[i]) polyline(b, &fr[2], 2, s, d->rel[i], color, 1.6, dash, 1, s->n <= 60);
+  if (i < MAX_LEGEND) {
+    int y = PY0[0] + 10 + i * 20;
+    rc_sb_printf(
+        b,
+        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%.1f\" "
+        "stroke-dasharray=\"%s\" stroke-opacity=\"%.2f\"/>\n",
+        LEGEND_X, y, LEGEND_X + 24, y, color, width, dash, opacity);
+    char text[160];
+    rc_bufprintf(text, sizeof text, "%s%s", l->label, d->have[i] ? "" : " (no trace)");
+    rc_sb_printf(b, "<text x=\"%d\" y=\"%d\">", LEGEND_X + 30, y + 4);
+    rc_sb_xml(b, text);
+    rc_sb_puts(b, "</text>\n");
+  } else if (i == MAX_LEGEND) {
+    rc_sb_printf(b, "<text x=\"%d\" y=\"%d\">… and %d more legs</text>\n", LEGEND_X,
+                 PY0[0] + 14 + i * 20, d->n - i);
   }
+}
+
+int rc_plot_svg(const rc_run *run, const char *path, rc_err *err) {
+  plot_data d;
+  int rc = plot_data_load(run, &d, err);
+  if (rc) return rc;
+  frame fr[NPANELS];
+  plot_frames(run, &d, fr);
+  rc_sb b = {0};
+  plot_frame_svg(&b, run, fr);
+  for (int i = 0; i < d.n; i++) plot_leg(&b, run, &d, fr, i);
   rc_sb_puts(&b, "</svg>\n");
-  for (int i = 0; i < n; i++) {
-    series_free(&s[i]);
-    free(rel[i]);
-  }
-  free(s);
-  free(have);
-  free(rel);
-  int rc = rc_sb_write(&b, path, err);
+  plot_data_free(&d);
+  rc = rc_sb_write(&b, path, err);
   free(b.buf);
   return rc;
 }

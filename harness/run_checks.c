@@ -89,6 +89,57 @@ static void tally_files(const rc_compare_result *r, int *failing, int *failing_s
   }
 }
 
+/* The check's tallies: shards by name, other files from the compare result;
+ * whether args.json differs (by construction, between legs). */
+static void check_tallies(rc_check *c) {
+  char **shards = NULL;
+  int n_shards = 0;
+  collect_shards(c->path_a, &shards, &n_shards);
+  collect_shards(c->path_b, &shards, &n_shards);
+  int files_differ = 0, shards_differ = 0, info_only = 0;
+  tally_files(&c->cmp, &files_differ, &shards_differ, &info_only);
+  for (int i = 0; i < c->cmp.n_diffs; i++)
+    if (c->cmp.diffs[i].kind == RC_DIFF_INFORMATIONAL &&
+        ends_with(c->cmp.diffs[i].file, RC_ARGS_NAME))
+      c->args_differ = true;
+  for (int i = 0; i < n_shards; i++) free(shards[i]);
+  free(shards);
+  c->shards = n_shards;
+  c->shards_identical = n_shards - shards_differ;
+  c->files = c->cmp.n_files_compared - info_only;
+  if (c->files < files_differ) c->files = files_differ;
+  c->files_identical = c->files - files_differ;
+}
+
+/* First: the first dataset in path order (whole files such as COMPLETE,
+ * which hashes the manifest, only when no dataset differs). Largest: the
+ * greatest relative difference, model weights before optimizer state,
+ * which is usually where the mechanism shows. */
+static void describe_differences(rc_check *c) {
+  int first = -1, first_file = -1, largest = -1;
+  for (int i = 0; i < c->cmp.n_diffs; i++) {
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
+    if (first_file < 0) first_file = i;
+    if (first < 0 && d->object[0]) first = i;
+    if (d->kind != RC_DIFF_VALUES) continue;
+    if (largest < 0) {
+      largest = i;
+      continue;
+    }
+    const rc_diff *l = &c->cmp.diffs[largest];
+    bool dm = !strncmp(d->object, "/model/", 7), lm = !strncmp(l->object, "/model/", 7);
+    if ((dm && !lm) || (dm == lm && d->max_rel > l->max_rel)) largest = i;
+  }
+  if (first < 0) first = first_file;
+  if (first >= 0) {
+    rc_diff_describe(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
+    c->first_is_dataset = c->cmp.diffs[first].object[0] != 0;
+  }
+  if (largest >= 0 && largest != first)
+    rc_diff_describe(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
+}
+
 static void run_state_check(rc_run *run, rc_check *c) {
   const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
   char a_at[128], b_at[128];
@@ -124,25 +175,7 @@ static void run_state_check(rc_run *run, rc_check *c) {
     rc_bufprintf(a_at + strlen(a_at), sizeof a_at - strlen(a_at), " (hashes only)");
   if (c->cmp.hashes_only_b)
     rc_bufprintf(b_at + strlen(b_at), sizeof b_at - strlen(b_at), " (hashes only)");
-  /* tallies: shards by name, other files from the compare result */
-  char **shards = NULL;
-  int n_shards = 0;
-  collect_shards(c->path_a, &shards, &n_shards);
-  collect_shards(c->path_b, &shards, &n_shards);
-  int files_differ = 0, shards_differ = 0, info_only = 0;
-  tally_files(&c->cmp, &files_differ, &shards_differ, &info_only);
-  for (int i = 0; i < c->cmp.n_diffs; i++)
-    if (c->cmp.diffs[i].kind == RC_DIFF_INFORMATIONAL &&
-        ends_with(c->cmp.diffs[i].file, RC_ARGS_NAME))
-      c->args_differ = true;
-  for (int i = 0; i < n_shards; i++) free(shards[i]);
-  free(shards);
-  c->shards = n_shards;
-  c->shards_identical = n_shards - shards_differ;
-  c->files = c->cmp.n_files_compared - info_only;
-  if (c->files < files_differ) c->files = files_differ;
-  c->files_identical = c->files - files_differ;
-
+  check_tallies(c);
   char tally[128];
   rc_check_tally(c, tally, sizeof tally);
   const char *by_construction = c->args_differ ? "; args.json differs by construction" : "";
@@ -153,32 +186,7 @@ static void run_state_check(rc_run *run, rc_check *c) {
     return;
   }
   c->status = RC_CHECK_DIFFERS;
-  /* First: the first dataset in path order (whole files such as COMPLETE,
-   * which hashes the manifest, only when no dataset differs). Largest: the
-   * greatest relative difference, model weights before optimizer state,
-   * which is usually where the mechanism shows. */
-  int first = -1, first_file = -1, largest = -1;
-  for (int i = 0; i < c->cmp.n_diffs; i++) {
-    const rc_diff *d = &c->cmp.diffs[i];
-    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
-    if (first_file < 0) first_file = i;
-    if (first < 0 && d->object[0]) first = i;
-    if (d->kind != RC_DIFF_VALUES) continue;
-    if (largest < 0) {
-      largest = i;
-      continue;
-    }
-    const rc_diff *l = &c->cmp.diffs[largest];
-    bool dm = !strncmp(d->object, "/model/", 7), lm = !strncmp(l->object, "/model/", 7);
-    if ((dm && !lm) || (dm == lm && d->max_rel > l->max_rel)) largest = i;
-  }
-  if (first < 0) first = first_file;
-  if (first >= 0) {
-    rc_diff_describe(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
-    c->first_is_dataset = c->cmp.diffs[first].object[0] != 0;
-  }
-  if (largest >= 0 && largest != first)
-    rc_diff_describe(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
+  describe_differences(c);
   rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s; %d difference%s%s", a_at, b_at, tally,
                c->cmp.n_failing, c->cmp.n_failing == 1 ? "" : "s", by_construction);
 }
