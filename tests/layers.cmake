@@ -17,3 +17,16 @@ add_test(NAME layers_enforced
                  "$<JOIN:${RC_LINK_LIBS},:>:$<TARGET_FILE:OpenSSL::Crypto>:$<TARGET_FILE:ZLIB::ZLIB>"
                  "${RC_LINK_EXTRA}"
                  "$<JOIN:${RC_LAYER_OBJECTS_core},:>")
+
+# No two source files of the library call each other, directly or around a
+# circle (tests/file_cycles.py reads the objects' symbols); its self-test is
+# the negative control: a scratch pair that calls both ways is reported.
+find_program(RC_PYTHON3 NAMES python3)
+if(NOT RC_PYTHON3)
+  set(RC_PYTHON3 python3)
+endif()
+add_test(NAME layers_no_file_cycles
+         COMMAND ${RC_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/file_cycles.py "$<JOIN:${RC_ALL_OBJECTS},:>")
+add_test(NAME layers_no_file_cycles_control
+         COMMAND ${RC_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/file_cycles.py --self-test)
+set_tests_properties(layers_no_file_cycles_control PROPERTIES ENVIRONMENT "CC=${CMAKE_C_COMPILER}")

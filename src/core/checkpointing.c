@@ -219,6 +219,7 @@ static void join_staging(rc_model *m) {
 static unsigned char *staging_buffer(void *ctx, size_t bytes) {
   rc_model *m = ctx;
   join_staging(m);
+  m->release_staging = rc_model_release_staging;
   if (m->staging && m->staging_bytes >= bytes) return m->staging;
   if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
   m->staging = m->ops->host_alloc(bytes, 0); /* page-locking here would stall the save */
@@ -272,6 +273,7 @@ static void test_save_advances_rng(rc_model *m) {
 void rc_model_reserve_staging(rc_model *m, bool page_locked) {
   if (m->staging || m->staging_pending) return;
   m->staging_locked = page_locked;
+  m->release_staging = rc_model_release_staging;
   state_list l = {0};
   build(m, &l);
   rc_state view;

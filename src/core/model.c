@@ -8,80 +8,18 @@
  * which backward, and that pairing is the seed's bug.
  *
  * Every buffer of the model, backend or host, is made by the one allocator
- * at the top of this file, which records it (m->blocks): rc_model_free is a
- * loop over that record, and the record is what hostile_model_memory holds
- * against rc_model_memory_need. */
+ * of model_memory.c, which records it (m->blocks). */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend/numeric.h"
-#include "base/fsutil.h"
 #include "core/linear.h"
-#include "core/checkpointing.h"
 #include "core/model_internal.h"
-
-/* ---- the model's memory: one allocator that records every buffer ---- */
-
-/* Room for one more record; the record grows (doubling) when the need's
- * count fell short, e.g. rc_model_attach_comm at world size 1. */
-static bool reserve_block(rc_model *m) {
-  if (m->n_blocks < m->cap_blocks) return true;
-  int cap = m->cap_blocks ? 2 * m->cap_blocks : 64;
-  rc_model_block *b = realloc(m->blocks, (size_t)cap * sizeof *b);
-  if (!b) return false;
-  m->blocks = b, m->cap_blocks = cap;
-  return true;
-}
-
-static void *record(rc_model *m, void *ptr, size_t bytes, rc_mem_kind kind, const char *what) {
-  m->blocks[m->n_blocks++] = (rc_model_block){ptr, bytes, kind, what};
-  return ptr;
-}
-
-/* A failure to record is reported like a host allocation failure (NULL and
- * alloc_failed), never by an abort: the callers check before any use. */
-void *rc_model_alloc_bytes(rc_model *m, rc_mem_kind kind, size_t bytes, const char *what) {
-  if (!reserve_block(m)) {
-    m->alloc_failed = true;
-    return NULL;
-  }
-  return record(m, m->ops->alloc(bytes), bytes, kind, what); /* aborts on failure */
-}
-
-float *rc_model_alloc(rc_model *m, rc_mem_kind kind, size_t n, const char *what) {
-  return (float *)rc_model_alloc_bytes(m, kind, (n ? n : 1) * sizeof(float), what);
-}
-
-void *rc_model_host_alloc(rc_model *m, size_t count, size_t size, const char *what) {
-  size_t bytes = count * size;
-  if (!bytes) bytes = 1;
-  void *p = reserve_block(m) ? calloc(1, bytes) : NULL;
-  if (!p) {
-    m->alloc_failed = true;
-    return NULL;
-  }
-  return record(m, p, bytes, RC_MEM_HOST, what);
-}
-
-void rc_model_release(rc_model *m, void *ptr) {
-  if (!ptr) return;
-  for (int i = m->n_blocks - 1; i >= 0; i--) {
-    rc_model_block *b = &m->blocks[i];
-    if (b->ptr != ptr) continue;
-    if (b->kind == RC_MEM_HOST)
-      free(ptr);
-    else
-      m->ops->free(ptr);
-    b->ptr = NULL;
-    return;
-  }
-}
 
 /* ---- parameters ---- */
 
@@ -157,7 +95,7 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
  * and uploaded in chunks of INIT_CHUNK elements (even, so the pairs never
  * straddle a chunk): the host needs one chunk, not a copy of the largest
  * parameter (rc_model_memory_need counts the chunk). */
-enum { INIT_CHUNK = 1 << 22, INIT_MAX_THREADS = 32, INIT_MIN_SPLIT = 1 << 18 };
+enum { INIT_CHUNK = RC_INIT_CHUNK, INIT_MAX_THREADS = 32, INIT_MIN_SPLIT = 1 << 18 };
 
 typedef struct {
   float *host;                /* element i goes to host[i - base] */
@@ -277,254 +215,6 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
     a->offsets = rc_model_alloc_bytes(m, A, (E + 1) * sizeof(int32_t), "offsets");
     a->group_rows = rc_model_host_alloc(m, E, sizeof(int), "group_rows");
   }
-}
-
-/* ---- memory need: mirrors the allocations above and in rc_model_init ---- */
-
-typedef struct {
-  rc_memory_need *n;
-  uint64_t host;
-} need_acc;
-
-/* What an allocator may add to a request of `bytes`: a heap chunk's header
- * and alignment below glibc's smallest mmap threshold (128 KiB), page
- * rounding and a header above it (CUDA's granule is the lead's to add). */
-static uint64_t alloc_overhead(uint64_t bytes) {
-  return bytes < (128u << 10) ? 64 : RC_ALLOC_OVERHEAD + 64;
-}
-
-/* One backend allocation of `floats` 4-byte elements charged to *field. */
-static void need_dev(need_acc *a, uint64_t *field, uint64_t floats) {
-  uint64_t bytes = 4 * (floats ? floats : 1);
-  *field += bytes;
-  a->n->n_allocs++;
-  a->n->overhead += alloc_overhead(bytes);
-}
-
-static void need_host(need_acc *a, uint64_t bytes) {
-  a->n->n_host_allocs++;
-  a->host += (bytes ? bytes : 1) + alloc_overhead(bytes);
-}
-
-/* add_param: weight, main_grad and the two moments */
-static void need_param(need_acc *a, uint64_t numel) {
-  need_dev(a, &a->n->weights, numel);
-  need_dev(a, &a->n->main_grad, numel);
-  need_dev(a, &a->n->optimizer, numel);
-  need_dev(a, &a->n->optimizer, numel);
-}
-
-/* add_linear plus what rc_model_init gives each linear (wq, wgrad scratch) */
-static void need_linear(need_acc *a, const rc_config *c, uint64_t groups, uint64_t in, uint64_t out,
-                        bool te_style, bool router, bool has_param) {
-  if (has_param) need_param(a, groups * in * out);
-  need_host(a, (uint64_t)c->fp8_amax_history * sizeof(float));
-  bool fp32_ct = c->precision == RC_PREC_FP32;
-  if (!((fp32_ct || router) && !(te_style && c->precision == RC_PREC_FP8)))
-    need_dev(a, &a->n->weight_copies, groups * in * out);
-  if (te_style && !c->grad_accum_fusion) need_dev(a, &a->n->weight_copies, in * out);
-}
-
-/* build_layer */
-static void need_layer(need_acc *a, const rc_config *c, bool moe) {
-  uint64_t H = (uint64_t)c->hidden, F = (uint64_t)c->ffn, E = (uint64_t)c->experts;
-  need_param(a, H); /* input_layernorm */
-  need_linear(a, c, 1, H, 3 * H, true, false, true);
-  need_linear(a, c, 1, H, H, true, false, true);
-  need_param(a, H); /* pre_mlp_layernorm */
-  if (moe) {
-    need_linear(a, c, 1, H, E, false, true, true);
-    need_linear(a, c, E, H, 2 * F, true, false, true);
-    need_linear(a, c, E, F, H, true, false, true);
-    need_dev(a, &a->n->weights, E); /* expert_bias */
-    need_host(a, E * sizeof(float));
-    need_host(a, E * sizeof(double));
-  } else {
-    need_linear(a, c, 1, H, 2 * F, true, false, true);
-    need_linear(a, c, 1, F, H, true, false, true);
-  }
-}
-
-/* alloc_layer_act; the rounded copies (ln1_r, attn_r, ln2_r) are charged
- * always: whether a precision needs them depends on the linear */
-static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
-  uint64_t T = (uint64_t)c->micro_batch * c->seq_len, H = (uint64_t)c->hidden;
-  uint64_t F = (uint64_t)c->ffn, E = (uint64_t)c->experts, K = (uint64_t)c->topk;
-  uint64_t rows = moe ? T * K : T, *act = &a->n->activations;
-  uint64_t th[] = {T * H,
-                   T,
-                   T * H,
-                   3 * T * H,
-                   T * H,
-                   T * H,
-                   (uint64_t)c->micro_batch * c->heads * c->seq_len,
-                   T * H,
-                   T * H,
-                   T * H,
-                   T,
-                   T * H,
-                   rows * 2 * F,
-                   rows * F,
-                   T * H,
-                   T * H};
-  for (size_t i = 0; i < sizeof th / sizeof th[0]; i++) need_dev(a, act, th[i]);
-  if (moe) {
-    uint64_t mo[] = {T * E, T * E, T * K, T * K * H, T * K * H, E, T * K, T * K, T * K, E + 1};
-    for (size_t i = 0; i < sizeof mo / sizeof mo[0]; i++) need_dev(a, act, mo[i]);
-    need_host(a, E * sizeof(int));
-  }
-}
-
-void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
-  memset(n, 0, sizeof *n);
-  need_acc a = {n, 0};
-  uint64_t H = (uint64_t)c->hidden, V = (uint64_t)c->vocab, F = (uint64_t)c->ffn;
-  uint64_t E = (uint64_t)c->experts, K = (uint64_t)c->topk, D = (uint64_t)c->mtp_depths;
-  uint64_t T = (uint64_t)c->micro_batch * c->seq_len, L = (uint64_t)c->layers;
-  bool last_moe = c->layers > 0 && c->is_moe_layer[c->layers - 1];
-  /* parameters and linears, in rc_model_init's order */
-  need_param(&a, V * H); /* embedding */
-  for (uint64_t l = 0; l < L; l++) need_layer(&a, c, c->is_moe_layer[l]);
-  need_param(&a, H); /* final_layernorm */
-  uint64_t n_mtp = D == 0 ? 0 : c->mtp_repeated_layer ? 1 : D;
-  for (uint64_t p = 0; p < n_mtp; p++) {
-    need_param(&a, H), need_param(&a, H); /* enorm, hnorm */
-    need_linear(&a, c, 1, 2 * H, H, true, false, true);
-    need_layer(&a, c, last_moe);
-    need_param(&a, H); /* final_layernorm */
-  }
-  need_linear(&a, c, 1, H, V, c->te_output_head, false, !c->tie_embeddings);
-  n->transient = (uint64_t)INIT_CHUNK * sizeof(float) + alloc_overhead(INIT_CHUNK * sizeof(float));
-  /* activations: L + D layer calls, per-depth MTP buffers, heads */
-  need_host(&a, (L + D) * sizeof(struct rc_layer_act));
-  need_host(&a, (D + 1) * sizeof(struct rc_mtp_act));
-  for (uint64_t l = 0; l < L; l++) need_layer_act(&a, c, c->is_moe_layer[l]);
-  uint64_t *act = &n->activations, *scr = &n->scratch;
-  for (uint64_t k = 1; k <= D; k++) {
-    need_layer_act(&a, c, last_moe);
-    uint64_t mt[] = {T * H, T * H, T, T * H, T, 2 * T * H, T * H, T * H, T, T * H};
-    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) need_dev(&a, act, mt[i]);
-  }
-  need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
-  need_dev(&a, act, T * H); /* emb_out, h0, h0_rstd, h0_r */
-  for (uint64_t k = 0; k <= D; k++) {
-    need_dev(&a, act, T * V);
-    need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
-    need_dev(&a, scr, T * H);                   /* d_h */
-  }
-  need_dev(&a, scr, T), need_dev(&a, scr, T), need_dev(&a, scr, T); /* CE */
-  uint64_t big = T * 3 * H;
-  uint64_t cand[] = {T * 2 * F, T * K * 2 * F, T * K * H, T * E, T * 2 * H};
-  for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) big = cand[i] > big ? cand[i] : big;
-  need_dev(&a, scr, big), need_dev(&a, scr, big);
-  need_dev(&a, scr, 2 * T * H);
-  need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
-  need_dev(&a, scr, T * K);
-  need_dev(&a, scr, T * V); /* scratch_round */
-  uint64_t params = n->weights / 4;
-  /* rc_model_attach_comm: flat gradient, landing area, the owned slice */
-  if (c->world_size > 1) {
-    uint64_t W = (uint64_t)c->world_size, shard = (params + W - 1) / W;
-    need_dev(&a, &n->dist, shard * W), need_dev(&a, &n->dist, shard * W);
-    for (int i = 0; i < 4; i++) need_dev(&a, &n->dist, shard);
-    need_host(&a, RC_MAX_PARAMS * sizeof(size_t));
-  }
-  n->device = n->weights + n->main_grad + n->optimizer + n->weight_copies + n->activations +
-              n->scratch + n->dist + n->overhead;
-  /* checkpoint staging (core/checkpointing.c, io/): a save copies the state
-   * (weights, both moments, main_grad when a bug carries it) to host
-   * tensors; a load holds those and the shard file read whole. Twice the
-   * state plus metadata bounds both. */
-  uint64_t state = n->weights + n->main_grad + n->optimizer;
-  /* the model's record of its buffers (m->blocks), one entry per allocation */
-  uint64_t record = (n->n_allocs + n->n_host_allocs) * sizeof(rc_model_block);
-  a.host += record + alloc_overhead(record);
-  n->host_buffers = a.host + sizeof(rc_model) + alloc_overhead(sizeof(rc_model));
-  n->staging = 2 * state + (16u << 20);
-  n->host = n->host_buffers + n->transient + n->staging;
-}
-
-/* RC_TEST_MEM_AVAILABLE=BYTES: the available memory a test pretends */
-static bool test_available(uint64_t *out) {
-  const char *v = getenv("RC_TEST_MEM_AVAILABLE");
-  if (!v || !*v) return false;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end) return false;
-  *out = x;
-  return true;
-}
-
-int rc_model_memory_check(const rc_memory_need *n, bool device_is_host, uint64_t device_available,
-                          uint64_t host_available, rc_err *err) {
-  uint64_t t;
-  const char *src = "MemAvailable";
-  if (test_available(&t)) device_available = host_available = t, src = "RC_TEST_MEM_AVAILABLE";
-  char need_s[32], avail_s[32], parts[320], host_s[32];
-  char b[6][32];
-  uint64_t v[6] = {n->weights,       n->main_grad,   n->optimizer,
-                   n->weight_copies, n->activations, n->scratch + n->dist + n->overhead};
-  for (int i = 0; i < 6; i++) rc_format_bytes(v[i], b[i], sizeof b[i]);
-  snprintf(parts, sizeof parts,
-           "weights %s, main_grad %s, Adam moments %s, weight copies %s, activations %s, "
-           "scratch %s",
-           b[0], b[1], b[2], b[3], b[4], b[5]);
-  rc_format_bytes(n->host, host_s, sizeof host_s);
-  if (device_is_host) {
-    uint64_t total = n->device + n->host;
-    if (host_available && total > host_available) {
-      rc_format_bytes(total, need_s, sizeof need_s),
-          rc_format_bytes(host_available, avail_s, sizeof avail_s);
-      return rc_fail(err, RC_EXIT_RESOURCES,
-                     "this config needs %s of memory (%s; checkpoint staging and host buffers "
-                     "%s) but %s is available (%s): nothing was allocated; use smaller sizes",
-                     need_s, parts, host_s, avail_s, src);
-    }
-    return RC_OK;
-  }
-  if (device_available && n->device > device_available) {
-    rc_format_bytes(n->device, need_s, sizeof need_s),
-        rc_format_bytes(device_available, avail_s, sizeof avail_s);
-    return rc_fail(err, RC_EXIT_RESOURCES,
-                   "this config needs %s of device memory (%s) but %s is free on the device: "
-                   "nothing was allocated; use smaller sizes",
-                   need_s, parts, avail_s);
-  }
-  if (host_available && n->host > host_available) {
-    rc_format_bytes(n->host, need_s, sizeof need_s),
-        rc_format_bytes(host_available, avail_s, sizeof avail_s);
-    return rc_fail(err, RC_EXIT_RESOURCES,
-                   "this config needs %s of host memory (checkpoint staging and host buffers) but "
-                   "%s is available (%s): nothing was allocated",
-                   need_s, avail_s, src);
-  }
-  return RC_OK;
-}
-
-static bool read_u64_file(const char *path, unsigned long long *out) {
-  FILE *f = fopen(path, "r");
-  if (!f) return false;
-  bool ok = fscanf(f, "%llu", out) == 1;
-  fclose(f);
-  return ok;
-}
-
-uint64_t rc_host_memory_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  unsigned long long kb = 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-  fclose(f);
-  uint64_t avail = (uint64_t)kb * 1024;
-  /* a cgroup v2 limit below it (a container) is what really bounds us;
-   * memory.max reads "max" when there is none, which fails the parse */
-  unsigned long long max, cur;
-  if (read_u64_file("/sys/fs/cgroup/memory.max", &max) &&
-      read_u64_file("/sys/fs/cgroup/memory.current", &cur) && cur <= max && max - cur < avail)
-    avail = max - cur;
-  return avail;
 }
 
 /* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
@@ -751,62 +441,6 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
 int rc_model_init_for_load(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
                            rc_err *err) {
   return model_init(m, cfg, ops, rank, false, err);
-}
-
-/* Frees everything the model allocated, backend buffers included, so a leg
- * is clean under LeakSanitizer: one loop over the record, newest first.
- * Safe on a partly initialised model: the record holds what was made (the
- * model is zeroed first, so an empty record is NULL), and released entries
- * are NULL, which both frees accept. */
-void rc_model_free(rc_model *m) {
-  const rc_ops *o = m->ops;
-  if (!o) return;
-  rc_model_release_staging(m);
-  for (int i = m->n_blocks - 1; i >= 0; i--) {
-    rc_model_block *b = &m->blocks[i];
-    if (b->kind == RC_MEM_HOST)
-      free(b->ptr);
-    else
-      o->free(b->ptr);
-  }
-  free(m->blocks);
-  m->blocks = NULL, m->n_blocks = m->cap_blocks = 0;
-  m->acts = NULL, m->mtp_acts = NULL;
-  memset(&m->dist, 0, sizeof m->dist);
-  m->nparams = m->nlinears = 0;
-  m->ops = NULL;
-}
-
-double rc_model_wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-void rc_model_profile_note(const char *what, double seconds) {
-  const char *v = getenv("RC_PROFILE");
-  if (v && *v) fprintf(stderr, "profile: %s %.3f s\n", what, seconds);
-}
-
-void rc_model_profile_mark(rc_model *m, rc_profile_phase phase) {
-  if (!m->profile) return;
-  m->ops->sync();
-  double now = rc_model_wall_s();
-  if (m->profile_mark > 0) m->profile_s[phase] += now - m->profile_mark;
-  m->profile_mark = now;
-}
-
-const char *rc_model_profile_phase_name(rc_profile_phase phase) {
-  static const char *names[RC_PROFILE_PHASES] = {[RC_PROF_DATA] = "data and upload",
-                                                 [RC_PROF_FWD_DECODER] = "forward decoder",
-                                                 [RC_PROF_FWD_MTP] = "forward MTP layers",
-                                                 [RC_PROF_FWD_HEADS] = "forward heads + CE",
-                                                 [RC_PROF_BWD_HEADS] = "backward heads",
-                                                 [RC_PROF_BWD_MTP] = "backward MTP",
-                                                 [RC_PROF_BWD_DECODER] = "backward decoder",
-                                                 [RC_PROF_OPTIMIZER] =
-                                                     "grad norm, optimizer, fingerprints"};
-  return (int)phase >= 0 && phase < RC_PROFILE_PHASES ? names[phase] : "?";
 }
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name) {

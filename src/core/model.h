@@ -223,6 +223,9 @@ typedef struct rc_model {
   bool staging_pending; /* staging_tid runs or has not been joined */
   size_t staging_want;  /* what it was asked to reserve */
   bool staging_locked;  /* ask for page-locked memory (rc_model_reserve_staging) */
+  /* how rc_model_free releases the staging buffer: set by checkpointing.c
+   * when it makes one (the model's files do not call up into it) */
+  void (*release_staging)(struct rc_model *m);
 } rc_model;
 
 /* Per-step results, the trace row. */

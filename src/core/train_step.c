@@ -73,33 +73,6 @@ double rc_model_lr(const rc_model *m, int64_t s) {
   return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-/* The sum of per-tensor partial sums of squares in order. The injected
- * `nondeterministic-reduction` sums them in float, in an order seeded by the
- * clock — the way an atomics-based reduction behaves. */
-double rc_sum_partials(const rc_model *m, const double *part, int n) {
-  double total = 0;
-  if (m->cfg.inject & RC_BUG_NONDETERMINISTIC_REDUCTION) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t r = rc_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
-    int *order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!order) abort();
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-      r = rc_mix64(r);
-      int j = (int)(r % (uint64_t)(i + 1)), t = order[i];
-      order[i] = order[j], order[j] = t;
-    }
-    float acc = 0;
-    for (int i = 0; i < n; i++) acc += (float)part[order[i]];
-    total = acc;
-    free(order);
-  } else {
-    for (int i = 0; i < n; i++) total += part[i];
-  }
-  return total;
-}
-
 /* Sum of squares of every main_grad in parameter order. */
 static double grad_sumsq(rc_model *m) {
   int n = m->nparams;

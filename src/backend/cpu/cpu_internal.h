@@ -7,11 +7,23 @@
 #ifndef RC_BACKEND_CPU_INTERNAL_H
 #define RC_BACKEND_CPU_INTERNAL_H
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "backend/ops.h"
 
 /* Scratch memory for one op call: malloc that aborts with a message on
- * failure (the only exit the library allows). Freed with free(). */
-void *rc_cpu_scratch(size_t bytes);
+ * failure (the only exit the library allows). Freed with free(). Inline,
+ * so the op files depend on no one but the table that assembles them. */
+static inline void *rc_cpu_scratch(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu scratch bytes\n",
+            bytes);
+    abort();
+  }
+  return p;
+}
 
 /* cpu_gemm.c */
 void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

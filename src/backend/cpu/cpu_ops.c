@@ -30,16 +30,6 @@ static void *cpu_alloc(size_t bytes) {
   return p;
 }
 
-void *rc_cpu_scratch(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu scratch bytes\n",
-            bytes);
-    abort();
-  }
-  return p;
-}
-
 static void cpu_free(void *ptr) {
   free(ptr);
 }
