@@ -605,40 +605,10 @@ static bool first_backward_of_step(const rc_event_list *l, int i) {
   return true;
 }
 
-static void located_text(rc_bisect *b) {
+/* What the first differing event means, where its kind says it (b->note). */
+static void explain_event(rc_bisect *b, const rc_event *et, const rc_event *er, const char *bt,
+                          const char *br) {
   const rc_alignment *al = &b->align;
-  const rc_event *et = &b->ev_through.ev[al->index < b->ev_through.n ? al->index : 0];
-  const rc_event *er = &b->ev_resume.ev[al->index < b->ev_resume.n ? al->index : 0];
-  char where[512];
-  if (al->kind == RC_ALIGN_STRUCTURE) {
-    if (al->index >= b->ev_through.n || al->index >= b->ev_resume.n) {
-      rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                   "the event logs differ in length: %d events in the train-through process, %d in "
-                   "the resumed one (the first %d agree in values)",
-                   b->ev_through.n, b->ev_resume.n, al->index);
-      return;
-    }
-    char wt[512], wr[512];
-    rc_event_describe(et, wt, sizeof wt);
-    rc_event_describe(er, wr, sizeof wr);
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "event %d is a different operation: through ran %s, resume ran %s", al->index + 1,
-                 wt, wr);
-    return;
-  }
-  rc_event_describe(et, where, sizeof where);
-  const char *pt = rc_event_get(et, "passed"), *pr = rc_event_get(er, "passed");
-  const char *bt = rc_event_get(et, "beta"), *br = rc_event_get(er, "beta");
-  char ctx[256] = "";
-  if (pt && pr && bt && br && strcmp(bt, "-1"))
-    rc_bufprintf(ctx, sizeof ctx, "; through passed %s (beta=%s), resume passed %s (beta=%s)", pt,
-                 bt, pr, br);
-  else if (pt && pr)
-    rc_bufprintf(ctx, sizeof ctx, "; through passed %s, resume passed %s", pt, pr);
-  rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "%s: %s differ%s%s", where, al->fields,
-               strchr(al->fields, ',') ? "" : "s", ctx);
-
-  /* What the difference means, where the kind of event says it. */
   if (!strcmp(et->kind, "backward") && bt && br && strcmp(bt, br)) {
     bool zeroed =
         !strcmp(al->fields, "fp_main_grad") && first_backward_of_step(&b->ev_through, al->index);
@@ -685,6 +655,42 @@ static void located_text(rc_bisect *b) {
                  "same flags, same input gradients, different main_grad after the GEMM: the buffer "
                  "held different values before it (not zeroed, or loaded stale)");
   }
+}
+
+static void located_text(rc_bisect *b) {
+  const rc_alignment *al = &b->align;
+  const rc_event *et = &b->ev_through.ev[al->index < b->ev_through.n ? al->index : 0];
+  const rc_event *er = &b->ev_resume.ev[al->index < b->ev_resume.n ? al->index : 0];
+  char where[512];
+  if (al->kind == RC_ALIGN_STRUCTURE) {
+    if (al->index >= b->ev_through.n || al->index >= b->ev_resume.n) {
+      rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                   "the event logs differ in length: %d events in the train-through process, %d in "
+                   "the resumed one (the first %d agree in values)",
+                   b->ev_through.n, b->ev_resume.n, al->index);
+      return;
+    }
+    char wt[512], wr[512];
+    rc_event_describe(et, wt, sizeof wt);
+    rc_event_describe(er, wr, sizeof wr);
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "event %d is a different operation: through ran %s, resume ran %s", al->index + 1,
+                 wt, wr);
+    return;
+  }
+  rc_event_describe(et, where, sizeof where);
+  const char *pt = rc_event_get(et, "passed"), *pr = rc_event_get(er, "passed");
+  const char *bt = rc_event_get(et, "beta"), *br = rc_event_get(er, "beta");
+  char ctx[256] = "";
+  if (pt && pr && bt && br && strcmp(bt, "-1"))
+    rc_bufprintf(ctx, sizeof ctx, "; through passed %s (beta=%s), resume passed %s (beta=%s)", pt,
+                 bt, pr, br);
+  else if (pt && pr)
+    rc_bufprintf(ctx, sizeof ctx, "; through passed %s, resume passed %s", pt, pr);
+  rc_bufprintf(b->verdict_text, sizeof b->verdict_text, "%s: %s differ%s%s", where, al->fields,
+               strchr(al->fields, ',') ? "" : "s", ctx);
+
+  explain_event(b, et, er, bt, br);
 }
 
 /* "5" or "3,5": the through replay's saves at or before K. */
