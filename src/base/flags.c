@@ -203,6 +203,11 @@ static int apply(const rc_flag_spec *f, void *target, const char *flag, const ch
   return rc_fail(err, RC_EXIT_SOFTWARE, "%s: unknown flag kind %d", flag, (int)f->kind);
 }
 
+int rc_flags_apply(const rc_flag_spec *f, void *target, const char *flag, const char *value,
+                   rc_err *err) {
+  return apply(f, target, flag, value, err);
+}
+
 /* Has a row that contradicts row idx been seen? Names the pair in err. */
 static int check_conflict(const rc_flag_cmd *cmd, int idx, const unsigned char *seen, int total,
                           rc_err *err) {
@@ -210,9 +215,9 @@ static int check_conflict(const rc_flag_cmd *cmd, int idx, const unsigned char *
   for (int j = 0; j < total; j++) {
     const rc_flag_spec *o = row_at(cmd, j);
     if (!seen[j] || j == idx) continue;
-    if (f->conflicts && !strcmp(f->conflicts, o->name))
+    if (in_list(f->conflicts, o->name))
       return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", o->name, f->name);
-    if (o->conflicts && !strcmp(o->conflicts, f->name))
+    if (in_list(o->conflicts, f->name))
       return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", f->name, o->name);
   }
   return 0;
