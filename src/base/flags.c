@@ -216,9 +216,13 @@ static int check_conflict(const rc_flag_cmd *cmd, int idx, const unsigned char *
     const rc_flag_spec *o = row_at(cmd, j);
     if (!seen[j] || j == idx) continue;
     if (in_list(f->conflicts, o->name))
-      return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", o->name, f->name);
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "%s and %s contradict each other (both set one setting: give one)", o->name,
+                     f->name);
     if (in_list(o->conflicts, f->name))
-      return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", f->name, o->name);
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "%s and %s contradict each other (both set one setting: give one)", f->name,
+                     o->name);
   }
   return 0;
 }

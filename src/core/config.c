@@ -569,6 +569,12 @@ static int set_position_embedding(void *meg, const char *flag, const char *v, rc
   return only(flag, v, "rope", "positions are rotary, base --rope-theta", err);
 }
 
+static int set_mock_data(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  ((rc_megatron_args *)meg)->cfg->data[0] = 0; /* the synthetic corpus */
+  return 0;
+}
+
 static int set_nothing(void *meg, const char *flag, const char *v, rc_err *err) {
   (void)meg, (void)flag, (void)v, (void)err; /* what the model always is */
   return 0;
@@ -616,12 +622,67 @@ static const rc_flag_spec MEGATRON_FLAGS[] = {
       "accepted as RMSNorm only"),
     S("--position-embedding-type", RC_FLAG_STRING, set_position_embedding, NULL, "rope",
       "accepted as rope only"),
+    M("--moe-layer-freq", RC_FLAG_STRING, moe_layer_freq, 0, 0, "--moe-layers", "N|[..]",
+      "N: layers i with i % N == 0 are MoE; [1,0,...]: one 0/1\n"
+      "per layer (= --moe-layers; no Python expressions)"),
+    S("--moe-grouped-gemm", RC_FLAG_BOOL, set_nothing, NULL, NULL,
+      "accepted: the experts' GEMMs are always grouped"),
+    S("--mock-data", RC_FLAG_BOOL, set_mock_data, "--data", NULL,
+      "train on the synthetic corpus (the default without --data)"),
     S("--swiglu", RC_FLAG_BOOL, set_nothing, NULL, NULL, "accepted: the MLP is always SwiGLU"),
     S("--disable-bias-linear", RC_FLAG_BOOL, set_nothing, NULL, NULL,
       "accepted: no linear has a bias"),
 };
 #undef M
 #undef S
+
+/* --moe-layer-freq as Megatron reads it (an int N: layer i is MoE when
+ * i % N == 0; a list: one 0/1 per layer) into c->moe_layers. Megatron
+ * evaluates Python expressions such as "([1]*3+[0])*2" too; those are
+ * refused here rather than half-understood. */
+static int moe_layer_freq(const char *v, rc_config *c, rc_err *err) {
+  char list[sizeof c->moe_layers] = "";
+  const char *p = v;
+  int n = 0;
+  if (*p == '[') {
+    for (p++;; p++) {
+      if ((*p != '0' && *p != '1') || (p[1] != ',' && p[1] != ']')) break;
+      if (*p == '1') {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%s%d", list[0] ? "," : "", n);
+        strncat(list, buf, sizeof list - strlen(list) - 1);
+      }
+      n++, p++;
+      if (*p == ']') break;
+    }
+    if (*p != ']' || p[1])
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--moe-layer-freq: '%s' is neither N nor a list [0,1,...] of one 0 or 1 per "
+                     "layer (Python expressions are not evaluated: write the list out, or give "
+                     "--moe-layers)",
+                     v);
+    if (n != c->layers)
+      return rc_fail(err, RC_EXIT_USAGE, "--moe-layer-freq: the list has %d entries for %d layers",
+                     n, c->layers);
+  } else {
+    char *end;
+    errno = 0;
+    long freq = strtol(v, &end, 10);
+    if (errno || end == v || *end || freq < 1 || freq > RC_MAX_LAYERS)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--moe-layer-freq: '%s' is neither N in [1, %d] nor a list [0,1,...] (Python "
+                     "expressions are not evaluated: write the list out, or give --moe-layers)",
+                     v, RC_MAX_LAYERS);
+    for (int l = 0; l < c->layers; l++)
+      if (l % freq == 0) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%s%d", list[0] ? "," : "", l);
+        strncat(list, buf, sizeof list - strlen(list) - 1);
+      }
+  }
+  snprintf(c->moe_layers, sizeof c->moe_layers, "%s", list[0] ? list : "none");
+  return 0;
+}
 
 /* The Megatron flags' meaning, now that every flag is in: precision from
  * --bf16/--fp16/--fp8-format, microbatches from --global-batch-size, and
@@ -653,6 +714,7 @@ static int resolve_megatron(const rc_megatron_args *g, rc_config *c, rc_err *err
                      (long long)g->global_batch_size, (long long)m, 1 << 16);
     c->microbatches = (int)m;
   }
+  if (g->moe_layer_freq[0] && moe_layer_freq(g->moe_layer_freq, c, err)) return err->code;
   if (g->lr_decay_iters && g->lr_decay_iters != c->steps)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--lr-decay-iters %lld is not --steps %d: resumecheck's cosine decays over "

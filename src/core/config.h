@@ -130,6 +130,7 @@ typedef struct {
   int fp8_format;            /* 0, or 1 + the index of e4m3 | hybrid */
   int64_t global_batch_size; /* --global-batch-size */
   int64_t lr_decay_iters;    /* --lr-decay-iters */
+  char moe_layer_freq[256];  /* --moe-layer-freq: N or [0,1,...] */
 } rc_megatron_args;
 
 /* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */
