@@ -293,8 +293,12 @@ int rc_flags_parse(const rc_flag_cmd *cmd, int argc, char **argv, rc_flag_args *
         v = argv[++i];
       }
       if (!pass) {
-        if (seen[idx] && !(f->tags & RC_FLAG_REPEATABLE))
+        if (seen[idx] && !(f->tags & RC_FLAG_REPEATABLE)) {
+          if (strcmp(name, f->name)) /* an alias: say which flag it spells */
+            return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once (%s is %s)",
+                           f->name, name, f->name);
           return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once", f->name);
+        }
         seen[idx] = 1;
         if (check_conflict(cmd, idx, seen, total, err)) return err->code;
       }

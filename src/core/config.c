@@ -818,13 +818,8 @@ static int set_config_file(void *cfg, const char *flag, const char *path, rc_err
   if (j->type != RC_JSON_OBJ)
     rc = rc_fail(err, RC_EXIT_USAGE, "%s %s: %s, not an object (what `train --dry-run` prints)",
                  flag, path, json_type_name(j));
-  for (int i = 0; !rc && i < j->nkids; i++) {
-    for (int k = 0; !rc && k < i; k++)
-      if (!strcmp(j->kids[k].key, j->kids[i].key))
-        rc = rc_fail(err, RC_EXIT_USAGE, "key \"%s\" given twice", j->kids[i].key);
-    if (!rc) rc = apply_member(cfg, &j->kids[i], err);
-    if (rc) rc_err_prefix(err, "%s %s", flag, path);
-  }
+  for (int i = 0; !rc && i < j->nkids; i++) /* the reader refused repeated keys */
+    if ((rc = apply_member(cfg, &j->kids[i], err))) rc_err_prefix(err, "%s %s", flag, path);
   rc_json_free(j);
   return rc;
 }
