@@ -88,6 +88,7 @@ cat >"$T/shapes" <<EOF
 --fp16|--precision fp16|
 --bf16 --fp8-format hybrid|--precision fp8|--bf16
 --fp8-format e4m3 --bf16|--precision fp8|--bf16
+--precision fp8 --fp8-recipe delayed|--precision fp8|!--precision fp8 --fp8-recipe tensorwise
 --precision fp8 --fp8-amax-compute-algo max|--precision fp8|!--precision fp8 --fp8-amax-compute-algo most_recent
 --micro-batch 2 --global-batch-size 8|--micro-batch 2 --microbatches 4|--micro-batch 2
 --world-size 2 --micro-batch-size 2 --global-batch-size 12|--world-size 2 --micro-batch 2 --microbatches 3|--world-size 2 --micro-batch 2

@@ -559,6 +559,12 @@ static int set_amax_algo(void *meg, const char *flag, const char *v, rc_err *err
   return only(flag, v, "max", "the fp8 scale comes from the maximum of the amax history", err);
 }
 
+static int set_fp8_recipe(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "delayed",
+              "scales from an amax history, as Transformer Engine's delayed scaling", err);
+}
+
 static int set_normalization(void *meg, const char *flag, const char *v, rc_err *err) {
   (void)meg;
   return only(flag, v, "RMSNorm", "every norm is an RMSNorm", err);
@@ -604,6 +610,8 @@ static const rc_flag_spec MEGATRON_FLAGS[] = {
      .help = "with --bf16: = --precision fp8 (TE-style weights in e4m3,\n"
              "delayed scaling; no gradient is quantised, so both formats\n"
              "give the same config)"},
+    S("--fp8-recipe", RC_FLAG_STRING, set_fp8_recipe, NULL, "delayed",
+      "accepted as delayed only (amax-history scaling)"),
     S("--fp8-amax-compute-algo", RC_FLAG_STRING, set_amax_algo, NULL, "max",
       "accepted as max only (the scale is the history's maximum)"),
     M("--global-batch-size", RC_FLAG_INT64, global_batch_size, 1, 1e12, "--microbatches", "G",
