@@ -13,7 +13,7 @@
 #    pair in either order; its control, each alone, is 0;
 #  - a typo near a Megatron name gets a "did you mean" naming it.
 set -u
-: "${RC_BIN:?}"
+: "${RC_BIN:?}" "${RC_SRC:?}"
 T=$(mktemp -d)
 fails=0
 trap 'rm -rf "$T"' EXIT
@@ -130,6 +130,25 @@ done <"$T/shapes"
 while IFS=$'\t' read -r group name _; do
   [ "$group" = megatron ] || continue
   grep -q -- "${name}\b" "$T/shapes" && ok "$name has a case" || fail "$name (a Megatron flag) has no case here"
+done <"$T/rows"
+
+# ---- docs/megatron-flags.md says what the tables have ----
+doc="$RC_SRC/docs/megatron-flags.md"
+sed -n '/^## The same setting under another name/,/^Spelt the same/p' "$doc" |
+  sed -n 's/^| `\(--[a-z0-9-]*\)` | `\(--[a-z0-9-]*\)` |.*/\1 \2/p' | sort >"$T/doc_pairs"
+awk -F'\t' '$1 == "config" && $3 != "-" { n = split($3, a, " "); for (i = 1; i <= n; i++) print a[i], $2 }' \
+  "$T/rows" | sort >"$T/code_pairs"
+if [ -s "$T/code_pairs" ] && cmp -s "$T/doc_pairs" "$T/code_pairs"; then
+  ok "the doc's alias table is the code's ($(wc -l <"$T/code_pairs") rows)"
+else
+  fail "docs/megatron-flags.md's alias table differs from the code (< doc, > code): $(diff "$T/doc_pairs" "$T/code_pairs" | grep '^[<>]' | tr '\n' ' ')"
+fi
+head -n -1 "$T/code_pairs" >"$T/short_pairs" # control: a table missing a row is told apart
+cmp -s "$T/doc_pairs" "$T/short_pairs" && fail "control: a shorter table compared equal" ||
+  ok "control: a table without its last row differs"
+while IFS=$'\t' read -r group name _; do
+  [ "$group" = megatron ] || continue
+  grep -qE -- "[\` ]$name[\` ]" "$doc" && ok "$name is in the doc" || fail "$name is not in docs/megatron-flags.md"
 done <"$T/rows"
 
 # ---- contradictions: 64 in either order; each alone passes (above, or here) ----
