@@ -109,8 +109,12 @@ int rc_cmd_train(int argc, char **argv) {
   kept[0] = argv[0];
   int rc = rc_flags_parse(&first, argc, argv, &rest, &err);
   if (!rc && pf.list_flags) {
-    list_flags(groups, n, stdout);
-    code = RC_OK;
+    if (rest.n_rest) {
+      code = usage_error("--list-flags takes no other flag ('%s')", rest.rest[0]);
+    } else {
+      list_flags(groups, n, stdout);
+      code = RC_OK;
+    }
     goto done;
   }
   if (!rc) rc = rc_config_parse(rest.n_rest + 1, kept, &cfg, &leg, &err);

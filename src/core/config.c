@@ -810,13 +810,23 @@ static int set_config_file(void *cfg, const char *flag, const char *path, rc_err
   /* sysexits' EX_NOINPUT: an input that does not exist or cannot be read */
   if (access(path, R_OK) != 0)
     return rc_fail(err, RC_EXIT_NOINPUT, "%s %s: %s", flag, path, strerror(errno));
-  int rc = rc_read_regular_file(path, RC_CONFIG_FILE_MAX, false, &text, &n, err);
+  /* a FIFO or a directory is no input either (66, and opened without
+   * blocking); a regular file too big for a config is not one (64) */
+  int fd;
+  size_t size;
+  int rc = rc_open_regular(path, false, &fd, &size, err);
   if (rc) {
     rc_err_prefix(err, "%s", flag);
-    /* not a regular file (a FIFO, a directory): not an input; too big: not a config */
-    if (rc == RC_EXIT_DATAERR)
-      err->code = strstr(err->msg, "regular") ? RC_EXIT_NOINPUT : RC_EXIT_USAGE;
-    return err->code;
+    return err->code = rc == RC_EXIT_DATAERR ? RC_EXIT_NOINPUT : rc;
+  }
+  close(fd);
+  if (size > RC_CONFIG_FILE_MAX)
+    return rc_fail(err, RC_EXIT_USAGE, "%s %s: %zu bytes, more than the %u a config may have", flag,
+                   path, size, RC_CONFIG_FILE_MAX);
+  rc = rc_read_regular_file(path, RC_CONFIG_FILE_MAX, false, &text, &n, err);
+  if (rc) { /* it changed since: grew past the cap (65 from the reader), or went */
+    rc_err_prefix(err, "%s", flag);
+    return err->code = rc == RC_EXIT_DATAERR ? RC_EXIT_USAGE : rc;
   }
   char jerr[256];
   rc_json *j = rc_json_parse(text, n, jerr, sizeof jerr);
