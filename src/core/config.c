@@ -2,7 +2,11 @@
  * rc_config (see config.h).
  *
  * One table drives parsing, --help and the canonical JSON, so a setting
- * cannot be parsed but forgotten in the config hash. */
+ * cannot be parsed but forgotten in the config hash. The same table reads
+ * `--config FILE` back (each key through its row), and carries Megatron-LM's
+ * names of its settings as aliases; Megatron's flags of another shape are a
+ * table of their own, resolved into the config after the parse
+ * (docs/megatron-flags.md). */
 #include "core/config.h"
 
 #include <errno.h>
