@@ -27,6 +27,7 @@ dry() { # NAME ARGS...: `train --dry-run ARGS` into $T/NAME.out, its exit code i
 rc_of() { cat "$T/$1.rc"; }
 
 # ---- round trip ----
+# shellcheck disable=SC2054 # 0,1 is one value
 far=(--precision fp16 --seed 9223372036854775807 --micro-batch-size 3 --microbatches 5
   --moe-layers 0,1 --moe-scoring softmax --grad-accum-fusion off --mtp-separate-layers
   --inject hysteresis-not-saved --inject adam-step-from-iteration --lr 0.00123 --min-lr 1e-7

@@ -148,7 +148,7 @@ cmp -s "$T/doc_pairs" "$T/short_pairs" && fail "control: a shorter table compare
   ok "control: a table without its last row differs"
 while IFS=$'\t' read -r group name _; do
   [ "$group" = megatron ] || continue
-  grep -qE -- "[\` ]$name[\` ]" "$doc" && ok "$name is in the doc" || fail "$name is not in docs/megatron-flags.md"
+  grep -qE -- "[\` ]${name}[\` ]" "$doc" && ok "$name is in the doc" || fail "$name is not in docs/megatron-flags.md"
 done <"$T/rows"
 
 # ---- contradictions: 64 in either order; each alone passes (above, or here) ----
