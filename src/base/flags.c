@@ -203,6 +203,11 @@ static int apply(const rc_flag_spec *f, void *target, const char *flag, const ch
   return rc_fail(err, RC_EXIT_SOFTWARE, "%s: unknown flag kind %d", flag, (int)f->kind);
 }
 
+int rc_flags_apply(const rc_flag_spec *f, void *target, const char *flag, const char *value,
+                   rc_err *err) {
+  return apply(f, target, flag, value, err);
+}
+
 /* Has a row that contradicts row idx been seen? Names the pair in err. */
 static int check_conflict(const rc_flag_cmd *cmd, int idx, const unsigned char *seen, int total,
                           rc_err *err) {
@@ -210,10 +215,14 @@ static int check_conflict(const rc_flag_cmd *cmd, int idx, const unsigned char *
   for (int j = 0; j < total; j++) {
     const rc_flag_spec *o = row_at(cmd, j);
     if (!seen[j] || j == idx) continue;
-    if (f->conflicts && !strcmp(f->conflicts, o->name))
-      return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", o->name, f->name);
-    if (o->conflicts && !strcmp(o->conflicts, f->name))
-      return rc_fail(err, RC_EXIT_USAGE, "%s and %s contradict each other", f->name, o->name);
+    if (in_list(f->conflicts, o->name))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "%s and %s contradict each other (both set one setting: give one)", o->name,
+                     f->name);
+    if (in_list(o->conflicts, f->name))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "%s and %s contradict each other (both set one setting: give one)", f->name,
+                     o->name);
   }
   return 0;
 }
@@ -284,8 +293,12 @@ int rc_flags_parse(const rc_flag_cmd *cmd, int argc, char **argv, rc_flag_args *
         v = argv[++i];
       }
       if (!pass) {
-        if (seen[idx] && !(f->tags & RC_FLAG_REPEATABLE))
+        if (seen[idx] && !(f->tags & RC_FLAG_REPEATABLE)) {
+          if (strcmp(name, f->name)) /* an alias: say which flag it spells */
+            return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once (%s is %s)",
+                           f->name, name, f->name);
           return rc_fail(err, RC_EXIT_USAGE, "%s given twice: give each flag once", f->name);
+        }
         seen[idx] = 1;
         if (check_conflict(cmd, idx, seen, total, err)) return err->code;
       }

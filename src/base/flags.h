@@ -59,7 +59,8 @@ typedef struct {
   const char *help;           /* may hold '\n': continuation lines are indented */
   unsigned tags;              /* RC_FLAG_* above */
   const char *key;            /* the name in a serialised record (the canonical config) */
-  const char *conflicts;      /* a flag that contradicts this one: both given is refused */
+  const char *conflicts;      /* flags that contradict this one, space-separated: this one
+                                 and any of them given together is refused */
   const char *implicit;       /* RC_FLAG_OPTIONAL: the value when none is given */
 } rc_flag_spec;
 
@@ -97,6 +98,12 @@ enum { RC_FLAGS_HELP = -1, RC_FLAGS_VERSION = -2 };
  * RC_EXIT_USAGE with the reason in err. args may be NULL when the command
  * takes neither positionals nor forwards. */
 int rc_flags_parse(const rc_flag_cmd *cmd, int argc, char **argv, rc_flag_args *args, rc_err *err);
+
+/* Stores `value` (NULL for a bool) into target as row f would from the
+ * command line (range, choices, setter), naming `flag` in a refusal: for
+ * values that come from elsewhere than argv (`train --config FILE`). */
+int rc_flags_apply(const rc_flag_spec *f, void *target, const char *flag, const char *value,
+                   rc_err *err);
 
 /* The row named (or aliased) `name` ("--x", or "--x=v": the name part), or NULL. */
 const rc_flag_spec *rc_flags_find(const rc_flag_cmd *cmd, const char *name, int *group);

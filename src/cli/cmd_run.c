@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 #include "cli/cli.h"
+#include "core/config.h"
 #include "harness/report.h"
 #include "harness/run.h"
 #include "harness/run_signal.h"
@@ -43,7 +44,8 @@ static const char EPILOGUE[] =
     "Every other flag (--preset, --precision, --mtp-depths, --first-microbatch-policy,\n"
     "--grad-accum-fusion, --inject, --seed, ...; `--flag value` or `--flag=value`) is passed\n"
     "verbatim to each `resumecheck train` leg and checked with `train --dry-run` before any\n"
-    "leg starts.\n"
+    "leg starts; Megatron-LM's names included (docs/megatron-flags.md). --config FILE\n"
+    "(the canonical config as the base) is read here first: 66 or 64 before any leg.\n"
     "\n"
     "Exit codes: 0 every check identical; 1 resume divergence (or the fusion arms differ);\n"
     "2 A/A failure (not deterministic: the resume result is inconclusive; without --aa it\n"
@@ -103,8 +105,15 @@ static const char *const THROUGH[] = {"auto", "full", "hashes", NULL};
   { .name = flag, .kind = kind_, .set = refuse_leg_flag, .tags = RC_FLAG_OPTIONAL | RC_FLAG_HIDDEN }
 
 static const rc_flag_spec RUN_FLAGS[] = {
-    R("--steps", RC_FLAG_INT64, steps, 2, 1 << 30, NULL, "N",
-      "the training horizon (LR schedule) of every leg"),
+    {.name = "--steps",
+     .aliases = "--train-iters", /* Megatron-LM's name, as `train` has it */
+     .kind = RC_FLAG_INT64,
+     .offset = offsetof(run_flags, steps),
+     .min = 2,
+     .max = 1 << 30,
+     .metavar = "N",
+     .help = "the training horizon (LR schedule) of every leg; it overrides\n"
+             "the \"steps\" of a --config FILE"},
     R("--save-at", RC_FLAG_STRING, save_at, 0, 0, NULL, "LIST",
       "save steps, e.g. 5 or 3,6 (a chain: resume at 3, again at 6), or\n"
       "'every' (one resume leg per step 1..N-1), or 'auto' (the CI\n"
@@ -186,6 +195,29 @@ static const rc_flag_spec PER_LEG_FLAGS[] = {
 
 #define usage_error(...) rc_cli_usage_error("run", true, __VA_ARGS__)
 
+/* `--config FILE` goes to every leg as it is (each reads the file; the
+ * flags after it, run's --steps and --grad-accum-fusion among them,
+ * override it). It is read here first, so that a file that is missing (66)
+ * or not a config (64) is refused before any leg or directory exists.
+ * Returns -1 to go on, else the exit code. */
+static int check_config_file(char **fwd, int n_fwd) {
+  for (int i = 0; i < n_fwd; i++) {
+    const char *path = !strncmp(fwd[i], "--config=", 9)               ? fwd[i] + 9
+                       : !strcmp(fwd[i], "--config") && i + 1 < n_fwd ? fwd[i + 1]
+                                                                      : NULL;
+    if (!path) continue;
+    rc_config cfg;
+    rc_err err = {0};
+    rc_config_defaults(&cfg, NULL);
+    if (rc_config_read_file(path, &cfg, &err)) {
+      if (err.code == RC_EXIT_USAGE) return usage_error("%s", err.msg);
+      fprintf(stderr, "resumecheck run: %s\n", err.msg);
+      return err.code;
+    }
+  }
+  return -1;
+}
+
 /* run's flags into o (and r: the report paths); every other argument into
  * fwd, in order. Returns -1 to go on, else the exit code. */
 static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char **fwd, int *n_fwd,
@@ -246,8 +278,10 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   if (o->trainer != RC_TRAINER_EXEC && r->train_cmd)
     return usage_error("--train-cmd needs --trainer exec");
   o->train_cmd = r->train_cmd;
+  if ((code = check_config_file(fwd, *n_fwd)) >= 0) return code;
   for (int i = 0; o->confirm_arm && i < *n_fwd; i++)
-    if (!strncmp(fwd[i], "--grad-accum-fusion", 19))
+    if (!strncmp(fwd[i], "--grad-accum-fusion", 19) ||
+        !strcmp(fwd[i], "--no-gradient-accumulation-fusion"))
       return usage_error("--confirm-arm sets --grad-accum-fusion on and off itself; drop %s",
                          fwd[i]);
   return -1;

@@ -19,7 +19,7 @@
 #include "leg/leg.h"
 
 typedef struct {
-  bool wait_for_checkpoint;
+  bool wait_for_checkpoint, list_flags;
   const char *step_lock, *step_priority;
 } proc_flags;
 
@@ -43,6 +43,11 @@ static const rc_flag_spec PROC_FLAGS[] = {
     P("--step-priority", RC_FLAG_STRING, step_priority, "high|low",
       "with --step-lock (default high); timing.csv gets a\n"
       "step_lock_wait row: the seconds blocked on the lock"),
+    {.name = "--list-flags",
+     .kind = RC_FLAG_BOOL,
+     .offset = offsetof(proc_flags, list_flags),
+     .tags = RC_FLAG_HIDDEN,
+     .help = "print every config and leg flag as a table row, exit"},
 };
 #undef P
 
@@ -62,6 +67,25 @@ static const char EPILOGUE[] =
 
 #define usage_error(...) rc_cli_usage_error("train", false, __VA_ARGS__)
 
+/* --list-flags (hidden): one line per row of the config, Megatron and leg
+ * tables, tab-separated: group, name, aliases, kind, canonical key, choices
+ * ("-" for none). The tests read it, so that a row added to a table is
+ * covered by them without editing them (tests/flags_megatron.sh). */
+static void list_flags(const rc_flag_group *groups, int n, FILE *out) {
+  static const char *const KINDS[] = {"bool",   "int",    "int64", "uint64",
+                                      "double", "string", "choice"};
+  static const char *const GROUP_NAMES[] = {"config", "megatron", "leg"};
+  for (int g = 0; g < n && g < 3; g++)
+    for (int k = 0; k < groups[g].n; k++) {
+      const rc_flag_spec *f = &groups[g].flags[k];
+      fprintf(out, "%s\t%s\t%s\t%s\t%s\t", GROUP_NAMES[g], f->name, f->aliases ? f->aliases : "-",
+              KINDS[f->kind], f->key ? f->key : "-");
+      for (int c = 0; f->choices && f->choices[c]; c++)
+        fprintf(out, "%s%s", c ? "," : "", f->choices[c]);
+      fprintf(out, "%s\n", f->choices ? "" : "-");
+    }
+}
+
 int rc_cmd_train(int argc, char **argv) {
   rc_leg_proc proc;
   rc_leg_proc_init(&proc); /* first: its clock reading is "main" */
@@ -69,9 +93,10 @@ int rc_cmd_train(int argc, char **argv) {
   rc_leg_opts leg;
   rc_err err = {0};
   rc_config_defaults(&cfg, &leg);
-  rc_flag_group groups[3];
+  rc_flag_group groups[4];
+  rc_megatron_args meg = {0}; /* for --help: rc_config_parse resolves its own */
   proc_flags pf = {0};
-  int n = rc_config_flag_groups(&cfg, &leg, groups), code;
+  int n = rc_config_flag_groups(&cfg, &meg, &leg, groups), code;
   groups[n] =
       (rc_flag_group){"process flags (not in the config, nor in args.json's argv):", PROC_FLAGS,
                       (int)(sizeof PROC_FLAGS / sizeof PROC_FLAGS[0]), &pf};
@@ -83,6 +108,15 @@ int rc_cmd_train(int argc, char **argv) {
   rc_flag_args rest = {.rest = kept + 1};
   kept[0] = argv[0];
   int rc = rc_flags_parse(&first, argc, argv, &rest, &err);
+  if (!rc && pf.list_flags) {
+    if (rest.n_rest) {
+      code = usage_error("--list-flags takes no other flag ('%s')", rest.rest[0]);
+    } else {
+      list_flags(groups, n, stdout);
+      code = RC_OK;
+    }
+    goto done;
+  }
   if (!rc) rc = rc_config_parse(rest.n_rest + 1, kept, &cfg, &leg, &err);
   if (rc_cli_flags_done("train", &help, rc, &err, &code)) goto done;
   code = RC_EXIT_USAGE;

@@ -2,7 +2,11 @@
  * rc_config (see config.h).
  *
  * One table drives parsing, --help and the canonical JSON, so a setting
- * cannot be parsed but forgotten in the config hash. */
+ * cannot be parsed but forgotten in the config hash. The same table reads
+ * `--config FILE` back (each key through its row), and carries Megatron-LM's
+ * names of its settings as aliases; Megatron's flags of another shape are a
+ * table of their own, resolved into the config after the parse
+ * (docs/megatron-flags.md). */
 #include "core/config.h"
 
 #include <errno.h>
@@ -11,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/ops.h"
+#include "base/fsutil.h"
 #include "base/json.h"
 
 static const char *const PREC_NAMES[] = {"fp32", "bf16", "fp16", "fp8", NULL};
@@ -25,13 +31,20 @@ static const char *const PRESETS[] = {"tiny", "small", "gpu-small", NULL};
 static int set_preset(void *cfg, const char *flag, const char *v, rc_err *err);
 static int set_inject(void *cfg, const char *flag, const char *v, rc_err *err);
 
-/* A config row: `key` is its canonical config key (NULL: not in the config). */
-#define F(flag, key_, kind_, choices_, field, lo, hi, help_)                                       \
+static int set_config_file(void *cfg, const char *flag, const char *v, rc_err *err);
+
+/* A config row: `key` is its canonical config key (NULL: not in the config);
+ * A(...) also names the Megatron-LM spelling of the same setting: the same
+ * meaning and shape, so the alias is only another name for the row
+ * (docs/megatron-flags.md lists each and what was left out, and why). */
+#define A(flag, aliases_, key_, kind_, choices_, field, lo, hi, help_)                             \
   {                                                                                                \
-    .name = flag, .kind = kind_, .offset = offsetof(rc_config, field),                             \
+    .name = flag, .aliases = aliases_, .kind = kind_, .offset = offsetof(rc_config, field),        \
     .size = sizeof(((rc_config *)0)->field), .min = lo, .max = hi, .choices = choices_,            \
     .help = help_, .key = key_                                                                     \
   }
+#define F(flag, key_, kind_, choices_, field, lo, hi, help_)                                       \
+  A(flag, NULL, key_, kind_, choices_, field, lo, hi, help_)
 
 /* The order is --help's; the canonical JSON sorts by key. */
 static const rc_flag_spec CONFIG_FLAGS[] = {
@@ -42,48 +55,64 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
      .tags = RC_FLAG_FIRST,
      .metavar = "NAME",
      .help = "tiny (default) | small | gpu-small; later flags override"},
+    {.name = "--config",
+     .kind = RC_FLAG_STRING,
+     .set = set_config_file,
+     .tags = RC_FLAG_FIRST,
+     .conflicts = "--preset",
+     .metavar = "FILE",
+     .help = "start from the canonical config in FILE (what --dry-run\n"
+             "prints; keys it leaves out keep the tiny preset's value);\n"
+             "the other flags override it, wherever they are"},
     F("--vocab", "vocab", RC_FLAG_INT, NULL, vocab, 2, 1 << 22, "vocabulary size"),
-    F("--hidden", "hidden", RC_FLAG_INT, NULL, hidden, 2, 1 << 16, "hidden size H"),
-    F("--layers", "layers", RC_FLAG_INT, NULL, layers, 1, RC_MAX_LAYERS, "decoder layers L"),
-    F("--heads", "heads", RC_FLAG_INT, NULL, heads, 1, 1024,
+    A("--hidden", "--hidden-size", "hidden", RC_FLAG_INT, NULL, hidden, 2, 1 << 16,
+      "hidden size H"),
+    A("--layers", "--num-layers", "layers", RC_FLAG_INT, NULL, layers, 1, RC_MAX_LAYERS,
+      "decoder layers L"),
+    A("--heads", "--num-attention-heads", "heads", RC_FLAG_INT, NULL, heads, 1, 1024,
       "attention heads (H divisible by heads, head dim even)"),
-    F("--ffn", "ffn", RC_FLAG_INT, NULL, ffn, 1, 1 << 18,
+    A("--ffn", "--ffn-hidden-size", "ffn", RC_FLAG_INT, NULL, ffn, 1, 1 << 18,
       "SwiGLU width F (fc1 is H->2F, fc2 F->H)"),
-    F("--seq-len", "seq_len", RC_FLAG_INT, NULL, seq_len, 2, 1 << 20, "sequence length S"),
-    F("--mtp-depths", "mtp_depths", RC_FLAG_INT, NULL, mtp_depths, 0, RC_MAX_MTP_DEPTH,
-      "MTP depths D (0 disables MTP)"),
-    F("--mtp-repeated-layer", "mtp_repeated_layer", RC_FLAG_BOOL, NULL, mtp_repeated_layer, 0, 0,
-      "one physical MTP layer invoked D times"),
+    A("--seq-len", "--seq-length", "seq_len", RC_FLAG_INT, NULL, seq_len, 2, 1 << 20,
+      "sequence length S"),
+    A("--mtp-depths", "--mtp-num-layers", "mtp_depths", RC_FLAG_INT, NULL, mtp_depths, 0,
+      RC_MAX_MTP_DEPTH, "MTP depths D (0 disables MTP)"),
+    A("--mtp-repeated-layer", "--mtp-use-repeated-layer", "mtp_repeated_layer", RC_FLAG_BOOL, NULL,
+      mtp_repeated_layer, 0, 0, "one physical MTP layer invoked D times"),
     {.name = "--mtp-separate-layers",
      .kind = RC_FLAG_BOOL,
      .offset = offsetof(rc_config, mtp_repeated_layer),
      .tags = RC_FLAG_CLEARS,
      .conflicts = "--mtp-repeated-layer",
      .help = "one MTP layer per depth (clears --mtp-repeated-layer)"},
-    F("--mtp-loss-scale", "mtp_loss_scale", RC_FLAG_DOUBLE, NULL, mtp_loss_scale, 0, 1e6, "lambda"),
+    A("--mtp-loss-scale", "--mtp-loss-scaling-factor", "mtp_loss_scale", RC_FLAG_DOUBLE, NULL,
+      mtp_loss_scale, 0, 1e6, "lambda"),
     F("--moe-layers", "moe_layers", RC_FLAG_STRING, NULL, moe_layers, 0, 0,
       "comma-separated 0-based MoE decoder layers, or 'none'"),
-    F("--experts", "experts", RC_FLAG_INT, NULL, experts, 1, 1024, "experts E"),
-    F("--topk", "topk", RC_FLAG_INT, NULL, topk, 1, 1024, "experts per token"),
-    F("--moe-scoring", "moe_scoring", RC_FLAG_CHOICE, SCORING_NAMES, moe_scoring, 0, 0,
-      "softmax | sigmoid (sigmoid: DeepSeek-style expert_bias)"),
+    A("--experts", "--num-experts", "experts", RC_FLAG_INT, NULL, experts, 1, 1024, "experts E"),
+    A("--topk", "--moe-router-topk", "topk", RC_FLAG_INT, NULL, topk, 1, 1024, "experts per token"),
+    A("--moe-scoring", "--moe-router-score-function", "moe_scoring", RC_FLAG_CHOICE, SCORING_NAMES,
+      moe_scoring, 0, 0, "softmax | sigmoid (sigmoid: DeepSeek-style expert_bias)"),
     F("--moe-aux-loss-coeff", "moe_aux_loss_coeff", RC_FLAG_DOUBLE, NULL, moe_aux_loss_coeff, 0,
       1e6, "load-balancing loss coefficient"),
-    F("--moe-bias-update-rate", "moe_bias_update_rate", RC_FLAG_DOUBLE, NULL, moe_bias_update_rate,
-      0, 1e6, "expert_bias += rate * sign(mean(c) - c) per step"),
+    A("--moe-bias-update-rate", "--moe-router-bias-update-rate", "moe_bias_update_rate",
+      RC_FLAG_DOUBLE, NULL, moe_bias_update_rate, 0, 1e6,
+      "expert_bias += rate * sign(mean(c) - c) per step"),
     F("--tie-embeddings", "tie_embeddings", RC_FLAG_BOOL, NULL, tie_embeddings, 0, 0,
       "output head shares the embedding table"),
     F("--te-output-head", "te_output_head", RC_FLAG_BOOL, NULL, te_output_head, 0, 0,
       "the output head is a TE-style linear with its own flag"),
-    F("--rope-theta", "rope_theta", RC_FLAG_DOUBLE, NULL, rope_theta, 1, 1e12, "RoPE base"),
-    F("--norm-eps", "norm_eps", RC_FLAG_DOUBLE, NULL, norm_eps, 0, 1, "RMSNorm epsilon"),
-    F("--init-std", "init_std", RC_FLAG_DOUBLE, NULL, init_std, 0, 10,
+    A("--rope-theta", "--rotary-base", "rope_theta", RC_FLAG_DOUBLE, NULL, rope_theta, 1, 1e12,
+      "RoPE base"),
+    A("--norm-eps", "--norm-epsilon", "norm_eps", RC_FLAG_DOUBLE, NULL, norm_eps, 0, 1,
+      "RMSNorm epsilon"),
+    A("--init-std", "--init-method-std", "init_std", RC_FLAG_DOUBLE, NULL, init_std, 0, 10,
       "weight init standard deviation"),
-    F("--micro-batch", "micro_batch", RC_FLAG_INT, NULL, micro_batch, 1, 1 << 16,
-      "sequences per microbatch"),
+    A("--micro-batch", "--micro-batch-size", "micro_batch", RC_FLAG_INT, NULL, micro_batch, 1,
+      1 << 16, "sequences per microbatch"),
     F("--microbatches", "microbatches", RC_FLAG_INT, NULL, microbatches, 1, 1 << 16,
       "microbatches M per step"),
-    F("--steps", "steps", RC_FLAG_INT, NULL, steps, 1, 1 << 30,
+    A("--steps", "--train-iters", "steps", RC_FLAG_INT, NULL, steps, 1, 1 << 30,
       "training horizon N (also the LR horizon)"),
     F("--precision", "precision", RC_FLAG_CHOICE, PREC_NAMES, precision, 0, 0,
       "fp32 | bf16 | fp16 | fp8"),
@@ -100,7 +129,8 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
     F("--lr", "lr", RC_FLAG_DOUBLE, NULL, lr, 0, 1e3, "peak learning rate"),
     F("--min-lr", "min_lr", RC_FLAG_DOUBLE, NULL, min_lr, 0, 1e3,
       "final learning rate of the cosine decay"),
-    F("--warmup", "warmup", RC_FLAG_INT, NULL, warmup, 0, 1 << 30, "linear warmup steps"),
+    A("--warmup", "--lr-warmup-iters", "warmup", RC_FLAG_INT, NULL, warmup, 0, 1 << 30,
+      "linear warmup steps"),
     F("--clip-grad", "clip_grad", RC_FLAG_DOUBLE, NULL, clip_grad, 0, 1e12,
       "global-norm clip (0 = off)"),
     F("--weight-decay", "weight_decay", RC_FLAG_DOUBLE, NULL, weight_decay, 0, 1e3,
@@ -109,7 +139,8 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
     F("--adam-beta2", "adam_beta2", RC_FLAG_DOUBLE, NULL, adam_beta2, 0, 0.999999999,
       "AdamW beta2"),
     F("--adam-eps", "adam_eps", RC_FLAG_DOUBLE, NULL, adam_eps, 0, 1, "AdamW epsilon"),
-    F("--dropout", "dropout", RC_FLAG_DOUBLE, NULL, dropout, 0, 0.95, "hidden dropout probability"),
+    A("--dropout", "--hidden-dropout", "dropout", RC_FLAG_DOUBLE, NULL, dropout, 0, 0.95,
+      "hidden dropout probability"),
     F("--seed", "seed", RC_FLAG_UINT64, NULL, seed, 0, 0, "seed of init, data and dropout"),
     F("--data", "data", RC_FLAG_STRING, NULL, data, 0, 0,
       "train on the bytes of FILE (default: synthetic corpus)"),
@@ -123,8 +154,8 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
       "fp16: clean steps before the scale doubles"),
     F("--hysteresis", "hysteresis", RC_FLAG_INT, NULL, hysteresis, 1, 1 << 20,
       "fp16: overflows tolerated before the scale halves"),
-    F("--fp8-amax-history", "fp8_amax_history", RC_FLAG_INT, NULL, fp8_amax_history, 1, 1024,
-      "fp8 delayed-scaling history length"),
+    A("--fp8-amax-history", "--fp8-amax-history-len", "fp8_amax_history", RC_FLAG_INT, NULL,
+      fp8_amax_history, 1, 1024, "fp8 delayed-scaling history length"),
     F("--world-size", "world_size", RC_FLAG_INT, NULL, world_size, 1, 1024,
       "data-parallel ranks (processes; one GPU each with --device cuda)"),
     {.name = "--inject",
@@ -135,6 +166,7 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
      .help = "switch on a known resume bug (repeatable; see `resumecheck bugs`)"},
 };
 #undef F
+#undef A
 
 static void apply_preset(rc_config *c, const char *name) {
   /* tiny: what the seed needs — MTP D=2 with a repeated layer, the last
@@ -487,13 +519,349 @@ static const rc_flag_spec LEG_FLAGS[] = {
 };
 #undef L
 
-int rc_config_flag_groups(rc_config *cfg, rc_leg_opts *leg, rc_flag_group groups[2]) {
+/* ---- Megatron-LM flags of another shape (docs/megatron-flags.md) ----
+ * Each is what Megatron's flag means, said in resumecheck's terms; where it
+ * would contradict a native flag given too, the pair is refused (the row's
+ * `conflicts`), whatever the order. */
+
+static int set_untie(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  ((rc_megatron_args *)meg)->cfg->tie_embeddings = false;
+  return 0;
+}
+
+static int set_no_fusion(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  ((rc_megatron_args *)meg)->cfg->grad_accum_fusion = false;
+  return 0;
+}
+
+static const char *const FP8_FORMATS[] = {"e4m3", "hybrid", NULL};
+
+static int set_fp8_format(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)err; /* the row's choices checked v */
+  ((rc_megatron_args *)meg)->fp8_format = strcmp(v, "e4m3") ? 2 : 1;
+  return 0;
+}
+
+/* A Megatron choice of which resumecheck implements exactly one value: the
+ * flag is accepted with it (a Megatron command line says it), and refused
+ * with any other, saying what resumecheck does instead. */
+static int only(const char *flag, const char *v, const char *want, const char *why, rc_err *err) {
+  if (!strcmp(v, want)) return 0;
+  return rc_fail(err, RC_EXIT_USAGE, "%s %s: resumecheck implements only %s (%s)", flag, v, want,
+                 why);
+}
+
+static int set_lr_decay_style(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "cosine", "linear warmup over --warmup, then cosine decay to --min-lr", err);
+}
+
+static int set_amax_algo(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "max", "the fp8 scale comes from the maximum of the amax history", err);
+}
+
+static int set_fp8_recipe(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "delayed",
+              "scales from an amax history, as Transformer Engine's delayed scaling", err);
+}
+
+static int set_normalization(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "RMSNorm", "every norm is an RMSNorm", err);
+}
+
+static int set_position_embedding(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg;
+  return only(flag, v, "rope", "positions are rotary, base --rope-theta", err);
+}
+
+static int set_mock_data(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  ((rc_megatron_args *)meg)->cfg->data[0] = 0; /* the synthetic corpus */
+  return 0;
+}
+
+static int set_nothing(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)meg, (void)flag, (void)v, (void)err; /* what the model always is */
+  return 0;
+}
+
+#define M(flag, kind_, field, lo, hi, conflicts_, mv, help_)                                       \
+  {                                                                                                \
+    .name = flag, .kind = kind_, .offset = offsetof(rc_megatron_args, field),                      \
+    .size = sizeof(((rc_megatron_args *)0)->field), .min = lo, .max = hi, .conflicts = conflicts_, \
+    .metavar = mv, .help = help_                                                                   \
+  }
+#define S(flag, kind_, setter, conflicts_, mv, help_)                                              \
+  {                                                                                                \
+    .name = flag, .kind = kind_, .set = setter, .conflicts = conflicts_, .metavar = mv,            \
+    .help = help_                                                                                  \
+  }
+
+static const rc_flag_spec MEGATRON_FLAGS[] = {
+    M("--bf16", RC_FLAG_BOOL, bf16, 0, 0, "--precision --fp16", NULL, "= --precision bf16"),
+    M("--fp16", RC_FLAG_BOOL, fp16, 0, 0, "--precision", NULL, "= --precision fp16"),
+    {.name = "--fp8-format",
+     .kind = RC_FLAG_STRING,
+     .choices = FP8_FORMATS,
+     .set = set_fp8_format,
+     .conflicts = "--precision --fp16",
+     .metavar = "e4m3|hybrid",
+     .help = "with --bf16: = --precision fp8 (TE-style weights in e4m3,\n"
+             "delayed scaling; no gradient is quantised, so both formats\n"
+             "give the same config)"},
+    S("--fp8-recipe", RC_FLAG_STRING, set_fp8_recipe, NULL, "delayed",
+      "accepted as delayed only (amax-history scaling)"),
+    S("--fp8-amax-compute-algo", RC_FLAG_STRING, set_amax_algo, NULL, "max",
+      "accepted as max only (the scale is the history's maximum)"),
+    M("--global-batch-size", RC_FLAG_INT64, global_batch_size, 1, 1e12, "--microbatches", "G",
+      "= --microbatches G / (--micro-batch * --world-size);\n"
+      "refused unless that divides exactly"),
+    S("--no-gradient-accumulation-fusion", RC_FLAG_BOOL, set_no_fusion, "--grad-accum-fusion", NULL,
+      "= --grad-accum-fusion off"),
+    S("--untie-embeddings-and-output-weights", RC_FLAG_BOOL, set_untie, "--tie-embeddings", NULL,
+      "the output head has its own table (resumecheck's default;\n"
+      "Megatron ties them unless this is given)"),
+    S("--lr-decay-style", RC_FLAG_STRING, set_lr_decay_style, NULL, "cosine",
+      "accepted as cosine only (the schedule resumecheck has)"),
+    M("--lr-decay-iters", RC_FLAG_INT64, lr_decay_iters, 1, 1 << 30, NULL, "N",
+      "accepted when N is --steps (the cosine decays over --steps)"),
+    S("--normalization", RC_FLAG_STRING, set_normalization, NULL, "RMSNorm",
+      "accepted as RMSNorm only"),
+    S("--position-embedding-type", RC_FLAG_STRING, set_position_embedding, NULL, "rope",
+      "accepted as rope only"),
+    M("--moe-layer-freq", RC_FLAG_STRING, moe_layer_freq, 0, 0, "--moe-layers", "N|[..]",
+      "N: layers i with i % N == 0 are MoE; [1,0,...]: one 0/1\n"
+      "per layer (= --moe-layers; no Python expressions)"),
+    S("--moe-grouped-gemm", RC_FLAG_BOOL, set_nothing, NULL, NULL,
+      "accepted: the experts' GEMMs are always grouped"),
+    S("--mock-data", RC_FLAG_BOOL, set_mock_data, "--data", NULL,
+      "train on the synthetic corpus (the default without --data)"),
+    S("--swiglu", RC_FLAG_BOOL, set_nothing, NULL, NULL, "accepted: the MLP is always SwiGLU"),
+    S("--disable-bias-linear", RC_FLAG_BOOL, set_nothing, NULL, NULL,
+      "accepted: no linear has a bias"),
+};
+#undef M
+#undef S
+
+/* --moe-layer-freq as Megatron reads it (an int N: layer i is MoE when
+ * i % N == 0; a list: one 0/1 per layer) into c->moe_layers. Megatron
+ * evaluates Python expressions such as "([1]*3+[0])*2" too; those are
+ * refused here rather than half-understood. */
+static int moe_layer_freq(const char *v, rc_config *c, rc_err *err) {
+  char list[sizeof c->moe_layers] = "";
+  const char *p = v;
+  int n = 0;
+  if (*p == '[') {
+    for (p++;; p++) {
+      if ((*p != '0' && *p != '1') || (p[1] != ',' && p[1] != ']')) break;
+      if (*p == '1') {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%s%d", list[0] ? "," : "", n);
+        strncat(list, buf, sizeof list - strlen(list) - 1);
+      }
+      n++, p++;
+      if (*p == ']') break;
+    }
+    if (*p != ']' || p[1])
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--moe-layer-freq: '%s' is neither N nor a list [0,1,...] of one 0 or 1 per "
+                     "layer (Python expressions are not evaluated: write the list out, or give "
+                     "--moe-layers)",
+                     v);
+    if (n != c->layers)
+      return rc_fail(err, RC_EXIT_USAGE, "--moe-layer-freq: the list has %d entries for %d layers",
+                     n, c->layers);
+  } else {
+    char *end;
+    errno = 0;
+    long freq = strtol(v, &end, 10);
+    if (errno || end == v || *end || freq < 1 || freq > RC_MAX_LAYERS)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--moe-layer-freq: '%s' is neither N in [1, %d] nor a list [0,1,...] (Python "
+                     "expressions are not evaluated: write the list out, or give --moe-layers)",
+                     v, RC_MAX_LAYERS);
+    for (int l = 0; l < c->layers; l++)
+      if (l % freq == 0) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%s%d", list[0] ? "," : "", l);
+        strncat(list, buf, sizeof list - strlen(list) - 1);
+      }
+  }
+  snprintf(c->moe_layers, sizeof c->moe_layers, "%s", list[0] ? list : "none");
+  return 0;
+}
+
+/* The Megatron flags' meaning, now that every flag is in: precision from
+ * --bf16/--fp16/--fp8-format, microbatches from --global-batch-size, and
+ * what --lr-decay-iters asserts. */
+static int resolve_megatron(const rc_megatron_args *g, rc_config *c, rc_err *err) {
+  if (g->fp8_format && !g->bf16)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--fp8-format %s needs --bf16: resumecheck's fp8 computes the rest in bf16 "
+                   "(--precision fp8)",
+                   FP8_FORMATS[g->fp8_format - 1]);
+  if (g->fp8_format)
+    c->precision = RC_PREC_FP8;
+  else if (g->bf16)
+    c->precision = RC_PREC_BF16;
+  else if (g->fp16)
+    c->precision = RC_PREC_FP16;
+  if (g->global_batch_size) {
+    int64_t per_step = (int64_t)c->micro_batch * c->world_size;
+    if (g->global_batch_size % per_step)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--global-batch-size %lld is not a multiple of --micro-batch %d * "
+                     "--world-size %d (= %lld sequences per microbatch over all ranks)",
+                     (long long)g->global_batch_size, c->micro_batch, c->world_size,
+                     (long long)per_step);
+    int64_t m = g->global_batch_size / per_step;
+    if (m > (1 << 16))
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--global-batch-size %lld means %lld microbatches per step, more than %d",
+                     (long long)g->global_batch_size, (long long)m, 1 << 16);
+    c->microbatches = (int)m;
+  }
+  if (g->moe_layer_freq[0] && moe_layer_freq(g->moe_layer_freq, c, err)) return err->code;
+  if (g->lr_decay_iters && g->lr_decay_iters != c->steps)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--lr-decay-iters %lld is not --steps %d: resumecheck's cosine decays over "
+                   "--steps",
+                   (long long)g->lr_decay_iters, c->steps);
+  return 0;
+}
+
+/* ---- --config FILE: the canonical config as the base ---- */
+
+/* The row of canonical key `key`, or NULL. */
+static const rc_flag_spec *row_of_key(const char *key) {
+  for (size_t k = 0; k < sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]; k++)
+    if (CONFIG_FLAGS[k].key && !strcmp(CONFIG_FLAGS[k].key, key)) return &CONFIG_FLAGS[k];
+  return NULL;
+}
+
+static const char *json_type_name(const rc_json *v) {
+  static const char *const names[] = {"null",     "a bool",   "a number",
+                                      "a string", "an array", "an object"};
+  return names[v->type];
+}
+
+/* One member of the file into c, through its row as the flag would go. */
+static int apply_member(rc_config *c, const rc_json *v, rc_err *err) {
+  if (!strcmp(v->key, "inject")) {
+    if (v->type != RC_JSON_ARR)
+      return rc_fail(err, RC_EXIT_USAGE, "\"inject\" is %s, not an array of bug names",
+                     json_type_name(v));
+    c->inject = 0;
+    for (int i = 0; i < v->nkids; i++) {
+      if (v->kids[i].type != RC_JSON_STR)
+        return rc_fail(err, RC_EXIT_USAGE, "\"inject\"[%d] is %s, not a bug name", i,
+                       json_type_name(&v->kids[i]));
+      if (set_inject(c, "\"inject\"", v->kids[i].str, err)) return err->code;
+    }
+    return 0;
+  }
+  const rc_flag_spec *f = row_of_key(v->key);
+  if (!f)
+    return rc_fail(err, RC_EXIT_USAGE, "unknown key \"%s\" (not a canonical config key)", v->key);
+  char name[96], buf[64];
+  snprintf(name, sizeof name, "\"%s\"", v->key);
+  bool is_bool = f->kind == RC_FLAG_BOOL || (f->kind == RC_FLAG_CHOICE && f->size == sizeof(bool));
+  const char *want = is_bool                     ? "a bool"
+                     : f->kind == RC_FLAG_DOUBLE ? "a number"
+                     : f->kind == RC_FLAG_INT    ? "an integer"
+                     : f->kind == RC_FLAG_UINT64 ? "a non-negative integer"
+                     : f->kind == RC_FLAG_INT64  ? "an integer"
+                                                 : "a string";
+  bool ok = is_bool                     ? v->type == RC_JSON_BOOL
+            : f->kind == RC_FLAG_DOUBLE ? v->type == RC_JSON_NUM
+            : f->kind == RC_FLAG_INT || f->kind == RC_FLAG_INT64 || f->kind == RC_FLAG_UINT64
+                ? v->type == RC_JSON_NUM && v->is_int
+                : v->type == RC_JSON_STR;
+  if (!ok) {
+    /* the JSON reader keeps integers to int64: a larger seed is a double */
+    if (f->kind == RC_FLAG_UINT64 && v->type == RC_JSON_NUM && v->num >= 9.2e18)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "%s: %.17g is beyond what --config reads (2^63 - 1); give it as %s", name,
+                     v->num, f->name);
+    return rc_fail(err, RC_EXIT_USAGE, "%s is %s, not %s", name, json_type_name(v), want);
+  }
+  char *field = (char *)c + f->offset;
+  if (f->kind == RC_FLAG_BOOL) {
+    *(bool *)field = v->boolean;
+    return 0;
+  }
+  const char *text = buf;
+  if (is_bool)
+    text = v->boolean ? "on" : "off";
+  else if (f->kind == RC_FLAG_DOUBLE)
+    snprintf(buf, sizeof buf, "%.17g", v->num); /* %.17g: the same double back */
+  else if (f->kind != RC_FLAG_STRING && f->kind != RC_FLAG_CHOICE)
+    snprintf(buf, sizeof buf, "%lld", (long long)v->i64);
+  else
+    text = v->str;
+  return rc_flags_apply(f, c, name, text, err);
+}
+
+static int set_config_file(void *cfg, const char *flag, const char *path, rc_err *err) {
+  char *text = NULL;
+  size_t n = 0;
+  if (!*path) return rc_fail(err, RC_EXIT_USAGE, "%s: empty path", flag);
+  /* sysexits' EX_NOINPUT: an input that does not exist or cannot be read */
+  if (access(path, R_OK) != 0)
+    return rc_fail(err, RC_EXIT_NOINPUT, "%s %s: %s", flag, path, strerror(errno));
+  /* a FIFO or a directory is no input either (66, and opened without
+   * blocking); a regular file too big for a config is not one (64) */
+  int fd;
+  size_t size;
+  int rc = rc_open_regular(path, false, &fd, &size, err);
+  if (rc) {
+    rc_err_prefix(err, "%s", flag);
+    return err->code = rc == RC_EXIT_DATAERR ? RC_EXIT_NOINPUT : rc;
+  }
+  close(fd);
+  if (size > RC_CONFIG_FILE_MAX)
+    return rc_fail(err, RC_EXIT_USAGE, "%s %s: %zu bytes, more than the %u a config may have", flag,
+                   path, size, RC_CONFIG_FILE_MAX);
+  rc = rc_read_regular_file(path, RC_CONFIG_FILE_MAX, false, &text, &n, err);
+  if (rc) { /* it changed since: grew past the cap (65 from the reader), or went */
+    rc_err_prefix(err, "%s", flag);
+    return err->code = rc == RC_EXIT_DATAERR ? RC_EXIT_USAGE : rc;
+  }
+  char jerr[256];
+  rc_json *j = rc_json_parse(text, n, jerr, sizeof jerr);
+  free(text);
+  if (!j) return rc_fail(err, RC_EXIT_USAGE, "%s %s: not JSON: %s", flag, path, jerr);
+  rc = 0;
+  if (j->type != RC_JSON_OBJ)
+    rc = rc_fail(err, RC_EXIT_USAGE, "%s %s: %s, not an object (what `train --dry-run` prints)",
+                 flag, path, json_type_name(j));
+  for (int i = 0; !rc && i < j->nkids; i++) /* the reader refused repeated keys */
+    if ((rc = apply_member(cfg, &j->kids[i], err))) rc_err_prefix(err, "%s %s", flag, path);
+  rc_json_free(j);
+  return rc;
+}
+
+int rc_config_read_file(const char *path, rc_config *cfg, rc_err *err) {
+  return set_config_file(cfg, "--config", path, err);
+}
+
+int rc_config_flag_groups(rc_config *cfg, rc_megatron_args *meg, rc_leg_opts *leg,
+                          rc_flag_group groups[3]) {
   groups[0] = (rc_flag_group){"model and training flags (canonical config keys):", CONFIG_FLAGS,
                               (int)(sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]), cfg};
-  if (!leg) return 1;
-  groups[1] = (rc_flag_group){"leg flags (not part of the config):", LEG_FLAGS,
+  meg->cfg = cfg;
+  groups[1] = (rc_flag_group){
+      "Megatron-LM flags of another shape (docs/megatron-flags.md):", MEGATRON_FLAGS,
+      (int)(sizeof MEGATRON_FLAGS / sizeof MEGATRON_FLAGS[0]), meg};
+  if (!leg) return 2;
+  groups[2] = (rc_flag_group){"leg flags (not part of the config):", LEG_FLAGS,
                               (int)(sizeof LEG_FLAGS / sizeof LEG_FLAGS[0]), leg};
-  return 2;
+  return 3;
 }
 
 /* What only a leg's flags together with the config can show. */
@@ -522,10 +890,12 @@ static int check_leg(const rc_config *c, const rc_leg_opts *leg, rc_err *err) {
  * `--steps 8 --steps 6` silently taking the last hides a typo or a pasted
  * command line — --inject repeatable), then what the settings must agree on. */
 int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_err *err) {
-  rc_flag_group groups[2];
-  rc_flag_cmd cmd = {.groups = groups, .n_groups = rc_config_flag_groups(c, leg, groups)};
+  rc_flag_group groups[3];
+  rc_megatron_args meg = {0};
+  rc_flag_cmd cmd = {.groups = groups, .n_groups = rc_config_flag_groups(c, &meg, leg, groups)};
   int rc = rc_flags_parse(&cmd, argc, argv, NULL, err);
   if (rc) return rc;
+  if (resolve_megatron(&meg, c, err)) return err->code;
   if (parse_moe_layers(c, err)) return err->code;
   if (rc_config_validate(c, err)) return err->code;
   return leg ? check_leg(c, leg, err) : 0;

@@ -118,6 +118,21 @@ typedef enum {
   RC_LEG_PROGRESS_OFF
 } rc_leg_progress;
 
+/* What the Megatron-LM flags of another shape than resumecheck's said
+ * (--bf16 for --precision bf16, --global-batch-size for --microbatches,
+ * ...): they are resolved into rc_config once every flag is parsed, so
+ * their place on the command line does not matter
+ * (docs/megatron-flags.md). `cfg` is the config they resolve into; the
+ * rest is zero until given. */
+typedef struct {
+  rc_config *cfg;
+  bool bf16, fp16;
+  int fp8_format;            /* 0, or 1 + the index of e4m3 | hybrid */
+  int64_t global_batch_size; /* --global-batch-size */
+  int64_t lr_decay_iters;    /* --lr-decay-iters */
+  char moe_layer_freq[256];  /* --moe-layer-freq: N or [0,1,...] */
+} rc_megatron_args;
+
 /* Fills cfg with the `tiny` preset (the CI default) and leg with defaults. */
 void rc_config_defaults(rc_config *cfg, rc_leg_opts *leg);
 /* Parses argv (argv[0] is the subcommand) with rc_flags_parse (base/flags.h).
@@ -126,10 +141,21 @@ void rc_config_defaults(rc_config *cfg, rc_leg_opts *leg);
  * (-1) and --version RC_FLAGS_VERSION (-2), having applied nothing. A
  * non-NULL `leg` accepts the leg flags (--out, --save-at, ...). */
 int rc_config_parse(int argc, char **argv, rc_config *cfg, rc_leg_opts *leg, rc_err *err);
-/* The flag tables of the config (over cfg) and, when leg is non-NULL, of
- * the leg (over leg): fills groups, returns how many (1 or 2). `train`
+/* The flag tables of the config (over cfg), of the Megatron-LM flags of
+ * another shape (over meg, whose cfg this sets) and, when leg is non-NULL,
+ * of the leg (over leg): fills groups, returns how many (2 or 3). `train`
  * parses and prints its help with them; `run` forwards what they name. */
-int rc_config_flag_groups(rc_config *cfg, rc_leg_opts *leg, rc_flag_group groups[2]);
+int rc_config_flag_groups(rc_config *cfg, rc_megatron_args *meg, rc_leg_opts *leg,
+                          rc_flag_group groups[3]);
+/* The largest --config FILE read (a canonical config is about 1 KiB). */
+#define RC_CONFIG_FILE_MAX (1u << 20)
+/* `--config FILE`: applies the canonical config in FILE (an object of
+ * canonical keys, as `train --dry-run` prints; keys left out keep cfg's
+ * value) to cfg, each value through its flag's row (type, range, choices).
+ * RC_EXIT_NOINPUT for a file that is missing, unreadable or not a regular
+ * file; RC_EXIT_USAGE for one that is not such an object (malformed JSON,
+ * an unknown or repeated key, a wrong type, a value out of range). */
+int rc_config_read_file(const char *path, rc_config *cfg, rc_err *err);
 int rc_config_validate(const rc_config *cfg, rc_err *err);
 /* Canonical JSON (sorted keys, no whitespace); caller frees. */
 char *rc_config_canonical(const rc_config *cfg);
