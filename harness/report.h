@@ -27,6 +27,11 @@ int rc_report_json(const rc_run *run, const char *path, rc_err *err);
 
 /* JUnit XML: one testcase per check and per leg. */
 int rc_report_junit(const rc_run *run, const char *path, rc_err *err);
+/* JUnit XML for a command line refused before anything ran: one failed
+ * testcase "usage" of suite "resumecheck CMD" whose message is the
+ * refusal, so a CI page shows why the gate did not run. */
+int rc_report_junit_usage(const char *cmd, const char *message, int exit_code, const char *path,
+                          rc_err *err);
 
 /* A Markdown summary (CI step summaries, PR comments). */
 int rc_report_markdown(const rc_run *run, const char *path, rc_err *err);
