@@ -35,6 +35,10 @@ int rc_report_junit_usage(const char *cmd, const char *message, int exit_code, c
 
 /* A Markdown summary (CI step summaries, PR comments). */
 int rc_report_markdown(const rc_run *run, const char *path, rc_err *err);
+/* The same summary appended to GitHub's $GITHUB_STEP_SUMMARY file `path`
+ * (report_step_summary.c): only a regular file, or a new one in an
+ * existing directory, is written; anything else is refused untouched. */
+int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err);
 
 /* Grad norm and loss against step, one series per leg, K and the first
  * divergence marked. */

@@ -317,6 +317,11 @@ static int write_reports(const rc_run *run, const run_flags *r, const rc_run_opt
     fprintf(stderr, "resumecheck run: writing a report: %s\n", rerr.msg);
     return o->git_bisect ? RC_EXIT_UNTESTABLE : RC_EXIT_IOERR;
   }
+  /* GitHub Actions: the summary goes to the job's page unless --summary-md
+   * was given; a file that cannot take it is a warning, not a verdict */
+  const char *gh = getenv("GITHUB_STEP_SUMMARY");
+  if (!r->md && gh && *gh && rc_report_step_summary(run, gh, &rerr))
+    fprintf(stderr, "resumecheck run: warning: GITHUB_STEP_SUMMARY not written: %s\n", rerr.msg);
   return RC_OK;
 }
 
