@@ -146,7 +146,9 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "placeholders {steps} {stop_at} {save_at} {resume_from} {out}\n"
       "{leg} {fusion} (docs/exec-trainer.md)"),
     R("--progress", RC_FLAG_CHOICE, progress, 0, 0, PROGRESS, "MODE",
-      "auto (live on a terminal, plain lines otherwise), live, plain, off"),
+      "auto (live on a terminal, plain lines otherwise), live, plain, off;\n"
+      "plain: a line per leg at start and end, and a heartbeat line per\n"
+      "running leg every tenth of its steps or RC_HEARTBEAT_S seconds (60)"),
     {.name = "--leg-timeout",
      .kind = RC_FLAG_DOUBLE,
      .set = set_leg_timeout,
