@@ -141,6 +141,18 @@ static double field(const char *row, int c) {
   return row && end != row && (*end == ',' || !*end) ? v : NAN;
 }
 
+/* Does trace.csv exist with a header that has no column `name`? */
+static bool column_missing(const char *path, const char *name) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  char head[4096];
+  ssize_t n = read(fd, head, sizeof head - 1);
+  close(fd);
+  if (n <= 0 || !memchr(head, '\n', (size_t)n)) return false;
+  head[n] = 0;
+  return column(head, name) < 0;
+}
+
 /* The step and loss of the last complete row of trace.csv (NAN where the
  * column is missing), read from the file's first and last 4 KiB only: a
  * heartbeat must not read a long trace, and both numbers come from one row. */
@@ -178,7 +190,15 @@ static void heartbeat(rc_progress *p, rc_run *run, double now) {
     if (l->beat_t < l->t_start) l->beat_t = l->t_start, l->beat_step = 0;
     char path[RC_RUN_PATH_CAP + 16];
     snprintf(path, sizeof path, "%s/" RC_TRACE_NAME, l->dir);
-    int64_t total = l->last_step - l->resume_step, done = rc_trace_rows(path);
+    /* steps done from the last row's step (8 KiB read, however long the
+     * trace), its loss with it; a trace without a step column is counted */
+    double step, loss;
+    last_row(path, &step, &loss);
+    int64_t total = l->last_step - l->resume_step;
+    int64_t done = !isnan(step)                   ? (int64_t)step - l->resume_step
+                   : column_missing(path, "step") ? rc_trace_rows(path)
+                                                  : 0;
+    if (done < 0) done = 0;
     if (done > total) done = total;
     l->steps_done = done;
     bool tenth = total > 0 && done * 10 / total > l->beat_step * 10 / total;
@@ -195,15 +215,11 @@ static void heartbeat(rc_progress *p, rc_run *run, double now) {
         continue;
       }
     }
-    /* the step shown is the last row's, whose loss is shown with it */
-    double step = NAN, loss = NAN;
-    if (done > 0) last_row(path, &step, &loss);
-    int64_t at = step >= 1 && step <= (double)l->last_step ? (int64_t)step : l->resume_step + done;
-    int64_t pct = total > 0 ? (at - l->resume_step) * 100 / total : 100;
     char loss_s[48] = "";
-    if (!isnan(loss)) snprintf(loss_s, sizeof loss_s, ", loss %.4f", loss);
-    fprintf(p->out, "resumecheck run: [%s] step %" PRId64 "/%" PRId64 " (%" PRId64 "%%), %s%s\n",
-            l->label, at, l->last_step, pct < 0 ? 0 : pct, el, loss_s);
+    if (done > 0 && !isnan(loss)) snprintf(loss_s, sizeof loss_s, ", loss %.4f", loss);
+    fprintf(p->out, "resumecheck run: [%s] step %" PRId64 "/%" PRId64 " (%d%%), %s%s\n", l->label,
+            l->resume_step + done, l->last_step, total > 0 ? (int)(done * 100 / total) : 100, el,
+            loss_s);
     l->beat_t = now, l->beat_step = done;
   }
   fflush(p->out);

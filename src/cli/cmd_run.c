@@ -334,7 +334,7 @@ int rc_cmd_run(int argc, char **argv) {
   int64_t *save_at = NULL;
   rc_run run;
   memset(&run, 0, sizeof run);
-  bool planned = false;
+  bool planned = false, reported = false; /* reported: the run's own reports were written */
   rc_run_opts o;
   memset(&o, 0, sizeof o);
   rc_err err = {0};
@@ -397,11 +397,12 @@ int rc_cmd_run(int argc, char **argv) {
   rc_report_text(&run, stdout);
 
   int report_rc = write_reports(&run, &r, &o);
+  reported = true;
   rc = run.exit_code;
   if (report_rc && (rc == RC_OK || rc == RC_EXIT_DIVERGED)) rc = report_rc;
 
 done:
-  if (rc == RC_EXIT_USAGE) junit_usage_error(argc, argv, &o, err.msg);
+  if (rc == RC_EXIT_USAGE && !reported) junit_usage_error(argc, argv, &o, err.msg);
   if (planned) rc_run_free(&run);
   free(save_at);
   free(fwd);
