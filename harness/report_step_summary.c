@@ -38,7 +38,7 @@ int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err) {
   struct stat st;
   if (stat(path, &st) == 0) {
     if (!S_ISREG(st.st_mode))
-      return rc_fail(err, RC_EXIT_IOERR, "%s is %s, not a regular file: left untouched", path,
+      return rc_fail(err, RC_EXIT_IOERR, "%s %s, not a regular file: left untouched", path,
                      rc_file_kind((unsigned)st.st_mode));
   } else {
     char dir[PATH_MAX];

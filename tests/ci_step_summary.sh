@@ -44,6 +44,7 @@ refused() { # NAME PATH
 mkfifo "$T/fifo"
 refused fifo "$T/fifo"
 [ -p "$T/fifo" ] || fail "the FIFO was replaced"
+contains "$T/fifo.err" "$T/fifo is a FIFO, not a regular file: left untouched"
 mkdir "$T/dir"
 refused dir "$T/dir"
 [ -d "$T/dir" ] && [ -z "$(ls -A "$T/dir")" ] || fail "the directory was touched"
