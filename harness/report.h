@@ -27,9 +27,18 @@ int rc_report_json(const rc_run *run, const char *path, rc_err *err);
 
 /* JUnit XML: one testcase per check and per leg. */
 int rc_report_junit(const rc_run *run, const char *path, rc_err *err);
+/* JUnit XML for a command line refused before anything ran: one failed
+ * testcase "usage" of suite "resumecheck CMD" whose message is the
+ * refusal, so a CI page shows why the gate did not run. */
+int rc_report_junit_usage(const char *cmd, const char *message, int exit_code, const char *path,
+                          rc_err *err);
 
 /* A Markdown summary (CI step summaries, PR comments). */
 int rc_report_markdown(const rc_run *run, const char *path, rc_err *err);
+/* The same summary appended to GitHub's $GITHUB_STEP_SUMMARY file `path`
+ * (report_step_summary.c): only a regular file, or a new one in an
+ * existing directory, is written; anything else is refused untouched. */
+int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err);
 
 /* Grad norm and loss against step, one series per leg, K and the first
  * divergence marked. */

@@ -158,3 +158,33 @@ int rc_report_junit(const rc_run *run, const char *path, rc_err *err) {
   free(b.buf);
   return rc;
 }
+
+int rc_report_junit_usage(const char *cmd, const char *message, int exit_code, const char *path,
+                          rc_err *err) {
+  char suite[64], classname[64], code[16];
+  snprintf(suite, sizeof suite, "resumecheck %s", cmd);
+  snprintf(classname, sizeof classname, "resumecheck.%s", cmd);
+  snprintf(code, sizeof code, "%d", exit_code);
+  rc_sb b = {0};
+  rc_sb_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+  rc_sb_puts(&b, "<testsuites name=\"resumecheck\" tests=\"1\" failures=\"1\" errors=\"0\" "
+                 "skipped=\"0\" time=\"0\">\n");
+  rc_sb_puts(&b, "  <testsuite");
+  attr(&b, "name", suite);
+  rc_sb_puts(&b, " tests=\"1\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"0\">\n");
+  rc_sb_puts(&b, "    <properties>\n      <property name=\"tool_version\"");
+  attr(&b, "value", RC_VERSION);
+  rc_sb_puts(&b, "/>\n      <property name=\"exit_code\"");
+  attr(&b, "value", code);
+  rc_sb_puts(&b, "/>\n    </properties>\n    <testcase");
+  attr(&b, "classname", classname);
+  rc_sb_puts(&b, " name=\"usage\" time=\"0\">\n      <failure type=\"usage-error\"");
+  attr(&b, "message", message);
+  rc_sb_puts(&b, ">");
+  rc_sb_xml(&b, message);
+  rc_sb_puts(&b, "\n(nothing ran: the command line was refused)</failure>\n");
+  rc_sb_puts(&b, "    </testcase>\n  </testsuite>\n</testsuites>\n");
+  int rc = rc_sb_write(&b, path, err);
+  free(b.buf);
+  return rc;
+}

@@ -135,6 +135,8 @@ typedef struct {
   int term_signal; /* > 0 when a signal ended it */
   double t_start, wall_s;
   int64_t steps_done; /* trace rows seen (progress) */
+  double beat_t;      /* when its last heartbeat line was printed, 0 before (progress) */
+  int64_t beat_step;  /* steps_done at that line */
   /* pre-warmed resume legs (`train --wait-for-checkpoint`): started while
    * their producer still runs; `run` holds the write end of a pipe whose
    * read end is the leg's fd 3 and closes it when the producer ends */
@@ -332,13 +334,15 @@ void rc_run_install_signal_handlers(void);
 bool rc_run_interrupt_requested(void);
 
 /* Progress on the terminal (run_progress.c): live lines per running leg
- * with step/N and ETA when the stream is a TTY, plain start/end lines
- * otherwise (CI logs), nothing when off. */
+ * with step/N and ETA when the stream is a TTY, plain start/end lines and
+ * a heartbeat line per running leg every 10% of its steps or every
+ * RC_HEARTBEAT_S seconds (default 60) otherwise (CI logs), nothing when off. */
 typedef struct {
   FILE *out;
   rc_progress_mode mode; /* resolved: LIVE, PLAIN or OFF */
   int lines_drawn;       /* live block currently on screen */
   double last_draw;
+  double beat_s; /* plain: seconds between a running leg's heartbeat lines (RC_HEARTBEAT_S) */
 } rc_progress;
 
 void rc_progress_init(rc_progress *p, const rc_run *run);

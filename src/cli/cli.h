@@ -4,6 +4,7 @@
 #define RC_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "base/error.h"
 #include "base/flags.h"
@@ -26,6 +27,11 @@ __attribute__((format(printf, 3, 4))) int rc_cli_usage_error(const char *cmd, bo
  * sets *code to err's code. Returns true when the command is done. */
 bool rc_cli_flags_done(const char *cmd, const rc_flag_cmd *flags, int rc, const rc_err *err,
                        int *code);
+/* RC_HELP_FORMAT=complete: --help prints the flag list of
+ * rc_cli_print_flag_list instead of the help (complete.c), for the build's
+ * completion and man page generators. */
+bool rc_cli_help_is_list(void);
+void rc_cli_print_flag_list(const rc_flag_cmd *cmd, FILE *out);
 /* rc_flags_parse, then rc_cli_flags_done. */
 bool rc_cli_parse(const char *cmd, const rc_flag_cmd *flags, int argc, char **argv,
                   rc_flag_args *args, int *code);

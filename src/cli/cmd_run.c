@@ -154,7 +154,9 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "placeholders {steps} {stop_at} {save_at} {resume_from} {out}\n"
       "{leg} {fusion} (docs/exec-trainer.md)"),
     R("--progress", RC_FLAG_CHOICE, progress, 0, 0, PROGRESS, "MODE",
-      "auto (live on a terminal, plain lines otherwise), live, plain, off"),
+      "auto (live on a terminal, plain lines otherwise), live, plain, off;\n"
+      "plain: a line per leg at start and end, and a heartbeat line per\n"
+      "running leg every tenth of its steps or RC_HEARTBEAT_S seconds (60)"),
     {.name = "--leg-timeout",
      .kind = RC_FLAG_DOUBLE,
      .set = set_leg_timeout,
@@ -193,7 +195,54 @@ static const rc_flag_spec PER_LEG_FLAGS[] = {
 #undef R
 #undef LEG
 
-#define usage_error(...) rc_cli_usage_error("run", true, __VA_ARGS__)
+/* A usage error of parse_flags: printed as every subcommand prints one, and
+ * kept in *why for the JUnit file of a refused command line. */
+#define usage_error(...) (rc_fail(why, RC_EXIT_USAGE, __VA_ARGS__), print_usage_error(why))
+static int print_usage_error(const rc_err *why) {
+  return rc_cli_usage_error("run", true, "%s", why->msg);
+}
+
+/* --junit FILE, looked for before the flags are parsed: a command line that
+ * does not parse still leaves a JUnit file saying why, so CI shows a failed
+ * test instead of none. The parser's own rules: `--junit FILE` or
+ * `--junit=FILE`, flags end at `--`. */
+static const char *prescan_junit(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+    if (!strncmp(argv[i], "--junit=", 8)) return argv[i][8] ? argv[i] + 8 : NULL;
+    if (!strcmp(argv[i], "--junit")) return i + 1 < argc ? argv[i + 1] : NULL;
+  }
+  return NULL;
+}
+
+/* The JUnit file of a refused command line; the exit code stays 64 whether
+ * or not it can be written. A refusal of the flags `run` forwards comes from
+ * its `train --dry-run` child, which printed the reason itself: the same
+ * parse in this process names it in the file too. */
+static void junit_usage_error(int argc, char **argv, const rc_run_opts *o, const char *why) {
+  const char *path = prescan_junit(argc, argv);
+  if (!path) return;
+  char msg[sizeof((rc_err *)0)->msg + 64], steps[32];
+  size_t len = (size_t)snprintf(msg, sizeof msg, "%s", why);
+  char **targv =
+      o->fwd && o->trainer == RC_TRAINER_SELF ? calloc((size_t)o->n_fwd + 4, sizeof *targv) : NULL;
+  if (targv) {
+    targv[0] = "train";
+    memcpy(targv + 1, o->fwd, (size_t)o->n_fwd * sizeof *targv);
+    snprintf(steps, sizeof steps, "%" PRId64, o->steps);
+    targv[o->n_fwd + 1] = "--steps", targv[o->n_fwd + 2] = steps;
+    rc_config cfg;
+    rc_leg_opts leg;
+    rc_err terr = {0};
+    rc_config_defaults(&cfg, &leg);
+    if (rc_config_parse(o->n_fwd + 3, targv, &cfg, &leg, &terr) == RC_EXIT_USAGE &&
+        len < sizeof msg)
+      snprintf(msg + len, sizeof msg - len, ": train: %s", terr.msg);
+    free(targv);
+  }
+  rc_err werr = {0};
+  if (rc_report_junit_usage("run", msg, RC_EXIT_USAGE, path, &werr))
+    fprintf(stderr, "resumecheck run: writing the JUnit file: %s\n", werr.msg);
+}
 
 /* `--config FILE` goes to every leg as it is (each reads the file; the
  * flags after it, run's --steps and --grad-accum-fusion among them,
@@ -221,7 +270,7 @@ static int check_config_file(char **fwd, int n_fwd) {
 /* run's flags into o (and r: the report paths); every other argument into
  * fwd, in order. Returns -1 to go on, else the exit code. */
 static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char **fwd, int *n_fwd,
-                       int64_t **save_at, char *out_abs, size_t cap) {
+                       int64_t **save_at, char *out_abs, size_t cap, rc_err *why) {
   rc_flag_group groups[] = {
       {NULL, RUN_FLAGS, (int)(sizeof RUN_FLAGS / sizeof RUN_FLAGS[0]), r},
       {"flags of `resumecheck train` that `run` sets for each leg (refused here):\n  "
@@ -236,15 +285,15 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   rc_flag_args args = {.rest = fwd};
   r->gpu_scheduling = -1;
   int code;
-  if (rc_cli_parse("run", &cmd, argc, argv, &args, &code)) return code;
+  if (rc_cli_flags_done("run", &cmd, rc_flags_parse(&cmd, argc, argv, &args, why), why, &code))
+    return code;
   *n_fwd = args.n_rest;
   if (!r->steps) return usage_error("--steps N is required");
   if (!r->save_at) return usage_error("--save-at K[,K2...]|every|auto is required");
-  rc_err err = {0};
   rc_save_at_mode mode;
   o->steps = r->steps;
-  if (rc_run_parse_save_at(r->save_at, o->steps, save_at, &o->n_save_at, &mode, &err))
-    return usage_error("%s", err.msg);
+  if (rc_run_parse_save_at(r->save_at, o->steps, save_at, &o->n_save_at, &mode, why))
+    return rc_cli_usage_error("run", true, "%s", why->msg);
   o->save_every = mode == RC_SAVE_AT_EVERY, o->save_auto = mode == RC_SAVE_AT_AUTO;
   o->save_at = *save_at;
   if (!r->out) return usage_error("--out DIR is required");
@@ -303,6 +352,11 @@ static int write_reports(const rc_run *run, const run_flags *r, const rc_run_opt
     fprintf(stderr, "resumecheck run: writing a report: %s\n", rerr.msg);
     return o->git_bisect ? RC_EXIT_UNTESTABLE : RC_EXIT_IOERR;
   }
+  /* GitHub Actions: the summary goes to the job's page unless --summary-md
+   * was given; a file that cannot take it is a warning, not a verdict */
+  const char *gh = getenv("GITHUB_STEP_SUMMARY");
+  if (!r->md && gh && *gh && rc_report_step_summary(run, gh, &rerr))
+    fprintf(stderr, "resumecheck run: warning: GITHUB_STEP_SUMMARY not written: %s\n", rerr.msg);
   return RC_OK;
 }
 
@@ -313,13 +367,13 @@ int rc_cmd_run(int argc, char **argv) {
   int64_t *save_at = NULL;
   rc_run run;
   memset(&run, 0, sizeof run);
-  bool planned = false;
+  bool planned = false, reported = false; /* reported: the run's own reports were written */
   rc_run_opts o;
   memset(&o, 0, sizeof o);
   rc_err err = {0};
   char out_abs[PATH_MAX];
   int n_fwd = 0,
-      rc = parse_flags(argc, argv, &r, &o, fwd, &n_fwd, &save_at, out_abs, sizeof out_abs);
+      rc = parse_flags(argc, argv, &r, &o, fwd, &n_fwd, &save_at, out_abs, sizeof out_abs, &err);
   if (rc >= 0) goto done;
   char self_display[PATH_MAX] = "/proc/self/exe";
   ssize_t len = readlink("/proc/self/exe", self_display, sizeof self_display - 1);
@@ -376,10 +430,12 @@ int rc_cmd_run(int argc, char **argv) {
   rc_report_text(&run, stdout);
 
   int report_rc = write_reports(&run, &r, &o);
+  reported = true;
   rc = run.exit_code;
   if (report_rc && (rc == RC_OK || rc == RC_EXIT_DIVERGED)) rc = report_rc;
 
 done:
+  if (rc == RC_EXIT_USAGE && !reported) junit_usage_error(argc, argv, &o, err.msg);
   if (planned) rc_run_free(&run);
   free(save_at);
   free(fwd);

@@ -21,7 +21,9 @@ int rc_cli_usage_error(const char *cmd, bool see_help, const char *fmt, ...) {
 bool rc_cli_flags_done(const char *cmd, const rc_flag_cmd *flags, int rc, const rc_err *err,
                        int *code) {
   *code = RC_OK;
-  if (rc == RC_FLAGS_HELP)
+  if (rc == RC_FLAGS_HELP && rc_cli_help_is_list())
+    rc_cli_print_flag_list(flags, stdout);
+  else if (rc == RC_FLAGS_HELP)
     rc_flags_print_help(flags, stdout);
   else if (rc == RC_FLAGS_VERSION)
     printf("resumecheck %s\n", RC_VERSION);
@@ -62,8 +64,17 @@ int main(int argc, char **argv) {
     usage(stderr);
     return RC_EXIT_USAGE;
   }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } cmds[] = {{"train", rc_cmd_train},     {"run", rc_cmd_run},   {"compare", rc_cmd_compare},
+              {"inspect", rc_cmd_inspect}, {"bugs", rc_cmd_bugs}, {"bisect", rc_cmd_bisect}};
   const char *cmd = argv[1];
   if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    if (rc_cli_help_is_list()) { /* the subcommands, one a line (complete.c) */
+      for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) printf("%s\n", cmds[i].name);
+      return 0;
+    }
     usage(stdout);
     return 0;
   }
@@ -71,11 +82,6 @@ int main(int argc, char **argv) {
     printf("resumecheck %s\n", RC_VERSION);
     return 0;
   }
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } cmds[] = {{"train", rc_cmd_train},     {"run", rc_cmd_run},   {"compare", rc_cmd_compare},
-              {"inspect", rc_cmd_inspect}, {"bugs", rc_cmd_bugs}, {"bisect", rc_cmd_bisect}};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "resumecheck: unknown subcommand '%s'\n\n", cmd);
