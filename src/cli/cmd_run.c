@@ -249,7 +249,7 @@ static void junit_usage_error(int argc, char **argv, const rc_run_opts *o, const
  * override it). It is read here first, so that a file that is missing (66)
  * or not a config (64) is refused before any leg or directory exists.
  * Returns -1 to go on, else the exit code. */
-static int check_config_file(char **fwd, int n_fwd) {
+static int check_config_file(char **fwd, int n_fwd, rc_err *why) {
   for (int i = 0; i < n_fwd; i++) {
     const char *path = !strncmp(fwd[i], "--config=", 9)               ? fwd[i] + 9
                        : !strcmp(fwd[i], "--config") && i + 1 < n_fwd ? fwd[i + 1]
@@ -327,7 +327,7 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   if (o->trainer != RC_TRAINER_EXEC && r->train_cmd)
     return usage_error("--train-cmd needs --trainer exec");
   o->train_cmd = r->train_cmd;
-  if ((code = check_config_file(fwd, *n_fwd)) >= 0) return code;
+  if ((code = check_config_file(fwd, *n_fwd, why)) >= 0) return code;
   for (int i = 0; o->confirm_arm && i < *n_fwd; i++)
     if (!strncmp(fwd[i], "--grad-accum-fusion", 19) ||
         !strcmp(fwd[i], "--no-gradient-accumulation-fusion"))
