@@ -60,8 +60,9 @@ static void add_moe_bias(rc_model *m, state_list *l, rc_layer *L) {
 }
 
 /* The optimizer moments with data parallel: this rank's segment of each
- * parameter (the whole parameter when the segment is all of it),
- * interleaved per parameter as without, so that W = 1 matches. */
+ * parameter (the whole parameter when the segment is all of it), exp_avg
+ * and exp_avg_sq interleaved per parameter as without data parallel, so
+ * that W = 1 matches. */
 static void add_moment_shards(rc_model *m, state_list *l) {
   char path[RC_PATH_MAX];
   for (int i = 0; i < m->nparams; i++) {
