@@ -104,58 +104,66 @@ static void chunk_note(const rc_mf_shard *a, const rc_mf_shard *b, uint64_t off,
              first, last, a->nchunks, s, e2);
 }
 
-int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2], rc_err *err) {
-  rc_compare_result *res = c->res;
-  bool trust = c->opts && c->opts->trust_manifests;
+/* Whether the two files are the same bytes: by chunk lists of one size,
+ * else whole-file hashes (computed from the bytes where a chunk-verified
+ * side's was never recomputed: those sides are loaded, loaded[s] set). */
+static int files_identical(const rc_cmp_side side[2], bool trust, side_datasets ds[2],
+                           bool loaded[2], bool *identical, rc_err *err) {
   const rc_mf_shard *ea = side[0].entry, *eb = side[1].entry;
-  const char *who = side[0].hashes_only && side[1].hashes_only ? "both sides kept hashes only"
-                    : side[0].hashes_only                      ? "A kept hashes only"
-                                                               : "B kept hashes only";
-  res->n_files_compared++;
-  res->n_hashes_only++;
-  for (int s = 0; s < 2; s++)
-    if (!side[s].hashes_only && !side[s].verified && !trust)
-      return rc_fail(err, RC_EXIT_SOFTWARE, "%s: shard of side %s compared unverified", rel,
-                     s ? "B" : "A");
-
-  /* The file: chunk lists of one size, else whole-file hashes (computed
-   * from the bytes where a chunk-verified side's was never recomputed). */
   bool by_chunks = chunks_comparable(ea, eb);
   bool need_whole = !by_chunks && (ea->chunk_sha256 || eb->chunk_sha256);
-  side_datasets ds[2] = {0};
-  bool loaded[2] = {false, false};
   int rc = RC_OK;
-  bool identical;
   if (by_chunks) {
-    identical = chunks_equal(ea, eb);
+    *identical = chunks_equal(ea, eb);
   } else if (!need_whole || trust) {
-    identical = ea->bytes == eb->bytes && !strcmp(ea->sha256, eb->sha256);
+    *identical = ea->bytes == eb->bytes && !strcmp(ea->sha256, eb->sha256);
   } else {
     for (int s = 0; s < 2 && !rc; s++) {
       rc = side_load(&side[s], trust, true, &ds[s], err);
       loaded[s] = !rc;
     }
-    if (rc) goto done;
+    if (rc) return rc;
     const char *wa = ds[0].from_bytes ? ds[0].computed.sha256 : ea->sha256;
     const char *wb = ds[1].from_bytes ? ds[1].computed.sha256 : eb->sha256;
-    identical = ea->bytes == eb->bytes && !strcmp(wa, wb);
+    *identical = ea->bytes == eb->bytes && !strcmp(wa, wb);
   }
-  if (identical) {
-    res->n_files_identical++;
-    res->n_datasets_compared += ea->ndatasets;
-    goto done;
-  }
+  return RC_OK;
+}
 
-  /* Different: dataset by dataset, in path order. */
-  for (int s = 0; s < 2 && !rc; s++)
-    if (!loaded[s]) rc = side_load(&side[s], trust, false, &ds[s], err);
-  if (rc) goto done;
-  int n_before = res->n_diffs, ign_before = c->n_ignored;
-  char from[160] = "";
-  for (int s = 0; s < 2; s++)
-    if (!side[s].hashes_only && !ds[s].from_bytes)
-      snprintf(from + strlen(from), sizeof from - strlen(from),
-               "; %s's dataset hashes taken from its manifest (--trust-manifests)", s ? "B" : "A");
+/* A dataset on both sides: dtype, then shape, then SHA-256; a differing
+ * hash names the chunks it lies in where its offset is known (off). */
+static void compare_pair(rc_cmp_ctx *c, const char *rel, const char *who, const rc_cmp_side side[2],
+                         const rc_mf_dataset *a, const rc_mf_dataset *b, const uint64_t *off,
+                         const char *from) {
+  c->res->n_datasets_compared++;
+  char ta[96], tb[96];
+  shape_text(a, ta, sizeof ta);
+  shape_text(b, tb, sizeof tb);
+  if (a->dtype != b->dtype) {
+    rc_cmp_add(c, RC_DIFF_DTYPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
+    return;
+  }
+  if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
+    rc_cmp_add(c, RC_DIFF_SHAPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
+    return;
+  }
+  if (!strcmp(a->sha256, b->sha256)) return;
+  char chunks[160] = "";
+  if (off) {
+    uint64_t n = rc_dtype_size(a->dtype);
+    for (int d = 0; d < a->ndim; d++) n *= (uint64_t)a->shape[d];
+    chunk_note(side[0].entry, side[1].entry, *off, (size_t)n, chunks, sizeof chunks);
+  }
+  rc_cmp_add(c, RC_DIFF_SHA256, rel, a->path,
+             "SHA-256 differs (%s: values not compared); %s, A %.16s..., B %.16s...%s%s", who, ta,
+             a->sha256, b->sha256, chunks, from);
+}
+
+/* Both sides' datasets merged in path order (each list is sorted): one
+ * side only is a missing dataset, both sides are compared. */
+static void compare_datasets(rc_cmp_ctx *c, const char *rel, const char *who,
+                             const rc_cmp_side side[2], const side_datasets ds[2],
+                             const char *from) {
   int i = 0, k = 0;
   while (i < ds[0].n || k < ds[1].n) {
     int cmp = i == ds[0].n ? 1 : k == ds[1].n ? -1 : strcmp(ds[0].d[i].path, ds[1].d[k].path);
@@ -170,29 +178,45 @@ int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2
                  "dataset only in %s (%s)", a ? "A" : "B", who);
       continue;
     }
-    res->n_datasets_compared++;
-    char ta[96], tb[96];
-    shape_text(a, ta, sizeof ta);
-    shape_text(b, tb, sizeof tb);
-    if (a->dtype != b->dtype) {
-      rc_cmp_add(c, RC_DIFF_DTYPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
-      continue;
-    }
-    if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) {
-      rc_cmp_add(c, RC_DIFF_SHAPE, rel, a->path, "%s vs %s (%s)", ta, tb, who);
-      continue;
-    }
-    if (!strcmp(a->sha256, b->sha256)) continue;
-    char chunks[160] = "";
-    if (off) {
-      uint64_t n = rc_dtype_size(a->dtype);
-      for (int d = 0; d < a->ndim; d++) n *= (uint64_t)a->shape[d];
-      chunk_note(ea, eb, *off, (size_t)n, chunks, sizeof chunks);
-    }
-    rc_cmp_add(c, RC_DIFF_SHA256, rel, a->path,
-               "SHA-256 differs (%s: values not compared); %s, A %.16s..., B %.16s...%s%s", who, ta,
-               a->sha256, b->sha256, chunks, from);
+    compare_pair(c, rel, who, side, a, b, off, from);
   }
+}
+
+int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2], rc_err *err) {
+  rc_compare_result *res = c->res;
+  bool trust = c->opts && c->opts->trust_manifests;
+  const char *who = side[0].hashes_only && side[1].hashes_only ? "both sides kept hashes only"
+                    : side[0].hashes_only                      ? "A kept hashes only"
+                                                               : "B kept hashes only";
+  res->n_files_compared++;
+  res->n_hashes_only++;
+  for (int s = 0; s < 2; s++)
+    if (!side[s].hashes_only && !side[s].verified && !trust)
+      return rc_fail(err, RC_EXIT_SOFTWARE, "%s: shard of side %s compared unverified", rel,
+                     s ? "B" : "A");
+
+  side_datasets ds[2] = {0};
+  bool loaded[2] = {false, false};
+  bool identical = false;
+  int rc = files_identical(side, trust, ds, loaded, &identical, err);
+  if (rc) goto done;
+  if (identical) {
+    res->n_files_identical++;
+    res->n_datasets_compared += side[0].entry->ndatasets;
+    goto done;
+  }
+
+  /* Different: dataset by dataset, in path order. */
+  for (int s = 0; s < 2 && !rc; s++)
+    if (!loaded[s]) rc = side_load(&side[s], trust, false, &ds[s], err);
+  if (rc) goto done;
+  int n_before = res->n_diffs, ign_before = c->n_ignored;
+  char from[160] = "";
+  for (int s = 0; s < 2; s++)
+    if (!side[s].hashes_only && !ds[s].from_bytes)
+      snprintf(from + strlen(from), sizeof from - strlen(from),
+               "; %s's dataset hashes taken from its manifest (--trust-manifests)", s ? "B" : "A");
+  compare_datasets(c, rel, who, side, ds, from);
   if (res->n_diffs == n_before && c->n_ignored == ign_before)
     rc_cmp_add(c, RC_DIFF_SHA256, rel, "",
                "file SHA-256 differs but every dataset's is equal (%s: /meta or layout differ;"

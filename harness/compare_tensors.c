@@ -385,8 +385,10 @@ static const char *zip_find_eocd(const rc_cmp_map *m, size_t *eocd) {
   return "not a zip archive (no end-of-central-directory record)";
 }
 
-static int read_npz(const char *path, const char *side, const rc_cmp_map *m, tensor_list *l,
-                    rc_err *err) {
+/* Where the central directory is and how many entries it has, from the
+ * end record (the zip64 record where the classic fields are saturated). */
+static int npz_directory(const char *path, const char *side, const rc_cmp_map *m,
+                         uint64_t *n_entries, uint64_t *dir_off, uint64_t *dir_size, rc_err *err) {
   const char *what = ".npz archive";
   size_t eocd = 0;
   const char *p = zip_find_eocd(m, &eocd);
@@ -408,115 +410,196 @@ static int read_npz(const char *path, const char *side, const rc_cmp_map *m, ten
   }
   if (cd_off > eocd || cd_size > eocd - cd_off)
     return bad(err, path, side, what, "central directory outside the file");
+  *n_entries = entries;
+  *dir_off = cd_off;
+  *dir_size = cd_size;
+  return RC_OK;
+}
+
+/* One member as its central-directory entry describes it. */
+typedef struct {
+  unsigned flags, method;
+  uint64_t csize, usize, loff; /* zip64 extra applied */
+  size_t nlen;
+  char member[512]; /* the name, NUL-terminated */
+} zip_member;
+
+/* The zip64 extra field's values for the fields that are 0xffffffff, in
+ * their fixed order; other extra fields are skipped. */
+static void zip64_extra(const unsigned char *x, const unsigned char *x_end, zip_member *z) {
+  while (x_end - x >= 4) {
+    unsigned id = le16(x), sz = le16(x + 2);
+    if ((size_t)(x_end - x - 4) < sz) break;
+    if (id == 1) {
+      const unsigned char *q = x + 4, *qe = q + sz;
+      if (z->usize == 0xffffffffu && qe - q >= 8) z->usize = le64(q), q += 8;
+      if (z->csize == 0xffffffffu && qe - q >= 8) z->csize = le64(q), q += 8;
+      if (z->loff == 0xffffffffu && qe - q >= 8) z->loff = le64(q), q += 8;
+    }
+    x += 4 + sz;
+  }
+}
+
+/* The central-directory entry at *cdp into z; *cdp moves past it. */
+static int npz_entry(const char *path, const char *side, const unsigned char **cdp,
+                     const unsigned char *cd_end, zip_member *z, rc_err *err) {
+  const char *what = ".npz archive";
+  const unsigned char *cd = *cdp;
+  if (cd_end - cd < 46 || le32(cd) != 0x02014b50)
+    return bad(err, path, side, what, "central directory truncated or corrupt");
+  z->flags = le16(cd + 8);
+  z->method = le16(cd + 10);
+  z->csize = le32(cd + 20);
+  z->usize = le32(cd + 24);
+  z->loff = le32(cd + 42);
+  size_t nlen = le16(cd + 28), xlen = le16(cd + 30), clen = le16(cd + 32);
+  if ((size_t)(cd_end - cd) < 46 + nlen + xlen + clen)
+    return bad(err, path, side, what, "central directory entry runs past its end");
+  zip64_extra(cd + 46 + nlen, cd + 46 + nlen + xlen, z);
+  if (nlen >= sizeof z->member) return bad(err, path, side, what, "member name over 511 bytes");
+  memcpy(z->member, cd + 46, nlen);
+  z->member[nlen] = 0;
+  z->nlen = nlen;
+  *cdp = cd + 46 + nlen + xlen + clen;
+  if (memchr(z->member, 0, nlen)) return bad(err, path, side, what, "NUL in a member name");
+  return RC_OK;
+}
+
+/* A .npy member readable here: not encrypted, stored or deflated, its
+ * local header and data inside the archive before the central directory
+ * at cd_off; *data: where its (compressed) bytes start. */
+static int npz_check_member(const char *path, const char *side, const rc_cmp_map *m,
+                            uint64_t cd_off, const zip_member *z, uint64_t *data, rc_err *err) {
+  const char *what = ".npz archive";
+  char msg[600];
+  if (z->flags & 1) {
+    snprintf(msg, sizeof msg, "member '%s' is encrypted", z->member);
+    return bad(err, path, side, what, msg);
+  }
+  if (z->method != 0 && z->method != 8) {
+    snprintf(msg, sizeof msg, "member '%s': compression method %u (only stored and deflated)",
+             z->member, z->method);
+    return bad(err, path, side, what, msg);
+  }
+  if (z->loff > cd_off || cd_off - z->loff < 30 || le32(m->data + z->loff) != 0x04034b50) {
+    snprintf(msg, sizeof msg, "member '%s': local header outside the file or corrupt", z->member);
+    return bad(err, path, side, what, msg);
+  }
+  uint64_t d = z->loff + 30 + le16(m->data + z->loff + 26) + le16(m->data + z->loff + 28);
+  if (d > cd_off || z->csize > cd_off - d || (z->method == 0 && z->csize != z->usize)) {
+    snprintf(msg, sizeof msg,
+             "member '%s': data outside the archive (offset %" PRIu64 ", %" PRIu64
+             " bytes) or sizes inconsistent",
+             z->member, d, z->csize);
+    return bad(err, path, side, what, msg);
+  }
+  *data = d;
+  return RC_OK;
+}
+
+/* A member's .npy header bytes at p[0, avail): in place when stored,
+ * inflated into head when deflated, or into big (owned) when longer. */
+typedef struct {
+  unsigned char head[12 + 4096];
+  unsigned char *big;
+  const unsigned char *p;
+  size_t avail;
+} member_head;
+
+/* Inflates the start of a deflated member: enough for the preamble, then
+ * the whole header when it is longer than head. Non-zero only when out of
+ * memory; a corrupt or short stream is *problem. */
+static int inflate_head(const rc_cmp_map *m, uint64_t data, const zip_member *z, member_head *h,
+                        const char **problem, rc_err *err) {
+  inflater s;
+  if (!inflater_open(&s, m->data + data, (int64_t)z->csize))
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+  size_t want = z->usize < sizeof h->head ? (size_t)z->usize : sizeof h->head;
+  const char *zp = inflater_read(&s, h->head, want);
+  size_t pre = want >= 10 && h->head[6] == 1 ? 10 : 12;
+  uint64_t hl = want >= 12 ? (h->head[6] == 1 ? le16(h->head + 8) : le32(h->head + 8)) : 0;
+  if (!zp && hl <= NPY_MAX_HEADER && pre + hl > want && pre + hl <= z->usize) {
+    h->big = malloc(pre + hl); /* bounded: at most 1 MiB + 12 */
+    if (!h->big) {
+      inflater_close(&s);
+      return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
+    }
+    memcpy(h->big, h->head, want);
+    zp = inflater_read(&s, h->big + want, pre + hl - want);
+    want = pre + hl;
+  }
+  inflater_close(&s);
+  *problem = zp;
+  h->p = h->big ? h->big : h->head;
+  h->avail = want;
+  return RC_OK;
+}
+
+/* The member's .npy header into t (dtype, shape), checked against the
+ * member's size, and where its data lies in the archive. */
+static int npz_member(const char *path, const char *side, const rc_cmp_map *m, const zip_member *z,
+                      uint64_t data, tensor_t *t, tensor_list *l, rc_err *err) {
+  const char *what = ".npz archive";
+  char msg[600];
+  member_head h;
+  h.big = NULL;
+  h.p = m->data + data;
+  h.avail = (size_t)(z->usize < z->csize ? z->usize : z->csize);
+  if (z->method == 8) {
+    const char *zp = NULL;
+    int rc = inflate_head(m, data, z, &h, &zp, err);
+    if (rc) return rc;
+    if (zp) {
+      free(h.big);
+      snprintf(msg, sizeof msg, "member '%s': %s", z->member, zp);
+      return bad(err, path, side, what, msg);
+    }
+  }
+  int64_t hdr = 0;
+  const char *p = npy_header(h.p, h.avail, t, &hdr, &l->unsupported, l->why, sizeof l->why);
+  free(h.big);
+  if (p) {
+    snprintf(msg, sizeof msg, "member '%s': %s", z->member, p);
+    return bad(err, path, side, what, msg);
+  }
+  if (l->unsupported) return RC_OK;
+  if ((uint64_t)hdr + (uint64_t)t->nbytes != z->usize) {
+    snprintf(msg, sizeof msg,
+             "member '%s': its header declares %" PRId64
+             " bytes of data, the member holds %" PRId64,
+             z->member, t->nbytes, (int64_t)z->usize - hdr);
+    return bad(err, path, side, what, msg);
+  }
+  t->deflated = z->method == 8;
+  t->z_off = (int64_t)data;
+  t->z_size = (int64_t)z->csize;
+  t->skip = hdr;
+  t->data_off = (int64_t)data + hdr;
+  return RC_OK;
+}
+
+/* Every member in central-directory order; a member that is not a .npy
+ * file makes the archive one this tool does not decode. */
+static int read_npz(const char *path, const char *side, const rc_cmp_map *m, tensor_list *l,
+                    rc_err *err) {
+  uint64_t entries = 0, cd_off = 0, cd_size = 0;
+  int rc = npz_directory(path, side, m, &entries, &cd_off, &cd_size, err);
+  if (rc) return rc;
   const unsigned char *cd = m->data + cd_off, *cd_end = cd + cd_size;
   for (uint64_t k = 0; k < entries; k++) {
-    char msg[600];
-    if (cd_end - cd < 46 || le32(cd) != 0x02014b50)
-      return bad(err, path, side, what, "central directory truncated or corrupt");
-    unsigned flags = le16(cd + 8), method = le16(cd + 10);
-    uint64_t csize = le32(cd + 20), usize = le32(cd + 24), loff = le32(cd + 42);
-    size_t nlen = le16(cd + 28), xlen = le16(cd + 30), clen = le16(cd + 32);
-    if ((size_t)(cd_end - cd) < 46 + nlen + xlen + clen)
-      return bad(err, path, side, what, "central directory entry runs past its end");
-    const unsigned char *x = cd + 46 + nlen, *x_end = x + xlen;
-    while (x_end - x >= 4) { /* zip64 extra: the 0xffffffff fields, in order */
-      unsigned id = le16(x), sz = le16(x + 2);
-      if ((size_t)(x_end - x - 4) < sz) break;
-      if (id == 1) {
-        const unsigned char *q = x + 4, *qe = q + sz;
-        if (usize == 0xffffffffu && qe - q >= 8) usize = le64(q), q += 8;
-        if (csize == 0xffffffffu && qe - q >= 8) csize = le64(q), q += 8;
-        if (loff == 0xffffffffu && qe - q >= 8) loff = le64(q), q += 8;
-      }
-      x += 4 + sz;
-    }
-    char member[512];
-    if (nlen >= sizeof member) return bad(err, path, side, what, "member name over 511 bytes");
-    memcpy(member, cd + 46, nlen);
-    member[nlen] = 0;
-    cd += 46 + nlen + xlen + clen;
-    if (memchr(member, 0, nlen)) return bad(err, path, side, what, "NUL in a member name");
-    if (!ends_with(member, ".npy")) {
+    zip_member z;
+    uint64_t data = 0;
+    if ((rc = npz_entry(path, side, &cd, cd_end, &z, err))) return rc;
+    if (!ends_with(z.member, ".npy")) {
       l->unsupported = true;
-      snprintf(l->why, sizeof l->why, "member '%.200s' is not a .npy file: not decoded", member);
+      snprintf(l->why, sizeof l->why, "member '%.200s' is not a .npy file: not decoded", z.member);
       return RC_OK;
     }
-    if (flags & 1) {
-      snprintf(msg, sizeof msg, "member '%s' is encrypted", member);
-      return bad(err, path, side, what, msg);
-    }
-    if (method != 0 && method != 8) {
-      snprintf(msg, sizeof msg, "member '%s': compression method %u (only stored and deflated)",
-               member, method);
-      return bad(err, path, side, what, msg);
-    }
-    if (loff > cd_off || cd_off - loff < 30 || le32(m->data + loff) != 0x04034b50) {
-      snprintf(msg, sizeof msg, "member '%s': local header outside the file or corrupt", member);
-      return bad(err, path, side, what, msg);
-    }
-    uint64_t data = loff + 30 + le16(m->data + loff + 26) + le16(m->data + loff + 28);
-    if (data > cd_off || csize > cd_off - data || (method == 0 && csize != usize)) {
-      snprintf(msg, sizeof msg,
-               "member '%s': data outside the archive (offset %" PRIu64 ", %" PRIu64
-               " bytes) or sizes inconsistent",
-               member, data, csize);
-      return bad(err, path, side, what, msg);
-    }
+    if ((rc = npz_check_member(path, side, m, cd_off, &z, &data, err))) return rc;
     tensor_t *t = list_push(l, err);
     if (!t) return RC_EXIT_SOFTWARE;
-    snprintf(t->name, sizeof t->name, "%.*s", (int)(nlen - 4), member);
-    /* the member's .npy header: in place when stored, inflated when not */
-    unsigned char head[12 + 4096];
-    const unsigned char *hp = m->data + data;
-    size_t havail = (size_t)(usize < csize ? usize : csize);
-    unsigned char *big = NULL;
-    if (method == 8) {
-      inflater z;
-      if (!inflater_open(&z, m->data + data, (int64_t)csize))
-        return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-      size_t want = usize < sizeof head ? (size_t)usize : sizeof head;
-      const char *zp = inflater_read(&z, head, want);
-      size_t pre = want >= 10 && head[6] == 1 ? 10 : 12;
-      uint64_t hl = want >= 12 ? (head[6] == 1 ? le16(head + 8) : le32(head + 8)) : 0;
-      if (!zp && hl <= NPY_MAX_HEADER && pre + hl > want && pre + hl <= usize) {
-        big = malloc(pre + hl); /* bounded: at most 1 MiB + 12 */
-        if (!big) {
-          inflater_close(&z);
-          return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
-        }
-        memcpy(big, head, want);
-        zp = inflater_read(&z, big + want, pre + hl - want);
-        want = pre + hl;
-      }
-      inflater_close(&z);
-      if (zp) {
-        free(big);
-        snprintf(msg, sizeof msg, "member '%s': %s", member, zp);
-        return bad(err, path, side, what, msg);
-      }
-      hp = big ? big : head;
-      havail = want;
-    }
-    int64_t hdr = 0;
-    p = npy_header(hp, havail, t, &hdr, &l->unsupported, l->why, sizeof l->why);
-    free(big);
-    if (p) {
-      snprintf(msg, sizeof msg, "member '%s': %s", member, p);
-      return bad(err, path, side, what, msg);
-    }
-    if (l->unsupported) return RC_OK;
-    if ((uint64_t)hdr + (uint64_t)t->nbytes != usize) {
-      snprintf(msg, sizeof msg,
-               "member '%s': its header declares %" PRId64
-               " bytes of data, the member holds %" PRId64,
-               member, t->nbytes, (int64_t)usize - hdr);
-      return bad(err, path, side, what, msg);
-    }
-    t->deflated = method == 8;
-    t->z_off = (int64_t)data;
-    t->z_size = (int64_t)csize;
-    t->skip = hdr;
-    t->data_off = (int64_t)data + hdr;
+    snprintf(t->name, sizeof t->name, "%.*s", (int)(z.nlen - 4), z.member);
+    if ((rc = npz_member(path, side, m, &z, data, t, l, err)) || l->unsupported) return rc;
   }
   return RC_OK;
 }
@@ -546,8 +629,10 @@ static bool st_dtype(const char *d, tensor_t *t) {
   return false;
 }
 
-static int read_safetensors(const char *path, const char *side, const rc_cmp_map *m, tensor_list *l,
-                            rc_err *err) {
+/* The JSON header (its length first, then the text), parsed into *root
+ * (owned by the caller); *data0: where the data begins. */
+static int st_header(const char *path, const char *side, const rc_cmp_map *m, rc_json **root,
+                     uint64_t *data0, rc_err *err) {
   const char *what = "safetensors header";
   char msg[700];
   if (m->size < 8) return bad(err, path, side, what, "truncated (shorter than the 8-byte length)");
@@ -558,88 +643,92 @@ static int read_safetensors(const char *path, const char *side, const rc_cmp_map
     return bad(err, path, side, what, msg);
   }
   if (n > ST_MAX_HEADER) return bad(err, path, side, what, "header over 100 MiB (not read)");
-  uint64_t data0 = 8 + n, data_size = m->size - data0;
+  *data0 = 8 + n;
   char jerr[256];
-  rc_json *root = rc_json_parse((const char *)m->data + 8, (size_t)n, jerr, sizeof jerr);
-  if (!root) {
+  *root = rc_json_parse((const char *)m->data + 8, (size_t)n, jerr, sizeof jerr);
+  if (!*root) {
     snprintf(msg, sizeof msg, "not valid JSON: %s", jerr);
     return bad(err, path, side, what, msg);
   }
-  int rc = RC_OK;
-  if (root->type != RC_JSON_OBJ) {
-    rc = bad(err, path, side, what, "not a JSON object");
-    goto done;
+  if ((*root)->type != RC_JSON_OBJ) return bad(err, path, side, what, "not a JSON object");
+  return RC_OK;
+}
+
+/* One tensor's header entry e into a new list entry: dtype, shape, and
+ * data_offsets, which must span exactly its bytes inside the data_size
+ * bytes that start at data0. */
+static int st_tensor(const char *path, const char *side, const rc_json *e, uint64_t data0,
+                     uint64_t data_size, tensor_list *l, rc_err *err) {
+  const char *what = "safetensors header";
+  char msg[700];
+  const char *dt = rc_json_get_str(e, "dtype");
+  const rc_json *shape = rc_json_get(e, "shape"), *offs = rc_json_get(e, "data_offsets");
+  if (strlen(e->key) >= sizeof l->v->name)
+    return bad(err, path, side, what, "tensor name over 511 bytes");
+  if (e->type != RC_JSON_OBJ || !dt || !shape || shape->type != RC_JSON_ARR || !offs ||
+      offs->type != RC_JSON_ARR || offs->nkids != 2) {
+    snprintf(msg, sizeof msg, "tensor '%s' lacks dtype, shape or data_offsets [begin, end]",
+             e->key);
+    return bad(err, path, side, what, msg);
   }
-  for (int i = 0; i < root->nkids; i++) {
+  tensor_t *t = list_push(l, err);
+  if (!t) return RC_EXIT_SOFTWARE;
+  snprintf(t->name, sizeof t->name, "%s", e->key);
+  if (!st_dtype(dt, t)) {
+    snprintf(msg, sizeof msg, "tensor '%s': unknown dtype '%.32s'", e->key, dt);
+    return bad(err, path, side, what, msg);
+  }
+  if (shape->nkids > T_MAX_DIM) {
+    snprintf(msg, sizeof msg, "tensor '%s': more than %d dimensions", e->key, T_MAX_DIM);
+    return bad(err, path, side, what, msg);
+  }
+  t->ndim = shape->nkids;
+  bool ok = true;
+  for (int k = 0; k < shape->nkids; k++) {
+    const rc_json *d = &shape->kids[k];
+    ok = ok && d->type == RC_JSON_NUM && d->is_int && d->i64 >= 0;
+    t->dims[k] = ok ? d->i64 : 0;
+  }
+  const rc_json *b = &offs->kids[0], *en = &offs->kids[1];
+  if (!ok || !count_elements(t)) {
+    snprintf(msg, sizeof msg, "tensor '%s': shape is not a list of sizes (or overflows)", e->key);
+    return bad(err, path, side, what, msg);
+  }
+  if (b->type != RC_JSON_NUM || !b->is_int || en->type != RC_JSON_NUM || !en->is_int ||
+      b->i64 < 0 || en->i64 < b->i64 || (uint64_t)en->i64 > data_size) {
+    snprintf(msg, sizeof msg,
+             "tensor '%s': data_offsets outside the data (%" PRIu64 " bytes after the header)",
+             e->key, data_size);
+    return bad(err, path, side, what, msg);
+  }
+  if (en->i64 - b->i64 != t->nbytes) {
+    snprintf(msg, sizeof msg,
+             "tensor '%s': data_offsets span %" PRId64 " bytes, %s of %" PRId64
+             " elements needs %" PRId64,
+             e->key, en->i64 - b->i64, t->dtname, t->n, t->nbytes);
+    return bad(err, path, side, what, msg);
+  }
+  t->data_off = (int64_t)data0 + b->i64;
+  return RC_OK;
+}
+
+/* The header's tensors in its order; __metadata__ must be an object and
+ * is otherwise not read. */
+static int read_safetensors(const char *path, const char *side, const rc_cmp_map *m, tensor_list *l,
+                            rc_err *err) {
+  rc_json *root = NULL;
+  uint64_t data0 = 0;
+  int rc = st_header(path, side, m, &root, &data0, err);
+  uint64_t data_size = m->size - data0;
+  for (int i = 0; !rc && i < root->nkids; i++) {
     const rc_json *e = &root->kids[i];
     if (!strcmp(e->key, "__metadata__")) {
-      if (e->type != RC_JSON_OBJ) {
-        rc = bad(err, path, side, what, "__metadata__ is not an object");
-        goto done;
-      }
+      if (e->type != RC_JSON_OBJ)
+        rc = bad(err, path, side, "safetensors header", "__metadata__ is not an object");
       continue;
     }
-    const char *dt = rc_json_get_str(e, "dtype");
-    const rc_json *shape = rc_json_get(e, "shape"), *offs = rc_json_get(e, "data_offsets");
-    if (strlen(e->key) >= sizeof l->v->name) {
-      rc = bad(err, path, side, what, "tensor name over 511 bytes");
-      goto done;
-    }
-    if (e->type != RC_JSON_OBJ || !dt || !shape || shape->type != RC_JSON_ARR || !offs ||
-        offs->type != RC_JSON_ARR || offs->nkids != 2) {
-      snprintf(msg, sizeof msg, "tensor '%s' lacks dtype, shape or data_offsets [begin, end]",
-               e->key);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    tensor_t *t = list_push(l, err);
-    if (!t) {
-      rc = RC_EXIT_SOFTWARE;
-      goto done;
-    }
-    snprintf(t->name, sizeof t->name, "%s", e->key);
-    if (!st_dtype(dt, t)) {
-      snprintf(msg, sizeof msg, "tensor '%s': unknown dtype '%.32s'", e->key, dt);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    if (shape->nkids > T_MAX_DIM) {
-      snprintf(msg, sizeof msg, "tensor '%s': more than %d dimensions", e->key, T_MAX_DIM);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    t->ndim = shape->nkids;
-    bool ok = true;
-    for (int k = 0; k < shape->nkids; k++) {
-      const rc_json *d = &shape->kids[k];
-      ok = ok && d->type == RC_JSON_NUM && d->is_int && d->i64 >= 0;
-      t->dims[k] = ok ? d->i64 : 0;
-    }
-    const rc_json *b = &offs->kids[0], *en = &offs->kids[1];
-    if (!ok || !count_elements(t)) {
-      snprintf(msg, sizeof msg, "tensor '%s': shape is not a list of sizes (or overflows)", e->key);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    if (b->type != RC_JSON_NUM || !b->is_int || en->type != RC_JSON_NUM || !en->is_int ||
-        b->i64 < 0 || en->i64 < b->i64 || (uint64_t)en->i64 > data_size) {
-      snprintf(msg, sizeof msg,
-               "tensor '%s': data_offsets outside the data (%" PRIu64 " bytes after the header)",
-               e->key, data_size);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    if (en->i64 - b->i64 != t->nbytes) {
-      snprintf(msg, sizeof msg,
-               "tensor '%s': data_offsets span %" PRId64 " bytes, %s of %" PRId64
-               " elements needs %" PRId64,
-               e->key, en->i64 - b->i64, t->dtname, t->n, t->nbytes);
-      rc = bad(err, path, side, what, msg);
-      goto done;
-    }
-    t->data_off = (int64_t)data0 + b->i64;
+    rc = st_tensor(path, side, e, data0, data_size, l, err);
   }
-done:
   rc_json_free(root);
   return rc;
 }

@@ -59,15 +59,37 @@ static void add_moe_bias(rc_model *m, state_list *l, rc_layer *L) {
   add(l, path, RC_DT_F32, 1, shape, L->expert_bias_host, ON_HOST, true);
 }
 
-/* Every piece of state in a fixed order. With data parallel (m->comm) each
- * item is either replicated (identical on every rank: rank 0 saves it) or
- * this rank's own (every rank saves its own): the sharded optimizer moments,
- * the dropout RNG, and main_grad when the injected bug carries it. */
-static void build(rc_model *m, state_list *l) {
-  const rc_config *c = &m->cfg;
-  unsigned bug = c->inject;
+/* The optimizer moments with data parallel: this rank's segment of each
+ * parameter (the whole parameter when the segment is all of it), exp_avg
+ * and exp_avg_sq interleaved per parameter as without data parallel, so
+ * that W = 1 matches. */
+static void add_moment_shards(rc_model *m, state_list *l) {
   char path[RC_PATH_MAX];
-  bool dp = m->comm != NULL;
+  for (int i = 0; i < m->nparams; i++) {
+    size_t lo, hi;
+    if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+    rc_param *p = &m->params[i];
+    float *a = rc_dist_shard_ptr(m, m->dist.exp_avg, i, lo),
+          *b = rc_dist_shard_ptr(m, m->dist.exp_avg_sq, i, lo);
+    if (lo == 0 && hi == p->numel) {
+      snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
+      add(l, path, RC_DT_F32, p->ndim, p->shape, a, ON_DEVICE, true);
+      snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
+      add(l, path, RC_DT_F32, p->ndim, p->shape, b, ON_DEVICE, true);
+    } else {
+      int64_t shape[1] = {(int64_t)(hi - lo)};
+      snprintf(path, sizeof path, "/optimizer/exp_avg/%s.elements_%zu_%zu", p->name, lo, hi);
+      add(l, path, RC_DT_F32, 1, shape, a, ON_DEVICE, true);
+      snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s.elements_%zu_%zu", p->name, lo, hi);
+      add(l, path, RC_DT_F32, 1, shape, b, ON_DEVICE, true);
+    }
+  }
+}
+
+/* The weights (replicated), then this rank's optimizer moments, then
+ * main_grad where the injected bug carries it. */
+static void add_tensors(rc_model *m, state_list *l, bool dp) {
+  char path[RC_PATH_MAX];
   l->replicated = dp;
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
@@ -76,26 +98,7 @@ static void build(rc_model *m, state_list *l) {
   }
   l->replicated = false;
   if (dp) {
-    /* interleaved per parameter, as below, so that W = 1 matches */
-    for (int i = 0; i < m->nparams; i++) {
-      size_t lo, hi;
-      if (!rc_dist_segment(m, i, &lo, &hi)) continue;
-      rc_param *p = &m->params[i];
-      float *a = rc_dist_shard_ptr(m, m->dist.exp_avg, i, lo),
-            *b = rc_dist_shard_ptr(m, m->dist.exp_avg_sq, i, lo);
-      if (lo == 0 && hi == p->numel) {
-        snprintf(path, sizeof path, "/optimizer/exp_avg/%s", p->name);
-        add(l, path, RC_DT_F32, p->ndim, p->shape, a, ON_DEVICE, true);
-        snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s", p->name);
-        add(l, path, RC_DT_F32, p->ndim, p->shape, b, ON_DEVICE, true);
-      } else {
-        int64_t shape[1] = {(int64_t)(hi - lo)};
-        snprintf(path, sizeof path, "/optimizer/exp_avg/%s.elements_%zu_%zu", p->name, lo, hi);
-        add(l, path, RC_DT_F32, 1, shape, a, ON_DEVICE, true);
-        snprintf(path, sizeof path, "/optimizer/exp_avg_sq/%s.elements_%zu_%zu", p->name, lo, hi);
-        add(l, path, RC_DT_F32, 1, shape, b, ON_DEVICE, true);
-      }
-    }
+    add_moment_shards(m, l);
   } else {
     for (int i = 0; i < m->nparams; i++) {
       rc_param *p = &m->params[i];
@@ -105,12 +108,18 @@ static void build(rc_model *m, state_list *l) {
       add(l, path, RC_DT_F32, p->ndim, p->shape, p->exp_avg_sq, ON_DEVICE, true);
     }
   }
-  if (bug & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD)
+  if (m->cfg.inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD)
     for (int i = 0; i < m->nparams; i++) {
       rc_param *p = &m->params[i];
       snprintf(path, sizeof path, "/optimizer/main_grad/%s", p->name);
       add(l, path, RC_DT_F32, p->ndim, p->shape, p->main_grad, ON_DEVICE, true);
     }
+}
+
+/* The counters: optimizer step, scheduler, loss scaler, RNG, data
+ * position; each injected bug forgets (or mangles) its own. */
+static void add_counters(rc_model *m, state_list *l, bool dp) {
+  unsigned bug = m->cfg.inject;
   l->replicated = dp;
   if (!(bug & RC_BUG_OPTIMIZER_STEP_NOT_SAVED))
     add_scalar(l, "/optimizer/step", RC_DT_I64, &m->optimizer_step, true);
@@ -132,6 +141,16 @@ static void build(rc_model *m, state_list *l) {
   l->replicated = dp;
   if (!(bug & RC_BUG_DATA_POSITION_NOT_SAVED))
     add_scalar(l, "/data/consumed_samples", RC_DT_I64, &m->consumed_samples, true);
+}
+
+/* The router's expert biases (sigmoid scoring), then per TE-style linear
+ * its FP8 amax history and its persisted first-microbatch flag; all
+ * replicated. */
+static void add_layer_state(rc_model *m, state_list *l, bool dp) {
+  const rc_config *c = &m->cfg;
+  unsigned bug = c->inject;
+  char path[RC_PATH_MAX];
+  l->replicated = dp;
   if (!(bug & RC_BUG_EXPERT_BIAS_NOT_SAVED) && c->moe_scoring == RC_SCORE_SIGMOID) {
     for (int i = 0; i < c->layers; i++)
       if (m->layers[i].moe) add_moe_bias(m, l, &m->layers[i]);
@@ -151,6 +170,17 @@ static void build(rc_model *m, state_list *l) {
       add_scalar(l, path, RC_DT_I32, &lin->flag, true);
     }
   }
+}
+
+/* Every piece of state in a fixed order. With data parallel (m->comm) each
+ * item is either replicated (identical on every rank: rank 0 saves it) or
+ * this rank's own (every rank saves its own): the sharded optimizer moments,
+ * the dropout RNG, and main_grad when the injected bug carries it. */
+static void build(rc_model *m, state_list *l) {
+  bool dp = m->comm != NULL;
+  add_tensors(m, l, dp);
+  add_counters(m, l, dp);
+  add_layer_state(m, l, dp);
 }
 
 static void free_list(state_list *l) {

@@ -443,12 +443,86 @@ int rc_save_stream_end(rc_save_stream *s, rc_err *err) {
   return save_complete(s, err);
 }
 
+/* Rank r's manifest fragment into m->shards[r], checked against what
+ * finalize expects and against rank 0's (one kind of save, one manifest
+ * version); rank 0's sets m->hashes_only. */
+static int merge_fragment(const char *iter_dir, int r, int world_size, int64_t iteration,
+                          rc_manifest *m, rc_err *err) {
+  char path[4096], file[64];
+  rc_fragment_filename(file, sizeof file, r, world_size);
+  rc_path_join(path, sizeof path, iter_dir, file);
+  char *text = NULL;
+  size_t n = 0;
+  int ret = rc_read_regular_file(path, RC_MANIFEST_MAX, true, &text, &n, err);
+  if (ret) {
+    if (ret == RC_EXIT_NOINPUT)
+      ret = rc_fail(err, RC_EXIT_NOINPUT,
+                    "finalize %s: rank %d's manifest fragment %s is missing"
+                    " (did rank %d save?)",
+                    iter_dir, r, file, r);
+    return ret;
+  }
+  int64_t it;
+  int ws;
+  bool hashes_only = false;
+  ret = rc_fragment_parse(text, n, path, &it, &ws, &hashes_only, &m->shards[r], err);
+  free(text);
+  if (ret) return ret;
+  if (r == 0) m->hashes_only = hashes_only;
+  if (hashes_only != m->hashes_only)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: rank %d's fragment is %s, rank 0's %s (one kind of save for all ranks)",
+                   path, r, hashes_only ? "hashes-only" : "of a written shard",
+                   m->hashes_only ? "hashes-only" : "of a written shard");
+  if (it != iteration || ws != world_size || m->shards[r].rank != r)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: fragment is for rank %d of %d at iteration %" PRId64
+                   ", expected rank %d of %d at iteration %" PRId64,
+                   path, m->shards[r].rank, ws, it, r, world_size, iteration);
+  if (r > 0 && (m->shards[r].chunk_bytes != 0) != (m->shards[0].chunk_bytes != 0))
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: rank %d's fragment %s chunk hashes and rank 0's %s (one manifest version"
+                   " for all)",
+                   path, r, m->shards[r].chunk_bytes ? "has" : "lacks",
+                   m->shards[0].chunk_bytes ? "has" : "lacks");
+  return RC_OK;
+}
+
+/* The shard itself was renamed into place before its fragment was
+ * written; a size check catches a fragment left over from another save. */
+static int check_shard_size(const char *iter_dir, const rc_mf_shard *shard, rc_err *err) {
+  char path[4096];
+  struct stat st;
+  rc_path_join(path, sizeof path, iter_dir, shard->file);
+  if (stat(path, &st) != 0)
+    return rc_fail(err, RC_EXIT_NOINPUT, "finalize: shard %s is missing", path);
+  if ((uint64_t)st.st_size != shard->bytes)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "finalize: shard %s has %lld bytes, its fragment says %" PRIu64, path,
+                   (long long)st.st_size, shard->bytes);
+  return RC_OK;
+}
+
+/* The fragments are merged: remove them so the directory holds only the
+ * checkpoint. COMPLETE is already durable; a leftover fragment is untidy,
+ * not wrong, so failing to remove one is reported but changes nothing. */
+static int remove_fragments(const char *iter_dir, int world_size, rc_err *err) {
+  char path[4096], file[64];
+  for (int r = 0; r < world_size; r++) {
+    rc_fragment_filename(file, sizeof file, r, world_size);
+    rc_path_join(path, sizeof path, iter_dir, file);
+    if (unlink(path) != 0 && errno != ENOENT)
+      return rc_fail(err, RC_EXIT_IOERR, "removing merged fragment %s: %s", path, strerror(errno));
+  }
+  return RC_OK;
+}
+
 int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iteration, rc_err *err) {
   if (world_size < 1 || world_size > 99999 || iteration < 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "checkpoint finalize: bad world size %d / iteration %" PRId64, world_size,
                    iteration);
-  char path[4096], file[64];
+  char path[4096];
   rc_path_join(path, sizeof path, iter_dir, RC_COMPLETE_NAME);
   if (rc_path_exists(path))
     return rc_fail(err, RC_EXIT_IOERR, "refusing to overwrite the complete checkpoint %s",
@@ -460,70 +534,12 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
   if (!m.shards) return rc_fail(err, RC_EXIT_SOFTWARE, "finalize %s: out of memory", iter_dir);
   int ret = RC_OK;
   for (int r = 0; r < world_size && !ret; r++) {
-    rc_fragment_filename(file, sizeof file, r, world_size);
-    rc_path_join(path, sizeof path, iter_dir, file);
-    char *text = NULL;
-    size_t n = 0;
-    if ((ret = rc_read_regular_file(path, RC_MANIFEST_MAX, true, &text, &n, err))) {
-      if (ret == RC_EXIT_NOINPUT)
-        ret = rc_fail(err, RC_EXIT_NOINPUT,
-                      "finalize %s: rank %d's manifest fragment %s is missing"
-                      " (did rank %d save?)",
-                      iter_dir, r, file, r);
-      break;
-    }
-    int64_t it;
-    int ws;
-    bool hashes_only = false;
-    ret = rc_fragment_parse(text, n, path, &it, &ws, &hashes_only, &m.shards[r], err);
-    free(text);
-    if (ret) break;
-    if (r == 0) m.hashes_only = hashes_only;
-    if (hashes_only != m.hashes_only) {
-      ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "%s: rank %d's fragment is %s, rank 0's %s (one kind of save for all ranks)",
-                    path, r, hashes_only ? "hashes-only" : "of a written shard",
-                    m.hashes_only ? "hashes-only" : "of a written shard");
-      break;
-    }
-    if (it != iteration || ws != world_size || m.shards[r].rank != r) {
-      ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "%s: fragment is for rank %d of %d at iteration %" PRId64
-                    ", expected rank %d of %d at iteration %" PRId64,
-                    path, m.shards[r].rank, ws, it, r, world_size, iteration);
-      break;
-    }
-    if (r > 0 && (m.shards[r].chunk_bytes != 0) != (m.shards[0].chunk_bytes != 0)) {
-      ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "%s: rank %d's fragment %s chunk hashes and rank 0's %s (one manifest version"
-                    " for all)",
-                    path, r, m.shards[r].chunk_bytes ? "has" : "lacks",
-                    m.shards[0].chunk_bytes ? "has" : "lacks");
-      break;
-    }
-    /* The shard itself was renamed into place before its fragment was
-     * written; a size check catches a fragment left over from another save.
-     * A hashes-only save wrote no shard. */
-    if (m.hashes_only) continue;
-    struct stat st;
-    rc_path_join(path, sizeof path, iter_dir, m.shards[r].file);
-    if (stat(path, &st) != 0)
-      ret = rc_fail(err, RC_EXIT_NOINPUT, "finalize: shard %s is missing", path);
-    else if ((uint64_t)st.st_size != m.shards[r].bytes)
-      ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "finalize: shard %s has %lld bytes, its fragment says %" PRIu64, path,
-                    (long long)st.st_size, m.shards[r].bytes);
+    ret = merge_fragment(iter_dir, r, world_size, iteration, &m, err);
+    /* A hashes-only save wrote no shard. */
+    if (!ret && !m.hashes_only) ret = check_shard_size(iter_dir, &m.shards[r], err);
   }
   if (!ret) ret = write_manifest_and_marker(iter_dir, &m, err);
-  /* The fragments are merged: remove them so the directory holds only the
-   * checkpoint. COMPLETE is already durable; a leftover fragment is untidy,
-   * not wrong, so failing to remove one is reported but changes nothing. */
-  for (int r = 0; r < world_size && !ret; r++) {
-    rc_fragment_filename(file, sizeof file, r, world_size);
-    rc_path_join(path, sizeof path, iter_dir, file);
-    if (unlink(path) != 0 && errno != ENOENT)
-      ret = rc_fail(err, RC_EXIT_IOERR, "removing merged fragment %s: %s", path, strerror(errno));
-  }
+  if (!ret) ret = remove_fragments(iter_dir, world_size, err);
   rc_manifest_free(&m);
   return ret;
 }

@@ -271,12 +271,6 @@ static int cmp_mf_path(const void *x, const void *y) {
   return strcmp((*(const rc_mf_dataset *const *)x)->path, (*(const rc_mf_dataset *const *)y)->path);
 }
 
-/* Copies every dataset out of the verified image into the state's buffers
- * and checks its SHA-256 against the manifest as it goes: one pass over the
- * bytes, on as many threads as there are datasets and cores. The whole
- * file's hash already matched, so a dataset whose hash differs means a
- * manifest whose per-dataset entry was forged or mis-written (COMPLETE was
- * rewritten to match it): refused, naming the dataset. */
 /* The dataset hashes a load took while it read the file, at the offsets
  * the layout predicted (see `predict`); used for a dataset whose real
  * offset is the predicted one. */
@@ -285,47 +279,82 @@ typedef struct {
   char (*hex)[RC_SHA256_HEX];
 } predicted;
 
-static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
-                         const rc_mf_shard *entry, bool borrow, const predicted *pred,
-                         rc_state *state, rc_err *err) {
-  int count = state->count, ret = RC_OK;
-  void **dst = calloc((size_t)(count ? count : 1), sizeof *dst);
-  const void **src = calloc((size_t)(count ? count : 1), sizeof *src);
-  size_t *n = calloc((size_t)(count ? count : 1), sizeof *n);
-  char(*hex)[RC_SHA256_HEX] = calloc((size_t)(count ? count : 1), sizeof *hex);
-  const rc_mf_dataset **listed =
-      calloc((size_t)(entry->ndatasets ? entry->ndatasets : 1), sizeof *listed);
-  const rc_mf_dataset **want = calloc((size_t)(count ? count : 1), sizeof *want);
-  /* the ones still to hash */
-  void **tdst = calloc((size_t)(count ? count : 1), sizeof *tdst);
-  const void **tsrc = calloc((size_t)(count ? count : 1), sizeof *tsrc);
-  size_t *tn = calloc((size_t)(count ? count : 1), sizeof *tn);
-  int *which = calloc((size_t)(count ? count : 1), sizeof *which);
-  char(*thex)[RC_SHA256_HEX] = calloc((size_t)(count ? count : 1), sizeof *thex);
-  if (!dst || !src || !n || !hex || !listed || !want || !tdst || !tsrc || !tn || !which || !thex) {
-    ret = rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
-    goto done;
-  }
-  for (int i = 0; i < entry->ndatasets; i++) listed[i] = &entry->datasets[i];
-  qsort(listed, (size_t)entry->ndatasets, sizeof *listed, cmp_mf_path);
-  for (int i = 0; i < count && !ret; i++) {
-    rc_tensor *t = &state->tensors[i];
+/* What read_datasets works from, all owned: per state tensor its
+ * destination, source in the image, size, hash and manifest entry; the
+ * manifest's datasets by path; and the hash jobs still to run (t*, which:
+ * the tensor each job is for). */
+typedef struct {
+  void **dst;
+  const void **src;
+  size_t *n;
+  char (*hex)[RC_SHA256_HEX];
+  const rc_mf_dataset **listed;
+  const rc_mf_dataset **want;
+  void **tdst;
+  const void **tsrc;
+  size_t *tn;
+  int *which;
+  char (*thex)[RC_SHA256_HEX];
+} read_plan;
+
+static void read_plan_free(read_plan *p) {
+  free(p->thex);
+  free(p->which);
+  free(p->tn);
+  free(p->tsrc);
+  free(p->tdst);
+  free(p->want);
+  free(p->listed);
+  free(p->hex);
+  free(p->n);
+  free(p->src);
+  free(p->dst);
+}
+
+/* false when out of memory (then read_plan_free still frees what was got). */
+static bool read_plan_alloc(read_plan *p, int count, int nlisted) {
+  size_t c = (size_t)(count ? count : 1);
+  p->dst = calloc(c, sizeof *p->dst);
+  p->src = calloc(c, sizeof *p->src);
+  p->n = calloc(c, sizeof *p->n);
+  p->hex = calloc(c, sizeof *p->hex);
+  p->listed = calloc((size_t)(nlisted ? nlisted : 1), sizeof *p->listed);
+  p->want = calloc(c, sizeof *p->want);
+  p->tdst = calloc(c, sizeof *p->tdst);
+  p->tsrc = calloc(c, sizeof *p->tsrc);
+  p->tn = calloc(c, sizeof *p->tn);
+  p->which = calloc(c, sizeof *p->which);
+  p->thex = calloc(c, sizeof *p->thex);
+  return p->dst && p->src && p->n && p->hex && p->listed && p->want && p->tdst && p->tsrc &&
+         p->tn && p->which && p->thex;
+}
+
+/* Each tensor's manifest entry and where its bytes lie in the image (a
+ * tensor with no bytes points at the image's start: nothing is copied). */
+static int plan_sources(hid_t fid, const char *what, const unsigned char *image, size_t size,
+                        const rc_mf_shard *entry, bool borrow, const rc_state *state, read_plan *p,
+                        rc_err *err) {
+  int ret = RC_OK;
+  for (int i = 0; i < entry->ndatasets; i++) p->listed[i] = &entry->datasets[i];
+  qsort(p->listed, (size_t)entry->ndatasets, sizeof *p->listed, cmp_mf_path);
+  for (int i = 0; i < state->count && !ret; i++) {
+    const rc_tensor *t = &state->tensors[i];
     rc_mf_dataset key;
     const rc_mf_dataset *kp = &key;
     snprintf(key.path, sizeof key.path, "%s", t->path);
     const rc_mf_dataset **hit =
-        bsearch(&kp, listed, (size_t)entry->ndatasets, sizeof *listed, cmp_mf_path);
+        bsearch(&kp, p->listed, (size_t)entry->ndatasets, sizeof *p->listed, cmp_mf_path);
     if (!hit) {
       ret = rc_fail(err, RC_EXIT_DATAERR, "%s: dataset %s is not listed in %s", what, t->path,
                     RC_MANIFEST_NAME);
       break;
     }
-    want[i] = *hit;
-    n[i] = rc_tensor_nbytes(t);
-    dst[i] = t->data;
+    p->want[i] = *hit;
+    p->n[i] = rc_tensor_nbytes(t);
+    p->dst[i] = t->data;
     size_t off = 0;
-    if (n[i] == 0) {
-      src[i] = image; /* nothing copied; the hash is of no bytes */
+    if (p->n[i] == 0) {
+      p->src[i] = image; /* nothing copied; the hash is of no bytes */
       continue;
     }
     if (!t->data && !borrow) {
@@ -333,43 +362,61 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
       break;
     }
     if ((ret = locate(fid, what, t, size, &off, err))) break;
-    src[i] = image + off;
+    p->src[i] = image + off;
   }
-  if (ret) goto done;
-  /* borrowed tensors (NULL data) are hashed where they are, in the image;
-   * those hashed while the file was read, at this very offset, are not
-   * hashed again */
+  return ret;
+}
+
+/* Copies and hashes in one pass. Borrowed tensors (NULL data) are hashed
+ * where they are, in the image; those hashed while the file was read, at
+ * this very offset, are not hashed again. */
+static void copy_and_hash(const unsigned char *image, const predicted *pred, int count,
+                          read_plan *p) {
   int todo = 0;
   for (int i = 0; i < count; i++) {
-    bool known = pred && !dst[i] && n[i] > 0 && pred->hex[i][0] &&
-                 pred->offset[i] == (uint64_t)((const unsigned char *)src[i] - image);
+    bool known = pred && !p->dst[i] && p->n[i] > 0 && pred->hex[i][0] &&
+                 pred->offset[i] == (uint64_t)((const unsigned char *)p->src[i] - image);
     if (known)
-      memcpy(hex[i], pred->hex[i], RC_SHA256_HEX);
-    else
-      tdst[todo] = dst[i], tsrc[todo] = src[i], tn[todo] = n[i], which[todo++] = i;
+      memcpy(p->hex[i], pred->hex[i], RC_SHA256_HEX);
+    else {
+      p->tdst[todo] = p->dst[i];
+      p->tsrc[todo] = p->src[i];
+      p->tn[todo] = p->n[i];
+      p->which[todo++] = i;
+    }
   }
-  rc_sha256_copy_many(tdst, tsrc, tn, todo, 0, thex);
-  for (int k = 0; k < todo; k++) memcpy(hex[which[k]], thex[k], RC_SHA256_HEX);
+  rc_sha256_copy_many(p->tdst, p->tsrc, p->tn, todo, 0, p->thex);
+  for (int k = 0; k < todo; k++) memcpy(p->hex[p->which[k]], p->thex[k], RC_SHA256_HEX);
+}
+
+/* Copies every dataset out of the verified image into the state's buffers
+ * and checks its SHA-256 against the manifest as it goes: one pass over the
+ * bytes, on as many threads as there are datasets and cores. The whole
+ * file's hash already matched, so a dataset whose hash differs means a
+ * manifest whose per-dataset entry was forged or mis-written (COMPLETE was
+ * rewritten to match it): refused, naming the dataset. Only then do
+ * borrowed tensors point into the image. */
+static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
+                         const rc_mf_shard *entry, bool borrow, const predicted *pred,
+                         rc_state *state, rc_err *err) {
+  int count = state->count, ret = RC_OK;
+  read_plan p = {0};
+  if (!read_plan_alloc(&p, count, entry->ndatasets)) {
+    ret = rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
+    goto done;
+  }
+  if ((ret = plan_sources(fid, what, image, size, entry, borrow, state, &p, err))) goto done;
+  copy_and_hash(image, pred, count, &p);
   for (int i = 0; i < count && !ret; i++)
-    if (strcmp(hex[i], want[i]->sha256))
+    if (strcmp(p.hex[i], p.want[i]->sha256))
       ret = rc_fail(err, RC_EXIT_DATAERR,
                     "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its file"
                     " hashes: the manifest's entry for this dataset is wrong)",
-                    what, state->tensors[i].path, hex[i], RC_MANIFEST_NAME, want[i]->sha256);
+                    what, state->tensors[i].path, p.hex[i], RC_MANIFEST_NAME, p.want[i]->sha256);
   for (int i = 0; i < count && !ret; i++)
-    if (!state->tensors[i].data && n[i] > 0) state->tensors[i].data = (void *)src[i];
+    if (!state->tensors[i].data && p.n[i] > 0) state->tensors[i].data = (void *)p.src[i];
 done:
-  free(thex);
-  free(which);
-  free(tn);
-  free(tsrc);
-  free(tdst);
-  free(want);
-  free(listed);
-  free(hex);
-  free(n);
-  free(src);
-  free(dst);
+  read_plan_free(&p);
   return ret;
 }
 
@@ -496,13 +543,14 @@ static void prediction_collect(prediction *p) {
     memcpy(p->hex[p->order[k]], p->job_hex[k], RC_SHA256_HEX);
 }
 
-static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
-                rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
-  char manifest_path[4096], marker_path[4096], shard_path[4096];
+/* The checkpoint is a directory with a manifest and the COMPLETE marker;
+ * fills in both paths (each of cap bytes). */
+static int check_complete(const char *iter_dir, char *manifest_path, char *marker_path, size_t cap,
+                          rc_err *err) {
   if (!rc_is_dir(iter_dir))
     return rc_fail(err, RC_EXIT_NOINPUT, "checkpoint directory %s does not exist", iter_dir);
-  rc_path_join(manifest_path, sizeof manifest_path, iter_dir, RC_MANIFEST_NAME);
-  rc_path_join(marker_path, sizeof marker_path, iter_dir, RC_COMPLETE_NAME);
+  rc_path_join(manifest_path, cap, iter_dir, RC_MANIFEST_NAME);
+  rc_path_join(marker_path, cap, iter_dir, RC_COMPLETE_NAME);
   bool complete = rc_path_exists(marker_path);
   if (!rc_path_exists(manifest_path))
     return rc_fail(err, RC_EXIT_NOINPUT, "%s: no %s%s", iter_dir, RC_MANIFEST_NAME,
@@ -512,49 +560,49 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
                    "%s: no COMPLETE marker: the save did not finish (crashed or still running);"
                    " refusing to load it",
                    iter_dir);
+  return RC_OK;
+}
 
-  char *text = NULL, *marker = NULL;
-  size_t text_n = 0, marker_n = 0;
-  rc_shard_image shard = {0};
-  rc_manifest m = {0};
-  prediction pr = {0};
-  /* The tool writes both as regular files, never links: anything else is
-   * refused before a byte is read (a FIFO, /dev/zero, a directory). */
-  int ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
-  if (ret) goto done;
-  if ((ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err)))
-    goto done;
+/* The manifest text is the one COMPLETE vouches for; parsed into *m, it
+ * must be of written shards, for this world size, with this rank in it. */
+static int check_manifest(const char *iter_dir, const char *manifest_path, const char *text,
+                          size_t text_n, const char *marker, size_t marker_n,
+                          const rc_shard_meta *meta, rc_manifest *m, rc_err *err) {
   char sha[RC_SHA256_HEX];
   rc_sha256_hex(text, text_n, sha);
-  if (marker_n < 64 || memcmp(marker, sha, 64) != 0) {
-    ret = rc_fail(err, RC_EXIT_DATAERR,
-                  "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
-                  iter_dir, RC_MANIFEST_NAME);
-    goto done;
-  }
-  if ((ret = rc_manifest_parse(text, text_n, manifest_path, &m, err))) goto done;
-  if (m.hashes_only) {
-    ret = rc_fail(err, RC_EXIT_DATAERR,
-                  "%s holds hashes only (a through leg's --save-hashes-at: the shards were hashed,"
-                  " never written): it cannot be loaded",
-                  iter_dir);
-    goto done;
-  }
+  if (marker_n < 64 || memcmp(marker, sha, 64) != 0)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
+                   iter_dir, RC_MANIFEST_NAME);
+  int ret = rc_manifest_parse(text, text_n, manifest_path, m, err);
+  if (ret) return ret;
+  if (m->hashes_only)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s holds hashes only (a through leg's --save-hashes-at: the shards were hashed,"
+                   " never written): it cannot be loaded",
+                   iter_dir);
   /* The manifest already says how many ranks saved; checking it here gives
    * the world-size message instead of "shard file missing". */
-  if (m.world_size != meta->world_size) {
-    ret = rc_fail(err, RC_EXIT_DATAERR,
-                  "%s: world size mismatch: the checkpoint was saved with world size %d, this run"
-                  " has %d",
-                  iter_dir, m.world_size, meta->world_size);
-    goto done;
-  }
-  if (meta->rank < 0 || meta->rank >= meta->world_size) {
-    ret = rc_fail(err, RC_EXIT_USAGE, "load: rank %d is outside world size %d", meta->rank,
-                  meta->world_size);
-    goto done;
-  }
-  const rc_mf_shard *entry = &m.shards[meta->rank];
+  if (m->world_size != meta->world_size)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s: world size mismatch: the checkpoint was saved with world size %d, this run"
+                   " has %d",
+                   iter_dir, m->world_size, meta->world_size);
+  if (meta->rank < 0 || meta->rank >= meta->world_size)
+    return rc_fail(err, RC_EXIT_USAGE, "load: rank %d is outside world size %d", meta->rank,
+                   meta->world_size);
+  return RC_OK;
+}
+
+/* This rank's shard, read and verified against its manifest entry (into
+ * the caller's buffer when there is one), then checked and loaded. */
+static int load_shard(const char *iter_dir, const rc_shard_meta *meta, const rc_manifest *m,
+                      rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+  char shard_path[4096];
+  rc_shard_image shard = {0};
+  prediction pr = {0};
+  int ret = RC_OK;
+  const rc_mf_shard *entry = &m->shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
   unsigned char *dst = NULL;
   if (buffer && !(dst = buffer(buffer_ctx, entry->bytes + 1))) {
@@ -567,7 +615,7 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
    * deterministic, so they are the file's unless it was written otherwise:
    * read_datasets checks each against the real one and hashes again where
    * they differ). */
-  if (dst && entry->chunk_bytes) predict(meta, m.iteration, state, entry->bytes, &pr);
+  if (dst && entry->chunk_bytes) predict(meta, m->iteration, state, entry->bytes, &pr);
   if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard,
                                     err))) {
     if (ret == RC_EXIT_NOINPUT)
@@ -577,12 +625,30 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   }
   prediction_collect(&pr);
   predicted pred = {pr.offset, pr.hex};
-  ret = load_image(shard_path, shard.data, shard.size, meta, entry, m.iteration, buffer != NULL,
+  ret = load_image(shard_path, shard.data, shard.size, meta, entry, m->iteration, buffer != NULL,
                    pr.ok ? &pred : NULL, state, err);
 done:
   prediction_free(&pr);
-  rc_manifest_free(&m);
   rc_shard_image_free(&shard);
+  return ret;
+}
+
+static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+  char manifest_path[4096], marker_path[4096];
+  int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
+  if (ret) return ret;
+  char *text = NULL, *marker = NULL;
+  size_t text_n = 0, marker_n = 0;
+  rc_manifest m = {0};
+  /* The tool writes both as regular files, never links: anything else is
+   * refused before a byte is read (a FIFO, /dev/zero, a directory). */
+  ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
+  if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
+  if (!ret)
+    ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, meta, &m, err);
+  if (!ret) ret = load_shard(iter_dir, meta, &m, state, buffer, buffer_ctx, err);
+  rc_manifest_free(&m);
   free(marker);
   free(text);
   return ret;

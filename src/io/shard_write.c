@@ -409,6 +409,92 @@ static int make_pieces(rc_shard_image *im, span *spans, int n, rc_err *err) {
   return ret;
 }
 
+/* The property lists that make the bytes depend on the state alone (see
+ * the header): the core driver on our buffer, one leading metadata block,
+ * pinned format versions, no times, contiguous early-allocated datasets.
+ * What was created is left in *fcpl, *fapl and w for close_writer. */
+static int make_plists(writer *w, size_t meta_block, image_mem *mem, hid_t *fcpl, hid_t *fapl,
+                       rc_err *err) {
+  int ret = RC_OK;
+  H5FD_file_image_callbacks_t cb = {img_malloc, img_memcpy, img_realloc, img_free,
+                                    udata_copy, udata_free, mem};
+  H5_CHECK(*fcpl = H5Pcreate(H5P_FILE_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(file create)");
+  H5_CHECK(H5Pset_obj_track_times(*fcpl, 0), RC_EXIT_SOFTWARE, "track times off (root group)");
+  H5_CHECK(*fapl = H5Pcreate(H5P_FILE_ACCESS), RC_EXIT_SOFTWARE, "H5Pcreate(file access)");
+  H5_CHECK(H5Pset_fapl_core(*fapl, meta_block, 0), RC_EXIT_SOFTWARE, "H5Pset_fapl_core");
+  H5_CHECK(H5Pset_meta_block_size(*fapl, meta_block), RC_EXIT_SOFTWARE, "H5Pset_meta_block_size");
+  H5_CHECK(H5Pset_file_image_callbacks(*fapl, &cb), RC_EXIT_SOFTWARE,
+           "H5Pset_file_image_callbacks");
+  H5_CHECK(H5Pset_libver_bounds(*fapl, RC_SHARD_LIBVER_LOW, RC_SHARD_LIBVER_HIGH), RC_EXIT_SOFTWARE,
+           "H5Pset_libver_bounds");
+  H5_CHECK(w->gcpl = H5Pcreate(H5P_GROUP_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(group create)");
+  H5_CHECK(H5Pset_obj_track_times(w->gcpl, 0), RC_EXIT_SOFTWARE, "track times off (groups)");
+  H5_CHECK(w->dcpl = H5Pcreate(H5P_DATASET_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(dataset create)");
+  H5_CHECK(H5Pset_obj_track_times(w->dcpl, 0), RC_EXIT_SOFTWARE, "track times off (datasets)");
+  H5_CHECK(H5Pset_layout(w->dcpl, H5D_CONTIGUOUS), RC_EXIT_SOFTWARE, "contiguous layout");
+  H5_CHECK(H5Pset_fill_time(w->dcpl, H5D_FILL_TIME_NEVER), RC_EXIT_SOFTWARE, "fill time never");
+  H5_CHECK(H5Pset_alloc_time(w->dcpl, H5D_ALLOC_TIME_EARLY), RC_EXIT_SOFTWARE,
+           "allocation at creation");
+done:
+  return ret;
+}
+
+/* Creates the in-memory file and writes /meta, then the tensors in the
+ * state's order; *flushed: the bytes allocated before close. */
+static int write_file(writer *w, hid_t fcpl, hid_t fapl, const rc_shard_meta *meta,
+                      const rc_state *state, ssize_t *flushed, rc_err *err) {
+  int ret = RC_OK;
+  /* The name only identifies the in-memory file within this process. */
+  char name[64];
+  snprintf(name, sizeof name, "rc-shard-%p", (void *)w);
+  H5_CHECK(w->fid = H5Fcreate(name, H5F_ACC_TRUNC, fcpl, fapl), RC_EXIT_SOFTWARE,
+           "creating the in-memory HDF5 file");
+  if ((ret = write_meta(w, meta, err))) goto done;
+  for (int i = 0; i < state->count; i++)
+    if ((ret = write_tensor(w, i, &state->tensors[i], err))) goto done;
+  /* No H5Fflush: flushing "truncates" the core driver's buffer up to the
+   * end of allocation, zero-filling every raw-data region. Close writes all
+   * metadata anyway; its length is then read from the superblock. */
+  H5_CHECK(*flushed = H5Fget_file_image(w->fid, NULL, 0), RC_EXIT_SOFTWARE,
+           "sizing the file image");
+done:
+  return ret;
+}
+
+/* Closes the file (which writes its metadata into the buffer) and the
+ * property lists; returns ret, or the close's failure where ret was OK. */
+static int close_writer(writer *w, hid_t fcpl, hid_t fapl, int ret, rc_err *err) {
+  if (w->fid >= 0 && H5Fclose(w->fid) < 0 && !ret)
+    ret = rc_h5_fail(err, RC_EXIT_SOFTWARE, "closing the in-memory file");
+  if (w->dcpl >= 0) H5Pclose(w->dcpl);
+  if (w->gcpl >= 0) H5Pclose(w->gcpl);
+  if (fapl >= 0) H5Pclose(fapl);
+  if (fcpl >= 0) H5Pclose(fcpl);
+  return ret;
+}
+
+/* The closed file's buffer as the image, once the driver handed it over
+ * and its superblock's end of file lies inside what was allocated; the
+ * image takes the buffer and w's offsets. */
+static int take_image(const image_mem *mem, ssize_t flushed, const writer *w, int count,
+                      rc_shard_image *image, rc_err *err) {
+  uint64_t eof = 0;
+  if (!mem->released || !mem->buf)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "HDF5 did not hand over the file image at close");
+  if (!superblock_eof(mem->buf, mem->cap, &eof) || eof > (uint64_t)flushed)
+    return rc_fail(err, RC_EXIT_SOFTWARE,
+                   "file image inconsistent: superblock end of file %llu, %zd bytes allocated"
+                   " before close",
+                   (unsigned long long)eof, flushed);
+  *image = (rc_shard_image){.data = mem->buf,
+                            .size = (size_t)eof,
+                            .cap = mem->cap,
+                            .meta_spilled = mem->allocations > 1,
+                            .offset = w->offset,
+                            .count = count};
+  return RC_OK;
+}
+
 static int build_image(const rc_shard_meta *meta, const rc_state *state, bool layout_only,
                        rc_shard_image *image, rc_err *err) {
   int ret = RC_OK;
@@ -437,62 +523,10 @@ static int build_image(const rc_shard_meta *meta, const rc_state *state, bool la
    * is too small costs speed (a second block after the data), never
    * correctness; the unused tail of the block is zeros in the file. */
   size_t meta_block = rc_shard_meta_block(meta, state);
-  H5FD_file_image_callbacks_t cb = {img_malloc, img_memcpy, img_realloc, img_free,
-                                    udata_copy, udata_free, &mem};
-
-  H5_CHECK(fcpl = H5Pcreate(H5P_FILE_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(file create)");
-  H5_CHECK(H5Pset_obj_track_times(fcpl, 0), RC_EXIT_SOFTWARE, "track times off (root group)");
-  H5_CHECK(fapl = H5Pcreate(H5P_FILE_ACCESS), RC_EXIT_SOFTWARE, "H5Pcreate(file access)");
-  H5_CHECK(H5Pset_fapl_core(fapl, meta_block, 0), RC_EXIT_SOFTWARE, "H5Pset_fapl_core");
-  H5_CHECK(H5Pset_meta_block_size(fapl, meta_block), RC_EXIT_SOFTWARE, "H5Pset_meta_block_size");
-  H5_CHECK(H5Pset_file_image_callbacks(fapl, &cb), RC_EXIT_SOFTWARE, "H5Pset_file_image_callbacks");
-  H5_CHECK(H5Pset_libver_bounds(fapl, RC_SHARD_LIBVER_LOW, RC_SHARD_LIBVER_HIGH), RC_EXIT_SOFTWARE,
-           "H5Pset_libver_bounds");
-  H5_CHECK(w.gcpl = H5Pcreate(H5P_GROUP_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(group create)");
-  H5_CHECK(H5Pset_obj_track_times(w.gcpl, 0), RC_EXIT_SOFTWARE, "track times off (groups)");
-  H5_CHECK(w.dcpl = H5Pcreate(H5P_DATASET_CREATE), RC_EXIT_SOFTWARE, "H5Pcreate(dataset create)");
-  H5_CHECK(H5Pset_obj_track_times(w.dcpl, 0), RC_EXIT_SOFTWARE, "track times off (datasets)");
-  H5_CHECK(H5Pset_layout(w.dcpl, H5D_CONTIGUOUS), RC_EXIT_SOFTWARE, "contiguous layout");
-  H5_CHECK(H5Pset_fill_time(w.dcpl, H5D_FILL_TIME_NEVER), RC_EXIT_SOFTWARE, "fill time never");
-  H5_CHECK(H5Pset_alloc_time(w.dcpl, H5D_ALLOC_TIME_EARLY), RC_EXIT_SOFTWARE,
-           "allocation at creation");
-
-  /* The name only identifies the in-memory file within this process. */
-  char name[64];
-  snprintf(name, sizeof name, "rc-shard-%p", (void *)&w);
-  H5_CHECK(w.fid = H5Fcreate(name, H5F_ACC_TRUNC, fcpl, fapl), RC_EXIT_SOFTWARE,
-           "creating the in-memory HDF5 file");
-  if ((ret = write_meta(&w, meta, err))) goto done;
-  for (int i = 0; i < state->count; i++)
-    if ((ret = write_tensor(&w, i, &state->tensors[i], err))) goto done;
-  /* No H5Fflush: flushing "truncates" the core driver's buffer up to the
-   * end of allocation, zero-filling every raw-data region. Close writes all
-   * metadata anyway; its length is then read from the superblock. */
-  H5_CHECK(flushed = H5Fget_file_image(w.fid, NULL, 0), RC_EXIT_SOFTWARE, "sizing the file image");
-done:
-  if (w.fid >= 0 && H5Fclose(w.fid) < 0 && !ret)
-    ret = rc_h5_fail(err, RC_EXIT_SOFTWARE, "closing the in-memory file");
-  if (w.dcpl >= 0) H5Pclose(w.dcpl);
-  if (w.gcpl >= 0) H5Pclose(w.gcpl);
-  if (fapl >= 0) H5Pclose(fapl);
-  if (fcpl >= 0) H5Pclose(fcpl);
-  if (!ret) {
-    uint64_t eof = 0;
-    if (!mem.released || !mem.buf)
-      ret = rc_fail(err, RC_EXIT_SOFTWARE, "HDF5 did not hand over the file image at close");
-    else if (!superblock_eof(mem.buf, mem.cap, &eof) || eof > (uint64_t)flushed)
-      ret = rc_fail(err, RC_EXIT_SOFTWARE,
-                    "file image inconsistent: superblock end of file %llu, %zd bytes allocated"
-                    " before close",
-                    (unsigned long long)eof, flushed);
-    else
-      *image = (rc_shard_image){.data = mem.buf,
-                                .size = (size_t)eof,
-                                .cap = mem.cap,
-                                .meta_spilled = mem.allocations > 1,
-                                .offset = w.offset,
-                                .count = state->count};
-  }
+  ret = make_plists(&w, meta_block, &mem, &fcpl, &fapl, err);
+  if (!ret) ret = write_file(&w, fcpl, fapl, meta, state, &flushed, err);
+  ret = close_writer(&w, fcpl, fapl, ret, err);
+  if (!ret) ret = take_image(&mem, flushed, &w, state->count, image, err);
   if (!ret) ret = make_pieces(image, w.spans, w.nspans, err);
   free(w.spans);
   if (!image->offset) free(w.offset);
