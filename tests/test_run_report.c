@@ -253,9 +253,9 @@ static void test_files(void) {
   rc_json *j = text ? rc_json_parse(text, n, eb, sizeof eb) : NULL;
   CHECK(j != NULL, "report.json parses: %s", eb);
   if (j) {
-    CHECK(!strcmp(rc_json_get_str(j, "schema"), RC_REPORT_SCHEMA), "schema name");
+    CHECK(!strcmp(rc_json_get_str(j, "schema"), RC_RUN_REPORT_SCHEMA), "schema name");
     int64_t v = 0;
-    CHECK(rc_json_get_i64(j, "schema_version", &v) && v == RC_REPORT_SCHEMA_VERSION, "version");
+    CHECK(rc_json_get_i64(j, "schema_version", &v) && v == RC_RUN_REPORT_SCHEMA_VERSION, "version");
     CHECK(rc_json_get_i64(j, "exit_code", &v) && v == 70, "exit_code in the report");
     CHECK(!strcmp(rc_json_get_str(j, "verdict"), "leg-failed"), "verdict in the report");
     const rc_json *legs = rc_json_get(j, "legs"), *checks = rc_json_get(j, "checks");
