@@ -314,6 +314,63 @@ static void test_files(void) {
   rc_run_free(&r);
 }
 
+/* The Markdown summary shows text from outside as it is (harness/report_md.c
+ * says which GFM rules): one value with '|', a backtick, '*', '_', '<', a
+ * line break and a backslash before a '|' in each place it can land. */
+#define HOSTILE "a|b`c*d_e<f\ng\\|h"
+static void test_markdown(void) {
+  rc_run r;
+  plan(&r, false, false);
+  char *fwd[] = {"--tag", "v|`*_<\nw"};
+  r.opts.fwd = fwd;
+  r.opts.n_fwd = 2;
+  rc_check *res = check_named(&r, "RESUME@5→10");
+  res->status = RC_CHECK_DIFFERS;
+  snprintf(res->summary, sizeof res->summary, "s " HOSTILE);
+  snprintf(res->first_dataset, sizeof res->first_dataset, "/m/" HOSTILE);
+  res->first_is_dataset = true;
+  r.legs[2].state = RC_LEG_FAILED;
+  snprintf(r.legs[2].reason, sizeof r.legs[2].reason, "*died*");
+  snprintf(r.legs[2].log_tail, sizeof r.legs[2].log_tail, "x\n   ```\n````y");
+  rc_run_verdict(&r);
+  snprintf(r.verdict_text, sizeof r.verdict_text, "# " HOSTILE);
+  snprintf(r.first_div_dataset, sizeof r.first_div_dataset, "/m/" HOSTILE);
+  r.first_div_is_dataset = true;
+  snprintf(r.first_div_largest, sizeof r.first_div_largest, "`x`");
+
+  char md[512];
+  rc_err err = {0};
+  snprintf(md, sizeof md, "%s/escape.md", tmpdir);
+  CHECK(rc_report_markdown(&r, md, &err) == 0, "%s", err.msg);
+  size_t n = 0;
+  char *t = slurp(md, &n);
+  if (!t) {
+    CHECK(0, "no %s", md);
+    rc_run_free(&r);
+    return;
+  }
+  /* outside tables a code span takes no backslashes; a fence longer than
+   * the text's backticks; the line break a space */
+  CHECK(strstr(t, "- first differing dataset: ``/m/a|b`c*d_e<f g\\|h``\n"),
+        "code span outside a table: verbatim, a double fence");
+  CHECK(strstr(t, "Flags: ``--tag v|`*_< w``\n"), "flags as one code span, verbatim");
+  CHECK(strstr(t, "- largest difference: `` `x` ``\n"), "backticks at the ends: padded");
+  /* in a table cell every '|' of a code span is "\|" (GFM example 200) */
+  CHECK(strstr(t,
+               "| RESUME@5→10 | **differs** | s a\\|b\\`c\\*d\\_e\\<f g\\\\\\|h; first differing "
+               "dataset ``/m/a\\|b`c*d_e<f g\\\\|h`` |\n"),
+        "table cell: text escaped, code span with \\| for each pipe");
+  /* plain text: punctuation escaped, a leading '#' too */
+  CHECK(strstr(t, "- \\# a\\|b\\`c\\*d\\_e\\<f g\\\\\\|h\n"), "plain text escaped");
+  CHECK(strstr(t, "** \\*died\\*:\n"), "a leg's reason cannot close the bold label");
+  /* a log line of backticks, even indented, cannot close the block */
+  CHECK(strstr(t, "\n`````\n  x\n     ```\n  ````y\n`````\n"), "the log fence outgrows the log");
+  /* what the writer did before: "\|" in a single-backtick span outside a table */
+  CHECK(!strstr(t, "dataset: `/m/a\\|b"), "no backslash in a code span outside a table");
+  free(t);
+  rc_run_free(&r);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/rc_test_run_report.XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -324,6 +381,7 @@ int main(void) {
   test_not_a_prefix();
   test_mechanism();
   test_files();
+  test_markdown();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
