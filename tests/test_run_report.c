@@ -6,6 +6,8 @@
  *    save leg that is not a prefix (3) told from non-determinism (2);
  *  - report.json parses with the strict reader and carries the schema name,
  *    version, verdict and first divergence;
+ *  - the report names (harness/schema.h): what readers accept;
+ *  - the Markdown summary's escaping under GFM (harness/report_md.c);
  *  - JUnit XML and the SVG plot stay well-formed when leg reasons, logs and
  *    paths hold markup, control characters and invalid UTF-8; checked with
  *    python3 or xmllint when present (the validator itself must reject a
@@ -20,6 +22,7 @@
 #include "base/json.h"
 #include "harness/report.h"
 #include "harness/run.h"
+#include "harness/schema.h"
 
 #include "check.h"
 
@@ -371,6 +374,59 @@ static void test_markdown(void) {
   rc_run_free(&r);
 }
 
+/* harness/schema.h: readers accept each kind's name with schema_version
+ * 1..current, the compare report's old name ("resumecheck-compare" with
+ * `version` 1) for one more version, and nothing else. */
+static int accepts(const char *doc, rc_schema_kind kind) {
+  char eb[128];
+  rc_json *j = rc_json_parse(doc, strlen(doc), eb, sizeof eb);
+  if (!j) {
+    fprintf(stderr, "bad test document %s: %s\n", doc, eb);
+    exit(1);
+  }
+  rc_err err = {0};
+  int rc = rc_schema_accept(j, kind, "doc", &err);
+  rc_json_free(j);
+  return rc;
+}
+
+static void test_schema(void) {
+  CHECK(accepts("{\"schema\": \"resumecheck.run-report\", \"schema_version\": 1}", RC_SCHEMA_RUN) ==
+            0,
+        "run report v1");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 2}",
+                RC_SCHEMA_COMPARE) == 0,
+        "compare report v2");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 1}",
+                RC_SCHEMA_COMPARE) == 0,
+        "compare report, an older schema_version");
+  CHECK(accepts("{\"schema\": \"resumecheck.bisect-report\", \"schema_version\": 1}",
+                RC_SCHEMA_BISECT) == 0,
+        "bisect report v1");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 1}", RC_SCHEMA_COMPARE) == 0,
+        "the compare report's old name is still read");
+  /* negative controls */
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 2}", RC_SCHEMA_COMPARE) ==
+            RC_EXIT_DATAERR,
+        "the old name only had version 1");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"schema_version\": 1}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "the old name with the new key is no report that was ever written");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"version\": 2}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "the new name needs schema_version");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 3}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "a newer schema_version is refused");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 1}", RC_SCHEMA_RUN) ==
+            RC_EXIT_DATAERR,
+        "a compare report is not a run report");
+  CHECK(accepts("{\"schema\": \"resumecheck.run-report\", \"schema_version\": 0}", RC_SCHEMA_RUN) ==
+            RC_EXIT_DATAERR,
+        "schema_version 0");
+  CHECK(accepts("[1]", RC_SCHEMA_RUN) == RC_EXIT_DATAERR, "not an object");
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/rc_test_run_report.XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -382,6 +438,7 @@ int main(void) {
   test_mechanism();
   test_files();
   test_markdown();
+  test_schema();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
