@@ -444,8 +444,8 @@ static bool same_file(const char *a, const char *b) {
 }
 
 /* The run directory always gets its report.json, and --json FILE a copy:
- * the directory is what people archive and hand to `resumecheck bisect DIR`
- * or `compare`, and FILE is often a CI artifact path that is moved, uploaded
+ * the directory is what people keep, archive and hand to `resumecheck
+ * bisect DIR`, and FILE is often a CI artifact path that is moved, uploaded
  * and deleted, or a FIFO that cannot be read twice (docs/bisect.md). Both
  * are written through rc_write_output: atomically, never renamed over what
  * is not a regular file. RC_TEST_REPORT_ONLY_AT_JSON=1 writes FILE alone,
