@@ -40,6 +40,7 @@
 #include "base/json.h"
 #include "harness/compare.h"
 #include "harness/run.h"
+#include "harness/schema.h"
 #include "io/layout.h"
 
 const char *rc_bisect_verdict_name(rc_bisect_verdict v) {
@@ -874,12 +875,12 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
   free(text);
   if (!rep) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", path, jerr);
   int rc = RC_OK;
-  const char *schema = rc_json_get_str(rep, "schema");
+  if ((rc = rc_schema_accept(rep, RC_SCHEMA_RUN, path, err))) goto out;
   const char *verdict = rc_json_get_str(rep, "verdict");
   int64_t run_exit = -1;
-  if (!schema || strcmp(schema, "resumecheck.run-report") || !verdict ||
-      !rc_json_get_i64(rep, "exit_code", &run_exit)) {
-    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: not a resumecheck run report", path);
+  if (!verdict || !rc_json_get_i64(rep, "exit_code", &run_exit)) {
+    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: a run report without \"verdict\" and \"exit_code\"",
+                 path);
     goto out;
   }
   copy_str(b->run_verdict, sizeof b->run_verdict, verdict);

@@ -1,5 +1,5 @@
 /* bisect_report.c — what `resumecheck bisect` tells people (text) and
- * scripts (JSON, schema resumecheck.bisect-report v1, docs/bisect.md).
+ * scripts (JSON, schema RC_BISECT_REPORT_SCHEMA in harness/schema.h, docs/bisect.md).
  * Both only read a finished rc_bisect. */
 #include <inttypes.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "harness/bisect.h"
+#include "harness/schema.h"
 
 #define HARMLESS_SHOWN 24 /* harmless differences listed in the text report */
 
@@ -463,9 +464,9 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
   rc_jw_key(&w, "schema");
-  rc_jw_str(&w, "resumecheck.bisect-report");
+  rc_jw_str(&w, RC_BISECT_REPORT_SCHEMA);
   rc_jw_key(&w, "schema_version");
-  rc_jw_int(&w, 1);
+  rc_jw_int(&w, RC_BISECT_REPORT_SCHEMA_VERSION);
   rc_jw_key(&w, "run_dir");
   rc_jw_str(&w, b->opts.run_dir);
   rc_jw_kv_str_or_null(&w, "run_verdict", b->run_verdict);

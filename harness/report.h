@@ -10,18 +10,19 @@
 
 #include "base/error.h"
 #include "harness/run.h"
+#include "harness/schema.h" /* RC_RUN_REPORT_SCHEMA and its version */
 
 #ifndef RC_VERSION
 #define RC_VERSION "0.1.0"
 #endif
 
-#define RC_REPORT_SCHEMA "resumecheck.run-report"
-#define RC_REPORT_SCHEMA_VERSION 1
-
 /* The table for people: legs, checks, verdict, first divergence. */
 void rc_report_text(const rc_run *run, FILE *out);
 
-/* report.json; rc_report_json_string returns the document (malloc'd). */
+/* report.json; rc_report_json_string returns the document (malloc'd).
+ * rc_report_json writes it to the run directory (opts.out_dir/report.json)
+ * always, and to path as well when path names another file (--json FILE);
+ * path NULL: the directory's only. Both atomically (rc_write_output). */
 char *rc_report_json_string(const rc_run *run);
 int rc_report_json(const rc_run *run, const char *path, rc_err *err);
 

@@ -1,15 +1,19 @@
 /* report_json.c — report.json, the machine-readable record of a run.
  * Its schema is versioned and documented in docs/report-schema.md; any
- * change to names or meanings bumps RC_REPORT_SCHEMA_VERSION. Keys are
+ * change to names or meanings bumps RC_RUN_REPORT_SCHEMA_VERSION. Keys are
  * always present (null when they do not apply) so that consumers need no
  * guessing. Strings from paths and logs are made valid UTF-8 first. */
 #include "report.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "io/layout.h"
 
 #define MAX_DIFFS_PER_CHECK 100
 
@@ -377,8 +381,8 @@ char *rc_report_json_string(const rc_run *run) {
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
-  kv_str(&w, "schema", RC_REPORT_SCHEMA);
-  kv_int(&w, "schema_version", RC_REPORT_SCHEMA_VERSION);
+  kv_str(&w, "schema", RC_RUN_REPORT_SCHEMA);
+  kv_int(&w, "schema_version", RC_RUN_REPORT_SCHEMA_VERSION);
   rc_jw_key(&w, "tool");
   rc_jw_obj_begin(&w);
   kv_str(&w, "name", "resumecheck");
@@ -432,10 +436,48 @@ char *rc_report_json_string(const rc_run *run) {
   return res;
 }
 
+/* Whether a and b name one file (both exist): --json DIR/report.json spelt
+ * another way must not be written twice. */
+static bool same_file(const char *a, const char *b) {
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The run directory always gets its report.json, and --json FILE a copy:
+ * the directory is what people keep, archive and hand to `resumecheck
+ * bisect DIR`, and FILE is often a CI artifact path that is moved, uploaded
+ * and deleted, or a FIFO that cannot be read twice (docs/bisect.md). Both
+ * are written through rc_write_output: atomically, never renamed over what
+ * is not a regular file. RC_TEST_REPORT_ONLY_AT_JSON=1 writes FILE alone,
+ * as before, so that the tests can show what the directory's copy fixes. */
 int rc_report_json(const rc_run *run, const char *path, rc_err *err) {
+  char dir_path[4096] = "";
+  const char *only_at_json = getenv("RC_TEST_REPORT_ONLY_AT_JSON");
+  bool dir_copy =
+      run->opts.out_dir && run->opts.out_dir[0] && !(only_at_json && !strcmp(only_at_json, "1"));
+  if (dir_copy) {
+    int k = snprintf(dir_path, sizeof dir_path, "%s/" RC_REPORT_NAME, run->opts.out_dir);
+    if (k < 0 || (size_t)k >= sizeof dir_path)
+      return rc_fail(err, RC_EXIT_USAGE, "%s: run directory path too long", run->opts.out_dir);
+  }
+  if (!path) path = dir_path;
+  if (!path[0]) return rc_fail(err, RC_EXIT_SOFTWARE, "report.json: no path and no run directory");
   char *s = rc_report_json_string(run);
   if (!s) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory writing %s", path);
-  int rc = rc_write_output(path, s, strlen(s), err);
+  size_t n = strlen(s);
+  int rc = RC_OK;
+  bool separate = dir_path[0] && strcmp(dir_path, path) != 0;
+  if (separate) rc = rc_write_output(dir_path, s, n, err);
+  /* FILE is written even when the directory's copy failed, so that nothing
+   * is lost; the first error is the one returned */
+  if (!(separate && rc == RC_OK && same_file(dir_path, path))) {
+    rc_err ferr = {0};
+    int frc = rc_write_output(path, s, n, &ferr);
+    if (frc && !rc) {
+      rc = frc;
+      if (err) *err = ferr;
+    }
+  }
   free(s);
   return rc;
 }

@@ -3,7 +3,7 @@
 # logs; the shell tests bisect real CPU runs of 10 steps saved at 5.
 rc_add_c_test(bisect_events test_bisect_events.c)
 foreach(t bisect_seed bisect_aa bisect_loaded_state bisect_usage bisect_save_effect bisect_state_only
-          bisect_prev_update bisect_census)
+          bisect_prev_update bisect_census bisect_run_json)
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 

@@ -51,6 +51,8 @@ head -c 300000 /dev/urandom >"$T/a.bin"
 cp "$T/a.bin" "$T/same.bin"
 cmp same 0 "$T/a.bin" "$T/same.bin"
 js same "d['verdict'] == 'identical' and d['diffs'] == []"
+# the report's name (harness/schema.h): resumecheck.compare-report, schema_version 2, no old `version`
+js same "d['schema'] == 'resumecheck.compare-report' and d['schema_version'] == 2 and 'version' not in d"
 
 cp "$T/a.bin" "$T/one.bin"; poke "$T/one.bin" 1000
 cmp one 1 "$T/a.bin" "$T/one.bin"

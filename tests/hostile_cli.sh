@@ -55,7 +55,7 @@ signature() {
   run-junit) echo '<testsuites' ;;
   run-summary-md) echo 'resumecheck' ;;
   run-plot) echo '<svg' ;;
-  compare-json) echo '"schema": "resumecheck-compare"' ;;
+  compare-json) echo '"schema": "resumecheck.compare-report"' ;;
   esac
 }
 

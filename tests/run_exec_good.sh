@@ -56,7 +56,8 @@ run_rc every --trainer exec --train-cmd "$(tmpl)" --steps 5 --save-at every --ou
 expect_rc 0 "save-at every" every
 json_true "$T/every.json" "sorted(l['label'] for l in d['legs'] if l['name'].startswith('resume')) == ['resume@1', 'resume@2', 'resume@3', 'resume@4']" "every: four resume legs"
 json_true "$T/every.json" "sum(1 for c in d['checks'] if c['class'] == 'aa' and c['kind'] == 'state') == 4" "every: A/A at each K"
-[ -f "$T/every/report.json" ] && fail "--json FILE replaces DIR/report.json"
+# --json FILE is a copy: the run directory keeps its own report.json (bisect reads it)
+cmp -s "$T/every.json" "$T/every/report.json" || fail "--json FILE: DIR/report.json is not the same report"
 
 # a rerun into the same --out is refused, and allowed with --overwrite
 run_rc again --trainer exec --train-cmd "$(tmpl)" --steps 4 --save-at 2 --out "$T/off" --progress off

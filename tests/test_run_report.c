@@ -6,6 +6,8 @@
  *    save leg that is not a prefix (3) told from non-determinism (2);
  *  - report.json parses with the strict reader and carries the schema name,
  *    version, verdict and first divergence;
+ *  - the report names (harness/schema.h): what readers accept;
+ *  - the Markdown summary's escaping under GFM (harness/report_md.c);
  *  - JUnit XML and the SVG plot stay well-formed when leg reasons, logs and
  *    paths hold markup, control characters and invalid UTF-8; checked with
  *    python3 or xmllint when present (the validator itself must reject a
@@ -20,6 +22,7 @@
 #include "base/json.h"
 #include "harness/report.h"
 #include "harness/run.h"
+#include "harness/schema.h"
 
 #include "check.h"
 
@@ -253,9 +256,9 @@ static void test_files(void) {
   rc_json *j = text ? rc_json_parse(text, n, eb, sizeof eb) : NULL;
   CHECK(j != NULL, "report.json parses: %s", eb);
   if (j) {
-    CHECK(!strcmp(rc_json_get_str(j, "schema"), RC_REPORT_SCHEMA), "schema name");
+    CHECK(!strcmp(rc_json_get_str(j, "schema"), RC_RUN_REPORT_SCHEMA), "schema name");
     int64_t v = 0;
-    CHECK(rc_json_get_i64(j, "schema_version", &v) && v == RC_REPORT_SCHEMA_VERSION, "version");
+    CHECK(rc_json_get_i64(j, "schema_version", &v) && v == RC_RUN_REPORT_SCHEMA_VERSION, "version");
     CHECK(rc_json_get_i64(j, "exit_code", &v) && v == 70, "exit_code in the report");
     CHECK(!strcmp(rc_json_get_str(j, "verdict"), "leg-failed"), "verdict in the report");
     const rc_json *legs = rc_json_get(j, "legs"), *checks = rc_json_get(j, "checks");
@@ -314,6 +317,116 @@ static void test_files(void) {
   rc_run_free(&r);
 }
 
+/* The Markdown summary shows text from outside as it is (harness/report_md.c
+ * says which GFM rules): one value with '|', a backtick, '*', '_', '<', a
+ * line break and a backslash before a '|' in each place it can land. */
+#define HOSTILE "a|b`c*d_e<f\ng\\|h"
+static void test_markdown(void) {
+  rc_run r;
+  plan(&r, false, false);
+  char *fwd[] = {"--tag", "v|`*_<\nw"};
+  r.opts.fwd = fwd;
+  r.opts.n_fwd = 2;
+  rc_check *res = check_named(&r, "RESUME@5→10");
+  res->status = RC_CHECK_DIFFERS;
+  snprintf(res->summary, sizeof res->summary, "s " HOSTILE);
+  snprintf(res->first_dataset, sizeof res->first_dataset, "/m/" HOSTILE);
+  res->first_is_dataset = true;
+  r.legs[2].state = RC_LEG_FAILED;
+  snprintf(r.legs[2].reason, sizeof r.legs[2].reason, "*died*");
+  snprintf(r.legs[2].log_tail, sizeof r.legs[2].log_tail, "x\n   ```\n````y");
+  rc_run_verdict(&r);
+  snprintf(r.verdict_text, sizeof r.verdict_text, "# " HOSTILE);
+  snprintf(r.first_div_dataset, sizeof r.first_div_dataset, "/m/" HOSTILE);
+  r.first_div_is_dataset = true;
+  snprintf(r.first_div_largest, sizeof r.first_div_largest, "`x`");
+
+  char md[512];
+  rc_err err = {0};
+  snprintf(md, sizeof md, "%s/escape.md", tmpdir);
+  CHECK(rc_report_markdown(&r, md, &err) == 0, "%s", err.msg);
+  size_t n = 0;
+  char *t = slurp(md, &n);
+  if (!t) {
+    CHECK(0, "no %s", md);
+    rc_run_free(&r);
+    return;
+  }
+  /* outside tables a code span takes no backslashes; a fence longer than
+   * the text's backticks; the line break a space */
+  CHECK(strstr(t, "- first differing dataset: ``/m/a|b`c*d_e<f g\\|h``\n"),
+        "code span outside a table: verbatim, a double fence");
+  CHECK(strstr(t, "Flags: ``--tag v|`*_< w``\n"), "flags as one code span, verbatim");
+  CHECK(strstr(t, "- largest difference: `` `x` ``\n"), "backticks at the ends: padded");
+  /* in a table cell every '|' of a code span is "\|" (GFM example 200) */
+  CHECK(strstr(t,
+               "| RESUME@5→10 | **differs** | s a\\|b\\`c\\*d\\_e\\<f g\\\\\\|h; first differing "
+               "dataset ``/m/a\\|b`c*d_e<f g\\\\|h`` |\n"),
+        "table cell: text escaped, code span with \\| for each pipe");
+  /* plain text: punctuation escaped, a leading '#' too */
+  CHECK(strstr(t, "- \\# a\\|b\\`c\\*d\\_e\\<f g\\\\\\|h\n"), "plain text escaped");
+  CHECK(strstr(t, "** \\*died\\*:\n"), "a leg's reason cannot close the bold label");
+  /* a log line of backticks, even indented, cannot close the block */
+  CHECK(strstr(t, "\n`````\n  x\n     ```\n  ````y\n`````\n"), "the log fence outgrows the log");
+  /* what the writer did before: "\|" in a single-backtick span outside a table */
+  CHECK(!strstr(t, "dataset: `/m/a\\|b"), "no backslash in a code span outside a table");
+  free(t);
+  rc_run_free(&r);
+}
+
+/* harness/schema.h: readers accept each kind's name with schema_version
+ * 1..current, the compare report's old name ("resumecheck-compare" with
+ * `version` 1) for one more version, and nothing else. */
+static int accepts(const char *doc, rc_schema_kind kind) {
+  char eb[128];
+  rc_json *j = rc_json_parse(doc, strlen(doc), eb, sizeof eb);
+  if (!j) {
+    fprintf(stderr, "bad test document %s: %s\n", doc, eb);
+    exit(1);
+  }
+  rc_err err = {0};
+  int rc = rc_schema_accept(j, kind, "doc", &err);
+  rc_json_free(j);
+  return rc;
+}
+
+static void test_schema(void) {
+  CHECK(accepts("{\"schema\": \"resumecheck.run-report\", \"schema_version\": 1}", RC_SCHEMA_RUN) ==
+            0,
+        "run report v1");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 2}",
+                RC_SCHEMA_COMPARE) == 0,
+        "compare report v2");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 1}",
+                RC_SCHEMA_COMPARE) == 0,
+        "compare report, an older schema_version");
+  CHECK(accepts("{\"schema\": \"resumecheck.bisect-report\", \"schema_version\": 1}",
+                RC_SCHEMA_BISECT) == 0,
+        "bisect report v1");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 1}", RC_SCHEMA_COMPARE) == 0,
+        "the compare report's old name is still read");
+  /* negative controls */
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 2}", RC_SCHEMA_COMPARE) ==
+            RC_EXIT_DATAERR,
+        "the old name only had version 1");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"schema_version\": 1}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "the old name with the new key is no report that was ever written");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"version\": 2}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "the new name needs schema_version");
+  CHECK(accepts("{\"schema\": \"resumecheck.compare-report\", \"schema_version\": 3}",
+                RC_SCHEMA_COMPARE) == RC_EXIT_DATAERR,
+        "a newer schema_version is refused");
+  CHECK(accepts("{\"schema\": \"resumecheck-compare\", \"version\": 1}", RC_SCHEMA_RUN) ==
+            RC_EXIT_DATAERR,
+        "a compare report is not a run report");
+  CHECK(accepts("{\"schema\": \"resumecheck.run-report\", \"schema_version\": 0}", RC_SCHEMA_RUN) ==
+            RC_EXIT_DATAERR,
+        "schema_version 0");
+  CHECK(accepts("[1]", RC_SCHEMA_RUN) == RC_EXIT_DATAERR, "not an object");
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/rc_test_run_report.XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -324,6 +437,8 @@ int main(void) {
   test_not_a_prefix();
   test_mechanism();
   test_files();
+  test_markdown();
+  test_schema();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -19,6 +19,7 @@
 #include "base/json.h"
 #include "cli/cli.h"
 #include "harness/compare.h"
+#include "harness/schema.h"
 
 #define MAX_IGNORE 64
 
@@ -81,7 +82,8 @@ static const rc_flag_spec COMPARE_FLAGS[] = {
       "do not read shards: equal manifests settle them unread (the\n"
       "summary says \"manifests identical; shard bytes not read\")"),
     C("--json", RC_FLAG_STRING, json, 0, 0, "FILE",
-      "write every difference as JSON (schema resumecheck-compare v1)"),
+      "write every difference as JSON (schema " RC_COMPARE_REPORT_SCHEMA ",\n"
+      "docs/compare.md)"),
     C("--max-lines", RC_FLAG_INT, max_lines, -1, 1000000, "N",
       "list at most N differences on stdout (default 40; -1: all)"),
 };
@@ -133,9 +135,9 @@ static int write_json(const char *path, const char *a, const char *b, const rc_c
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
   rc_jw_key(&w, "schema");
-  rc_jw_str(&w, "resumecheck-compare");
-  rc_jw_key(&w, "version");
-  rc_jw_int(&w, 1);
+  rc_jw_str(&w, RC_COMPARE_REPORT_SCHEMA);
+  rc_jw_key(&w, "schema_version");
+  rc_jw_int(&w, RC_COMPARE_REPORT_SCHEMA_VERSION);
   rc_jw_key(&w, "a");
   rc_jw_str(&w, a);
   rc_jw_key(&w, "b");

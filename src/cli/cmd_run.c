@@ -129,7 +129,7 @@ static const rc_flag_spec RUN_FLAGS[] = {
     R("--jobs", RC_FLAG_INT64, jobs, 1, 4096, NULL, "J",
       "legs running at once (default: online CPUs)"),
     R("--json", RC_FLAG_STRING, json, 0, 0, NULL, "FILE",
-      "report.json path (default DIR/report.json; docs/report-schema.md)"),
+      "a copy of report.json (DIR/report.json is always written; docs/report-schema.md)"),
     R("--junit", RC_FLAG_STRING, junit, 0, 0, NULL, "FILE",
       "JUnit XML: one testcase per check and per leg"),
     R("--summary-md", RC_FLAG_STRING, md, 0, 0, NULL, "FILE",
