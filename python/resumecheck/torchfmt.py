@@ -124,8 +124,8 @@ def load_torch_save(path, unsafe=False):
         hint = ""
         if not unsafe and "weights only" in str(e).lower():
             hint = " (refused by weights_only=True: the pickle names a class that is not a tensor or container; --unsafe-pickle loads it, running its code)"
-            first = [ln for ln in first if "GLOBAL" in ln or "Unsupported" in ln] or first[:1]
-        raise CheckpointError(EX_DATAERR, f"{path}: cannot load as torch.save: {first[0] if first else e}{hint}") from e
+            first = [ln.strip().split(". Please")[0] for ln in first if "GLOBAL" in ln or "Unsupported" in ln] or first[:1]
+        raise CheckpointError(EX_DATAERR, f"{path}: cannot load as torch.save: {first[0].strip() if first else e}{hint}") from e
     except Exception as e:  # torch raises RuntimeError, OSError, EOFError, ... for a bad file
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(EX_DATAERR, f"{path}: cannot load as torch.save ({type(e).__name__}: {msg})") from e
@@ -613,8 +613,11 @@ def _raw_note(detail, t):
     return note + detail[len(view) :] if detail.startswith(view) else f"{note}: {detail}"
 
 
-def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binary=None, deep=False, out=sys.stdout, err=sys.stderr):
-    """Compare two torch checkpoints; print the report; return the exit code."""
+def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binary=None, deep=False, out=None, err=None):
+    """Compare two torch checkpoints; print the report (to out, default
+    stdout; errors to err, default stderr); return the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     ignore = list(ignore)
     rc_bin = None
     result = {"schema": "resumecheck-compare", "version": 1, "a": a, "b": b}
@@ -678,7 +681,12 @@ def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binar
     )
     for side, f in (("A", fa), ("B", fb)):
         if f.views:
-            print(f"{side}: {len(f.views)} tensor{'s' if len(f.views) != 1 else ''} non-contiguous, a view or sharing a storage (e.g. {f.views[0]}): its logical values compared, not the storage", file=out)
+            n = len(f.views)
+            print(
+                f"{side}: {n} tensor{'s' if n != 1 else ''} non-contiguous, a view or sharing a storage (e.g. {f.views[0]}): "
+                "logical values compared (a contiguous copy), not storages",
+                file=out,
+            )
     info = len(diffs) - n_failing
     if n_failing:
         line = f"DIFFERENT: {n_failing} difference{'s' if n_failing != 1 else ''}"
