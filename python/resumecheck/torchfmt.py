@@ -69,8 +69,10 @@ _ST_DTYPES = {
 
 
 def _torch():
-    import torch  # noqa: PLC0415 (the package works without torch elsewhere)
-
+    try:
+        import torch  # noqa: PLC0415 (the package works without torch elsewhere)
+    except ImportError as e:
+        raise CheckpointError(EX_SOFTWARE, f"cannot import torch, needed to read PyTorch checkpoints ({e}): docs/pytorch.md says how to install it") from e
     return torch
 
 
@@ -167,13 +169,15 @@ def load_dcp(path, unsafe=False):
     process group (what dcp_to_torch_save does: FileSystemReader and an
     empty-state-dict planner that rebuilds the structure from .metadata)."""
     torch = _torch()
-    from torch.distributed.checkpoint import FileSystemReader  # noqa: PLC0415
-    from torch.distributed.checkpoint._traverse import set_element  # noqa: PLC0415
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner  # noqa: PLC0415
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict  # noqa: PLC0415
-
-    from torch.distributed.checkpoint.api import CheckpointException  # noqa: PLC0415 (a BaseException)
-    from torch.distributed.checkpoint.metadata import Metadata, StorageMeta  # noqa: PLC0415
+    try:  # what dcp_to_torch_save uses (torch 2.x; private names, checked here)
+        from torch.distributed.checkpoint import FileSystemReader  # noqa: PLC0415
+        from torch.distributed.checkpoint._traverse import set_element  # noqa: PLC0415
+        from torch.distributed.checkpoint.api import CheckpointException  # noqa: PLC0415 (a BaseException)
+        from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner  # noqa: PLC0415
+        from torch.distributed.checkpoint.metadata import Metadata, StorageMeta  # noqa: PLC0415
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict  # noqa: PLC0415
+    except ImportError as e:
+        raise CheckpointError(EX_SOFTWARE, f"{path}: this torch ({torch.__version__}) lacks the torch.distributed.checkpoint reader used here ({e})") from e
 
     md = None
     if not unsafe:  # read .metadata here, through the restricted unpickler
@@ -402,9 +406,11 @@ def _tensor_bytes(t):
     return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, durable=True):
     """tensors {name: tensor} as one safetensors file, names in strcmp
-    order, no __metadata__: equal tensors give equal bytes."""
+    order, no __metadata__: equal tensors give equal bytes. durable: temp,
+    fsync, rename (convert's output); a comparison's scratch files skip
+    the fsync."""
     names = sorted(tensors, key=_order)
     header, off = {}, 0
     for n in names:
@@ -422,7 +428,10 @@ def write_safetensors(path, tensors):
             f.write(h)
             for n in names:
                 f.write(_tensor_bytes(tensors[n]))
-        _atomic.commit(tmp, path)
+        if durable:
+            _atomic.commit(tmp, path)
+        else:
+            os.replace(tmp, path)
     except OSError as e:
         _atomic._unlink_quiet(tmp)
         raise CheckpointError(EX_IOERR, f"{path}: {e.strerror or e}") from e
@@ -633,8 +642,8 @@ def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binar
         tmp = tempfile.mkdtemp(prefix="rc-compare-torch.")
         try:
             pa, pb, pj = (os.path.join(tmp, x) for x in ("A.safetensors", "B.safetensors", "compare.json"))
-            write_safetensors(pa, {n: t for n, t in fa.tensors.items() if n not in skip})
-            write_safetensors(pb, {n: t for n, t in fb.tensors.items() if n not in skip})
+            write_safetensors(pa, {n: t for n, t in fa.tensors.items() if n not in skip}, durable=False)
+            write_safetensors(pb, {n: t for n, t in fb.tensors.items() if n not in skip}, durable=False)
             cmd = [rc_bin, "compare", pa, pb, "--json", pj, "--max-lines", "0"]  # --ignore'd tensors are not in the files
             if deep:
                 cmd.append("--deep")
