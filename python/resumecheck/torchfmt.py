@@ -562,6 +562,7 @@ def compare_flats(fa, fb, ignore=()):
     for name in sorted(names, key=_order):
         if _ignored(name, ignore):
             n_ign += 1
+            skip.add(name)  # a tensor of this name on the other side: ignored too, counted once
             continue
         a = fa.values.get(name) or (tdesc(fa.tensors[name]) if name in fa.tensors else None)
         b = fb.values.get(name) or (tdesc(fb.tensors[name]) if name in fb.tensors else None)
