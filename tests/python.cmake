@@ -13,3 +13,8 @@ foreach(t py_unit py_exec_torch py_exec_rng)
 endforeach()
 # each leg imports torch (seconds of CPU): two runs of three legs
 set_tests_properties(py_exec_torch PROPERTIES TIMEOUT 600)
+# `python3 -m resumecheck compare-torch`: torch.save files and DCP
+# directories through `compare` (docs/compare.md, "PyTorch formats")
+rc_add_sh_test(py_compare_torch py_compare_torch.sh)
+set_tests_properties(py_compare_torch PROPERTIES TIMEOUT 900 ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")

@@ -4,6 +4,9 @@ censuses from a Python (PyTorch) trainer driven by `resumecheck run
 
     args = resumecheck.exec_args()       # --steps --stop-at --save-at --resume-from --out --leg
     resumecheck.checkpoint.save(resumecheck.ckpt_root(args.out), step, model=m, optimizer=o, ...)
+
+`python3 -m resumecheck compare-torch A B` compares torch.save files and
+torch.distributed.checkpoint directories (resumecheck.torchfmt, docs/compare.md).
 """
 
 import argparse
