@@ -862,6 +862,111 @@ static void decide(rc_bisect *b) {
                                          : "; they did not both save at the range's end");
 }
 
+/* The run's first divergence: the check, its two legs, their directories,
+ * argv and saves, the resume point. A divergence bisect cannot replay sets
+ * b->verdict and returns RC_OK with *replayable false. */
+static int read_divergence(rc_bisect *b, const rc_json *rep, const char *path, const rc_json **av_t,
+                           const rc_json **av_r, int64_t *last, bool *replayable, rc_err *err) {
+  *replayable = false;
+  const rc_json *fd = rc_json_get(rep, "first_divergence");
+  const char *cls = fd ? rc_json_get_str(fd, "class") : NULL;
+  const char *check_name = fd ? rc_json_get_str(fd, "check") : NULL;
+  if (!cls || strcmp(cls, "resume") || !check_name) {
+    b->verdict = RC_BISECT_NOT_REPLAYABLE;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run differs (%s) but not as a resume divergence: bisect replays a resumed "
+                 "process against a train-through one",
+                 b->run_verdict_text);
+    return RC_OK;
+  }
+  copy_str(b->check, sizeof b->check, check_name);
+  if (!rc_json_get_i64(fd, "step", &b->step)) b->step = -1;
+  const rc_json *cols = rc_json_get(fd, "columns");
+  for (int i = 0; cols && cols->type == RC_JSON_ARR && i < cols->nkids; i++)
+    if (cols->kids[i].type == RC_JSON_STR) {
+      size_t l = strlen(b->trace_columns);
+      snprintf(b->trace_columns + l, sizeof b->trace_columns - l, "%s%s", l ? "," : "",
+               cols->kids[i].str);
+    }
+
+  const rc_json *check = find_by(rc_json_get(rep, "checks"), "name", check_name);
+  const rc_json *legs = rc_json_get(rep, "legs");
+  const char *la = check ? rc_json_get_str(rc_json_get(check, "a"), "leg") : NULL;
+  const char *lb = check ? rc_json_get_str(rc_json_get(check, "b"), "leg") : NULL;
+  const rc_json *leg_t = la ? find_by(legs, "label", la) : NULL;
+  const rc_json *leg_r = lb ? find_by(legs, "label", lb) : NULL;
+  if (!leg_t || !leg_r) {
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: check '%s' does not name two legs of the run", path,
+                   check_name);
+  }
+  copy_str(b->through_leg, sizeof b->through_leg, la);
+  copy_str(b->resume_leg, sizeof b->resume_leg, lb);
+  copy_str(b->through_dir, sizeof b->through_dir, rc_json_get_str(leg_t, "dir"));
+  copy_str(b->resume_dir, sizeof b->resume_dir, rc_json_get_str(leg_r, "dir"));
+  copy_str(b->ckpt_producer, sizeof b->ckpt_producer, rc_json_get_str(leg_r, "depends_on"));
+  copy_str(b->run_dataset, sizeof b->run_dataset, rc_json_get_str(fd, "dataset"));
+  copy_str(b->check_a, sizeof b->check_a, rc_json_get_str(rc_json_get(check, "a"), "path"));
+  copy_str(b->check_b, sizeof b->check_b, rc_json_get_str(rc_json_get(check, "b"), "path"));
+  *av_t = rc_json_get(leg_t, "argv"), *av_r = rc_json_get(leg_r, "argv");
+  const char *from = rc_json_get_str(leg_r, "resume_from");
+  if (!rc_json_get_i64(leg_r, "resume_step", &b->resume_step) || !from ||
+      !rc_json_get_i64(leg_r, "last_step", last)) {
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: leg '%s' is not a resumed leg", path, lb);
+  }
+  copy_str(b->resume_from, sizeof b->resume_from, from);
+  const char *dir_t = rc_json_get_str(leg_t, "dir");
+  char iter[32];
+  snprintf(iter, sizeof iter, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, b->resume_step);
+  if (dir_t) rc_path_join(b->through_ckpt, sizeof b->through_ckpt, dir_t, iter);
+  if (!argv_is_train(*av_t) || !argv_is_train(*av_r)) {
+    b->verdict = RC_BISECT_NOT_REPLAYABLE;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run diverged (%s), but its legs are not `resumecheck train` processes: "
+                 "bisect needs the built-in trainer's event log",
+                 b->run_verdict_text);
+    return RC_OK;
+  }
+  *replayable = true;
+  return RC_OK;
+}
+
+/* Which steps the replays log events for. */
+static void plan_events(rc_bisect *b, const rc_json *av_t, const rc_json *av_r, int64_t last) {
+  leg_saves(av_t, b->through_saves, &b->n_through_saves);
+  leg_saves(av_r, b->resume_saves, &b->n_resume_saves);
+  /* The trace names S: replay to S with events on S, and on S-1 too when
+   * it is after K+1 (its updates are what S starts from). Without a step
+   * (state differs, traces equal) replay the whole resumed range. */
+  if (b->step > b->resume_step) {
+    b->focus = b->step;
+    b->events_to = b->step;
+    b->events_from = b->step > b->resume_step + 1 ? b->step - 1 : b->step;
+  } else {
+    b->focus = -1;
+    b->events_from = b->resume_step + 1;
+    b->events_to = last;
+  }
+}
+
+/* Replays the legs and reads what they logged, until the first operation
+ * whose values differ is found (decide() then says what it means). */
+static int investigate(rc_bisect *b, const rc_json *av_t, const rc_json *av_r, rc_err *err) {
+  int rc;
+  if ((rc = check_loaded_state(b, err))) return rc;
+  locate_census(b);
+  if ((rc = replay(b, av_t, av_r, err))) return rc;
+  if (b->traces_match && !(b->ckpt_compared && !b->ckpt_identical)) {
+    if ((rc = analyse_logs(b, err))) return rc;
+    if (b->step < 0 && (rc = compare_replay_checkpoints(b, err))) return rc;
+    char saves[512];
+    saves_upto(&b->rp_through, b->resume_step, saves, sizeof saves);
+    bool inputs = b->focus >= 0 && (b->state_fields[0] || b->input_reading);
+    if (inputs && b->focus == b->resume_step + 1 && saves[0] && (rc = probe(b, av_t, err)))
+      return rc;
+  }
+  return RC_OK;
+}
+
 static int bisect_body(rc_bisect *b, rc_err *err) {
   char path[4096], jerr[256];
   rc_path_join(path, sizeof path, b->opts.run_dir, RC_REPORT_NAME);
@@ -907,94 +1012,13 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
     goto out;
   }
 
-  const rc_json *fd = rc_json_get(rep, "first_divergence");
-  const char *cls = fd ? rc_json_get_str(fd, "class") : NULL;
-  const char *check_name = fd ? rc_json_get_str(fd, "check") : NULL;
-  if (!cls || strcmp(cls, "resume") || !check_name) {
-    b->verdict = RC_BISECT_NOT_REPLAYABLE;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "the run differs (%s) but not as a resume divergence: bisect replays a resumed "
-                 "process against a train-through one",
-                 b->run_verdict_text);
-    goto out;
-  }
-  copy_str(b->check, sizeof b->check, check_name);
-  if (!rc_json_get_i64(fd, "step", &b->step)) b->step = -1;
-  const rc_json *cols = rc_json_get(fd, "columns");
-  for (int i = 0; cols && cols->type == RC_JSON_ARR && i < cols->nkids; i++)
-    if (cols->kids[i].type == RC_JSON_STR) {
-      size_t l = strlen(b->trace_columns);
-      snprintf(b->trace_columns + l, sizeof b->trace_columns - l, "%s%s", l ? "," : "",
-               cols->kids[i].str);
-    }
-
-  const rc_json *check = find_by(rc_json_get(rep, "checks"), "name", check_name);
-  const rc_json *legs = rc_json_get(rep, "legs");
-  const char *la = check ? rc_json_get_str(rc_json_get(check, "a"), "leg") : NULL;
-  const char *lb = check ? rc_json_get_str(rc_json_get(check, "b"), "leg") : NULL;
-  const rc_json *leg_t = la ? find_by(legs, "label", la) : NULL;
-  const rc_json *leg_r = lb ? find_by(legs, "label", lb) : NULL;
-  if (!leg_t || !leg_r) {
-    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: check '%s' does not name two legs of the run", path,
-                 check_name);
-    goto out;
-  }
-  copy_str(b->through_leg, sizeof b->through_leg, la);
-  copy_str(b->resume_leg, sizeof b->resume_leg, lb);
-  copy_str(b->through_dir, sizeof b->through_dir, rc_json_get_str(leg_t, "dir"));
-  copy_str(b->resume_dir, sizeof b->resume_dir, rc_json_get_str(leg_r, "dir"));
-  copy_str(b->ckpt_producer, sizeof b->ckpt_producer, rc_json_get_str(leg_r, "depends_on"));
-  copy_str(b->run_dataset, sizeof b->run_dataset, rc_json_get_str(fd, "dataset"));
-  copy_str(b->check_a, sizeof b->check_a, rc_json_get_str(rc_json_get(check, "a"), "path"));
-  copy_str(b->check_b, sizeof b->check_b, rc_json_get_str(rc_json_get(check, "b"), "path"));
-  const rc_json *av_t = rc_json_get(leg_t, "argv"), *av_r = rc_json_get(leg_r, "argv");
-  const char *from = rc_json_get_str(leg_r, "resume_from");
+  const rc_json *av_t = NULL, *av_r = NULL;
   int64_t last = -1;
-  if (!rc_json_get_i64(leg_r, "resume_step", &b->resume_step) || !from ||
-      !rc_json_get_i64(leg_r, "last_step", &last)) {
-    rc = rc_fail(err, RC_EXIT_DATAERR, "%s: leg '%s' is not a resumed leg", path, lb);
+  bool replayable;
+  if ((rc = read_divergence(b, rep, path, &av_t, &av_r, &last, &replayable, err)) || !replayable)
     goto out;
-  }
-  copy_str(b->resume_from, sizeof b->resume_from, from);
-  const char *dir_t = rc_json_get_str(leg_t, "dir");
-  char iter[32];
-  snprintf(iter, sizeof iter, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, b->resume_step);
-  if (dir_t) rc_path_join(b->through_ckpt, sizeof b->through_ckpt, dir_t, iter);
-  if (!argv_is_train(av_t) || !argv_is_train(av_r)) {
-    b->verdict = RC_BISECT_NOT_REPLAYABLE;
-    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
-                 "the run diverged (%s), but its legs are not `resumecheck train` processes: "
-                 "bisect needs the built-in trainer's event log",
-                 b->run_verdict_text);
-    goto out;
-  }
-  leg_saves(av_t, b->through_saves, &b->n_through_saves);
-  leg_saves(av_r, b->resume_saves, &b->n_resume_saves);
-  /* The trace names S: replay to S with events on S, and on S-1 too when
-   * it is after K+1 (its updates are what S starts from). Without a step
-   * (state differs, traces equal) replay the whole resumed range. */
-  if (b->step > b->resume_step) {
-    b->focus = b->step;
-    b->events_to = b->step;
-    b->events_from = b->step > b->resume_step + 1 ? b->step - 1 : b->step;
-  } else {
-    b->focus = -1;
-    b->events_from = b->resume_step + 1;
-    b->events_to = last;
-  }
-
-  if ((rc = check_loaded_state(b, err))) goto out;
-  locate_census(b);
-  if ((rc = replay(b, av_t, av_r, err))) goto out;
-  if (b->traces_match && !(b->ckpt_compared && !b->ckpt_identical)) {
-    if ((rc = analyse_logs(b, err))) goto out;
-    if (b->step < 0 && (rc = compare_replay_checkpoints(b, err))) goto out;
-    char saves[512];
-    saves_upto(&b->rp_through, b->resume_step, saves, sizeof saves);
-    bool inputs = b->focus >= 0 && (b->state_fields[0] || b->input_reading);
-    if (inputs && b->focus == b->resume_step + 1 && saves[0] && (rc = probe(b, av_t, err)))
-      goto out;
-  }
+  plan_events(b, av_t, av_r, last);
+  if ((rc = investigate(b, av_t, av_r, err))) goto out;
   decide(b);
 out:
   rc_json_free(rep);

@@ -13,6 +13,7 @@
 
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "base/kernel_switches.h"
 #include "io/layout.h"
 
 #define MAX_DIFFS_PER_CHECK 100
@@ -252,6 +253,69 @@ static void census(rc_jw *w, const rc_check *c) {
   rc_jw_obj_end(w);
 }
 
+/* A state check's comparison: tallies, hashes-only sides, the differences. */
+static void check_state(rc_jw *w, const rc_check *c) {
+  rc_jw_key(w, "state");
+  if (c->have_cmp) {
+    rc_jw_obj_begin(w);
+    kv_int(w, "shards", c->shards);
+    kv_int(w, "shards_identical", c->shards_identical);
+    kv_int(w, "files", c->files);
+    kv_int(w, "files_identical", c->files_identical);
+    kv_int(w, "datasets_compared", c->cmp.n_datasets_compared);
+    kv_bool(w, "fast_path", c->cmp.fast_path);
+    kv_bool(w, "args_json_differs", c->args_differ);
+    /* a side that kept hashes only (--through-checkpoints hashes): its
+     * shards were decided by SHA-256, their values never compared */
+    rc_jw_key(w, "hashes_only");
+    rc_jw_arr_begin(w);
+    if (c->cmp.hashes_only_a) str(w, "a");
+    if (c->cmp.hashes_only_b) str(w, "b");
+    rc_jw_arr_end(w);
+    kv_int(w, "n_failing", c->cmp.n_failing);
+    kv_str_or_null(w, "first_difference", c->first_dataset);
+    kv_str_or_null(w, "largest_difference", c->largest_dataset);
+    rc_jw_key(w, "ignore");
+    rc_jw_arr_begin(w);
+    for (int k = 0; k < c->n_ignore; k++) str(w, c->ignore[k]);
+    rc_jw_arr_end(w);
+    rc_jw_key(w, "diffs");
+    rc_jw_arr_begin(w);
+    int shown = 0;
+    for (int k = 0; k < c->cmp.n_diffs && shown < MAX_DIFFS_PER_CHECK; k++, shown++)
+      diff_obj(w, &c->cmp.diffs[k]);
+    rc_jw_arr_end(w);
+    kv_int(w, "diffs_truncated", c->cmp.n_diffs - shown);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
+/* A trace check's comparison: the first differing step and columns. */
+static void check_trace(rc_jw *w, const rc_check *c) {
+  rc_jw_key(w, "trace");
+  if (c->have_trace) {
+    rc_jw_obj_begin(w);
+    kv_bool(w, "comparable", c->trace.comparable);
+    kv_int(w, "steps_compared", c->trace.steps_compared);
+    rc_jw_key(w, "first_step");
+    if (c->trace.first_step >= 0)
+      rc_jw_int(w, c->trace.first_step);
+    else
+      rc_jw_null(w);
+    rc_jw_key(w, "columns");
+    csv_array(w, c->trace.columns);
+    rc_jw_key(w, "equal_columns");
+    csv_array(w, c->trace.equal_columns);
+    kv_str_or_null(w, "a_values", c->trace.a_values);
+    kv_str_or_null(w, "b_values", c->trace.b_values);
+    rc_jw_obj_end(w);
+  } else {
+    rc_jw_null(w);
+  }
+}
+
 static void checks(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "checks");
   rc_jw_arr_begin(w);
@@ -292,61 +356,8 @@ static void checks(rc_jw *w, const rc_run *run) {
     kv_str(w, "status", rc_check_status_name(c->status));
     kv_str(w, "summary", c->summary);
     kv_str_or_null(w, "error", c->status == RC_CHECK_ERROR ? c->err.msg : NULL);
-    rc_jw_key(w, "state");
-    if (c->have_cmp) {
-      rc_jw_obj_begin(w);
-      kv_int(w, "shards", c->shards);
-      kv_int(w, "shards_identical", c->shards_identical);
-      kv_int(w, "files", c->files);
-      kv_int(w, "files_identical", c->files_identical);
-      kv_int(w, "datasets_compared", c->cmp.n_datasets_compared);
-      kv_bool(w, "fast_path", c->cmp.fast_path);
-      kv_bool(w, "args_json_differs", c->args_differ);
-      /* a side that kept hashes only (--through-checkpoints hashes): its
-       * shards were decided by SHA-256, their values never compared */
-      rc_jw_key(w, "hashes_only");
-      rc_jw_arr_begin(w);
-      if (c->cmp.hashes_only_a) str(w, "a");
-      if (c->cmp.hashes_only_b) str(w, "b");
-      rc_jw_arr_end(w);
-      kv_int(w, "n_failing", c->cmp.n_failing);
-      kv_str_or_null(w, "first_difference", c->first_dataset);
-      kv_str_or_null(w, "largest_difference", c->largest_dataset);
-      rc_jw_key(w, "ignore");
-      rc_jw_arr_begin(w);
-      for (int k = 0; k < c->n_ignore; k++) str(w, c->ignore[k]);
-      rc_jw_arr_end(w);
-      rc_jw_key(w, "diffs");
-      rc_jw_arr_begin(w);
-      int shown = 0;
-      for (int k = 0; k < c->cmp.n_diffs && shown < MAX_DIFFS_PER_CHECK; k++, shown++)
-        diff_obj(w, &c->cmp.diffs[k]);
-      rc_jw_arr_end(w);
-      kv_int(w, "diffs_truncated", c->cmp.n_diffs - shown);
-      rc_jw_obj_end(w);
-    } else {
-      rc_jw_null(w);
-    }
-    rc_jw_key(w, "trace");
-    if (c->have_trace) {
-      rc_jw_obj_begin(w);
-      kv_bool(w, "comparable", c->trace.comparable);
-      kv_int(w, "steps_compared", c->trace.steps_compared);
-      rc_jw_key(w, "first_step");
-      if (c->trace.first_step >= 0)
-        rc_jw_int(w, c->trace.first_step);
-      else
-        rc_jw_null(w);
-      rc_jw_key(w, "columns");
-      csv_array(w, c->trace.columns);
-      rc_jw_key(w, "equal_columns");
-      csv_array(w, c->trace.equal_columns);
-      kv_str_or_null(w, "a_values", c->trace.a_values);
-      kv_str_or_null(w, "b_values", c->trace.b_values);
-      rc_jw_obj_end(w);
-    } else {
-      rc_jw_null(w);
-    }
+    check_state(w, c);
+    check_trace(w, c);
     census(w, c);
     rc_jw_obj_end(w);
   }
@@ -392,6 +403,14 @@ char *rc_report_json_string(const rc_run *run) {
   rc_jw_arr_begin(&w);
   for (int i = 0; i < run->opts.argc; i++) str(&w, run->opts.argv[i]);
   rc_jw_arr_end(&w);
+  /* switches that change bits, as the legs inherited them (each leg's
+   * args.json records them too) */
+  rc_jw_key(&w, "kernel_switches");
+  rc_jw_obj_begin(&w);
+  for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++)
+    if (getenv(RC_KERNEL_SWITCHES[i]))
+      kv_str(&w, RC_KERNEL_SWITCHES[i], getenv(RC_KERNEL_SWITCHES[i]));
+  rc_jw_obj_end(&w);
   config(&w, run);
   rc_jw_key(&w, "wall_s");
   rc_jw_double(&w, run->wall_s);

@@ -160,91 +160,100 @@ static void md_log(rc_sb *b, const char *log) {
   free(clean);
 }
 
-int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
-  rc_sb b = {0};
+/* The headline, what was run, and the flags. */
+static void md_header(rc_sb *b, const rc_run *run) {
   const rc_run_opts *o = &run->opts;
-  rc_sb_printf(&b, "## resumecheck: %s (exit %d)\n\n", rc_verdict_headline(run), run->exit_code);
-  rc_sb_printf(&b, "Train-through to step %" PRId64 ", save at ", o->steps);
+  rc_sb_printf(b, "## resumecheck: %s (exit %d)\n\n", rc_verdict_headline(run), run->exit_code);
+  rc_sb_printf(b, "Train-through to step %" PRId64 ", save at ", o->steps);
   if (o->save_every)
-    rc_sb_puts(&b, "every step");
+    rc_sb_puts(b, "every step");
   else if (o->save_auto) {
-    rc_sb_puts(&b, "the points `--save-at auto` chose, ");
-    md_text(&b, o->save_at_why);
+    rc_sb_puts(b, "the points `--save-at auto` chose, ");
+    md_text(b, o->save_at_why);
   } else
     for (int i = 0; i < run->n_save_at; i++)
-      rc_sb_printf(&b, "%s%" PRId64, i ? ", " : "", run->save_at[i]);
-  rc_sb_puts(&b, ", resume in a fresh process; checkpoint state compared byte for byte");
-  if (o->confirm_arm) rc_sb_puts(&b, ", with gradient-accumulation fusion on and off");
-  rc_sb_puts(&b, ".\n\n");
+      rc_sb_printf(b, "%s%" PRId64, i ? ", " : "", run->save_at[i]);
+  rc_sb_puts(b, ", resume in a fresh process; checkpoint state compared byte for byte");
+  if (o->confirm_arm) rc_sb_puts(b, ", with gradient-accumulation fusion on and off");
+  rc_sb_puts(b, ".\n\n");
   if (o->trainer == RC_TRAINER_SELF && o->n_fwd) {
     rc_sb flags = {0};
     for (int i = 0; i < o->n_fwd; i++) {
       rc_sb_puts(&flags, i ? " " : "");
       rc_sb_puts(&flags, o->fwd[i]);
     }
-    if (flags.oom) b.oom = 1;
-    rc_sb_puts(&b, "Flags: ");
-    md_code(&b, flags.buf ? flags.buf : "", false);
-    rc_sb_puts(&b, "\n\n");
+    if (flags.oom) b->oom = 1;
+    rc_sb_puts(b, "Flags: ");
+    md_code(b, flags.buf ? flags.buf : "", false);
+    rc_sb_puts(b, "\n\n");
     free(flags.buf);
   }
+}
 
-  rc_sb_puts(&b, "| check | result | detail |\n|---|---|---|\n");
+/* One table row per check. */
+static void md_checks(rc_sb *b, const rc_run *run) {
+  rc_sb_puts(b, "| check | result | detail |\n|---|---|---|\n");
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *c = &run->checks[i];
-    rc_sb_puts(&b, "| ");
-    md_text(&b, c->name);
-    rc_sb_printf(&b, " | %s | ", result_word(c));
-    md_text(&b, c->summary);
+    rc_sb_puts(b, "| ");
+    md_text(b, c->name);
+    rc_sb_printf(b, " | %s | ", result_word(c));
+    md_text(b, c->summary);
     if (c->status == RC_CHECK_DIFFERS && c->first_dataset[0]) {
-      rc_sb_printf(&b, "; first differing %s ", c->first_is_dataset ? "dataset" : "file");
-      md_code(&b, c->first_dataset, true);
+      rc_sb_printf(b, "; first differing %s ", c->first_is_dataset ? "dataset" : "file");
+      md_code(b, c->first_dataset, true);
     }
-    rc_sb_puts(&b, " |\n");
+    rc_sb_puts(b, " |\n");
   }
+}
 
-  rc_sb_puts(&b, "\n");
-  rc_sb_puts(&b, "- ");
-  md_text(&b, run->verdict_text);
-  rc_sb_puts(&b, "\n");
+/* The verdict, its hint and what was found, then the logs of failed legs. */
+static void md_findings(rc_sb *b, const rc_run *run) {
+  rc_sb_puts(b, "\n");
+  rc_sb_puts(b, "- ");
+  md_text(b, run->verdict_text);
+  rc_sb_puts(b, "\n");
   if (run->verdict_hint[0]) {
-    rc_sb_puts(&b, "- hint: ");
-    md_text(&b, run->verdict_hint);
-    rc_sb_puts(&b, "\n");
+    rc_sb_puts(b, "- hint: ");
+    md_text(b, run->verdict_hint);
+    rc_sb_puts(b, "\n");
   }
   if (run->census_finding[0]) {
-    rc_sb_puts(&b, "- ");
-    md_text(&b, run->census_finding);
-    rc_sb_puts(&b, "\n");
+    rc_sb_puts(b, "- ");
+    md_text(b, run->census_finding);
+    rc_sb_puts(b, "\n");
   }
   if (run->first_div_dataset[0]) {
-    rc_sb_printf(&b, "- first differing %s: ", run->first_div_is_dataset ? "dataset" : "file");
-    md_code(&b, run->first_div_dataset, false);
-    rc_sb_puts(&b, "\n");
+    rc_sb_printf(b, "- first differing %s: ", run->first_div_is_dataset ? "dataset" : "file");
+    md_code(b, run->first_div_dataset, false);
+    rc_sb_puts(b, "\n");
   }
   if (run->first_div_largest[0]) {
-    rc_sb_puts(&b, "- largest difference: ");
-    md_code(&b, run->first_div_largest, false);
-    rc_sb_puts(&b, "\n");
+    rc_sb_puts(b, "- largest difference: ");
+    md_code(b, run->first_div_largest, false);
+    rc_sb_puts(b, "\n");
   }
   if (run->mechanism != RC_MECH_NONE) {
-    rc_sb_puts(&b, "- ");
-    md_text(&b, run->mechanism_text);
-    rc_sb_puts(&b, "\n");
+    rc_sb_puts(b, "- ");
+    md_text(b, run->mechanism_text);
+    rc_sb_puts(b, "\n");
   }
   for (int i = 0; i < run->n_legs; i++) {
     const rc_leg *l = &run->legs[i];
     if (l->state != RC_LEG_FAILED) continue;
-    rc_sb_puts(&b, "\n**leg ");
-    md_text(&b, l->label);
-    rc_sb_puts(&b, "** ");
-    md_text(&b, l->reason);
-    rc_sb_puts(&b, ":\n\n");
-    md_log(&b, l->log_tail);
+    rc_sb_puts(b, "\n**leg ");
+    md_text(b, l->label);
+    rc_sb_puts(b, "** ");
+    md_text(b, l->reason);
+    rc_sb_puts(b, ":\n\n");
+    md_log(b, l->log_tail);
   }
+}
 
+/* The legs, folded. */
+static void md_legs(rc_sb *b, const rc_run *run) {
   rc_sb_puts(
-      &b,
+      b,
       "\n<details><summary>legs</summary>\n\n| leg | steps | wall | status |\n|---|---|---|---|\n");
   for (int i = 0; i < run->n_legs; i++) {
     const rc_leg *l = &run->legs[i];
@@ -252,16 +261,24 @@ int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
     rc_leg_range(l, range, sizeof range);
     if (l->state != RC_LEG_SKIPPED && l->state != RC_LEG_PENDING)
       rc_fmt_seconds(l->wall_s, wall, sizeof wall);
-    rc_sb_puts(&b, "| ");
-    md_text(&b, l->label);
-    rc_sb_printf(&b, " | %s | %s | %s", range, wall, rc_leg_status_name(l));
+    rc_sb_puts(b, "| ");
+    md_text(b, l->label);
+    rc_sb_printf(b, " | %s | %s | %s", range, wall, rc_leg_status_name(l));
     if (l->state != RC_LEG_OK && l->reason[0]) {
-      rc_sb_puts(&b, ": ");
-      md_text(&b, l->reason);
+      rc_sb_puts(b, ": ");
+      md_text(b, l->reason);
     }
-    rc_sb_puts(&b, " |\n");
+    rc_sb_puts(b, " |\n");
   }
-  rc_sb_puts(&b, "\n</details>\n");
+  rc_sb_puts(b, "\n</details>\n");
+}
+
+int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
+  rc_sb b = {0};
+  md_header(&b, run);
+  md_checks(&b, run);
+  md_findings(&b, run);
+  md_legs(&b, run);
   int rc = rc_sb_write(&b, path, err);
   free(b.buf);
   return rc;

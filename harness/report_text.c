@@ -6,7 +6,10 @@
 #include "report.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/kernel_switches.h"
 
 /* Display width of UTF-8 text ("→" is one column, three bytes). */
 static int width(const char *s) {
@@ -54,6 +57,12 @@ static void print_config(const rc_run *run, FILE *out) {
     for (int i = 0; i < o->n_fwd; i++) fprintf(out, " %s", o->fwd[i]);
     fprintf(out, "\n");
   }
+  for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++)
+    if (getenv(RC_KERNEL_SWITCHES[i]))
+      fprintf(out,
+              "kernel switch %s=%s set: it changes a CUDA leg's bits (in report.json and every "
+              "leg's args.json)\n",
+              RC_KERNEL_SWITCHES[i], getenv(RC_KERNEL_SWITCHES[i]));
 }
 
 static void print_legs(const rc_run *run, FILE *out) {

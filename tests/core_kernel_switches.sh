@@ -3,9 +3,10 @@
 # kernel (RC_CUDA_ATTENTION=simple, docs/cuda-backend.md) is recorded in the
 # checkpoint's args.json as "kernel_switches" and noted on the leg's stderr,
 # whatever the backend: a CPU leg ignores it (its shards and trace are the
-# bytes of a leg without it) but the record says what was set. Negative
-# control: a leg without the switch records an empty object and notes
-# nothing.
+# bytes of a leg without it) but the record says what was set. `run` records
+# it in report.json ("kernel_switches") and says so in its text report.
+# Negative controls: a leg and a run without the switch record an empty
+# object and note nothing.
 set -u
 : "${RC_BIN:?RC_BIN is not set}"
 T=$(mktemp -d /tmp/rc_kernel_switches.XXXXXX)
@@ -37,5 +38,22 @@ grep -q 'kernel switch' "$T/unset.err" && fail "a note of a switch that was not 
 # the CPU backend does not read it: the same bytes either way
 [ "$(bytes set)" = "$(bytes unset)" ] || fail "RC_CUDA_ATTENTION changed the CPU leg's bytes"
 
+# run: report.json and the text report
+run() { # NAME ENV...
+  local name=$1
+  shift
+  env -u RC_CUDA_ATTENTION "$@" "$RC_BIN" run --steps 2 --save-at 1 --out "$T/run_$name" \
+    >"$T/run_$name.out" 2>&1 || fail "run $name failed: $(tail -2 "$T/run_$name.out")"
+}
+run set RC_CUDA_ATTENTION=simple
+run unset
+tr -d ' \n' <"$T/run_set/report.json" | grep -q '"kernel_switches":{"RC_CUDA_ATTENTION":"simple"}' ||
+  fail "report.json of a run with RC_CUDA_ATTENTION=simple does not record it"
+grep -q '^kernel switch RC_CUDA_ATTENTION=simple set' "$T/run_set.out" ||
+  fail "the text report does not say RC_CUDA_ATTENTION=simple is set"
+tr -d ' \n' <"$T/run_unset/report.json" | grep -q '"kernel_switches":{}' ||
+  fail "report.json of a run without the switch: $(grep -A2 kernel_switches "$T/run_unset/report.json")"
+grep -q '^kernel switch' "$T/run_unset.out" && fail "the text report names a switch that was not set"
+
 [ $fails -eq 0 ] || exit 1
-echo "ok: RC_CUDA_ATTENTION=simple recorded in args.json and noted; unset: {} and no note; CPU bytes equal"
+echo "ok: RC_CUDA_ATTENTION=simple recorded in args.json, report.json and the reports; unset: {} and no note; CPU bytes equal"

@@ -360,6 +360,44 @@ static int write_reports(const rc_run *run, const run_flags *r, const rc_run_opt
   return RC_OK;
 }
 
+/* Plans the run, prepares its directory, runs the legs and the checks:
+ * each phase's time into run. Returns RC_OK or the first phase's error
+ * (already printed); *planned says whether run must be freed. */
+static int run_phases(rc_run *run, rc_run_opts *o, bool *planned, rc_err *err) {
+  int rc;
+  rc_run_install_signal_handlers();
+  rc_test_crash_points_off(); /* RC_TEST_CRASH_AT_WRITE is for the legs' saves */
+  double t_start = rc_now();
+  if ((rc = rc_run_plan(run, o, err))) {
+    *planned = true;
+    fprintf(stderr, "resumecheck run: %s\n", err->msg);
+    if (rc == RC_EXIT_USAGE) fprintf(stderr, "(see resumecheck run --help)\n");
+    return rc;
+  }
+  *planned = true;
+  run->t0 = t_start; /* the plan starts the run afresh */
+  if ((rc = rc_run_prepare(run, err))) {
+    fprintf(stderr, "resumecheck run: %s\n", err->msg);
+    return rc;
+  }
+  run->prepare_s = rc_now() - t_start;
+  if ((rc = rc_run_legs(run, err))) {
+    fprintf(stderr, "resumecheck run: %s\n", err->msg);
+    return rc;
+  }
+  run->legs_s = rc_now() - t_start - run->prepare_s;
+  if ((rc = rc_run_checks(run, err))) {
+    fprintf(stderr, "resumecheck run: %s\n", err->msg);
+    return rc;
+  }
+  run->checks_s = rc_now() - t_start - run->prepare_s - run->legs_s;
+  /* 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM */
+  if (run->interrupted && rc_run_interrupt_signal() > 0)
+    run->exit_code = 128 + rc_run_interrupt_signal();
+  run->wall_s = rc_now() - t_start; /* the whole run: dry-run, legs and checks */
+  return RC_OK;
+}
+
 int rc_cmd_run(int argc, char **argv) {
   char **fwd = calloc((size_t)argc + 1, sizeof *fwd);
   if (!fwd) return RC_EXIT_SOFTWARE;
@@ -397,36 +435,7 @@ int rc_cmd_run(int argc, char **argv) {
     o.save_at = save_at;
   }
 
-  rc_run_install_signal_handlers();
-  rc_test_crash_points_off(); /* RC_TEST_CRASH_AT_WRITE is for the legs' saves */
-  double t_start = rc_now();
-  if ((rc = rc_run_plan(&run, &o, &err))) {
-    planned = true;
-    fprintf(stderr, "resumecheck run: %s\n", err.msg);
-    if (rc == RC_EXIT_USAGE) fprintf(stderr, "(see resumecheck run --help)\n");
-    goto done;
-  }
-  planned = true;
-  run.t0 = t_start; /* the plan starts the run afresh */
-  if ((rc = rc_run_prepare(&run, &err))) {
-    fprintf(stderr, "resumecheck run: %s\n", err.msg);
-    goto done;
-  }
-  run.prepare_s = rc_now() - t_start;
-  if ((rc = rc_run_legs(&run, &err))) {
-    fprintf(stderr, "resumecheck run: %s\n", err.msg);
-    goto done;
-  }
-  run.legs_s = rc_now() - t_start - run.prepare_s;
-  if ((rc = rc_run_checks(&run, &err))) {
-    fprintf(stderr, "resumecheck run: %s\n", err.msg);
-    goto done;
-  }
-  run.checks_s = rc_now() - t_start - run.prepare_s - run.legs_s;
-  /* 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM */
-  if (run.interrupted && rc_run_interrupt_signal() > 0)
-    run.exit_code = 128 + rc_run_interrupt_signal();
-  run.wall_s = rc_now() - t_start; /* the whole run: dry-run, legs and checks */
+  if ((rc = run_phases(&run, &o, &planned, &err))) goto done;
   rc_report_text(&run, stdout);
 
   int report_rc = write_reports(&run, &r, &o);

@@ -34,6 +34,7 @@
 #include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "base/kernel_switches.h"
 #include "core/census.h"
 #include "core/checkpointing.h"
 #include "core/data.h"
@@ -204,22 +205,14 @@ static void trace_row(FILE *f, const rc_step_stats *s, int D) {
           (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
 }
 
-/* Environment switches that select another kernel or algorithm and so
- * change bits (docs/cuda-backend.md): RC_CUDA_ATTENTION=simple picks the
- * one-row-per-thread attention kernels (kernels/cuda_attention.cu). Logging
- * switches (RC_CUDA_GEMM_LOG) and ones shown to change no bit
- * (RC_INIT_THREADS) are not listed. */
-static const char *const KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION"};
-#define N_KERNEL_SWITCHES (sizeof KERNEL_SWITCHES / sizeof KERNEL_SWITCHES[0])
-
 /* One line per switch set, at leg start: the run's report does not carry
  * args.json, so the leg's log says it too. */
 static void note_kernel_switches(const rc_ops *ops) {
-  for (size_t i = 0; i < N_KERNEL_SWITCHES; i++) {
-    const char *v = getenv(KERNEL_SWITCHES[i]);
+  for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++) {
+    const char *v = getenv(RC_KERNEL_SWITCHES[i]);
     if (v)
       fprintf(stderr, "note: kernel switch %s=%s is set (recorded in args.json)%s\n",
-              KERNEL_SWITCHES[i], v,
+              RC_KERNEL_SWITCHES[i], v,
               strcmp(ops->name, "cuda") ? "; the cpu backend does not read it" : "");
   }
 }
@@ -243,10 +236,10 @@ static char *args_json(const rc_leg_opts *leg, const rc_leg_proc *proc, const rc
   /* what was set, whatever the backend: a record of the environment */
   rc_jw_key(&w, "kernel_switches");
   rc_jw_obj_begin(&w);
-  for (size_t i = 0; i < N_KERNEL_SWITCHES; i++) {
-    const char *v = getenv(KERNEL_SWITCHES[i]);
+  for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++) {
+    const char *v = getenv(RC_KERNEL_SWITCHES[i]);
     if (!v) continue;
-    rc_jw_key(&w, KERNEL_SWITCHES[i]);
+    rc_jw_key(&w, RC_KERNEL_SWITCHES[i]);
     rc_jw_str(&w, v);
   }
   rc_jw_obj_end(&w);

@@ -1,0 +1,18 @@
+/* kernel_switches.h — environment switches that select another kernel or
+ * algorithm and so change the bits of a run (docs/cuda-backend.md).
+ *
+ * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
+ * (kernels/cuda_attention.cu). Logging switches (RC_CUDA_GEMM_LOG) and ones
+ * shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh) are
+ * not listed. A leg records the ones set in its args.json and says so on
+ * stderr (src/leg/leg.c); `run` records them in report.json and its text
+ * report (its legs inherit its environment). One list, read by both. */
+#ifndef RC_BASE_KERNEL_SWITCHES_H
+#define RC_BASE_KERNEL_SWITCHES_H
+
+#include <stddef.h>
+
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION"};
+#define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
+
+#endif
