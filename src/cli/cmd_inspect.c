@@ -14,6 +14,7 @@
 #include "harness/h5_bounds.h"
 #include "base/fsutil.h"
 #include "io/checkpoint.h"
+#include "io/layout.h"
 #include "io/manifest.h"
 
 static const char USAGE[] =
@@ -38,7 +39,7 @@ static int inspect_dir(const char *dir) {
   size_t n = 0;
   rc_err err = {0};
   rc_manifest m;
-  rc_path_join(path, sizeof path, dir, "manifest.json");
+  rc_path_join(path, sizeof path, dir, RC_MANIFEST_NAME);
   int rc = rc_read_file(path, &text, &n, &err);
   if (!rc) rc = rc_manifest_parse(text, n, path, &m, &err);
   free(text);
