@@ -22,7 +22,9 @@
 # gpu-small checkpoints against --trust-manifests, h5diff and openssl,
 # "oldbytes" CUDA checkpoints of $RC_OLD_GPU_BUILD (binary and module of an
 # earlier commit) against this build's, file by file, "census" the state
-# census's cost and --save-at auto (bench/bench_census.sh).
+# census's cost and --save-at auto (bench/bench_census.sh), "peers" the core
+# against whole-model torch.compile and the other PyTorch peers
+# (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -127,6 +129,12 @@ log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
   REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-hashes full}" \
   timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
+fi
+if want peers; then
+  log "the core against the PyTorch peers a user would pick (bench/bench_peers.sh)"
+  OUT=/tmp/rc_peers RC_BIN="$B/resumecheck" bash bench/bench_peers.sh > /tmp/rc_peers.log 2>&1
+  tail -n 16 /tmp/rc_peers.log | tee -a "$S"
+  cp /tmp/rc_peers/bench_peers/results.jsonl "$OUT/peers.jsonl" 2> /dev/null
 fi
 if want census; then
 log "state census cost and --save-at auto (tiny on the CPU, gpu-small on the GPU)"

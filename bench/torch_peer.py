@@ -8,7 +8,13 @@ loss), final norm, untied head, MTP with D depths through one repeated
 physical layer, AdamW + clip + warmup/cosine. fp32 master weights, bf16
 compute via autocast (router in fp32).
 
-Prints one JSON line. Modes: eager | deterministic | compile, or --gemm-peak.
+Prints one JSON line. Modes: eager | deterministic (eager with
+torch.use_deterministic_algorithms) | compile (the fixed-shape pieces
+compiled, the MoE dispatch eager) | compile-whole (the whole microbatch
+forward compiled as one graph: the peer a user would write, with the MoE
+experts as one grouped GEMM, torch._grouped_mm, where this PyTorch has it,
+so no host sync breaks the graph) | compile-whole-det (the same under
+torch.use_deterministic_algorithms); or --gemm-peak.
 """
 import argparse
 import json
@@ -19,7 +25,8 @@ import sys
 import time
 
 P = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-P.add_argument("--mode", choices=["eager", "deterministic", "compile"], default="eager")
+P.add_argument("--mode", choices=["eager", "deterministic", "compile", "compile-whole", "compile-whole-det"],
+               default="eager")
 P.add_argument("--steps", type=int, default=20)
 P.add_argument("--warmup", type=int, default=3)
 P.add_argument("--device", default="cuda")
@@ -27,9 +34,14 @@ P.add_argument("--tiny", action="store_true", help="the 'tiny' preset, for smoke
 P.add_argument("--no-moe", action="store_true", help="dense MLP everywhere")
 P.add_argument("--gemm-peak", action="store_true", help="time an 8192^3 bf16 matmul instead")
 P.add_argument("--seed", type=int, default=1234)
+P.add_argument("--batch", type=int, help="sequences per microbatch (gpu-small: 8)")
+P.add_argument("--microbatches", type=int, help="microbatches per step (gpu-small: 2)")
+P.add_argument("--vocab", type=int, help="vocabulary size (gpu-small: 32768)")
 args = P.parse_args()
+DETERMINISTIC = args.mode in ("deterministic", "compile-whole-det")
+WHOLE = args.mode in ("compile-whole", "compile-whole-det")
 
-if args.mode == "deterministic":
+if DETERMINISTIC:
     # must be set before CUDA (cuBLAS) initialises
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
 
@@ -74,18 +86,26 @@ else:  # gpu-small
     C = dict(V=32768, H=768, L=12, nh=12, F=2048, S=1024, B=8, M=2, moe_layers=[11], E=8, K=2)
 if args.no_moe:
     C["moe_layers"] = []
+for key, val in (("B", args.batch), ("M", args.microbatches), ("V", args.vocab)):
+    if val:
+        C[key] = val
 C.update(D=2, mtp_scale=0.1, eps=1e-5, theta=1e4, std=0.02, aux_coeff=1e-2, bias_rate=1e-3,
          lr=3e-3, min_lr=3e-4, warmup_sched=2, clip=1.0, wd=0.1, betas=(0.9, 0.95), adam_eps=1e-8)
 V, H, L, NH, FF, S, B, M, E, K, D = (C[k] for k in ("V", "H", "L", "nh", "F", "S", "B", "M", "E", "K", "D"))
 HD = H // NH
 TOTAL_STEPS = args.warmup + args.steps  # the LR schedule spans the whole run, as --steps does in the core
 
-if args.mode == "deterministic":
+if DETERMINISTIC:
     torch.use_deterministic_algorithms(True)  # warn_only=False: flash/mem-eff attention bwd go deterministic
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
 torch.backends.cuda.matmul.allow_tf32 = False  # fp32 stays fp32 (router); bf16 comes from autocast
 torch.manual_seed(args.seed)
+
+
+# The MoE experts as grouped GEMMs (compile-whole, on CUDA where torch has
+# them); elsewhere the per-expert loop, whose host sync breaks a graph.
+GROUPED_MOE = WHOLE and IS_CUDA and hasattr(torch, "_grouped_mm")
 
 
 # ---------------------------------------------------------------- model
@@ -159,6 +179,33 @@ class Layer(torch.nn.Module):
         aux = C["aux_coeff"] * E * (f * p.mean(0)).sum()
         return out, aux, counts
 
+    def moe_mlp_grouped(self, x):
+        """moe_mlp with the experts as two grouped GEMMs over the rows sorted
+        by expert (offsets from the counts on the device): fixed shapes and no
+        host sync, so the whole forward compiles as one graph."""
+        T = x.shape[0]
+        with torch.autocast(DEV.type, enabled=False):
+            logits = F.linear(x.float(), self.router)
+        s = torch.sigmoid(logits)
+        idx = torch.topk(s + self.expert_bias, K, dim=-1).indices
+        s_sel = (F.one_hot(idx, E).to(s.dtype) * s[:, None, :]).sum(-1)
+        w = s_sel / s_sel.sum(-1, keepdim=True)
+        flat = idx.reshape(-1)
+        counts = (flat[:, None] == torch.arange(E, device=x.device)[None, :]).sum(0)
+        perm = torch.argsort(flat, stable=True)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        xs = x[perm // K].to(torch.bfloat16)
+        h = torch._grouped_mm(xs, self.fc1.to(torch.bfloat16).transpose(1, 2), offs=offs)
+        g, u = h.chunk(2, dim=-1)
+        ys = torch._grouped_mm((F.silu(g) * u).contiguous(), self.fc2.to(torch.bfloat16).transpose(1, 2),
+                               offs=offs).float()
+        y = ys[torch.argsort(perm)].view(T, K, H)
+        out = (y * w[..., None]).sum(1)
+        p = s / s.sum(-1, keepdim=True)
+        f = counts.detach().float() / (T * K)
+        aux = C["aux_coeff"] * E * (f * p.mean(0)).sum()
+        return out, aux, counts
+
     # attention() and dense_mlp() are the fixed-shape halves of the layer:
     # in --mode compile each is compiled on its own, while moe_mlp (whose
     # per-expert row counts change every step) stays eager, as per-block
@@ -181,7 +228,8 @@ class Layer(torch.nn.Module):
     def forward(self, x, cos, sin):
         x = self.attention(x, cos, sin)
         if self.moe:
-            out, aux, counts = self.moe_mlp(rmsnorm(x, self.ln2).view(-1, H))
+            mlp = self.moe_mlp_grouped if GROUPED_MOE else self.moe_mlp
+            out, aux, counts = mlp(rmsnorm(x, self.ln2).view(-1, H))
             return x + out.view(x.shape), aux, counts
         return self.dense_mlp(x), None, None
 
@@ -291,6 +339,10 @@ def main():
     moe_layers = [l for l in model.layers if l.moe] + ([model.trm] if model.trm.moe else [])
 
     fwd = model
+    if WHOLE:
+        # the whole microbatch forward as one graph (backward through AOT
+        # autograd): what a user compiling their model would write
+        fwd = torch.compile(model)
     if args.mode == "compile":
         # Whole-model compilation recompiles every step (the MoE split sizes
         # change: round two measured 15 s per step), so compile the
@@ -351,6 +403,9 @@ def main():
         "mode": args.mode,
         "preset": "tiny" if args.tiny else "gpu-small",
         "moe": not args.no_moe,
+        "moe_path": ("grouped_mm" if GROUPED_MOE else "per-expert loop") if C["moe_layers"] else None,
+        "shape": {"B": B, "M": M, "V": V, "S": S},
+        "deterministic": DETERMINISTIC,
         "tokens_per_s": tok / med,
         "step_ms_median": med * 1e3,
         "step_ms": [round(t * 1e3, 2) for t in times],
