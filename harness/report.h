@@ -61,6 +61,10 @@ void rc_sb_puts(rc_sb *b, const char *s);
 void rc_sb_xml(rc_sb *b, const char *s);
 /* Writes the buffer to path atomically; frees nothing. */
 int rc_sb_write(const rc_sb *b, const char *path, rc_err *err);
+/* rc_report_markdown's summary appended to b (b->oom on failure), for
+ * writers that do not replace a file: the job summary
+ * (report_step_summary.c). */
+void rc_report_markdown_render(const rc_run *run, rc_sb *b);
 
 /* Copies in to out (cap bytes, NUL-terminated), replacing invalid UTF-8 and
  * control characters other than \n and \t with U+FFFD / '?'. */

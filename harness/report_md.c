@@ -273,12 +273,16 @@ static void md_legs(rc_sb *b, const rc_run *run) {
   rc_sb_puts(b, "\n</details>\n");
 }
 
+void rc_report_markdown_render(const rc_run *run, rc_sb *b) {
+  md_header(b, run);
+  md_checks(b, run);
+  md_findings(b, run);
+  md_legs(b, run);
+}
+
 int rc_report_markdown(const rc_run *run, const char *path, rc_err *err) {
   rc_sb b = {0};
-  md_header(&b, run);
-  md_checks(&b, run);
-  md_findings(&b, run);
-  md_legs(&b, run);
+  rc_report_markdown_render(run, &b);
   int rc = rc_sb_write(&b, path, err);
   free(b.buf);
   return rc;

@@ -12,27 +12,13 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
-
-/* The summary's text, by rendering it into a scratch file of the run's
- * directory (the Markdown writer writes files; it is not edited here). */
-static int render(const rc_run *run, char **text, size_t *len, rc_err *err) {
-  char tmp[PATH_MAX];
-  if ((size_t)snprintf(tmp, sizeof tmp, "%s/.step-summary.XXXXXX", run->opts.out_dir) >= sizeof tmp)
-    return rc_fail(err, RC_EXIT_IOERR, "run directory path too long");
-  int fd = mkstemp(tmp);
-  if (fd < 0) return rc_fail(err, RC_EXIT_IOERR, "%s: %s", tmp, strerror(errno));
-  close(fd);
-  int rc = rc_report_markdown(run, tmp, err);
-  if (!rc) rc = rc_read_file(tmp, text, len, err);
-  unlink(tmp);
-  return rc;
-}
 
 int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err) {
   struct stat st;
@@ -47,9 +33,14 @@ int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err) {
       return rc_fail(err, RC_EXIT_IOERR, "%s: %s", path,
                      errno == ENOENT ? "its directory does not exist" : strerror(errno));
   }
-  char *text = NULL;
-  size_t len = 0;
-  if (render(run, &text, &len, err)) return err->code;
+  rc_sb md = {0};
+  rc_report_markdown_render(run, &md);
+  if (md.oom) {
+    free(md.buf);
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory rendering the summary for %s", path);
+  }
+  const char *text = md.buf ? md.buf : "";
+  size_t len = md.len;
   /* O_NONBLOCK: what replaced the file since the stat, if a FIFO, is not
    * waited for; fstat then refuses it */
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
@@ -74,6 +65,6 @@ int rc_report_step_summary(const rc_run *run, const char *path, rc_err *err) {
   }
   if (fd >= 0 && close(fd) && !rc)
     rc = rc_fail(err, RC_EXIT_IOERR, "%s: %s", path, strerror(errno));
-  free(text);
+  free(md.buf);
   return rc;
 }
