@@ -2,6 +2,7 @@
 of the directory (docs/checkpoint-format.md). A name that exists and is not a
 regular file is never renamed over."""
 
+import contextlib
 import os
 import stat
 
@@ -47,20 +48,30 @@ def commit(tmp, path):
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-def write_bytes(path, data):
-    """Write data to path atomically."""
+@contextlib.contextmanager
+def staged(path):
+    """The temp name to write path's new content under; the body writes it
+    and commits (commit, or os.replace where durability is not wanted). On
+    any error the temp file is removed, and an OSError becomes
+    CheckpointError(EX_IOERR) naming path."""
     check_target(path)
     tmp = tmp_name(path)
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        commit(tmp, path)
+        yield tmp
     except OSError as e:
         _unlink_quiet(tmp)
         raise CheckpointError(EX_IOERR, f"{path}: {e.strerror or e}") from e
     except BaseException:
         _unlink_quiet(tmp)
         raise
+
+
+def write_bytes(path, data):
+    """Write data to path atomically."""
+    with staged(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        commit(tmp, path)
 
 
 def _unlink_quiet(path):

@@ -413,9 +413,7 @@ def save(
         raise CheckpointError(EX_IOERR, f"{d}: {e.strerror or e}") from e
     name = shard_filename(rank, world_size)
     path = os.path.join(d, name)
-    _atomic.check_target(path)
-    tmp = _atomic.tmp_name(path)
-    try:
+    with _atomic.staged(path) as tmp:
         write_shard(tmp, datasets, {"format_version": FORMAT_VERSION, "rank": rank, "world_size": world_size, "iteration": step})
         entry = {
             "bytes": os.path.getsize(tmp),
@@ -428,12 +426,6 @@ def save(
             "sha256": _sha256_file(tmp),
         }
         _atomic.commit(tmp, path)
-    except OSError as e:
-        _atomic._unlink_quiet(tmp)
-        raise CheckpointError(EX_IOERR, f"{path}: {e.strerror or e}") from e
-    except BaseException:
-        _atomic._unlink_quiet(tmp)
-        raise
     if rank == 0:
         _atomic.write_bytes(os.path.join(d, ARGS_NAME), _args_json(args, rank, world_size))
     if world_size == 1:

@@ -420,9 +420,7 @@ def write_safetensors(path, tensors, durable=True):
         off += size
     h = json.dumps(header, separators=(",", ":"), sort_keys=False).encode()
     h += b" " * (-len(h) % 8)
-    _atomic.check_target(path)
-    tmp = _atomic.tmp_name(path)
-    try:
+    with _atomic.staged(path) as tmp:
         with open(tmp, "wb") as f:
             f.write(struct.pack("<Q", len(h)))
             f.write(h)
@@ -432,12 +430,6 @@ def write_safetensors(path, tensors, durable=True):
             _atomic.commit(tmp, path)
         else:
             os.replace(tmp, path)
-    except OSError as e:
-        _atomic._unlink_quiet(tmp)
-        raise CheckpointError(EX_IOERR, f"{path}: {e.strerror or e}") from e
-    except BaseException:
-        _atomic._unlink_quiet(tmp)
-        raise
 
 
 def values_json(flat):
