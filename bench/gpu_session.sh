@@ -24,7 +24,8 @@
 # earlier commit) against this build's, file by file, "census" the state
 # census's cost and --save-at auto (bench/bench_census.sh), "peers" the core
 # against whole-model torch.compile and the other PyTorch peers
-# (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through).
+# (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through),
+# "startup" the save leg alone and beside each other leg (bench/bench_startup.sh).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -129,6 +130,11 @@ log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
   REPEAT="${VERDICT_REPEAT:-2}" SCHEDULING="${VERDICT_SCHEDULING:-hashes full}" \
   timeout 420 bash bench/bench_verdict.sh 2>&1 | tee -a "$S"
+fi
+if want startup; then
+log "what the legs of a verdict cost the save leg (bench/bench_startup.sh, gpu-small)"
+RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \
+  REPEAT="${STARTUP_REPEAT:-2}" timeout 300 bash bench/bench_startup.sh 2>&1 | tee -a "$S"
 fi
 if want peers; then
   log "the core against the PyTorch peers a user would pick (bench/bench_peers.sh)"
