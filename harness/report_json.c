@@ -57,6 +57,15 @@ static void kv_bool(rc_jw *w, const char *k, bool v) {
   rc_jw_bool(w, v);
 }
 
+/* A phase of timing.csv in seconds, null where the leg did not measure it. */
+static void kv_secs(rc_jw *w, const char *k, double v) {
+  rc_jw_key(w, k);
+  if (v >= 0)
+    rc_jw_double(w, v);
+  else
+    rc_jw_null(w);
+}
+
 /* "a,b,c" as ["a","b","c"] */
 static void csv_array(rc_jw *w, const char *list) {
   rc_jw_arr_begin(w);
@@ -99,6 +108,8 @@ static void config(rc_jw *w, const rc_run *run) {
   kv_str(w, "gpu_scheduling", rc_run_gpu_scheduling_name(run));
   kv_str(w, "through_checkpoints", rc_run_through_checkpoints_name(run));
   kv_str_or_null(w, "step_lock", run->step_lock[0] ? run->step_lock : NULL);
+  kv_str_or_null(w, "start_gate", run->start_gate[0] ? run->start_gate : NULL);
+  kv_secs(w, "start_gate_open_s", run->start_gate[0] ? run->start_gate_open_s : -1);
   kv_str(w, "out", o->out_dir);
   kv_str(w, "trainer", o->trainer == RC_TRAINER_EXEC ? "exec" : "resumecheck");
   kv_str_or_null(w, "train_cmd", o->trainer == RC_TRAINER_EXEC ? o->train_cmd : NULL);
@@ -122,15 +133,6 @@ static void config(rc_jw *w, const rc_run *run) {
   rc_jw_obj_end(w);
 }
 
-/* A phase of timing.csv in seconds, null where the leg did not measure it. */
-static void kv_secs(rc_jw *w, const char *k, double v) {
-  rc_jw_key(w, k);
-  if (v >= 0)
-    rc_jw_double(w, v);
-  else
-    rc_jw_null(w);
-}
-
 /* "timing": the leg's start-up phases and saves (docs/trace.md), or null. */
 static void timing(rc_jw *w, const rc_leg_timing *t) {
   rc_jw_key(w, "timing");
@@ -151,6 +153,7 @@ static void timing(rc_jw *w, const rc_leg_timing *t) {
   kv_int(w, "saves", t->n_saves);
   kv_secs(w, "saves_s", t->saves_s);
   kv_secs(w, "step_lock_wait_s", t->step_lock_wait_s);
+  kv_secs(w, "start_gate_s", t->start_gate_s);
   rc_jw_obj_end(w);
 }
 

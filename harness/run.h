@@ -109,6 +109,7 @@ typedef struct {
   int n_steps, n_saves;
   double steps_s, saves_s; /* sums over the step and save rows */
   double step_lock_wait_s; /* --step-lock: seconds blocked on the lock, -1 without */
+  double start_gate_s;     /* --start-gate: seconds waited at the gate, -1 without */
 } rc_leg_timing;
 
 typedef struct {
@@ -147,6 +148,7 @@ typedef struct {
    * priority (high for save and resume legs, low for through and aa) */
   bool step_locked;
   rc_step_priority step_priority;
+  bool gated; /* it got --start-gate run->start_gate */
   rc_leg_timing timing;
   char reason[1024];   /* why it failed, was killed or skipped */
   char log_tail[4096]; /* last lines of its log when it failed */
@@ -229,6 +231,17 @@ typedef struct {
   /* --gpu-scheduling as it applied (decided when the legs start): the lock
    * file every leg was given, "" when the legs shared the GPU unscheduled */
   char step_lock[RC_RUN_PATH_CAP];
+  /* with it, the start gate: run holds an exclusive flock on this file
+   * (fd start_gate_fd, -1 once let go) from before the first spawn until
+   * every critical leg that starts the run (save legs) has finished its
+   * first step or ended; the legs off the critical path (through, aa) and
+   * pre-warmed resume legs wait at it before setting up their backend
+   * (`train --start-gate`), so the critical legs set up alone.
+   * start_gate_open_s: when it was let go (seconds since the legs began),
+   * -1 if never held */
+  char start_gate[RC_RUN_PATH_CAP];
+  int start_gate_fd;
+  double start_gate_open_s;
   double wall_s;
   /* where the run's wall time went: from the start to the first leg's
    * spawn (planning, the dry-run and memory checks), the legs (first spawn

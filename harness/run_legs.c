@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -120,7 +121,7 @@ static void free_env(char **env, char **extra) {
  * when nothing is added; NULL on OOM. */
 static char **spawn_argv(const rc_run *run, const rc_leg *leg) {
   if (!leg->prewarmed && !leg->step_locked) return leg->argv;
-  char **v = calloc((size_t)leg->argc + 6, sizeof *v);
+  char **v = calloc((size_t)leg->argc + 8, sizeof *v);
   if (!v) return NULL;
   int n = 0;
   for (int k = 0; k < leg->argc; k++) v[n++] = leg->argv[k];
@@ -131,7 +132,45 @@ static char **spawn_argv(const rc_run *run, const rc_leg *leg) {
     v[n++] = "--step-priority";
     v[n++] = (char *)rc_step_priority_name(leg->step_priority);
   }
+  if (leg->gated) {
+    v[n++] = "--start-gate";
+    v[n++] = (char *)run->start_gate;
+  }
   return v;
+}
+
+/* Whether a leg starting now waits at the start gate: it is held, and the
+ * leg is off the critical path (low) or a pre-warmed resume leg, whose
+ * set-up has until its producer's save is done. */
+static bool gate_applies(const rc_run *run, const rc_leg *leg) {
+  return run->start_gate_fd >= 0 && leg->step_locked &&
+         (leg->step_priority == RC_STEP_PRIORITY_LOW || leg->prewarmed);
+}
+
+/* A leg that starts the run's critical path: high priority, loading from
+ * no other leg (the save legs). */
+static bool critical_head(const rc_leg *leg) {
+  return leg->step_locked && leg->step_priority == RC_STEP_PRIORITY_HIGH && leg->depends_on < 0;
+}
+
+/* Lets go of the start gate once no critical head is still setting up: each
+ * has finished its first step (a trace row) or ended, or has not started
+ * (no job slot: waiting for it could deadlock the legs that hold the slots). */
+static void open_gate_when_due(rc_run *run, bool stopping, double t0) {
+  if (run->start_gate_fd < 0) return;
+  bool due = true;
+  for (int i = 0; i < run->n_legs && due && !stopping; i++) {
+    const rc_leg *leg = &run->legs[i];
+    if (!critical_head(leg) || leg->state != RC_LEG_RUNNING) continue;
+    char path[RC_RUN_PATH_CAP + 16];
+    snprintf(path, sizeof path, "%s/" RC_TRACE_NAME, leg->dir);
+    due = rc_trace_rows(path) > 0;
+  }
+  if (!due) return;
+  (void)flock(run->start_gate_fd, LOCK_UN); /* for every copy of the descriptor */
+  close(run->start_gate_fd);
+  run->start_gate_fd = -1;
+  run->start_gate_open_s = rc_now() - t0;
 }
 
 /* The pipe of a pre-warmed leg: the read end above fd 4 (the supervisor
@@ -164,6 +203,7 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
   bool exec = run->opts.trainer == RC_TRAINER_EXEC;
   int rfd = -1;
   leg->t_start = rc_now();
+  leg->gated = gate_applies(run, leg);
   if (leg->prewarmed && wait_pipe(&rfd, &leg->wait_wfd)) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
   } else if (!(argv = spawn_argv(run, leg))) {
@@ -286,21 +326,46 @@ static void signal_leg(const rc_leg *leg, int sig) {
  * the lock file inside the run directory (a regular file, refused as an
  * I/O error when something else is in its place) and gives each leg its
  * priority. The file holds nothing; it is removed when the legs are done. */
-static int setup_step_lock(rc_run *run, rc_err *err) {
-  run->step_lock[0] = 0;
-  if (!rc_run_critical_first(run)) return RC_OK;
-  char path[RC_RUN_PATH_CAP];
-  rc_bufprintf(path, sizeof path, "%s/.step.lock", run->opts.out_dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
+/* A lock file of the run directory, DIR/name: a regular file (refused as an
+ * I/O error when something else is in its place), opened close-on-exec;
+ * its path in path. */
+static int open_run_lock_file(const rc_run *run, const char *name, char *path, size_t cap, int *fd,
+                              rc_err *err) {
+  rc_bufprintf(path, cap, "%s/%s", run->opts.out_dir, name);
+  *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-    int e = fd < 0 ? errno : 0;
-    if (fd >= 0) close(fd);
+  if (*fd < 0 || fstat(*fd, &st) || !S_ISREG(st.st_mode)) {
+    int e = *fd < 0 ? errno : 0;
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
     return rc_fail(err, RC_EXIT_IOERR, "--gpu-scheduling critical-first: cannot use %s: %s", path,
                    e ? strerror(e) : "not a regular file");
   }
+  return RC_OK;
+}
+
+static int setup_step_lock(rc_run *run, rc_err *err) {
+  run->step_lock[0] = run->start_gate[0] = 0;
+  run->start_gate_fd = -1;
+  run->start_gate_open_s = -1;
+  if (!rc_run_critical_first(run)) return RC_OK;
+  char path[RC_RUN_PATH_CAP];
+  int fd;
+  int rc = open_run_lock_file(run, ".step.lock", path, sizeof path, &fd, err);
+  if (rc) return rc;
   close(fd);
   snprintf(run->step_lock, sizeof run->step_lock, "%s", path);
+  /* the start gate, held from here; nobody else opens it before the legs
+   * (DIR/.lock keeps other runs out), so LOCK_NB cannot lose a race */
+  if ((rc = open_run_lock_file(run, ".start.gate", path, sizeof path, &fd, err))) return rc;
+  if (flock(fd, LOCK_EX | LOCK_NB)) {
+    int e = errno;
+    close(fd);
+    return rc_fail(err, RC_EXIT_IOERR, "--gpu-scheduling critical-first: cannot lock %s: %s", path,
+                   strerror(e));
+  }
+  snprintf(run->start_gate, sizeof run->start_gate, "%s", path);
+  run->start_gate_fd = fd;
   for (int i = 0; i < run->n_legs; i++) {
     run->legs[i].step_locked = true;
     run->legs[i].step_priority = rc_leg_step_priority(&run->legs[i]);
@@ -463,6 +528,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
     int running = reap(&s, now);
     enforce_stops(&s, now);
     int pending = launch(&s, &running);
+    open_gate_when_due(run, s.stop, t0);
     rc_progress_tick(&s.prog, run, rc_now());
     if (running == 0 && pending == 0) break;
     struct timespec ts = {0, 20 * 1000 * 1000};
@@ -471,6 +537,9 @@ int rc_run_legs(rc_run *run, rc_err *err) {
   rc_progress_done(&s.prog);
   run->wall_s = rc_now() - t0;
   free(s.kill_at);
+  if (run->start_gate_fd >= 0) close(run->start_gate_fd);
+  run->start_gate_fd = -1;
   if (run->step_lock[0]) (void)unlink(run->step_lock); /* every leg has ended: nobody holds it */
+  if (run->start_gate[0]) (void)unlink(run->start_gate);
   return RC_OK;
 }

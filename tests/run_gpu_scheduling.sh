@@ -9,7 +9,11 @@
 # --step-lock and the lock file is gone afterwards. Negative controls: the
 # default on the CPU and an explicit `shared` give no leg --step-lock and
 # record "shared". A bad value, critical-first with an exec trainer, and
-# --step-lock given to `run` are usage errors (64).
+# --step-lock given to `run` are usage errors (64). The start gate: under
+# critical-first through, aa and resume wait at DIR/.start.gate until save
+# has finished its first step; save never waits; with --jobs 1 (save has no
+# slot while through runs) the gate opens rather than deadlock; controls:
+# shared runs have no gate.
 source "$(dirname "$0")/run_lib.sh"
 need_train
 
@@ -31,6 +35,20 @@ locked() {
   json_true "$1/report.json" "d['config']['gpu_scheduling'] == 'critical-first' and d['config']['step_lock'] == '$1/.step.lock'" "critical-first recorded"
   json_true "$1/report.json" "not any('--step-lock' in l['argv'] for l in d['legs'])" "no --step-lock in the legs' recorded argv"
   [ -e "$1/.step.lock" ] && fail "$1/.step.lock left behind"
+  gated "$1"
+}
+# gated DIR: the start gate (run holds DIR/.start.gate while save sets up):
+# through, aa and the pre-warmed resume@5 waited at it, save did not, and
+# none of them passed it before save had finished its first step
+gated() {
+  local leg
+  for leg in through aa resume@5; do
+    grep -q '^start_gate,,' "$1/$leg/timing.csv" || fail "$1/$leg: no start_gate row"
+    json_true "$1/report.json" "(lambda l, s: l['started_s'] + l['timing']['exec_s'] + l['timing']['start_gate_s'] >= s['started_s'] + s['timing']['start_to_first_step_s'] - 0.05)([l for l in d['legs'] if l['label'] == '$leg'][0], [l for l in d['legs'] if l['label'] == 'save'][0])" "$leg passed the gate after save's first step"
+  done
+  if grep -q '^start_gate,' "$1/save/timing.csv"; then fail "$1/save waited at the start gate"; fi
+  json_true "$1/report.json" "d['config']['start_gate'] == '$1/.start.gate' and d['config']['start_gate_open_s'] is not None" "start gate recorded"
+  [ -e "$1/.start.gate" ] && fail "$1/.start.gate left behind"
 }
 # unlocked DIR WHAT: no leg got --step-lock (negative control)
 unlocked() {
@@ -38,7 +56,9 @@ unlocked() {
   for leg in "${LEGS[@]}"; do
     lacks "$1/$leg/log.txt" "--step-lock"
     if grep -q '^step_lock_wait,' "$1/$leg/timing.csv"; then fail "$2: $leg has a lock row"; fi
+    if grep -q '^start_gate,' "$1/$leg/timing.csv"; then fail "$2: $leg has a gate row"; fi
   done
+  json_true "$1/report.json" "d['config']['start_gate'] is None" "$2: no start gate"
   json_true "$1/report.json" "d['config']['gpu_scheduling'] == 'shared' and d['config']['step_lock'] is None" "$2: shared recorded"
   json_true "$1/report.json" "all(l['step_priority'] is None for l in d['legs'])" "$2: no priorities"
 }
@@ -94,6 +114,13 @@ expect_rc 0 "chain 3,6, critical-first" chain
 for leg in resume@3 resume@6 save; do contains "$T/c/$leg/log.txt" "priority high"; done
 contains "$T/c/through/log.txt" "priority low"
 
+# one job slot: through (first in plan order) is gated while save cannot
+# start; the gate must not wait for a leg that has no slot (no deadlock)
+run_rc jobs1 "${F[@]}" --first-microbatch-policy resolve --steps 4 --save-at 2 --jobs 1 \
+  --progress off --out "$T/j1" --gpu-scheduling critical-first --leg-timeout 120
+expect_rc 0 "--jobs 1, critical-first" jobs1
+grep -q '^start_gate,,' "$T/j1/through/timing.csv" || fail "--jobs 1: through was not gated"
+
 # usage errors
 run_rc bad "${F[@]}" "${A[@]}" --out "$T/b" --gpu-scheduling fastest
 expect_rc 64 "bad --gpu-scheduling" bad
@@ -105,6 +132,9 @@ contains "$T/exec.err" "needs the built-in trainer"
 run_rc leg_flag "${F[@]}" "${A[@]}" --out "$T/f" --step-lock "$T/lock"
 expect_rc 64 "--step-lock given to run" leg_flag
 contains "$T/leg_flag.err" "--step-lock is set by \`run\` for each leg"
+run_rc gate_flag "${F[@]}" "${A[@]}" --out "$T/g" --start-gate "$T/gate"
+expect_rc 64 "--start-gate given to run" gate_flag
+contains "$T/gate_flag.err" "--start-gate is set by \`run\` for each leg"
 # control: an exec trainer with the default or shared scheduling runs
 run_rc exec_ok --trainer exec --train-cmd "$(tmpl)" --steps 4 --save-at 2 --out "$T/xo" \
   --gpu-scheduling shared

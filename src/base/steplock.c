@@ -39,6 +39,8 @@ void rc_step_lock_none(rc_step_lock *l) {
   l->fd = -1;
 }
 
+static int lock_wait(rc_step_lock *l, int op);
+
 static const char *kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
   if (S_ISFIFO(m)) return "a FIFO";
@@ -47,30 +49,50 @@ static const char *kind_of(mode_t m) {
   return "not a regular file";
 }
 
-int rc_step_lock_open(rc_step_lock *l, const char *path, rc_step_priority priority, rc_err *err) {
-  rc_step_lock_none(l);
-  /* what is there already is looked at before it is opened: opening a FIFO
-   * or a device can block or act */
+/* Opens path for flock (created if missing, 0644) as `flag` FILE: refuses
+ * what is not a regular file before opening it for anything but
+ * inspection (opening a FIFO or a device can block or act), and checks
+ * again what was opened, in case it was swapped meanwhile. */
+static int open_lock_file(const char *path, const char *flag, int *out, rc_err *err) {
   struct stat st;
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-    return rc_fail(err, RC_EXIT_IOERR,
-                   "--step-lock %s: %s, not a regular file (nothing was trained)", path,
-                   kind_of(st.st_mode));
+    return rc_fail(err, RC_EXIT_IOERR, "%s %s: %s, not a regular file (nothing was trained)", flag,
+                   path, kind_of(st.st_mode));
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0644);
   if (fd < 0 && (errno == EACCES || errno == EROFS)) /* an existing file we may only read */
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0)
-    return rc_fail(err, RC_EXIT_IOERR, "--step-lock %s: cannot open: %s (nothing was trained)",
-                   path, strerror(errno));
-  /* and again what was opened, in case it was swapped meanwhile */
+    return rc_fail(err, RC_EXIT_IOERR, "%s %s: cannot open: %s (nothing was trained)", flag, path,
+                   strerror(errno));
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     int e = errno;
     close(fd);
-    return rc_fail(err, RC_EXIT_IOERR, "--step-lock %s: %s (nothing was trained)", path,
+    return rc_fail(err, RC_EXIT_IOERR, "%s %s: %s (nothing was trained)", flag, path,
                    e ? strerror(e) : kind_of(st.st_mode));
   }
-  l->fd = fd;
-  l->priority = priority;
+  *out = fd;
+  return RC_OK;
+}
+
+int rc_step_lock_open(rc_step_lock *l, const char *path, rc_step_priority priority, rc_err *err) {
+  rc_step_lock_none(l);
+  int rc = open_lock_file(path, "--step-lock", &l->fd, err);
+  if (!rc) l->priority = priority;
+  return rc;
+}
+
+int rc_start_gate_wait(const char *path, double *waited_s, rc_err *err) {
+  *waited_s = 0;
+  rc_step_lock l;
+  rc_step_lock_none(&l);
+  int rc = open_lock_file(path, "--start-gate", &l.fd, err);
+  if (rc) return rc;
+  /* shared: every gated leg passes at once when the holder lets go */
+  if (lock_wait(&l, LOCK_SH))
+    fprintf(stderr, "resumecheck train: warning: --start-gate: flock(LOCK_SH): %s; not waiting\n",
+            strerror(errno));
+  *waited_s = l.waited_s;
+  rc_step_lock_close(&l); /* drops the shared lock */
   return RC_OK;
 }
 

@@ -13,7 +13,8 @@
  * The kernel drops an flock when its process ends however it ends, so a
  * high leg that crashed never blocks a low leg. The waits are plain
  * blocking flock calls: a signal whose action is to terminate (SIGTERM,
- * SIGKILL from `run`) still ends a waiting process at once. */
+ * SIGKILL from `run`) still ends a waiting process at once. The start
+ * gate (rc_start_gate_wait) is the same kind of lock, held once. */
 #ifndef RC_BASE_STEPLOCK_H
 #define RC_BASE_STEPLOCK_H
 
@@ -56,5 +57,14 @@ void rc_step_lock_enter(rc_step_lock *l);
 void rc_step_lock_leave(rc_step_lock *l);
 
 void rc_step_lock_close(rc_step_lock *l);
+
+/* `train --start-gate FILE`: blocks until no process holds an exclusive
+ * flock on FILE (opened as rc_step_lock_open opens its file, the same
+ * refusals, named --start-gate), then goes on; *waited_s the seconds it
+ * blocked. `run` holds the gate while its critical legs set up, so the
+ * legs off the critical path set up after them instead of beside them
+ * (CUDA contexts, weight draws and page-locking slow each other down).
+ * The holder's exit releases it, so the gate never outlives `run`. */
+int rc_start_gate_wait(const char *path, double *waited_s, rc_err *err);
 
 #endif

@@ -189,6 +189,7 @@ static const rc_flag_spec PER_LEG_FLAGS[] = {
     LEG("--dry-run", RC_FLAG_BOOL),
     LEG("--step-lock", RC_FLAG_STRING),
     LEG("--step-priority", RC_FLAG_STRING),
+    LEG("--start-gate", RC_FLAG_STRING),
     LEG("--wait-for-checkpoint", RC_FLAG_BOOL),
     LEG("--save-hashes-at", RC_FLAG_STRING),
 };

@@ -1,6 +1,6 @@
 /* cmd_train.c — `resumecheck train`: one leg, in this process.
  *
- * --wait-for-checkpoint, --step-lock and --step-priority are flags of the
+ * --wait-for-checkpoint, --step-lock, --step-priority and --start-gate are flags of the
  * process, not of the config (they change when the leg loads or steps,
  * never what it computes), so a first parse (base/flags.h, unknown flags
  * forwarded) takes them out of argv before the config parser sees the rest:
@@ -20,7 +20,7 @@
 
 typedef struct {
   bool wait_for_checkpoint, list_flags;
-  const char *step_lock, *step_priority;
+  const char *step_lock, *step_priority, *start_gate;
 } proc_flags;
 
 #define P(flag, kind_, field, mv, help_)                                                           \
@@ -43,6 +43,12 @@ static const rc_flag_spec PROC_FLAGS[] = {
     P("--step-priority", RC_FLAG_STRING, step_priority, "high|low",
       "with --step-lock (default high); timing.csv gets a\n"
       "step_lock_wait row: the seconds blocked on the lock"),
+    P("--start-gate", RC_FLAG_STRING, start_gate, "FILE",
+      "before setting up the backend, wait until no process\n"
+      "holds an exclusive flock on FILE (created if missing);\n"
+      "`run` holds it while its critical legs set up\n"
+      "(--gpu-scheduling critical-first); timing.csv gets a\n"
+      "start_gate row: the seconds waited"),
     {.name = "--list-flags",
      .kind = RC_FLAG_BOOL,
      .offset = offsetof(proc_flags, list_flags),
@@ -60,8 +66,9 @@ static const char EPILOGUE[] =
     "\nexit codes: 0 ok; 64 usage (bad, unknown or repeated flag, or --out locked by\n"
     "another process); 65 bad checkpoint; 66 missing input (or the checkpoint waited for\n"
     "will not come); 70 internal error; 74 I/O error (the message says why; a complete\n"
-    "checkpoint in --out in the way; or a --step-lock FILE that cannot be opened or is not\n"
-    "a regular file, refused before any training); 75 the config needs more memory than is\n"
+    "checkpoint in --out in the way; or a --step-lock or --start-gate FILE that cannot be\n"
+    "opened or is not a regular file, refused before any training); 75 the config needs more "
+    "memory than is\n"
     "available (need and availability named, nothing allocated); 125 --device cuda without\n"
     "a usable GPU or without the CUDA module.\n";
 
@@ -132,6 +139,11 @@ int rc_cmd_train(int argc, char **argv) {
   }
   if (proc.step_lock && !*proc.step_lock) {
     usage_error("--step-lock: empty path");
+    goto done;
+  }
+  proc.start_gate = pf.start_gate;
+  if (proc.start_gate && !*proc.start_gate) {
+    usage_error("--start-gate: empty path");
     goto done;
   }
   if (leg.dry_run_memory) {

@@ -50,12 +50,12 @@ static double now_s(void) {
 }
 
 /* Start-up phases, timed in memory until timing.csv is open (docs/trace.md). */
-enum { PH_EXEC = 0, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_CENSUS, PH_N };
+enum { PH_EXEC = 0, PH_GATE, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_CENSUS, PH_N };
 /* the CPU priority of legs off the critical path (nice(1) values) */
 #define RC_BACKGROUND_NICE 10
 
-static const char *const PHASE_NAMES[PH_N] = {"exec", "backend", "model_init",
-                                              "wait", "load",    "census"};
+static const char *const PHASE_NAMES[PH_N] = {"exec", "start_gate", "backend", "model_init",
+                                              "wait", "load",       "census"};
 
 /* Seconds since this process started, from /proc/self/stat (field 22, clock
  * ticks since boot) against CLOCK_BOOTTIME: for a `train` not started by
@@ -661,7 +661,9 @@ static int leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_pr
     return rc_fail(err, RC_EXIT_USAGE, "the launcher (%s) started %d ranks but --world-size is %d",
                    s.env.launcher, s.env.world, cfg->world_size);
   s.last = leg->stop_at ? leg->stop_at : cfg->steps;
-  if (!(rc = leg_claim_out(&s, err))) {
+  if (!(rc = leg_claim_out(&s, err)) && proc->start_gate)
+    rc = rc_start_gate_wait(proc->start_gate, &s.phase_s[PH_GATE], err);
+  if (!rc) {
     if (cfg->world_size > 1 && !s.env.external)
       rc = leg_launch_ranks(&s, kind, argc, argv, err);
     else if (!(rc = leg_open_backend(&s, kind, err)) && !(rc = leg_build_model(&s, err)) &&

@@ -28,6 +28,9 @@ typedef struct {
    * --step-priority: legs sharing one GPU take turns (base/steplock.h) */
   const char *step_lock;
   rc_step_priority step_priority;
+  /* --start-gate FILE (NULL when absent; borrowed): wait, before the
+   * backend is set up, until `run` lets go of FILE (rc_start_gate_wait) */
+  const char *start_gate;
 } rc_leg_proc;
 
 /* Fills proc from the environment (RC_WAIT_FD, RC_SPAWN_TIME) and the clock. */
