@@ -34,7 +34,11 @@ timed() { # label command...: wall seconds of one command
   t1=$(now)
   echo "$1 $(secs "$t0" "$t1") s"
 }
+MODULE="$(dirname "$RC_BIN")/libresumecheck_cuda.so"
 for r in $(seq 1 "$REPEAT"); do
+  [ -f "$MODULE" ] && timed "dlopen of the CUDA module:" python3 -c "import ctypes; ctypes.CDLL('$MODULE')"
+  timed "python3 alone (subtract):" python3 -c "import ctypes"
+  command -v nvidia-smi >/dev/null && timed "nvidia-smi memory.free (NVML):" nvidia-smi --query-gpu=memory.free --format=csv
   timed "train --dry-run:" "$RC_BIN" train "${F[@]}" --steps "$N" --dry-run
   timed "train --dry-run-memory:" "$RC_BIN" train "${F[@]}" --steps "$N" --dry-run-memory
 done

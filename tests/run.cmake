@@ -12,6 +12,8 @@ foreach(t run_exec_good run_exec_forget run_exec_nondet run_exec_horizon run_exe
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 rc_add_sh_test(run_jobs_memory run_jobs_memory.sh)
+# --device cuda: the free memory through NVML, no CUDA context (a stand-in NVML)
+rc_add_sh_test(nvml_probe nvml_probe.sh)
 # the Markdown summary under GFM: a trainer's hostile file name, shown verbatim
 rc_add_sh_test(run_md_escape run_md_escape.sh)
 # --save-at auto: the points chosen and why, the fp16 probe (docs/design.md §6)

@@ -108,6 +108,12 @@ static void load_once(void) {
 #endif
 }
 
+const rc_cuda_module *rc_cuda_module_open(const char **why) {
+  pthread_once(&g_loader_once, load_once);
+  if (!g_loader.module && why) *why = g_loader.why;
+  return g_loader.module;
+}
+
 const rc_cuda_module *rc_cuda_module_loaded(void) {
   return g_loader.module;
 }

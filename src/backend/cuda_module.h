@@ -58,6 +58,9 @@ typedef const rc_cuda_module *(*rc_cuda_module_entry_fn)(void);
  * rc_cuda_module_loaded() is the module once opened (NULL before, or when it
  * could not be opened); rc_cuda_module_path() the file it came from. */
 const rc_cuda_module *rc_cuda_module_loaded(void);
+/* Opens the module (once) without asking it for its ops table, so without
+ * a CUDA context: NULL with *why when it cannot be found or opened. */
+const rc_cuda_module *rc_cuda_module_open(const char **why);
 const char *rc_cuda_module_path(void);
 /* Whether this machine shows an NVIDIA GPU to the kernel driver, looked up
  * without loading any CUDA library (for --device auto). */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "backend/cuda_module.h"
+#include "backend/nvml_probe.h"
 #include "backend/ops_profile.h"
 #include "base/dirlock.h"
 #include "base/fsutil.h"
@@ -343,10 +344,16 @@ typedef struct {
 
 static void leg_close(leg_state *s) {
   if (s->trace) fclose(s->trace);
-  if (s->timing) fclose(s->timing);
   if (s->m && s->m->events.file) fclose(s->m->events.file);
   free(s->args);
+  /* the model's buffers (device memory, page-locked staging) go first and
+   * are timed: a leg's end is on the run's critical path too */
+  double t = now_s();
   if (s->m) rc_model_free(s->m);
+  if (s->timing) {
+    fprintf(s->timing, "teardown,,%.6f\n", now_s() - t);
+    fclose(s->timing);
+  }
   free(s->m);
   if (s->data_open) rc_data_close(&s->data);
   if (s->comm) s->comm->destroy(s->comm);
@@ -734,16 +741,30 @@ int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out
   rc_memory_need need;
   rc_model_memory_need(cfg, &need);
   uint64_t host_avail = rc_host_memory_available();
-  const char *device = "cpu";
+  const char *device = "cpu", *source = "host";
   uint64_t device_free = host_avail;
   bool want_cuda =
       !strcmp(leg->device, "cuda") || (!strcmp(leg->device, "auto") && rc_cuda_gpu_visible());
-  if (want_cuda) {
+  char nvml_why[256] = "";
+  if (!strcmp(leg->device, "cuda")) {
+    /* the module must open (its libraries found: a missing one is 125
+     * here, not in every leg); then NVML, which needs no CUDA context */
+    const char *why = NULL;
+    if (!rc_cuda_module_open(&why))
+      return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why);
+    uint64_t nv_free = 0;
+    if (rc_nvml_device_free(&nv_free, nvml_why, sizeof nvml_why) == 0) {
+      device = "cuda", source = "nvml";
+      device_free = nv_free;
+      want_cuda = false;
+    }
+  }
+  if (want_cuda) { /* auto (whether the GPU is usable decides the device), or NVML could not say */
     const char *why = NULL;
     const rc_cuda_module *cm = rc_cuda_ops(&why) ? rc_cuda_module_loaded() : NULL;
     size_t free_b = 0, total_b = 0;
     if (cm && cm->memory_info(&free_b, &total_b) == 0) {
-      device = "cuda";
+      device = "cuda", source = "cuda";
       device_free = free_b;
     } else if (!strcmp(leg->device, "cuda")) {
       return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s",
@@ -754,7 +775,8 @@ int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out
   if (test_avail && *test_avail) device_free = host_avail = strtoull(test_avail, NULL, 10);
   fprintf(out,
           "{\"device\": \"%s\", \"need_device_bytes\": %" PRIu64 ", \"need_host_bytes\": %" PRIu64
-          ", \"device_free_bytes\": %" PRIu64 ", \"host_available_bytes\": %" PRIu64 "}\n",
-          device, need.device, need.host, device_free, host_avail);
+          ", \"device_free_bytes\": %" PRIu64 ", \"device_free_source\": \"%s\""
+          ", \"host_available_bytes\": %" PRIu64 "}\n",
+          device, need.device, need.host, device_free, source, host_avail);
   return RC_OK;
 }

@@ -43,9 +43,11 @@ void rc_leg_proc_init(rc_leg_proc *proc);
  * nothing but the lock. argv is recorded in args.json. */
 /* `train --dry-run-memory`: one JSON object on out — need_device_bytes and
  * need_host_bytes (rc_model_memory_need), the device ("cpu" or "cuda"),
- * device_free_bytes (cudaMemGetInfo; the host's available memory for the
- * CPU) and host_available_bytes. `run` reads it to refuse a --jobs whose
- * legs cannot fit together. */
+ * device_free_bytes with device_free_source: "nvml" (--device cuda, NVML
+ * could name the device: no CUDA context is made, backend/nvml_probe.c),
+ * "cuda" (cudaMemGetInfo: --device auto, or NVML could not say) or "host"
+ * (the host's available memory, for the CPU); and host_available_bytes.
+ * `run` reads it to refuse a --jobs whose legs cannot fit together. */
 int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out, rc_err *err);
 int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *proc, int argc,
                char **argv, rc_err *err);
