@@ -357,6 +357,7 @@ static void checks(rc_jw *w, const rc_run *run) {
       rc_jw_null(w);
     }
     kv_str(w, "status", rc_check_status_name(c->status));
+    kv_bool(w, "during_legs", c->during_legs);
     kv_str(w, "summary", c->summary);
     kv_str_or_null(w, "error", c->status == RC_CHECK_ERROR ? c->err.msg : NULL);
     check_state(w, c);

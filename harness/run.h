@@ -14,6 +14,8 @@
 #ifndef RC_HARNESS_RUN_H
 #define RC_HARNESS_RUN_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -203,6 +205,7 @@ typedef struct {
   bool have_census;
   rc_census_diff census;
   int census_ranks;
+  bool during_legs; /* a state check run while legs still ran (rc_run_early_checks_poll) */
 } rc_check;
 
 typedef enum {
@@ -247,6 +250,11 @@ typedef struct {
    * spawn (planning, the dry-run and memory checks), the legs (first spawn
    * to last exit), the checks after them; t0 is the run's start */
   double t0, prepare_s, legs_s, checks_s;
+  /* the state check running on its own thread while the legs run (-1 when
+   * none): early_done is set by that thread as it ends */
+  int early_check;
+  pthread_t early_tid;
+  _Atomic bool early_done;
   bool interrupted;
   /* verdict */
   int exit_code;
@@ -340,6 +348,15 @@ int rc_run_legs(rc_run *run, rc_err *err);
 
 /* Runs the checks whose legs finished, then sets the verdict and exit code. */
 int rc_run_checks(rc_run *run, rc_err *err);
+/* While the legs run (each scheduler tick): starts, on a thread of its own
+ * and one at a time, the next state check whose two checkpoints are both
+ * complete (their COMPLETE markers: a complete checkpoint never changes
+ * again), so the comparisons of a run overlap its later legs instead of
+ * following them; joins the one that ended. The verdict still waits for
+ * every leg. Built-in trainer only: an exec trainer's checkpoint may gain
+ * files after its marker, so its checks run after its legs. rc_run_early_checks_join waits for the one in flight. */
+void rc_run_early_checks_poll(rc_run *run);
+void rc_run_early_checks_join(rc_run *run);
 void rc_run_verdict(rc_run *run);
 
 /* Installs SIGINT/SIGTERM handlers that make rc_run_legs stop its legs. */

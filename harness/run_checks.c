@@ -16,6 +16,8 @@
 #include "run.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -370,10 +372,72 @@ static void run_census_check(rc_run *run, rc_check *c) {
                  a_at, b_at, d->n_fields, ranks_text, local);
 }
 
-int rc_run_checks(rc_run *run, rc_err *err) {
-  (void)err;
+/* ---- state checks while the legs run ---- */
+
+typedef struct {
+  rc_run *run;
+  rc_check *c;
+} early_job;
+
+static void *early_check_run(void *arg) {
+  early_job *j = arg;
+  run_state_check(j->run, j->c);
+  atomic_store(&j->run->early_done, true);
+  free(j);
+  return NULL;
+}
+
+/* Both checkpoints of a pending state check are complete. */
+static bool state_check_ready(const rc_check *c) {
+  if (c->what != RC_CHECK_STATE || c->status != RC_CHECK_PENDING || c->during_legs) return false;
+  char ca[RC_RUN_PATH_CAP + 16], cb[RC_RUN_PATH_CAP + 16];
+  rc_bufprintf(ca, sizeof ca, "%s/" RC_COMPLETE_NAME, c->path_a);
+  rc_bufprintf(cb, sizeof cb, "%s/" RC_COMPLETE_NAME, c->path_b);
+  return rc_path_exists(ca) && rc_path_exists(cb);
+}
+
+void rc_run_early_checks_join(rc_run *run) {
+  if (run->early_check < 0) return;
+  pthread_join(run->early_tid, NULL);
+  run->early_check = -1;
+}
+
+void rc_run_early_checks_poll(rc_run *run) {
+  /* a test's control: every check after the legs, as before */
+  const char *off = getenv("RC_TEST_NO_EARLY_CHECKS");
+  if (off && *off == '1') return;
+  /* only the built-in trainer's checkpoints are final at their marker (it
+   * writes COMPLETE last, by construction); an exec trainer may add files
+   * after it (a tracker file, a copy), so its checks wait for its legs */
+  if (run->opts.trainer != RC_TRAINER_SELF) return;
+  if (run->early_check >= 0) {
+    if (!atomic_load(&run->early_done)) return; /* one at a time */
+    rc_run_early_checks_join(run);
+  }
   for (int i = 0; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];
+    if (!state_check_ready(c)) continue;
+    early_job *j = malloc(sizeof *j);
+    if (!j) return; /* it runs after the legs instead */
+    *j = (early_job){run, c};
+    c->during_legs = true;
+    atomic_store(&run->early_done, false);
+    if (pthread_create(&run->early_tid, NULL, early_check_run, j)) {
+      c->during_legs = false;
+      free(j);
+      return;
+    }
+    run->early_check = i;
+    return;
+  }
+}
+
+int rc_run_checks(rc_run *run, rc_err *err) {
+  (void)err;
+  rc_run_early_checks_join(run);
+  for (int i = 0; i < run->n_checks; i++) {
+    rc_check *c = &run->checks[i];
+    if (c->during_legs) continue; /* compared while the legs ran */
     if (c->what == RC_CHECK_STATE)
       run_state_check(run, c);
     else if (c->what == RC_CHECK_CENSUS)

@@ -529,6 +529,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
     enforce_stops(&s, now);
     int pending = launch(&s, &running);
     open_gate_when_due(run, s.stop, t0);
+    rc_run_early_checks_poll(run);
     rc_progress_tick(&s.prog, run, rc_now());
     if (running == 0 && pending == 0) break;
     struct timespec ts = {0, 20 * 1000 * 1000};

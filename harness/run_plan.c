@@ -477,6 +477,8 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
   run->opts = *opts;
   run->first_div_check = -1;
   run->first_div_step = -1;
+  run->early_check = -1;
+  run->start_gate_fd = -1;
   if (opts->steps < 2) return rc_fail(err, RC_EXIT_USAGE, "--steps must be at least 2");
   if (opts->n_save_at < 1) return rc_fail(err, RC_EXIT_USAGE, "--save-at needs at least one step");
   if (opts->jobs < 1) return rc_fail(err, RC_EXIT_USAGE, "--jobs must be at least 1");

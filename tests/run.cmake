@@ -22,6 +22,8 @@ rc_add_sh_test(run_save_auto run_save_auto.sh)
 # itself, then `run --gpu-scheduling` on the CPU core
 rc_add_sh_test(leg_step_lock leg_step_lock.sh)
 rc_add_sh_test(run_gpu_scheduling run_gpu_scheduling.sh)
+# state checks compared while later legs run, the same verdict as after them
+rc_add_sh_test(run_early_checks run_early_checks.sh)
 # the start gate of critical-first: `train --start-gate` waits while run holds it
 rc_add_sh_test(leg_start_gate leg_start_gate.sh)
 # --through-checkpoints hashes: the through leg keeps hashes only at K
