@@ -93,8 +93,9 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
  * be filled on several threads in any split with the same bits (a gpu-small
  * model is ~200M Box-Muller draws, seconds on one core). They are generated
  * and uploaded in chunks of INIT_CHUNK elements (even, so the pairs never
- * straddle a chunk): the host needs one chunk, not a copy of the largest
- * parameter (rc_model_memory_need counts the chunk). */
+ * straddle a chunk): the host needs two chunks (one drawn while the other
+ * is uploaded, init_pipe below), not a copy of the largest
+ * parameter (rc_model_memory_need counts both). */
 enum { INIT_CHUNK = RC_INIT_CHUNK, INIT_MAX_THREADS = 32, INIT_MIN_SPLIT = 1 << 18 };
 
 typedef struct {
@@ -155,16 +156,59 @@ static void fill_normal_parallel(float *host, size_t base, size_t end, size_t nu
   }
 }
 
-static int init_param(rc_model *m, rc_param *p, int index, float std, bool ones, float *host,
+/* The weights go up chunk by chunk through two host buffers: while one
+ * chunk is uploaded (on its own thread: a synchronous host-to-device copy
+ * from pageable memory is CPU work and DMA waiting), the next is drawn on
+ * every core. The values are those of a one-buffer init, bit for bit: the
+ * draw of element i depends on (key, i) only. */
+typedef struct {
+  rc_model *m;
+  float *dst;
+  const float *src;
+  size_t bytes;
+} init_upload;
+
+static void *init_upload_run(void *arg) {
+  init_upload *u = arg;
+  u->m->ops->to_device(u->dst, u->src, u->bytes);
+  return NULL;
+}
+
+typedef struct {
+  float *host[2];
+  int slot;       /* the buffer the next chunk is drawn into */
+  init_upload up; /* the upload in flight (from host[slot ^ 1]) */
+  pthread_t tid;
+  bool in_flight, on_thread;
+} init_pipe;
+
+static void init_pipe_wait(init_pipe *q) {
+  if (q->in_flight && q->on_thread) pthread_join(q->tid, NULL);
+  q->in_flight = false;
+}
+
+/* Uploads host[slot] (n floats) to dst, after the previous upload ended;
+ * then the other buffer is the one to draw into. */
+static void init_pipe_push(init_pipe *q, rc_model *m, float *dst, size_t n) {
+  init_pipe_wait(q);
+  q->up = (init_upload){m, dst, q->host[q->slot], n * sizeof(float)};
+  q->in_flight = true;
+  q->on_thread = pthread_create(&q->tid, NULL, init_upload_run, &q->up) == 0;
+  if (!q->on_thread) init_upload_run(&q->up); /* no thread to be had: in line */
+  q->slot ^= 1;
+}
+
+static int init_param(rc_model *m, rc_param *p, int index, float std, bool ones, init_pipe *q,
                       int threads) {
   uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
   for (size_t base = 0; base < p->numel; base += INIT_CHUNK) {
     size_t n = p->numel - base < INIT_CHUNK ? p->numel - base : INIT_CHUNK;
+    float *host = q->host[q->slot]; /* not the one being uploaded */
     if (ones)
       for (size_t j = 0; j < n; j++) host[j] = 1.0f;
     else
       fill_normal_parallel(host, base, base + n, p->numel, key, std, threads);
-    m->ops->to_device(p->weight + base, host, n * sizeof(float));
+    init_pipe_push(q, m, p->weight + base, n);
   }
   return 0;
 }
@@ -222,17 +266,23 @@ static int init_weights(rc_model *m, rc_err *err) {
   const rc_config *c = &m->cfg;
   double t_init = rc_model_wall_s();
   int threads = init_threads();
-  float *host = malloc(INIT_CHUNK * sizeof(float));
-  if (!host) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
+  init_pipe q = {.host = {malloc(INIT_CHUNK * sizeof(float)), malloc(INIT_CHUNK * sizeof(float))}};
+  if (!q.host[0] || !q.host[1]) {
+    free(q.host[0]);
+    free(q.host[1]);
+    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffers)");
+  }
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     bool norm = p->ndim == 1;
     float std = (float)c->init_std;
     if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
       std /= sqrtf(2.0f * c->layers);
-    init_param(m, p, i, std, norm, host, threads);
+    init_param(m, p, i, std, norm, &q, threads);
   }
-  free(host);
+  init_pipe_wait(&q);
+  free(q.host[0]);
+  free(q.host[1]);
   m->ops->sync();
   rc_model_profile_note("model init: weight draws and upload", rc_model_wall_s() - t_init);
   return RC_OK;
