@@ -20,35 +20,6 @@ command -v flock >/dev/null || {
 L=(--preset tiny --steps 2 --progress off)
 G="$T/start.gate"
 gate_s() { grep '^start_gate,,' "$1/timing.csv" | cut -d, -f3; }
-at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
-# held_within S: someone holds the gate (a shared try fails) within S seconds
-held_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    flock -n -s "$G" true 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
-# hold_gate S: a process that holds the gate exclusively for S seconds, as
-# `run` does; $holder is its pid
-hold_gate() {
-  (
-    exec 9<>"$G"
-    flock -x 9
-    exec sleep "$1"
-  ) </dev/null >/dev/null 2>&1 &
-  holder=$!
-}
-ends_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    kill -0 "$2" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 "$RC_BIN" train "${L[@]}" --out "$T/ref" 2>"$T/ref.err" || fail "reference leg failed"
 if grep -q '^start_gate,' "$T/ref/timing.csv"; then fail "a leg without --start-gate has a gate row"; fi
 
@@ -59,8 +30,8 @@ at_least "$(gate_s "$T/open")" 2 && fail "open gate: waited $(gate_s "$T/open") 
 cmp -s "$T/ref/trace.csv" "$T/open/trace.csv" || fail "open gate: trace differs"
 
 # held: the leg waits before its backend, then trains the same bits
-hold_gate 60
-held_within 5 || fail "the test's holder did not take the gate"
+hold_lock "$G" -x 60
+held_within "$G" -s 5 || fail "the test's holder did not take the gate"
 "$RC_BIN" train "${L[@]}" --out "$T/held" --start-gate "$G" 2>"$T/held.err" &
 leg=$!
 sleep 2.5
@@ -81,8 +52,8 @@ at_least "$(gate_s "$T/held")" 2 || fail "held gate: start_gate row '$(gate_s "$
 cmp -s "$T/ref/trace.csv" "$T/held/trace.csv" || fail "held gate: trace differs from the leg without it"
 
 # SIGTERM while waiting at the gate ends the leg at once (`run` stops legs so)
-hold_gate 60
-held_within 5 || fail "SIGTERM: the holder did not take the gate"
+hold_lock "$G" -x 60
+held_within "$G" -s 5 || fail "SIGTERM: the holder did not take the gate"
 "$RC_BIN" train "${L[@]}" --out "$T/term" --start-gate "$G" 2>"$T/term.err" &
 leg=$!
 sleep 1.5

@@ -20,41 +20,11 @@ command -v flock >/dev/null || {
 L=(--preset tiny --steps 2 --progress off)
 LK="$T/step.lock"
 wait_s() { grep '^step_lock_wait,,' "$1/timing.csv" | cut -d, -f3; }
-at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
-# held_within S: the lock is held by someone (an exclusive try fails) within S seconds
-held_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    flock -n -x "$LK" true 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
-# hold_shared S: a process that holds the lock shared for S seconds, as a
-# high leg does while it steps; $holder is its pid (the lock's only holder:
-# killing it frees the lock and leaves nothing behind)
-hold_shared() {
-  (
-    exec 9<>"$LK"
-    flock -s 9
-    exec sleep "$1"
-  ) </dev/null >/dev/null 2>&1 &
-  holder=$!
-}
 # rows_of TRACE: its step rows (0 while absent)
 rows_of() {
   local n
   n=$(wc -l <"$1" 2>/dev/null) || n=1
   echo $((n > 0 ? n - 1 : 0))
-}
-# ends_within S PID: PID has ended within S seconds
-ends_within() {
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    kill -0 "$2" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
 }
 # phases: timing.csv's rows without their times and without the lock row
 phases() { grep -v '^step_lock_wait,' "$1/timing.csv" | cut -d, -f1,2; }
@@ -63,8 +33,8 @@ phases() { grep -v '^step_lock_wait,' "$1/timing.csv" | cut -d, -f1,2; }
 if grep -q '^step_lock_wait,' "$T/ref/timing.csv"; then fail "a leg without --step-lock has a lock row"; fi
 
 for prio in low high; do
-  hold_shared 3
-  held_within 5 || fail "$prio: the test's holder did not take the lock"
+  hold_lock "$LK" -s 3
+  held_within "$LK" -x 5 || fail "$prio: the test's holder did not take the lock"
   "$RC_BIN" train "${L[@]}" --out "$T/$prio" --step-lock "$LK" --step-priority "$prio" \
     2>"$T/$prio.err"
   rc=$?
@@ -89,7 +59,7 @@ done
 hi=$!
 for ((i = 0; i < 600 && $(rows_of "$T/hi/trace.csv") < 1; i++)); do sleep 0.1; done
 [ "$(rows_of "$T/hi/trace.csv")" -ge 1 ] || fail "the high leg did not start stepping within 60 s"
-held_within 5 || fail "the high leg does not hold the lock while it steps"
+held_within "$LK" -x 5 || fail "the high leg does not hold the lock while it steps"
 "$RC_BIN" train "${L[@]}" --out "$T/after" --step-lock "$LK" --step-priority low 2>"$T/after.err" &
 lo=$!
 sleep 2
@@ -114,8 +84,8 @@ rc=$?
 cmp -s "$T/ref/trace.csv" "$T/after/trace.csv" || fail "low leg after the kill: trace differs"
 
 # a low leg blocked on the lock ends at once on SIGTERM (`run` stops legs so)
-hold_shared 60
-held_within 5 || fail "SIGTERM: the holder did not take the lock"
+hold_lock "$LK" -s 60
+held_within "$LK" -x 5 || fail "SIGTERM: the holder did not take the lock"
 "$RC_BIN" train "${L[@]}" --out "$T/term" --step-lock "$LK" --step-priority low 2>"$T/term.err" &
 lo=$!
 sleep 1.5

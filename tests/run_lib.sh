@@ -92,3 +92,37 @@ need_train() {
     exit 77
   }
 }
+
+# flock(1) helpers of the lock tests (leg_step_lock, leg_start_gate).
+# at_least A B: A is a number >= B
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
+# ends_within S PID: PID has ended within S seconds
+ends_within() {
+  local i
+  for ((i = 0; i < $1 * 10; i++)); do
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
+# held_within FILE -s|-x S: someone holds FILE so that a non-blocking lock
+# of that kind fails, within S seconds
+held_within() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    flock -n "$2" "$1" true 2>/dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
+# hold_lock FILE -s|-x S: a background process that holds FILE (shared or
+# exclusive) for S seconds; $holder is its pid (the lock's only holder:
+# killing it frees the lock and leaves nothing behind)
+hold_lock() {
+  (
+    exec 9<>"$1"
+    flock "$2" 9
+    exec sleep "$3"
+  ) </dev/null >/dev/null 2>&1 &
+  holder=$!
+}
