@@ -889,7 +889,9 @@ static int compare_hashes_only_derived(walk_t *w, const char *rel, const char *d
     } else if (same_records || !shards_clean || j == 1) {
       rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "%s",
                  j == 1 ? "differs with the manifest, whose SHA-256 it holds"
-                 : same_records
+                 /* a shard that differs explains it, even where no recorded
+                  * hash of one kind on both sides tells them apart */
+                 : same_records && shards_clean
                      ? "differs only in how it records (\"hashes_only\": one side kept hashes"
                        " only; chunk size); every recorded size and hash is the same"
                      : "differs with the shards it describes (above)");
