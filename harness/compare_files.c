@@ -185,7 +185,9 @@ static int manifest_load(const char *path, manifest_t *m, rc_err *err) {
     const rc_json *s = &shards->kids[i];
     mf_shard *e = &m->shards[m->n];
     e->file = rc_json_get_str(s, "file");
-    e->sha256 = rc_json_get_str(s, "sha256");
+    /* a hashes-only entry has no whole-file hash (the strict parse saw to
+     * it); its shard is decided by chunks or datasets, never by this */
+    e->sha256 = m->hashes_only ? "" : rc_json_get_str(s, "sha256");
     const rc_json *ds = rc_json_get(s, "datasets");
     if (!e->file || !e->sha256 || !rc_json_get_i64(s, "bytes", &e->bytes) || strchr(e->file, '/')) {
       manifest_free(m);
@@ -828,13 +830,16 @@ static int compare_hashes_only_shards(walk_t *w, const char *rel, const char *da
 
 /* Whether two strictly parsed manifests record the same checkpoint but for
  * "hashes_only" and the chunk size (how the hashes were recorded):
- * iteration, world size, and every shard's size, whole-file hash, chunk
- * hashes where of one size, and datasets. */
+ * iteration, world size, and every shard's size, whole-file hash where
+ * both record one (a hashes-only side has none), chunk hashes where of one
+ * size, and datasets. */
 static bool manifests_same_records(const rc_manifest *a, const rc_manifest *b) {
   if (a->iteration != b->iteration || a->world_size != b->world_size) return false;
+  bool whole = !a->hashes_only && !b->hashes_only;
   for (int r = 0; r < a->world_size; r++) {
     const rc_mf_shard *x = &a->shards[r], *y = &b->shards[r];
-    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || x->ndatasets != y->ndatasets)
+    if (x->bytes != y->bytes || (whole && strcmp(x->sha256, y->sha256)) ||
+        x->ndatasets != y->ndatasets)
       return false;
     for (int k = 0; x->chunk_bytes == y->chunk_bytes && k < x->nchunks; k++)
       if (strcmp(x->chunk_sha256[k], y->chunk_sha256[k])) return false;
@@ -884,7 +889,9 @@ static int compare_hashes_only_derived(walk_t *w, const char *rel, const char *d
     } else if (same_records || !shards_clean || j == 1) {
       rc_cmp_add(&w->c, RC_DIFF_INFORMATIONAL, r, "", "%s",
                  j == 1 ? "differs with the manifest, whose SHA-256 it holds"
-                 : same_records
+                 /* a shard that differs explains it, even where no recorded
+                  * hash of one kind on both sides tells them apart */
+                 : same_records && shards_clean
                      ? "differs only in how it records (\"hashes_only\": one side kept hashes"
                        " only; chunk size); every recorded size and hash is the same"
                      : "differs with the shards it describes (above)");

@@ -3,8 +3,17 @@
  * A hashes-only checkpoint (a through leg's `train --save-hashes-at`,
  * docs/checkpoint-format.md) has a manifest but no shard: the save built
  * the file and hashed it, and wrote nothing else. Against it there are no
- * values to compare, only SHA-256s: of the whole file (its chunks), and of
- * each dataset. What is compared is said in every message.
+ * values to compare, only SHA-256s: of the file's chunks (it records no
+ * whole-file hash: the chunks cover every byte), and of each dataset. What
+ * is compared is said in every message.
+ *
+ * The file is decided by chunk lists of one size: the two manifests' when
+ * their chunk sizes agree; else, where one side has its shard, that
+ * shard's bytes hashed at the other side's chunk size. Only where neither
+ * can be had (both sides hashes-only with other chunk sizes, or
+ * --trust-manifests) is the pair decided dataset by dataset alone, and the
+ * message says that the file's other bytes (/meta, the HDF5 layout) were
+ * not compared: "identical" is never said of bytes nobody compared.
  *
  * Never trusting manifests: the side that has its shard was verified
  * against its manifest (every chunk) before this runs, and its dataset
@@ -50,7 +59,9 @@ static void side_free(side_datasets *s) {
   free(s->listed);
 }
 
-static int side_load(const rc_cmp_side *side, bool trust, bool whole, side_datasets *out,
+/* rechunk > 0: also the side's file hashed in chunks of that size
+ * (s->computed.chunks); only for a side whose bytes are read. */
+static int side_load(const rc_cmp_side *side, bool trust, uint64_t rechunk, side_datasets *out,
                      rc_err *err) {
   memset(out, 0, sizeof *out);
   if (side->hashes_only || trust) {
@@ -63,7 +74,7 @@ static int side_load(const rc_cmp_side *side, bool trust, bool whole, side_datas
     out->n = n;
     return RC_OK;
   }
-  int rc = rc_shard_hash_datasets(side->path, side->entry, whole, &out->computed, err);
+  int rc = rc_shard_hash_datasets(side->path, side->entry, rechunk, &out->computed, err);
   if (rc) return rc;
   out->d = out->computed.datasets;
   out->offset = out->computed.offset;
@@ -104,37 +115,11 @@ static void chunk_note(const rc_mf_shard *a, const rc_mf_shard *b, uint64_t off,
              first, last, a->nchunks, s, e2);
 }
 
-/* Whether the two files are the same bytes: by chunk lists of one size,
- * else whole-file hashes (computed from the bytes where a chunk-verified
- * side's was never recomputed: those sides are loaded, loaded[s] set). */
-static int files_identical(const rc_cmp_side side[2], bool trust, side_datasets ds[2],
-                           bool loaded[2], bool *identical, rc_err *err) {
-  const rc_mf_shard *ea = side[0].entry, *eb = side[1].entry;
-  bool by_chunks = chunks_comparable(ea, eb);
-  bool need_whole = !by_chunks && (ea->chunk_sha256 || eb->chunk_sha256);
-  int rc = RC_OK;
-  if (by_chunks) {
-    *identical = chunks_equal(ea, eb);
-  } else if (!need_whole || trust) {
-    *identical = ea->bytes == eb->bytes && !strcmp(ea->sha256, eb->sha256);
-  } else {
-    for (int s = 0; s < 2 && !rc; s++) {
-      rc = side_load(&side[s], trust, true, &ds[s], err);
-      loaded[s] = !rc;
-    }
-    if (rc) return rc;
-    const char *wa = ds[0].from_bytes ? ds[0].computed.sha256 : ea->sha256;
-    const char *wb = ds[1].from_bytes ? ds[1].computed.sha256 : eb->sha256;
-    *identical = ea->bytes == eb->bytes && !strcmp(wa, wb);
-  }
-  return RC_OK;
-}
-
 /* A dataset on both sides: dtype, then shape, then SHA-256; a differing
  * hash names the chunks it lies in where its offset is known (off). */
-static void compare_pair(rc_cmp_ctx *c, const char *rel, const char *who, const rc_cmp_side side[2],
-                         const rc_mf_dataset *a, const rc_mf_dataset *b, const uint64_t *off,
-                         const char *from) {
+static void compare_pair(rc_cmp_ctx *c, const char *rel, const char *who,
+                         const rc_mf_shard *const chunks[2], const rc_mf_dataset *a,
+                         const rc_mf_dataset *b, const uint64_t *off, const char *from) {
   c->res->n_datasets_compared++;
   char ta[96], tb[96];
   shape_text(a, ta, sizeof ta);
@@ -148,21 +133,21 @@ static void compare_pair(rc_cmp_ctx *c, const char *rel, const char *who, const 
     return;
   }
   if (!strcmp(a->sha256, b->sha256)) return;
-  char chunks[160] = "";
+  char note[160] = "";
   if (off) {
     uint64_t n = rc_dtype_size(a->dtype);
     for (int d = 0; d < a->ndim; d++) n *= (uint64_t)a->shape[d];
-    chunk_note(side[0].entry, side[1].entry, *off, (size_t)n, chunks, sizeof chunks);
+    chunk_note(chunks[0], chunks[1], *off, (size_t)n, note, sizeof note);
   }
   rc_cmp_add(c, RC_DIFF_SHA256, rel, a->path,
              "SHA-256 differs (%s: values not compared); %s, A %.16s..., B %.16s...%s%s", who, ta,
-             a->sha256, b->sha256, chunks, from);
+             a->sha256, b->sha256, note, from);
 }
 
 /* Both sides' datasets merged in path order (each list is sorted): one
  * side only is a missing dataset, both sides are compared. */
 static void compare_datasets(rc_cmp_ctx *c, const char *rel, const char *who,
-                             const rc_cmp_side side[2], const side_datasets ds[2],
+                             const rc_mf_shard *const chunks[2], const side_datasets ds[2],
                              const char *from) {
   int i = 0, k = 0;
   while (i < ds[0].n || k < ds[1].n) {
@@ -178,8 +163,48 @@ static void compare_datasets(rc_cmp_ctx *c, const char *rel, const char *who,
                  "dataset only in %s (%s)", a ? "A" : "B", who);
       continue;
     }
-    compare_pair(c, rel, who, side, a, b, off, from);
+    compare_pair(c, rel, who, chunks, a, b, off, from);
   }
+}
+
+/* Why no chunk lists of one size could be had: "the chunk sizes differ (A
+ * 65536, B 67108864 bytes)" or "B records no chunk hashes". */
+static void why_not_chunks(const rc_mf_shard *const chunks[2], char *buf, size_t cap) {
+  if (chunks[0]->chunk_sha256 && chunks[1]->chunk_sha256)
+    snprintf(buf, cap, "the chunk sizes differ (A %" PRIu64 ", B %" PRIu64 " bytes)",
+             chunks[0]->chunk_bytes, chunks[1]->chunk_bytes);
+  else
+    snprintf(buf, cap, "%s records no chunk hashes", chunks[0]->chunk_sha256 ? "B" : "A");
+}
+
+/* Every dataset's SHA-256 was equal (none newly failing): say what that
+ * leaves. By chunk lists of one size, or sizes, the file is known to
+ * differ (failing); without either, its other bytes were not compared,
+ * which is information, not a difference, and never "identical". */
+static void datasets_all_equal(rc_cmp_ctx *c, const char *rel, const char *who,
+                               const rc_mf_shard *const chunks[2], bool by_chunks, bool ignored,
+                               bool trust, const char *from) {
+  if (by_chunks || chunks[0]->bytes != chunks[1]->bytes) {
+    if (ignored) return; /* an ignored dataset may be what differs */
+    if (by_chunks)
+      rc_cmp_add(c, RC_DIFF_SHA256, rel, "",
+                 "chunk SHA-256s differ but every dataset's is equal (%s: /meta or layout differ;"
+                 " nothing else compared)%s",
+                 who, from);
+    else
+      rc_cmp_add(c, RC_DIFF_SHA256, rel, "",
+                 "file sizes differ (A %" PRIu64 ", B %" PRIu64 " bytes) but every dataset's"
+                 " SHA-256 is equal (%s: /meta or layout differ; nothing else compared)%s",
+                 chunks[0]->bytes, chunks[1]->bytes, who, from);
+    return;
+  }
+  char why[128];
+  why_not_chunks(chunks, why, sizeof why);
+  rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+             "every dataset's SHA-256 equal%s; the file's other bytes (/meta attributes, HDF5"
+             " layout) not compared (%s, and %s%s)%s",
+             ignored ? " (outside the ignored ones)" : "", who, why,
+             trust ? "; --trust-manifests: no bytes read" : "", from);
 }
 
 int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2], rc_err *err) {
@@ -195,20 +220,31 @@ int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2
       return rc_fail(err, RC_EXIT_SOFTWARE, "%s: shard of side %s compared unverified", rel,
                      s ? "B" : "A");
 
+  /* The chunk lists the file is decided by: the manifests', or a side's
+   * bytes hashed at the other side's chunk size (a hashes-only side always
+   * records chunks, and never a whole-file hash). */
   side_datasets ds[2] = {0};
   bool loaded[2] = {false, false};
-  bool identical = false;
-  int rc = files_identical(side, trust, ds, loaded, &identical, err);
+  const rc_mf_shard *chunks[2] = {side[0].entry, side[1].entry};
+  int rc = RC_OK;
+  if (!chunks_comparable(chunks[0], chunks[1]) && !trust)
+    for (int s = 0; s < 2 && !rc; s++)
+      if (!side[s].hashes_only && side[1 - s].entry->chunk_sha256) {
+        rc = side_load(&side[s], trust, side[1 - s].entry->chunk_bytes, &ds[s], err);
+        loaded[s] = !rc;
+        if (!rc) chunks[s] = &ds[s].computed.chunks;
+      }
   if (rc) goto done;
-  if (identical) {
+  bool by_chunks = chunks_comparable(chunks[0], chunks[1]);
+  if (by_chunks && chunks_equal(chunks[0], chunks[1])) {
     res->n_files_identical++;
     res->n_datasets_compared += side[0].entry->ndatasets;
     goto done;
   }
 
-  /* Different: dataset by dataset, in path order. */
+  /* Different, or no chunks to say: dataset by dataset, in path order. */
   for (int s = 0; s < 2 && !rc; s++)
-    if (!loaded[s]) rc = side_load(&side[s], trust, false, &ds[s], err);
+    if (!loaded[s]) rc = side_load(&side[s], trust, 0, &ds[s], err);
   if (rc) goto done;
   int n_before = res->n_diffs, ign_before = c->n_ignored;
   char from[160] = "";
@@ -216,12 +252,9 @@ int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *rel, const rc_cmp_side side[2
     if (!side[s].hashes_only && !ds[s].from_bytes)
       snprintf(from + strlen(from), sizeof from - strlen(from),
                "; %s's dataset hashes taken from its manifest (--trust-manifests)", s ? "B" : "A");
-  compare_datasets(c, rel, who, side, ds, from);
-  if (res->n_diffs == n_before && c->n_ignored == ign_before)
-    rc_cmp_add(c, RC_DIFF_SHA256, rel, "",
-               "file SHA-256 differs but every dataset's is equal (%s: /meta or layout differ;"
-               " nothing else compared)%s",
-               who, from);
+  compare_datasets(c, rel, who, chunks, ds, from);
+  if (res->n_diffs == n_before)
+    datasets_all_equal(c, rel, who, chunks, by_chunks, c->n_ignored != ign_before, trust, from);
 done:
   side_free(&ds[0]);
   side_free(&ds[1]);

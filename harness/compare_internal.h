@@ -40,10 +40,13 @@ typedef struct {
 } rc_cmp_side;
 
 /* Decides the pair by SHA-256 (docs/compare.md, "Hashes-only checkpoints"):
- * equal file hashes (chunk lists, or whole files) are byte-identical;
- * otherwise every dataset's hash, a file side's computed from its verified
- * bytes (never its manifest's, unless --trust-manifests), and each
- * difference is recorded as such (RC_DIFF_SHA256, "values not compared"). */
+ * equal chunk lists of one size (the manifests', or a file side's bytes
+ * hashed at the other side's chunk size) are byte-identical; otherwise
+ * every dataset's hash, a file side's computed from its verified bytes
+ * (never its manifest's, unless --trust-manifests), and each difference
+ * is recorded as such (RC_DIFF_SHA256, "values not compared"). Equal
+ * datasets without comparable chunks are an informational note that the
+ * file's other bytes were not compared, never a byte-identical file. */
 int rc_cmp_hashes_shard(rc_cmp_ctx *c, const char *file_rel, const rc_cmp_side side[2],
                         rc_err *err);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_through_hashes.sh — `run --through-checkpoints hashes` on the real
-# CPU core: the through leg's save at K keeps hashes only (no shard file),
+# CPU core: the through leg's save at K keeps hashes only (no shard file,
+# no whole-file hash),
 # and every verdict is what the full run gives: clean (0, A/A identical by
 # SHA-256), the seed (1, same first divergent step), non-determinism (2,
 # the A/A@K difference named per dataset as "values not compared"). Each
@@ -29,6 +30,10 @@ contains "$T/clean.out" "through@3 (hashes only) vs save@3: 1/1 shards SHA-256-i
 [ -e "$T/c/through/ckpt/iter_0000003/shard_00000_of_00001.h5" ] && fail "a shard in through@3"
 [ -f "$T/c/through/ckpt/iter_0000003/COMPLETE" ] || fail "no COMPLETE in through@3"
 [ -f "$T/c/through/ckpt/iter_0000006/shard_00000_of_00001.h5" ] || fail "no shard in through@6"
+# through@3 records no whole-file sha256 (it computed none); the full
+# through@6 does (control)
+json_true "$T/c/through/ckpt/iter_0000003/manifest.json" "'sha256' not in d['shards'][0] and d['shards'][0]['chunk_sha256']" "through@3: no whole-file sha256, chunk hashes"
+json_true "$T/c/through/ckpt/iter_0000006/manifest.json" "len(d['shards'][0]['sha256']) == 64" "control: through@6 records its whole-file sha256"
 json_true "$T/c/report.json" "d['config']['through_checkpoints'] == 'hashes'" "config records hashes"
 json_true "$T/c/report.json" "[c['state']['hashes_only'] for c in d['checks'] if c['name'] == 'A/A@3'] == [['a']]" "A/A@3: side a kept hashes only"
 # control: full keeps the shard and says byte-identical; auto on the CPU is full

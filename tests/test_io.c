@@ -1706,13 +1706,14 @@ static char *read_text(const char *dir, size_t *n) {
 }
 
 /* Whether two parsed manifests record the same shards: every size, file,
- * whole-file, chunk and dataset hash, dtype and shape. */
-static bool same_entries(const rc_manifest *a, const rc_manifest *b) {
+ * chunk and dataset hash, dtype and shape, and with `whole` the whole-file
+ * hash (a hashes-only manifest records none). */
+static bool same_entries(const rc_manifest *a, const rc_manifest *b, bool whole) {
   if (a->world_size != b->world_size || a->iteration != b->iteration) return false;
   for (int r = 0; r < a->world_size; r++) {
     const rc_mf_shard *x = &a->shards[r], *y = &b->shards[r];
-    if (x->bytes != y->bytes || strcmp(x->sha256, y->sha256) || strcmp(x->file, y->file) ||
-        x->chunk_bytes != y->chunk_bytes || x->nchunks != y->nchunks ||
+    if (x->bytes != y->bytes || (whole && strcmp(x->sha256, y->sha256)) ||
+        strcmp(x->file, y->file) || x->chunk_bytes != y->chunk_bytes || x->nchunks != y->nchunks ||
         x->ndatasets != y->ndatasets)
       return false;
     for (int k = 0; k < x->nchunks; k++)
@@ -1721,6 +1722,73 @@ static bool same_entries(const rc_manifest *a, const rc_manifest *b) {
       if (memcmp(&x->datasets[i], &y->datasets[i], sizeof x->datasets[i])) return false;
   }
   return true;
+}
+
+/* Whether no shard entry records a whole-file hash ("" for each). */
+static bool no_whole_hash(const rc_manifest *m) {
+  for (int r = 0; r < m->world_size; r++)
+    if (m->shards[r].sha256[0]) return false;
+  return m->world_size > 0;
+}
+
+/* A manifest's (or fragment's) text edited by hand, for what the writer
+ * must and must not give: with `mark`, the line `  "hashes_only": true,`
+ * after the "format" line; with `drop_whole`, every shard's whole-file
+ * "sha256" line removed together with the comma that ended the line
+ * before it. Shard keys are one per line; a dataset's sha256 sits inside
+ * its one-line object, so a line that starts with "sha256" is a shard's. */
+static char *edit_text(const char *text, bool mark, bool drop_whole) {
+  size_t n = strlen(text);
+  char *out = malloc(n + 64), *o = out;
+  if (!out) abort();
+  for (const char *p = text; *p;) {
+    const char *eol = strchr(p, '\n');
+    size_t len = eol ? (size_t)(eol - p) + 1 : strlen(p);
+    const char *k = p;
+    while (*k == ' ') k++;
+    if (drop_whole && !strncmp(k, "\"sha256\": ", 10)) {
+      if (o - out >= 2 && o[-2] == ',') o[-2] = '\n', o--;
+    } else {
+      memcpy(o, p, len);
+      o += len;
+      if (mark && !strncmp(k, "\"format\": ", 10)) {
+        const char *line = "  \"hashes_only\": true,\n";
+        memcpy(o, line, strlen(line));
+        o += strlen(line);
+      }
+    }
+    p += len;
+  }
+  *o = 0;
+  return out;
+}
+
+/* rc_manifest_parse of text: its exit code, the message in err. */
+static int parse_text(const char *text, rc_err *err) {
+  rc_manifest m;
+  int rc = rc_manifest_parse(text, strlen(text), "edited", &m, err);
+  if (!rc) rc_manifest_free(&m);
+  return rc;
+}
+
+static int parse_fragment_text(const char *text, rc_err *err) {
+  int64_t it;
+  int ws;
+  bool ho;
+  rc_mf_shard s;
+  int rc = rc_fragment_parse(text, strlen(text), "edited", &it, &ws, &ho, &s, err);
+  if (!rc) rc_mf_shard_free(&s);
+  return rc;
+}
+
+/* Rank r of 3's fragment text in dir, or NULL. */
+static char *read_fragment(const char *dir, int r) {
+  char file[64], path[4096], *text = NULL;
+  size_t n = 0;
+  rc_err err = {0};
+  rc_fragment_filename(file, sizeof file, r, 3);
+  pathf(path, sizeof path, "%s/%s", dir, file);
+  return rc_read_file(path, &text, &n, &err) ? NULL : text;
 }
 
 static bool parse_dir(const char *dir, rc_manifest *m) {
@@ -1733,8 +1801,11 @@ static bool parse_dir(const char *dir, rc_manifest *m) {
 }
 
 /* A hashes-only save (rc_shard_meta.hashes_only): the same manifest entries
- * as a full save of the state, plain or streamed, one rank or three; no
- * shard file; a load refuses it (65) and rc_checkpoint_latest passes it by. */
+ * as a full save of the state but no whole-file hash, plain or streamed,
+ * one rank or three; no shard file; a load refuses it (65) and
+ * rc_checkpoint_latest passes it by. The reader refuses a hashes-only
+ * manifest or fragment that claims a whole-file hash or lacks chunk hashes,
+ * and a full one without its whole-file hash. */
 static void test_hashes_only(void) {
   char rf[4096], rh[4096], rs[4096], rp[4096], df[4096], dh[4096], ds[4096], dp[4096];
   char path[4096], out[4096];
@@ -1761,19 +1832,65 @@ static void test_hashes_only(void) {
   CHECK(parse_dir(df, &mf) && parse_dir(dh, &mh) && parse_dir(ds, &ms) && parse_dir(dp, &mp),
         "the four manifests parse");
   CHECK(!mf.hashes_only && mh.hashes_only && ms.hashes_only, "marked hashes-only exactly when so");
-  CHECK(same_entries(&mf, &mh), "hashes-only save: the full save's hashes");
-  CHECK(same_entries(&mf, &ms), "streamed hashes-only save: the full save's hashes");
-  CHECK(!same_entries(&mf, &mp), "negative control: a perturbed state's hashes differ");
-  /* the text: the full one's with one line more */
-  size_t nf = 0, nh = 0;
-  char *tf = read_text(df, &nf), *th = read_text(dh, &nh);
-  const char *line = "  \"hashes_only\": true,\n";
-  CHECK(tf && th && !strstr(tf, "hashes_only") && nh == nf + strlen(line) && strstr(th, line) &&
-            !memcmp(th, tf, (size_t)(strstr(th, line) - th)) &&
-            !strcmp(strstr(th, line) + strlen(line), tf + (strstr(th, line) - th)),
-        "the manifest text is the full save's plus \"hashes_only\": true");
+  CHECK(same_entries(&mf, &mh, false), "hashes-only save: the full save's hashes");
+  CHECK(same_entries(&mf, &ms, false), "streamed hashes-only save: the full save's hashes");
+  CHECK(!same_entries(&mf, &mp, false), "negative control: a perturbed state's hashes differ");
+  CHECK(no_whole_hash(&mh) && no_whole_hash(&ms), "hashes-only: no whole-file hash recorded");
+  CHECK(!no_whole_hash(&mf) && !same_entries(&mf, &mh, true),
+        "negative control: the full save records one, so the whole-file hashes differ");
+  /* the text: the full one's with "hashes_only": true and without the
+   * shard's whole-file sha256 line */
+  size_t nf = 0, nh = 0, ns = 0;
+  char *tf = read_text(df, &nf), *th = read_text(dh, &nh), *ts = read_text(ds, &ns);
+  char *want = tf ? edit_text(tf, true, true) : NULL;
+  char *old_style = tf ? edit_text(tf, true, false) : NULL; /* what earlier builds wrote */
+  CHECK(tf && th && ts && !strstr(tf, "hashes_only") && !strcmp(th, want) && !strcmp(ts, want),
+        "the manifest text is the full save's plus \"hashes_only\": true, minus its whole-file"
+        " sha256");
+  CHECK(want && old_style && strcmp(th, old_style) && strstr(old_style, "\"rank\": 0,\n"),
+        "negative control: the text with the whole-file sha256 kept is another text");
+  /* the reader: a hashes-only manifest with a whole-file sha256 is 65 */
+  CHECK(parse_text(want, &err) == 0, "the hashes-only text parses: %s", err.msg);
+  CHECK(old_style && parse_text(old_style, &err) == RC_EXIT_DATAERR &&
+            strstr(err.msg, "whole-file sha256 in a hashes-only manifest"),
+        "a hashes-only manifest with a whole-file sha256 is refused (65, %s)", err.msg);
+  /* a full manifest still needs its sha256 (control: it parses with it) */
+  char *no_sha = tf ? edit_text(tf, false, true) : NULL;
+  CHECK(tf && parse_text(tf, &err) == 0, "the full text parses: %s", err.msg);
+  CHECK(no_sha && parse_text(no_sha, &err) == RC_EXIT_DATAERR &&
+            strstr(err.msg, "sha256 is not 64 lowercase hex digits"),
+        "a full manifest without its whole-file sha256 is refused (65, %s)", err.msg);
+  free(no_sha);
+  free(old_style);
+  free(want);
+  free(ts);
   free(tf);
   free(th);
+  /* without chunk hashes (version 1): a hashes-only entry would have
+   * nothing that covers its bytes, so the reader refuses one (65) and a
+   * save refuses to make one (64, nothing left) */
+  char rv[4096], dv[4096];
+  tmp_path(rv, sizeof rv, "ho_v1");
+  iter_dir(dv, sizeof dv, rv);
+  rc_shard_meta mv = iofix_meta(0, 1, IOFIX_CONFIG);
+  mv.chunk_bytes = RC_CHUNKS_NONE;
+  CHECK(rc_checkpoint_save(rv, &mv, &f.st, NULL, &err) == 0, "version-1 full save: %s", err.msg);
+  size_t nv = 0;
+  char *tv = read_text(dv, &nv), *tv_ho = tv ? edit_text(tv, true, true) : NULL;
+  CHECK(tv && !strstr(tv, "chunk_sha256") && parse_text(tv, &err) == 0,
+        "control: the version-1 full text parses (%s)", err.msg);
+  CHECK(tv_ho && parse_text(tv_ho, &err) == RC_EXIT_DATAERR &&
+            strstr(err.msg, "hashes-only entry without chunk hashes"),
+        "a hashes-only manifest without chunk hashes is refused (65, %s)", err.msg);
+  free(tv_ho);
+  free(tv);
+  char rv2[4096], dv2[4096];
+  tmp_path(rv2, sizeof rv2, "ho_v1_save");
+  iter_dir(dv2, sizeof dv2, rv2);
+  mv.hashes_only = true;
+  CHECK(rc_checkpoint_save(rv2, &mv, &f.st, NULL, &err) == RC_EXIT_USAGE &&
+            strstr(err.msg, "a hashes-only save records chunk hashes") && !rc_path_exists(dv2),
+        "a hashes-only save without chunk hashes is refused (64, nothing left: %s)", err.msg);
   pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", dh);
   CHECK(!rc_path_exists(path), "no shard file written");
   pathf(path, sizeof path, "%s/shard_00000_of_00001.h5", ds);
@@ -1804,26 +1921,76 @@ static void test_hashes_only(void) {
   CHECK(rc_checkpoint_save(rf, &m9, &f.st, NULL, &err) == 0, "full 11: %s", err.msg);
   CHECK(rc_checkpoint_latest(rf, out, sizeof out, &err) == 0 && strstr(out, "iter_0000011"),
         "negative control: a full iteration 11 is the latest (%s)", out);
-  /* three ranks: fragments marked, finalize merges them without shards */
-  char rw[4096], dw[4096];
+  /* three ranks, full, hashes-only and hashes-only streamed: fragments
+   * marked and without whole-file hashes, finalize merges them without
+   * shards, and every other hash is the full save's */
+  char rw[4096], dw[4096], rwf[4096], dwf[4096], rws[4096], dws[4096];
   tmp_path(rw, sizeof rw, "ho_ranks");
   iter_dir(dw, sizeof dw, rw);
+  tmp_path(rwf, sizeof rwf, "ho_ranks_full");
+  iter_dir(dwf, sizeof dwf, rwf);
+  tmp_path(rws, sizeof rws, "ho_ranks_stream");
+  iter_dir(dws, sizeof dws, rws);
   for (int r = 0; r < 3; r++) {
     rc_shard_meta mr = iofix_meta(r, 3, IOFIX_CONFIG);
+    CHECK(rc_checkpoint_save(rwf, &mr, &f.st, r == 0 ? "{}" : NULL, &err) == 0, "full rank %d: %s",
+          r, err.msg);
     mr.hashes_only = true;
     CHECK(rc_checkpoint_save(rw, &mr, &f.st, r == 0 ? "{}" : NULL, &err) == 0, "rank %d: %s", r,
           err.msg);
+    CHECK(save_streamed(rws, &f.st, &mr, -1, &err) == 0, "streamed rank %d: %s", r, err.msg);
   }
+  for (int r = 0; r < 3; r++) {
+    char *frf = read_fragment(dwf, r), *frh = read_fragment(dw, r), *frs = read_fragment(dws, r);
+    char *fwant = frf ? edit_text(frf, true, true) : NULL;
+    char *fold = frf ? edit_text(frf, true, false) : NULL;
+    CHECK(fwant && frh && frs && !strcmp(frh, fwant) && !strcmp(frs, fwant),
+          "rank %d's hashes-only fragment: the full one's plus \"hashes_only\", minus its"
+          " whole-file sha256",
+          r);
+    CHECK(fold && strcmp(frh, fold) && parse_fragment_text(fwant, &err) == 0,
+          "negative control: rank %d's fragment with the sha256 kept is another text (%s)", r,
+          err.msg);
+    CHECK(fold && parse_fragment_text(fold, &err) == RC_EXIT_DATAERR &&
+              strstr(err.msg, "whole-file sha256 in a hashes-only manifest"),
+          "a hashes-only fragment with a whole-file sha256 is refused (65, %s)", err.msg);
+    free(fold);
+    free(fwant);
+    free(frs);
+    free(frh);
+    free(frf);
+  }
+  CHECK(rc_checkpoint_finalize(dwf, 3, IOFIX_ITERATION, &err) == 0, "finalize full: %s", err.msg);
   CHECK(rc_checkpoint_finalize(dw, 3, IOFIX_ITERATION, &err) == 0, "finalize: %s", err.msg);
-  rc_manifest mw;
+  CHECK(rc_checkpoint_finalize(dws, 3, IOFIX_ITERATION, &err) == 0, "finalize streamed: %s",
+        err.msg);
+  rc_manifest mw = {0}, mwf = {0}, mws = {0};
   bool any_shard = false;
   for (int r = 0; r < 3; r++) {
     pathf(path, sizeof path, "%s/shard_%05d_of_00003.h5", dw, r);
     any_shard |= rc_path_exists(path);
+    pathf(path, sizeof path, "%s/shard_%05d_of_00003.h5", dws, r);
+    any_shard |= rc_path_exists(path);
   }
-  CHECK(parse_dir(dw, &mw) && mw.hashes_only && !any_shard,
+  CHECK(parse_dir(dw, &mw) && mw.hashes_only && parse_dir(dws, &mws) && mws.hashes_only &&
+            !any_shard,
         "three ranks: one hashes-only manifest, no shard");
+  CHECK(parse_dir(dwf, &mwf) && same_entries(&mwf, &mw, false) && same_entries(&mwf, &mws, false),
+        "three ranks: the full save's hashes");
+  CHECK(no_whole_hash(&mw) && no_whole_hash(&mws) && !no_whole_hash(&mwf),
+        "three ranks: no whole-file hash where hashes only (the full save has them)");
+  size_t nw = 0;
+  char *twf = read_text(dwf, &nw), *tw = read_text(dw, &nw);
+  char *twant = twf ? edit_text(twf, true, true) : NULL;
+  CHECK(twant && tw && !strcmp(tw, twant),
+        "three ranks: the finalized text is the full one's plus \"hashes_only\", minus the"
+        " whole-file sha256s");
+  free(twant);
+  free(tw);
+  free(twf);
   if (mw.shards) rc_manifest_free(&mw);
+  if (mws.shards) rc_manifest_free(&mws);
+  if (mwf.shards) rc_manifest_free(&mwf);
   /* a mix of kinds is refused */
   char rx[4096], dx[4096];
   tmp_path(rx, sizeof rx, "ho_mix");

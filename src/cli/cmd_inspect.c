@@ -53,8 +53,11 @@ static int inspect_dir(const char *dir) {
          dir, (long long)m.iteration, m.world_size);
   for (int r = 0; r < m.world_size; r++) {
     const rc_mf_shard *s = &m.shards[r];
-    printf("shard %s (not on disk): %llu bytes, sha256 %s, %d chunk hash%s\n", s->file,
-           (unsigned long long)s->bytes, s->sha256, s->nchunks, s->nchunks == 1 ? "" : "es");
+    /* the save computed no whole-file hash: the chunk hashes cover the bytes */
+    printf("shard %s (not on disk): %llu bytes, whole-file sha256 not recorded (hashes only),"
+           " %d chunk hash%s of %llu bytes each\n",
+           s->file, (unsigned long long)s->bytes, s->nchunks, s->nchunks == 1 ? "" : "es",
+           (unsigned long long)s->chunk_bytes);
     for (int i = 0; i < s->ndatasets; i++) {
       const rc_mf_dataset *d = &s->datasets[i];
       char shape[128];

@@ -9,7 +9,8 @@
  * image and the caller's tensor buffers, see shard_write.c) by threads at
  * once: the write, the whole-file SHA-256, and the per-tensor and per-chunk
  * SHA-256s (manifest.h) on the remaining cores. No tensor byte is copied in user space and, where
- * there are cores to spare, hashing costs little wall time. */
+ * there are cores to spare, hashing costs little wall time. A hashes-only
+ * save has neither the write nor the whole-file hash (see save_launch). */
 #include "io/checkpoint.h"
 
 #include <dirent.h>
@@ -44,7 +45,13 @@ static void iter_path(char *out, size_t cap, const char *root, int64_t iteration
  * In a streamed save (rc_save_stream_begin) the bytes are still arriving
  * from the device: every pass follows the gate, which the caller raises as
  * datasets land, so the copy, the hashes and the write overlap and the
- * save costs about as much as its slowest pass (bench/NOTES_io.md). */
+ * save costs about as much as its slowest pass (bench/NOTES_io.md).
+ *
+ * A hashes-only save runs only the dataset and chunk hashes: it writes no
+ * file, and the whole-file hash, one serial stream that sets the pace of a
+ * full save, would describe a file that never exists. The chunk hashes
+ * cover every byte of the image, so nothing is lost (docs/checkpoint-format.md,
+ * "Hashes-only checkpoints"). */
 
 typedef struct {
   const char *path;
@@ -241,6 +248,11 @@ static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard
                    meta->world_size, meta->iteration);
   int ret = chunk_size(meta, &s->chunk, err);
   if (ret) return ret;
+  /* Its chunk hashes are all that covers a hashes-only shard's bytes. */
+  if (meta->hashes_only && !s->chunk)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "checkpoint save: a hashes-only save records chunk hashes (its manifest has no"
+                   " whole-file hash); it cannot be saved without them (RC_CHUNKS_NONE)");
   s->rank = meta->rank;
   s->world_size = meta->world_size;
   s->iteration = meta->iteration;
@@ -289,12 +301,14 @@ static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard
 static void save_launch(rc_save_stream *s, int copy_threads) {
   rc_gate *gate = s->streamed ? &s->gate : NULL;
   int online = rc_sha256_threads(0, 1 << 20);
-  int busy = 2 + copy_threads; /* the write, the whole-file hash, the copy */
+  /* the write and the whole-file hash (neither in a hashes-only save), the copy */
+  int busy = (s->hashes_only ? 0 : 2) + copy_threads;
   /* The dataset and chunk hashes are two passes over the file on these
    * threads, the whole-file hash one pass on one: at most PARTS_THREADS
    * finish theirs well before it (5 GB at 8 x 1.4 GB/s is 0.45 s, one
    * 2.5 GB stream 1.8 s), and more would only take memory bandwidth and
-   * clock speed from the one stream that sets the pace. */
+   * clock speed from the one stream that sets the pace. Without it (hashes
+   * only) they set the pace themselves, with the copy. */
   int parts = online > busy + 1 ? online - busy : 1;
   if (parts > PARTS_THREADS) parts = PARTS_THREADS;
   s->write = (write_job){.path = s->path, .image = &s->image, .gate = gate};
@@ -307,10 +321,12 @@ static void save_launch(rc_save_stream *s, int copy_threads) {
                          .shard = &s->shard};
   /* Without threads (none to be had) a streamed save cannot follow its own
    * copy: the passes then run in rc_save_stream_end, once it is done. A
-   * hashes-only save has no write: the same image, the same hashes. */
+   * hashes-only save has no write and no whole-file hash (shard.sha256
+   * stays ""): the same image, the same dataset and chunk hashes. */
   s->write_thread =
       !s->hashes_only && pthread_create(&s->write_tid, NULL, write_job_run, &s->write) == 0;
-  s->whole_thread = pthread_create(&s->whole_tid, NULL, hash_job_run, &s->whole) == 0;
+  s->whole_thread =
+      !s->hashes_only && pthread_create(&s->whole_tid, NULL, hash_job_run, &s->whole) == 0;
   s->parts_thread = pthread_create(&s->parts_tid, NULL, parts_job_run, &s->parts) == 0;
 }
 
@@ -319,7 +335,7 @@ static void save_launch(rc_save_stream *s, int copy_threads) {
 static int save_complete(rc_save_stream *s, rc_err *err) {
   if (s->streamed) rc_gate_raise(&s->gate, s->image.size);
   if (!s->write_thread && !s->hashes_only) write_job_run(&s->write);
-  if (!s->whole_thread) hash_job_run(&s->whole);
+  if (!s->whole_thread && !s->hashes_only) hash_job_run(&s->whole);
   if (!s->parts_thread) parts_job_run(&s->parts);
   if (s->write_thread) pthread_join(s->write_tid, NULL);
   if (s->whole_thread) pthread_join(s->whole_tid, NULL);

@@ -12,6 +12,11 @@
  * chunk fields) is still read, and still written when a save records no
  * chunks (rc_shard_meta.chunk_bytes = RC_CHUNKS_NONE).
  *
+ * A hashes-only manifest ("hashes_only": true) describes shards that were
+ * never written: its entries have no whole-file "sha256" (the save does
+ * not compute one) and always have chunk hashes, which then are what
+ * covers every byte of each file. The reader holds both ways to that.
+ *
  * Parsing is strict and validates everything the loader later relies on,
  * in particular that each shard's file name is exactly the one its rank
  * implies, so a manifest can never point the loader outside the directory. */
@@ -57,8 +62,10 @@ static void dataset_json(rc_jw *w, const rc_mf_dataset *d) {
 
 /* Chunk hashes one per line, like datasets; keys stay sorted ("bytes" <
  * "chunk_bytes" < "chunk_sha256" < "datasets"). Written only when recorded,
- * so a save without them gives the version-1 text byte for byte. */
-static void shard_json(rc_jw *w, const rc_mf_shard *s) {
+ * so a save without them gives the version-1 text byte for byte. The
+ * whole-file "sha256" is left out of a hashes-only entry, which has none;
+ * every other entry's text is what it always was. */
+static void shard_json(rc_jw *w, const rc_mf_shard *s, bool hashes_only) {
   rc_jw_obj_begin(w);
   rc_jw_key(w, "bytes");
   rc_jw_uint(w, s->bytes);
@@ -78,8 +85,10 @@ static void shard_json(rc_jw *w, const rc_mf_shard *s) {
   rc_jw_str(w, s->file);
   rc_jw_key(w, "rank");
   rc_jw_int(w, s->rank);
-  rc_jw_key(w, "sha256");
-  rc_jw_str(w, s->sha256);
+  if (!hashes_only) {
+    rc_jw_key(w, "sha256");
+    rc_jw_str(w, s->sha256);
+  }
   rc_jw_obj_end(w);
 }
 
@@ -122,7 +131,7 @@ char *rc_manifest_text(const rc_manifest *m, size_t *len) {
   rc_jw_int(&w, m->iteration);
   rc_jw_key(&w, "shards");
   rc_jw_arr_begin(&w);
-  for (int r = 0; r < m->world_size; r++) shard_json(&w, &m->shards[r]);
+  for (int r = 0; r < m->world_size; r++) shard_json(&w, &m->shards[r], m->hashes_only);
   rc_jw_arr_end(&w);
   rc_jw_key(&w, "version");
   rc_jw_int(&w, m->world_size > 0 ? text_version(&m->shards[0]) : RC_MANIFEST_VERSION_MIN);
@@ -143,7 +152,7 @@ char *rc_fragment_text(int64_t iteration, int world_size, bool hashes_only, cons
   rc_jw_key(&w, "iteration");
   rc_jw_int(&w, iteration);
   rc_jw_key(&w, "shard");
-  shard_json(&w, s);
+  shard_json(&w, s, hashes_only);
   rc_jw_key(&w, "version");
   rc_jw_int(&w, text_version(s));
   rc_jw_key(&w, "world_size");
@@ -242,8 +251,36 @@ static int parse_chunks(const rc_json *j, const char *what, int64_t version, rc_
   return RC_OK;
 }
 
-static int parse_shard(const rc_json *j, const char *what, int64_t version, int rank,
-                       int world_size, rc_mf_shard *s, rc_err *err) {
+/* The whole-file "sha256": required, except in a hashes-only entry, where
+ * it must be absent (the save computes none; hashes-only manifests of
+ * earlier builds carried one and are refused: save them again) and the
+ * chunk hashes must be there, as nothing else would cover the bytes. */
+static int parse_whole_sha(const rc_json *j, const char *what, int64_t version, bool hashes_only,
+                           rc_mf_shard *s, rc_err *err) {
+  const char *sha = rc_json_get_str(j, "sha256");
+  if (hashes_only) {
+    if (rc_json_get(j, "sha256"))
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: shard %s: a whole-file sha256 in a hashes-only manifest (this build"
+                     " writes none there: not a manifest of this build; save it again)",
+                     what, s->file);
+    if (version < 2)
+      return rc_fail(err, RC_EXIT_DATAERR,
+                     "%s: shard %s: a hashes-only entry without chunk hashes (chunk_sha256):"
+                     " nothing would cover the file's bytes",
+                     what, s->file);
+    s->sha256[0] = 0;
+    return RC_OK;
+  }
+  if (!is_sha_hex(sha))
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: shard %s: sha256 is not 64 lowercase hex digits",
+                   what, s->file);
+  memcpy(s->sha256, sha, RC_SHA256_HEX);
+  return RC_OK;
+}
+
+static int parse_shard(const rc_json *j, const char *what, int64_t version, bool hashes_only,
+                       int rank, int world_size, rc_mf_shard *s, rc_err *err) {
   memset(s, 0, sizeof *s);
   if (!j || j->type != RC_JSON_OBJ)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: shard entry %d is not an object", what, rank);
@@ -260,12 +297,8 @@ static int parse_shard(const rc_json *j, const char *what, int64_t version, int 
   if (!rc_json_get_i64(j, "bytes", &bytes) || bytes < 0)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: shard %s: bytes missing or negative", what, s->file);
   s->bytes = (uint64_t)bytes;
-  const char *sha = rc_json_get_str(j, "sha256");
-  if (!is_sha_hex(sha))
-    return rc_fail(err, RC_EXIT_DATAERR, "%s: shard %s: sha256 is not 64 lowercase hex digits",
-                   what, s->file);
-  memcpy(s->sha256, sha, RC_SHA256_HEX);
-  int crc = parse_chunks(j, what, version, s, err);
+  int crc = parse_whole_sha(j, what, version, hashes_only, s, err);
+  if (!crc) crc = parse_chunks(j, what, version, s, err);
   if (crc) return crc;
   const rc_json *ds = rc_json_get(j, "datasets");
   if (!ds || ds->type != RC_JSON_ARR)
@@ -343,7 +376,8 @@ int rc_manifest_parse(const char *text, size_t n, const char *what, rc_manifest 
     goto done;
   }
   for (int r = 0; r < m->world_size && !rc; r++)
-    rc = parse_shard(&shards->kids[r], what, version, r, m->world_size, &m->shards[r], err);
+    rc = parse_shard(&shards->kids[r], what, version, m->hashes_only, r, m->world_size,
+                     &m->shards[r], err);
 done:
   rc_json_free(root);
   if (rc) rc_manifest_free(m);
@@ -365,7 +399,7 @@ int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *ite
     if (!sh || !rc_json_get_i64(sh, "rank", &rank) || rank < 0 || rank >= *world_size)
       rc = rc_fail(err, RC_EXIT_DATAERR, "%s: shard.rank missing or out of range", what);
     else
-      rc = parse_shard(sh, what, version, (int)rank, *world_size, s, err);
+      rc = parse_shard(sh, what, version, *hashes_only, (int)rank, *world_size, s, err);
   }
   rc_json_free(root);
   if (rc) rc_mf_shard_free(s);

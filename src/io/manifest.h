@@ -39,8 +39,10 @@ typedef struct {
   char file[64]; /* shard_%05d_of_%05d.h5, checked against rank on parse */
   int rank;
   uint64_t bytes;
-  char sha256[RC_SHA256_HEX]; /* of the whole file */
-  rc_mf_dataset *datasets;    /* malloc'd, in the shard's creation order */
+  /* Of the whole file; "" in a hashes-only manifest, which records none
+   * (its entries always have chunk hashes: the parser holds to both). */
+  char sha256[RC_SHA256_HEX];
+  rc_mf_dataset *datasets; /* malloc'd, in the shard's creation order */
   int ndatasets;
   /* Version 2: chunk k is bytes [k * chunk_bytes, min((k + 1) * chunk_bytes,
    * bytes)); nchunks == ceil(bytes / chunk_bytes). chunk_bytes 0 and
@@ -82,16 +84,20 @@ int rc_shard_verify_file(const char *path, const rc_mf_shard *entry, int threads
  * is verified against `entry` first (rc_shard_verify_file's checks), then,
  * after the loader's structure check, each dataset's path, dtype, shape,
  * byte range and SHA-256 are read from the verified image; entry's
- * dataset list is not used. With `whole`, also the SHA-256 of the whole
- * file, computed from its bytes (else sha256 is ""). For comparing against
- * a hashes-only checkpoint, whose manifest is all its side has. */
+ * dataset list is not used. With chunk_bytes > 0 (in [RC_CHUNK_BYTES_MIN,
+ * RC_CHUNK_BYTES_MAX]), also the SHA-256 of each chunk_bytes-sized chunk of
+ * the file, computed from its bytes, as a save of that chunk size records
+ * them (else chunk_sha256 is NULL). For comparing against a hashes-only
+ * checkpoint, whose manifest is all its side has: its chunk hashes, of
+ * whatever size it recorded, against this file's. */
 typedef struct {
   rc_mf_dataset *datasets; /* malloc'd, sorted by path */
   uint64_t *offset;        /* malloc'd: where dataset i's bytes start in the file */
   int ndatasets;
-  char sha256[RC_SHA256_HEX];
+  /* the file's size and, with chunk_bytes, its chunk hashes, as an entry */
+  rc_mf_shard chunks;
 } rc_shard_hashes;
-int rc_shard_hash_datasets(const char *path, const rc_mf_shard *entry, bool whole,
+int rc_shard_hash_datasets(const char *path, const rc_mf_shard *entry, uint64_t chunk_bytes,
                            rc_shard_hashes *out, rc_err *err);
 void rc_shard_hashes_free(rc_shard_hashes *h);
 

@@ -48,10 +48,12 @@ typedef struct {
    * (manifest.h). 0: RC_CHUNK_BYTES; RC_CHUNKS_NONE: none (a version-1
    * manifest). A load always uses the manifest's own chunk_bytes. */
   int64_t chunk_bytes;
-  /* Save only: build the shard and every hash exactly as a save does, but
-   * write no shard file: only the manifest (marked "hashes_only"), args.json
-   * and COMPLETE. Such a checkpoint can be compared, never loaded
-   * (docs/checkpoint-format.md, "Hashes-only checkpoints"). */
+  /* Save only: build the shard and its dataset and chunk hashes exactly as
+   * a save does, but write no shard file and compute no whole-file hash:
+   * only the manifest (marked "hashes_only"), args.json and COMPLETE. Needs
+   * chunk hashes (not RC_CHUNKS_NONE: 64). Such a checkpoint can be
+   * compared, never loaded (docs/checkpoint-format.md, "Hashes-only
+   * checkpoints"). */
   bool hashes_only;
 } rc_shard_meta;
 
