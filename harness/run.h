@@ -56,11 +56,14 @@ typedef enum {
  * whose one use is A/A@K (and RESUME checks at a chain's inner K): the
  * shards (FULL), or their hashes only (HASHES: `train --save-hashes-at`,
  * half the disk writes of a run; docs/checkpoint-format.md). AUTO is
- * HASHES when the legs run on CUDA, FULL otherwise. */
+ * HASHES when the legs run on CUDA, FULL otherwise. HASHES_ALL keeps
+ * hashes at N too: the through leg writes no shard at all, and RESUME@N
+ * names the differing datasets without their values (a gate's mode). */
 typedef enum {
   RC_THROUGH_CKPT_AUTO = 0,
   RC_THROUGH_CKPT_FULL,
-  RC_THROUGH_CKPT_HASHES
+  RC_THROUGH_CKPT_HASHES,
+  RC_THROUGH_CKPT_HASHES_ALL
 } rc_through_ckpt;
 
 typedef struct {
@@ -231,6 +234,7 @@ typedef struct {
    * keep hashes only (decided by rc_run_plan, for AUTO once legs_device is
    * known: rc_run_resolve_through_checkpoints) */
   bool through_hashes;
+  bool through_hashes_all; /* HASHES_ALL: and at N (through_hashes is set too) */
   /* --gpu-scheduling as it applied (decided when the legs start): the lock
    * file every leg was given, "" when the legs shared the GPU unscheduled */
   char step_lock[RC_RUN_PATH_CAP];
@@ -354,7 +358,8 @@ int rc_run_checks(rc_run *run, rc_err *err);
  * again), so the comparisons of a run overlap its later legs instead of
  * following them; joins the one that ended. The verdict still waits for
  * every leg. Built-in trainer only: an exec trainer's checkpoint may gain
- * files after its marker, so its checks run after its legs. rc_run_early_checks_join waits for the one in flight. */
+ * files after its marker, so its checks run after its legs. rc_run_early_checks_join waits for the
+ * one in flight. */
 void rc_run_early_checks_poll(rc_run *run);
 void rc_run_early_checks_join(rc_run *run);
 void rc_run_verdict(rc_run *run);

@@ -299,9 +299,11 @@ static int build_argv(rc_run *run, rc_leg *leg, rc_err *err) {
   ok = ok && !sv_push(&a, "--steps") && !sv_push(&a, steps);
   if (ok && leg->last_step != o->steps) ok = !sv_push(&a, "--stop-at") && !sv_push(&a, stop);
   ok = ok && !sv_push(&a, "--save-at") && !sv_push(&a, save_list);
-  if (ok && run->through_hashes && !strcmp(leg->name, "through") && leg->n_saves > 1) {
-    /* every save but the last (N) keeps hashes only (--through-checkpoints) */
-    char *hashes = join_steps(leg->saves, leg->n_saves - 1);
+  int n_hashes = run->through_hashes_all ? leg->n_saves : leg->n_saves - 1;
+  if (ok && run->through_hashes && !strcmp(leg->name, "through") && n_hashes > 0) {
+    /* every save but the last (N) keeps hashes only (--through-checkpoints);
+     * with hashes-all the last one too */
+    char *hashes = join_steps(leg->saves, n_hashes);
     ok = hashes && !sv_push(&a, "--save-hashes-at") && !sv_push(&a, hashes);
     free(hashes);
   }
@@ -518,11 +520,19 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
                    "--gpu-scheduling critical-first needs the built-in trainer (an exec trainer "
                    "does not know `train --step-lock`)");
 
-  if (opts->trainer == RC_TRAINER_EXEC && opts->through_checkpoints == RC_THROUGH_CKPT_HASHES)
+  bool all = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES_ALL;
+  if (opts->trainer == RC_TRAINER_EXEC &&
+      (opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all))
     return rc_fail(err, RC_EXIT_USAGE,
-                   "--through-checkpoints hashes needs the built-in trainer (an exec trainer "
-                   "does not know `train --save-hashes-at`)");
-  run->through_hashes = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES;
+                   "--through-checkpoints %s needs the built-in trainer (an exec trainer "
+                   "does not know `train --save-hashes-at`)",
+                   all ? "hashes-all" : "hashes");
+  if (all && opts->confirm_arm)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--through-checkpoints hashes-all with --confirm-arm: ARMS@N compares the "
+                   "two arms' through states value by value, which needs their shards at N");
+  run->through_hashes = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all;
+  run->through_hashes_all = all;
 
   int leg_cap = 0, check_cap = 0;
   if (!opts->confirm_arm) {
@@ -572,7 +582,7 @@ int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err) {
 }
 
 const char *rc_run_through_checkpoints_name(const rc_run *run) {
-  return run->through_hashes ? "hashes" : "full";
+  return run->through_hashes_all ? "hashes-all" : run->through_hashes ? "hashes" : "full";
 }
 
 void rc_run_free(rc_run *run) {

@@ -7,7 +7,8 @@
 # the A/A@K difference named per dataset as "values not compared"). Each
 # has its control: the same run with --through-checkpoints full. Also
 # `train --save-hashes-at` outside --save-at (64) and a resume from a
-# hashes-only checkpoint (65).
+# hashes-only checkpoint (65). hashes-all: no through shard at all, the
+# seed found by SHA-256 at N; refused with --confirm-arm and exec (64).
 source "$(dirname "$0")/run_lib.sh"
 need_train
 
@@ -103,4 +104,32 @@ if have_py; then
   nd_run nf full
   json_true "$T/nf/report.json" "any(x['kind'] == 'values' for x in $AA['state']['diffs'])" "control: full A/A@4 compares values"
 fi
+
+# hashes-all: the through leg writes no shard, not even at N; the seed is
+# still found at the same step with RESUME@N decided by SHA-256 (datasets
+# named, no values); resolve is identical. Control: hashes keeps through@N
+# full (above) and its RESUME@N compares values.
+SEED=(--preset tiny --precision bf16 --mtp-depths 2 --mtp-repeated-layer --steps 6 --save-at 3 --progress off)
+run_rc ha_l "${SEED[@]}" --first-microbatch-policy legacy --out "$T/hal" --through-checkpoints hashes-all
+expect_rc 1 "seed, hashes-all" ha_l
+run_rc h_l "${SEED[@]}" --first-microbatch-policy legacy --out "$T/hl" --through-checkpoints hashes
+expect_rc 1 "seed, hashes" h_l
+for it in 3 6; do
+  [ -e "$T/hal/through/ckpt/iter_000000$it/shard_00000_of_00001.h5" ] && fail "hashes-all: a shard in through@$it"
+  [ -f "$T/hal/through/ckpt/iter_000000$it/COMPLETE" ] || fail "hashes-all: no COMPLETE in through@$it"
+done
+[ -f "$T/hl/through/ckpt/iter_0000006/shard_00000_of_00001.h5" ] || fail "control: hashes keeps through@6's shard"
+RES="[c for c in d['checks'] if c['name'] == 'RESUME@3→6'][0]"
+json_true "$T/hal/report.json" "d['config']['through_checkpoints'] == 'hashes-all' and $RES['status'] == 'differs' and $RES['state']['hashes_only'] == ['a'] and not any(x['kind'] == 'values' for x in $RES['state']['diffs']) and any(x['kind'] == 'sha256' and x['object'].startswith('/model') for x in $RES['state']['diffs'])" "hashes-all: RESUME@6 by SHA-256, model datasets named, no values"
+json_true "$T/hl/report.json" "any(x['kind'] == 'values' for x in $RES['state']['diffs'])" "control: with hashes, RESUME@6 compares values"
+json_true "$T/hal/report.json" "(lambda e: d['first_divergence']['step'] == e['first_divergence']['step'] == 4 and d['first_divergence']['columns'] == e['first_divergence']['columns'])(json.load(open('$T/hl/report.json')))" "hashes-all: the same first divergence as hashes"
+run_rc ha_r "${SEED[@]}" --first-microbatch-policy resolve --out "$T/har" --through-checkpoints hashes-all
+expect_rc 0 "resolve, hashes-all" ha_r
+contains "$T/ha_r.out" "through@6 (hashes only) vs resume@3→6: 1/1 shards SHA-256-identical"
+run_rc ha_arm "${SEED[@]}" --first-microbatch-policy legacy --confirm-arm --out "$T/haa" --through-checkpoints hashes-all
+expect_rc 64 "hashes-all with --confirm-arm" ha_arm
+contains "$T/ha_arm.err" "ARMS@N compares the two arms' through states value by value"
+run_rc ha_x --trainer exec --train-cmd "$(tmpl)" --steps 4 --save-at 2 --out "$T/hax" --through-checkpoints hashes-all
+expect_rc 64 "hashes-all with an exec trainer" ha_x
+contains "$T/ha_x.err" "--through-checkpoints hashes-all needs the built-in trainer"
 finish

@@ -28,7 +28,7 @@ static const char USAGE[] =
     "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
     "                       [--progress auto|live|plain|off] [--leg-timeout SECONDS]\n"
     "                       [--gpu-scheduling critical-first|shared]\n"
-    "                       [--through-checkpoints full|hashes|auto]\n"
+    "                       [--through-checkpoints full|hashes|hashes-all|auto]\n"
     "\n"
     "Runs the legs of a checkpoint-resume check, each a separate process with its own\n"
     "directory DIR/<leg>/ and log DIR/<leg>/log.txt, and compares their state byte for byte:\n"
@@ -93,7 +93,7 @@ static int refuse_leg_flag(void *target, const char *flag, const char *v, rc_err
 static const char *const TRAINERS[] = {"resumecheck", "exec", NULL};
 static const char *const PROGRESS[] = {"auto", "live", "plain", "off", NULL};
 static const char *const GPU_SCHED[] = {"critical-first", "shared", NULL};
-static const char *const THROUGH[] = {"auto", "full", "hashes", NULL};
+static const char *const THROUGH[] = {"auto", "full", "hashes", "hashes-all", NULL};
 
 #define R(flag, kind_, field, lo, hi, choices_, mv, help_)                                         \
   {                                                                                                \
@@ -178,7 +178,9 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "but not written, half a run's checkpoint writes; those checks\n"
       "then decide by SHA-256 and name differing datasets without their\n"
       "values). auto (default): hashes when the legs run on CUDA, full\n"
-      "otherwise. Its saves at N are always full"),
+      "otherwise; its saves at N are then full. hashes-all: hashes at N\n"
+      "too (no through shard at all; RESUME@N names the differing\n"
+      "datasets without values: a CI gate's mode; not with --confirm-arm)"),
 };
 
 /* `train` flags that `run` sets for each leg itself: refused, in any form. */
