@@ -32,7 +32,7 @@ for r in $(seq 1 "$REPEAT"); do
     extra=()
     case "$a" in
     default) ;;
-    hashes | full) extra=(--through-checkpoints "$a") ;; # what the through leg keeps at K
+    hashes | hashes-all | full) extra=(--through-checkpoints "$a") ;; # what the through leg keeps
     *) extra=(--gpu-scheduling "$a") ;;
     esac
     t0=$(now)

@@ -173,7 +173,7 @@ fi
 if want oldbytes && [ -n "${RC_OLD_GPU_BUILD:-}" ]; then
   # The save path changed (streamed through a page-locked staging buffer):
   # CUDA legs of the old and the new binary must write the same bytes.
-  log "CUDA checkpoints of $RC_OLD_GPU_BUILD (before the streamed save) vs this build"
+  log "CUDA checkpoints of $RC_OLD_GPU_BUILD vs this build"
   ob=/tmp/rc_oldbytes
   rm -rf "$ob"
   n_same=0 n_diff=0
