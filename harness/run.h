@@ -354,12 +354,12 @@ int rc_run_legs(rc_run *run, rc_err *err);
 int rc_run_checks(rc_run *run, rc_err *err);
 /* While the legs run (each scheduler tick): starts, on a thread of its own
  * and one at a time, the next state check whose two checkpoints are both
- * complete (their COMPLETE markers: a complete checkpoint never changes
- * again), so the comparisons of a run overlap its later legs instead of
- * following them; joins the one that ended. The verdict still waits for
- * every leg. Built-in trainer only: an exec trainer's checkpoint may gain
- * files after its marker, so its checks run after its legs. rc_run_early_checks_join waits for the
- * one in flight. */
+ * complete (their COMPLETE markers, and no rank's manifest fragment left
+ * for finalize to remove: from then on a checkpoint never changes again), so the comparisons of a
+ * run overlap its later legs instead of following them; joins the one that ended. The verdict still
+ * waits for every leg. Built-in trainer only: an exec trainer's checkpoint may gain files after its
+ * marker, so its checks run after its legs. rc_run_early_checks_join waits for the one in flight.
+ */
 void rc_run_early_checks_poll(rc_run *run);
 void rc_run_early_checks_join(rc_run *run);
 void rc_run_verdict(rc_run *run);

@@ -387,13 +387,31 @@ static void *early_check_run(void *arg) {
   return NULL;
 }
 
-/* Both checkpoints of a pending state check are complete. */
+/* A rank's manifest fragment (layout.h) is still in dir: with several
+ * ranks, finalize writes COMPLETE and then removes the fragments, so until
+ * they are gone the directory still changes. */
+static bool has_fragment(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool found = false;
+  for (struct dirent *e; !found && (e = readdir(d));) {
+    size_t n = strlen(e->d_name), suffix = strlen(".manifest.json");
+    found = !strncmp(e->d_name, "shard_", 6) && n > suffix &&
+            !strcmp(e->d_name + n - suffix, ".manifest.json");
+  }
+  closedir(d);
+  return found;
+}
+
+/* Both checkpoints of a pending state check are complete and final: their
+ * COMPLETE markers, and no fragment left to be removed. */
 static bool state_check_ready(const rc_check *c) {
   if (c->what != RC_CHECK_STATE || c->status != RC_CHECK_PENDING || c->during_legs) return false;
   char ca[RC_RUN_PATH_CAP + 16], cb[RC_RUN_PATH_CAP + 16];
   rc_bufprintf(ca, sizeof ca, "%s/" RC_COMPLETE_NAME, c->path_a);
   rc_bufprintf(cb, sizeof cb, "%s/" RC_COMPLETE_NAME, c->path_b);
-  return rc_path_exists(ca) && rc_path_exists(cb);
+  return rc_path_exists(ca) && rc_path_exists(cb) && !has_fragment(c->path_a) &&
+         !has_fragment(c->path_b);
 }
 
 void rc_run_early_checks_join(rc_run *run) {

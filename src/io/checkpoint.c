@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -555,6 +556,14 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
     if (!ret && !m.hashes_only) ret = check_shard_size(iter_dir, &m.shards[r], err);
   }
   if (!ret) ret = write_manifest_and_marker(iter_dir, &m, err);
+  /* a test's window between COMPLETE and the fragments' removal, which a
+   * reader of complete checkpoints must wait out (tests/run_early_checks.sh) */
+  const char *delay = getenv("RC_TEST_FINALIZE_DELAY_MS");
+  if (!ret && delay && *delay) {
+    unsigned long ms = strtoul(delay, NULL, 10);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if (!ret) ret = remove_fragments(iter_dir, world_size, err);
   rc_manifest_free(&m);
   return ret;

@@ -724,6 +724,9 @@ int rc_leg_run(const rc_config *cfg, const rc_leg_opts *leg, const rc_leg_proc *
    * CPU priority (threads inherit it); bits do not depend on it. */
   if (proc->step_lock && (proc->step_priority == RC_STEP_PRIORITY_LOW || proc->wait_for_checkpoint))
     (void)setpriority(PRIO_PROCESS, 0, RC_BACKGROUND_NICE);
+  /* tests/dist_early_checks.sh: the finalize delay for one leg only */
+  const char *only = getenv("RC_TEST_FINALIZE_DELAY_LEG");
+  if (only && *only && strcmp(only, leg->leg)) unsetenv("RC_TEST_FINALIZE_DELAY_MS");
   struct stat st;
   bool existed = stat(leg->out, &st) == 0;
   int rc = leg_run(cfg, leg, proc, &step_lock, argc, argv, err);
