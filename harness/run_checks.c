@@ -394,11 +394,7 @@ static bool has_fragment(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return false;
   bool found = false;
-  for (struct dirent *e; !found && (e = readdir(d));) {
-    size_t n = strlen(e->d_name), suffix = strlen(".manifest.json");
-    found = !strncmp(e->d_name, "shard_", 6) && n > suffix &&
-            !strcmp(e->d_name + n - suffix, ".manifest.json");
-  }
+  for (struct dirent *e; !found && (e = readdir(d));) found = rc_is_fragment_filename(e->d_name);
   closedir(d);
   return found;
 }

@@ -39,8 +39,6 @@ void rc_step_lock_none(rc_step_lock *l) {
   l->fd = -1;
 }
 
-static int lock_wait(rc_step_lock *l, int op);
-
 static const char *kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
   if (S_ISFIFO(m)) return "a FIFO";
@@ -79,21 +77,6 @@ int rc_step_lock_open(rc_step_lock *l, const char *path, rc_step_priority priori
   int rc = open_lock_file(path, "--step-lock", &l->fd, err);
   if (!rc) l->priority = priority;
   return rc;
-}
-
-int rc_start_gate_wait(const char *path, double *waited_s, rc_err *err) {
-  *waited_s = 0;
-  rc_step_lock l;
-  rc_step_lock_none(&l);
-  int rc = open_lock_file(path, "--start-gate", &l.fd, err);
-  if (rc) return rc;
-  /* shared: every gated leg passes at once when the holder lets go */
-  if (lock_wait(&l, LOCK_SH))
-    fprintf(stderr, "resumecheck train: warning: --start-gate: flock(LOCK_SH): %s; not waiting\n",
-            strerror(errno));
-  *waited_s = l.waited_s;
-  rc_step_lock_close(&l); /* drops the shared lock */
-  return RC_OK;
 }
 
 /* flock, blocking, retried after a signal that did not end the process;
@@ -145,4 +128,19 @@ void rc_step_lock_close(rc_step_lock *l) {
   if (l->fd >= 0) close(l->fd); /* drops any lock still held */
   l->fd = -1;
   l->held = false;
+}
+
+int rc_start_gate_wait(const char *path, double *waited_s, rc_err *err) {
+  *waited_s = 0;
+  rc_step_lock l;
+  rc_step_lock_none(&l);
+  int rc = open_lock_file(path, "--start-gate", &l.fd, err);
+  if (rc) return rc;
+  /* shared: every gated leg passes at once when the holder lets go */
+  if (lock_wait(&l, LOCK_SH))
+    fprintf(stderr, "resumecheck train: warning: --start-gate: flock(LOCK_SH): %s; not waiting\n",
+            strerror(errno));
+  *waited_s = l.waited_s;
+  rc_step_lock_close(&l); /* drops the shared lock */
+  return RC_OK;
 }

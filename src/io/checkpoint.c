@@ -557,7 +557,7 @@ int rc_checkpoint_finalize(const char *iter_dir, int world_size, int64_t iterati
   }
   if (!ret) ret = write_manifest_and_marker(iter_dir, &m, err);
   /* a test's window between COMPLETE and the fragments' removal, which a
-   * reader of complete checkpoints must wait out (tests/run_early_checks.sh) */
+   * reader of complete checkpoints must wait out (tests/dist_early_checks.sh) */
   const char *delay = getenv("RC_TEST_FINALIZE_DELAY_MS");
   if (!ret && delay && *delay) {
     unsigned long ms = strtoul(delay, NULL, 10);

@@ -3,6 +3,7 @@
 #include "io/layout.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void rc_iter_dirname(char *buf, size_t cap, int64_t iteration) {
   snprintf(buf, cap, RC_ITER_NAME_FORMAT, iteration);
@@ -14,6 +15,14 @@ void rc_shard_filename(char *buf, size_t cap, int rank, int world_size) {
 
 void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size) {
   snprintf(buf, cap, RC_FRAGMENT_NAME_FORMAT, rank, world_size);
+}
+
+bool rc_is_fragment_filename(const char *name) {
+  int rank, world;
+  if (sscanf(name, "shard_%d_of_%d", &rank, &world) != 2) return false;
+  char expect[64];
+  rc_fragment_filename(expect, sizeof expect, rank, world);
+  return !strcmp(name, expect);
 }
 
 void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool before_save) {

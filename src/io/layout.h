@@ -54,5 +54,7 @@ void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
 void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
 /* "shard_00001_of_00004.manifest.json" for rank 1 of 4. */
 void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
+/* Whether name is some rank's fragment name (rc_fragment_filename's form). */
+bool rc_is_fragment_filename(const char *name);
 
 #endif

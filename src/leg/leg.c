@@ -748,7 +748,6 @@ int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out
   uint64_t device_free = host_avail;
   bool want_cuda =
       !strcmp(leg->device, "cuda") || (!strcmp(leg->device, "auto") && rc_cuda_gpu_visible());
-  char nvml_why[256] = "";
   if (!strcmp(leg->device, "cuda")) {
     /* the module must open (its libraries found: a missing one is 125
      * here, not in every leg); then NVML, which needs no CUDA context */
@@ -756,6 +755,7 @@ int rc_leg_memory_report(const rc_config *cfg, const rc_leg_opts *leg, FILE *out
     if (!rc_cuda_module_open(&why))
       return rc_fail(err, RC_EXIT_UNTESTABLE, "--device cuda: %s", why);
     uint64_t nv_free = 0;
+    char nvml_why[256]; /* why NVML could not say: then CUDA is asked below */
     if (rc_nvml_device_free(&nv_free, nvml_why, sizeof nvml_why) == 0) {
       device = "cuda", source = "nvml";
       device_free = nv_free;
