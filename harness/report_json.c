@@ -107,6 +107,7 @@ static void config(rc_jw *w, const rc_run *run) {
     rc_jw_null(w);
   kv_str(w, "gpu_scheduling", rc_run_gpu_scheduling_name(run));
   kv_str(w, "through_checkpoints", rc_run_through_checkpoints_name(run));
+  kv_bool(w, "handoff", o->handoff && o->trainer == RC_TRAINER_SELF);
   kv_str_or_null(w, "step_lock", run->step_lock[0] ? run->step_lock : NULL);
   kv_str_or_null(w, "start_gate", run->start_gate[0] ? run->start_gate : NULL);
   kv_secs(w, "start_gate_open_s", run->start_gate[0] ? run->start_gate_open_s : -1);
@@ -154,6 +155,9 @@ static void timing(rc_jw *w, const rc_leg_timing *t) {
   kv_secs(w, "saves_s", t->saves_s);
   kv_secs(w, "step_lock_wait_s", t->step_lock_wait_s);
   kv_secs(w, "start_gate_s", t->start_gate_s);
+  rc_jw_key(w, "loaded_before_durable");
+  rc_jw_bool(w, t->handoff_confirm_wait_s >= 0);
+  kv_secs(w, "handoff_confirm_wait_s", t->handoff_confirm_wait_s);
   rc_jw_obj_end(w);
 }
 

@@ -78,6 +78,9 @@ typedef struct {
   char save_at_why[512];
   const char *out_dir;
   bool aa, confirm_arm, git_bisect, keep_going, overwrite;
+  /* not --no-handoff: a leg whose checkpoint a pre-warmed leg waits for
+   * hands it over before it is durable (`train --handoff`, io/handoff.c) */
+  bool handoff;
   int jobs;             /* concurrent legs, >= 1 */
   double leg_timeout_s; /* --leg-timeout: a leg running longer is stopped, 0 = no bound */
   rc_trainer_kind trainer;
@@ -115,6 +118,10 @@ typedef struct {
   double steps_s, saves_s; /* sums over the step and save rows */
   double step_lock_wait_s; /* --step-lock: seconds blocked on the lock, -1 without */
   double start_gate_s;     /* --start-gate: seconds waited at the gate, -1 without */
+  /* loaded a checkpoint handed over before it was durable (io/handoff.c):
+   * the seconds it then blocked for COMPLETE and the confirmation; -1 when
+   * it loaded a complete checkpoint (or none) */
+  double handoff_confirm_wait_s;
 } rc_leg_timing;
 
 typedef struct {

@@ -114,18 +114,33 @@ static void free_env(char **env, char **extra) {
   free(env);
 }
 
+/* Whether the leg hands its checkpoints to the legs that load them before
+ * they are durable (`train --handoff`): the built-in trainer, not
+ * --no-handoff, and some leg of the run resumes from it (a waiting leg
+ * accepts a note; one started after the producer ended finds COMPLETE).
+ * With several ranks the save ignores it (io/handoff.c). */
+static bool hands_over(const rc_run *run, const rc_leg *leg) {
+  if (!run->opts.handoff || run->opts.trainer != RC_TRAINER_SELF) return false;
+  int self = (int)(leg - run->legs);
+  for (int j = 0; j < run->n_legs; j++)
+    if (run->legs[j].depends_on == self) return true;
+  return false;
+}
+
 /* argv plus the flags only this process needs: --wait-for-checkpoint for a
- * pre-warmed leg, --step-lock FILE --step-priority P when the legs take
+ * pre-warmed leg, --handoff for its producer, --step-lock FILE --step-priority P when the legs take
  * turns on the GPU. Neither is in leg->argv: a leg re-run by hand from its
  * repro line needs no wait and no turn. Borrows the words; leg->argv itself
  * when nothing is added; NULL on OOM. */
 static char **spawn_argv(const rc_run *run, const rc_leg *leg) {
-  if (!leg->prewarmed && !leg->step_locked) return leg->argv;
-  char **v = calloc((size_t)leg->argc + 8, sizeof *v);
+  bool handoff = hands_over(run, leg);
+  if (!leg->prewarmed && !leg->step_locked && !handoff) return leg->argv;
+  char **v = calloc((size_t)leg->argc + 9, sizeof *v);
   if (!v) return NULL;
   int n = 0;
   for (int k = 0; k < leg->argc; k++) v[n++] = leg->argv[k];
   if (leg->prewarmed) v[n++] = "--wait-for-checkpoint";
+  if (handoff) v[n++] = "--handoff";
   if (leg->step_locked) {
     v[n++] = "--step-lock";
     v[n++] = (char *)run->step_lock;

@@ -242,10 +242,10 @@ void rc_progress_tick(rc_progress *p, rc_run *run, double now) {
     char path[RC_RUN_PATH_CAP + 16];
     snprintf(path, sizeof path, "%s/" RC_TRACE_NAME, l->dir);
     l->steps_done = rc_trace_rows(path);
-    if (l->prewarmed) {
+    if (l->prewarmed) { /* until COMPLETE or, handed over, its first step */
       char marker[RC_RUN_PATH_CAP + 16];
       snprintf(marker, sizeof marker, "%s/" RC_COMPLETE_NAME, l->resume_from);
-      l->waiting = !rc_path_exists(marker);
+      l->waiting = !rc_path_exists(marker) && l->steps_done == 0;
     }
   }
   erase_block(p);

@@ -571,6 +571,7 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
   memset(t, 0, sizeof *t);
   t->exec_s = t->backend_s = t->model_init_s = t->wait_s = t->load_s = -1;
   t->first_step_s = t->start_to_first_step_s = t->step_lock_wait_s = t->start_gate_s = -1;
+  t->handoff_confirm_wait_s = -1;
   char path[RC_RUN_PATH_CAP + 16];
   snprintf(path, sizeof path, "%s/" RC_TIMING_NAME, leg_dir);
   FILE *f = fopen(path, "re");
@@ -608,6 +609,8 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
       t->step_lock_wait_s = sec;
     else if (!strcmp(phase, "start_gate"))
       t->start_gate_s = sec;
+    else if (!strcmp(phase, "handoff_confirm_wait"))
+      t->handoff_confirm_wait_s = sec;
     else if (!strcmp(phase, "save")) {
       t->n_saves++;
       t->saves_s += sec;

@@ -134,7 +134,7 @@ static void iofix_free(iofix *f) {
 
 static rc_shard_meta iofix_meta(int rank, int world_size, const char *config) {
   rc_shard_meta m = {
-      RC_SHARD_FORMAT_VERSION, rank, world_size, IOFIX_ITERATION, config, NULL, 0, false};
+      RC_SHARD_FORMAT_VERSION, rank, world_size, IOFIX_ITERATION, config, NULL, 0, false, false};
   return m;
 }
 

@@ -805,7 +805,8 @@ static void test_load_misc(void) {
   /* The caller may know only the config hash. */
   char sha[RC_SHA256_HEX];
   rc_sha256_hex(IOFIX_CONFIG, strlen(IOFIX_CONFIG), sha);
-  rc_shard_meta by_hash = {RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha, 0, false};
+  rc_shard_meta by_hash = {
+      RC_SHARD_FORMAT_VERSION, 0, 1, IOFIX_ITERATION, NULL, sha, 0, false, false};
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == 0, "load by config hash: %s", err.msg);
   sha[0] = sha[0] == '0' ? '1' : '0';
   CHECK(rc_checkpoint_load(dir, &by_hash, &got.st, &err) == RC_EXIT_DATAERR &&

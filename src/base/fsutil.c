@@ -228,8 +228,22 @@ static int check_replaceable(const char *path, mode_t *mode) {
   return -1;
 }
 
+typedef struct {
+  rc_gate *gate;            /* NULL: every byte at once */
+  rc_before_sync_fn before; /* NULL: none */
+  void *before_ctx;
+  bool durable; /* fsync the file and its directory */
+} write_how;
+
+/* The crash hook counts the writes of state (durable ones): a note between
+ * processes is not state, and counting it would move every crash point of
+ * a save that also hands its checkpoint over. */
+static void crash_point(const write_how *how, const char *what, const char *path) {
+  if (how->durable) rc_test_crash_point(what, path);
+}
+
 static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces,
-                               bool check_target, rc_gate *gate, rc_err *err) {
+                               bool check_target, const write_how *how, rc_err *err) {
   size_t n = 0;
   for (int i = 0; i < npieces; i++) n += pieces[i].n;
   mode_t mode = 0;
@@ -245,21 +259,22 @@ static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npi
     int e = errno;
     return rc_fail(err, RC_EXIT_IOERR, "cannot create %s: %s%s", tmp, strerror(e), hint(e));
   }
-  rc_test_crash_point("created", tmp);
+  crash_point(how, "created", tmp);
   const char *step = "writing";
   /* in two halves, so that the crash hook can leave a half-written temp */
-  write_stream ws = {.gate = gate};
+  write_stream ws = {.gate = how->gate};
   if (write_gated(fd, pieces, npieces, 0, n / 2, &ws) != 0) goto fail;
-  rc_test_crash_point("half written", tmp);
+  crash_point(how, "half written", tmp);
   if (write_gated(fd, pieces, npieces, n / 2, n, &ws) != 0) goto fail;
-  rc_test_crash_point("written", tmp);
+  crash_point(how, "written", tmp);
+  if (how->before) how->before(how->before_ctx, tmp);
   step = "fsync of";
-  if (fsync(fd) != 0) goto fail;
+  if (how->durable && fsync(fd) != 0) goto fail;
   step = "closing";
   int r = close(fd);
   fd = -1;
   if (r != 0) goto fail;
-  rc_test_crash_point("synced", tmp);
+  crash_point(how, "synced", tmp);
   /* again, just before the rename: what was missing may have appeared */
   if (check_target && check_replaceable(path, &mode) != 0) {
     unlink(tmp);
@@ -268,15 +283,15 @@ static int write_pieces_atomic(const char *path, const rc_piece *pieces, int npi
   }
   step = "renaming";
   if (rename(tmp, path) != 0) goto fail;
-  rc_test_crash_point("renamed", path);
+  crash_point(how, "renamed", path);
   /* From here the new file is in place; a failed directory fsync is still
    * reported because durability was asked for. */
-  if (fsync_parent(path) != 0) {
+  if (how->durable && fsync_parent(path) != 0) {
     int e = errno;
     return rc_fail(err, RC_EXIT_IOERR, "fsync of the directory of %s: %s%s", path, strerror(e),
                    hint(e));
   }
-  rc_test_crash_point("directory synced", path);
+  crash_point(how, "directory synced", path);
   return RC_OK;
 fail:;
   int e = errno;
@@ -286,12 +301,27 @@ fail:;
 }
 
 int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces, rc_err *err) {
-  return write_pieces_atomic(path, pieces, npieces, true, NULL, err);
+  write_how how = {.durable = true};
+  return write_pieces_atomic(path, pieces, npieces, true, &how, err);
 }
 
 int rc_write_pieces_atomic_gated(const char *path, const rc_piece *pieces, int npieces,
                                  rc_gate *gate, rc_err *err) {
-  return write_pieces_atomic(path, pieces, npieces, true, gate, err);
+  write_how how = {.gate = gate, .durable = true};
+  return write_pieces_atomic(path, pieces, npieces, true, &how, err);
+}
+
+int rc_write_pieces_atomic_hooked(const char *path, const rc_piece *pieces, int npieces,
+                                  rc_gate *gate, rc_before_sync_fn before_sync, void *ctx,
+                                  rc_err *err) {
+  write_how how = {.gate = gate, .before = before_sync, .before_ctx = ctx, .durable = true};
+  return write_pieces_atomic(path, pieces, npieces, true, &how, err);
+}
+
+int rc_write_file_visible(const char *path, const void *data, size_t n, rc_err *err) {
+  rc_piece whole = {data, n};
+  write_how how = {.durable = false};
+  return write_pieces_atomic(path, &whole, 1, true, &how, err);
 }
 
 int rc_write_file_atomic(const char *path, const void *data, size_t n, rc_err *err) {
@@ -385,7 +415,10 @@ static bool output_always_rename(void) {
 
 int rc_write_output(const char *path, const void *data, size_t n, rc_err *err) {
   rc_piece halves[2] = {{data, n / 2}, {(const char *)data + n / 2, n - n / 2}};
-  if (output_always_rename()) return write_pieces_atomic(path, halves, 2, false, NULL, err);
+  if (output_always_rename()) {
+    write_how how = {.durable = true};
+    return write_pieces_atomic(path, halves, 2, false, &how, err);
+  }
   struct stat st;
   if (lstat(path, &st) != 0) {
     int e = errno;

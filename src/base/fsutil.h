@@ -29,6 +29,21 @@ int rc_write_pieces_atomic(const char *path, const rc_piece *pieces, int npieces
  * for. The bytes are those of rc_write_pieces_atomic. */
 int rc_write_pieces_atomic_gated(const char *path, const rc_piece *pieces, int npieces,
                                  rc_gate *gate, rc_err *err);
+/* The same, calling before_sync(ctx, tmp) once every byte is in the temp
+ * file `tmp` and before it is made durable (fsync, rename): the moment a
+ * reader in another process can already read the whole file (a checkpoint
+ * handed to a waiting leg, io/handoff.c). NULL: none. */
+typedef void (*rc_before_sync_fn)(void *ctx, const char *tmp);
+int rc_write_pieces_atomic_hooked(const char *path, const rc_piece *pieces, int npieces,
+                                  rc_gate *gate, rc_before_sync_fn before_sync, void *ctx,
+                                  rc_err *err);
+/* Writes path via path.tmp.<pid> and a rename, without fsync: atomic for
+ * readers (they see the old file or the whole new one), not durable. Only
+ * for notes between processes that are not state and never outlive the
+ * run: an fsync of a small file can wait for gigabytes of another file's
+ * write-back (ext4's ordered journal). Refuses to replace what is not a
+ * regular file, as the others. */
+int rc_write_file_visible(const char *path, const void *data, size_t n, rc_err *err);
 /* Both atomic writers refuse (74) to rename over anything that exists and is
  * not a regular file: a device node, FIFO, socket, directory or symlink is
  * never replaced. */

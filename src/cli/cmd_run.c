@@ -63,7 +63,7 @@ static const char EPILOGUE[] =
 typedef struct {
   int64_t steps, jobs;
   const char *save_at, *out, *json, *junit, *md, *plot, *train_cmd;
-  bool aa, confirm, bisect, keep_going, overwrite;
+  bool aa, confirm, bisect, keep_going, overwrite, no_handoff;
   int trainer, progress, gpu_scheduling, through_checkpoints;
   double leg_timeout;
 } run_flags;
@@ -171,6 +171,13 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "step first, through and aa only while none of them steps (`train\n"
       "--step-lock DIR/.step.lock`); shared (the default otherwise): every\n"
       "leg steps whenever it can. Scheduling only: the bits are the same"),
+    R("--no-handoff", RC_FLAG_BOOL, no_handoff, 0, 0, NULL, NULL,
+      "a pre-warmed resume leg loads its checkpoint only once it is\n"
+      "complete and durable (COMPLETE). Default: the save hands it\n"
+      "over once its bytes are written and hashed, before the fsync\n"
+      "(`train --handoff`), and the resumed leg confirms against the\n"
+      "manifest once COMPLETE is written (world size 1, built-in\n"
+      "trainer). Scheduling only: the bits are the same"),
     R("--through-checkpoints", RC_FLAG_CHOICE, through_checkpoints, 0, 0, THROUGH, "M",
       "what the through leg keeps of its saves at K < N, used only\n"
       "by A/A@K (and RESUME checks at a chain's inner K): full shards, or\n"
@@ -184,6 +191,8 @@ static const rc_flag_spec RUN_FLAGS[] = {
 };
 
 /* `train` flags that `run` sets for each leg itself: refused, in any form. */
+/* one flag a line */
+/* clang-format off */
 static const rc_flag_spec PER_LEG_FLAGS[] = {
     LEG("--stop-at", RC_FLAG_STRING),
     LEG("--resume-from", RC_FLAG_STRING),
@@ -193,8 +202,10 @@ static const rc_flag_spec PER_LEG_FLAGS[] = {
     LEG("--step-priority", RC_FLAG_STRING),
     LEG("--start-gate", RC_FLAG_STRING),
     LEG("--wait-for-checkpoint", RC_FLAG_BOOL),
+    LEG("--handoff", RC_FLAG_BOOL),
     LEG("--save-hashes-at", RC_FLAG_STRING),
 };
+/* clang-format on */
 #undef R
 #undef LEG
 
@@ -278,7 +289,7 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
       {NULL, RUN_FLAGS, (int)(sizeof RUN_FLAGS / sizeof RUN_FLAGS[0]), r},
       {"flags of `resumecheck train` that `run` sets for each leg (refused here):\n  "
        "--stop-at --resume-from --leg --dry-run --step-lock --step-priority\n  "
-       "--wait-for-checkpoint --save-hashes-at",
+       "--wait-for-checkpoint --handoff --save-hashes-at",
        PER_LEG_FLAGS, (int)(sizeof PER_LEG_FLAGS / sizeof PER_LEG_FLAGS[0]), NULL}};
   rc_flag_cmd cmd = {.usage = USAGE,
                      .epilogue = EPILOGUE,
@@ -314,6 +325,7 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   o->jobs = r->jobs ? (int)r->jobs : ncpu > 0 ? (int)ncpu : 1;
   o->aa = r->aa, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;
   o->keep_going = r->keep_going, o->overwrite = r->overwrite;
+  o->handoff = !r->no_handoff;
   o->progress = (rc_progress_mode)r->progress;
   o->leg_timeout_s = r->leg_timeout;
   o->gpu_scheduling = r->gpu_scheduling < 0    ? RC_GPU_SCHED_DEFAULT

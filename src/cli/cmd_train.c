@@ -1,6 +1,6 @@
 /* cmd_train.c — `resumecheck train`: one leg, in this process.
  *
- * --wait-for-checkpoint, --step-lock, --step-priority and --start-gate are flags of the
+ * --wait-for-checkpoint, --handoff, --step-lock, --step-priority and --start-gate are flags of the
  * process, not of the config (they change when the leg loads or steps,
  * never what it computes), so a first parse (base/flags.h, unknown flags
  * forwarded) takes them out of argv before the config parser sees the rest:
@@ -19,7 +19,7 @@
 #include "leg/leg.h"
 
 typedef struct {
-  bool wait_for_checkpoint, list_flags;
+  bool wait_for_checkpoint, handoff, list_flags;
   const char *step_lock, *step_priority, *start_gate;
 } proc_flags;
 
@@ -33,7 +33,18 @@ static const rc_flag_spec PROC_FLAGS[] = {
     P("--wait-for-checkpoint", RC_FLAG_BOOL, wait_for_checkpoint, NULL,
       "set up backend and model first, then wait until\n"
       "--resume-from DIR is complete (COMPLETE), then load;\n"
-      "`run` starts its resume legs this way"),
+      "`run` starts its resume legs this way. A save that\n"
+      "hands DIR over (--handoff) lets the load start before\n"
+      "DIR is durable; the leg then confirms, once COMPLETE\n"
+      "is written, that DIR's manifest lists exactly the\n"
+      "bytes it loaded, and fails (65, 66) otherwise"),
+    P("--handoff", RC_FLAG_BOOL, handoff, NULL,
+      "hand each checkpoint to a leg waiting for it before it\n"
+      "is durable: once a shard's bytes are written and\n"
+      "hashed, CKPT/iter_N.handoff.json says where they are,\n"
+      "then fsync, rename, manifest and COMPLETE as always\n"
+      "(world size 1; the bytes saved do not change); `run`\n"
+      "passes it to legs whose checkpoints a leg waits for"),
     P("--step-lock", RC_FLAG_STRING, step_lock, "FILE",
       "legs sharing one GPU take turns (flock on FILE, created\n"
       "if missing): high-priority legs step together, a\n"
@@ -128,6 +139,7 @@ int rc_cmd_train(int argc, char **argv) {
   if (rc_cli_flags_done("train", &help, rc, &err, &code)) goto done;
   code = RC_EXIT_USAGE;
   proc.wait_for_checkpoint = pf.wait_for_checkpoint;
+  proc.handoff = pf.handoff;
   proc.step_lock = pf.step_lock;
   if (pf.step_priority && !proc.step_lock) {
     usage_error("--step-priority needs --step-lock FILE");

@@ -7,6 +7,7 @@
 #include "core/checkpointing.h"
 
 #include <pthread.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,7 +327,7 @@ void rc_model_reserve_staging(rc_model *m, bool page_locked) {
  * chunk hashes follow the copy on other threads. The bytes are those of
  * copying everything first and saving after (io_unit's streamed-save test,
  * and ckpt_golden against sums of the earlier writer, pin them). */
-int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, bool hashes_only,
+int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
                   rc_err *err) {
   state_list l = {0};
   build(m, &l);
@@ -339,7 +340,8 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, boo
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
   meta.chunk_bytes = chunk_bytes_for_save();
-  meta.hashes_only = hashes_only;
+  meta.hashes_only = how & RC_SAVE_HASHES_ONLY;
+  meta.handoff = how & RC_SAVE_HANDOFF;
   double t0 = rc_model_wall_s();
   rc_save_stream *s = NULL;
   int rc = rc_save_stream_begin(ckpt_root, &meta, &view, m->rank == 0 ? args_json : NULL,
@@ -381,7 +383,7 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, boo
   return rc;
 }
 
-int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
+static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
   /* the iteration comes from the directory name: .../iter_0000005 */
   const char *base = strrchr(iter_dir, '/');
   base = base && base[1] ? base + 1 : iter_dir;
@@ -400,6 +402,9 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   if (iteration >= m->cfg.steps)
     return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: iteration %lld is not before --steps %d",
                    iter_dir, iteration, m->cfg.steps);
+  if (h && h->iteration != iteration)
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: the handoff note is of iteration %" PRId64, iter_dir,
+                   h->iteration);
   state_list l = {0};
   build(m, &l);
   char *config = rc_config_canonical(&m->cfg);
@@ -414,7 +419,8 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   shard_view(m, &l, &view, item);
   double t0 = rc_model_wall_s();
   /* read into the staging buffer; the tensors point at their bytes there */
-  int rc = rc_checkpoint_load_into(trimmed, &meta, &view, staging_buffer, m, err);
+  int rc = h ? rc_checkpoint_load_handoff(trimmed, h, &meta, &view, staging_buffer, m, err)
+             : rc_checkpoint_load_into(trimmed, &meta, &view, staging_buffer, m, err);
   double t1 = rc_model_wall_s();
   rc_model_profile_note("load: read and verify (chunk and dataset hashes)", t1 - t0);
   for (int j = 0; j < view.count && !rc; j++) l.st.tensors[item[j]].data = view.tensors[j].data;
@@ -452,4 +458,12 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
   free(config);
   free_list(&l);
   return rc;
+}
+
+int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {
+  return model_load(m, iter_dir, NULL, err);
+}
+
+int rc_model_load_handoff(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
+  return model_load(m, iter_dir, h, err);
 }

@@ -6,13 +6,21 @@
 #include "core/model.h"
 #include "io/checkpoint.h"
 
-/* Saves the state after m->iteration steps into ckpt_root/iter_%07d/;
- * hashes_only: every hash as a save, no shard file (io: rc_shard_meta). */
-int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, bool hashes_only,
+/* How a save goes (flags, io: rc_shard_meta): RC_SAVE_HASHES_ONLY every
+ * hash as a save, no shard file; RC_SAVE_HANDOFF hand the checkpoint to a
+ * leg waiting for it before it is durable (io/handoff.c). */
+enum { RC_SAVE_HASHES_ONLY = 1u << 0, RC_SAVE_HANDOFF = 1u << 1 };
+/* Saves the state after m->iteration steps into ckpt_root/iter_%07d/. */
+int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
                   rc_err *err);
 /* Loads iter_dir (validated: marker, hashes, format, config, shapes); on
  * failure the model must be discarded. */
 int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err);
+/* The same from the handoff note h of iter_dir's save in progress
+ * (rc_handoff_read): the bytes the note describes, verified against it.
+ * What it loads is the checkpoint only once rc_checkpoint_handoff_confirm
+ * says so; the caller must not let it count before. */
+int rc_model_load_handoff(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err);
 /* Starts reserving (and faulting in) the staging buffer for this rank's
  * shard in the background: a leg that saves or resumes calls it once the
  * model is initialised, so that neither its first save nor its load pays

@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -58,14 +60,16 @@ typedef struct {
   const char *path;
   const rc_shard_image *image;
   rc_gate *gate;
+  rc_before_sync_fn before_sync; /* the handoff, or NULL */
+  void *before_ctx;
   rc_err err;
   int ret;
 } write_job;
 
 static void *write_job_run(void *arg) {
   write_job *j = arg;
-  j->ret =
-      rc_write_pieces_atomic_gated(j->path, j->image->pieces, j->image->npieces, j->gate, &j->err);
+  j->ret = rc_write_pieces_atomic_hooked(j->path, j->image->pieces, j->image->npieces, j->gate,
+                                         j->before_sync, j->before_ctx, &j->err);
   return NULL;
 }
 
@@ -224,6 +228,8 @@ struct rc_save_stream {
   parts_job parts;
   pthread_t write_tid, whole_tid, parts_tid;
   bool write_thread, whole_thread, parts_thread;
+  bool parts_done; /* the dataset and chunk hashes are in shard (finish_parts) */
+  bool handoff;    /* rc_shard_meta.handoff, where it applies (save_prepare) */
 };
 
 static void stream_free(rc_save_stream *s) {
@@ -283,6 +289,9 @@ static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard
   rc_fragment_filename(file, sizeof file, meta->rank, meta->world_size);
   const char *mine[] = {shard->file, file, RC_ARGS_NAME, RC_MANIFEST_NAME, RC_COMPLETE_NAME};
   rc_remove_stale_temps(s->dir, mine, meta->rank == 0 ? 5 : 2);
+  /* a note of an earlier save of this iteration that was killed is stale */
+  if (meta->world_size == 1) rc_handoff_remove(s->dir);
+  s->handoff = meta->handoff && meta->world_size == 1 && !meta->hashes_only && s->chunk;
   rc_path_join(s->path, sizeof s->path, s->dir, shard->file);
   shard->datasets = xcalloc((size_t)state->count, sizeof *shard->datasets);
   shard->ndatasets = state->count;
@@ -299,6 +308,73 @@ static int save_prepare(rc_save_stream *s, const char *ckpt_root, const rc_shard
   return RC_OK;
 }
 
+/* The dataset and chunk hashes, finished: joined, or run here when no
+ * thread could be had. Called by the handoff (on the write's thread) or by
+ * save_complete once the write's thread has ended: never both at once. */
+static void finish_parts(rc_save_stream *s) {
+  if (s->parts_done) return;
+  if (s->parts_thread)
+    pthread_join(s->parts_tid, NULL);
+  else
+    parts_job_run(&s->parts);
+  s->parts_done = true;
+}
+
+/* Test hook (docs/robustness.md), not a feature: RC_TEST_HANDOFF, a comma-
+ * separated list: "delay:MS" holds a save MS milliseconds after it handed
+ * its checkpoint over, before the fsync (so that a test on a fast disk
+ * sees a leg load from the note); "kill" SIGKILLs the saving process there;
+ * "bad-note" hands over a note with the first dataset's hash altered;
+ * "manifest-differs" records another hash for that dataset in the manifest
+ * than the note gave (a writer whose manifest disagrees with what it
+ * handed over). */
+static bool test_handoff_has(const char *what, long *value) {
+  const char *t = getenv("RC_TEST_HANDOFF");
+  size_t n = strlen(what);
+  for (const char *p = t; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    if (strncmp(p, what, n) || (p[n] && p[n] != ',' && p[n] != ':')) continue;
+    if (value) *value = p[n] == ':' ? strtol(p + n + 1, NULL, 10) : 0;
+    return true;
+  }
+  return false;
+}
+
+static void test_handoff_after(rc_save_stream *s) {
+  long ms = 0;
+  if (test_handoff_has("manifest-differs", NULL) && s->shard.ndatasets > 0) {
+    char *h = s->shard.datasets[0].sha256;
+    h[0] = h[0] == '0' ? '1' : '0';
+  }
+  if (test_handoff_has("delay", &ms) && ms > 0) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  if (test_handoff_has("kill", NULL)) raise(SIGKILL);
+}
+
+/* rc_before_sync_fn of a save that hands its checkpoint over: every byte
+ * is in tmp; once the hashes are known, the note. A note that cannot be
+ * written is an early start lost, not a failed save: the waiting leg then
+ * waits for COMPLETE, as without a handoff. */
+static void handoff_before_sync(void *ctx, const char *tmp) {
+  rc_save_stream *s = ctx;
+  finish_parts(s);
+  char *first = s->shard.ndatasets > 0 ? s->shard.datasets[0].sha256 : NULL, kept = 0;
+  if (test_handoff_has("bad-note", NULL) && first) {
+    kept = first[0];
+    first[0] = first[0] == '0' ? '1' : '0';
+  }
+  const char *base = strrchr(tmp, '/');
+  rc_err e = {0};
+  if (rc_handoff_write(s->dir, s->iteration, base ? base + 1 : tmp, &s->shard, &e))
+    fprintf(stderr,
+            "note: the checkpoint %s is not handed over before it is durable (%s); a leg that "
+            "waits for it waits for COMPLETE\n",
+            s->dir, e.msg);
+  if (kept) first[0] = kept;
+  test_handoff_after(s);
+}
+
 static void save_launch(rc_save_stream *s, int copy_threads) {
   rc_gate *gate = s->streamed ? &s->gate : NULL;
   int online = rc_sha256_threads(0, 1 << 20);
@@ -312,7 +388,11 @@ static void save_launch(rc_save_stream *s, int copy_threads) {
    * only) they set the pace themselves, with the copy. */
   int parts = online > busy + 1 ? online - busy : 1;
   if (parts > PARTS_THREADS) parts = PARTS_THREADS;
-  s->write = (write_job){.path = s->path, .image = &s->image, .gate = gate};
+  s->write = (write_job){.path = s->path,
+                         .image = &s->image,
+                         .gate = gate,
+                         .before_sync = s->handoff ? handoff_before_sync : NULL,
+                         .before_ctx = s};
   s->whole = (hash_job){.image = &s->image, .gate = gate, .out = s->shard.sha256};
   s->parts = (parts_job){.image = &s->image,
                          .gate = gate,
@@ -337,10 +417,9 @@ static int save_complete(rc_save_stream *s, rc_err *err) {
   if (s->streamed) rc_gate_raise(&s->gate, s->image.size);
   if (!s->write_thread && !s->hashes_only) write_job_run(&s->write);
   if (!s->whole_thread && !s->hashes_only) hash_job_run(&s->whole);
-  if (!s->parts_thread) parts_job_run(&s->parts);
   if (s->write_thread) pthread_join(s->write_tid, NULL);
   if (s->whole_thread) pthread_join(s->whole_tid, NULL);
-  if (s->parts_thread) pthread_join(s->parts_tid, NULL);
+  finish_parts(s); /* after the write's thread: its handoff may have done it */
   int ret = RC_OK;
   bool wrote_shard = false, wrote_args = false;
   char path[4096], file[64];
@@ -380,6 +459,8 @@ static int save_complete(rc_save_stream *s, rc_err *err) {
     free(text);
   }
 done:
+  /* the note has served: COMPLETE is there, or the save failed */
+  if (s->handoff) rc_handoff_remove(s->dir);
   if (ret) {
     /* The temp file of the write that failed is already gone (fsutil). The
      * manifest and COMPLETE never outlive a failure (write_manifest_and_marker);

@@ -15,6 +15,7 @@
 
 #include "../base/error.h"
 #include "layout.h"
+#include "manifest.h"
 #include "sha256.h"
 #include "state.h"
 
@@ -58,6 +59,34 @@ int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const
 unsigned char *rc_save_stream_dataset(const rc_save_stream *s, int i);
 void rc_save_stream_landed(rc_save_stream *s, int i);
 int rc_save_stream_end(rc_save_stream *s, rc_err *err);
+
+/* ---- a checkpoint handed over before it is durable (handoff.c) ----
+ * What a save with rc_shard_meta.handoff publishes beside ITER_DIR while
+ * it makes the bytes durable: the shard's temporary name and its entry
+ * (size, chunk and dataset hashes; no whole-file hash). */
+typedef struct {
+  int64_t iteration;
+  char temp_file[96]; /* shard_%05d_of_%05d.h5.tmp.<pid>, a name in ITER_DIR */
+  rc_mf_shard shard;  /* owned */
+} rc_handoff;
+/* Reads ITER_DIR.handoff.json: RC_OK with *h filled; RC_EXIT_NOINPUT when
+ * there is none (not yet, or no longer); RC_EXIT_DATAERR when malformed. */
+int rc_handoff_read(const char *iter_dir, rc_handoff *h, rc_err *err);
+void rc_handoff_free(rc_handoff *h);
+/* rc_checkpoint_load_into from a handoff: the shard's temporary file (its
+ * final name once the save has renamed it), every byte verified against
+ * the note's chunk hashes and every dataset against its hash, then the
+ * checks of an ordinary load. The state loaded counts only once
+ * rc_checkpoint_handoff_confirm says so. */
+int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const rc_shard_meta *meta,
+                               rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx,
+                               rc_err *err);
+/* Once ITER_DIR has COMPLETE: its manifest (the one COMPLETE vouches for)
+ * lists, for the handed-over shard, exactly the note's size, chunk hashes
+ * and datasets with their hashes, so what was loaded is the checkpoint.
+ * RC_EXIT_DATAERR naming the first difference; the errors of a load for a
+ * missing or unvouched manifest. */
+int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err);
 
 /* Rank 0, world_size > 1: merges the per-rank manifest fragments into
  * manifest.json and writes COMPLETE. */

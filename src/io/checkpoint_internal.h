@@ -43,6 +43,15 @@ char *rc_fragment_text(int64_t iteration, int world_size, bool hashes_only, cons
 int rc_fragment_parse(const char *text, size_t n, const char *what, int64_t *iteration,
                       int *world_size, bool *hashes_only, rc_mf_shard *s, rc_err *err);
 
+/* ---- handoff.c (the reader: checkpoint.h) ---- */
+
+/* Publishes ITER_DIR.handoff.json for the shard written to temp_file (a
+ * name in iter_dir) whose entry, without the whole-file hash, is shard. */
+int rc_handoff_write(const char *iter_dir, int64_t iteration, const char *temp_file,
+                     const rc_mf_shard *shard, rc_err *err);
+/* Removes it (nothing when there is none). */
+void rc_handoff_remove(const char *iter_dir);
+
 /* ---- shard_write.c ---- */
 
 /* The libver bounds every shard is written with (see shard_write.c). */

@@ -595,15 +595,18 @@ static int check_manifest(const char *iter_dir, const char *manifest_path, const
 }
 
 /* This rank's shard, read and verified against its manifest entry (into
- * the caller's buffer when there is one), then checked and loaded. */
-static int load_shard(const char *iter_dir, const rc_shard_meta *meta, const rc_manifest *m,
-                      rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+ * the caller's buffer when there is one), then checked and loaded; from the
+ * file named `file` in iter_dir when not NULL (a handed-over shard's
+ * temporary name), else the entry's. */
+static int load_shard(const char *iter_dir, const char *file, const rc_shard_meta *meta,
+                      const rc_manifest *m, rc_state *state, rc_save_buffer_fn buffer,
+                      void *buffer_ctx, rc_err *err) {
   char shard_path[4096];
   rc_shard_image shard = {0};
   prediction pr = {0};
   int ret = RC_OK;
   const rc_mf_shard *entry = &m->shards[meta->rank];
-  rc_path_join(shard_path, sizeof shard_path, iter_dir, entry->file);
+  rc_path_join(shard_path, sizeof shard_path, iter_dir, file ? file : entry->file);
   unsigned char *dst = NULL;
   if (buffer && !(dst = buffer(buffer_ctx, entry->bytes + 1))) {
     ret = rc_fail(err, RC_EXIT_RESOURCES, "loading %s: no host buffer of %" PRIu64 " bytes",
@@ -620,7 +623,7 @@ static int load_shard(const char *iter_dir, const rc_shard_meta *meta, const rc_
                                     err))) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
-                    RC_MANIFEST_NAME);
+                    file ? "the handoff note" : RC_MANIFEST_NAME);
     goto done;
   }
   prediction_collect(&pr);
@@ -647,7 +650,7 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
   if (!ret)
     ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, meta, &m, err);
-  if (!ret) ret = load_shard(iter_dir, meta, &m, state, buffer, buffer_ctx, err);
+  if (!ret) ret = load_shard(iter_dir, NULL, meta, &m, state, buffer, buffer_ctx, err);
   rc_manifest_free(&m);
   free(marker);
   free(text);
@@ -669,5 +672,88 @@ int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_
   rc_h5_quiet_begin(&quiet);
   int ret = load(iter_dir, meta, state, buffer, buffer_ctx, err);
   rc_h5_quiet_end(&quiet);
+  return ret;
+}
+
+/* ---- a checkpoint handed over before it was durable (handoff.c) */
+
+int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const rc_shard_meta *meta,
+                               rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx,
+                               rc_err *err) {
+  if (meta->world_size != 1 || meta->rank != 0)
+    return rc_fail(err, RC_EXIT_USAGE, "%s: a handed-over checkpoint is of world size 1", iter_dir);
+  rc_manifest m = {.iteration = h->iteration, .world_size = 1, .shards = (rc_mf_shard *)&h->shard};
+  rc_h5_quiet quiet;
+  rc_h5_quiet_begin(&quiet);
+  int ret = load_shard(iter_dir, h->temp_file, meta, &m, state, buffer, buffer_ctx, err);
+  /* renamed to its final name since the note was read: the same file */
+  if (ret == RC_EXIT_NOINPUT)
+    ret = load_shard(iter_dir, NULL, meta, &m, state, buffer, buffer_ctx, err);
+  rc_h5_quiet_end(&quiet);
+  if (ret) {
+    char note[4096];
+    rc_handoff_path(note, sizeof note, iter_dir);
+    rc_err_prefix(err,
+                  "loading the checkpoint handed over before it was durable (%s stands for %s)",
+                  note, RC_MANIFEST_NAME);
+  }
+  return ret;
+}
+
+/* The first field in which the manifest's entry a and the note's entry b
+ * differ, into buf; false when none does. */
+static bool entry_diff(const rc_mf_shard *a, const rc_mf_shard *b, char *buf, size_t cap) {
+  if (strcmp(a->file, b->file) || a->bytes != b->bytes)
+    return snprintf(buf, cap, "the shard: %s of %" PRIu64 " bytes, the note %s of %" PRIu64,
+                    a->file, a->bytes, b->file, b->bytes),
+           true;
+  if (a->chunk_bytes != b->chunk_bytes || a->nchunks != b->nchunks)
+    return snprintf(buf, cap, "the chunks: %d of %" PRIu64 " bytes, the note %d of %" PRIu64,
+                    a->nchunks, a->chunk_bytes, b->nchunks, b->chunk_bytes),
+           true;
+  for (int k = 0; k < a->nchunks; k++)
+    if (strcmp(a->chunk_sha256[k], b->chunk_sha256[k]))
+      return snprintf(buf, cap, "chunk %d: SHA-256 %s, the note %s", k, a->chunk_sha256[k],
+                      b->chunk_sha256[k]),
+             true;
+  if (a->ndatasets != b->ndatasets)
+    return snprintf(buf, cap, "%d datasets, the note %d", a->ndatasets, b->ndatasets), true;
+  for (int i = 0; i < a->ndatasets; i++) {
+    const rc_mf_dataset *x = &a->datasets[i], *y = &b->datasets[i];
+    bool same = !strcmp(x->path, y->path) && x->dtype == y->dtype && x->ndim == y->ndim &&
+                !memcmp(x->shape, y->shape, sizeof x->shape) && !strcmp(x->sha256, y->sha256);
+    if (!same)
+      return snprintf(buf, cap, "dataset %d (%s): SHA-256 %s, the note %s (%s)", i, x->path,
+                      x->sha256, y->sha256, y->path),
+             true;
+  }
+  return false;
+}
+
+int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err) {
+  char manifest_path[4096], marker_path[4096];
+  int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
+  if (ret) return ret;
+  char *text = NULL, *marker = NULL;
+  size_t text_n = 0, marker_n = 0;
+  rc_manifest m = {0};
+  rc_shard_meta one = {.rank = 0, .world_size = 1};
+  ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
+  if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
+  if (!ret)
+    ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, &one, &m, err);
+  char what[1024];
+  if (!ret && m.iteration != h->iteration)
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: completed as iteration %" PRId64 ", handed over as %" PRId64, iter_dir,
+                  m.iteration, h->iteration);
+  else if (!ret && entry_diff(&m.shards[0], &h->shard, what, sizeof what))
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s completed with other bytes than it handed over before they were durable "
+                  "(this leg loaded those): %s lists %s",
+                  iter_dir, RC_MANIFEST_NAME, what);
+  rc_manifest_free(&m);
+  free(marker);
+  free(text);
   return ret;
 }

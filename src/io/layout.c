@@ -29,3 +29,9 @@ void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool
   snprintf(buf, cap, RC_ITER_NAME_FORMAT ".rank%d%s.txt", iteration, rank,
            before_save ? ".before-save" : "");
 }
+
+void rc_handoff_path(char *buf, size_t cap, const char *iter_dir) {
+  size_t n = strlen(iter_dir);
+  while (n > 1 && iter_dir[n - 1] == '/') n--;
+  snprintf(buf, cap, "%.*s" RC_HANDOFF_SUFFIX, (int)n, iter_dir);
+}

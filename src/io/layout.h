@@ -11,6 +11,11 @@
  *     manifest.json                 every shard's and dataset's SHA-256
  *     args.json                     run-specific facts (not state)
  *     COMPLETE                      written last: the manifest's SHA-256
+ *   OUT/ckpt/iter_%07d.handoff.json  while a save is between its write and
+ *                                   its fsync, and only when it was asked to
+ *                                   hand the checkpoint over: where its
+ *                                   bytes are and their hashes (io/handoff.c;
+ *                                   removed once COMPLETE is written)
  *   OUT/census/iter_%07d.rank%d.txt the state census of one rank at that
  *                                   iteration (docs/census.md; never in a
  *                                   checkpoint, never byte-compared)
@@ -56,5 +61,9 @@ void rc_shard_filename(char *buf, size_t cap, int rank, int world_size);
 void rc_fragment_filename(char *buf, size_t cap, int rank, int world_size);
 /* Whether name is some rank's fragment name (rc_fragment_filename's form). */
 bool rc_is_fragment_filename(const char *name);
+/* ITER_DIR.handoff.json beside the iteration directory (trailing slashes of
+ * iter_dir dropped): the handoff note of a save in progress (io/handoff.c). */
+#define RC_HANDOFF_SUFFIX ".handoff.json"
+void rc_handoff_path(char *buf, size_t cap, const char *iter_dir);
 
 #endif

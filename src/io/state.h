@@ -55,6 +55,14 @@ typedef struct {
    * compared, never loaded (docs/checkpoint-format.md, "Hashes-only
    * checkpoints"). */
   bool hashes_only;
+  /* Save only: hand the checkpoint to a leg waiting for it before it is
+   * durable (io/handoff.c): once the shard's bytes are all in its temporary
+   * file and its chunk and dataset hashes are known, publish
+   * ITER_DIR.handoff.json, then fsync, rename, manifest and COMPLETE as
+   * always; the note goes once COMPLETE is written. World size 1, full
+   * saves with chunk hashes only; ignored otherwise. The checkpoint's
+   * bytes do not depend on it. */
+  bool handoff;
 } rc_shard_meta;
 
 #define RC_CHUNKS_NONE ((int64_t)-1)

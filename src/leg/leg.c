@@ -15,11 +15,13 @@
  * step starts, never what it computes. */
 #include "leg/leg.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <dirent.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,21 +145,32 @@ static int check_outputs_free(const rc_leg_opts *leg, long long from, int last, 
   return RC_OK;
 }
 
-/* Pre-warmed resume: waits until iter_dir/COMPLETE exists. Ends at once,
- * with a clear error, when the wait can no longer succeed: `run` closed the
- * pipe (the leg that writes the checkpoint ended without it, or `run` ended
- * however it ended: the kernel closes the write end), or, without a pipe,
- * the parent process went away. */
-static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc_err *err) {
+/* Pre-warmed resume: waits until iter_dir/COMPLETE exists or, when h is
+ * not NULL, until the save hands the checkpoint over (its note, *handed
+ * set: io/handoff.c). Ends at once, with a clear error, when the wait can
+ * no longer succeed: `run` closed the pipe (the leg that writes the
+ * checkpoint ended without it, or `run` ended however it ended: the kernel
+ * closes the write end), or, without a pipe, the parent process went away.
+ * announce: say on stderr that the leg waits. */
+static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc_handoff *h,
+                               bool *handed, bool announce, rc_err *err) {
   char marker[1300];
   snprintf(marker, sizeof marker, "%s/" RC_COMPLETE_NAME, iter_dir);
   pid_t parent = getppid();
-  bool announced = false;
+  if (handed) *handed = false;
   for (;;) {
     if (rc_path_exists(marker)) return RC_OK;
-    if (!announced) {
+    if (h) {
+      int rc = rc_handoff_read(iter_dir, h, err);
+      if (rc == RC_OK) {
+        *handed = true;
+        return RC_OK;
+      }
+      if (rc != RC_EXIT_NOINPUT) return rc; /* a note that is not one: our writer's bug */
+    }
+    if (announce) {
       fprintf(stderr, "resumecheck train: waiting for %s (set-up done)\n", marker);
-      announced = true;
+      announce = false;
     }
     bool give_up = false;
     if (proc->wait_fd >= 0) {
@@ -178,6 +191,46 @@ static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc
                                         : "the parent process ended");
     }
   }
+}
+
+/* A leg that loaded a handed-over checkpoint confirms it on a thread of
+ * its own while it trains: it waits for COMPLETE as a pre-warmed leg waits
+ * (the same end when the producer ends without it), then checks the
+ * manifest against the note (rc_checkpoint_handoff_confirm). The leg
+ * counts nothing before that: it joins the thread before its first save
+ * and after its last step, and stops at the next step once the thread has
+ * failed. */
+typedef struct {
+  const char *iter_dir;
+  const rc_leg_proc *proc;
+  const rc_handoff *h;
+  pthread_t tid;
+  bool started;
+  atomic_int state; /* 0 running, 1 confirmed, 2 failed */
+  int rc;
+  rc_err err;
+} handoff_confirm;
+
+static void *confirm_run(void *arg) {
+  handoff_confirm *c = arg;
+  int rc = wait_for_checkpoint(c->iter_dir, c->proc, NULL, NULL, false, &c->err);
+  if (!rc) rc = rc_checkpoint_handoff_confirm(c->iter_dir, c->h, &c->err);
+  if (rc) rc_err_prefix(&c->err, "the checkpoint this leg loaded before it was durable");
+  c->rc = rc;
+  atomic_store(&c->state, rc ? 2 : 1);
+  return NULL;
+}
+
+/* Joins the confirmation (once; nothing to do without one): its verdict,
+ * *waited_s the seconds this thread blocked for it. */
+static int confirm_join(handoff_confirm *c, double *waited_s, rc_err *err) {
+  if (!c->started) return RC_OK;
+  double t = now_s();
+  pthread_join(c->tid, NULL);
+  c->started = false;
+  *waited_s += now_s() - t;
+  if (c->rc) *err = c->err;
+  return c->rc;
 }
 
 /* Test hook (docs/robustness.md), not a feature: RC_TEST_KILL_BEFORE_SAVE=LEG
@@ -340,9 +393,19 @@ typedef struct {
   FILE *trace, *timing;
   char *args;
   char ckpt_root[1200];
+  /* pre-warmed: the checkpoint was handed over before it was durable */
+  rc_handoff handoff;
+  bool handed;
+  handoff_confirm confirm;
+  double confirm_wait_s; /* blocked joining the confirmation */
 } leg_state;
 
 static void leg_close(leg_state *s) {
+  /* a failed leg still waits for its confirmation thread, which ends with
+   * COMPLETE or with the producer (`run` closes the wait pipe) */
+  rc_err ignored;
+  (void)confirm_join(&s->confirm, &s->confirm_wait_s, &ignored);
+  rc_handoff_free(&s->handoff);
   if (s->trace) fclose(s->trace);
   if (s->m && s->m->events.file) fclose(s->m->events.file);
   free(s->args);
@@ -385,7 +448,8 @@ static int leg_launch_ranks(leg_state *s, const char *kind, int argc, char **arg
             "each): they step unscheduled\n",
             s->cfg->world_size);
   int rc;
-  if (s->proc->wait_for_checkpoint && (rc = wait_for_checkpoint(leg->resume_from, s->proc, err)))
+  if (s->proc->wait_for_checkpoint &&
+      (rc = wait_for_checkpoint(leg->resume_from, s->proc, NULL, NULL, true, err)))
     return rc;
   char rdv[1200];
   if (leg->rendezvous[0])
@@ -470,7 +534,7 @@ static int leg_build_model(leg_state *s, rc_err *err) {
   /* pre-warmed: everything is set up; now the checkpoint must be complete */
   if (proc->wait_for_checkpoint) {
     t_phase = now_s();
-    rc = wait_for_checkpoint(leg->resume_from, proc, err);
+    rc = wait_for_checkpoint(leg->resume_from, proc, &s->handoff, &s->handed, true, err);
     s->phase_s[PH_WAIT] = now_s() - t_phase;
     /* on the critical path from here: back to the normal CPU priority where
      * the system lets a process raise it again (root; otherwise it stays
@@ -481,10 +545,24 @@ static int leg_build_model(leg_state *s, rc_err *err) {
   }
   if (leg->resume_from[0]) {
     t_phase = now_s();
-    rc = rc_model_load(m, leg->resume_from, err);
+    rc = s->handed ? rc_model_load_handoff(m, leg->resume_from, &s->handoff, err)
+                   : rc_model_load(m, leg->resume_from, err);
     s->ops->sync();
     s->phase_s[PH_LOAD] = now_s() - t_phase;
     if (rc) return rc;
+    if (s->handed) {
+      fprintf(stderr,
+              "resumecheck train: loaded %s before it was durable (handed over); confirming "
+              "against its manifest once COMPLETE is written\n",
+              leg->resume_from);
+      s->confirm = (handoff_confirm){.iter_dir = leg->resume_from, .proc = proc, .h = &s->handoff};
+      s->confirm.started = pthread_create(&s->confirm.tid, NULL, confirm_run, &s->confirm) == 0;
+      if (!s->confirm.started) confirm_run(&s->confirm); /* no thread: confirm here */
+      if (s->confirm.rc) {
+        *err = s->confirm.err;
+        return s->confirm.rc;
+      }
+    }
   }
   if (s->last <= m->iteration)
     return rc_fail(err, RC_EXIT_USAGE,
@@ -545,9 +623,17 @@ static int leg_save(leg_state *s, int step, rc_err *err) {
   double census_s = now_s() - tc;
   if (census && !before)
     return rc_fail(err, RC_EXIT_SOFTWARE, "census of step %d: out of memory", step);
+  /* nothing is saved from a handed-over checkpoint before it is confirmed */
+  int rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
+  if (rc) {
+    free(before);
+    return rc;
+  }
   double tsave = now_s();
-  bool hashes_only = in_list(leg->save_hashes_at, leg->n_save_hashes_at, step);
-  int rc = rc_model_save(s->m, s->ckpt_root, s->args, hashes_only, err);
+  unsigned how =
+      (in_list(leg->save_hashes_at, leg->n_save_hashes_at, step) ? RC_SAVE_HASHES_ONLY : 0) |
+      (s->proc->handoff ? RC_SAVE_HANDOFF : 0);
+  rc = rc_model_save(s->m, s->ckpt_root, s->args, how, err);
   if (rc) {
     free(before);
     rc_err_prefix(err, "saving step %d", step);
@@ -626,6 +712,10 @@ static int leg_train(leg_state *s, rc_err *err) {
     /* legs sharing one GPU take turns (base/steplock.h): high holds its
      * shared lock over a run of steps, low waits here for a gap; the step's
      * own row does not count the wait */
+    if (atomic_load(&s->confirm.state) == 2) { /* the handed-over load did not hold */
+      rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
+      break;
+    }
     rc_step_lock_enter(s->step_lock);
     double ts = now_s();
     rc_step_stats st;
@@ -647,6 +737,8 @@ static int leg_train(leg_state *s, rc_err *err) {
     fflush(s->timing);
   }
   rc_step_lock_leave(s->step_lock);
+  if (!rc) rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
+  if (s->handed) fprintf(s->timing, "handoff_confirm_wait,,%.6f\n", s->confirm_wait_s);
   if (s->proc->step_lock) fprintf(s->timing, "step_lock_wait,,%.6f\n", s->step_lock->waited_s);
   leg_profile_report(s, first, last_done);
   if (!rc && s->rank == 0 && (fflush(s->trace) || fsync(fileno(s->trace))))

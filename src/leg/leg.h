@@ -17,6 +17,9 @@ typedef struct {
   /* --wait-for-checkpoint: set up the backend and the model first, then wait
    * until --resume-from DIR has its COMPLETE marker, then load */
   bool wait_for_checkpoint;
+  /* --handoff: each save publishes its checkpoint for a waiting leg before
+   * it is durable (io/handoff.c) */
+  bool handoff;
   /* RC_WAIT_FD: the read end of a pipe whose write end `run` holds; EOF
    * means "stop waiting" (the producer ended, or `run` itself ended). -1
    * when absent: the wait then ends only with the marker or the parent. */
