@@ -111,12 +111,13 @@ static void copy_str(char *dst, size_t cap, const char *s) {
 
 /* The flags of a leg's `train` command that describe the leg, not the
  * training: bisect sets its own. Value-taking ones first. A through leg's
- * --save-hashes-at (run --through-checkpoints hashes) goes too: the
+ * --save-hashes-at and --save-deferred-at (run --through-checkpoints) go too: the
  * replay's saves write their shards, through the same save code, so their
  * side effects are the leg's. */
-static const char *const LEG_VALUE_FLAGS[] = {"--save-at", "--save-hashes-at",  "--out",
-                                              "--leg",     "--stop-at",         "--resume-from",
-                                              "--events",  "--events-from-step"};
+static const char *const LEG_VALUE_FLAGS[] = {
+    "--save-at",     "--save-hashes-at", "--save-deferred-at", "--out",
+    "--leg",         "--stop-at",        "--resume-from",      "--events",
+    "--events-from-step"};
 static const char *const LEG_BOOL_FLAGS[] = {"--progress", "--dry-run"};
 
 static bool flag_is(const char *arg, const char *flag) {

@@ -161,6 +161,21 @@ static void timing(rc_jw *w, const rc_leg_timing *t) {
   rc_jw_obj_end(w);
 }
 
+/* --through-checkpoints on-demand: what the through leg kept at N, and why
+ * (run_deferred.c); null for other legs */
+static void deferred(rc_jw *w, const rc_leg *l) {
+  rc_jw_key(w, "deferred_save");
+  if (l->deferred_step <= 0) {
+    rc_jw_null(w);
+    return;
+  }
+  rc_jw_obj_begin(w);
+  kv_int(w, "step", l->deferred_step);
+  kv_str_or_null(w, "kept", l->decision == 'H' ? "hashes" : l->decision == 'F' ? "full" : NULL);
+  kv_str_or_null(w, "why", l->decision ? l->decision_why : NULL);
+  rc_jw_obj_end(w);
+}
+
 static void legs(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "legs");
   rc_jw_arr_begin(w);
@@ -212,6 +227,7 @@ static void legs(rc_jw *w, const rc_run *run) {
     rc_jw_bool(w, l->prewarmed);
     kv_str_or_null(w, "step_priority",
                    l->step_locked ? rc_step_priority_name(l->step_priority) : NULL);
+    deferred(w, l);
     timing(w, &l->timing);
     rc_jw_obj_end(w);
   }

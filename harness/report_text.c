@@ -83,9 +83,12 @@ static void print_legs(const rc_run *run, FILE *out) {
     pad(out, range, 12);
     pad(out, wall, 12);
     if (l->state == RC_LEG_OK)
-      fprintf(out, "ok\n");
+      fprintf(out, "ok");
     else
-      fprintf(out, "%s: %s\n", rc_leg_status_name(l), l->reason);
+      fprintf(out, "%s: %s", rc_leg_status_name(l), l->reason);
+    if (l->decision) /* --through-checkpoints on-demand */
+      fprintf(out, "; at %" PRId64 " %s", l->deferred_step, l->decision_why);
+    fprintf(out, "\n");
   }
 }
 

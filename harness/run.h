@@ -63,7 +63,12 @@ typedef enum {
   RC_THROUGH_CKPT_AUTO = 0,
   RC_THROUGH_CKPT_FULL,
   RC_THROUGH_CKPT_HASHES,
-  RC_THROUGH_CKPT_HASHES_ALL
+  RC_THROUGH_CKPT_HASHES_ALL,
+  /* ON_DEMAND: hashes at K < N; at N the through leg stages and hashes its
+   * state and `run` tells it to write the shard only when a check at N
+   * differs (`train --save-deferred-at N`), so RESUME@N names values when
+   * it must and costs a hashes-only save when it need not. AUTO on CUDA. */
+  RC_THROUGH_CKPT_ON_DEMAND
 } rc_through_ckpt;
 
 typedef struct {
@@ -161,6 +166,15 @@ typedef struct {
   bool step_locked;
   rc_step_priority step_priority;
   bool gated; /* it got --start-gate run->start_gate */
+  /* --through-checkpoints on-demand: the through leg's save at N waits for
+   * run's word on a pipe (its fd 3, RC_DECIDE_FD): deferred_step N (0: no
+   * such save), decide_wfd the write end (valid while > 0), decision 'H'
+   * (hashes only: every check at N byte-identical) or 'F' (the shard), 0
+   * until sent, and why */
+  int64_t deferred_step;
+  int decide_wfd;
+  char decision;
+  char decision_why[512];
   rc_leg_timing timing;
   char reason[1024];   /* why it failed, was killed or skipped */
   char log_tail[4096]; /* last lines of its log when it failed */
@@ -242,6 +256,7 @@ typedef struct {
    * known: rc_run_resolve_through_checkpoints) */
   bool through_hashes;
   bool through_hashes_all; /* HASHES_ALL: and at N (through_hashes is set too) */
+  bool through_on_demand;  /* ON_DEMAND: at N decided late (through_hashes is set too) */
   /* --gpu-scheduling as it applied (decided when the legs start): the lock
    * file every leg was given, "" when the legs shared the GPU unscheduled */
   char step_lock[RC_RUN_PATH_CAP];
@@ -343,7 +358,11 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err);
 /* --through-checkpoints auto, once legs_device is known (rc_run_prepare
  * calls it): hashes on CUDA, and the through legs' argv rebuilt. */
 int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err);
-/* "full" or "hashes", as it applies (run->through_hashes). */
+/* --through-checkpoints on-demand, from the legs' loop: sends each through
+ * leg waiting at N its word once it can be given (run_deferred.c);
+ * running: the legs running now. */
+void rc_run_deferred_poll(rc_run *run, int running);
+/* "full", "hashes", "hashes-all" or "on-demand", as it applies. */
 const char *rc_run_through_checkpoints_name(const rc_run *run);
 void rc_run_free(rc_run *run);
 

@@ -53,9 +53,9 @@ extern char **environ;
 static char **leg_env(const rc_run *run, const rc_leg *leg, bool exec, double t_spawn,
                       char ***extra) {
   static const char *const names[] = {
-      "RC_SPAWN_TIME=", "RC_WAIT_FD=",     "RC_LEG=", "RC_STEPS=", "RC_STOP_AT=",
-      "RC_SAVE_AT=",    "RC_RESUME_FROM=", "RC_OUT=", "RC_FUSION="};
-  enum { NX = 9 };
+      "RC_SPAWN_TIME=", "RC_WAIT_FD=", "RC_DECIDE_FD=",   "RC_LEG=", "RC_STEPS=",
+      "RC_STOP_AT=",    "RC_SAVE_AT=", "RC_RESUME_FROM=", "RC_OUT=", "RC_FUSION="};
+  enum { NX = 10 };
   int n = 0;
   while (environ[n]) n++;
   char **env = calloc((size_t)n + NX + 1, sizeof *env);
@@ -83,12 +83,13 @@ static char **leg_env(const rc_run *run, const rc_leg *leg, bool exec, double t_
   const char *fusion = !strcmp(leg->arm, "fusion-on")    ? "on"
                        : !strcmp(leg->arm, "fusion-off") ? "off"
                                                          : "";
-  const char *vals[NX] = {spawn,    "3",   leg->label, steps, stop, saves, leg->resume_from,
+  const char *vals[NX] = {spawn, "3",  "3", leg->label, steps, stop, saves, leg->resume_from,
                           leg->dir, fusion};
   int k_mine = 0;
   for (int k = 0; k < NX; k++) {
     if (k == 1 && !leg->prewarmed) continue;
-    if (k >= 2 && !exec) break;
+    if (k == 2 && leg->deferred_step <= 0) continue;
+    if (k >= 3 && !exec) break;
     size_t sz = strlen(names[k]) + strlen(vals[k]) + 1;
     if (!(mine[k_mine] = malloc(sz))) goto oom;
     snprintf(mine[k_mine], sz, "%s%s", names[k], vals[k]);
@@ -209,6 +210,9 @@ static int wait_pipe(int *rfd, int *wfd) {
 static void close_wait_pipe(rc_leg *leg) {
   if (leg->wait_wfd > 0) close(leg->wait_wfd);
   leg->wait_wfd = 0;
+  /* a deferred save never told: the leg read the end of the pipe (full) */
+  if (leg->decide_wfd > 0) close(leg->decide_wfd);
+  leg->decide_wfd = 0;
 }
 
 static void start_leg(rc_run *run, int i, rc_progress *prog) {
@@ -219,7 +223,10 @@ static void start_leg(rc_run *run, int i, rc_progress *prog) {
   int rfd = -1;
   leg->t_start = rc_now();
   leg->gated = gate_applies(run, leg);
-  if (leg->prewarmed && wait_pipe(&rfd, &leg->wait_wfd)) {
+  /* fd 3 of the leg: the wait pipe of a pre-warmed leg, or the decision
+   * pipe of a deferred save (a through leg: never pre-warmed) */
+  if ((leg->prewarmed && wait_pipe(&rfd, &leg->wait_wfd)) ||
+      (!leg->prewarmed && leg->deferred_step > 0 && wait_pipe(&rfd, &leg->decide_wfd))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "pipe: %s", strerror(errno));
   } else if (!(argv = spawn_argv(run, leg))) {
     rc_fail(&err, RC_EXIT_SOFTWARE, "out of memory");
@@ -544,6 +551,7 @@ int rc_run_legs(rc_run *run, rc_err *err) {
     enforce_stops(&s, now);
     int pending = launch(&s, &running);
     open_gate_when_due(run, s.stop, t0);
+    rc_run_deferred_poll(run, running);
     rc_run_early_checks_poll(run);
     rc_progress_tick(&s.prog, run, rc_now());
     if (running == 0 && pending == 0) break;

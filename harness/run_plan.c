@@ -300,12 +300,21 @@ static int build_argv(rc_run *run, rc_leg *leg, rc_err *err) {
   if (ok && leg->last_step != o->steps) ok = !sv_push(&a, "--stop-at") && !sv_push(&a, stop);
   ok = ok && !sv_push(&a, "--save-at") && !sv_push(&a, save_list);
   int n_hashes = run->through_hashes_all ? leg->n_saves : leg->n_saves - 1;
-  if (ok && run->through_hashes && !strcmp(leg->name, "through") && n_hashes > 0) {
+  bool through = !strcmp(leg->name, "through");
+  if (ok && run->through_hashes && through && n_hashes > 0) {
     /* every save but the last (N) keeps hashes only (--through-checkpoints);
      * with hashes-all the last one too */
     char *hashes = join_steps(leg->saves, n_hashes);
     ok = hashes && !sv_push(&a, "--save-hashes-at") && !sv_push(&a, hashes);
     free(hashes);
+  }
+  leg->deferred_step = 0;
+  if (ok && run->through_on_demand && through && leg->n_saves > 0) {
+    /* on-demand: the save at N is decided late (run_legs.c, decide_deferred) */
+    char *last = join_steps(leg->saves + leg->n_saves - 1, 1);
+    ok = last && !sv_push(&a, "--save-deferred-at") && !sv_push(&a, last);
+    free(last);
+    leg->deferred_step = leg->saves[leg->n_saves - 1];
   }
   if (ok && leg->resume_from[0])
     ok = !sv_push(&a, "--resume-from") && !sv_push(&a, leg->resume_from);
@@ -521,18 +530,21 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
                    "does not know `train --step-lock`)");
 
   bool all = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES_ALL;
+  bool on_demand = opts->through_checkpoints == RC_THROUGH_CKPT_ON_DEMAND;
   if (opts->trainer == RC_TRAINER_EXEC &&
-      (opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all))
+      (opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all || on_demand))
     return rc_fail(err, RC_EXIT_USAGE,
                    "--through-checkpoints %s needs the built-in trainer (an exec trainer "
                    "does not know `train --save-hashes-at`)",
-                   all ? "hashes-all" : "hashes");
-  if (all && opts->confirm_arm)
+                   all ? "hashes-all" : on_demand ? "on-demand" : "hashes");
+  if ((all || on_demand) && opts->confirm_arm)
     return rc_fail(err, RC_EXIT_USAGE,
-                   "--through-checkpoints hashes-all with --confirm-arm: ARMS@N compares the "
-                   "two arms' through states value by value, which needs their shards at N");
-  run->through_hashes = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all;
+                   "--through-checkpoints %s with --confirm-arm: ARMS@N compares the "
+                   "two arms' through states value by value, which needs their shards at N",
+                   all ? "hashes-all" : "on-demand");
+  run->through_hashes = opts->through_checkpoints == RC_THROUGH_CKPT_HASHES || all || on_demand;
   run->through_hashes_all = all;
+  run->through_on_demand = on_demand;
 
   int leg_cap = 0, check_cap = 0;
   if (!opts->confirm_arm) {
@@ -570,6 +582,8 @@ int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err) {
       strcmp(run->legs_device, "cuda"))
     return RC_OK;
   run->through_hashes = true;
+  /* at N on demand, unless ARMS@N needs both arms' values there */
+  run->through_on_demand = !o->confirm_arm;
   for (int i = 0; i < run->n_legs; i++) {
     rc_leg *leg = &run->legs[i];
     if (strcmp(leg->name, "through")) continue;
@@ -582,7 +596,10 @@ int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err) {
 }
 
 const char *rc_run_through_checkpoints_name(const rc_run *run) {
-  return run->through_hashes_all ? "hashes-all" : run->through_hashes ? "hashes" : "full";
+  return run->through_hashes_all  ? "hashes-all"
+         : run->through_on_demand ? "on-demand"
+         : run->through_hashes    ? "hashes"
+                                  : "full";
 }
 
 void rc_run_free(rc_run *run) {

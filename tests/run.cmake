@@ -29,3 +29,6 @@ rc_add_sh_test(leg_start_gate leg_start_gate.sh)
 # --through-checkpoints hashes: the through leg keeps hashes only at K
 # (docs/checkpoint-format.md); every verdict as with full shards
 rc_add_sh_test(run_through_hashes run_through_hashes.sh)
+# --through-checkpoints on-demand: through@N written only when a check at N
+# differs (harness/run_deferred.c, `train --save-deferred-at`)
+rc_add_sh_test(run_through_on_demand run_through_on_demand.sh)

@@ -28,7 +28,7 @@ static const char USAGE[] =
     "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
     "                       [--progress auto|live|plain|off] [--leg-timeout SECONDS]\n"
     "                       [--gpu-scheduling critical-first|shared]\n"
-    "                       [--through-checkpoints full|hashes|hashes-all|auto]\n"
+    "                       [--through-checkpoints full|hashes|hashes-all|on-demand|auto]\n"
     "\n"
     "Runs the legs of a checkpoint-resume check, each a separate process with its own\n"
     "directory DIR/<leg>/ and log DIR/<leg>/log.txt, and compares their state byte for byte:\n"
@@ -93,7 +93,7 @@ static int refuse_leg_flag(void *target, const char *flag, const char *v, rc_err
 static const char *const TRAINERS[] = {"resumecheck", "exec", NULL};
 static const char *const PROGRESS[] = {"auto", "live", "plain", "off", NULL};
 static const char *const GPU_SCHED[] = {"critical-first", "shared", NULL};
-static const char *const THROUGH[] = {"auto", "full", "hashes", "hashes-all", NULL};
+static const char *const THROUGH[] = {"auto", "full", "hashes", "hashes-all", "on-demand", NULL};
 
 #define R(flag, kind_, field, lo, hi, choices_, mv, help_)                                         \
   {                                                                                                \
@@ -184,10 +184,14 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "hashes (`train --save-hashes-at`: the shard is built and hashed\n"
       "but not written, half a run's checkpoint writes; those checks\n"
       "then decide by SHA-256 and name differing datasets without their\n"
-      "values). auto (default): hashes when the legs run on CUDA, full\n"
-      "otherwise; its saves at N are then full. hashes-all: hashes at N\n"
+      "values); its saves at N are then full. hashes-all: hashes at N\n"
       "too (no through shard at all; RESUME@N names the differing\n"
-      "datasets without values: a CI gate's mode; not with --confirm-arm)"),
+      "datasets without values: a CI gate's mode; not with --confirm-arm).\n"
+      "on-demand: hashes at K; at N the through leg stages and hashes its\n"
+      "state and writes the shard only when a check at N differs (`train\n"
+      "--save-deferred-at`), so RESUME@N names values when it must; not\n"
+      "with --confirm-arm. auto (default): on-demand when the legs run on\n"
+      "CUDA (hashes with --confirm-arm), full otherwise"),
 };
 
 /* `train` flags that `run` sets for each leg itself: refused, in any form. */
@@ -204,6 +208,7 @@ static const rc_flag_spec PER_LEG_FLAGS[] = {
     LEG("--wait-for-checkpoint", RC_FLAG_BOOL),
     LEG("--handoff", RC_FLAG_BOOL),
     LEG("--save-hashes-at", RC_FLAG_STRING),
+    LEG("--save-deferred-at", RC_FLAG_STRING),
 };
 /* clang-format on */
 #undef R
@@ -289,7 +294,7 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
       {NULL, RUN_FLAGS, (int)(sizeof RUN_FLAGS / sizeof RUN_FLAGS[0]), r},
       {"flags of `resumecheck train` that `run` sets for each leg (refused here):\n  "
        "--stop-at --resume-from --leg --dry-run --step-lock --step-priority\n  "
-       "--wait-for-checkpoint --handoff --save-hashes-at",
+       "--wait-for-checkpoint --handoff --save-hashes-at --save-deferred-at",
        PER_LEG_FLAGS, (int)(sizeof PER_LEG_FLAGS / sizeof PER_LEG_FLAGS[0]), NULL}};
   rc_flag_cmd cmd = {.usage = USAGE,
                      .epilogue = EPILOGUE,

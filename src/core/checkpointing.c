@@ -327,8 +327,9 @@ void rc_model_reserve_staging(rc_model *m, bool page_locked) {
  * chunk hashes follow the copy on other threads. The bytes are those of
  * copying everything first and saving after (io_unit's streamed-save test,
  * and ckpt_golden against sums of the earlier writer, pin them). */
-int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
-                  rc_err *err) {
+static int model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
+                      rc_save_decide_fn decide, void *decide_ctx, rc_err *err) {
+  if (m->cfg.world_size > 1) decide = NULL; /* every rank would have to agree: a full save */
   state_list l = {0};
   build(m, &l);
   rc_state view;
@@ -340,7 +341,7 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, uns
   rc_shard_meta meta;
   fill_meta(m, &meta, config, hash);
   meta.chunk_bytes = chunk_bytes_for_save();
-  meta.hashes_only = how & RC_SAVE_HASHES_ONLY;
+  meta.hashes_only = (how & RC_SAVE_HASHES_ONLY) || decide;
   meta.handoff = how & RC_SAVE_HANDOFF;
   double t0 = rc_model_wall_s();
   rc_save_stream *s = NULL;
@@ -356,6 +357,9 @@ int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, uns
     }
     double t2 = rc_model_wall_s();
     rc_model_profile_note("save: device-to-host copy (write and hashes follow it)", t2 - t1);
+    if (decide && !(how & RC_SAVE_HASHES_ONLY) &&
+        decide(decide_ctx, rc_save_stream_dir(s), m->iteration, rc_save_stream_hashes(s)))
+      rc_save_stream_promote(s);
     rc = rc_save_stream_end(s, err);
     rc_model_profile_note("save: rest of the write, hashes, fsync", rc_model_wall_s() - t2);
     if (!rc) test_save_advances_rng(m);
@@ -458,6 +462,16 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   free(config);
   free_list(&l);
   return rc;
+}
+
+int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
+                  rc_err *err) {
+  return model_save(m, ckpt_root, args_json, how, NULL, NULL, err);
+}
+
+int rc_model_save_deferred(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
+                           rc_save_decide_fn decide, void *ctx, rc_err *err) {
+  return model_save(m, ckpt_root, args_json, how, decide, ctx, err);
 }
 
 int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err) {

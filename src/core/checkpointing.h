@@ -13,6 +13,16 @@ enum { RC_SAVE_HASHES_ONLY = 1u << 0, RC_SAVE_HANDOFF = 1u << 1 };
 /* Saves the state after m->iteration steps into ckpt_root/iter_%07d/. */
 int rc_model_save(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
                   rc_err *err);
+/* A save decided late: the state is staged and hashed as a hashes-only
+ * save, then decide(ctx, iter_dir, iteration, entry) — entry the shard's
+ * size, chunk and dataset hashes — says whether to write the shard in full
+ * (true: the files of rc_model_save's full save) or keep hashes only (false:
+ * those of RC_SAVE_HASHES_ONLY). With world size > 1 a full save, not
+ * asked (the ranks would have to agree). */
+typedef bool (*rc_save_decide_fn)(void *ctx, const char *iter_dir, int64_t iteration,
+                                  const rc_mf_shard *entry);
+int rc_model_save_deferred(rc_model *m, const char *ckpt_root, const char *args_json, unsigned how,
+                           rc_save_decide_fn decide, void *ctx, rc_err *err);
 /* Loads iter_dir (validated: marker, hashes, format, config, shapes); on
  * failure the model must be discarded. */
 int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err);

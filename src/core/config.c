@@ -436,6 +436,11 @@ static int set_save_hashes_at(void *leg, const char *flag, const char *v, rc_err
   return parse_steps_list(flag, v, l->save_hashes_at, 256, &l->n_save_hashes_at, err);
 }
 
+static int set_save_deferred_at(void *leg, const char *flag, const char *v, rc_err *err) {
+  rc_leg_opts *l = leg;
+  return parse_steps_list(flag, v, l->save_deferred_at, 256, &l->n_save_deferred_at, err);
+}
+
 static int set_dry_run_memory(void *leg, const char *flag, const char *v, rc_err *err) {
   (void)flag, (void)v, (void)err;
   rc_leg_opts *l = leg;
@@ -470,6 +475,17 @@ static const rc_flag_spec LEG_FLAGS[] = {
              "manifest.json (\"hashes_only\": true), args.json and\n"
              "COMPLETE. Compared, never loaded (`run` gives its through\n"
              "leg the saves at K < N this way: --through-checkpoints)"},
+    {.name = "--save-deferred-at",
+     .kind = RC_FLAG_STRING,
+     .set = set_save_deferred_at,
+     .metavar = "K[,...]",
+     .help = "of those, the saves decided late: the state is staged and\n"
+             "hashed as --save-hashes-at does, CKPT/iter_K.deferred.json\n"
+             "holds the hashes, and the leg waits for one byte on the\n"
+             "descriptor RC_DECIDE_FD names: 'H' keeps hashes only, 'F'\n"
+             "(or the pipe's end, or no descriptor) writes the shard in\n"
+             "full. `run` gives its through leg N this way\n"
+             "(--through-checkpoints on-demand). World size 1"},
     L("--stop-at", RC_FLAG_INT, stop_at, 1, INT_MAX, "K",
       "end the process after step K; --steps stays the horizon"),
     L("--resume-from", RC_FLAG_STRING, resume_from, 0, 0, "DIR",
@@ -882,6 +898,19 @@ static int check_leg(const rc_config *c, const rc_leg_opts *leg, rc_err *err) {
                      "--save-hashes-at %d is not in --save-at: it names which saves keep hashes"
                      " only, so every step it lists must be saved",
                      leg->save_hashes_at[i]);
+  }
+  for (int i = 0; i < leg->n_save_deferred_at; i++) {
+    bool saved = false, hashes = false;
+    for (int j = 0; j < leg->n_save_at; j++) saved = saved || leg->save_at[j] == leg->save_deferred_at[i];
+    for (int j = 0; j < leg->n_save_hashes_at; j++)
+      hashes = hashes || leg->save_hashes_at[j] == leg->save_deferred_at[i];
+    if (!saved || hashes)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--save-deferred-at %d %s", leg->save_deferred_at[i],
+                     hashes ? "is in --save-hashes-at too: a save is decided late or keeps hashes"
+                              " only, not both"
+                            : "is not in --save-at: it names which saves are decided late, so "
+                              "every step it lists must be saved");
   }
   return 0;
 }

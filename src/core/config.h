@@ -96,6 +96,11 @@ typedef struct {
    * (io: rc_shard_meta.hashes_only; `run` gives it to its through leg) */
   int save_hashes_at[256];
   int n_save_hashes_at;
+  /* --save-deferred-at: those of save_at that stage and hash the state, then
+   * wait to be told whether to write the shard (`run` gives its through leg
+   * N this way: --through-checkpoints on-demand; core/checkpointing.h) */
+  int save_deferred_at[256];
+  int n_save_deferred_at;
   char events[1024]; /* --events FILE: the bisect event log */
   int events_from_step;
   bool dry_run;

@@ -526,6 +526,27 @@ size_t rc_checkpoint_bytes_estimate(const rc_shard_meta *meta, const rc_state *s
   return n + ((size_t)1 << 20); /* alignment of the last block, the end of the file */
 }
 
+const rc_mf_shard *rc_save_stream_hashes(rc_save_stream *s) {
+  if (s->streamed) rc_gate_raise(&s->gate, s->image.size);
+  finish_parts(s);
+  return &s->shard;
+}
+
+const char *rc_save_stream_dir(const rc_save_stream *s) {
+  return s->dir;
+}
+
+void rc_save_stream_promote(rc_save_stream *s) {
+  if (!s->hashes_only || s->write_thread || s->whole_thread) return;
+  /* the image is whole and final: the write and the whole-file hash need
+   * no gate; the hashes already taken are those of the same bytes */
+  s->hashes_only = false;
+  s->write = (write_job){.path = s->path, .image = &s->image};
+  s->whole = (hash_job){.image = &s->image, .out = s->shard.sha256};
+  s->write_thread = pthread_create(&s->write_tid, NULL, write_job_run, &s->write) == 0;
+  s->whole_thread = pthread_create(&s->whole_tid, NULL, hash_job_run, &s->whole) == 0;
+}
+
 unsigned char *rc_save_stream_dataset(const rc_save_stream *s, int i) {
   return (unsigned char *)s->image.pieces[0].p + s->image.offset[i];
 }

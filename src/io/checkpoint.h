@@ -59,6 +59,17 @@ int rc_save_stream_begin(const char *ckpt_root, const rc_shard_meta *meta, const
 unsigned char *rc_save_stream_dataset(const rc_save_stream *s, int i);
 void rc_save_stream_landed(rc_save_stream *s, int i);
 int rc_save_stream_end(rc_save_stream *s, rc_err *err);
+/* A save decided late (`train --save-deferred-at`): begun as hashes-only,
+ * once every tensor has landed rc_save_stream_hashes waits for and returns
+ * the shard's entry (size, chunk and dataset hashes, no whole-file hash).
+ * rc_save_stream_promote then makes it a full save of the same image (the
+ * write and the whole-file hash start now); without it, rc_save_stream_end
+ * finishes it as hashes-only. Either way the files are those of a save made
+ * that way from the start. */
+const rc_mf_shard *rc_save_stream_hashes(rc_save_stream *s);
+void rc_save_stream_promote(rc_save_stream *s);
+/* ckpt_root/iter_%07d of the save */
+const char *rc_save_stream_dir(const rc_save_stream *s);
 
 /* ---- a checkpoint handed over before it is durable (handoff.c) ----
  * What a save with rc_shard_meta.handoff publishes beside ITER_DIR while
@@ -87,6 +98,22 @@ int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const 
  * RC_EXIT_DATAERR naming the first difference; the errors of a load for a
  * missing or unvouched manifest. */
 int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err);
+
+/* The manifest of a complete checkpoint, the one its COMPLETE vouches for
+ * (hashes-only ones too): the errors of a load for a missing marker or
+ * manifest, one COMPLETE does not vouch for, or a malformed one. */
+int rc_checkpoint_manifest_read(const char *iter_dir, rc_manifest *m, rc_err *err);
+
+/* ---- a save that waits to be told whether to write its shard (handoff.c)
+ * ITER_DIR.deferred.json: the shard's entry as a hashes-only fragment,
+ * written by a deferred save while it waits (`train --save-deferred-at`),
+ * read by `run` to decide, removed by the leg once the save is done. */
+int rc_deferred_note_write(const char *iter_dir, int64_t iteration, const rc_mf_shard *shard,
+                           rc_err *err);
+/* RC_OK with *shard (owned) and *iteration; RC_EXIT_NOINPUT when there is
+ * none; RC_EXIT_DATAERR when malformed. */
+int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard, rc_err *err);
+void rc_deferred_note_remove(const char *iter_dir);
 
 /* Rank 0, world_size > 1: merges the per-rank manifest fragments into
  * manifest.json and writes COMPLETE. */

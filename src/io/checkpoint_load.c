@@ -730,20 +730,37 @@ static bool entry_diff(const rc_mf_shard *a, const rc_mf_shard *b, char *buf, si
   return false;
 }
 
-int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err) {
+int rc_checkpoint_manifest_read(const char *iter_dir, rc_manifest *m, rc_err *err) {
+  memset(m, 0, sizeof *m);
   char manifest_path[4096], marker_path[4096];
   int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
   if (ret) return ret;
   char *text = NULL, *marker = NULL;
   size_t text_n = 0, marker_n = 0;
-  rc_manifest m = {0};
-  rc_shard_meta one = {.rank = 0, .world_size = 1};
   ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
   if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
-  if (!ret)
-    ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, &one, &m, err);
+  char sha[RC_SHA256_HEX];
+  if (!ret) {
+    rc_sha256_hex(text, text_n, sha);
+    if (marker_n < 64 || memcmp(marker, sha, 64) != 0)
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
+                    iter_dir, RC_MANIFEST_NAME);
+  }
+  if (!ret) ret = rc_manifest_parse(text, text_n, manifest_path, m, err);
+  free(marker);
+  free(text);
+  return ret;
+}
+
+int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err) {
+  rc_manifest m;
+  int ret = rc_checkpoint_manifest_read(iter_dir, &m, err);
   char what[1024];
-  if (!ret && m.iteration != h->iteration)
+  if (!ret && (m.world_size != 1 || m.hashes_only))
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: completed as %s, handed over as one written shard",
+                  iter_dir, m.hashes_only ? "hashes only" : "several shards");
+  else if (!ret && m.iteration != h->iteration)
     ret = rc_fail(err, RC_EXIT_DATAERR,
                   "%s: completed as iteration %" PRId64 ", handed over as %" PRId64, iter_dir,
                   m.iteration, h->iteration);
@@ -753,7 +770,5 @@ int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_
                   "(this leg loaded those): %s lists %s",
                   iter_dir, RC_MANIFEST_NAME, what);
   rc_manifest_free(&m);
-  free(marker);
-  free(text);
   return ret;
 }

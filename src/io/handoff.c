@@ -1,4 +1,6 @@
-/* handoff.c — handing a checkpoint to a waiting leg before it is durable.
+/* handoff.c — the notes a save leaves beside its checkpoint for another
+ * process: the checkpoint handed to a waiting leg before it is durable, and
+ * the hashes of a save that waits to be told whether to write its shard.
  *
  * A pre-warmed resume leg waits for the checkpoint at K; the save that
  * writes it spends the second half of its time making the bytes durable
@@ -23,7 +25,15 @@
  * equals the note's (rc_checkpoint_handoff_confirm): what was loaded early
  * is then, hash for hash, the checkpoint. World size 1 only: with more
  * ranks rank 0's finalize is what makes the checkpoint, and the legs wait
- * for it as before. */
+ * for it as before.
+ *
+ * A deferred save (`train --save-deferred-at`: `run` gives it to its through
+ * leg at N, --through-checkpoints on-demand) stages and hashes its state as
+ * a hashes-only save does and then waits for `run`'s word: the full shard
+ * only when a check at N differs, so that the check can name values. While
+ * it waits, CKPT_ROOT/iter_%07d.deferred.json holds its hashes
+ * ({"format": "resumecheck-deferred", "version": 1, "fragment": ...}) for
+ * `run` to compare; the leg removes it once the save is done. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -36,6 +46,7 @@
 #include "io/checkpoint_internal.h"
 
 #define RC_HANDOFF_FORMAT "resumecheck-handoff"
+#define RC_DEFERRED_FORMAT "resumecheck-deferred"
 #define RC_HANDOFF_VERSION 1
 #define RC_HANDOFF_MAX ((size_t)64 << 20) /* a fragment's size, as a manifest's */
 
@@ -132,4 +143,72 @@ int rc_handoff_read(const char *iter_dir, rc_handoff *h, rc_err *err) {
 void rc_handoff_free(rc_handoff *h) {
   rc_mf_shard_free(&h->shard);
   memset(h, 0, sizeof *h);
+}
+
+/* ---- the hashes of a deferred save */
+
+int rc_deferred_note_write(const char *iter_dir, int64_t iteration, const rc_mf_shard *shard,
+                           rc_err *err) {
+  size_t frag_len;
+  char *frag = rc_fragment_text(iteration, 1, true, shard, &frag_len);
+  rc_jw w;
+  rc_jw_init(&w, true);
+  rc_jw_obj_begin(&w);
+  rc_jw_key(&w, "format");
+  rc_jw_str(&w, RC_DEFERRED_FORMAT);
+  rc_jw_key(&w, "version");
+  rc_jw_int(&w, RC_HANDOFF_VERSION);
+  rc_jw_key(&w, "fragment");
+  rc_jw_raw(&w, frag);
+  rc_jw_obj_end(&w);
+  free(frag);
+  char path[4096];
+  rc_deferred_path(path, sizeof path, iter_dir);
+  int ret = rc_write_file_visible(path, w.buf, w.len, err);
+  rc_jw_free(&w);
+  return ret;
+}
+
+int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard,
+                          rc_err *err) {
+  memset(shard, 0, sizeof *shard);
+  char path[4096];
+  rc_deferred_path(path, sizeof path, iter_dir);
+  char *text = NULL;
+  size_t n = 0;
+  int ret = rc_read_regular_file(path, RC_HANDOFF_MAX, true, &text, &n, err);
+  if (ret) return ret;
+  char jerr[256];
+  rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
+  free(text);
+  if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", path, jerr);
+  const char *format = rc_json_get_str(root, "format");
+  int64_t version = 0;
+  const rc_json *frag = rc_json_get(root, "fragment");
+  if (!format || strcmp(format, RC_DEFERRED_FORMAT) || !rc_json_get_i64(root, "version", &version) ||
+      version != RC_HANDOFF_VERSION || !frag) {
+    rc_json_free(root);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: not a %s note of version %d", path,
+                   RC_DEFERRED_FORMAT, RC_HANDOFF_VERSION);
+  }
+  rc_jw w;
+  rc_jw_init(&w, false);
+  rc_jw_value(&w, frag);
+  rc_json_free(root);
+  int world = 0;
+  bool hashes_only = false;
+  ret = rc_fragment_parse(w.buf, w.len, path, iteration, &world, &hashes_only, shard, err);
+  rc_jw_free(&w);
+  if (!ret && (world != 1 || !hashes_only || !shard->chunk_bytes)) {
+    rc_mf_shard_free(shard);
+    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: the note must describe one shard by its chunk hashes",
+                  path);
+  }
+  return ret;
+}
+
+void rc_deferred_note_remove(const char *iter_dir) {
+  char path[4096];
+  rc_deferred_path(path, sizeof path, iter_dir);
+  (void)unlink(path);
 }

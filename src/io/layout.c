@@ -30,8 +30,16 @@ void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool
            before_save ? ".before-save" : "");
 }
 
-void rc_handoff_path(char *buf, size_t cap, const char *iter_dir) {
+static void beside(char *buf, size_t cap, const char *iter_dir, const char *suffix) {
   size_t n = strlen(iter_dir);
   while (n > 1 && iter_dir[n - 1] == '/') n--;
-  snprintf(buf, cap, "%.*s" RC_HANDOFF_SUFFIX, (int)n, iter_dir);
+  snprintf(buf, cap, "%.*s%s", (int)n, iter_dir, suffix);
+}
+
+void rc_handoff_path(char *buf, size_t cap, const char *iter_dir) {
+  beside(buf, cap, iter_dir, RC_HANDOFF_SUFFIX);
+}
+
+void rc_deferred_path(char *buf, size_t cap, const char *iter_dir) {
+  beside(buf, cap, iter_dir, RC_DEFERRED_SUFFIX);
 }

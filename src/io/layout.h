@@ -16,6 +16,8 @@
  *                                   hand the checkpoint over: where its
  *                                   bytes are and their hashes (io/handoff.c;
  *                                   removed once COMPLETE is written)
+ *   OUT/ckpt/iter_%07d.deferred.json while a deferred save waits for `run`'s
+ *                                   word: its hashes (io/handoff.c)
  *   OUT/census/iter_%07d.rank%d.txt the state census of one rank at that
  *                                   iteration (docs/census.md; never in a
  *                                   checkpoint, never byte-compared)
@@ -65,5 +67,9 @@ bool rc_is_fragment_filename(const char *name);
  * iter_dir dropped): the handoff note of a save in progress (io/handoff.c). */
 #define RC_HANDOFF_SUFFIX ".handoff.json"
 void rc_handoff_path(char *buf, size_t cap, const char *iter_dir);
+/* ITER_DIR.deferred.json: the hashes of a save that waits to be told
+ * whether to write its shard (`train --save-deferred-at`, io/handoff.c). */
+#define RC_DEFERRED_SUFFIX ".deferred.json"
+void rc_deferred_path(char *buf, size_t cap, const char *iter_dir);
 
 #endif

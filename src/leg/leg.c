@@ -93,6 +93,7 @@ void rc_leg_proc_init(rc_leg_proc *proc) {
   proc->t_main = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
   proc->t_spawn = -1;
   proc->wait_fd = -1;
+  proc->decide_fd = -1;
   const char *v = getenv("RC_SPAWN_TIME");
   char *end;
   if (v && *v) {
@@ -107,6 +108,11 @@ void rc_leg_proc_init(rc_leg_proc *proc) {
   if (v && *v) {
     long fd = strtol(v, &end, 10);
     if (!*end && fd >= 0 && fd < 1024) proc->wait_fd = (int)fd;
+  }
+  v = getenv("RC_DECIDE_FD");
+  if (v && *v) {
+    long fd = strtol(v, &end, 10);
+    if (!*end && fd >= 0 && fd < 1024) proc->decide_fd = (int)fd;
   }
 }
 
@@ -397,7 +403,8 @@ typedef struct {
   rc_handoff handoff;
   bool handed;
   handoff_confirm confirm;
-  double confirm_wait_s; /* blocked joining the confirmation */
+  double confirm_wait_s;  /* blocked joining the confirmation */
+  double deferred_wait_s; /* deferred saves: waiting for `run`'s word */
 } leg_state;
 
 static void leg_close(leg_state *s) {
@@ -609,6 +616,38 @@ static int leg_open_outputs(leg_state *s, int argc, char **argv, rc_err *err) {
   return RC_OK;
 }
 
+/* `train --save-deferred-at`: the state is staged and hashed; its hashes
+ * go to ITER.deferred.json for `run`, whose word comes on RC_DECIDE_FD: 'H'
+ * keeps hashes only, anything else ('F', the pipe's end, a read error)
+ * writes the shard in full, as does a leg with no descriptor (run by hand:
+ * a plain save). A SIGTERM from `run` ends the blocking read, and the leg. */
+static bool decide_full(void *ctx, const char *iter_dir, int64_t iteration,
+                        const rc_mf_shard *entry) {
+  leg_state *s = ctx;
+  int fd = s->proc->decide_fd;
+  if (fd < 0) return true;
+  rc_err e = {0};
+  if (rc_deferred_note_write(iter_dir, iteration, entry, &e)) {
+    fprintf(stderr, "resumecheck train: %s; writing the shard in full\n", e.msg);
+    return true;
+  }
+  fprintf(stderr,
+          "resumecheck train: step %" PRId64 " staged and hashed; waiting for run's word (the "
+          "shard in full, or hashes only)\n",
+          iteration);
+  double t = now_s();
+  char c = 'F';
+  ssize_t r;
+  do r = read(fd, &c, 1);
+  while (r < 0 && errno == EINTR);
+  s->deferred_wait_s += now_s() - t;
+  rc_deferred_note_remove(iter_dir);
+  bool full = !(r == 1 && c == 'H');
+  fprintf(stderr, "resumecheck train: step %" PRId64 ": %s\n", iteration,
+          full ? "writing the shard in full" : "keeping hashes only");
+  return full;
+}
+
 /* A save step: the census before the save, the save (hashes only where
  * --save-hashes-at says so), the census after it — the state the next
  * step starts from, save-time side effects included, and before it, to
@@ -633,14 +672,20 @@ static int leg_save(leg_state *s, int step, rc_err *err) {
   unsigned how =
       (in_list(leg->save_hashes_at, leg->n_save_hashes_at, step) ? RC_SAVE_HASHES_ONLY : 0) |
       (s->proc->handoff ? RC_SAVE_HANDOFF : 0);
-  rc = rc_model_save(s->m, s->ckpt_root, s->args, how, err);
+  double waited = s->deferred_wait_s;
+  rc = in_list(leg->save_deferred_at, leg->n_save_deferred_at, step)
+           ? rc_model_save_deferred(s->m, s->ckpt_root, s->args, how, decide_full, s, err)
+           : rc_model_save(s->m, s->ckpt_root, s->args, how, err);
+  waited = s->deferred_wait_s - waited;
   if (rc) {
     free(before);
     rc_err_prefix(err, "saving step %d", step);
     return rc;
   }
-  /* a hashes-only save is a `save` row too (docs/trace.md): no write in it */
-  fprintf(s->timing, "save,%d,%.6f\n", step, now_s() - tsave);
+  /* a hashes-only save is a `save` row too (docs/trace.md): no write in it;
+   * a deferred one's wait for `run` is a row of its own */
+  fprintf(s->timing, "save,%d,%.6f\n", step, now_s() - tsave - waited);
+  if (waited > 0) fprintf(s->timing, "deferred_wait,%d,%.6f\n", step, waited);
   if (!census) return RC_OK;
   tc = now_s();
   rc = rc_census_write(s->m, leg->out, before, err);

@@ -24,6 +24,10 @@ typedef struct {
    * means "stop waiting" (the producer ended, or `run` itself ended). -1
    * when absent: the wait then ends only with the marker or the parent. */
   int wait_fd;
+  /* RC_DECIDE_FD: the read end of a pipe on which `run` says, for a save of
+   * --save-deferred-at, 'F' (write the shard) or 'H' (hashes only); -1 when
+   * absent: such saves are then full */
+  int decide_fd;
   /* CLOCK_MONOTONIC seconds: when `run` spawned this process (RC_SPAWN_TIME,
    * -1 if not given) and when main started */
   double t_spawn, t_main;
