@@ -122,6 +122,9 @@ void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F);
 void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
 void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
 
+/* cuda_init.cu */
+void rc_cuda_init_normal(float *dst, size_t n, uint64_t first, uint64_t key, float std);
+
 /* cuda_reduce.cu */
 float rc_cuda_amax(const float *x, size_t n);
 double rc_cuda_sum(const float *x, size_t n);

@@ -48,6 +48,7 @@ static const rc_ops cuda_ops = {
     .swiglu_backward = rc_cuda_swiglu_backward,
     .cross_entropy = rc_cuda_cross_entropy,
     .dropout = rc_cuda_dropout,
+    .init_normal = rc_cuda_init_normal,
     .moe_route = rc_cuda_moe_route,
     .moe_route_backward = rc_cuda_moe_route_backward,
     .moe_permute = rc_cuda_moe_permute,

@@ -31,10 +31,10 @@ if diff <(sed -n '7,11p' "$t/ok/through/trace.csv") <(sed -n '2,6p' "$t/ok/resum
 # loading); control: a fresh leg does draw them
 RC_PROFILE=1 "$RC_BIN" train $F --first-microbatch-policy resolve --steps 10 \
   --resume-from "$t/ok/save/ckpt/iter_0000005" --out "$t/ok/resume_p" 2>"$t/resume_p.err" >/dev/null
-grep -q "weight draws skipped" "$t/resume_p.err" && ! grep -q "weight draws and upload" "$t/resume_p.err" &&
+grep -q "weight draws skipped" "$t/resume_p.err" && ! grep -q "weight draws on the backend" "$t/resume_p.err" &&
   echo "ok: a resumed leg skips the weight draws" || { echo "FAIL: a resumed leg drew weights"; fail=1; }
 RC_PROFILE=1 "$RC_BIN" train $F --steps 2 --out "$t/fresh_p" 2>"$t/fresh_p.err" >/dev/null
-grep -q "weight draws and upload" "$t/fresh_p.err" && echo "ok: control: a fresh leg draws them" ||
+grep -q "weight draws on the backend" "$t/fresh_p.err" && echo "ok: control: a fresh leg draws them" ||
   { echo "FAIL: a fresh leg did not draw weights"; fail=1; }
 
 three_legs "$t/bug" $F --first-microbatch-policy legacy || { echo "FAIL: legs failed"; exit 1; }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# core_init_threads.sh — weight initialisation is split over threads
-# (src/core/model.c, init_param); every element is a pure function of (seed,
-# parameter, index), so the split changes no bit: shards and traces of a
-# model with parameters of several chunks are byte-identical on 1, 3 and 8
-# threads. Negative control: another seed gives other bytes.
+# core_init_threads.sh — the CPU backend's init_normal splits a parameter's
+# draws over threads (src/backend/cpu/cpu_init.c); every element is a pure
+# function of (seed, parameter, index), so the split changes no bit: shards
+# and traces of a model whose embedding (1M elements) is split are
+# byte-identical on 1, 3 and 8 threads. Negative control: another seed gives
+# other bytes.
 set -u
 : "${RC_BIN:?RC_BIN is not set}"
 T=$(mktemp -d /tmp/rc_init_threads.XXXXXX)

@@ -741,6 +741,70 @@ static void test_dropout(const rc_ops *ops) {
   free(a), free(b), free(c), free(d);
 }
 
+/* ---- init_normal ---- */
+
+/* dst[j] == rc_init_normal(key, first + j, std) for j < n, bit for bit */
+static int init_matches(const float *dst, size_t n, uint64_t first, uint64_t key, float std) {
+  int ok = 1;
+  for (size_t j = 0; j < n; j++)
+    ok &= rc_f32_bits(dst[j]) == rc_f32_bits(rc_init_normal(key, first + j, std));
+  return ok;
+}
+
+/* One call on `threads` threads (RC_INIT_THREADS) into a NaN-filled buffer
+ * with a NaN guard element after it. */
+static void init_call(const rc_ops *ops, float *dst, size_t n, uint64_t first, uint64_t key,
+                      float std, const char *threads) {
+  setenv("RC_INIT_THREADS", threads, 1);
+  ffill(dst, n + 1, NAN);
+  ops->init_normal(dst, n, first, key, std);
+  unsetenv("RC_INIT_THREADS");
+}
+
+/* The op is numeric.h's per-element draw whatever the range and the split:
+ * several threads (splits of 2^18 elements and more), odd first and n, one
+ * element, nothing; and it writes exactly [0, n). */
+static void test_init_normal(const rc_ops *ops) {
+  enum { N = 1200001 };
+  const uint64_t key = rc_mix64(1234 ^ 0xA5A5A5A5ull) ^ (3ull << 40);
+  float *a = falloc(N + 1), *b = falloc(N + 1);
+  struct {
+    size_t n;
+    uint64_t first;
+    float std;
+  } cases[] = {{N, 0, 0.02f}, {N, 12345, 1.0f}, {N - 1, 1ull << 40 | 1, 0.02f},
+               {1, 7, 1.0f},  {1, 8, 0.02f},    {2, 9, 0.02f},
+               {3, 0, 1.0f}};
+  const char *threads[] = {"1", "3", "8"};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (size_t t = 0; t < 3; t++) {
+      size_t n = cases[c].n;
+      init_call(ops, a, n, cases[c].first, key, cases[c].std, threads[t]);
+      CHECK(init_matches(a, n, cases[c].first, key, cases[c].std) && isnan(a[n]),
+            "init_normal n=%zu first=%llu std=%g on %s thread(s): not rc_init_normal's draws, or "
+            "wrote past n",
+            n, (unsigned long long)cases[c].first, cases[c].std, threads[t]);
+    }
+  /* negative control: the draws of the neighbouring range are other values */
+  init_call(ops, a, N, 12345, key, 1.0f, "3");
+  CHECK(!init_matches(a, N, 12346, key, 1.0f), "negative control: first + 1 matched first's draws");
+  /* a sub-range is the same elements of the whole: split-independent */
+  init_call(ops, b, 1001, 12345 + 77, key, 1.0f, "1");
+  CHECK(bits_equal(a + 77, b, 1001), "init_normal of a sub-range differs from the whole's");
+  init_call(ops, b, 1001, 12345 + 78, key, 1.0f, "1");
+  CHECK(!bits_equal(a + 77, b, 1001), "negative control: a shifted sub-range matched");
+  init_call(ops, a, 0, 5, key, 1.0f, "3");
+  CHECK(isnan(a[0]), "init_normal with n = 0 wrote");
+  /* N(0, std): the sample's moments */
+  init_call(ops, a, N, 0, key, 0.02f, "3");
+  double s1 = 0.0, s2 = 0.0;
+  for (size_t i = 0; i < N; i++) s1 += a[i], s2 += (double)a[i] * a[i];
+  double mean = s1 / N, sd = sqrt(s2 / N - mean * mean);
+  CHECK(fabs(mean) < 1e-4 && fabs(sd - 0.02) < 2e-4, "init_normal: mean %g, std %g for N(0, 0.02)",
+        mean, sd);
+  free(a), free(b);
+}
+
 /* ---- MoE ---- */
 
 typedef struct {
@@ -1021,6 +1085,7 @@ int main(void) {
   test_swiglu(ops);
   test_cross_entropy(ops);
   test_dropout(ops);
+  test_init_normal(ops);
   test_moe_route(ops);
   test_moe_permute(ops);
   test_moe_combine(ops);

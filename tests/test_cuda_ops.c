@@ -5,11 +5,11 @@
  * so an element the kernel forgets to write shows up as a failure; results
  * are compared by relative error ||gpu - cpu|| / ||cpu|| (1e-5 for fp32
  * paths, 1e-2 for bf16/fp16 GEMMs) or bit for bit where ops.h promises it
- * (fingerprints, rounding, dropout masks, MoE permutations and top-k
- * indices). Every GPU op is run twice and the two results must be the same
- * bytes (run-to-run determinism), and the GEMM's fused-accumulation property
- * (beta = 1 equals beta = 0 into scratch plus `add`, bitwise) is checked on
- * shapes where cuBLASLt would be tempted to split K.
+ * (fingerprints, rounding, dropout masks, initial weights, MoE permutations
+ * and top-k indices). Every GPU op is run twice and the two results must be
+ * the same bytes (run-to-run determinism), and the GEMM's fused-accumulation
+ * property (beta = 1 equals beta = 0 into scratch plus `add`, bitwise) is
+ * checked on shapes where cuBLASLt would be tempted to split K.
  *
  * Exits 77 (skip) when rc_cuda_ops() returns NULL: no GPU, or a build
  * without the CUDA backend. A last section times a few production-sized
@@ -993,6 +993,41 @@ static void test_dropout(size_t n, float p, uint64_t seed, uint64_t offset) {
   free(x);
 }
 
+/* ======================= initialisation ======================= */
+
+/* init_normal: bitwise the CPU's (ops.h promises it), every element of
+ * [0, n) written (the buffer is poisoned) and none past it (a poisoned guard
+ * element), the same bytes run to run. Negative control: the CPU's draws of
+ * the range shifted by one element are other bytes, so the comparison sees
+ * a misplaced pair or an off-by-one first. */
+static void test_init_normal(size_t n, uint64_t first, uint64_t key, float std) {
+  size_t bytes = n * 4;
+  float *c = C->alloc(bytes + 4), *g = G->alloc(bytes + 4), *c1 = C->alloc(bytes + 4);
+  poison(C, c, bytes + 4);
+  poison(G, g, bytes + 4);
+  C->init_normal(c, n, first, key, std);
+  C->init_normal(c1, n, first + 1, key, std);
+  G->init_normal(g, n, first, key, std);
+  float *h = get(G, g, bytes + 4);
+  char name[128];
+  snprintf(name, sizeof name, "init_normal n=%zu first=%llu std=%g", n, (unsigned long long)first,
+           std);
+  check_bits(name, h, c, bytes);
+  uint32_t guard;
+  memcpy(&guard, h + n, 4);
+  check_true("  nothing written past n", guard == 0xffffffffu);
+  check_true("  negative control: the range one element on differs", memcmp(c1, c, bytes) != 0);
+  poison(G, g, bytes);
+  G->init_normal(g, n, first, key, std);
+  float *h2 = get(G, g, bytes);
+  check_bits("  run-to-run", h, h2, bytes);
+  C->free(c);
+  C->free(c1);
+  G->free(g);
+  free(h);
+  free(h2);
+}
+
 /* ======================= MoE ======================= */
 
 static void test_moe_route(int T, int E, int k, rc_moe_scoring sc, int with_bias) {
@@ -1412,6 +1447,16 @@ int main(int argc, char **argv) {
   test_cross_entropy(300, 4096, 1); /* more rows than SMs: a block streams several */
   test_dropout(10003, 0.1f, 42, 12345);
   test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
+
+  printf("-- initialisation\n");
+  uint64_t init_key = rc_mix64(1234 ^ 0xA5A5A5A5ull) ^ (7ull << 40);
+  test_init_normal(100003, 0, init_key, 0.02f);
+  test_init_normal(100002, 12345, init_key, 1.0f);           /* odd first, even n */
+  test_init_normal(77777, 1ull << 40 | 1, ~init_key, 0.02f); /* odd first and n */
+  test_init_normal(1, 7, init_key, 1.0f);
+  test_init_normal(1, 8, init_key, 0.02f);
+  test_init_normal(2, 9, init_key, 0.02f); /* two halves of two pairs */
+  if (!quick) test_init_normal((1u << 24) + 3, 5, init_key, 0.02f);
 
   printf("-- moe\n");
   test_moe_route(500, 16, 4, RC_SCORE_SOFTMAX, 0);

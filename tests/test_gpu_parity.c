@@ -1,7 +1,7 @@
 /* test_gpu_parity.c — one whole `tiny` step (forward, backward, optimizer) on
- * the CUDA backend against the CPU reference, per parameter: main_grad after
- * backward and the weights after AdamW, in fp32 and bf16. Skips (77) without
- * a GPU. */
+ * the CUDA backend against the CPU reference, per parameter: the initial
+ * weights (bitwise), main_grad after backward and the weights after AdamW,
+ * in fp32 and bf16. Skips (77) without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,27 @@ static double rel_err(const float *a, const float *b, size_t n) {
     num += d * d, den += (double)b[i] * b[i];
   }
   return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The initial weights are bitwise the CPU's (ops.h init_normal): every
+ * parameter's fingerprint equal. Negative control: the CPU's first weight
+ * nudged by one ulp in one element no longer matches (then restored). */
+static int initial_weights_differ(rc_model *mc, rc_model *mg) {
+  int differ = 0;
+  for (int i = 0; i < mc->nparams; i++) {
+    size_t bytes = mc->params[i].numel * 4;
+    differ += mc->ops->fingerprint(mc->params[i].weight, bytes) !=
+              mg->ops->fingerprint(mg->params[i].weight, bytes);
+  }
+  float *w = mc->params[0].weight, saved = w[0]; /* CPU memory is host memory */
+  w[0] = nextafterf(saved, INFINITY);
+  int control = mc->ops->fingerprint(w, mc->params[0].numel * 4) !=
+                mg->ops->fingerprint(mg->params[0].weight, mc->params[0].numel * 4);
+  w[0] = saved;
+  printf("initial weights: %d of %d parameters differ from the CPU's (negative control, one ulp "
+         "nudged: %s)\n",
+         differ, mc->nparams, control ? "differs" : "MATCHED");
+  return differ + !control;
 }
 
 static int run(const char *precision, const char *attention, double tol_grad, double tol_param) {
@@ -37,12 +58,12 @@ static int run(const char *precision, const char *attention, double tol_grad, do
   rc_model mc, mg;
   if (rc_model_init(&mc, &c, rc_cpu_ops(), 0, &err) || rc_model_init(&mg, &c, gpu, 0, &err))
     return printf("%s\n", err.msg), 2;
+  int fails = initial_weights_differ(&mc, &mg);
   rc_data d;
   rc_data_open(&d, &c, NULL);
   rc_step_stats sc, sg;
   rc_model_train_step(&mc, &d, &sc);
   rc_model_train_step(&mg, &d, &sg);
-  int fails = 0;
   double worst_g = 0, worst_p = 0;
   for (int i = 0; i < mc.nparams; i++) {
     size_t n = mc.params[i].numel;

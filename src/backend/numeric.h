@@ -1,10 +1,12 @@
-/* numeric.h — bit-exact number formats, the counter-based RNG and the tensor
- * fingerprint, shared by the CPU backend and the CUDA kernels.
+/* numeric.h — bit-exact number formats, the counter-based RNG, the weight
+ * initialisation's draws and the tensor fingerprint, shared by the CPU
+ * backend and the CUDA kernels.
  *
  * Everything here is a pure function of its arguments and compiles for host
  * and device, so both backends round, draw and fingerprint identically: a
  * bf16 value rounded on the CPU has the same bits as one rounded on the GPU,
- * and dropout masks and fingerprints agree bit for bit across backends. */
+ * and dropout masks, initial weights and fingerprints agree bit for bit
+ * across backends. */
 #ifndef RC_BACKEND_NUMERIC_H
 #define RC_BACKEND_NUMERIC_H
 
@@ -145,6 +147,147 @@ static inline uint64_t rc_fingerprint_host(const void *x, size_t nbytes) {
 /* Combines per-tensor fingerprints in a fixed (caller's) order. */
 RC_HD uint64_t rc_fingerprint_combine(uint64_t acc, uint64_t fp) {
   return rc_mix64(acc ^ fp) + fp;
+}
+
+/* ---- The weight initialisation's draws: N(0, std) from (key, element).
+ *
+ * Box-Muller in double. The libraries' log, sin and cos are not one function
+ * everywhere (glibc's and CUDA's differ in the last ulp for some arguments,
+ * and a draw rounded to float then differs in rare elements), so the draw
+ * uses its own, built from IEEE-754 basic operations only: + - * /, sqrt and
+ * exact bit manipulation, no library call, no fused multiply-add. The CPU is
+ * compiled with -ffp-contract=off (x86-64 doubles are SSE2) and the kernels
+ * with --fmad=false (CMakeLists.txt), so this one text gives the same bits
+ * on both. Their accuracy is the libraries' (under one ulp): the draws are
+ * glibc's but in rare elements (tests/test_init_math.c; the count at
+ * gpu-small is in docs/cuda-backend.md).
+ *
+ * The algorithms and coefficients are fdlibm's (Sun Microsystems, 1993), in
+ * the forms FreeBSD's msun keeps (e_log.c, k_sin.c, k_cos.c), written anew
+ * here for the arguments the draw needs; the argument reduction is our own. */
+
+RC_HD uint64_t rc_f64_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  return u;
+}
+RC_HD double rc_bits_f64(uint64_t u) {
+  double x;
+  memcpy(&x, &u, 8);
+  return x;
+}
+
+/* log(x) for finite normal x > 0 (the draw's u1 lies in [2^-53, 1]).
+ * x = 2^k m with m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f):
+ * log(m) = 2 atanh(s) = f - hfsq + s (hfsq + R(s^2)), hfsq = f^2/2, R a
+ * minimax polynomial; k ln 2 is added in two parts (ln2_hi k is exact). */
+RC_HD double rc_log_portable(double x) {
+  const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+  const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01;
+  const double Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01;
+  const double Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01;
+  const double Lg7 = 1.479819860511658591e-01;
+  uint64_t b = rc_f64_bits(x);
+  int32_t hx = (int32_t)((b >> 32) & 0xfffffu); /* the significand's top 20 bits */
+  int k = (int)(b >> 52) - 1023;
+  int32_t half = (hx + 0x95f64) & 0x100000; /* significand >= sqrt(2): use x/2 */
+  double m = rc_bits_f64((b & 0x000fffffffffffffull) | (uint64_t)(half ^ 0x3ff00000) << 32);
+  k += half >> 20;
+  double f = m - 1.0, dk = (double)k;
+  if (((2 + hx) & 0xfffff) < 3) { /* |f| < 2^-20: three terms of the series */
+    if (f == 0.0) return dk * ln2_hi + dk * ln2_lo;
+    double R = f * f * (0.5 - 0.33333333333333333 * f);
+    return dk * ln2_hi - ((R - dk * ln2_lo) - f);
+  }
+  double s = f / (2.0 + f), z = s * s, w = z * z;
+  double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+  double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+  double R = t2 + t1;
+  if (((hx - 0x6147a) | (0x6b851 - hx)) > 0) { /* m in about [1.38, 1.42]: f^2/2 apart */
+    double hfsq = 0.5 * f * f;
+    return dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
+  }
+  return dk * ln2_hi - ((s * (f - R) - dk * ln2_lo) - f);
+}
+
+/* a * b = *hi + *lo exactly (Dekker): Veltkamp's split of each factor into
+ * halves of 26 and 27 bits makes every partial product exact, so no FMA is
+ * needed. No overflow for the draw's |a|, |b| < 8. */
+RC_HD void rc_two_prod(double a, double b, double *hi, double *lo) {
+  const double split = 134217729.0; /* 2^27 + 1 */
+  double p = a * b;
+  double ta = split * a, ah = ta - (ta - a), al = a - ah;
+  double tb = split * b, bh = tb - (tb - b), bl = b - bh;
+  *hi = p;
+  *lo = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+}
+
+/* sin(x + y) and cos(x + y) for |x| <= pi/4 (a little beyond is harmless),
+ * y a tail below ulp(x): fdlibm's __kernel_sin (iy = 1) and __kernel_cos. */
+RC_HD double rc_sin_kernel(double x, double y) {
+  const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03;
+  const double S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06;
+  const double S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+  double z = x * x, v = z * x;
+  double r = S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)));
+  return x - ((z * (0.5 * y - v * r) - y) - v * S1);
+}
+RC_HD double rc_cos_kernel(double x, double y) {
+  const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03;
+  const double C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07;
+  const double C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+  double z = x * x;
+  double r = z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))));
+  double hz = 0.5 * z, w = 1.0 - hz;
+  return w + (((1.0 - w) - hz) + (z * r - x * y));
+}
+
+/* sin and cos of X = fl(RC_TWO_PI * t) for t in [0, 1): the double that C's
+ * `2 * M_PI * t` gives, so these are sin(2 * M_PI * t) and cos(2 * M_PI * t)
+ * as a library computes them, not of the exact 2 pi t. The quadrant comes
+ * from t exactly: k = round(4t), f = t - k/4 (exact, |f| <= 1/8), and
+ *   X - k pi/2 = RC_TWO_PI f + (X - RC_TWO_PI t) - k (pi/2 - RC_TWO_PI/4),
+ * the first two terms exact by rc_two_prod, the last k times a constant:
+ * the reduced argument as a double-double correct to about 1e-32, without
+ * fdlibm's general reduction (pi/2 in three parts and its branches). */
+#define RC_TWO_PI 6.28318530717958623200e+00 /* 2 * M_PI, exactly */
+RC_HD void rc_sincos_2pi(double t, double *sn, double *cs) {
+  const double pio2_lo = 6.12323399573676603587e-17; /* pi/2 - RC_TWO_PI/4 */
+  int k = (int)(t * 4.0 + 0.5);                      /* 0..4 */
+  double f = t - (double)k * 0.25;
+  double X, Xe, rh, rl;
+  rc_two_prod(RC_TWO_PI, t, &X, &Xe); /* RC_TWO_PI t = X + Xe */
+  rc_two_prod(RC_TWO_PI, f, &rh, &rl);
+  double tail = (rl - Xe) - (double)k * pio2_lo;
+  double x = rh + tail, bb = x - rh, y = (rh - (x - bb)) + (tail - bb); /* Knuth's two-sum */
+  double s = rc_sin_kernel(x, y), c = rc_cos_kernel(x, y);
+  /* quadrant k: (sin, cos) turned by k quarter turns; negation is exact */
+  double a = k & 1 ? c : s, b = k & 1 ? -s : c;
+  *sn = k & 2 ? -a : a;
+  *cs = k & 2 ? -b : b;
+}
+
+/* Elements i and i + 1 (i even) of a parameter whose draws use `key`:
+ * Box-Muller on two uniforms from rc_mix64(key + i), u1 in [2^-53, 1] and
+ * u2 in [0, 1) (1 / 9007199254740993.0 is 2^-53 as a double), rounded to
+ * float last. Element i's value depends on (key, i, std) only, so any split
+ * of a parameter, over threads or GPU threads, gives the same bits. */
+RC_HD void rc_init_normal_pair(uint64_t key, uint64_t i, float std, float *even, float *odd) {
+  uint64_t r = rc_mix64(key + i);
+  double u1 = ((double)(r >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+  double u2 = (double)(rc_mix64(r) >> 11) * (1.0 / 9007199254740992.0);
+  double rad = sqrt(-2.0 * rc_log_portable(u1));
+  double s, c;
+  rc_sincos_2pi(u2, &s, &c);
+  *even = (float)(std * rad * c);
+  *odd = (float)(std * rad * s);
+}
+
+/* Element i alone: the cosine of pair i & ~1 for even i, the sine for odd. */
+RC_HD float rc_init_normal(uint64_t key, uint64_t i, float std) {
+  float even, odd;
+  rc_init_normal_pair(key, i & ~(uint64_t)1, std, &even, &odd);
+  return i & 1 ? odd : even;
 }
 
 #endif

@@ -17,7 +17,8 @@
  *    round a copy first (values already representable pass unchanged).
  *  - Deterministic run to run: no atomics in reductions, fixed reduction
  *    orders, fixed GEMM algorithms. Two backends agree within tolerance, not
- *    bitwise (fingerprints, rounding and RNG draws are bitwise: numeric.h).
+ *    bitwise (fingerprints, rounding, RNG draws and the initial weights are
+ *    bitwise: numeric.h).
  *  - "writes" = output fully overwritten; "+=" = accumulated into, caller
  *    zeroes first. Every output element named as written is written.
  *  - Functions returning a host value synchronise; everything else may be
@@ -148,6 +149,16 @@ typedef struct rc_ops {
   /* x[i] = keep(i) ? x[i] / (1-p) : 0, keep from rc_dropout_keep(seed, offset, i, p).
    * The same call with the same (seed, offset) is dropout's backward. */
   void (*dropout)(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
+
+  /* ---- initialisation ----
+   * dst[j] = rc_init_normal(key, first + j, std) for j < n (writes): element
+   * first + j of a parameter's N(0, std) draws (numeric.h: Box-Muller on
+   * element pair i & ~1, with numeric.h's own log, sin and cos). Any first,
+   * odd included; an element's value depends on (key, index, std) only, not
+   * on first, n or how the backend splits the work. Bitwise on every
+   * backend, like fingerprints and dropout: a CPU leg and a CUDA leg start
+   * from the same weights. */
+  void (*init_normal)(float *dst, size_t n, uint64_t first, uint64_t key, float std);
 
   /* ---- mixture of experts ----
    * Router: logits [T, E] (fp32). Writes topk_idx [T, k] and topk_w [T, k],

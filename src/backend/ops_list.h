@@ -40,6 +40,7 @@
   X(swiglu_backward)                                                                               \
   X(cross_entropy)                                                                                 \
   X(dropout)                                                                                       \
+  X(init_normal)                                                                                   \
   X(moe_route)                                                                                     \
   X(moe_route_backward)                                                                            \
   X(moe_permute)                                                                                   \

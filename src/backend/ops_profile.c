@@ -289,6 +289,11 @@ static void p_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offse
   inner->dropout(x, n, p, seed, offset);
   end(OP_dropout, t0);
 }
+static void p_init_normal(float *dst, size_t n, uint64_t first, uint64_t key, float std) {
+  double t0 = begin();
+  inner->init_normal(dst, n, first, key, std);
+  end(OP_init_normal, t0);
+}
 static void p_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,
                         const float *expert_bias, int T, int E, int k, rc_moe_scoring scoring) {
   double t0 = begin();
@@ -371,6 +376,7 @@ static rc_ops profiled = {
     .swiglu_backward = p_swiglu_backward,
     .cross_entropy = p_cross_entropy,
     .dropout = p_dropout,
+    .init_normal = p_init_normal,
     .moe_route = p_moe_route,
     .moe_route_backward = p_moe_route_backward,
     .moe_permute = p_moe_permute,

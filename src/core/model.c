@@ -10,12 +10,10 @@
  * Every buffer of the model, backend or host, is made by the one allocator
  * of model_memory.c, which records it (m->blocks). */
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/numeric.h"
 #include "core/linear.h"
@@ -89,128 +87,17 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
 
 /* Deterministic init from (seed, parameter index, element): the same on
  * every backend and independent of the order parameters are created in.
- * Element pair (i, i+1) is a pure function of (key, i), so the elements can
- * be filled on several threads in any split with the same bits (a gpu-small
- * model is ~200M Box-Muller draws, seconds on one core). They are generated
- * and uploaded in chunks of INIT_CHUNK elements (even, so the pairs never
- * straddle a chunk): the host needs two chunks (one drawn while the other
- * is uploaded, init_pipe below), not a copy of the largest
- * parameter (rc_model_memory_need counts both). */
-enum { INIT_CHUNK = RC_INIT_CHUNK, INIT_MAX_THREADS = 32, INIT_MIN_SPLIT = 1 << 18 };
-
-typedef struct {
-  float *host;                /* element i goes to host[i - base] */
-  size_t base, lo, hi, numel; /* this split: pairs starting at even lo .. hi */
-  uint64_t key;
-  float std;
-} init_split;
-
-static void fill_normal(const init_split *c) {
-  for (size_t i = c->lo; i < c->hi; i += 2) {
-    uint64_t r = rc_mix64(c->key + i);
-    double u1 = ((double)(r >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-    double u2 = (double)(rc_mix64(r) >> 11) * (1.0 / 9007199254740992.0);
-    double rad = sqrt(-2.0 * log(u1));
-    c->host[i - c->base] = (float)(c->std * rad * cos(2 * M_PI * u2));
-    if (i + 1 < c->numel) c->host[i + 1 - c->base] = (float)(c->std * rad * sin(2 * M_PI * u2));
+ * The backend draws straight into the parameter's memory (ops.h
+ * init_normal: the CPU on its threads, a GPU in a kernel), bit for bit the
+ * same on each, so no host copy of the weights is made or uploaded. Norm
+ * weights are ones, uploaded from `ones` (at least numel floats). */
+static void init_param(rc_model *m, rc_param *p, int index, float std, const float *ones) {
+  if (ones) {
+    m->ops->to_device(p->weight, ones, p->numel * sizeof(float));
+    return;
   }
-}
-
-static void *fill_normal_thread(void *arg) {
-  fill_normal(arg);
-  return NULL;
-}
-
-/* The online CPUs; RC_INIT_THREADS overrides (tests show the split changes
- * no bit: tests/core_init_threads.sh). */
-static int init_threads(void) {
-  const char *env = getenv("RC_INIT_THREADS");
-  long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-  return n < 1 ? 1 : n > INIT_MAX_THREADS ? INIT_MAX_THREADS : (int)n;
-}
-
-/* Fills elements [base, end) of a parameter of numel elements into host[] on
- * up to `threads` threads (this one included); a thread that cannot be
- * started leaves its split to this one. */
-static void fill_normal_parallel(float *host, size_t base, size_t end, size_t numel, uint64_t key,
-                                 float std, int threads) {
-  if (base >= end) return; /* nothing to fill (and no split[0] to run) */
-  size_t pairs = (end - base + 1) / 2;
-  size_t per = (pairs + (size_t)threads - 1) / (size_t)threads;
-  if (per * 2 < INIT_MIN_SPLIT) per = INIT_MIN_SPLIT / 2;
-  init_split split[INIT_MAX_THREADS];
-  pthread_t tid[INIT_MAX_THREADS];
-  bool started[INIT_MAX_THREADS] = {false};
-  int n = 0;
-  for (size_t lo = base; lo < end && n < INIT_MAX_THREADS; lo += 2 * per, n++) {
-    size_t hi = lo + 2 * per < end ? lo + 2 * per : end;
-    split[n] = (init_split){host, base, lo, hi, numel, key, std};
-    if (n > 0) started[n] = !pthread_create(&tid[n], NULL, fill_normal_thread, &split[n]);
-  }
-  fill_normal(&split[0]);
-  for (int t = 1; t < n; t++) {
-    if (started[t])
-      pthread_join(tid[t], NULL);
-    else
-      fill_normal(&split[t]);
-  }
-}
-
-/* The weights go up chunk by chunk through two host buffers: while one
- * chunk is uploaded (on its own thread: a synchronous host-to-device copy
- * from pageable memory is CPU work and DMA waiting), the next is drawn on
- * every core. The values are those of a one-buffer init, bit for bit: the
- * draw of element i depends on (key, i) only. */
-typedef struct {
-  rc_model *m;
-  float *dst;
-  const float *src;
-  size_t bytes;
-} init_upload;
-
-static void *init_upload_run(void *arg) {
-  init_upload *u = arg;
-  u->m->ops->to_device(u->dst, u->src, u->bytes);
-  return NULL;
-}
-
-typedef struct {
-  float *host[2];
-  int slot;       /* the buffer the next chunk is drawn into */
-  init_upload up; /* the upload in flight (from host[slot ^ 1]) */
-  pthread_t tid;
-  bool in_flight, on_thread;
-} init_pipe;
-
-static void init_pipe_wait(init_pipe *q) {
-  if (q->in_flight && q->on_thread) pthread_join(q->tid, NULL);
-  q->in_flight = false;
-}
-
-/* Uploads host[slot] (n floats) to dst, after the previous upload ended;
- * then the other buffer is the one to draw into. */
-static void init_pipe_push(init_pipe *q, rc_model *m, float *dst, size_t n) {
-  init_pipe_wait(q);
-  q->up = (init_upload){m, dst, q->host[q->slot], n * sizeof(float)};
-  q->in_flight = true;
-  q->on_thread = pthread_create(&q->tid, NULL, init_upload_run, &q->up) == 0;
-  if (!q->on_thread) init_upload_run(&q->up); /* no thread to be had: in line */
-  q->slot ^= 1;
-}
-
-static int init_param(rc_model *m, rc_param *p, int index, float std, bool ones, init_pipe *q,
-                      int threads) {
   uint64_t key = rc_mix64(m->cfg.seed ^ 0xA5A5A5A5ull) ^ ((uint64_t)index << 40);
-  for (size_t base = 0; base < p->numel; base += INIT_CHUNK) {
-    size_t n = p->numel - base < INIT_CHUNK ? p->numel - base : INIT_CHUNK;
-    float *host = q->host[q->slot]; /* not the one being uploaded */
-    if (ones)
-      for (size_t j = 0; j < n; j++) host[j] = 1.0f;
-    else
-      fill_normal_parallel(host, base, base + n, p->numel, key, std, threads);
-    init_pipe_push(q, m, p->weight + base, n);
-  }
-  return 0;
+  m->ops->init_normal(p->weight, p->numel, 0, key, std);
 }
 
 static size_t max_sz(size_t a, size_t b) {
@@ -261,30 +148,27 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   }
 }
 
-/* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2 */
+/* init: N(0, std), output projections scaled by 1/sqrt(2L) as in GPT-2;
+ * the norm weights (the 1-D parameters, [H] each) ones */
 static int init_weights(rc_model *m, rc_err *err) {
   const rc_config *c = &m->cfg;
   double t_init = rc_model_wall_s();
-  int threads = init_threads();
-  init_pipe q = {.host = {malloc(INIT_CHUNK * sizeof(float)), malloc(INIT_CHUNK * sizeof(float))}};
-  if (!q.host[0] || !q.host[1]) {
-    free(q.host[0]);
-    free(q.host[1]);
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffers)");
-  }
+  size_t n_ones = 1;
+  for (int i = 0; i < m->nparams; i++)
+    if (m->params[i].ndim == 1 && m->params[i].numel > n_ones) n_ones = m->params[i].numel;
+  float *ones = malloc(n_ones * sizeof(float));
+  if (!ones) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
+  for (size_t j = 0; j < n_ones; j++) ones[j] = 1.0f;
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
-    bool norm = p->ndim == 1;
     float std = (float)c->init_std;
     if (strstr(p->name, "linear_proj") || strstr(p->name, "linear_fc2"))
       std /= sqrtf(2.0f * c->layers);
-    init_param(m, p, i, std, norm, &q, threads);
+    init_param(m, p, i, std, p->ndim == 1 ? ones : NULL);
   }
-  init_pipe_wait(&q);
-  free(q.host[0]);
-  free(q.host[1]);
-  m->ops->sync();
-  rc_model_profile_note("model init: weight draws and upload", rc_model_wall_s() - t_init);
+  m->ops->sync(); /* ops.h lets to_device return before it has read `ones` */
+  free(ones);
+  rc_model_profile_note("model init: weight draws on the backend", rc_model_wall_s() - t_init);
   return RC_OK;
 }
 

@@ -255,8 +255,8 @@ typedef struct {
   uint64_t n_host_allocs; /* host allocations of the model (its tables) */
   uint64_t overhead;      /* what the allocator may add to them (headers, page rounding) */
   uint64_t device;        /* all of the above plus overhead: backend ("device") memory */
-  uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables, init chunk) */
-  uint64_t transient;     /* host buffers freed before rc_model_init returns (init chunk) */
+  uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables) */
+  uint64_t transient;     /* host buffers freed before rc_model_init returns (init's ones) */
   uint64_t staging;       /* host copy of the state during a save or a load */
   uint64_t host;          /* host_buffers + transient + staging */
 } rc_memory_need;
@@ -277,7 +277,7 @@ int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank
 /* The same for a process that loads a checkpoint before its first step:
  * the weights are not drawn (they stay zero) because the load sets every
  * one of them (every parameter is in every checkpoint: checkpointing.c),
- * and drawing 200M normals is most of a gpu-small leg's set-up. The model
+ * and drawing 200M normals takes the CPU backend seconds. The model
  * must not be used until the load has succeeded. Bits of the run are those
  * of rc_model_init followed by the load (the resume tests and the
  * catalogue show it). */

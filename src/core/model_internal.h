@@ -5,11 +5,6 @@
 
 #include "core/model.h"
 
-/* Weight initialisation draws and uploads this many elements at a time
- * (model.c); the need counts its host buffer as transient memory
- * (model_memory.c). */
-#define RC_INIT_CHUNK (1 << 22)
-
 struct rc_layer_act {
   const float *x_in; /* [T,H] the layer's input (owned by the previous producer) */
   float *ln1, *ln1_rstd, *ln1_r;

@@ -186,8 +186,9 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     need_param(&a, H); /* final_layernorm */
   }
   need_linear(&a, c, 1, H, V, c->te_output_head, false, !c->tie_embeddings);
-  n->transient = /* the init's two chunk buffers (model.c) */
-      2 * ((uint64_t)RC_INIT_CHUNK * sizeof(float) + alloc_overhead(RC_INIT_CHUNK * sizeof(float)));
+  /* the init's ones for the norm weights (model.c); the draws go straight
+   * into the weights (ops.h init_normal) */
+  n->transient = 4 * H + alloc_overhead(4 * H);
   /* activations: L + D layer calls, per-depth MTP buffers, heads */
   need_host(&a, (L + D) * sizeof(struct rc_layer_act));
   need_host(&a, (D + 1) * sizeof(struct rc_mtp_act));

@@ -1,8 +1,8 @@
 /* cpu_internal.h — the CPU backend's functions, shared between its files.
  *
  * The CPU backend is split by kind of op (memory/elementwise/optimizer,
- * GEMM, layers, MoE); cpu_ops.c assembles them into the rc_ops table that
- * rc_cpu_ops() returns. Each function has exactly the semantics of the
+ * GEMM, layers, MoE, initialisation); cpu_ops.c assembles them into the
+ * rc_ops table that rc_cpu_ops() returns. Each function has exactly the semantics of the
  * matching rc_ops member in backend/ops.h; nothing here is public API. */
 #ifndef RC_BACKEND_CPU_INTERNAL_H
 #define RC_BACKEND_CPU_INTERNAL_H
@@ -48,6 +48,9 @@ void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int 
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
                           const float *dloss, int T, int V);
 void rc_cpu_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
+
+/* cpu_init.c */
+void rc_cpu_init_normal(float *dst, size_t n, uint64_t first, uint64_t key, float std);
 
 /* cpu_moe.c */
 void rc_cpu_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,

@@ -169,6 +169,7 @@ static const rc_ops cpu_ops = {
     .swiglu_backward = rc_cpu_swiglu_backward,
     .cross_entropy = rc_cpu_cross_entropy,
     .dropout = rc_cpu_dropout,
+    .init_normal = rc_cpu_init_normal,
     .moe_route = rc_cpu_moe_route,
     .moe_route_backward = rc_cpu_moe_route_backward,
     .moe_permute = rc_cpu_moe_permute,
@@ -178,7 +179,7 @@ static const rc_ops cpu_ops = {
     .adamw = cpu_adamw,
 };
 
-/* The table is checked on every call (41 comparisons, a few calls per
+/* The table is checked on every call (42 comparisons, a few calls per
  * process): a member left NULL is an internal error of this build, stated
  * once by name, rather than a crash at the first call of the missing op.
  * 70 is RC_EXIT_SOFTWARE (base/error.h, which the backend does not use). */
