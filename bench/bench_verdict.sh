@@ -6,7 +6,10 @@
 # the per-round ratios. With SCHEDULING="critical-first shared" each round
 # runs `run` once per --gpu-scheduling value (the first is the one the
 # ratio is for); the arms `hashes` and `full` set --through-checkpoints
-# instead (with the default scheduling). Also each leg's phases as the legs record them
+# instead (with the default scheduling), and `no-handoff` runs with
+# --no-handoff. With OLD_BIN (and OLD_MODULE, its CUDA module) each round
+# also runs an earlier build's `run` and one leg, for its own ratio in the
+# same rounds (arm `old`). Also each leg's phases as the legs record them
 # (timing.csv: start-up, wait, load, saves, step-lock waits, summed step
 # time) and the checkpoint's size.
 #
@@ -32,7 +35,8 @@ for r in $(seq 1 "$REPEAT"); do
     extra=()
     case "$a" in
     default) ;;
-    hashes | hashes-all | full) extra=(--through-checkpoints "$a") ;; # what the through leg keeps
+    hashes | hashes-all | full | on-demand) extra=(--through-checkpoints "$a") ;; # what the through leg keeps
+    no-handoff) extra=(--no-handoff) ;;
     *) extra=(--gpu-scheduling "$a") ;;
     esac
     t0=$(now)
@@ -51,8 +55,31 @@ for r in $(seq 1 "$REPEAT"); do
   t2=$(now)
   [ "$lrc" = 0 ] || { echo "round $r: leg exit $lrc"; tail -5 "$D/leg.txt"; exit 1; }
   legs+=("$(secs "$t1" "$t2")")
-  echo "$line one leg ${legs[-1]} s"
+  line="$line one leg ${legs[-1]} s"
+  if [ -n "${OLD_BIN:-}" ]; then # the earlier build, its run and its leg, in the same round
+    rm -rf "$D/run_old" "$D/leg_old"
+    t0=$(now)
+    RC_CUDA_MODULE="${OLD_MODULE:-}" "$OLD_BIN" run "${F[@]}" --steps "$N" --save-at "$K" \
+      --out "$D/run_old" --progress off >"$D/run_old.txt" 2>&1 || { echo "old run failed"; tail -3 "$D/run_old.txt"; }
+    t1=$(now)
+    RC_CUDA_MODULE="${OLD_MODULE:-}" "$OLD_BIN" train "${F[@]}" --steps "$N" --save-at "$K,$N" \
+      --out "$D/leg_old" >"$D/leg_old.txt" 2>&1 || { echo "old leg failed"; tail -3 "$D/leg_old.txt"; }
+    t2=$(now)
+    old_runs="${old_runs:-} $(secs "$t0" "$t1")"
+    old_legs="${old_legs:-} $(secs "$t1" "$t2")"
+    line="$line; old: run $(secs "$t0" "$t1") s, leg $(secs "$t1" "$t2") s"
+  fi
+  echo "$line"
 done
+if [ -n "${OLD_BIN:-}" ]; then
+  python3 - "$old_runs" "$old_legs" <<'PY'
+import statistics, sys
+runs = [float(x) for x in sys.argv[1].split()]
+legs = [float(x) for x in sys.argv[2].split()]
+print("old build: run median %.3f s, one leg median %.3f s, median per-round ratio %.3fx"
+      % (statistics.median(runs), statistics.median(legs), statistics.median([a / b for a, b in zip(runs, legs)])))
+PY
+fi
 for a in "${ARMS[@]}"; do
   python3 - "$a" "${runs[$a]}" "${legs[*]}" <<'PY'
 import statistics, sys

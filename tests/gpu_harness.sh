@@ -23,6 +23,10 @@ grep -q "loss equal" <<<"$out" && echo "ok: loss equal" || { echo "FAIL: loss no
 # the through leg kept hashes only at K (--through-checkpoints auto on CUDA)
 grep -q "census: state census at step 5 (resume@5): saved state identical" <<<"$out" && echo "ok: census saved state identical" || { echo "FAIL: census"; fail=1; }
 grep -q "through@5 (hashes only) vs save@5" <<<"$out" && echo "ok: through kept hashes at K" || { echo "FAIL: through@5 not hashes only"; fail=1; }
+# at N the through leg wrote its shard because RESUME@10 differs (auto is
+# on-demand on CUDA), so the report names values
+kept() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([l for l in d['legs'] if l['label']=='through'][0]['deferred_save']['kept'])" "$1" 2>/dev/null; }
+[ "$(kept "$t/seed_legacy/report.json")" = full ] && echo "ok: through@10 written in full (on-demand, RESUME differs)" || { echo "FAIL: through@10 not full"; fail=1; }
 expect seed_resolve 0 --steps 10 --save-at 5 --precision bf16 --mtp-repeated-layer --first-microbatch-policy resolve
 expect seed_fusion_off 0 --steps 10 --save-at 5 --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy --grad-accum-fusion off
 expect tiny_aa_bf16_attention 0 --steps 10 --save-at 5 --aa --attention-precision bf16
@@ -30,6 +34,7 @@ expect seed_legacy_bf16_attention 1 --steps 10 --save-at 5 --precision bf16 --mt
 grep -q "RESUME diverged at step 6: grad_norm" <<<"$out" && echo "ok: grad norm first at step 6 (bf16 attention)" || { echo "FAIL: signature (bf16 attention)"; fail=1; }
 expect gpu_small_aa 0 --preset gpu-small --steps 4 --save-at 2 --aa
 grep -Eq "CENSUS resume@2 +identical" <<<"$out" && echo "ok: gpu-small census identical" || { echo "FAIL: gpu-small census"; fail=1; }
+[ "$(kept "$t/gpu_small_aa/report.json")" = hashes ] && echo "ok: gpu-small through@4 kept as hashes (on-demand, A/A@4 and RESUME@4 identical)" || { echo "FAIL: gpu-small through@4 not hashes"; fail=1; }
 
 # bisect on the CUDA backend: the seed's answer is the CPU's — the first
 # operation whose values differ is a shared-MTP-layer backward at K+1,
