@@ -33,6 +33,19 @@ RC_PROFILE=1 "$RC_BIN" train $F --first-microbatch-policy resolve --steps 10 \
   --resume-from "$t/ok/save/ckpt/iter_0000005" --out "$t/ok/resume_p" 2>"$t/resume_p.err" >/dev/null
 grep -q "weight draws skipped" "$t/resume_p.err" && ! grep -q "weight draws on the backend" "$t/resume_p.err" &&
   echo "ok: a resumed leg skips the weight draws" || { echo "FAIL: a resumed leg drew weights"; fail=1; }
+# the device's tensors go up while the load reads (rc_load_into.landed):
+# the profile counts them, and the resumed leg is byte for byte the one
+# that copies everything after the load (RC_TEST_NO_EARLY_UPLOAD=1, which
+# counts none: the control)
+grep -Eq "load: the rest of the copy \(([1-9][0-9]*) tensors went up as they landed\)" "$t/resume_p.err" &&
+  echo "ok: tensors uploaded as they landed" || { echo "FAIL: no early upload counted"; fail=1; }
+RC_TEST_NO_EARLY_UPLOAD=1 RC_PROFILE=1 "$RC_BIN" train $F --first-microbatch-policy resolve --steps 10 \
+  --resume-from "$t/ok/save/ckpt/iter_0000005" --save-at 10 --out "$t/ok/resume_late" 2>"$t/late.err" >/dev/null
+grep -q "(0 tensors went up as they landed)" "$t/late.err" && echo "ok: control: none early with the hook" ||
+  { echo "FAIL: the hook did not turn early uploads off"; fail=1; }
+same "$t/ok/resume/ckpt/iter_0000010/$shard" "$t/ok/resume_late/ckpt/iter_0000010/$shard" &&
+  same "$t/ok/resume/trace.csv" "$t/ok/resume_late/trace.csv" && echo "ok: early and late uploads give the same leg" ||
+  { echo "FAIL: early upload changed the resumed leg"; fail=1; }
 RC_PROFILE=1 "$RC_BIN" train $F --steps 2 --out "$t/fresh_p" 2>"$t/fresh_p.err" >/dev/null
 grep -q "weight draws on the backend" "$t/fresh_p.err" && echo "ok: control: a fresh leg draws them" ||
   { echo "FAIL: a fresh leg did not draw weights"; fail=1; }

@@ -1322,7 +1322,8 @@ static int load_dir(const char *dir, rc_err *err) {
     for (int i = 0; i < got.st.count; i++)
       own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
     test_buffer buf = {0};
-    rc = rc_checkpoint_load_into(dir, &m, &got.st, give_buffer, &buf, err);
+    rc_load_into into = {.buffer = give_buffer, .buffer_ctx = &buf};
+    rc = rc_checkpoint_load_into(dir, &m, &got.st, &into, err);
     for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
     free(own);
     free(buf.p);
@@ -1599,6 +1600,35 @@ static int helper_load(const char *dir, int experts) {
  * into a caller's buffer points the tensors at the bytes that were saved.
  * Negative controls: a dataset left zero in the stream gives another shard;
  * a borrowed load of a corrupt shard is refused like a copying one. */
+/* rc_load_into.landed of the test: each tensor told, with a copy of the
+ * bytes it was told about (as a device upload would take them) */
+typedef struct {
+  int count, calls, out_of_order;
+  int *told;                /* per tensor: times told */
+  unsigned char **copy;     /* per tensor: the bytes when told */
+  const unsigned char *last; /* the last bytes pointer told */
+  const rc_state *st;
+} landed_log;
+
+static void log_landed(void *ctx, int tensor, const void *bytes) {
+  landed_log *l = ctx;
+  l->calls++;
+  if (tensor < 0 || tensor >= l->count) return;
+  l->told[tensor]++;
+  if ((const unsigned char *)bytes < l->last) l->out_of_order++;
+  l->last = bytes;
+  size_t n = rc_tensor_nbytes(&l->st->tensors[tensor]);
+  free(l->copy[tensor]);
+  l->copy[tensor] = malloc(n ? n : 1);
+  memcpy(l->copy[tensor], bytes, n);
+}
+
+static void landed_log_free(landed_log *l) {
+  for (int i = 0; i < l->count; i++) free(l->copy[i]);
+  free(l->copy);
+  free(l->told);
+}
+
 static unsigned char *give_buffer(void *ctx, size_t bytes) {
   test_buffer *b = ctx;
   b->calls++;
@@ -1665,7 +1695,8 @@ static void test_streamed_save(void) {
     for (int i = 0; i < got.st.count; i++)
       own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
     test_buffer buf = {0};
-    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, give_buffer, &buf, &err) == 0,
+    rc_load_into into = {.buffer = give_buffer, .buffer_ctx = &buf};
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &into, &err) == 0,
           "borrowed load: %s", err.msg);
     CHECK(buf.calls == 1, "one buffer for the shard (%d)", buf.calls);
     bool inside = true;
@@ -1676,6 +1707,34 @@ static void test_streamed_save(void) {
     }
     CHECK(inside, "every tensor points into the buffer");
     CHECK(states_bitwise_equal(&f.st, &got.st), "borrowed load gives the saved bytes");
+    /* landed: every non-empty tensor told once, in file order, with the
+     * bytes the load then points it at */
+    for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = NULL;
+    landed_log lg = {.count = got.st.count, .st = &got.st};
+    lg.told = calloc((size_t)got.st.count, sizeof *lg.told);
+    lg.copy = calloc((size_t)got.st.count, sizeof *lg.copy);
+    rc_load_into told = {give_buffer, &buf, log_landed, &lg};
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told, &err) == 0, "load with landed: %s",
+          err.msg);
+    int once = 0, nonempty = 0, same = 0;
+    for (int i = 0; i < got.st.count; i++) {
+      size_t n = rc_tensor_nbytes(&got.st.tensors[i]);
+      if (!n) continue;
+      nonempty++;
+      once += lg.told[i] == 1;
+      same += lg.copy[i] && !memcmp(lg.copy[i], got.st.tensors[i].data, n);
+    }
+    if (chunked) {
+      CHECK(once == nonempty && lg.calls == nonempty,
+            "landed: each of %d tensors told once (%d once, %d calls)", nonempty, once, lg.calls);
+      CHECK(same == nonempty && !lg.out_of_order,
+            "landed: the bytes told are the loaded ones, in file order (%d of %d, %d out of "
+            "order)",
+            same, nonempty, lg.out_of_order);
+    } else { /* one reader and the whole-file hash: nothing is told early */
+      CHECK(lg.calls == 0, "landed: not told without chunk hashes (%d calls)", lg.calls);
+    }
+    landed_log_free(&lg);
     for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
     free(own);
     iofix_free(&got);
@@ -1688,8 +1747,25 @@ static void test_streamed_save(void) {
     own = calloc((size_t)got.st.count, sizeof *own);
     for (int i = 0; i < got.st.count; i++)
       own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
-    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, give_buffer, &buf, &err) == RC_EXIT_DATAERR,
+    landed_log bad = {.count = got.st.count, .st = &got.st};
+    bad.told = calloc((size_t)got.st.count, sizeof *bad.told);
+    bad.copy = calloc((size_t)got.st.count, sizeof *bad.copy);
+    rc_load_into told_bad = {give_buffer, &buf, log_landed, &bad};
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told_bad, &err) == RC_EXIT_DATAERR,
           "borrowed load of a shard that is not the manifest's: refused (%s)", err.msg);
+    /* landed told bytes before they were verified: the zero dataset of the
+     * control shard reached it, and only the refusal says they do not count */
+    int zeros = 0;
+    for (int i = 0; i < got.st.count; i++) {
+      size_t n = rc_tensor_nbytes(&got.st.tensors[i]);
+      bool all0 = n > 0 && bad.copy[i];
+      for (size_t k = 0; all0 && k < n; k++) all0 = bad.copy[i][k] == 0;
+      zeros += all0;
+    }
+    CHECK(!chunked || (bad.calls > 0 && zeros > 0),
+          "control: landed is told unverified bytes (%d calls, %d all-zero tensors)", bad.calls,
+          zeros);
+    landed_log_free(&bad);
     for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
     free(own);
     iofix_free(&got);

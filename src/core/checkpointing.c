@@ -387,6 +387,49 @@ static int model_save(rc_model *m, const char *ckpt_root, const char *args_json,
   return rc;
 }
 
+/* The device's tensors go up while the load still reads (rc_load_into.landed,
+ * on a thread of the load: this one is inside it, CPU-only, so the backend
+ * has one caller at a time). Each is copied from the bytes it was told
+ * about; apply_loaded copies again only a tensor the load then pointed at
+ * other bytes (a file laid out otherwise than predicted). A failed load
+ * leaves the device meaningless, as any failed load does: the model is
+ * discarded. Test hook (docs/robustness.md): RC_TEST_NO_EARLY_UPLOAD=1
+ * copies everything after the load, as before. */
+typedef struct {
+  rc_model *m;
+  const state_list *l;
+  const int *item;   /* view index -> state index */
+  const void **sent; /* per state index: the bytes uploaded, NULL: none */
+  int n;             /* how many */
+} early_upload;
+
+static bool applies(const rc_model *m, const binding *b) {
+  return b->apply_on_load && !(b->replicated && m->rank != 0) && b->nbytes > 0;
+}
+
+static void upload_landed(void *ctx, int j, const void *bytes) {
+  early_upload *u = ctx;
+  int i = u->item[j];
+  const binding *b = &u->l->b[i];
+  if (!applies(u->m, b) || b->loc != ON_DEVICE) return;
+  u->m->ops->to_device(b->src, bytes, b->nbytes);
+  u->sent[i] = bytes;
+  u->n++;
+}
+
+/* The loaded bytes into the model, but for what went up as it landed. */
+static void apply_loaded(rc_model *m, const state_list *l, const void *const *sent) {
+  for (int i = 0; i < l->st.count; i++) {
+    const binding *b = &l->b[i];
+    if (!applies(m, b) || (sent && sent[i] == l->st.tensors[i].data)) continue;
+    if (b->loc == ON_DEVICE)
+      m->ops->to_device(b->src, l->st.tensors[i].data, b->nbytes);
+    else
+      memcpy(b->src, l->st.tensors[i].data, b->nbytes);
+  }
+  m->ops->sync();
+}
+
 static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
   /* the iteration comes from the directory name: .../iter_0000005 */
   const char *base = strrchr(iter_dir, '/');
@@ -422,27 +465,31 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   if (!item) abort();
   shard_view(m, &l, &view, item);
   double t0 = rc_model_wall_s();
-  /* read into the staging buffer; the tensors point at their bytes there */
-  int rc = h ? rc_checkpoint_load_handoff(trimmed, h, &meta, &view, staging_buffer, m, err)
-             : rc_checkpoint_load_into(trimmed, &meta, &view, staging_buffer, m, err);
+  /* read into the staging buffer; the tensors point at their bytes there,
+   * and the device's go up as they land */
+  const void **sent = calloc((size_t)(l.st.count ? l.st.count : 1), sizeof *sent);
+  if (!sent) abort();
+  early_upload up = {m, &l, item, sent, 0};
+  const char *no_early = getenv("RC_TEST_NO_EARLY_UPLOAD");
+  rc_load_into into = {staging_buffer, m, upload_landed, &up};
+  if (no_early && !strcmp(no_early, "1")) into.landed = NULL;
+  int rc = h ? rc_checkpoint_load_handoff(trimmed, h, &meta, &view, &into, err)
+             : rc_checkpoint_load_into(trimmed, &meta, &view, &into, err);
+  m->ops->sync();
   double t1 = rc_model_wall_s();
-  rc_model_profile_note("load: read and verify (chunk and dataset hashes)", t1 - t0);
+  rc_model_profile_note("load: read and verify (chunk and dataset hashes; uploads as tensors land)",
+                        t1 - t0);
   for (int j = 0; j < view.count && !rc; j++) l.st.tensors[item[j]].data = view.tensors[j].data;
   free(item);
   rc_state_free(&view);
   /* a failed load on any rank stops every rank before anything is applied */
   if (m->comm) rc = rc_comm_agree(m->comm, m->ops, rc, err);
   if (rc == 0) {
-    for (int i = 0; i < l.st.count; i++) {
-      binding *b = &l.b[i];
-      if (!b->apply_on_load || (b->replicated && m->rank != 0) || b->nbytes == 0) continue;
-      if (b->loc == ON_DEVICE)
-        m->ops->to_device(b->src, l.st.tensors[i].data, b->nbytes);
-      else
-        memcpy(b->src, l.st.tensors[i].data, b->nbytes);
-    }
-    m->ops->sync();
-    rc_model_profile_note("load: host-to-device copy", rc_model_wall_s() - t1);
+    apply_loaded(m, &l, sent);
+    char what[96];
+    snprintf(what, sizeof what, "load: the rest of the copy (%d tensors went up as they landed)",
+             up.n);
+    rc_model_profile_note(what, rc_model_wall_s() - t1);
     m->iteration = iteration;
     if (m->comm) rc = broadcast_replicated(m, &l, err);
     /* The injected bug: the Adam step is recomputed from the iteration, as
@@ -459,6 +506,7 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
         m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
                           sizeof(float) * (size_t)m->E);
   }
+  free(sent);
   free(config);
   free_list(&l);
   return rc;

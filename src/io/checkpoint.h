@@ -71,6 +71,25 @@ void rc_save_stream_promote(rc_save_stream *s);
 /* ckpt_root/iter_%07d of the save */
 const char *rc_save_stream_dir(const rc_save_stream *s);
 
+/* Where rc_checkpoint_load_into reads the shard (one buffer of the file's
+ * size from `buffer`), and what it tells the caller while it reads:
+ * landed (may be NULL) is called on a thread of the load, in file order,
+ * for each tensor to be pointed at the buffer, once its bytes are there
+ * (at the offset the expected state's layout predicts: the writer is
+ * deterministic), before anything is verified; only for a manifest with
+ * chunk hashes (the bytes are then read on several threads, in order of
+ * chunks landing), never for version 1. A caller may copy them on
+ * at once (a model's upload to the device, overlapping the read); only the
+ * load's result says whether they count, and where a tensor's real offset
+ * differs from the prediction, state->tensors[i].data afterwards points at
+ * other bytes than `bytes` (the caller copies those again). */
+typedef struct {
+  rc_save_buffer_fn buffer;
+  void *buffer_ctx;
+  void (*landed)(void *ctx, int tensor, const void *bytes);
+  void *landed_ctx;
+} rc_load_into;
+
 /* ---- a checkpoint handed over before it is durable (handoff.c) ----
  * What a save with rc_shard_meta.handoff publishes beside ITER_DIR while
  * it makes the bytes durable: the shard's temporary name and its entry
@@ -90,8 +109,7 @@ void rc_handoff_free(rc_handoff *h);
  * checks of an ordinary load. The state loaded counts only once
  * rc_checkpoint_handoff_confirm says so. */
 int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const rc_shard_meta *meta,
-                               rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx,
-                               rc_err *err);
+                               rc_state *state, const rc_load_into *into, rc_err *err);
 /* Once ITER_DIR has COMPLETE: its manifest (the one COMPLETE vouches for)
  * lists, for the handed-over shard, exactly the note's size, chunk hashes
  * and datasets with their hashes, so what was loaded is the checkpoint.
@@ -143,7 +161,7 @@ int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state
  * at once. A model loads this way from a pinned staging buffer, straight to
  * the device. */
 int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
-                            rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err);
+                            const rc_load_into *into, rc_err *err);
 
 /* Newest iter_* directory under ckpt_root that has COMPLETE and is not
  * hashes-only; 0 and path set if found, RC_EXIT_NOINPUT if none. */

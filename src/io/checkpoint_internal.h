@@ -152,6 +152,10 @@ typedef struct {
   const uint64_t *start, *end; /* sorted by start, so the hashes follow the reads */
   int threads;
   char (*hex)[RC_SHA256_HEX]; /* their SHA-256s; "" where not hashed */
+  /* landed (may be NULL): called on a thread of its own with each range's
+   * index, in order, once its bytes are in dst (read, not yet verified) */
+  void (*landed)(void *ctx, int range);
+  void *landed_ctx;
 } rc_read_follow;
 /* follow (may be NULL; used only with dst and chunk hashes): ranges hashed
  * from dst on threads of their own as the chunks land, at the same time

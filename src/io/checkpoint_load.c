@@ -496,7 +496,16 @@ typedef struct {
   char (*hex)[RC_SHA256_HEX];     /* per state tensor */
   char (*job_hex)[RC_SHA256_HEX]; /* per follow job */
   rc_read_follow follow;
+  /* rc_load_into.landed, told per follow job (landed_job) */
+  const rc_load_into *into;
+  const unsigned char *dst;
 } prediction;
+
+/* rc_read_follow.landed: follow job k's bytes are in dst */
+static void landed_job(void *ctx, int k) {
+  prediction *p = ctx;
+  p->into->landed(p->into->landed_ctx, p->order[k], p->dst + p->start[k]);
+}
 
 static void prediction_free(prediction *p) {
   free(p->offset), free(p->start), free(p->end), free(p->order), free(p->hex), free(p->job_hex);
@@ -504,7 +513,8 @@ static void prediction_free(prediction *p) {
 }
 
 static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state *state,
-                    uint64_t bytes, prediction *p) {
+                    uint64_t bytes, const unsigned char *dst, const rc_load_into *into,
+                    prediction *p) {
   rc_shard_meta at = *meta;
   at.iteration = iteration;
   rc_shard_image layout;
@@ -530,7 +540,11 @@ static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state
       p->start[k] = p->offset[p->order[k]];
       p->end[k] = p->start[k] + rc_tensor_nbytes(&state->tensors[p->order[k]]);
     }
-    p->follow = (rc_read_follow){jobs, p->start, p->end, FOLLOW_THREADS, p->job_hex};
+    p->follow = (rc_read_follow){jobs, p->start, p->end, FOLLOW_THREADS, p->job_hex, NULL, NULL};
+    if (into && into->landed) {
+      p->into = into, p->dst = dst;
+      p->follow.landed = landed_job, p->follow.landed_ctx = p;
+    }
     p->ok = jobs > 0;
   }
   rc_shard_image_free(&layout);
@@ -599,8 +613,8 @@ static int check_manifest(const char *iter_dir, const char *manifest_path, const
  * file named `file` in iter_dir when not NULL (a handed-over shard's
  * temporary name), else the entry's. */
 static int load_shard(const char *iter_dir, const char *file, const rc_shard_meta *meta,
-                      const rc_manifest *m, rc_state *state, rc_save_buffer_fn buffer,
-                      void *buffer_ctx, rc_err *err) {
+                      const rc_manifest *m, rc_state *state, const rc_load_into *into,
+                      rc_err *err) {
   char shard_path[4096];
   rc_shard_image shard = {0};
   prediction pr = {0};
@@ -608,7 +622,8 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
   const rc_mf_shard *entry = &m->shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, file ? file : entry->file);
   unsigned char *dst = NULL;
-  if (buffer && !(dst = buffer(buffer_ctx, entry->bytes + 1))) {
+  rc_save_buffer_fn buffer = into ? into->buffer : NULL;
+  if (buffer && !(dst = buffer(into->buffer_ctx, entry->bytes + 1))) {
     ret = rc_fail(err, RC_EXIT_RESOURCES, "loading %s: no host buffer of %" PRIu64 " bytes",
                   shard_path, entry->bytes + 1);
     goto done;
@@ -618,7 +633,7 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
    * deterministic, so they are the file's unless it was written otherwise:
    * read_datasets checks each against the real one and hashes again where
    * they differ). */
-  if (dst && entry->chunk_bytes) predict(meta, m->iteration, state, entry->bytes, &pr);
+  if (dst && entry->chunk_bytes) predict(meta, m->iteration, state, entry->bytes, dst, into, &pr);
   if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard,
                                     err))) {
     if (ret == RC_EXIT_NOINPUT)
@@ -637,7 +652,7 @@ done:
 }
 
 static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
-                rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+                const rc_load_into *into, rc_err *err) {
   char manifest_path[4096], marker_path[4096];
   int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
   if (ret) return ret;
@@ -650,7 +665,7 @@ static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state
   if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
   if (!ret)
     ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, meta, &m, err);
-  if (!ret) ret = load_shard(iter_dir, NULL, meta, &m, state, buffer, buffer_ctx, err);
+  if (!ret) ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
   rc_manifest_free(&m);
   free(marker);
   free(text);
@@ -661,16 +676,16 @@ int rc_checkpoint_load(const char *iter_dir, const rc_shard_meta *meta, rc_state
                        rc_err *err) {
   rc_h5_quiet quiet;
   rc_h5_quiet_begin(&quiet);
-  int ret = load(iter_dir, meta, state, NULL, NULL, err);
+  int ret = load(iter_dir, meta, state, NULL, err);
   rc_h5_quiet_end(&quiet);
   return ret;
 }
 
 int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
-                            rc_save_buffer_fn buffer, void *buffer_ctx, rc_err *err) {
+                            const rc_load_into *into, rc_err *err) {
   rc_h5_quiet quiet;
   rc_h5_quiet_begin(&quiet);
-  int ret = load(iter_dir, meta, state, buffer, buffer_ctx, err);
+  int ret = load(iter_dir, meta, state, into, err);
   rc_h5_quiet_end(&quiet);
   return ret;
 }
@@ -678,17 +693,16 @@ int rc_checkpoint_load_into(const char *iter_dir, const rc_shard_meta *meta, rc_
 /* ---- a checkpoint handed over before it was durable (handoff.c) */
 
 int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const rc_shard_meta *meta,
-                               rc_state *state, rc_save_buffer_fn buffer, void *buffer_ctx,
-                               rc_err *err) {
+                               rc_state *state, const rc_load_into *into, rc_err *err) {
   if (meta->world_size != 1 || meta->rank != 0)
     return rc_fail(err, RC_EXIT_USAGE, "%s: a handed-over checkpoint is of world size 1", iter_dir);
   rc_manifest m = {.iteration = h->iteration, .world_size = 1, .shards = (rc_mf_shard *)&h->shard};
   rc_h5_quiet quiet;
   rc_h5_quiet_begin(&quiet);
-  int ret = load_shard(iter_dir, h->temp_file, meta, &m, state, buffer, buffer_ctx, err);
+  int ret = load_shard(iter_dir, h->temp_file, meta, &m, state, into, err);
   /* renamed to its final name since the note was read: the same file */
   if (ret == RC_EXIT_NOINPUT)
-    ret = load_shard(iter_dir, NULL, meta, &m, state, buffer, buffer_ctx, err);
+    ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
   rc_h5_quiet_end(&quiet);
   if (ret) {
     char note[4096];

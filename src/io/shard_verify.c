@@ -278,6 +278,19 @@ static void *follow_run(void *arg) {
   return NULL;
 }
 
+/* rc_read_follow.landed, range by range in file order as the prefix of read
+ * chunks passes each range's end. After a failed read the gate is opened
+ * all the way: the rest are told too, and the load's failure says they do
+ * not count. */
+static void *landed_run(void *arg) {
+  follow_job *fj = arg;
+  for (int k = 0; k < fj->f->count; k++) {
+    rc_gate_wait(fj->gate, fj->f->end[k]);
+    fj->f->landed(fj->f->landed_ctx, k);
+  }
+  return NULL;
+}
+
 static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int threads,
                          unsigned char *dst, const rc_read_follow *follow, rc_err *err) {
   int ret = RC_OK, n = entry->nchunks ? entry->nchunks : 1;
@@ -296,8 +309,8 @@ static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int
    * if every chunk then verifies, which the caller checks. */
   rc_gate gate;
   follow_job fj;
-  pthread_t ftid;
-  bool followed = false;
+  pthread_t ftid, ltid;
+  bool followed = false, told = false;
   if (follow && follow->count > 0 && dst) {
     rc_gate_init(&gate, 0);
     j.gate = &gate;
@@ -305,11 +318,14 @@ static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int
     fj = (follow_job){follow, {dst, (size_t)entry->bytes}, &gate};
     followed = pthread_create(&ftid, NULL, follow_run, &fj) == 0;
     if (!followed) j.gate = NULL, rc_gate_destroy(&gate);
+    /* no thread for it: the caller copies everything after the load */
+    told = followed && follow->landed && pthread_create(&ltid, NULL, landed_run, &fj) == 0;
   }
   run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
   if (followed) { /* a failed read left a hole: let the followers finish anyway */
     rc_gate_raise(&gate, UINT64_MAX);
     pthread_join(ftid, NULL);
+    if (told) pthread_join(ltid, NULL);
     rc_gate_destroy(&gate);
   } else if (follow) {
     for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* not hashed */
