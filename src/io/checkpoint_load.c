@@ -11,8 +11,10 @@
 #include "io/checkpoint.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/fsutil.h"
 #include "base/json.h"
@@ -608,6 +610,16 @@ static int check_manifest(const char *iter_dir, const char *manifest_path, const
   return RC_OK;
 }
 
+/* RC_PROFILE (docs/cuda-backend.md): the pieces of a load on stderr. */
+static double profile_mark(const char *what, double since) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double now = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+  const char *v = getenv("RC_PROFILE");
+  if (what && v && *v) fprintf(stderr, "profile: load: %s %.3f s\n", what, now - since);
+  return now;
+}
+
 /* This rank's shard, read and verified against its manifest entry (into
  * the caller's buffer when there is one), then checked and loaded; from the
  * file named `file` in iter_dir when not NULL (a handed-over shard's
@@ -622,6 +634,7 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
   const rc_mf_shard *entry = &m->shards[meta->rank];
   rc_path_join(shard_path, sizeof shard_path, iter_dir, file ? file : entry->file);
   unsigned char *dst = NULL;
+  double t = profile_mark(NULL, 0);
   rc_save_buffer_fn buffer = into ? into->buffer : NULL;
   if (buffer && !(dst = buffer(into->buffer_ctx, entry->bytes + 1))) {
     ret = rc_fail(err, RC_EXIT_RESOURCES, "loading %s: no host buffer of %" PRIu64 " bytes",
@@ -634,8 +647,10 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
    * read_datasets checks each against the real one and hashes again where
    * they differ). */
   if (dst && entry->chunk_bytes) predict(meta, m->iteration, state, entry->bytes, dst, into, &pr);
-  if ((ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard,
-                                    err))) {
+  t = profile_mark("buffer and predicted layout", t);
+  ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard, err);
+  t = profile_mark("chunks read and verified (dataset hashes, uploads following)", t);
+  if (ret) {
     if (ret == RC_EXIT_NOINPUT)
       ret = rc_fail(err, RC_EXIT_NOINPUT, "shard file %s is missing (listed in %s)", shard_path,
                     file ? "the handoff note" : RC_MANIFEST_NAME);
@@ -645,6 +660,7 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
   predicted pred = {pr.offset, pr.hex};
   ret = load_image(shard_path, shard.data, shard.size, meta, entry, m->iteration, buffer != NULL,
                    pr.ok ? &pred : NULL, state, err);
+  profile_mark("structure, /meta, datasets checked against the manifest", t);
 done:
   prediction_free(&pr);
   rc_shard_image_free(&shard);
