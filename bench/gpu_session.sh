@@ -25,7 +25,8 @@
 # census's cost and --save-at auto (bench/bench_census.sh), "peers" the core
 # against whole-model torch.compile and the other PyTorch peers
 # (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through),
-# "startup" the save leg alone and beside each other leg (bench/bench_startup.sh).
+# "startup" the save leg alone and beside each other leg (bench/bench_startup.sh),
+# "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -199,6 +200,11 @@ tiny_fp8|--preset tiny --precision fp8 --steps 3 --save-at 3
 gpu_small|--preset gpu-small --steps 2 --save-at 1,2
 EOF2
   log "old vs new CUDA checkpoint files: $n_same identical, $n_diff different"
+fi
+
+if want pin; then
+  log "page-locking a staging buffer: cudaHostAlloc vs mmap (+THP) + cudaHostRegister (bench/bench_pin.cu)"
+  { nvcc -O2 -arch=sm_90 -o /tmp/rc_bench_pin bench/bench_pin.cu && timeout 120 /tmp/rc_bench_pin 2.35; } 2>&1 | tee -a "$S"
 fi
 
 if want compare; then
