@@ -193,21 +193,28 @@ static bool is_pinned(const void *host) {
   return a.type == cudaMemoryTypeHost;
 }
 
+/* Page-locked memory is an anonymous mapping on 2 MiB pages (host_pages.h),
+ * faulted in here and then registered with the driver, not cudaHostAlloc:
+ * for a 2.5 GB staging buffer on the H200 host, cudaHostAlloc took 0.84-1.04 s
+ * and cudaFreeHost 0.23-0.49 s, registering the faulted-in huge pages
+ * 0.05-0.09 s and unregistering them 0.04 s, with the same 55 GB/s copies
+ * (bench/bench_pin.cu, bench/NOTES.md session 11). The fault-in (0.3-0.5 s,
+ * zeroing) is CPU work on the caller's thread, no CUDA call waits for it. */
 void *rc_cuda_host_alloc(size_t bytes, int page_locked) {
-  void *p = NULL;
-  if (!page_locked) return rc_host_pages_alloc(bytes);
+  char *p = (char *)rc_host_pages_alloc(bytes);
+  if (!p || !page_locked) return p;
+  size_t len = rc_host_pages_len(bytes);
+  for (size_t i = 0; i < len; i += 4096) p[i] = 0; /* fault in: register pins what is there */
   /* portable: page-locked for every context, whichever thread asks */
-  if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) == cudaSuccess) return p;
-  cudaGetLastError(); /* e.g. a locked-memory limit: ordinary pages will do, slower */
-  return rc_host_pages_alloc(bytes);
+  if (cudaHostRegister(p, len, cudaHostRegisterPortable) != cudaSuccess)
+    cudaGetLastError(); /* e.g. a locked-memory limit: ordinary pages will do, slower */
+  return p;
 }
 
 void rc_cuda_host_free(void *ptr, size_t bytes) {
   if (!ptr) return;
-  if (is_pinned(ptr))
-    (void)cudaFreeHost(ptr);
-  else
-    rc_host_pages_free(ptr, bytes);
+  if (is_pinned(ptr)) (void)cudaHostUnregister(ptr);
+  rc_host_pages_free(ptr, bytes);
 }
 
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
