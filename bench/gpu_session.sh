@@ -26,7 +26,8 @@
 # against whole-model torch.compile and the other PyTorch peers
 # (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through),
 # "startup" the save leg alone and beside each other leg (bench/bench_startup.sh),
-# "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu).
+# "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu),
+# "loadscan" the pieces of a verified load under the load's thread knobs.
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -200,6 +201,48 @@ tiny_fp8|--preset tiny --precision fp8 --steps 3 --save-at 3
 gpu_small|--preset gpu-small --steps 2 --save-at 1,2
 EOF2
   log "old vs new CUDA checkpoint files: $n_same identical, $n_diff different"
+fi
+
+if want loadscan; then
+  # where a verified load of gpu-small's checkpoint goes (page cache warm):
+  # a leg that loads at once under the load's knobs, and one that reserves
+  # page-locked staging first (--wait-for-checkpoint of a complete
+  # checkpoint); against cat and one openssl SHA-256 stream of the shard
+  log "load scan (RC_PROFILE=1 load pieces under RC_LOAD_THREADS / RC_LOAD_FOLLOW_THREADS)"
+  lw=/tmp/rc_loadscan
+  rm -rf "$lw"
+  timeout 120 "$B/resumecheck" train --device cuda --preset gpu-small --steps 2 --stop-at 1 --save-at 1 \
+    --out "$lw/s" > /dev/null 2>&1 || log "could not make the checkpoint"
+  sh=$lw/s/ckpt/iter_0000001/shard_00000_of_00001.h5
+  for r in 1 2; do
+    t0=$(date +%s.%N); cat "$sh" > /dev/null; t1=$(date +%s.%N)
+    echo "cat $(python3 -c "print('%.3f' % ($t1 - $t0))") s" | tee -a "$S"
+  done
+  t0=$(date +%s.%N); openssl dgst -sha256 "$sh" > /dev/null; t1=$(date +%s.%N)
+  echo "openssl dgst -sha256 (one stream) $(python3 -c "print('%.3f' % ($t1 - $t0))") s" | tee -a "$S"
+  scan() { # label env... -- extra train flags
+    local label=$1; shift
+    local envs=() extra=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
+    extra=("$@")
+    for r in 1 2; do
+      rm -rf "$lw/r"
+      env RC_PROFILE=1 "${envs[@]}" timeout 120 "$B/resumecheck" train --device cuda --preset gpu-small \
+        --steps 2 "${extra[@]}" --resume-from "$lw/s/ckpt/iter_0000001" --out "$lw/r" 2> "$lw/err" > /dev/null
+      echo "$label #$r: $(grep -E 'profile: load:' "$lw/err" | sed 's/profile: load: //' | tr '\n' ';') $(grep '^load,' "$lw/r/timing.csv")" | tee -a "$S"
+    done
+  }
+  scan default
+  scan no-early-upload RC_TEST_NO_EARLY_UPLOAD=1
+  scan follow16 RC_LOAD_FOLLOW_THREADS=16
+  scan follow0 RC_LOAD_FOLLOW_THREADS=0
+  scan threads8 RC_LOAD_THREADS=8
+  scan follow4 RC_LOAD_FOLLOW_THREADS=4
+  scan threads12-follow4 RC_LOAD_THREADS=12 RC_LOAD_FOLLOW_THREADS=4
+  scan threads8-follow8 RC_LOAD_THREADS=8 RC_LOAD_FOLLOW_THREADS=8
+  scan pinned -- --wait-for-checkpoint
+  rm -rf "$lw"
 fi
 
 if want pin; then

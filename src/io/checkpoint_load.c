@@ -487,6 +487,17 @@ close:
  * one stream, not the thread count, is what they wait on. */
 enum { FOLLOW_THREADS = 8 };
 
+/* Bench knobs (bench/gpu_session.sh part loadscan; bits do not depend on
+ * them): RC_LOAD_THREADS, the chunk readers (default: the online CPUs, at
+ * most 16), and RC_LOAD_FOLLOW_THREADS, the dataset hashers beside them
+ * (default FOLLOW_THREADS; 0: none, the datasets hashed after the read). */
+static int env_threads(const char *name, int fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  long n = strtol(v, NULL, 10);
+  return n < 0 ? fallback : n > 64 ? 64 : (int)n;
+}
+
 /* Where the expected state's datasets lie in a file of `bytes` bytes, as
  * the writer would lay it out (its layout, no data), and the follow jobs
  * that hash them (by offset) while the file is read. ok only when the
@@ -542,7 +553,9 @@ static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state
       p->start[k] = p->offset[p->order[k]];
       p->end[k] = p->start[k] + rc_tensor_nbytes(&state->tensors[p->order[k]]);
     }
-    p->follow = (rc_read_follow){jobs, p->start, p->end, FOLLOW_THREADS, p->job_hex, NULL, NULL};
+    int follow = env_threads("RC_LOAD_FOLLOW_THREADS", FOLLOW_THREADS);
+    p->follow = (rc_read_follow){jobs, p->start, p->end, follow, p->job_hex, NULL, NULL};
+    if (!follow) jobs = 0;
     if (into && into->landed) {
       p->into = into, p->dst = dst;
       p->follow.landed = landed_job, p->follow.landed_ctx = p;
@@ -648,7 +661,8 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
    * they differ). */
   if (dst && entry->chunk_bytes) predict(meta, m->iteration, state, entry->bytes, dst, into, &pr);
   t = profile_mark("buffer and predicted layout", t);
-  ret = rc_read_shard_verified(shard_path, entry, 0, dst, pr.ok ? &pr.follow : NULL, &shard, err);
+  ret = rc_read_shard_verified(shard_path, entry, env_threads("RC_LOAD_THREADS", 0), dst,
+                               pr.ok ? &pr.follow : NULL, &shard, err);
   t = profile_mark("chunks read and verified (dataset hashes, uploads following)", t);
   if (ret) {
     if (ret == RC_EXIT_NOINPUT)
