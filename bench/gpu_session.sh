@@ -234,14 +234,12 @@ if want loadscan; then
     done
   }
   scan default
-  scan no-early-upload RC_TEST_NO_EARLY_UPLOAD=1
-  scan follow16 RC_LOAD_FOLLOW_THREADS=16
-  scan follow0 RC_LOAD_FOLLOW_THREADS=0
-  scan threads8 RC_LOAD_THREADS=8
-  scan follow4 RC_LOAD_FOLLOW_THREADS=4
-  scan threads12-follow4 RC_LOAD_THREADS=12 RC_LOAD_FOLLOW_THREADS=4
-  scan threads8-follow8 RC_LOAD_THREADS=8 RC_LOAD_FOLLOW_THREADS=8
+  scan checks-in-load RC_TEST_LOAD_CHECKS_DATASETS=1
+  for v in ${LOADSCAN_MORE:-}; do # e.g. LOADSCAN_MORE="RC_LOAD_THREADS=8 RC_LOAD_FOLLOW_THREADS=0"
+    scan "$v" "$v"
+  done
   scan pinned -- --wait-for-checkpoint
+  scan pinned-checks-in-load RC_TEST_LOAD_CHECKS_DATASETS=1 -- --wait-for-checkpoint
   rm -rf "$lw"
 fi
 

@@ -8,6 +8,8 @@ endforeach()
 rc_add_sh_test(core_cli core_cli.sh)
 rc_add_sh_test(cli_flags cli_flags.sh)
 rc_add_sh_test(ckpt_resume ckpt_resume.sh)
+# a load's dataset hashes checked beside the first steps, and still refused
+rc_add_sh_test(ckpt_load_checks ckpt_load_checks.sh)
 rc_add_sh_test(ckpt_golden ckpt_golden.sh)
 # RC_PROFILE=ops: the per-op profiler's counts, and that it changes no byte
 rc_add_c_test(ops_profile_unit test_ops_profile.c)

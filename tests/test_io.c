@@ -1604,8 +1604,8 @@ static int helper_load(const char *dir, int experts) {
  * bytes it was told about (as a device upload would take them) */
 typedef struct {
   int count, calls, out_of_order;
-  int *told;                /* per tensor: times told */
-  unsigned char **copy;     /* per tensor: the bytes when told */
+  int *told;                 /* per tensor: times told */
+  unsigned char **copy;      /* per tensor: the bytes when told */
   const unsigned char *last; /* the last bytes pointer told */
   const rc_state *st;
 } landed_log;
@@ -1662,6 +1662,83 @@ static int save_streamed(const char *root, const rc_state *st, const rc_shard_me
   return ret;
 }
 
+/* rc_load_into.deferred: a load that leaves the dataset hashes to its
+ * caller verifies every byte by the chunks, points the tensors at them and
+ * hands back each dataset with its manifest hash; rc_load_deferred_check
+ * then says what the load would have said. Forged: a manifest (and its
+ * COMPLETE) whose first dataset hash is wrong but whose chunk hashes are
+ * right: a deferred load succeeds and its check refuses (65, naming the
+ * dataset); the control, an ordinary load, refuses at once. */
+static void test_deferred_dataset_hashes(void) {
+  char root[4096], dir[4096], mpath[4096], cpath[4096];
+  tmp_path(root, sizeof root, "deferred");
+  iter_dir(dir, sizeof dir, root);
+  rc_err err = {0};
+  iofix f;
+  iofix_build(&f, 0, 40);
+  rc_shard_meta m = iofix_meta(0, 1, IOFIX_CONFIG);
+  m.chunk_bytes = 4096;
+  rm_rf(root);
+  CHECK(rc_checkpoint_save(root, &m, &f.st, NULL, &err) == 0, "save: %s", err.msg);
+  for (int forged = 0; forged < 2; forged++) {
+    if (forged) { /* the first dataset's hash in the manifest, COMPLETE to match */
+      pathf(mpath, sizeof mpath, "%s/manifest.json", dir);
+      pathf(cpath, sizeof cpath, "%s/COMPLETE", dir);
+      char *text = NULL;
+      size_t n = 0;
+      CHECK(rc_read_file(mpath, &text, &n, &err) == 0, "read manifest: %s", err.msg);
+      char *at = strstr(text, "\"datasets\"");
+      at = at ? strstr(at, "\"sha256\":\"") : NULL;
+      CHECK(at != NULL, "the manifest lists a dataset hash");
+      if (!at) return;
+      at += strlen("\"sha256\":\"");
+      *at = *at == '0' ? '1' : '0';
+      char sha[RC_SHA256_HEX], marker[128];
+      rc_sha256_hex(text, n, sha);
+      int k = snprintf(marker, sizeof marker, "%s  manifest.json\n", sha);
+      CHECK(rc_write_file_atomic(mpath, text, n, &err) == 0 &&
+                rc_write_file_atomic(cpath, marker, (size_t)k, &err) == 0,
+            "forge: %s", err.msg);
+      free(text);
+    }
+    for (int deferring = 0; deferring < 2; deferring++) {
+      iofix got;
+      iofix_build(&got, IOFIX_EMPTY, 40);
+      void **own = calloc((size_t)got.st.count, sizeof *own);
+      for (int i = 0; i < got.st.count; i++)
+        own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
+      test_buffer buf = {0};
+      rc_load_deferred d = {0};
+      rc_load_into into = {give_buffer, &buf, NULL, NULL, deferring ? &d : NULL};
+      int rc = rc_checkpoint_load_into(dir, &m, &got.st, &into, &err);
+      int nonempty = 0;
+      for (int i = 0; i < got.st.count; i++) nonempty += rc_tensor_nbytes(&got.st.tensors[i]) > 0;
+      if (!deferring) {
+        CHECK(forged ? rc == RC_EXIT_DATAERR && strstr(err.msg, "the manifest's entry for this")
+                     : rc == 0,
+              "%s, the load checks the datasets: %d (%s)", forged ? "forged" : "good", rc, err.msg);
+      } else {
+        CHECK(rc == 0, "%s, deferring: the load succeeds (%s)", forged ? "forged" : "good",
+              err.msg);
+        CHECK(d.count == nonempty, "every non-empty dataset left to check (%d of %d)", d.count,
+              nonempty);
+        CHECK(forged || states_bitwise_equal(&f.st, &got.st), "deferring: the saved bytes");
+        rc_err e2 = {0};
+        int crc = rc_load_deferred_check(&d, 0, &e2);
+        CHECK(forged ? crc == RC_EXIT_DATAERR && strstr(e2.msg, "the manifest's entry for this")
+                     : crc == 0,
+              "%s, the deferred check: %d (%s)", forged ? "forged" : "good", crc, e2.msg);
+      }
+      rc_load_deferred_free(&d);
+      for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = own[i];
+      free(own);
+      iofix_free(&got);
+      free(buf.p);
+    }
+  }
+  iofix_free(&f);
+}
+
 static void test_streamed_save(void) {
   char r1[4096], r2[4096], r3[4096], d1[4096], d2[4096], d3[4096], why[256];
   tmp_path(r1, sizeof r1, "stream1");
@@ -1696,8 +1773,7 @@ static void test_streamed_save(void) {
       own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
     test_buffer buf = {0};
     rc_load_into into = {.buffer = give_buffer, .buffer_ctx = &buf};
-    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &into, &err) == 0,
-          "borrowed load: %s", err.msg);
+    CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &into, &err) == 0, "borrowed load: %s", err.msg);
     CHECK(buf.calls == 1, "one buffer for the shard (%d)", buf.calls);
     bool inside = true;
     for (int i = 0; i < got.st.count; i++) {
@@ -1713,7 +1789,7 @@ static void test_streamed_save(void) {
     landed_log lg = {.count = got.st.count, .st = &got.st};
     lg.told = calloc((size_t)got.st.count, sizeof *lg.told);
     lg.copy = calloc((size_t)got.st.count, sizeof *lg.copy);
-    rc_load_into told = {give_buffer, &buf, log_landed, &lg};
+    rc_load_into told = {give_buffer, &buf, log_landed, &lg, NULL};
     CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told, &err) == 0, "load with landed: %s",
           err.msg);
     int once = 0, nonempty = 0, same = 0;
@@ -1750,7 +1826,7 @@ static void test_streamed_save(void) {
     landed_log bad = {.count = got.st.count, .st = &got.st};
     bad.told = calloc((size_t)got.st.count, sizeof *bad.told);
     bad.copy = calloc((size_t)got.st.count, sizeof *bad.copy);
-    rc_load_into told_bad = {give_buffer, &buf, log_landed, &bad};
+    rc_load_into told_bad = {give_buffer, &buf, log_landed, &bad, NULL};
     CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told_bad, &err) == RC_EXIT_DATAERR,
           "borrowed load of a shard that is not the manifest's: refused (%s)", err.msg);
     /* landed told bytes before they were verified: the zero dataset of the
@@ -2121,6 +2197,7 @@ int main(int argc, char **argv) {
     test_chunk_hashes_recorded();
     test_chunk_hashes_verified();
     test_streamed_save();
+    test_deferred_dataset_hashes();
     test_hashes_only();
     if (!failures) rm_rf(g_tmp);
   } else {

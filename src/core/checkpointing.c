@@ -7,6 +7,7 @@
 #include "core/checkpointing.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,10 +247,65 @@ static void join_staging(rc_model *m) {
   m->staging_pending = false;
 }
 
+/* ---- the dataset hashes of a load, checked beside the training */
+
+struct rc_load_check {
+  rc_load_deferred d;
+  pthread_t tid;
+  bool started, joined;
+  atomic_int state; /* 0 running, 1 ok, 2 failed */
+  int rc;
+  rc_err err;
+};
+
+static void *load_check_run(void *arg) {
+  struct rc_load_check *c = arg;
+  c->rc = rc_load_deferred_check(&c->d, 0, &c->err);
+  atomic_store(&c->state, c->rc ? 2 : 1);
+  return NULL;
+}
+
+static void load_check_join(rc_model *m) {
+  struct rc_load_check *c = m->load_check;
+  if (c && c->started && !c->joined) {
+    pthread_join(c->tid, NULL);
+    c->joined = true;
+  }
+}
+
+int rc_model_load_checked(rc_model *m, rc_err *err) {
+  struct rc_load_check *c = m->load_check;
+  if (!c) return RC_OK;
+  load_check_join(m);
+  if (c->rc) *err = c->err;
+  return c->rc;
+}
+
+bool rc_model_load_check_failed(const rc_model *m) {
+  return m->load_check && atomic_load(&m->load_check->state) == 2;
+}
+
+static void load_check_free(rc_model *m) {
+  if (!m->load_check) return;
+  load_check_join(m);
+  rc_load_deferred_free(&m->load_check->d);
+  free(m->load_check);
+  m->load_check = NULL;
+}
+
+/* After a load that left its dataset hashes (world size 1): the check on a
+ * thread, or here when no thread can be had. */
+static void load_check_start(rc_model *m, struct rc_load_check *c) {
+  m->load_check = c;
+  c->started = pthread_create(&c->tid, NULL, load_check_run, c) == 0;
+  if (!c->started) load_check_run(c);
+}
+
 /* rc_save_buffer_fn: the staging buffer, grown if the shard outgrew it. */
 static unsigned char *staging_buffer(void *ctx, size_t bytes) {
   rc_model *m = ctx;
   join_staging(m);
+  load_check_join(m); /* its bytes are the buffer's until it is done */
   m->release_staging = rc_model_release_staging;
   if (m->staging && m->staging_bytes >= bytes) return m->staging;
   if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
@@ -260,6 +316,7 @@ static unsigned char *staging_buffer(void *ctx, size_t bytes) {
 
 void rc_model_release_staging(rc_model *m) {
   join_staging(m);
+  load_check_free(m);
   if (m->staging) m->ops->host_free(m->staging, m->staging_bytes);
   m->staging = NULL;
   m->staging_bytes = 0;
@@ -430,6 +487,15 @@ static void apply_loaded(rc_model *m, const state_list *l, const void *const *se
   m->ops->sync();
 }
 
+/* Whether this load leaves its dataset hashes to a thread (rc_model_load_checked):
+ * one rank (with more, every rank would have to agree on a late failure).
+ * Test hook: RC_TEST_LOAD_CHECKS_DATASETS=1 has the load check them itself,
+ * as before. */
+static bool defer_dataset_hashes(const rc_model *m) {
+  const char *v = getenv("RC_TEST_LOAD_CHECKS_DATASETS");
+  return m->cfg.world_size == 1 && !(v && !strcmp(v, "1"));
+}
+
 static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
   /* the iteration comes from the directory name: .../iter_0000005 */
   const char *base = strrchr(iter_dir, '/');
@@ -471,8 +537,11 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   if (!sent) abort();
   early_upload up = {m, &l, item, sent, 0};
   const char *no_early = getenv("RC_TEST_NO_EARLY_UPLOAD");
-  rc_load_into into = {staging_buffer, m, upload_landed, &up};
+  rc_load_into into = {staging_buffer, m, upload_landed, &up, NULL};
   if (no_early && !strcmp(no_early, "1")) into.landed = NULL;
+  load_check_free(m); /* a model loads once; a second load would start over */
+  struct rc_load_check *check = defer_dataset_hashes(m) ? calloc(1, sizeof *check) : NULL;
+  if (check) into.deferred = &check->d;
   int rc = h ? rc_checkpoint_load_handoff(trimmed, h, &meta, &view, &into, err)
              : rc_checkpoint_load_into(trimmed, &meta, &view, &into, err);
   m->ops->sync();
@@ -484,6 +553,14 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   rc_state_free(&view);
   /* a failed load on any rank stops every rank before anything is applied */
   if (m->comm) rc = rc_comm_agree(m->comm, m->ops, rc, err);
+  if (check && rc == 0 && check->d.count > 0) {
+    load_check_start(m, check);
+    check = NULL;
+  }
+  if (check) {
+    rc_load_deferred_free(&check->d);
+    free(check);
+  }
   if (rc == 0) {
     apply_loaded(m, &l, sent);
     char what[96];

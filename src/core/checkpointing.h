@@ -31,6 +31,18 @@ int rc_model_load(rc_model *m, const char *iter_dir, rc_err *err);
  * What it loads is the checkpoint only once rc_checkpoint_handoff_confirm
  * says so; the caller must not let it count before. */
 int rc_model_load_handoff(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err);
+/* A load leaves its dataset hashes (each tensor against its manifest entry;
+ * every byte was already verified by the chunk hashes) to a thread of its
+ * own, so the leg trains while they are checked (world size 1, chunked
+ * checkpoints; otherwise the load checks them itself). The loaded state
+ * counts only once this says RC_OK: a leg calls it before its first save
+ * and after its last step (the save's buffer is the loaded bytes, so a
+ * save joins it too). RC_EXIT_DATAERR naming the dataset, as a load would
+ * have; RC_OK when there was nothing to check. Idempotent. */
+int rc_model_load_checked(rc_model *m, rc_err *err);
+/* Whether that check has ended and failed (the leg stops at once). */
+bool rc_model_load_check_failed(const rc_model *m);
+
 /* Starts reserving (and faulting in) the staging buffer for this rank's
  * shard in the background: a leg that saves or resumes calls it once the
  * model is initialised, so that neither its first save nor its load pays

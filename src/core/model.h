@@ -226,6 +226,9 @@ typedef struct rc_model {
   /* how rc_model_free releases the staging buffer: set by checkpointing.c
    * when it makes one (the model's files do not call up into it) */
   void (*release_staging)(struct rc_model *m);
+  /* the dataset hashes of the last load, checked on a thread while the leg
+   * trains (checkpointing.c, rc_model_load_checked); NULL when none */
+  struct rc_load_check *load_check;
 } rc_model;
 
 /* Per-step results, the trace row. */

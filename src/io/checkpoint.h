@@ -83,12 +83,38 @@ const char *rc_save_stream_dir(const rc_save_stream *s);
  * load's result says whether they count, and where a tensor's real offset
  * differs from the prediction, state->tensors[i].data afterwards points at
  * other bytes than `bytes` (the caller copies those again). */
+typedef struct rc_load_deferred rc_load_deferred;
 typedef struct {
   rc_save_buffer_fn buffer;
   void *buffer_ctx;
   void (*landed)(void *ctx, int tensor, const void *bytes);
   void *landed_ctx;
+  /* deferred (may be NULL): the tensors pointed at the buffer are not
+   * hashed by the load (the chunk hashes have verified every byte); what
+   * their manifest entries say is left in *deferred for
+   * rc_load_deferred_check, which the caller runs before the load counts
+   * and before the buffer changes (a model: on a thread while it trains,
+   * joined before its first save). The load itself checks all the rest. */
+  rc_load_deferred *deferred;
 } rc_load_into;
+
+/* The dataset hashes a load left to check (rc_load_into.deferred): each
+ * tensor's bytes in the buffer against its manifest entry. */
+struct rc_load_deferred {
+  int count;
+  const void **src;
+  size_t *n;
+  char (*want)[RC_SHA256_HEX];
+  char (*path)[RC_PATH_MAX];
+  char what[4096]; /* the shard, for messages */
+  char source[64]; /* what lists the hashes: RC_MANIFEST_NAME, or "the handoff note" */
+};
+/* Hashes them on `threads` threads (<= 0: the online CPUs): RC_OK, or
+ * RC_EXIT_DATAERR naming the first dataset whose bytes do not hash to the
+ * manifest's entry, as the load would have (the file matched its chunk
+ * hashes: the manifest's entry is wrong). The bytes must be unchanged. */
+int rc_load_deferred_check(const rc_load_deferred *d, int threads, rc_err *err);
+void rc_load_deferred_free(rc_load_deferred *d);
 
 /* ---- a checkpoint handed over before it is durable (handoff.c) ----
  * What a save with rc_shard_meta.handoff publishes beside ITER_DIR while
@@ -130,7 +156,8 @@ int rc_deferred_note_write(const char *iter_dir, int64_t iteration, const rc_mf_
                            rc_err *err);
 /* RC_OK with *shard (owned) and *iteration; RC_EXIT_NOINPUT when there is
  * none; RC_EXIT_DATAERR when malformed. */
-int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard, rc_err *err);
+int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard,
+                          rc_err *err);
 void rc_deferred_note_remove(const char *iter_dir);
 
 /* Rank 0, world_size > 1: merges the per-rank manifest fragments into

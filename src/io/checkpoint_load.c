@@ -297,9 +297,11 @@ typedef struct {
   size_t *tn;
   int *which;
   char (*thex)[RC_SHA256_HEX];
+  bool *deferred; /* per state tensor: its hash is left to the caller */
 } read_plan;
 
 static void read_plan_free(read_plan *p) {
+  free(p->deferred);
   free(p->thex);
   free(p->which);
   free(p->tn);
@@ -327,8 +329,9 @@ static bool read_plan_alloc(read_plan *p, int count, int nlisted) {
   p->tn = calloc(c, sizeof *p->tn);
   p->which = calloc(c, sizeof *p->which);
   p->thex = calloc(c, sizeof *p->thex);
+  p->deferred = calloc(c, sizeof *p->deferred);
   return p->dst && p->src && p->n && p->hex && p->listed && p->want && p->tdst && p->tsrc &&
-         p->tn && p->which && p->thex;
+         p->tn && p->which && p->thex && p->deferred;
 }
 
 /* Each tensor's manifest entry and where its bytes lie in the image (a
@@ -369,6 +372,54 @@ static int plan_sources(hid_t fid, const char *what, const unsigned char *image,
   return ret;
 }
 
+/* rc_load_into.deferred: the borrowed tensors' hashes are left to the
+ * caller (their bytes, where they lie, and what the manifest says); the
+ * plan then hashes only the tensors it copies. */
+static int defer_borrowed(const char *what, int count, read_plan *p, rc_load_deferred *d,
+                          rc_err *err) {
+  size_t c = (size_t)(count ? count : 1);
+  d->src = calloc(c, sizeof *d->src);
+  d->n = calloc(c, sizeof *d->n);
+  d->want = calloc(c, sizeof *d->want);
+  d->path = calloc(c, sizeof *d->path);
+  if (!d->src || !d->n || !d->want || !d->path)
+    return rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", what);
+  snprintf(d->what, sizeof d->what, "%s", what);
+  snprintf(d->source, sizeof d->source, "%s", RC_MANIFEST_NAME);
+  for (int i = 0; i < count; i++) {
+    if (p->dst[i] || p->n[i] == 0) continue; /* copied (and hashed) here, or no bytes */
+    d->src[d->count] = p->src[i];
+    d->n[d->count] = p->n[i];
+    memcpy(d->want[d->count], p->want[i]->sha256, RC_SHA256_HEX);
+    memcpy(d->path[d->count], p->want[i]->path, RC_PATH_MAX);
+    d->count++;
+    p->deferred[i] = true;
+  }
+  return RC_OK;
+}
+
+int rc_load_deferred_check(const rc_load_deferred *d, int threads, rc_err *err) {
+  if (!d || d->count == 0) return RC_OK;
+  char(*hex)[RC_SHA256_HEX] = calloc((size_t)d->count, sizeof *hex);
+  if (!hex) return rc_fail(err, RC_EXIT_SOFTWARE, "%s: out of memory", d->what);
+  rc_sha256_many(d->src, d->n, d->count, threads, hex);
+  int ret = RC_OK;
+  for (int k = 0; k < d->count && !ret; k++)
+    if (strcmp(hex[k], d->want[k]))
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its file"
+                    " hashes: the manifest's entry for this dataset is wrong)",
+                    d->what, d->path[k], hex[k], d->source, d->want[k]);
+  free(hex);
+  return ret;
+}
+
+void rc_load_deferred_free(rc_load_deferred *d) {
+  if (!d) return;
+  free(d->src), free(d->n), free(d->want), free(d->path);
+  memset(d, 0, sizeof *d);
+}
+
 /* Copies and hashes in one pass. Borrowed tensors (NULL data) are hashed
  * where they are, in the image; those hashed while the file was read, at
  * this very offset, are not hashed again. */
@@ -376,6 +427,7 @@ static void copy_and_hash(const unsigned char *image, const predicted *pred, int
                           read_plan *p) {
   int todo = 0;
   for (int i = 0; i < count; i++) {
+    if (p->deferred[i]) continue; /* hex stays "": checked by the caller */
     bool known = pred && !p->dst[i] && p->n[i] > 0 && pred->hex[i][0] &&
                  pred->offset[i] == (uint64_t)((const unsigned char *)p->src[i] - image);
     if (known)
@@ -400,7 +452,7 @@ static void copy_and_hash(const unsigned char *image, const predicted *pred, int
  * borrowed tensors point into the image. */
 static int read_datasets(hid_t fid, const char *what, const unsigned char *image, size_t size,
                          const rc_mf_shard *entry, bool borrow, const predicted *pred,
-                         rc_state *state, rc_err *err) {
+                         rc_load_deferred *deferred, rc_state *state, rc_err *err) {
   int count = state->count, ret = RC_OK;
   read_plan p = {0};
   if (!read_plan_alloc(&p, count, entry->ndatasets)) {
@@ -408,9 +460,10 @@ static int read_datasets(hid_t fid, const char *what, const unsigned char *image
     goto done;
   }
   if ((ret = plan_sources(fid, what, image, size, entry, borrow, state, &p, err))) goto done;
+  if (deferred && (ret = defer_borrowed(what, count, &p, deferred, err))) goto done;
   copy_and_hash(image, pred, count, &p);
   for (int i = 0; i < count && !ret; i++)
-    if (strcmp(p.hex[i], p.want[i]->sha256))
+    if (!p.deferred[i] && strcmp(p.hex[i], p.want[i]->sha256))
       ret = rc_fail(err, RC_EXIT_DATAERR,
                     "%s: dataset %s: SHA-256 is %s, %s says %s (the file matches its file"
                     " hashes: the manifest's entry for this dataset is wrong)",
@@ -428,7 +481,8 @@ done:
  * the manifest lists; check that it is the shard this run expects. */
 static int load_image(const char *what, const unsigned char *buf, size_t n,
                       const rc_shard_meta *meta, const rc_mf_shard *entry, int64_t iteration,
-                      bool borrow, const predicted *pred, rc_state *state, rc_err *err) {
+                      bool borrow, const predicted *pred, rc_load_deferred *deferred,
+                      rc_state *state, rc_err *err) {
   rc_h5_image_ref ref = {buf, n};
   hid_t fid;
   rc_meta_read m;
@@ -474,7 +528,7 @@ static int load_image(const char *what, const unsigned char *buf, size_t n,
     }
   }
   if ((ret = check_datasets(fid, what, state, err))) goto free_meta;
-  ret = read_datasets(fid, what, buf, n, entry, borrow, pred, state, err);
+  ret = read_datasets(fid, what, buf, n, entry, borrow, pred, deferred, state, err);
 free_meta:
   rc_meta_read_free(&m);
 close:
@@ -560,6 +614,7 @@ static void predict(const rc_shard_meta *meta, int64_t iteration, const rc_state
       p->into = into, p->dst = dst;
       p->follow.landed = landed_job, p->follow.landed_ctx = p;
     }
+    if (into && into->deferred) p->follow.hex = NULL; /* the caller hashes them later */
     p->ok = jobs > 0;
   }
   rc_shard_image_free(&layout);
@@ -673,7 +728,7 @@ static int load_shard(const char *iter_dir, const char *file, const rc_shard_met
   prediction_collect(&pr);
   predicted pred = {pr.offset, pr.hex};
   ret = load_image(shard_path, shard.data, shard.size, meta, entry, m->iteration, buffer != NULL,
-                   pr.ok ? &pred : NULL, state, err);
+                   pr.ok ? &pred : NULL, buffer ? into->deferred : NULL, state, err);
   profile_mark("structure, /meta, datasets checked against the manifest", t);
 done:
   prediction_free(&pr);
@@ -731,9 +786,10 @@ int rc_checkpoint_load_handoff(const char *iter_dir, const rc_handoff *h, const 
   rc_h5_quiet_begin(&quiet);
   int ret = load_shard(iter_dir, h->temp_file, meta, &m, state, into, err);
   /* renamed to its final name since the note was read: the same file */
-  if (ret == RC_EXIT_NOINPUT)
-    ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
+  if (ret == RC_EXIT_NOINPUT) ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
   rc_h5_quiet_end(&quiet);
+  if (!ret && into && into->deferred)
+    snprintf(into->deferred->source, sizeof into->deferred->source, "the handoff note");
   if (ret) {
     char note[4096];
     rc_handoff_path(note, sizeof note, iter_dir);

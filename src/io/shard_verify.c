@@ -316,20 +316,21 @@ static int verify_chunks(const char *path, int fd, const rc_mf_shard *entry, int
     j.gate = &gate;
     j.done = done;
     fj = (follow_job){follow, {dst, (size_t)entry->bytes}, &gate};
-    followed = pthread_create(&ftid, NULL, follow_run, &fj) == 0;
-    if (!followed) j.gate = NULL, rc_gate_destroy(&gate);
+    /* no hashes asked for (hex NULL): only the landed ranges are told */
+    followed = follow->hex && pthread_create(&ftid, NULL, follow_run, &fj) == 0;
     /* no thread for it: the caller copies everything after the load */
-    told = followed && follow->landed && pthread_create(&ltid, NULL, landed_run, &fj) == 0;
+    told = follow->landed && pthread_create(&ltid, NULL, landed_run, &fj) == 0;
+    if (!followed && !told) j.gate = NULL, rc_gate_destroy(&gate);
   }
   run_chunk_jobs(&j, rc_sha256_threads(threads, entry->nchunks));
-  if (followed) { /* a failed read left a hole: let the followers finish anyway */
+  if (followed || told) { /* a failed read left a hole: let the followers finish anyway */
     rc_gate_raise(&gate, UINT64_MAX);
-    pthread_join(ftid, NULL);
+    if (followed) pthread_join(ftid, NULL);
     if (told) pthread_join(ltid, NULL);
     rc_gate_destroy(&gate);
-  } else if (follow) {
-    for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* not hashed */
   }
+  if (follow && follow->hex && !followed)
+    for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* not hashed */
   for (int k = 0; k < entry->nchunks && !ret; k++)
     if (err_no[k] || !hex[k][0]) {
       uint64_t a, b;
@@ -358,7 +359,8 @@ int rc_read_shard_verified(const char *path, const rc_mf_shard *entry, int threa
                            unsigned char *dst, const rc_read_follow *follow, rc_shard_image *out,
                            rc_err *err) {
   if (follow)
-    for (int i = 0; i < follow->count; i++) follow->hex[i][0] = 0; /* until hashed below */
+    for (int i = 0; follow->hex && i < follow->count; i++)
+      follow->hex[i][0] = 0; /* until hashed below */
   if (!entry->chunk_bytes) { /* version 1: the whole-file hash */
     char hex[RC_SHA256_HEX];
     int ret = rc_read_shard(path, (int64_t)entry->bytes, dst, out, hex, err);

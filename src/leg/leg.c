@@ -403,8 +403,9 @@ typedef struct {
   rc_handoff handoff;
   bool handed;
   handoff_confirm confirm;
-  double confirm_wait_s;  /* blocked joining the confirmation */
-  double deferred_wait_s; /* deferred saves: waiting for `run`'s word */
+  double confirm_wait_s;    /* blocked joining the confirmation */
+  double deferred_wait_s;   /* deferred saves: waiting for `run`'s word */
+  double load_check_wait_s; /* blocked for the load's dataset hashes */
 } leg_state;
 
 static void leg_close(leg_state *s) {
@@ -618,6 +619,16 @@ static int leg_open_outputs(leg_state *s, int argc, char **argv, rc_err *err) {
   return RC_OK;
 }
 
+/* The dataset hashes the load left to a thread (rc_model_load_checked):
+ * joined, the seconds this thread blocked for them counted. */
+static int load_checked(leg_state *s, rc_err *err) {
+  double t = now_s();
+  int rc = rc_model_load_checked(s->m, err);
+  s->load_check_wait_s += now_s() - t;
+  if (rc) rc_err_prefix(err, "the checkpoint this leg loaded (%s)", s->leg->resume_from);
+  return rc;
+}
+
 /* `train --save-deferred-at`: the state is staged and hashed; its hashes
  * go to ITER.deferred.json for `run`, whose word comes on RC_DECIDE_FD: 'H'
  * keeps hashes only, anything else ('F', the pipe's end, a read error)
@@ -664,8 +675,10 @@ static int leg_save(leg_state *s, int step, rc_err *err) {
   double census_s = now_s() - tc;
   if (census && !before)
     return rc_fail(err, RC_EXIT_SOFTWARE, "census of step %d: out of memory", step);
-  /* nothing is saved from a handed-over checkpoint before it is confirmed */
+  /* nothing is saved from a loaded state before its checks have passed: the
+   * handed-over checkpoint confirmed, the dataset hashes of the load */
   int rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
+  if (!rc) rc = load_checked(s, err);
   if (rc) {
     free(before);
     return rc;
@@ -763,6 +776,10 @@ static int leg_train(leg_state *s, rc_err *err) {
       rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
       break;
     }
+    if (rc_model_load_check_failed(m)) { /* nor did the load's dataset hashes */
+      rc = load_checked(s, err);
+      break;
+    }
     rc_step_lock_enter(s->step_lock);
     double ts = now_s();
     rc_step_stats st;
@@ -785,7 +802,9 @@ static int leg_train(leg_state *s, rc_err *err) {
   }
   rc_step_lock_leave(s->step_lock);
   if (!rc) rc = confirm_join(&s->confirm, &s->confirm_wait_s, err);
+  if (!rc) rc = load_checked(s, err);
   if (s->handed) fprintf(s->timing, "handoff_confirm_wait,,%.6f\n", s->confirm_wait_s);
+  if (s->leg->resume_from[0]) fprintf(s->timing, "load_check_wait,,%.6f\n", s->load_check_wait_s);
   if (s->proc->step_lock) fprintf(s->timing, "step_lock_wait,,%.6f\n", s->step_lock->waited_s);
   leg_profile_report(s, first, last_done);
   if (!rc && s->rank == 0 && (fflush(s->trace) || fsync(fileno(s->trace))))
