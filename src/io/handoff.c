@@ -50,147 +50,59 @@
 #define RC_HANDOFF_VERSION 1
 #define RC_HANDOFF_MAX ((size_t)64 << 20) /* a fragment's size, as a manifest's */
 
-int rc_handoff_write(const char *iter_dir, int64_t iteration, const char *temp_file,
-                     const rc_mf_shard *shard, rc_err *err) {
+/* ---- a note: {"format": F, "version": 1, ["temp_file": T,] "fragment": ...},
+ * the fragment the shard's entry as a hashes-only manifest fragment (size,
+ * chunk hashes, dataset hashes; no whole-file hash), written atomically
+ * without an fsync (not state: base/fsutil.h, rc_write_file_visible). */
+
+static int write_note(const char *path, const char *format, const char *temp_file,
+                      int64_t iteration, const rc_mf_shard *shard, rc_err *err) {
   size_t frag_len;
   char *frag = rc_fragment_text(iteration, 1, true, shard, &frag_len);
   rc_jw w;
   rc_jw_init(&w, true);
   rc_jw_obj_begin(&w);
   rc_jw_key(&w, "format");
-  rc_jw_str(&w, RC_HANDOFF_FORMAT);
+  rc_jw_str(&w, format);
   rc_jw_key(&w, "version");
   rc_jw_int(&w, RC_HANDOFF_VERSION);
-  rc_jw_key(&w, "temp_file");
-  rc_jw_str(&w, temp_file);
+  if (temp_file) {
+    rc_jw_key(&w, "temp_file");
+    rc_jw_str(&w, temp_file);
+  }
   rc_jw_key(&w, "fragment");
   rc_jw_raw(&w, frag);
   rc_jw_obj_end(&w);
   free(frag);
-  char path[4096];
-  rc_handoff_path(path, sizeof path, iter_dir);
   int ret = rc_write_file_visible(path, w.buf, w.len, err);
   rc_jw_free(&w);
   return ret;
 }
 
-void rc_handoff_remove(const char *iter_dir) {
-  char path[4096];
-  rc_handoff_path(path, sizeof path, iter_dir);
-  (void)unlink(path);
-}
-
-/* The temporary name a save of `file` gives it: FILE.tmp.<digits>. Anything
- * else in a note is refused: a reader opens only a name of the iteration
- * directory that a save can have made. */
-static bool is_temp_of(const char *name, const char *file) {
-  size_t n = strlen(file);
-  if (strncmp(name, file, n) || strncmp(name + n, ".tmp.", 5) || !name[n + 5]) return false;
-  for (const char *p = name + n + 5; *p; p++)
-    if (*p < '0' || *p > '9') return false;
-  return true;
-}
-
-static int parse_note(const char *text, size_t n, const char *what, rc_handoff *h, rc_err *err) {
-  char jerr[256];
-  rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
-  if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", what, jerr);
-  int ret = RC_OK;
-  const char *format = rc_json_get_str(root, "format"), *temp = rc_json_get_str(root, "temp_file");
-  int64_t version = 0;
-  const rc_json *frag = rc_json_get(root, "fragment");
-  if (!format || strcmp(format, RC_HANDOFF_FORMAT) || !rc_json_get_i64(root, "version", &version) ||
-      version != RC_HANDOFF_VERSION || !temp || !frag) {
-    ret = rc_fail(err, RC_EXIT_DATAERR, "%s: not a %s note of version %d", what, RC_HANDOFF_FORMAT,
-                  RC_HANDOFF_VERSION);
-    goto done;
-  }
-  rc_jw w;
-  rc_jw_init(&w, false);
-  rc_jw_value(&w, frag);
-  int world = 0;
-  bool hashes_only = false;
-  ret = rc_fragment_parse(w.buf, w.len, what, &h->iteration, &world, &hashes_only, &h->shard, err);
-  rc_jw_free(&w);
-  if (ret) goto done;
-  if (world != 1 || !hashes_only || !h->shard.chunk_bytes || strlen(temp) >= sizeof h->temp_file ||
-      !is_temp_of(temp, h->shard.file)) {
-    ret = rc_fail(err, RC_EXIT_DATAERR,
-                  "%s: the note must describe one shard (world size 1) by its chunk hashes and name"
-                  " its temporary file (%s.tmp.PID)",
-                  what, h->shard.file);
-    goto done;
-  }
-  snprintf(h->temp_file, sizeof h->temp_file, "%s", temp);
-done:
-  rc_json_free(root);
-  if (ret) rc_handoff_free(h);
-  return ret;
-}
-
-int rc_handoff_read(const char *iter_dir, rc_handoff *h, rc_err *err) {
-  memset(h, 0, sizeof *h);
-  char path[4096];
-  rc_handoff_path(path, sizeof path, iter_dir);
-  char *text = NULL;
-  size_t n = 0;
-  int ret = rc_read_regular_file(path, RC_HANDOFF_MAX, true, &text, &n, err);
-  if (!ret) ret = parse_note(text, n, path, h, err);
-  free(text);
-  return ret;
-}
-
-void rc_handoff_free(rc_handoff *h) {
-  rc_mf_shard_free(&h->shard);
-  memset(h, 0, sizeof *h);
-}
-
-/* ---- the hashes of a deferred save */
-
-int rc_deferred_note_write(const char *iter_dir, int64_t iteration, const rc_mf_shard *shard,
-                           rc_err *err) {
-  size_t frag_len;
-  char *frag = rc_fragment_text(iteration, 1, true, shard, &frag_len);
-  rc_jw w;
-  rc_jw_init(&w, true);
-  rc_jw_obj_begin(&w);
-  rc_jw_key(&w, "format");
-  rc_jw_str(&w, RC_DEFERRED_FORMAT);
-  rc_jw_key(&w, "version");
-  rc_jw_int(&w, RC_HANDOFF_VERSION);
-  rc_jw_key(&w, "fragment");
-  rc_jw_raw(&w, frag);
-  rc_jw_obj_end(&w);
-  free(frag);
-  char path[4096];
-  rc_deferred_path(path, sizeof path, iter_dir);
-  int ret = rc_write_file_visible(path, w.buf, w.len, err);
-  rc_jw_free(&w);
-  return ret;
-}
-
-int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard,
-                          rc_err *err) {
+/* Reads the note at path: of `format`, one shard (world size 1) by its chunk
+ * hashes, into *iteration and *shard (owned); with temp (cap bytes), its
+ * temp_file too, which must then be there. RC_EXIT_NOINPUT when there is no
+ * note; RC_EXIT_DATAERR when it is not one. */
+static int read_note(const char *path, const char *format, int64_t *iteration, rc_mf_shard *shard,
+                     char *temp, size_t cap, rc_err *err) {
   memset(shard, 0, sizeof *shard);
-  char path[4096];
-  rc_deferred_path(path, sizeof path, iter_dir);
-  char *text = NULL;
+  char *text = NULL, jerr[256];
   size_t n = 0;
   int ret = rc_read_regular_file(path, RC_HANDOFF_MAX, true, &text, &n, err);
   if (ret) return ret;
-  char jerr[256];
   rc_json *root = rc_json_parse(text, n, jerr, sizeof jerr);
   free(text);
   if (!root) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", path, jerr);
-  const char *format = rc_json_get_str(root, "format");
+  const char *f = rc_json_get_str(root, "format"), *t = rc_json_get_str(root, "temp_file");
   int64_t version = 0;
   const rc_json *frag = rc_json_get(root, "fragment");
-  if (!format || strcmp(format, RC_DEFERRED_FORMAT) || !rc_json_get_i64(root, "version", &version) ||
-      version != RC_HANDOFF_VERSION || !frag) {
+  if (!f || strcmp(f, format) || !rc_json_get_i64(root, "version", &version) ||
+      version != RC_HANDOFF_VERSION || !frag || (temp && (!t || strlen(t) >= cap))) {
     rc_json_free(root);
-    return rc_fail(err, RC_EXIT_DATAERR, "%s: not a %s note of version %d", path,
-                   RC_DEFERRED_FORMAT, RC_HANDOFF_VERSION);
+    return rc_fail(err, RC_EXIT_DATAERR, "%s: not a %s note of version %d", path, format,
+                   RC_HANDOFF_VERSION);
   }
+  if (temp) snprintf(temp, cap, "%s", t);
   rc_jw w;
   rc_jw_init(&w, false);
   rc_jw_value(&w, frag);
@@ -207,8 +119,71 @@ int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard 
   return ret;
 }
 
-void rc_deferred_note_remove(const char *iter_dir) {
+static void remove_note(const char *iter_dir, void (*path_of)(char *, size_t, const char *)) {
+  char path[4096];
+  path_of(path, sizeof path, iter_dir);
+  (void)unlink(path);
+}
+
+/* ---- the checkpoint handed over */
+
+int rc_handoff_write(const char *iter_dir, int64_t iteration, const char *temp_file,
+                     const rc_mf_shard *shard, rc_err *err) {
+  char path[4096];
+  rc_handoff_path(path, sizeof path, iter_dir);
+  return write_note(path, RC_HANDOFF_FORMAT, temp_file, iteration, shard, err);
+}
+
+void rc_handoff_remove(const char *iter_dir) {
+  remove_note(iter_dir, rc_handoff_path);
+}
+
+/* The temporary name a save of `file` gives it: FILE.tmp.<digits>. Anything
+ * else in a note is refused: a reader opens only a name of the iteration
+ * directory that a save can have made. */
+static bool is_temp_of(const char *name, const char *file) {
+  size_t n = strlen(file);
+  if (strncmp(name, file, n) || strncmp(name + n, ".tmp.", 5) || !name[n + 5]) return false;
+  for (const char *p = name + n + 5; *p; p++)
+    if (*p < '0' || *p > '9') return false;
+  return true;
+}
+
+int rc_handoff_read(const char *iter_dir, rc_handoff *h, rc_err *err) {
+  memset(h, 0, sizeof *h);
+  char path[4096];
+  rc_handoff_path(path, sizeof path, iter_dir);
+  int ret = read_note(path, RC_HANDOFF_FORMAT, &h->iteration, &h->shard, h->temp_file,
+                      sizeof h->temp_file, err);
+  if (!ret && !is_temp_of(h->temp_file, h->shard.file))
+    ret = rc_fail(err, RC_EXIT_DATAERR,
+                  "%s: the note must name the shard's temporary file (%s.tmp.PID)", path,
+                  h->shard.file);
+  if (ret) rc_handoff_free(h);
+  return ret;
+}
+
+void rc_handoff_free(rc_handoff *h) {
+  rc_mf_shard_free(&h->shard);
+  memset(h, 0, sizeof *h);
+}
+
+/* ---- the hashes of a deferred save */
+
+int rc_deferred_note_write(const char *iter_dir, int64_t iteration, const rc_mf_shard *shard,
+                           rc_err *err) {
   char path[4096];
   rc_deferred_path(path, sizeof path, iter_dir);
-  (void)unlink(path);
+  return write_note(path, RC_DEFERRED_FORMAT, NULL, iteration, shard, err);
+}
+
+int rc_deferred_note_read(const char *iter_dir, int64_t *iteration, rc_mf_shard *shard,
+                          rc_err *err) {
+  char path[4096];
+  rc_deferred_path(path, sizeof path, iter_dir);
+  return read_note(path, RC_DEFERRED_FORMAT, iteration, shard, NULL, 0, err);
+}
+
+void rc_deferred_note_remove(const char *iter_dir) {
+  remove_note(iter_dir, rc_deferred_path);
 }
