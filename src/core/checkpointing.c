@@ -496,25 +496,54 @@ static bool defer_dataset_hashes(const rc_model *m) {
   return m->cfg.world_size == 1 && !(v && !strcmp(v, "1"));
 }
 
-static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
-  /* the iteration comes from the directory name: .../iter_0000005 */
-  const char *base = strrchr(iter_dir, '/');
-  base = base && base[1] ? base + 1 : iter_dir;
-  char trimmed[1024];
-  snprintf(trimmed, sizeof trimmed, "%s", iter_dir);
+/* The iteration a checkpoint directory names (.../iter_0000005, trailing
+ * slashes dropped into trimmed), checked against the run: -1 with err set. */
+static long long resume_iteration(const rc_model *m, const char *iter_dir, char *trimmed,
+                                  size_t cap, rc_err *err) {
+  snprintf(trimmed, cap, "%s", iter_dir);
   size_t n = strlen(trimmed);
   while (n > 1 && trimmed[n - 1] == '/') trimmed[--n] = 0;
-  base = strrchr(trimmed, '/');
+  const char *base = strrchr(trimmed, '/');
   base = base ? base + 1 : trimmed;
   long long iteration;
   char tail;
   if (sscanf(base, RC_ITER_PREFIX "%lld%c", &iteration, &tail) != 1 || iteration < 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--resume-from %s: expected a checkpoint directory named iter_NNNNNNN",
-                   iter_dir);
+                   iter_dir),
+           -1;
   if (iteration >= m->cfg.steps)
     return rc_fail(err, RC_EXIT_USAGE, "--resume-from %s: iteration %lld is not before --steps %d",
-                   iter_dir, iteration, m->cfg.steps);
+                   iter_dir, iteration, m->cfg.steps),
+           -1;
+  return iteration;
+}
+
+/* After the loaded bytes are in: the iteration, the replicated state, and
+ * the device copies the host copies drive. */
+static int after_load(rc_model *m, const state_list *l, long long iteration, rc_err *err) {
+  int rc = RC_OK;
+  m->iteration = iteration;
+  if (m->comm) rc = broadcast_replicated(m, l, err);
+  /* The injected bug: the Adam step is recomputed from the iteration, as
+   * if every step had updated the weights; a skipped fp16 step makes them
+   * differ. The step is still saved, just not read. */
+  if (m->cfg.inject & RC_BUG_ADAM_STEP_FROM_ITERATION) m->optimizer_step = m->iteration;
+  for (int i = 0; i < m->cfg.layers; i++)
+    if (m->layers[i].moe)
+      m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host,
+                        sizeof(float) * (size_t)m->E);
+  for (int p = 0; p < m->n_mtp_physical; p++)
+    if (m->mtp[p].trm.moe)
+      m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
+                        sizeof(float) * (size_t)m->E);
+  return rc;
+}
+
+static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc_err *err) {
+  char trimmed[1024];
+  long long iteration = resume_iteration(m, iter_dir, trimmed, sizeof trimmed, err);
+  if (iteration < 0) return err->code;
   if (h && h->iteration != iteration)
     return rc_fail(err, RC_EXIT_DATAERR, "%s: the handoff note is of iteration %" PRId64, iter_dir,
                    h->iteration);
@@ -528,13 +557,12 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   m->iteration = 0;
   rc_state view;
   int *item = malloc(sizeof *item * (size_t)(l.st.count ? l.st.count : 1));
-  if (!item) abort();
+  const void **sent = calloc((size_t)(l.st.count ? l.st.count : 1), sizeof *sent);
+  if (!item || !sent) abort();
   shard_view(m, &l, &view, item);
   double t0 = rc_model_wall_s();
   /* read into the staging buffer; the tensors point at their bytes there,
-   * and the device's go up as they land */
-  const void **sent = calloc((size_t)(l.st.count ? l.st.count : 1), sizeof *sent);
-  if (!sent) abort();
+   * the device's go up as they land, the dataset hashes are left to a thread */
   early_upload up = {m, &l, item, sent, 0};
   const char *no_early = getenv("RC_TEST_NO_EARLY_UPLOAD");
   rc_load_into into = {staging_buffer, m, upload_landed, &up, NULL};
@@ -546,8 +574,7 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
              : rc_checkpoint_load_into(trimmed, &meta, &view, &into, err);
   m->ops->sync();
   double t1 = rc_model_wall_s();
-  rc_model_profile_note("load: read and verify (chunk and dataset hashes; uploads as tensors land)",
-                        t1 - t0);
+  rc_model_profile_note("load: read and verify (chunk hashes; uploads as tensors land)", t1 - t0);
   for (int j = 0; j < view.count && !rc; j++) l.st.tensors[item[j]].data = view.tensors[j].data;
   free(item);
   rc_state_free(&view);
@@ -557,31 +584,15 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
     load_check_start(m, check);
     check = NULL;
   }
-  if (check) {
-    rc_load_deferred_free(&check->d);
-    free(check);
-  }
+  if (check) rc_load_deferred_free(&check->d);
+  free(check);
   if (rc == 0) {
     apply_loaded(m, &l, sent);
     char what[96];
     snprintf(what, sizeof what, "load: the rest of the copy (%d tensors went up as they landed)",
              up.n);
     rc_model_profile_note(what, rc_model_wall_s() - t1);
-    m->iteration = iteration;
-    if (m->comm) rc = broadcast_replicated(m, &l, err);
-    /* The injected bug: the Adam step is recomputed from the iteration, as
-     * if every step had updated the weights; a skipped fp16 step makes them
-     * differ. The step is still saved, just not read. */
-    if (m->cfg.inject & RC_BUG_ADAM_STEP_FROM_ITERATION) m->optimizer_step = m->iteration;
-    /* host copies drive the device copies */
-    for (int i = 0; i < m->cfg.layers; i++)
-      if (m->layers[i].moe)
-        m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host,
-                          sizeof(float) * (size_t)m->E);
-    for (int p = 0; p < m->n_mtp_physical; p++)
-      if (m->mtp[p].trm.moe)
-        m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
-                          sizeof(float) * (size_t)m->E);
+    rc = after_load(m, &l, iteration, err);
   }
   free(sent);
   free(config);
