@@ -56,7 +56,8 @@ typedef enum {
  * whose one use is A/A@K (and RESUME checks at a chain's inner K): the
  * shards (FULL), or their hashes only (HASHES: `train --save-hashes-at`,
  * half the disk writes of a run; docs/checkpoint-format.md). AUTO is
- * HASHES when the legs run on CUDA, FULL otherwise. HASHES_ALL keeps
+ * ON_DEMAND when the legs run on CUDA (HASHES with --confirm-arm), FULL
+ * otherwise. HASHES_ALL keeps
  * hashes at N too: the through leg writes no shard at all, and RESUME@N
  * names the differing datasets without their values (a gate's mode). */
 typedef enum {
@@ -356,7 +357,8 @@ const char *rc_run_gpu_scheduling_name(const rc_run *run);
 /* Builds the legs and checks; no file system access, no processes. */
 int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err);
 /* --through-checkpoints auto, once legs_device is known (rc_run_prepare
- * calls it): hashes on CUDA, and the through legs' argv rebuilt. */
+ * calls it): on CUDA hashes at K and on-demand at N (the shard at N with
+ * --confirm-arm), and the through legs' argv rebuilt. */
 int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err);
 /* --through-checkpoints on-demand, from the legs' loop: sends each through
  * leg waiting at N its word once it can be given (run_deferred.c);
