@@ -430,43 +430,75 @@ static void test_gpu_scheduling(void) {
 }
 
 /* --through-checkpoints: with hashes the through legs (each arm's) get
- * --save-hashes-at with every K < N, no other leg does; auto resolves to
- * hashes on CUDA only, full and the exec trainer never get it. */
+ * --save-hashes-at with every K < N, no other leg does; on-demand also
+ * --save-deferred-at N, the through leg only; auto resolves to on-demand on
+ * CUDA (hashes with --confirm-arm, whose ARMS@N needs the shards), full on
+ * the CPU; full and the exec trainer never get either. */
 static void test_through_checkpoints(void) {
   int64_t ks[] = {3, 6};
   rc_err err = {0};
-  for (int mode = 0; mode < 3; mode++) {
+  static const char *const names[] = {"on-demand", "full", "hashes", "on-demand"};
+  for (int mode = 0; mode < 4; mode++) {
     rc_run_opts o = base_opts(ks, 2);
     o.aa = true;
     o.through_checkpoints = mode == 0   ? RC_THROUGH_CKPT_AUTO
                             : mode == 1 ? RC_THROUGH_CKPT_FULL
-                                        : RC_THROUGH_CKPT_HASHES;
+                            : mode == 2 ? RC_THROUGH_CKPT_HASHES
+                                        : RC_THROUGH_CKPT_ON_DEMAND;
     rc_run r;
     CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
     int t = leg_index(&r, "through");
-    CHECK(t >= 0 && (mode == 2 ? str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6")
-                               : !arg_of(&r.legs[t], "--save-hashes-at")),
-          "mode %d, planned: through %s", mode, mode == 2 ? "hashes at 3,6" : "full");
+    bool hashes = mode >= 2, deferred = mode == 3;
+    CHECK(t >= 0 && (hashes ? str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6")
+                            : !arg_of(&r.legs[t], "--save-hashes-at")),
+          "mode %d, planned: through %s", mode, hashes ? "hashes at 3,6" : "full");
+    CHECK(deferred ? str_eq(arg_of(&r.legs[t], "--save-deferred-at"), "10")
+                   : !arg_of(&r.legs[t], "--save-deferred-at"),
+          "mode %d, planned: through %s at 10", mode, deferred ? "deferred" : "not deferred");
     for (int i = 0; i < r.n_legs; i++)
-      CHECK(i == t || !arg_of(&r.legs[i], "--save-hashes-at"), "mode %d: %s keeps its shards", mode,
-            r.legs[i].name);
+      CHECK(i == t || (!arg_of(&r.legs[i], "--save-hashes-at") &&
+                       !arg_of(&r.legs[i], "--save-deferred-at")),
+            "mode %d: %s keeps its shards", mode, r.legs[i].name);
     snprintf(r.legs_device, sizeof r.legs_device, "cuda");
     CHECK(rc_run_resolve_through_checkpoints(&r, &err) == 0, "%s", err.msg);
     t = leg_index(&r, "through");
-    CHECK(mode == 1 ? !arg_of(&r.legs[t], "--save-hashes-at")
-                    : str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6"),
-          "mode %d on CUDA: through %s", mode, mode == 1 ? "full" : "hashes at 3,6");
-    CHECK(!strcmp(rc_run_through_checkpoints_name(&r), mode == 1 ? "full" : "hashes"),
-          "mode %d: name", mode);
+    hashes = mode != 1, deferred = mode == 0 || mode == 3;
+    CHECK(hashes ? str_eq(arg_of(&r.legs[t], "--save-hashes-at"), "3,6")
+                 : !arg_of(&r.legs[t], "--save-hashes-at"),
+          "mode %d on CUDA: through %s", mode, hashes ? "hashes at 3,6" : "full");
+    CHECK(deferred ? str_eq(arg_of(&r.legs[t], "--save-deferred-at"), "10") &&
+                         r.legs[t].deferred_step == 10
+                   : !arg_of(&r.legs[t], "--save-deferred-at") && r.legs[t].deferred_step == 0,
+          "mode %d on CUDA: N %s", mode, deferred ? "deferred" : "not deferred");
+    CHECK(!strcmp(rc_run_through_checkpoints_name(&r), names[mode]), "mode %d: name %s", mode,
+          rc_run_through_checkpoints_name(&r));
     rc_run_free(&r);
   }
-  /* auto on the CPU stays full */
+  /* auto with --confirm-arm on CUDA: hashes at K, the shards at N */
   rc_run_opts o = base_opts(ks, 2);
+  o.confirm_arm = true;
   rc_run r;
+  CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
+  snprintf(r.legs_device, sizeof r.legs_device, "cuda");
+  CHECK(rc_run_resolve_through_checkpoints(&r, &err) == 0, "%s", err.msg);
+  int deferring = 0;
+  for (int i = 0; i < r.n_legs; i++) deferring += arg_of(&r.legs[i], "--save-deferred-at") != NULL;
+  CHECK(deferring == 0 && !strcmp(rc_run_through_checkpoints_name(&r), "hashes"),
+        "auto with --confirm-arm on CUDA: hashes, nothing deferred (%d, %s)", deferring,
+        rc_run_through_checkpoints_name(&r));
+  rc_run_free(&r);
+  /* on-demand with --confirm-arm is refused */
+  o.through_checkpoints = RC_THROUGH_CKPT_ON_DEMAND;
+  CHECK(rc_run_plan(&r, &o, &err) == RC_EXIT_USAGE && strstr(err.msg, "ARMS@N"),
+        "on-demand with --confirm-arm: 64 (%s)", err.msg);
+  rc_run_free(&r);
+  /* auto on the CPU stays full */
+  o = base_opts(ks, 2);
   CHECK(rc_run_plan(&r, &o, &err) == 0, "%s", err.msg);
   snprintf(r.legs_device, sizeof r.legs_device, "cpu");
   CHECK(rc_run_resolve_through_checkpoints(&r, &err) == 0 &&
-            !arg_of(&r.legs[leg_index(&r, "through")], "--save-hashes-at"),
+            !arg_of(&r.legs[leg_index(&r, "through")], "--save-hashes-at") &&
+            !arg_of(&r.legs[leg_index(&r, "through")], "--save-deferred-at"),
         "auto on the CPU: full");
   rc_run_free(&r);
   /* the exec trainer does not know the flag */
