@@ -1623,6 +1623,13 @@ static void log_landed(void *ctx, int tensor, const void *bytes) {
   memcpy(l->copy[tensor], bytes, n);
 }
 
+static landed_log landed_log_for(const rc_state *st) {
+  landed_log l = {.count = st->count, .st = st};
+  l.told = calloc((size_t)st->count, sizeof *l.told);
+  l.copy = calloc((size_t)st->count, sizeof *l.copy);
+  return l;
+}
+
 static void landed_log_free(landed_log *l) {
   for (int i = 0; i < l->count; i++) free(l->copy[i]);
   free(l->copy);
@@ -1786,9 +1793,7 @@ static void test_streamed_save(void) {
     /* landed: every non-empty tensor told once, in file order, with the
      * bytes the load then points it at */
     for (int i = 0; i < got.st.count; i++) got.st.tensors[i].data = NULL;
-    landed_log lg = {.count = got.st.count, .st = &got.st};
-    lg.told = calloc((size_t)got.st.count, sizeof *lg.told);
-    lg.copy = calloc((size_t)got.st.count, sizeof *lg.copy);
+    landed_log lg = landed_log_for(&got.st);
     rc_load_into told = {give_buffer, &buf, log_landed, &lg, NULL};
     CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told, &err) == 0, "load with landed: %s",
           err.msg);
@@ -1823,9 +1828,7 @@ static void test_streamed_save(void) {
     own = calloc((size_t)got.st.count, sizeof *own);
     for (int i = 0; i < got.st.count; i++)
       own[i] = got.st.tensors[i].data, got.st.tensors[i].data = NULL;
-    landed_log bad = {.count = got.st.count, .st = &got.st};
-    bad.told = calloc((size_t)got.st.count, sizeof *bad.told);
-    bad.copy = calloc((size_t)got.st.count, sizeof *bad.copy);
+    landed_log bad = landed_log_for(&got.st);
     rc_load_into told_bad = {give_buffer, &buf, log_landed, &bad, NULL};
     CHECK(rc_checkpoint_load_into(d2, &m, &got.st, &told_bad, &err) == RC_EXIT_DATAERR,
           "borrowed load of a shard that is not the manifest's: refused (%s)", err.msg);

@@ -647,19 +647,11 @@ static int check_complete(const char *iter_dir, char *manifest_path, char *marke
   return RC_OK;
 }
 
-/* The manifest text is the one COMPLETE vouches for; parsed into *m, it
- * must be of written shards, for this world size, with this rank in it. */
-static int check_manifest(const char *iter_dir, const char *manifest_path, const char *text,
-                          size_t text_n, const char *marker, size_t marker_n,
-                          const rc_shard_meta *meta, rc_manifest *m, rc_err *err) {
-  char sha[RC_SHA256_HEX];
-  rc_sha256_hex(text, text_n, sha);
-  if (marker_n < 64 || memcmp(marker, sha, 64) != 0)
-    return rc_fail(err, RC_EXIT_DATAERR,
-                   "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
-                   iter_dir, RC_MANIFEST_NAME);
-  int ret = rc_manifest_parse(text, text_n, manifest_path, m, err);
-  if (ret) return ret;
+/* A manifest (the one COMPLETE vouches for: rc_checkpoint_manifest_read)
+ * that a load can use: of written shards, for this world size, with this
+ * rank in it. */
+static int check_loadable(const char *iter_dir, const rc_manifest *m, const rc_shard_meta *meta,
+                          rc_err *err) {
   if (m->hashes_only)
     return rc_fail(err, RC_EXIT_DATAERR,
                    "%s holds hashes only (a through leg's --save-hashes-at: the shards were hashed,"
@@ -736,24 +728,38 @@ done:
   return ret;
 }
 
-static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
-                const rc_load_into *into, rc_err *err) {
+int rc_checkpoint_manifest_read(const char *iter_dir, rc_manifest *m, rc_err *err) {
+  memset(m, 0, sizeof *m);
   char manifest_path[4096], marker_path[4096];
   int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
   if (ret) return ret;
   char *text = NULL, *marker = NULL;
   size_t text_n = 0, marker_n = 0;
-  rc_manifest m = {0};
   /* The tool writes both as regular files, never links: anything else is
    * refused before a byte is read (a FIFO, /dev/zero, a directory). */
   ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
   if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
-  if (!ret)
-    ret = check_manifest(iter_dir, manifest_path, text, text_n, marker, marker_n, meta, &m, err);
-  if (!ret) ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
-  rc_manifest_free(&m);
+  char sha[RC_SHA256_HEX];
+  if (!ret) {
+    rc_sha256_hex(text, text_n, sha);
+    if (marker_n < 64 || memcmp(marker, sha, 64) != 0)
+      ret = rc_fail(err, RC_EXIT_DATAERR,
+                    "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
+                    iter_dir, RC_MANIFEST_NAME);
+  }
+  if (!ret) ret = rc_manifest_parse(text, text_n, manifest_path, m, err);
   free(marker);
   free(text);
+  return ret;
+}
+
+static int load(const char *iter_dir, const rc_shard_meta *meta, rc_state *state,
+                const rc_load_into *into, rc_err *err) {
+  rc_manifest m;
+  int ret = rc_checkpoint_manifest_read(iter_dir, &m, err);
+  if (!ret) ret = check_loadable(iter_dir, &m, meta, err);
+  if (!ret) ret = load_shard(iter_dir, NULL, meta, &m, state, into, err);
+  rc_manifest_free(&m);
   return ret;
 }
 
@@ -828,29 +834,6 @@ static bool entry_diff(const rc_mf_shard *a, const rc_mf_shard *b, char *buf, si
              true;
   }
   return false;
-}
-
-int rc_checkpoint_manifest_read(const char *iter_dir, rc_manifest *m, rc_err *err) {
-  memset(m, 0, sizeof *m);
-  char manifest_path[4096], marker_path[4096];
-  int ret = check_complete(iter_dir, manifest_path, marker_path, sizeof manifest_path, err);
-  if (ret) return ret;
-  char *text = NULL, *marker = NULL;
-  size_t text_n = 0, marker_n = 0;
-  ret = rc_read_regular_file(manifest_path, RC_MANIFEST_MAX, true, &text, &text_n, err);
-  if (!ret) ret = rc_read_regular_file(marker_path, RC_MARKER_MAX, true, &marker, &marker_n, err);
-  char sha[RC_SHA256_HEX];
-  if (!ret) {
-    rc_sha256_hex(text, text_n, sha);
-    if (marker_n < 64 || memcmp(marker, sha, 64) != 0)
-      ret = rc_fail(err, RC_EXIT_DATAERR,
-                    "%s: %s does not match the SHA-256 in COMPLETE (manifest corrupt or rewritten)",
-                    iter_dir, RC_MANIFEST_NAME);
-  }
-  if (!ret) ret = rc_manifest_parse(text, text_n, manifest_path, m, err);
-  free(marker);
-  free(text);
-  return ret;
 }
 
 int rc_checkpoint_handoff_confirm(const char *iter_dir, const rc_handoff *h, rc_err *err) {

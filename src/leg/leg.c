@@ -86,14 +86,21 @@ static double process_age_s(void) {
   return age >= 0 ? age : -1;
 }
 
+/* A descriptor `run` passes in the environment (RC_WAIT_FD, RC_DECIDE_FD);
+ * -1 when absent or not one. */
+static int env_fd(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  long fd = v && *v ? strtol(v, &end, 10) : -1;
+  return v && *v && !*end && fd >= 0 && fd < 1024 ? (int)fd : -1;
+}
+
 void rc_leg_proc_init(rc_leg_proc *proc) {
   memset(proc, 0, sizeof *proc);
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   proc->t_main = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
   proc->t_spawn = -1;
-  proc->wait_fd = -1;
-  proc->decide_fd = -1;
   const char *v = getenv("RC_SPAWN_TIME");
   char *end;
   if (v && *v) {
@@ -104,16 +111,8 @@ void rc_leg_proc_init(rc_leg_proc *proc) {
     double age = process_age_s();
     if (age >= 0) proc->t_spawn = proc->t_main - age;
   }
-  v = getenv("RC_WAIT_FD");
-  if (v && *v) {
-    long fd = strtol(v, &end, 10);
-    if (!*end && fd >= 0 && fd < 1024) proc->wait_fd = (int)fd;
-  }
-  v = getenv("RC_DECIDE_FD");
-  if (v && *v) {
-    long fd = strtol(v, &end, 10);
-    if (!*end && fd >= 0 && fd < 1024) proc->decide_fd = (int)fd;
-  }
+  proc->wait_fd = env_fd("RC_WAIT_FD");
+  proc->decide_fd = env_fd("RC_DECIDE_FD");
 }
 
 /* The iteration a checkpoint directory name names (.../iter_0000005), -1 if
