@@ -64,6 +64,7 @@ enum {
   RC_SCRATCH_ATTN,
   RC_SCRATCH_ATTN_BF16,
   RC_SCRATCH_MOE,
+  RC_SCRATCH_FP8, /* amax_update's partials */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -111,6 +112,13 @@ const rc_ops *rc_cuda_backend_ops(const char **why);
 /* cuda_gemm.cu */
 void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
+                       float beta, float *C, int ldc);
+
+/* cuda_fp8.cu */
+void rc_cuda_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
+                       float scale, bool transpose);
+void rc_cuda_amax_update(float *amax, const float *x, size_t n);
 
 /* cuda_elementwise.cu */
 void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);

@@ -23,7 +23,20 @@
  *    epilogue or split-K reduction would have done.
  * FP32 uses CUBLAS_COMPUTE_32F_PEDANTIC (true fp32 FMA, never TF32 or an
  * emulation); BF16/FP16 use tensor cores with fp32 accumulation and fp32
- * output. */
+ * output.
+ *
+ * gemm_e4m3 (ops.h's FP8 GEMM) goes through the same plans, buckets and
+ * epilogue: its operands are already e4m3 bytes in the one layout Hopper's
+ * FP8 kernels take (row-major A[m,k] and B[n,k], i.e. the trans_b GEMM, which
+ * is cuBLASLt's "TN"), with k a multiple of 16 so that they are canonical as
+ * they come; fp32 output, CUBLAS_COMPUTE_32F, no scale pointers (alpha
+ * carries the scales) and no fast accumulation (cuBLASLt's default: partial
+ * sums are promoted to fp32 periodically). cuBLASLt 13.1 has no FP8
+ * algorithm when our n (its m) is not a multiple of 8 (measured on the H200;
+ * m and k = 16 are fine), so such a B gets zero rows up to the next multiple
+ * of 8 in scratch: the plan is the padded shape's (a function of n), the
+ * extra columns of D are zeros nobody reads, and no other column changes (an
+ * output element is its own row of A times its own row of B). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <string.h>
@@ -39,6 +52,10 @@ static int aligned16(const void *p) {
   return ((uintptr_t)p & 15u) == 0;
 }
 
+/* The plan key's compute type of gemm_e4m3: an internal value beside
+ * rc_compute's (FP32 0, BF16 1, FP16 2), not part of ops.h. */
+#define GEMM_CT_E4M3 8
+
 /* ---- plan cache: one cuBLASLt configuration per GEMM key ---- */
 typedef struct {
   int ct, ta, tb, m, n, k;
@@ -50,12 +67,14 @@ typedef struct {
 static gemm_plan *g_plans = NULL;
 static int g_nplans = 0, g_capplans = 0;
 
-static cudaDataType_t input_type(rc_compute ct) {
+static cudaDataType_t input_type(int ct) {
   switch (ct) {
   case RC_COMPUTE_BF16:
     return CUDA_R_16BF;
   case RC_COMPUTE_FP16:
     return CUDA_R_16F;
+  case GEMM_CT_E4M3:
+    return CUDA_R_8F_E4M3;
   default:
     return CUDA_R_32F;
   }
@@ -76,16 +95,15 @@ static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws)
   cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
                                        sizeof stages, &w);
   fprintf(stderr,
-          "resumecheck: gemm plan ct=%d ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
+          "resumecheck: gemm plan ct=%d%s ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
           "splitk=%d reduction=%d stages=%d workspace=%zu\n",
-          p->ct, p->ta, p->tb, p->m, p->n, p->k, (int)compute, id, tile, splitk, scheme, stages,
-          ws);
+          p->ct, p->ct == GEMM_CT_E4M3 ? " (e4m3)" : "", p->ta, p->tb, p->m, p->n, p->k,
+          (int)compute, id, tile, splitk, scheme, stages, ws);
 }
 
 /* Column-major views of the row-major operands of an (m, n, k) GEMM. */
-static void make_layouts(rc_compute ct, int ta, int tb, int m, int n, int k,
-                         cublasLtMatrixLayout_t *lay_a, cublasLtMatrixLayout_t *lay_b,
-                         cublasLtMatrixLayout_t *lay_d) {
+static void make_layouts(int ct, int ta, int tb, int m, int n, int k, cublasLtMatrixLayout_t *lay_a,
+                         cublasLtMatrixLayout_t *lay_b, cublasLtMatrixLayout_t *lay_d) {
   cudaDataType_t in = input_type(ct);
   int rows_a = ta ? k : m, cols_a = ta ? m : k;
   int rows_b = tb ? n : k, cols_b = tb ? k : n;
@@ -192,7 +210,7 @@ static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta,
   memset(b, 0, sizeof *b);
   b->ct = ct, b->ta = ta, b->tb = tb, b->m = m, b->n = n, b->k = k, b->compute = (int)compute;
   cublasLtMatrixLayout_t la, lb, ld;
-  make_layouts((rc_compute)ct, ta, tb, m, n, k, &la, &lb, &ld);
+  make_layouts(ct, ta, tb, m, n, k, &la, &lb, &ld);
   size_t ws_needed = 0;
   b->found = heuristic_algo(desc, la, lb, ld, &b->algo, &ws_needed);
   destroy_layouts(la, lb, ld);
@@ -212,7 +230,7 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
       cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  make_layouts((rc_compute)p->ct, p->ta, p->tb, p->m, p->n, p->k, &p->lay_a, &p->lay_b, &p->lay_d);
+  make_layouts(p->ct, p->ta, p->tb, p->m, p->n, p->k, &p->lay_a, &p->lay_b, &p->lay_d);
 
   size_t ws_bytes = 0, ws_needed = 0;
   rc_cuda_gemm_workspace(&ws_bytes);
@@ -238,11 +256,10 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   return 0;
 }
 
-static const gemm_plan *get_plan(rc_compute ct, bool ta, bool tb, int m, int n, int k) {
+static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) {
   for (int i = 0; i < g_nplans; i++) {
     const gemm_plan *p = &g_plans[i];
-    if (p->ct == (int)ct && p->ta == (int)ta && p->tb == (int)tb && p->m == m && p->n == n &&
-        p->k == k)
+    if (p->ct == ct && p->ta == (int)ta && p->tb == (int)tb && p->m == m && p->n == n && p->k == k)
       return p;
   }
   if (g_nplans == g_capplans) {
@@ -256,7 +273,7 @@ static const gemm_plan *get_plan(rc_compute ct, bool ta, bool tb, int m, int n, 
     g_capplans = cap;
   }
   gemm_plan *p = &g_plans[g_nplans];
-  p->ct = (int)ct;
+  p->ct = ct;
   p->ta = ta;
   p->tb = tb;
   p->m = m;
@@ -267,10 +284,21 @@ static const gemm_plan *get_plan(rc_compute ct, bool ta, bool tb, int m, int n, 
   int ok = ct == RC_COMPUTE_FP32
                ? (plan_try(p, CUBLAS_COMPUTE_32F_PEDANTIC) || plan_try(p, CUBLAS_COMPUTE_32F))
                : plan_try(p, CUBLAS_COMPUTE_32F);
+  if (!ok && ct == GEMM_CT_E4M3) {
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    fprintf(stderr,
+            "resumecheck: cuBLASLt has no FP8 (e4m3) algorithm for GEMM m=%d n=%d k=%d on this "
+            "GPU (compute capability %d.%d; cuBLASLt's FP8 GEMMs need 8.9 or later)\n",
+            m, n, k, major, minor);
+    abort();
+  }
   if (!ok) {
     fprintf(stderr,
             "resumecheck: cuBLASLt has no algorithm for GEMM ct=%d ta=%d tb=%d m=%d n=%d k=%d\n",
-            (int)ct, (int)ta, (int)tb, m, n, k);
+            ct, (int)ta, (int)tb, m, n, k);
     abort();
   }
   g_nplans++;
@@ -391,27 +419,24 @@ static const void *prepare_operand(rc_compute ct, const float *X, int ldx, int r
   return dst;
 }
 
-void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-  if (m <= 0 || n <= 0) return;
+/* k == 0: C = alpha*0 (+ beta*C), by the epilogue alone. */
+static void gemm_zero_k(int m, int n, float alpha, float beta, float *C, int ldc) {
+  size_t total = (size_t)m * (size_t)n;
+  gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, rc_cuda_stream()>>>(C, ldc, NULL, 0, m, n,
+                                                                             alpha, beta, 1);
+  KERNEL_CHECK();
+}
+
+/* Runs plan p on canonical operands a (our A) and b (our B): cuBLASLt with
+ * beta = 0 straight into C when C is canonical and beta == 0, else into the
+ * scratch D and then our epilogue C = D + beta*C over the first n columns
+ * (the plan's p->n may be larger: gemm_e4m3's padding). */
+static void run_plan(const gemm_plan *p, int m, int n, float alpha, const void *a, const void *b,
+                     float beta, float *C, int ldc) {
   cudaStream_t s = rc_cuda_stream();
   size_t total = (size_t)m * (size_t)n;
-  if (k <= 0) {
-    gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, ldc, NULL, 0, m, n, alpha, beta,
-                                                                1);
-    KERNEL_CHECK();
-    return;
-  }
-  if (ct != RC_COMPUTE_BF16 && ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_FP32;
-  const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
-
-  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
-  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
-  const void *a = prepare_operand(ct, A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
-  const void *b = prepare_operand(ct, B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
-
-  int ldd = canon_ld(n);
-  int direct = beta == 0.0f && ldc == ldd && aligned16(C);
+  int ldd = canon_ld(p->n);
+  int direct = p->n == n && beta == 0.0f && ldc == ldd && aligned16(C);
   float *D = direct ? C : (float *)rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 4);
 
   size_t ws_bytes = 0;
@@ -427,4 +452,61 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
                                                                   0);
     KERNEL_CHECK();
   }
+}
+
+void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    gemm_zero_k(m, n, alpha, beta, C, ldc);
+    return;
+  }
+  if (ct != RC_COMPUTE_BF16 && ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_FP32;
+  const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
+
+  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+  const void *a = prepare_operand(ct, A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
+  const void *b = prepare_operand(ct, B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
+
+  run_plan(p, m, n, alpha, a, b, beta, C, ldc);
+}
+
+/* Operand bytes in a caller's buffer that is not 16-byte aligned, copied
+ * into a scratch slot that is (the FP8 plans require 16-byte alignment). */
+static const uint8_t *aligned_bytes(const uint8_t *X, size_t bytes, int slot) {
+  if (aligned16(X)) return X;
+  void *dst = rc_cuda_scratch(slot, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, X, bytes, cudaMemcpyDeviceToDevice, rc_cuda_stream()));
+  return (const uint8_t *)dst;
+}
+
+void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
+                       float beta, float *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    gemm_zero_k(m, n, alpha, beta, C, ldc);
+    return;
+  }
+  if (k % 16 != 0) { /* ops.h: the FP8 tensor cores' row alignment */
+    fprintf(stderr, "resumecheck: gemm_e4m3 with k=%d, not a multiple of 16 (m=%d n=%d)\n", k, m,
+            n);
+    abort();
+  }
+  /* the TN form: row-major C = A . B^T, cuBLASLt's A = our B with op T, its
+   * B = our A with op N; both operands have leading dimension k = canon_ld(k) */
+  int np = (n + 7) & ~7; /* see the top of the file */
+  const gemm_plan *p = get_plan(GEMM_CT_E4M3, false, true, m, np, k);
+  const uint8_t *a = aligned_bytes(A, (size_t)m * (size_t)k, RC_SCRATCH_GEMM_A);
+  const uint8_t *b;
+  if (np != n) {
+    cudaStream_t s = rc_cuda_stream();
+    uint8_t *pb = (uint8_t *)rc_cuda_scratch(RC_SCRATCH_GEMM_B, (size_t)np * (size_t)k);
+    CUDA_CHECK(cudaMemcpyAsync(pb, B, (size_t)n * (size_t)k, cudaMemcpyDeviceToDevice, s));
+    CUDA_CHECK(cudaMemsetAsync(pb + (size_t)n * (size_t)k, 0, (size_t)(np - n) * (size_t)k, s));
+    b = pb;
+  } else {
+    b = aligned_bytes(B, (size_t)n * (size_t)k, RC_SCRATCH_GEMM_B);
+  }
+  run_plan(p, m, n, alpha, a, b, beta, C, ldc);
 }

@@ -398,6 +398,306 @@ static void test_rounding(void) {
   free(x);
 }
 
+/* ======================= FP8 (E4M3) ======================= */
+
+/* cast_e4m3 of a rows x cols source (row stride ld_src; src_off floats into
+ * its buffer, so that an offset of 1 takes the unaligned path) against the
+ * CPU, bit for bit. Both destinations start as 0xff (an e4m3 NaN, never a
+ * padding zero), so a byte the kernel forgets shows; 64 guard bytes after the
+ * last row must stay 0xff; the padding columns must be zero; two runs give the
+ * same bytes. wide: every float class (NaN payloads of both signs, infinities,
+ * subnormals, huge values); else values in [-4, 4) with specials sprinkled. */
+static void cast_case(int rows, int cols, int ld_src, int ld_dst, int src_off, float scale,
+                      int transpose, int wide) {
+  size_t ns = (size_t)rows * (size_t)ld_src + (size_t)src_off;
+  float *x = wide ? wide_values(ns) : rand_host(ns, 4.0f);
+  if (!wide)
+    for (size_t i = 0; i < ns; i += 97) x[i] = special((int)(i / 97));
+  int out_rows = transpose ? cols : rows, out_cols = transpose ? rows : cols;
+  size_t nd = (size_t)out_rows * (size_t)ld_dst, guard = 64;
+  float *cs = put(C, x, ns * 4), *gs = put(G, x, ns * 4);
+  uint8_t *cd = C->alloc(nd + guard), *gd = G->alloc(nd + guard);
+  poison(C, cd, nd + guard);
+  C->cast_e4m3(cd, ld_dst, cs + src_off, ld_src, rows, cols, scale, transpose);
+  uint8_t *ref = get(C, cd, nd + guard), *got[2];
+  double ms = 0.0;
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gd, nd + guard);
+    G->sync();
+    double t0 = now_s();
+    G->cast_e4m3(gd, ld_dst, gs + src_off, ld_src, rows, cols, scale, transpose);
+    G->sync();
+    if (rep) ms = 1e3 * (now_s() - t0);
+    got[rep] = get(G, gd, nd + guard);
+  }
+  int pad_zero = 1, guard_ok = 1;
+  for (int r = 0; r < out_rows; r++)
+    for (int c = out_cols; c < ld_dst; c++) pad_zero &= got[0][(size_t)r * ld_dst + c] == 0;
+  for (size_t i = nd; i < nd + guard; i++) guard_ok &= got[0][i] == 0xff;
+  char name[128];
+  snprintf(name, sizeof name, "cast_e4m3%s %dx%d lds=%d ldd=%d%s scale=%g%s", transpose ? " T" : "",
+           rows, cols, ld_src, ld_dst, src_off ? " src+1" : "", scale, wide ? " wide" : "");
+  check_bits(name, got[0], ref, nd);
+  if (ld_dst > out_cols) check_true("  padding columns zero", pad_zero);
+  check_true("  nothing written past the last row", guard_ok);
+  check_bits("  run-to-run", got[0], got[1], nd + guard);
+  if (nd >= ((size_t)1 << 22))
+    printf("      (%.3f ms, %.0f GB/s)\n", ms, (double)(ns * 4 + nd) / (ms * 1e6));
+  C->free(cs), C->free(cd), G->free(gs), G->free(gd);
+  free(x), free(ref), free(got[0]), free(got[1]);
+}
+
+/* Both orientations of a rows x cols source: ld_n / ld_t are the
+ * destination strides of the plain and the transposed cast. */
+static void cast_both(int rows, int cols, int ld_src, int ld_n, int ld_t, int src_off, float scale,
+                      int wide) {
+  cast_case(rows, cols, ld_src, ld_n, src_off, scale, 0, wide);
+  cast_case(rows, cols, ld_src, ld_t, src_off, scale, 1, wide);
+}
+
+/* amax_update of x[off .. off+n) from amax0 against the CPU, bit for bit
+ * (NaN payloads included: the CPU keeps |first NaN|), twice the same bits. */
+static void amax_case(const char *what, const float *x, size_t n, int off, float amax0) {
+  size_t bytes = (n + (size_t)off) * 4;
+  float *cx = put(C, x, bytes ? bytes : 4), *gx = put(G, x, bytes ? bytes : 4);
+  float *ca = put(C, &amax0, 4), *ga = G->alloc(4);
+  C->amax_update(ca, cx + off, n);
+  float ref, got[2];
+  C->to_host(&ref, ca, 4);
+  for (int rep = 0; rep < 2; rep++) {
+    upload(G, ga, &amax0, 4);
+    G->amax_update(ga, gx + off, n);
+    G->to_host(&got[rep], ga, 4);
+  }
+  char name[160];
+  snprintf(name, sizeof name, "amax_update %s n=%zu%s amax0=%g -> %g (%08x)", what, n,
+           off ? " x+1" : "", amax0, got[0], rc_f32_bits(got[0]));
+  check_bits(name, &got[0], &ref, 4);
+  check_bits("  run-to-run", &got[0], &got[1], 4);
+  C->free(cx), C->free(ca), G->free(gx), G->free(ga);
+}
+
+static float host_amax(const float *x, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+  return m;
+}
+
+static void test_amax_update(void) {
+  size_t n = 100003; /* not a multiple of 4, of the block or of a block's share */
+  float *x = rand_host(n + 1, 3.0f);
+  float mx = host_amax(x, n);
+  amax_case("below the data", x, n, 0, 0.5f);
+  amax_case("above the data", x, n, 0, 7.0f);
+  amax_case("equal to the max", x, n, 0, mx);
+  amax_case("unaligned", x, n, 1, 0.5f);
+  float nan_a = rc_bits_f32(0x7fc0abcdu);
+  amax_case("amax0 NaN stays", x, n, 0, nan_a);
+  x[777] = -INFINITY;
+  amax_case("-inf in x", x, n, 0, 0.5f);
+  /* Two NaNs: the CPU keeps |x[4]| (the first). In the kernel's vectorised
+   * partition (25 blocks of 256 threads, a float4 each) x[25600] belongs to
+   * thread 0 and x[4] to thread 1: a fold that kept the lower thread's NaN
+   * instead of the lower index would give the other payload. */
+  x[25600] = rc_bits_f32(0x7fc01234u);
+  x[4] = rc_bits_f32(0xffc0beefu);
+  amax_case("two NaNs (first kept)", x, n, 0, 0.5f);
+  amax_case("two NaNs unaligned", x, n, 1, 0.5f);
+  amax_case("NaN in amax0 and in x", x, n, 0, nan_a);
+  free(x);
+  size_t small[5] = {0, 1, 3, 5, 4097};
+  for (int i = 0; i < 5; i++) {
+    float *y = rand_host(small[i] + 1, 2.0f);
+    amax_case("small", y, small[i], 0, 0.25f);
+    amax_case("small", y, small[i], 1, 0.25f);
+    free(y);
+  }
+  if (!quick) { /* more blocks than stage 1's cap */
+    size_t big = ((size_t)1 << 22) + 3;
+    float *y = rand_host(big, 2.0f);
+    amax_case("large", y, big, 0, 1.0f);
+    y[big - 1] = rc_bits_f32(0xff800001u);
+    amax_case("large, NaN last", y, big, 0, 1.0f);
+    free(y);
+  }
+}
+
+/* e4m3 bytes of values in [-mag, mag) (never NaN). */
+static uint8_t *e4m3_host(size_t n, float mag) {
+  uint8_t *b = malloc(n + 4);
+  for (size_t i = 0; i < n; i++) b[i] = rc_e4m3_encode(rndu() * mag);
+  return b;
+}
+
+/* GPU against CPU for gemm_e4m3, relative error over the [m, n] result.
+ * Every product of two e4m3 values is exact in fp32 (4 x 4 significant bits),
+ * so the backends differ only in how the k products are summed. The CPU sums
+ * them in fp32 (relative error ~1e-7, like the fp32 GEMM). Hopper's FP8 tensor
+ * cores do not: with fast accumulation off (ours) cuBLASLt promotes partial
+ * sums to fp32 registers every few MMA instructions, but inside one the
+ * accumulator keeps about 13 mantissa bits and truncates (e8m13 by others'
+ * measurements; DeepSeek-V3's "around 14 bits"). A truncation of a partial sum
+ * costs up to 2^-13 = 1.2e-4 of it, always towards zero; partial sums grow
+ * like the result, so the norm-relative error is about 2^-13 whatever k is.
+ * Measured on the H200 (cuBLASLt 13.1): 2e-5 at k = 16, 1.1e-4 for every
+ * k >= 768 up to 8192 (no growth with k); elementwise at most 0.31 * 2^-13 of
+ * sum |a b|. The tolerance is 5e-4, 4.5x the measured error, and still 100x
+ * and more below a wrong result (a skipped k block of 16 at k = 768 is ~1e-1,
+ * one bad row of 24 ~2e-1, alpha or beta misapplied ~1). */
+#define FP8_GEMM_TOL 5e-4
+
+/* One gemm_e4m3 shape: beta = 0 into NaN (C must not be read, padding columns
+ * untouched), beta = 1 onto random C (padding kept), each twice bitwise. */
+static void gemm_e4m3_case(int m, int n, int k, int pad, float alpha) {
+  int ldc = n + pad;
+  size_t na = (size_t)m * k, nb = (size_t)n * k, nc = (size_t)m * ldc;
+  uint8_t *A = e4m3_host(na, 4.0f), *B = e4m3_host(nb, 4.0f);
+  float *C0 = rand_host(nc, 50.0f);
+  uint8_t *cA = put(C, A, na), *cB = put(C, B, nb), *gA = put(G, A, na), *gB = put(G, B, nb);
+  float *cC = C->alloc(nc * 4), *gC = G->alloc(nc * 4);
+  char name[128];
+  for (int beta = 0; beta <= 1; beta++) {
+    if (beta)
+      upload(C, cC, C0, nc * 4);
+    else
+      poison(C, cC, nc * 4);
+    C->gemm_e4m3(m, n, k, alpha, cA, cB, (float)beta, cC, ldc);
+    float *ref = get(C, cC, nc * 4), *got[2];
+    double ms = 0.0;
+    for (int rep = 0; rep < 2; rep++) {
+      if (beta)
+        upload(G, gC, C0, nc * 4);
+      else
+        poison(G, gC, nc * 4);
+      G->sync();
+      double t0 = now_s();
+      G->gemm_e4m3(m, n, k, alpha, gA, gB, (float)beta, gC, ldc);
+      G->sync();
+      if (rep) ms = 1e3 * (now_s() - t0);
+      got[rep] = get(G, gC, nc * 4);
+    }
+    float *rg = malloc((size_t)m * n * 4), *rc = malloc((size_t)m * n * 4);
+    int pad_ok = 1;
+    for (int i = 0; i < m; i++) {
+      memcpy(rg + (size_t)i * n, got[0] + (size_t)i * ldc, (size_t)n * 4);
+      memcpy(rc + (size_t)i * n, ref + (size_t)i * ldc, (size_t)n * 4);
+      for (int j = n; j < ldc; j++) {
+        float want = beta ? C0[(size_t)i * ldc + j] : NAN;
+        float have = got[0][(size_t)i * ldc + j];
+        if (!(beta ? memcmp(&want, &have, 4) == 0 : isnan(have))) pad_ok = 0;
+      }
+    }
+    snprintf(name, sizeof name, "gemm_e4m3 %dx%dx%d ldc=%d a=%g beta=%d (%.3f ms)", m, n, k, ldc,
+             alpha, beta, ms);
+    check_rel(name, rg, rc, (size_t)m * n, FP8_GEMM_TOL);
+    note_bits(name, rg, rc, (size_t)m * n * 4);
+    if (!beta) { /* information: the worst error of sampled elements in units of sum |a b| */
+      double worst = 0.0;
+      for (size_t e = 0; e < (size_t)m * n; e += 97) {
+        size_t i = e / (size_t)n, j = e % (size_t)n;
+        double mag = 0.0;
+        for (int t = 0; t < k; t++)
+          mag += fabs((double)rc_e4m3_decode(A[i * k + t]) * rc_e4m3_decode(B[j * k + t]));
+        double d = fabs((double)rg[e] - (double)rc[e]) / (fabs(alpha) * mag + 1e-30);
+        if (d > worst) worst = d;
+      }
+      printf("      (sampled max |gpu - cpu| / (|alpha| sum |a b|) = %.3g = %.3g * 2^-13)\n", worst,
+             worst * 8192.0);
+    }
+    if (pad) check_true("  padding columns untouched", pad_ok);
+    check_bits("  run-to-run", got[0], got[1], nc * 4);
+    free(rg), free(rc), free(ref), free(got[0]), free(got[1]);
+  }
+  C->free(cA), C->free(cB), C->free(cC), G->free(gA), G->free(gB), G->free(gC);
+  free(A), free(B), free(C0);
+}
+
+/* gemm_e4m3 with beta = 1 equals beta = 0 into scratch followed by add, bit for
+ * bit (the fused/unfused arms); and operands at an address that is not
+ * 16-byte aligned (copied by the backend) give the aligned call's bits. */
+static void gemm_e4m3_fusion(int m, int n, int k, float alpha) {
+  size_t na = (size_t)m * k, nb = (size_t)n * k, nc = (size_t)m * n;
+  uint8_t *A = e4m3_host(na, 4.0f), *B = e4m3_host(nb, 4.0f);
+  float *M0 = rand_host(nc, 100.0f);
+  uint8_t *gA = put(G, A, na), *gB = put(G, B, nb);
+  float *fused = put(G, M0, nc * 4), *unfused = put(G, M0, nc * 4), *scratch = G->alloc(nc * 4);
+  poison(G, scratch, nc * 4);
+  G->gemm_e4m3(m, n, k, alpha, gA, gB, 1.0f, fused, n);
+  G->gemm_e4m3(m, n, k, alpha, gA, gB, 0.0f, scratch, n);
+  G->add(unfused, unfused, scratch, nc);
+  float *hf = get(G, fused, nc * 4), *hu = get(G, unfused, nc * 4), *hs = get(G, scratch, nc * 4);
+  char name[128];
+  snprintf(name, sizeof name, "gemm_e4m3 %dx%dx%d beta=1 == beta=0 + add", m, n, k);
+  check_bits(name, hf, hu, nc * 4);
+  /* the same bytes one byte into a larger buffer */
+  uint8_t *A1 = malloc(na + 1), *B1 = malloc(nb + 1);
+  A1[0] = B1[0] = 0x55;
+  memcpy(A1 + 1, A, na);
+  memcpy(B1 + 1, B, nb);
+  uint8_t *gA1 = put(G, A1, na + 1), *gB1 = put(G, B1, nb + 1);
+  poison(G, scratch, nc * 4);
+  G->gemm_e4m3(m, n, k, alpha, gA1 + 1, gB1 + 1, 0.0f, scratch, n);
+  float *h1 = get(G, scratch, nc * 4);
+  check_bits("  unaligned operands give the aligned bits", h1, hs, nc * 4);
+  G->free(gA), G->free(gB), G->free(gA1), G->free(gB1);
+  G->free(fused), G->free(unfused), G->free(scratch);
+  free(A), free(B), free(A1), free(B1), free(M0), free(hf), free(hu), free(hs), free(h1);
+}
+
+/* k = 0: alpha*0 (+ C), bitwise the CPU's. */
+static void gemm_e4m3_k0(void) {
+  int m = 5, n = 7;
+  float *C0 = rand_host((size_t)m * n, 1.0f);
+  for (int beta = 0; beta <= 1; beta++) {
+    float *c = put(C, C0, (size_t)m * n * 4), *g = put(G, C0, (size_t)m * n * 4);
+    if (!beta) poison(G, g, (size_t)m * n * 4), poison(C, c, (size_t)m * n * 4);
+    C->gemm_e4m3(m, n, 0, -2.0f, NULL, NULL, (float)beta, c, n);
+    G->gemm_e4m3(m, n, 0, -2.0f, NULL, NULL, (float)beta, g, n);
+    float *hc = get(C, c, (size_t)m * n * 4), *hg = get(G, g, (size_t)m * n * 4);
+    check_bits(beta ? "gemm_e4m3 k=0 beta=1" : "gemm_e4m3 k=0 beta=0", hg, hc, (size_t)m * n * 4);
+    C->free(c), G->free(g), free(hc), free(hg);
+  }
+  free(C0);
+}
+
+static void test_fp8(void) {
+  printf("-- fp8: cast_e4m3, amax_update, gemm_e4m3\n");
+  float scales[6] = {1.0f, 3.7f, 1.0f / 448.0f, 448.0f, 0.0078125f, 1e6f};
+  for (int si = 0; si < 6; si++) {
+    cast_both(37, 53, 53, 64, 64, 0, scales[si], 0);
+    cast_both(37, 53, 53, 64, 64, 0, scales[si], 1);
+  }
+  cast_both(37, 53, 61, 55, 39, 1, 3.7f, 1);    /* odd strides, unaligned source: scalar paths */
+  cast_both(64, 128, 128, 128, 64, 0, 1.0f, 0); /* whole tiles, vector paths, no padding */
+  cast_both(1, 1, 1, 16, 16, 0, 2.0f, 1);
+  cast_both(37, 53, 53, 64, 64, 0, 0.0f, 1);    /* inf * 0: the host's NaN (negative on x86) */
+  cast_both(100, 3, 3, 16, 112, 0, 0.5f, 0);    /* padding into a second tile */
+  cast_both(130, 70, 70, 200, 200, 0, 1.0f, 1); /* tiles of padding only */
+  if (!quick) {
+    cast_both(4096, 2048, 2048, 2048, 4096, 0, 0.25f, 0);
+    cast_case(8192, 4096, 4096, 8192, 0, 1.0f, 1, 0); /* the target shape, transposed */
+  }
+  test_amax_update();
+  gemm_e4m3_case(67, 45, 96, 3, 1.0f);           /* m, n not multiples of 8: B padded */
+  gemm_e4m3_case(50, 40, 48, 2, 2.0f);           /* n a multiple of 8, not of 16 */
+  gemm_e4m3_case(33, 17, 16, 1, -1.5f);          /* k = 16 */
+  gemm_e4m3_case(64, 48, 768, 0, 0.25f);         /* canonical C: written directly */
+  gemm_e4m3_case(128, 96, 8192, 5, 1.0f / 3.0f); /* long k */
+  gemm_e4m3_case(24, 768, 768, 0, 1.0f);         /* MoE-like row counts (bucketed m) */
+  gemm_e4m3_case(245, 2048, 768, 0, 0.5f);
+  gemm_e4m3_case(428, 768, 768, 8, 1.0f);
+  gemm_e4m3_case(245, 768, 2048, 0, 1.0f);
+  if (!quick) {
+    gemm_e4m3_case(256, 512, 768, 0, 1.0f);
+    gemm_e4m3_case(1024, 2304, 768, 0, 1.0f);
+  }
+  gemm_e4m3_k0();
+  gemm_e4m3_fusion(96, 80, 784, 0.5f);
+  gemm_e4m3_fusion(37, 45, 96, 1.0f);                   /* B padded */
+  gemm_e4m3_fusion(64, 64, quick ? 2048 : 16384, 1.0f); /* wgrad-like: split-K prone */
+  if (!quick) gemm_e4m3_fusion(768, 768, 8192, 1.0f);
+}
+
 /* sumsq_many / fingerprint_many: on the GPU, what the single calls return,
  * for a count of tensors larger than the reduction's partials block (so the
  * scratch grows) and sizes on both sides of every partition boundary. */
@@ -1409,6 +1709,7 @@ int main(int argc, char **argv) {
 
   test_gemm();
   test_rounding();
+  test_fp8();
   test_reductions();
   test_reductions_many();
   test_basic();
