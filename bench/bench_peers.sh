@@ -7,7 +7,8 @@
 #
 #   RC_BIN=build/resumecheck OUT=/dir bash bench/bench_peers.sh
 #
-# PEER_SHAPES  (default "dense dense16 moe"):
+# PEER_SHAPES  (default "dense dense16 moe"; dense_fp8 and moe_fp8 run the core
+#              alone at --precision fp8, to set against its bf16 rows):
 #   dense    gpu-small without MoE: B8 x M2, S1024, V32768
 #   dense16  the same with B16 x M1 and V50304
 #   moe      gpu-small as it is (decoder layer 11 and the MTP layer MoE, E8 top-2)
@@ -41,6 +42,9 @@ shape_flags() { # SHAPE -> "core flags|torch flags|B|M"
   dense) echo "--preset gpu-small --moe-layers none|--no-moe|8|2" ;;
   dense16) echo "--preset gpu-small --moe-layers none --micro-batch 16 --microbatches 1 --vocab 50304|--no-moe --batch 16 --microbatches 1 --vocab 50304|16|1" ;;
   moe) echo "--preset gpu-small||8|2" ;;
+  # the core alone at fp8 (cuBLASLt E4M3 GEMMs), against its own bf16 rows above
+  dense_fp8) echo "--preset gpu-small --moe-layers none --precision fp8|-|8|2" ;;
+  moe_fp8) echo "--preset gpu-small --precision fp8|-|8|2" ;;
   *) return 1 ;;
   esac
 }
@@ -96,7 +100,7 @@ for round in $(seq 1 "${PEER_ROUNDS:-2}"); do
     IFS='|' read -r core_flags torch_flags B M <<< "$(shape_flags "$shape")" ||
       { echo "unknown shape '$shape'" >&2; continue; }
     for mode in ${PEER_MODES:-compile-whole compile-whole-det eager}; do
-      run_peer "$shape" "$round" "$mode" "$torch_flags"
+      [ "$torch_flags" = - ] || run_peer "$shape" "$round" "$mode" "$torch_flags"
     done
     run_core "$shape" "$round" "$core_flags" "$B" "$M"
   done

@@ -27,7 +27,9 @@
 # (bench/bench_peers.sh; PEER_SHAPES, PEER_MODES, PEER_ROUNDS pass through),
 # "startup" the save leg alone and beside each other leg (bench/bench_startup.sh),
 # "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu),
-# "loadscan" the pieces of a verified load under the load's thread knobs.
+# "loadscan" the pieces of a verified load under the load's thread knobs,
+# "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
+# "profile_fp8" the per-op profile at --precision fp8.
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -117,6 +119,21 @@ log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps)"
 RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
   --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
 head -30 "$OUT/profile_ops.txt" | tee -a "$S"
+fi
+
+if want profile_fp8; then
+log "per-op profile at fp8 (RC_PROFILE=ops, gpu-small --precision fp8, 4 steps)"
+RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --precision fp8 --device cuda \
+  --steps 4 --out /tmp/rc_prof8 > /dev/null 2> "$OUT/profile_ops_fp8.txt"
+head -30 "$OUT/profile_ops_fp8.txt" | tee -a "$S"
+fi
+
+if want fp8; then
+log "gpu_fp8_matrix (the seed's fp8 cells on cuBLASLt FP8, gpu-small fp8 A/A)"
+RC_BIN="$B/resumecheck" RC_SRC="$PWD" timeout 420 \
+  bash tests/gpu_fp8_matrix.sh > "$OUT/gpu_fp8_matrix.log" 2>&1
+echo "gpu_fp8_matrix exit $?" | tee -a "$S"
+grep -E "^(ok|FAIL)|cells" "$OUT/gpu_fp8_matrix.log" | tail -40 | tee -a "$S"
 fi
 
 if want harness; then

@@ -86,7 +86,7 @@ sed 's/"data":""/"data":"corpus.txt"/' "$T/base.json" >"$T/data.json"
 cat >"$T/shapes" <<EOF
 --config $T/fp32.json --bf16|--config $T/fp32.json --precision bf16|--config $T/fp32.json
 --fp16|--precision fp16|
---bf16 --fp8-format hybrid|--precision fp8|--bf16
+--bf16 --fp8-format e4m3|--precision fp8|!--bf16 --fp8-format hybrid
 --fp8-format e4m3 --bf16|--precision fp8|--bf16
 --precision fp8 --fp8-recipe delayed|--precision fp8|!--precision fp8 --fp8-recipe tensorwise
 --precision fp8 --fp8-amax-compute-algo max|--precision fp8|!--precision fp8 --fp8-amax-compute-algo most_recent
@@ -165,6 +165,7 @@ refuse "contradict" --bf16 --precision bf16
 refuse "contradict" --bf16 --fp16
 refuse "contradict" --fp16 --fp8-format hybrid
 refuse "needs --bf16" --fp8-format hybrid
+refuse "use --fp8-format e4m3" --bf16 --fp8-format hybrid
 refuse "not one of e4m3 | hybrid" --bf16 --fp8-format e5m2
 refuse "not a multiple of --micro-batch 4" --global-batch-size 10 --micro-batch-size 4
 refuse "not a multiple of --micro-batch 2 * --world-size 2" --world-size 2 --global-batch-size 6

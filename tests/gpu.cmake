@@ -1,6 +1,7 @@
 # GPU tests: they skip (77) without a GPU.
 rc_add_c_test(gpu_parity test_gpu_parity.c)
 rc_add_sh_test(gpu_harness gpu_harness.sh)
+rc_add_sh_test(gpu_fp8_matrix gpu_fp8_matrix.sh)
 # compute-sanitizer on tiny steps, with planted-bug controls (sanitizer_control)
 if(RC_HAVE_CUDA)
   add_executable(sanitizer_control ${CMAKE_CURRENT_SOURCE_DIR}/sanitizer_control.cu)

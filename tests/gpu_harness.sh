@@ -32,6 +32,7 @@ expect seed_fusion_off 0 --steps 10 --save-at 5 --precision bf16 --mtp-repeated-
 expect tiny_aa_bf16_attention 0 --steps 10 --save-at 5 --aa --attention-precision bf16
 expect seed_legacy_bf16_attention 1 --steps 10 --save-at 5 --precision bf16 --mtp-repeated-layer --first-microbatch-policy legacy --attention-precision bf16
 grep -q "RESUME diverged at step 6: grad_norm" <<<"$out" && echo "ok: grad norm first at step 6 (bf16 attention)" || { echo "FAIL: signature (bf16 attention)"; fail=1; }
+expect gpu_small_dense_aa 0 --preset gpu-small --moe-layers none --steps 4 --save-at 2 --aa
 expect gpu_small_aa 0 --preset gpu-small --steps 4 --save-at 2 --aa
 grep -Eq "CENSUS resume@2 +identical" <<<"$out" && echo "ok: gpu-small census identical" || { echo "FAIL: gpu-small census"; fail=1; }
 [ "$(kept "$t/gpu_small_aa/report.json")" = hashes ] && echo "ok: gpu-small through@4 kept as hashes (on-demand, A/A@4 and RESUME@4 identical)" || { echo "FAIL: gpu-small through@4 not hashes"; fail=1; }

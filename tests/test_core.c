@@ -2,7 +2,7 @@
  * finite differences, the first-microbatch mechanism of the seed, fusion-arm
  * equality, and the fp8 weight cache (issue: training core, show 1, 4-6).
  *
- * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache */
+ * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache | fp8-vs-bf16 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,8 +331,46 @@ static int fusion_arms(void) {
   return failures;
 }
 
-/* ---- 6. fp8: always-false never refreshes the cache; resolve does ---- */
+/* ---- 6. fp8: the e4m3 weight cache and its transpose, delayed scaling ---- */
 
+/* wq8_t is wq8 transposed, padding zero (the TN form of dgrad's operand). */
+static bool transpose_holds(const rc_linear *lin) {
+  size_t a = (size_t)lin->out * lin->in_pad, b = (size_t)lin->in * lin->out_pad;
+  for (int o = 0; o < lin->out; o++)
+    for (int i = 0; i < lin->in_pad; i++)
+      if (lin->wq8[o * (size_t)lin->in_pad + i] !=
+          (i < lin->in ? lin->wq8_t[i * (size_t)lin->out_pad + o] : 0))
+        return false;
+  for (int i = 0; i < lin->in; i++)
+    for (int o = lin->out; o < lin->out_pad; o++)
+      if (lin->wq8_t[i * (size_t)lin->out_pad + o]) return false;
+  return a > 0 && b > 0;
+}
+
+/* Largest |decode(wq8) / scale - w| relative to |w|, over elements in the
+ * normal range (|w| * scale >= 2^-6, where e4m3 keeps 3 mantissa bits). */
+static double cache_rel_err(const rc_linear *lin, const float *w, float scale) {
+  double worst = 0;
+  for (int o = 0; o < lin->out; o++)
+    for (int i = 0; i < lin->in; i++) {
+      float x = w[o * (size_t)lin->in + i];
+      if (fabsf(x) * scale < 0.015625f) continue;
+      double q = rc_e4m3_decode(lin->wq8[o * (size_t)lin->in_pad + i]) / (double)scale;
+      double e = fabs(q - x) / fabs(x);
+      worst = e > worst ? e : worst;
+    }
+  return worst;
+}
+
+static int history_len(const rc_model *m, const float *h) {
+  int n = 0;
+  while (n < m->cfg.fp8_amax_history && h[n] > 0) n++;
+  return n;
+}
+
+/* always-false never refreshes the cache, resolve does; the cache is the
+ * weights at its step, in e4m3 at the history's scale, with its transpose;
+ * the input and gradient histories grow a step at a time. */
 static int fp8_cache(void) {
   const char *names[] = {"always-false", "resolve"};
   for (int pi = 0; pi < 2; pi++) {
@@ -344,27 +382,79 @@ static int fp8_cache(void) {
     rc_data d;
     rc_data_open(&d, &c, NULL);
     rc_linear *lin = rc_model_find_linear(&m, "decoder/layers/0/self_attention/linear_qkv");
-    size_t n = lin->w->numel;
-    float *after1 = malloc(n * 4), *now = malloc(n * 4);
+    size_t n = (size_t)lin->out * lin->in_pad;
+    float *w0 = malloc(lin->w->numel * 4);
+    memcpy(w0, lin->w->weight, lin->w->numel * 4);
+    uint8_t *after1 = malloc(n), *now = malloc(n);
     rc_step_stats st;
     rc_model_train_step(&m, &d, &st);
-    m.ops->to_host(after1, lin->wq, n * 4);
+    memcpy(after1, lin->wq8, n);
     for (int s = 2; s <= 3; s++) rc_model_train_step(&m, &d, &st);
-    m.ops->to_host(now, lin->wq, n * 4);
-    bool stale = memcmp(after1, now, n * 4) == 0;
+    memcpy(now, lin->wq8, n);
+    bool stale = memcmp(after1, now, n) == 0;
+    CHECK(transpose_holds(lin), "%s: wq8_t is not wq8 transposed with zero padding", names[pi]);
+    CHECK(history_len(&m, lin->amax_history_input) == 3 &&
+              history_len(&m, lin->amax_history_grad) == 3,
+          "%s: input/grad histories hold %d/%d steps after 3, expected 3", names[pi],
+          history_len(&m, lin->amax_history_input), history_len(&m, lin->amax_history_grad));
     if (pi == 0) {
       CHECK(lin->cache_step == 1, "always-false: cache filled at step %d, expected 1",
             lin->cache_step);
       CHECK(stale, "always-false: the forward of step 3 should still use step-1 quantised weights");
+      /* quantised once, at step 1, just in time: scale = 448 / amax(w0) */
+      CHECK(history_len(&m, lin->amax_history) == 1, "always-false: weight history has %d steps",
+            history_len(&m, lin->amax_history));
+      double e = cache_rel_err(lin, w0, 448.0f / lin->amax_history[0]);
+      CHECK(e <= 1.0 / 16, "always-false: the cache is not the initial weights in e4m3 (rel %g)",
+            e);
+      /* negative control: the moved weights are not what the cache holds */
+      CHECK(cache_rel_err(lin, lin->w->weight, 448.0f / lin->amax_history[0]) > 0 &&
+                memcmp(w0, lin->w->weight, lin->w->numel * 4) != 0,
+            "always-false: the weights did not move");
     } else {
       CHECK(lin->cache_step == 3, "resolve: cache filled at step %d, expected 3", lin->cache_step);
       CHECK(!stale, "resolve: the cache should be refreshed every step");
     }
-    printf("%s: cache from step %d\n", names[pi], lin->cache_step);
-    free(after1), free(now);
+    printf("%s: cache from step %d, input amax %g, grad amax %g\n", names[pi], lin->cache_step,
+           lin->amax_history_input[0], lin->amax_history_grad[0]);
+    free(w0), free(after1), free(now);
     rc_model_free(&m);
     rc_data_close(&d);
   }
+  return failures;
+}
+
+/* fp8 GEMMs undo their scales: a step's loss and grad norm at fp8 stay
+ * within e4m3's error of bf16's (a missing or doubled unscale is off by
+ * orders of magnitude). */
+static int fp8_vs_bf16(void) {
+  const char *prec[] = {"bf16", "fp8"};
+  rc_step_stats st[2][3];
+  for (int p = 0; p < 2; p++) {
+    const char *flags[] = {"--precision", prec[p], "--first-microbatch-policy", "resolve"};
+    rc_config c;
+    make_config(&c, flags, 4);
+    rc_model m;
+    new_model(&m, &c);
+    rc_data d;
+    rc_data_open(&d, &c, NULL);
+    for (int s = 0; s < 3; s++) rc_model_train_step(&m, &d, &st[p][s]);
+    rc_model_free(&m);
+    rc_data_close(&d);
+  }
+  for (int s = 0; s < 3; s++) {
+    double dl = fabs(st[1][s].loss - st[0][s].loss) / st[0][s].loss;
+    double dg = fabs(st[1][s].grad_norm - st[0][s].grad_norm) / st[0][s].grad_norm;
+    printf("step %d: loss bf16 %.6f fp8 %.6f (rel %.2e), grad norm bf16 %.6f fp8 %.6f (rel %.2e)\n",
+           s + 1, st[0][s].loss, st[1][s].loss, dl, st[0][s].grad_norm, st[1][s].grad_norm, dg);
+    CHECK(dl < 1e-3, "step %d: fp8 loss %g is not within 0.1%% of bf16's %g", s + 1, st[1][s].loss,
+          st[0][s].loss);
+    CHECK(dg < 2e-2, "step %d: fp8 grad norm %g is not within 2%% of bf16's %g", s + 1,
+          st[1][s].grad_norm, st[0][s].grad_norm);
+  }
+  /* negative control: fp8 is not silently bf16 */
+  CHECK(st[1][0].loss != st[0][0].loss || st[1][0].grad_norm != st[0][0].grad_norm,
+        "fp8 and bf16 give identical steps: fp8 GEMMs did not run");
   return failures;
 }
 
@@ -374,6 +464,7 @@ int main(int argc, char **argv) {
           : !strcmp(argv[1], "mechanism")   ? mechanism()
           : !strcmp(argv[1], "fusion-arms") ? fusion_arms()
           : !strcmp(argv[1], "fp8-cache")   ? fp8_cache()
+          : !strcmp(argv[1], "fp8-vs-bf16") ? fp8_vs_bf16()
                                             : -1;
   if (f < 0) return 2;
   printf("%s: %s\n", argv[1], f ? "FAILED" : "passed");

@@ -75,6 +75,34 @@ RC_HD float rc_round_e4m3(float x) {
   return rc_bits_f32(sign | mag);
 }
 
+/* FP8 E4M3 bytes (OCP "fn"): sign, 4 exponent bits (bias 7), 3 mantissa bits;
+ * exponent 0 is subnormal (m * 2^-9), 0x7f / 0xff the only NaNs, no
+ * infinities. rc_e4m3_encode(x) is the byte of rc_round_e4m3(x) (so it
+ * saturates to +-448; NaN becomes sign | 0x7f); rc_e4m3_decode inverts it
+ * exactly. Both backends cast through these, so fp8 bytes agree bitwise. */
+RC_HD uint8_t rc_e4m3_encode(float x) {
+  float r = rc_round_e4m3(x);
+  uint32_t u = rc_f32_bits(r);
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  uint32_t mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+  if (mag == 0) return sign;
+  int e = (int)(mag >> 23) - 127 + 7;
+  if (e >= 1) return (uint8_t)(sign | (uint32_t)e << 3 | ((mag >> 20) & 7u));
+  return (uint8_t)(sign | (uint32_t)(rc_bits_f32(mag) * 512.0f)); /* subnormal: exact 1..7 */
+}
+RC_HD float rc_e4m3_decode(uint8_t b) {
+  uint32_t e = (b >> 3) & 15u, m = b & 7u;
+  float mag;
+  if (e == 15u && m == 7u)
+    mag = rc_bits_f32(0x7fc00000u);
+  else if (e == 0)
+    mag = (float)m * 0.001953125f; /* m * 2^-9, exact */
+  else
+    mag = rc_bits_f32((e + 120u) << 23 | m << 20); /* (1 + m/8) * 2^(e-7) */
+  return (b & 0x80u) ? -mag : mag;
+}
+
 /* ---- Philox4x32-10 (Salmon et al. 2011), the generator of cuRAND and of
  * PyTorch's CUDA dropout. A draw is a pure function of (key, counter), so the
  * RNG "state" is just an offset: forgetting to checkpoint it is a real bug. */

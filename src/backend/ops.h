@@ -81,6 +81,31 @@ typedef struct rc_ops {
   void (*gemm)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+  /* ---- FP8 (E4M3), the tensor-core form Transformer Engine uses ----
+   * Bytes are rc_e4m3_encode's (numeric.h). A scaled cast and a GEMM on the
+   * bytes: with per-tensor scales s_a and s_b the caller passes
+   * alpha = 1 / (s_a * s_b) to get the unscaled product back.
+   *
+   * cast_e4m3: dst[r, c] = rc_e4m3_encode(src[r, c] * scale) for a rows x cols
+   * row-major src (row stride ld_src), into dst with row stride ld_dst bytes
+   * (writes every byte of the rows; columns cols..ld_dst-1 become 0, so a
+   * GEMM's k can be padded with zeros). transpose: dst[c, r] instead, dst
+   * then cols rows of ld_dst >= rows bytes, columns rows..ld_dst-1 zero. */
+  void (*cast_e4m3)(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
+                    float scale, bool transpose);
+  /* C[m,n] = alpha * A[m,k] . B[n,k]^T + beta * C (the TN form FP8 tensor
+   * cores take: both operands k-contiguous), A and B e4m3 bytes, contiguous
+   * (row stride k), k a multiple of 16, both 16-byte aligned. Products are
+   * exact; the sum is accumulated in fp32 in a fixed order (the device's
+   * tensor cores order it differently from the CPU: backends agree within
+   * tolerance). beta as in gemm: 0 never reads C, 1 is bitwise
+   * beta-0-into-scratch then `add`. */
+  void (*gemm_e4m3)(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
+                    float beta, float *C, int ldc);
+  /* amax[0] = max(amax[0], max |x|) without a host round trip (a max is
+   * exact in any order); NaN in x (or already in amax[0]) leaves NaN. */
+  void (*amax_update)(float *amax, const float *x, size_t n);
+
   /* ---- elementwise and reductions ---- */
   /* dst[i] = round(src[i]) to ct (FP32: copy). dst may equal src. */
   void (*round_to)(float *dst, const float *src, size_t n, rc_compute ct);

@@ -16,6 +16,9 @@
   X(host_alloc)                                                                                    \
   X(host_free)                                                                                     \
   X(gemm)                                                                                          \
+  X(cast_e4m3)                                                                                     \
+  X(gemm_e4m3)                                                                                     \
+  X(amax_update)                                                                                   \
   X(round_to)                                                                                      \
   X(quantize_e4m3)                                                                                 \
   X(amax)                                                                                          \

@@ -42,7 +42,8 @@ typedef struct {
 } gemm_shape;
 
 #define N_CT 3 /* RC_COMPUTE_FP32, BF16, FP16 */
-static const char *ct_names[N_CT] = {"fp32", "bf16", "fp16"};
+static const char *ct_names[N_CT + 1] = {"fp32", "bf16", "fp16", "e4m3"};
+#define CT_E4M3 ((rc_compute)N_CT) /* gemm_e4m3's rows of the shape table */
 
 static const rc_ops *inner;
 static tally ops_tally[OP_COUNT];
@@ -156,6 +157,24 @@ static void p_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int 
   inner->gemm(ct, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   double dt = end(OP_gemm, t0);
   charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, dt);
+}
+static void p_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
+                        float scale, bool transpose) {
+  double t0 = begin();
+  inner->cast_e4m3(dst, ld_dst, src, ld_src, rows, cols, scale, transpose);
+  end(OP_cast_e4m3, t0);
+}
+static void p_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
+                        float beta, float *C, int ldc) {
+  double t0 = begin();
+  inner->gemm_e4m3(m, n, k, alpha, A, B, beta, C, ldc);
+  double dt = end(OP_gemm_e4m3, t0);
+  charge_gemm(CT_E4M3, false, true, m, n, k, beta == 0.0f, dt);
+}
+static void p_amax_update(float *amax, const float *x, size_t n) {
+  double t0 = begin();
+  inner->amax_update(amax, x, n);
+  end(OP_amax_update, t0);
 }
 static void p_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
   double t0 = begin();
@@ -352,6 +371,9 @@ static rc_ops profiled = {
     .zero = p_zero,
     .sync = p_sync,
     .gemm = p_gemm,
+    .cast_e4m3 = p_cast_e4m3,
+    .gemm_e4m3 = p_gemm_e4m3,
+    .amax_update = p_amax_update,
     .round_to = p_round_to,
     .quantize_e4m3 = p_quantize_e4m3,
     .amax = p_amax,
@@ -422,7 +444,7 @@ static int cmp_by_time(const void *a, const void *b) {
 }
 
 static void shape_label(char *buf, size_t cap, const gemm_shape *s) {
-  const char *ct = (int)s->ct >= 0 && (int)s->ct < N_CT ? ct_names[s->ct] : "ct?";
+  const char *ct = (int)s->ct >= 0 && (int)s->ct <= N_CT ? ct_names[s->ct] : "ct?";
   snprintf(buf, cap, "%s %c%c %dx%dx%d beta%s", ct, s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N',
            s->m, s->n, s->k, s->beta_zero ? "=0" : "!=0");
 }
@@ -467,7 +489,10 @@ void rc_ops_profile_report(FILE *f) {
   fprintf(f, "  %-34s %8ld %11.3f %10s %6.1f%%\n", "total", calls, 1e3 * total, "",
           total > 0 ? 100.0 : 0.0);
 
-  const tally *g = &ops_tally[OP_gemm];
+  /* the shape table covers both GEMM ops; shares are of their sum */
+  tally gemms = {ops_tally[OP_gemm].calls + ops_tally[OP_gemm_e4m3].calls,
+                 ops_tally[OP_gemm].seconds + ops_tally[OP_gemm_e4m3].seconds};
+  const tally *g = &gemms;
   if (!g->calls) return;
   by_time sorder[RC_OPS_PROFILE_GEMM_SHAPES];
   double flops = other.flops;

@@ -141,9 +141,14 @@ static void linear_fields(FILE *f, const rc_model *m) {
     for (int i = 0; i < m->nlinears; i++) {
       const rc_linear *lin = &m->linears[i];
       if (!lin->te_style) continue;
-      snprintf(name, sizeof name, "fp8.amax_history.%s", lin->name);
-      field_fp(f, name, CLASS_SAVED,
-               rc_fingerprint_host(lin->amax_history, sizeof(float) * c->fp8_amax_history), NULL);
+      const float *histories[3] = {lin->amax_history, lin->amax_history_input,
+                                   lin->amax_history_grad};
+      const char *kinds[3] = {"", "_input", "_grad"};
+      for (int h = 0; h < 3; h++) {
+        snprintf(name, sizeof name, "fp8.amax_history%s.%s", kinds[h], lin->name);
+        field_fp(f, name, CLASS_SAVED,
+                 rc_fingerprint_host(histories[h], sizeof(float) * c->fp8_amax_history), NULL);
+      }
     }
   for (int i = 0; i < m->nlinears; i++) {
     const rc_linear *lin = &m->linears[i];
@@ -163,7 +168,8 @@ static void linear_fields(FILE *f, const rc_model *m) {
     snprintf(name, sizeof name, "linear.weight_cache.%s", lin->name);
     if (lin->cache_valid)
       snprintf(value, sizeof value, "valid fp=%016" PRIx64 " step=%d",
-               m->ops->fingerprint(lin->wq, lin->w->numel * sizeof(float)), lin->cache_step);
+               m->ops->fingerprint(lin->wq8, (size_t)lin->groups * lin->out * lin->in_pad),
+               lin->cache_step);
     else
       snprintf(value, sizeof value, "invalid");
     cache_note(m, lin, note, sizeof note);

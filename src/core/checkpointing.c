@@ -164,8 +164,12 @@ static void add_layer_state(rc_model *m, state_list *l, bool dp) {
     if (!lin->te_style) continue;
     if (c->precision == RC_PREC_FP8 && !(bug & RC_BUG_AMAX_HISTORY_NOT_SAVED)) {
       int64_t shape[1] = {c->fp8_amax_history};
-      snprintf(path, sizeof path, "/fp8/%s/amax_history", lin->name);
-      add(l, path, RC_DT_F32, 1, shape, lin->amax_history, ON_HOST, true);
+      float *histories[3] = {lin->amax_history, lin->amax_history_input, lin->amax_history_grad};
+      const char *kinds[3] = {"", "_input", "_grad"};
+      for (int h = 0; h < 3; h++) { /* the weight's, then the GEMM inputs' and gradients' */
+        snprintf(path, sizeof path, "/fp8/%s/amax_history%s", lin->name, kinds[h]);
+        add(l, path, RC_DT_F32, 1, shape, histories[h], ON_HOST, true);
+      }
     }
     if (c->policy == RC_POLICY_PERSIST) {
       snprintf(path, sizeof path, "/flags/%s/is_first_microbatch", lin->name);

@@ -721,6 +721,11 @@ static int resolve_megatron(const rc_megatron_args *g, rc_config *c, rc_err *err
                    "--fp8-format %s needs --bf16: resumecheck's fp8 computes the rest in bf16 "
                    "(--precision fp8)",
                    FP8_FORMATS[g->fp8_format - 1]);
+  if (g->fp8_format == 2)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--fp8-format hybrid keeps output gradients in E5M2; resumecheck's fp8 is "
+                   "Transformer Engine's E4M3 recipe (weights, inputs and output gradients all "
+                   "e4m3): use --fp8-format e4m3");
   if (g->fp8_format)
     c->precision = RC_PREC_FP8;
   else if (g->bf16)
@@ -901,12 +906,12 @@ static int check_leg(const rc_config *c, const rc_leg_opts *leg, rc_err *err) {
   }
   for (int i = 0; i < leg->n_save_deferred_at; i++) {
     bool saved = false, hashes = false;
-    for (int j = 0; j < leg->n_save_at; j++) saved = saved || leg->save_at[j] == leg->save_deferred_at[i];
+    for (int j = 0; j < leg->n_save_at; j++)
+      saved = saved || leg->save_at[j] == leg->save_deferred_at[i];
     for (int j = 0; j < leg->n_save_hashes_at; j++)
       hashes = hashes || leg->save_hashes_at[j] == leg->save_deferred_at[i];
     if (!saved || hashes)
-      return rc_fail(err, RC_EXIT_USAGE,
-                     "--save-deferred-at %d %s", leg->save_deferred_at[i],
+      return rc_fail(err, RC_EXIT_USAGE, "--save-deferred-at %d %s", leg->save_deferred_at[i],
                      hashes ? "is in --save-hashes-at too: a save is decided late or keeps hashes"
                               " only, not both"
                             : "is not in --save-at: it names which saves are decided late, so "

@@ -16,6 +16,7 @@
  * identical order, so a one-rank run through the collectives writes the
  * bytes of the plain path (tested on the CPU with "single" and on the GPU
  * with NCCL). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,4 +220,29 @@ void rc_dist_sum_host(rc_model *m, double *x, int n) {
   if (m->dist_rc) return;
   rc_err e = {0};
   fail(m, rc_comm_sum_doubles_host(m->comm, m->ops, x, n, &e), &e);
+}
+
+/* fp8 amax reduction across data-parallel ranks, as Transformer Engine's
+ * amax_reduction_group does: every rank's step amaxes gathered and combined
+ * by max (exact in any order, NaN sticky), so the histories stay replicated
+ * and a checkpoint's one copy serves every rank. */
+void rc_dist_max_host(rc_model *m, float *x, int n) {
+  if (m->dist_rc || n <= 0) return;
+  int W = m->comm->world;
+  float *all = malloc(sizeof(float) * (size_t)n * (size_t)W);
+  if (!all) {
+    rc_err e = {0};
+    rc_fail(&e, RC_EXIT_RESOURCES, "fp8: out of host memory gathering amaxes");
+    return fail(m, RC_EXIT_RESOURCES, &e);
+  }
+  rc_err e = {0};
+  int rc = rc_comm_all_gather_host(m->comm, m->ops, x, all, sizeof(float) * (size_t)n, &e);
+  if (!rc)
+    for (int r = 0; r < W; r++)
+      for (int i = 0; i < n; i++) {
+        float v = all[(size_t)r * n + i];
+        if (isnan(v) || v > x[i]) x[i] = isnan(x[i]) ? x[i] : v;
+      }
+  free(all);
+  fail(m, rc, &e);
 }

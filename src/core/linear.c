@@ -8,12 +8,18 @@
  * With a shared MTP layer the first forward (depth 1, TRUE after a fresh
  * start) pairs with the last backward, so its overwrite discards the other
  * depths' gradients: the seed's bug. The same value drives the fp8 weight
- * cache: NONE quantises afresh, TRUE refreshes the cache, FALSE reuses it. */
+ * cache: NONE quantises afresh, TRUE refreshes the cache, FALSE reuses it.
+ *
+ * fp8 is real FP8: all three GEMMs of a quantised linear (forward, dgrad,
+ * wgrad) run on e4m3 bytes with fp32 accumulation (ops.h gemm_e4m3;
+ * cuBLASLt on the GPU), each operand scaled per tensor by delayed scaling
+ * from its own amax history, as Transformer Engine's E4M3 recipe does. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/linear.h"
+#include "core/model_internal.h"
 
 const char *rc_flag_name(rc_flag f) {
   return f == RC_FLAG_TRUE ? "TRUE" : f == RC_FLAG_FALSE ? "FALSE" : "NONE";
@@ -46,42 +52,61 @@ rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin) {
 
 /* Delayed scaling as in Transformer Engine: scale = fp8_max / amax, amax the
  * maximum of the history (0 = none recorded yet: the first quantisation
- * scales just in time). The history therefore shapes every quantised
- * weight, which is why it is checkpointed. */
+ * scales just in time). The histories therefore shape every quantised
+ * value, which is why they are checkpointed. */
 static float scale_from_amax(float amax) {
   if (!(amax > 0) || !isfinite(amax)) return 1.0f;
   return (float)(448.0 / (double)amax);
 }
 
+static float history_scale(const rc_model *m, const float *history) {
+  float h = 0;
+  for (int i = 0; i < m->cfg.fp8_amax_history; i++) h = history[i] > h ? history[i] : h;
+  return h > 0 ? scale_from_amax(h) : 0.0f;
+}
+
+static void push_history(const rc_model *m, float *history, float amax) {
+  int n = m->cfg.fp8_amax_history;
+  memmove(history + 1, history, sizeof(float) * (size_t)(n - 1));
+  history[0] = amax;
+}
+
 void rc_linear_begin_step(rc_model *m, rc_linear *lin) {
   if (!is_quantised(m, lin)) return;
-  float h = 0;
-  for (int i = 0; i < m->cfg.fp8_amax_history; i++)
-    h = lin->amax_history[i] > h ? lin->amax_history[i] : h;
-  lin->fp8_scale = h > 0 ? scale_from_amax(h) : 0.0f;
+  lin->fp8_scale = history_scale(m, lin->amax_history);
+  lin->scale_input = history_scale(m, lin->amax_history_input);
+  lin->scale_grad = history_scale(m, lin->amax_history_grad);
   lin->step_amax = 0;
-  lin->quantised_this_step = false;
+  lin->quantised_this_step = lin->input_seen = lin->grad_seen = false;
 }
 
 void rc_linear_end_step(rc_model *m, rc_linear *lin) {
-  if (!is_quantised(m, lin) || !lin->quantised_this_step) return;
-  int n = m->cfg.fp8_amax_history;
-  memmove(lin->amax_history + 1, lin->amax_history, sizeof(float) * (size_t)(n - 1));
-  lin->amax_history[0] = lin->step_amax;
+  if (!is_quantised(m, lin)) return;
+  if (lin->quantised_this_step) push_history(m, lin->amax_history, lin->step_amax);
+  const float *step = m->fp8_amax_host + 2 * lin->fp8_slot; /* read back by the model */
+  if (lin->input_seen) push_history(m, lin->amax_history_input, step[0]);
+  if (lin->grad_seen) push_history(m, lin->amax_history_grad, step[1]);
 }
 
+/* The weight cache: W and its transpose as e4m3 bytes, per group. */
 static void quantise(rc_model *m, rc_linear *lin, int step) {
   const rc_ops *o = m->ops;
-  size_t n = lin->w->numel;
+  size_t n = lin->w->numel, wsz = (size_t)lin->out * lin->in;
   float amax = o->amax(lin->w->weight, n);
   if (lin->fp8_scale == 0) lin->fp8_scale = scale_from_amax(amax);
   if (amax > lin->step_amax) lin->step_amax = amax;
   lin->quantised_this_step = true;
-  o->quantize_e4m3(lin->wq, lin->w->weight, n, lin->fp8_scale);
+  for (int g = 0; g < lin->groups; g++) {
+    const float *w = lin->w->weight + g * wsz;
+    o->cast_e4m3(lin->wq8 + g * (size_t)lin->out * lin->in_pad, lin->in_pad, w, lin->in, lin->out,
+                 lin->in, lin->fp8_scale, false);
+    o->cast_e4m3(lin->wq8_t + g * (size_t)lin->in * lin->out_pad, lin->out_pad, w, lin->in,
+                 lin->out, lin->in, lin->fp8_scale, true);
+  }
   lin->cache_step = step;
 }
 
-/* Makes lin->wq the weight this forward call uses. */
+/* Makes the weight this forward call uses: lin->wq, or the e4m3 cache. */
 static void prepare_weight(rc_model *m, rc_linear *lin, rc_flag p) {
   const rc_ops *o = m->ops;
   if (!is_quantised(m, lin)) {
@@ -98,14 +123,97 @@ static void prepare_weight(rc_model *m, rc_linear *lin, rc_flag p) {
   } /* FALSE with a valid cache: reuse, even if the weights moved since */
 }
 
-/* fp32 weights and fp8-dequantised weights (arbitrary floats) run fp32 GEMMs;
- * bf16/fp16 weights run in their compute type. */
+/* Records x's amax for the history (on the backend) and returns the step's
+ * scale for it, fixing it just in time from x when the history is empty. */
+static float activation_scale(rc_model *m, float *scale, float *slot_amax, const float *x,
+                              size_t n) {
+  m->ops->amax_update(slot_amax, x, n);
+  if (*scale == 0) *scale = scale_from_amax(m->ops->amax(x, n));
+  return *scale;
+}
+
+/* 1 / (s_a s_b): the factor that takes a product of scaled operands back. */
+static float unscale(float s_a, float s_b) {
+  return (float)(1.0 / ((double)s_a * (double)s_b));
+}
+
+static void check_fp8_rows(const rc_model *m, const rc_linear *lin, int rows) {
+  size_t widest = (size_t)(lin->in_pad > lin->out_pad ? lin->in_pad : lin->out_pad);
+  if ((size_t)rc_fp8_pad(rows) * widest > m->fp8_scratch_bytes) {
+    fprintf(stderr, "resumecheck: internal error: %s: %d rows exceed the fp8 cast buffers\n",
+            lin->name, rows);
+    abort();
+  }
+}
+
+/* y = x W^T on e4m3 bytes: x cast with the input scale, W from the cache. */
+static void forward_fp8(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
+                        const int *group_rows) {
+  const rc_ops *o = m->ops;
+  float sx = activation_scale(m, &lin->scale_input, m->fp8_amax + 2 * lin->fp8_slot, x,
+                              (size_t)rows * lin->in);
+  lin->input_seen = true;
+  float alpha = unscale(sx, lin->fp8_scale);
+  int r0 = 0;
+  for (int g = 0; g < lin->groups; g++) {
+    int r = group_rows ? group_rows[g] : rows;
+    if (r > 0) {
+      check_fp8_rows(m, lin, r);
+      o->cast_e4m3(m->fp8_a, lin->in_pad, x + (size_t)r0 * lin->in, lin->in, r, lin->in, sx, false);
+      o->gemm_e4m3(r, lin->out, lin->in_pad, alpha, m->fp8_a,
+                   lin->wq8 + g * (size_t)lin->out * lin->in_pad, 0.0f, y + (size_t)r0 * lin->out,
+                   lin->out);
+    }
+    r0 += r;
+  }
+}
+
+/* dx = dy W (dy cast with the gradient scale, W^T from the cache) and
+ * wgrad = dy^T x (both cast transposed, so k = the rows, padded). */
+static void backward_fp8(rc_model *m, rc_linear *lin, const float *dy, const float *x, float *dx,
+                         int rows, const int *group_rows, bool overwrite) {
+  const rc_ops *o = m->ops;
+  float sg = activation_scale(m, &lin->scale_grad, m->fp8_amax + 2 * lin->fp8_slot + 1, dy,
+                              (size_t)rows * lin->out);
+  lin->grad_seen = true;
+  float sx = lin->scale_input;
+  size_t wsz = (size_t)lin->out * lin->in;
+  int r0 = 0;
+  for (int g = 0; g < lin->groups; g++) {
+    int r = group_rows ? group_rows[g] : rows, rp = rc_fp8_pad(r);
+    const float *dy_g = dy + (size_t)r0 * lin->out, *x_g = x + (size_t)r0 * lin->in;
+    check_fp8_rows(m, lin, r);
+    if (dx && r > 0) {
+      o->cast_e4m3(m->fp8_a, lin->out_pad, dy_g, lin->out, r, lin->out, sg, false);
+      o->gemm_e4m3(r, lin->in, lin->out_pad, unscale(sg, lin->fp8_scale), m->fp8_a,
+                   lin->wq8_t + g * (size_t)lin->in * lin->out_pad, 0.0f, dx + (size_t)r0 * lin->in,
+                   lin->in);
+    }
+    if (r > 0) {
+      o->cast_e4m3(m->fp8_a, rp, dy_g, lin->out, r, lin->out, sg, true);
+      o->cast_e4m3(m->fp8_b, rp, x_g, lin->in, r, lin->in, sx, true);
+    }
+    float *main_grad = lin->w->main_grad + g * wsz, alpha = unscale(sg, sx);
+    if (m->cfg.grad_accum_fusion) {
+      o->gemm_e4m3(lin->out, lin->in, rp, alpha, m->fp8_a, m->fp8_b, overwrite ? 0.0f : 1.0f,
+                   main_grad, lin->in);
+    } else {
+      o->gemm_e4m3(lin->out, lin->in, rp, alpha, m->fp8_a, m->fp8_b, 0.0f, lin->wgrad_scratch,
+                   lin->in);
+      o->add(main_grad, main_grad, lin->wgrad_scratch, wsz);
+    }
+    r0 += r;
+  }
+}
+
+/* bf16/fp16 weights run in their compute type, fp32 ones in fp32 (fp8
+ * linears run gemm_e4m3 instead). */
 static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
-  return lin->wq == lin->w->weight || is_quantised(m, lin) ? RC_COMPUTE_FP32 : m->ct;
+  return lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
 }
 
 bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin) {
-  return gemm_compute(m, lin) == m->ct;
+  return !is_quantised(m, lin) && gemm_compute(m, lin) == m->ct;
 }
 
 const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst, const float *src,
@@ -128,6 +236,21 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
   fputc('\n', ev->out);
 }
 
+/* y = x W^T in the compute type. */
+static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
+                         const int *group_rows) {
+  rc_compute ct = gemm_compute(m, lin);
+  size_t wsz = (size_t)lin->out * lin->in;
+  int r0 = 0;
+  for (int g = 0; g < lin->groups; g++) {
+    int r = group_rows ? group_rows[g] : rows;
+    if (r > 0)
+      m->ops->gemm(ct, false, true, r, lin->out, lin->in, 1.0f, x + (size_t)r0 * lin->in, lin->in,
+                   lin->wq + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out, lin->out);
+    r0 += r;
+  }
+}
+
 int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
                       const int *group_rows) {
   rc_flag p = lin->te_style ? rc_linear_policy_value(m, lin) : RC_FLAG_NONE;
@@ -140,28 +263,20 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int
   lin->passed[call] = p;
   prepare_weight(m, lin, p);
   if (lin->te_style) lin->flag = RC_FLAG_FALSE;
-  rc_compute ct = gemm_compute(m, lin);
-  size_t wsz = (size_t)lin->out * lin->in;
-  int r0 = 0;
-  for (int g = 0; g < lin->groups; g++) {
-    int r = group_rows ? group_rows[g] : rows;
-    if (r > 0)
-      m->ops->gemm(ct, false, true, r, lin->out, lin->in, 1.0f, x + (size_t)r0 * lin->in, lin->in,
-                   lin->wq + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out, lin->out);
-    r0 += r;
-  }
+  if (is_quantised(m, lin))
+    forward_fp8(m, lin, x, y, rows, group_rows);
+  else
+    forward_gemm(m, lin, x, y, rows, group_rows);
   if (m->events.out) log_event(m, "forward", lin, call, p, -1, y, (size_t)rows * lin->out);
   return call;
 }
 
-void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, const float *x,
-                        float *dx, int rows, const int *group_rows) {
+/* dx = dy W and main_grad (+)= dy^T x in the compute type. */
+static void backward_gemm(rc_model *m, rc_linear *lin, const float *dy, const float *x, float *dx,
+                          int rows, const int *group_rows, bool overwrite) {
   const rc_ops *o = m->ops;
-  rc_flag p = lin->passed[call];
   rc_compute ct = gemm_compute(m, lin);
   size_t wsz = (size_t)lin->out * lin->in;
-  bool overwrite = lin->te_style && m->cfg.grad_accum_fusion && p == RC_FLAG_TRUE;
-  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, rows);
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
@@ -182,6 +297,17 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, 
     }
     r0 += r;
   }
+}
+
+void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, const float *x,
+                        float *dx, int rows, const int *group_rows) {
+  rc_flag p = lin->passed[call];
+  bool overwrite = lin->te_style && m->cfg.grad_accum_fusion && p == RC_FLAG_TRUE;
+  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, rows);
+  if (is_quantised(m, lin))
+    backward_fp8(m, lin, dy, x, dx, rows, group_rows, overwrite);
+  else
+    backward_gemm(m, lin, dy, x, dx, rows, group_rows, overwrite);
   if (m->events.out)
     log_event(m, "backward", lin, call, p, overwrite ? 0 : 1, dx ? dx : lin->w->main_grad,
               dx ? (size_t)rows * lin->in : lin->w->numel);

@@ -12,13 +12,14 @@ rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin);
 
 /* Whether lin's GEMMs round their inputs to the model's compute type
  * themselves (ops.h: a BF16/FP16 GEMM rounds its operands). Not so for
- * fp8-quantised linears: they run fp32 GEMMs on bf16-rounded activations. */
+ * fp8-quantised linears: they cast bf16-rounded activations to e4m3. */
 bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin);
 /* The input or output gradient for lin's GEMMs: src itself when the GEMM
  * rounds it, else src rounded into dst (dst may equal src; n floats). */
 const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst, const float *src,
                                    size_t n);
-/* fp8: fix the step's scale from the amax history / push the step's amax. */
+/* fp8: fix the step's scales from the amax histories / push the step's
+ * amaxes (the activations' from rc_model.fp8_amax_host, read back first). */
 void rc_linear_begin_step(rc_model *m, rc_linear *lin);
 void rc_linear_end_step(rc_model *m, rc_linear *lin);
 /* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).

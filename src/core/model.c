@@ -43,6 +43,14 @@ static rc_param *add_norm(rc_model *m, const char *prefix, const char *name) {
   return add_param(m, buf, 1, m->H, 0, 0, false);
 }
 
+/* The fp8 delayed-scaling histories of a linear (host, [history] each). */
+static void alloc_amax_histories(rc_model *m, rc_linear *lin) {
+  size_t n = (size_t)m->cfg.fp8_amax_history;
+  lin->amax_history = rc_model_host_alloc(m, n, sizeof(float), "amax_history");
+  lin->amax_history_input = rc_model_host_alloc(m, n, sizeof(float), "amax_history_input");
+  lin->amax_history_grad = rc_model_host_alloc(m, n, sizeof(float), "amax_history_grad");
+}
+
 static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, int groups, int in,
                              int out, bool te_style, bool repeated) {
   if (m->nlinears == RC_MAX_LINEARS) abort();
@@ -56,8 +64,7 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
   lin->groups = groups, lin->in = in, lin->out = out;
   lin->te_style = te_style, lin->repeated = repeated;
   lin->flag = RC_FLAG_TRUE;
-  lin->amax_history =
-      rc_model_host_alloc(m, (size_t)m->cfg.fp8_amax_history, sizeof(float), "amax_history");
+  alloc_amax_histories(m, lin);
   return lin;
 }
 
@@ -218,8 +225,7 @@ static void add_output_head(rc_model *m) {
     memset(h, 0, sizeof *h);
     snprintf(h->name, sizeof h->name, "output_layer");
     h->w = m->embedding, h->groups = 1, h->in = m->H, h->out = m->V, h->flag = RC_FLAG_TRUE;
-    h->amax_history =
-        rc_model_host_alloc(m, (size_t)c->fp8_amax_history, sizeof(float), "amax_history");
+    alloc_amax_histories(m, h);
     m->head = h;
   } else {
     m->head = add_linear(m, "", "output_layer", 1, m->H, m->V, c->te_output_head, false);
@@ -258,20 +264,43 @@ static void add_params(rc_model *m) {
 }
 
 /* The weights as forward uses them: rounded copies unless fp32 (the router
- * is always fp32), and a wgrad scratch where fusion is off. */
+ * is always fp32), the e4m3 cache and its transpose for fp8 linears, and a
+ * wgrad scratch where fusion is off. */
 static void alloc_weight_copies(rc_model *m) {
   const rc_config *c = &m->cfg;
   for (int i = 0; i < m->nlinears; i++) {
     rc_linear *lin = &m->linears[i];
     bool is_router = strstr(lin->name, "/router") != NULL;
-    lin->wq =
-        (m->ct == RC_COMPUTE_FP32 || is_router) && !(lin->te_style && c->precision == RC_PREC_FP8)
-            ? lin->w->weight
-            : rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, lin->w->numel, "wq");
+    if (lin->te_style && c->precision == RC_PREC_FP8) {
+      size_t g = (size_t)lin->groups;
+      lin->in_pad = rc_fp8_pad(lin->in), lin->out_pad = rc_fp8_pad(lin->out);
+      lin->wq8 = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES,
+                                      g * (size_t)lin->out * (size_t)lin->in_pad, "wq8");
+      lin->wq8_t = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES,
+                                        g * (size_t)lin->in * (size_t)lin->out_pad, "wq8_t");
+      lin->fp8_slot = m->fp8_slots++;
+    } else {
+      lin->wq = m->ct == RC_COMPUTE_FP32 || is_router
+                    ? lin->w->weight
+                    : rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, lin->w->numel, "wq");
+    }
     if (lin->te_style && !c->grad_accum_fusion)
       lin->wgrad_scratch =
           rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, (size_t)lin->in * lin->out, "wgrad_scratch");
   }
+}
+
+/* fp8: the running amaxes and the two cast buffers, sized for the largest
+ * operand any fp8 GEMM casts: at most T rows a call (a token reaches an
+ * expert once), padded widths (rc_fp8_scratch_bytes). */
+static void alloc_fp8(rc_model *m) {
+  if (!m->fp8_slots) return;
+  m->fp8_amax = rc_model_alloc(m, RC_MEM_SCRATCH, 2 * (size_t)m->fp8_slots, "fp8_amax");
+  m->fp8_amax_host =
+      rc_model_host_alloc(m, 2 * (size_t)m->fp8_slots, sizeof(float), "fp8_amax_host");
+  m->fp8_scratch_bytes = rc_fp8_scratch_bytes(&m->cfg);
+  m->fp8_a = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_a");
+  m->fp8_b = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_b");
 }
 
 /* One MTP depth's activations (depth k >= 1). */
@@ -359,6 +388,7 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   rc = alloc_activations(m, err);
   if (rc) return rc;
   alloc_scratch(m);
+  alloc_fp8(m);
   if (m->alloc_failed)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   /* state */

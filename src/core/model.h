@@ -57,14 +57,25 @@ typedef struct {
   bool te_style;        /* false: a plain linear whose wgrad always accumulates */
   bool repeated;        /* a module of the shared MTP layer */
   rc_flag flag;         /* is_first_microbatch, TRUE at construction */
-  float *wq;            /* the weight as used by forward: rounded / quantised */
-  bool cache_valid;     /* fp8: wq holds a cached quantisation */
+  float *wq;            /* the weight as forward uses it: a rounded copy (NULL when fp8) */
+  bool cache_valid;     /* fp8: wq8 / wq8_t hold a cached quantisation */
   int cache_step;       /* the step whose weights are in the cache (for tests) */
   float *wgrad_scratch; /* fusion off */
-  /* fp8 delayed scaling: history of per-step amax, scale fixed for a step */
-  float *amax_history; /* [history] host */
-  float fp8_scale, step_amax;
-  bool quantised_this_step;
+  /* fp8 (--precision fp8, te_style linears): every GEMM runs on e4m3 bytes
+   * (ops.h gemm_e4m3). The weight cache as Transformer Engine keeps it: W
+   * [groups][out][in_pad] for forward and its transpose [groups][in][out_pad]
+   * for dgrad, widths padded to 16 with zeros (the TN form). */
+  uint8_t *wq8, *wq8_t;
+  int in_pad, out_pad;
+  /* Delayed scaling, one history per GEMM operand (weight, input, output
+   * gradient): the step's scale is 448 / the history's max (0 = none
+   * recorded yet: the first quantisation scales just in time), and each
+   * step's amax is pushed at its end. Histories shape every quantised
+   * value, which is why they are checkpointed. */
+  float *amax_history, *amax_history_input, *amax_history_grad; /* [history] host */
+  float fp8_scale, scale_input, scale_grad, step_amax;
+  bool quantised_this_step, input_seen, grad_seen;
+  int fp8_slot; /* this linear's pair in rc_model.fp8_amax: input, grad */
   /* per forward call within the current microbatch */
   int ncalls;
   rc_flag passed[RC_MAX_CALLS];
@@ -171,6 +182,14 @@ typedef struct rc_model {
   /* backward scratch */
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
   float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
+  /* fp8: the step's running amax of each quantised linear's input and output
+   * gradient on the backend (2 per slot, ops.h amax_update: no host round
+   * trip per GEMM), read back once at the step's end; and the two byte
+   * buffers the activations are cast into for a GEMM (fp8_scratch_bytes each) */
+  float *fp8_amax, *fp8_amax_host;
+  int fp8_slots;
+  uint8_t *fp8_a, *fp8_b;
+  size_t fp8_scratch_bytes;
   size_t scratch_floats;
 
   /* Every buffer above and in the parameters, linears, layers and the

@@ -75,4 +75,14 @@ void *rc_model_alloc_bytes(rc_model *m, rc_mem_kind kind, size_t bytes, const ch
 void *rc_model_host_alloc(rc_model *m, size_t count, size_t size, const char *what);
 void rc_model_release(rc_model *m, void *ptr);
 
+/* fp8: a GEMM dimension padded with zeros to the multiple of 16 bytes that
+ * e4m3 GEMMs take (ops.h gemm_e4m3), and the size of each of the model's two
+ * cast buffers (model_memory.c): the widest fp8 linear's padded width times
+ * T padded, which holds any operand cast for one call. */
+static inline int rc_fp8_pad(int x) {
+  return (x + 15) & ~15;
+}
+size_t rc_fp8_scratch_bytes(const rc_config *c);
+void rc_dist_max_host(rc_model *m, float *x, int n); /* every rank's x, elementwise max */
+
 #endif

@@ -76,6 +76,7 @@ void rc_model_release(rc_model *m, void *ptr) {
 typedef struct {
   rc_memory_need *n;
   uint64_t host;
+  uint64_t fp8_slots; /* fp8-quantised linears so far */
 } need_acc;
 
 /* What an allocator may add to a request of `bytes`: a heap chunk's header
@@ -98,6 +99,23 @@ static void need_host(need_acc *a, uint64_t bytes) {
   a->host += (bytes ? bytes : 1) + alloc_overhead(bytes);
 }
 
+/* One backend allocation of `bytes` bytes (fp8 buffers) charged to *field. */
+static void need_dev_bytes(need_acc *a, uint64_t *field, uint64_t bytes) {
+  bytes = bytes ? bytes : 1;
+  *field += bytes;
+  a->n->n_allocs++;
+  a->n->overhead += alloc_overhead(bytes);
+}
+
+size_t rc_fp8_scratch_bytes(const rc_config *c) {
+  int width = 3 * c->hidden; /* linear_qkv's out */
+  int widths[] = {2 * c->ffn, 2 * c->hidden,
+                  c->te_output_head && !c->tie_embeddings ? c->vocab : 0};
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+    width = widths[i] > width ? widths[i] : width;
+  return (size_t)rc_fp8_pad(width) * (size_t)rc_fp8_pad(c->micro_batch * c->seq_len);
+}
+
 /* add_param: weight, main_grad and the two moments */
 static void need_param(need_acc *a, uint64_t numel) {
   need_dev(a, &a->n->weights, numel);
@@ -110,10 +128,14 @@ static void need_param(need_acc *a, uint64_t numel) {
 static void need_linear(need_acc *a, const rc_config *c, uint64_t groups, uint64_t in, uint64_t out,
                         bool te_style, bool router, bool has_param) {
   if (has_param) need_param(a, groups * in * out);
-  need_host(a, (uint64_t)c->fp8_amax_history * sizeof(float));
-  bool fp32_ct = c->precision == RC_PREC_FP32;
-  if (!((fp32_ct || router) && !(te_style && c->precision == RC_PREC_FP8)))
+  for (int h = 0; h < 3; h++) need_host(a, (uint64_t)c->fp8_amax_history * sizeof(float));
+  if (te_style && c->precision == RC_PREC_FP8) {
+    need_dev_bytes(a, &a->n->weight_copies, groups * out * (uint64_t)rc_fp8_pad((int)in));
+    need_dev_bytes(a, &a->n->weight_copies, groups * in * (uint64_t)rc_fp8_pad((int)out));
+    a->fp8_slots++;
+  } else if (!(c->precision == RC_PREC_FP32 || router)) {
     need_dev(a, &a->n->weight_copies, groups * in * out);
+  }
   if (te_style && !c->grad_accum_fusion) need_dev(a, &a->n->weight_copies, in * out);
 }
 
@@ -169,7 +191,7 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
 
 void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   memset(n, 0, sizeof *n);
-  need_acc a = {n, 0};
+  need_acc a = {n, 0, 0};
   uint64_t H = (uint64_t)c->hidden, V = (uint64_t)c->vocab, F = (uint64_t)c->ffn;
   uint64_t E = (uint64_t)c->experts, K = (uint64_t)c->topk, D = (uint64_t)c->mtp_depths;
   uint64_t T = (uint64_t)c->micro_batch * c->seq_len, L = (uint64_t)c->layers;
@@ -215,6 +237,12 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
   need_dev(&a, scr, T * K);
   need_dev(&a, scr, T * V); /* scratch_round */
+  if (a.fp8_slots) {        /* alloc_fp8: amaxes, the two cast buffers */
+    need_dev(&a, scr, 2 * a.fp8_slots);
+    need_host(&a, 2 * a.fp8_slots * sizeof(float));
+    need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c)),
+        need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));
+  }
   uint64_t params = n->weights / 4;
   /* rc_model_attach_comm: flat gradient, landing area, the owned slice */
   if (c->world_size > 1) {

@@ -29,6 +29,13 @@ static inline void *rc_cpu_scratch(size_t bytes) {
 void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* cpu_fp8.c */
+void rc_cpu_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
+                      float scale, bool transpose);
+void rc_cpu_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
+                      float beta, float *C, int ldc);
+void rc_cpu_amax_update(float *amax, const float *x, size_t n);
+
 /* cpu_layers.c */
 void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H);
 void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
