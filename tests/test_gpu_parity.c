@@ -41,7 +41,8 @@ static int initial_weights_differ(rc_model *mc, rc_model *mg) {
   return differ + !control;
 }
 
-static int run(const char *precision, const char *attention, double tol_grad, double tol_param) {
+static int run(const char *precision, const char *attention, double tol_grad, double tol_param,
+               double tol_step) {
   const char *why = NULL;
   const rc_ops *gpu = rc_cuda_ops(&why);
   if (!gpu) {
@@ -84,7 +85,9 @@ static int run(const char *precision, const char *attention, double tol_grad, do
   printf("%s, attention %s: loss cpu %.9g gpu %.9g, grad norm cpu %.9g gpu %.9g; worst main_grad "
          "rel err %.3g, weight %.3g\n",
          precision, attention, sc.loss, sg.loss, sc.grad_norm, sg.grad_norm, worst_g, worst_p);
-  if (fabs(sc.loss - sg.loss) > tol_grad * fabs(sc.loss)) printf("FAIL loss differs\n"), fails++;
+  if (fabs(sc.loss - sg.loss) > tol_step * fabs(sc.loss)) printf("FAIL loss differs\n"), fails++;
+  if (fabs(sc.grad_norm - sg.grad_norm) > tol_step * fabs(sc.grad_norm))
+    printf("FAIL grad norm differs\n"), fails++;
   rc_model_free(&mc), rc_model_free(&mg);
   rc_data_close(&d);
   return fails;
@@ -93,13 +96,21 @@ static int run(const char *precision, const char *attention, double tol_grad, do
 int main(void) {
   /* fp32: 1e-5 on gradients; bf16: 1e-2. Weights after one AdamW step move
    * by about lr * sign(g), so their relative error is bounded by the same.
+   * The step's loss and grad norm: the gradients' tolerance.
    * fp8 (real e4m3 GEMMs on both, cuBLASLt's on the GPU): the products are
-   * exact and only the fp32 sum's order differs, but a sum that lands on the
-   * other side of an e4m3 rounding boundary moves that activation by one
-   * e4m3 step (2^-3 relative) in the next GEMM's input; a few such flips in
-   * a tensor of thousands give a relative norm error of ~1e-2: 3e-2. */
-  int f = run("fp32", "fp32", 1e-5, 1e-5) + run("bf16", "fp32", 1e-2, 1e-2) +
-          run("bf16", "bf16", 1e-2, 1e-2) + run("fp8", "bf16", 3e-2, 3e-2);
+   * exact and only the order of the fp32 sums differs, but every GEMM input
+   * is rounded to e4m3 (steps of 2^-3 relative): an fp32 difference of d in
+   * a value flips its rounding with probability ~d / step, by a whole step,
+   * so the backends' difference grows by sqrt(step / d) a GEMM — 4x bf16's
+   * at each of the ~10 GEMMs between the loss and a weight's gradient, more
+   * where a flip moves a top-k routing choice. On the H200 (cuBLASLt 13.1):
+   * main_grad 0.03-0.05 in the decoder, 0.16 in the MTP layer's MoE (router,
+   * experts), weights 0.05; the step's loss 2e-6 and grad norm 5e-5. So the
+   * per-parameter bounds are loose (0.25, 0.1) and the step's tight (1e-3):
+   * an operand in the wrong layout or a scale not undone is off by ~1 or
+   * more in every parameter and in the grad norm. */
+  int f = run("fp32", "fp32", 1e-5, 1e-5, 1e-5) + run("bf16", "fp32", 1e-2, 1e-2, 1e-2) +
+          run("bf16", "bf16", 1e-2, 1e-2, 1e-2) + run("fp8", "bf16", 0.25, 0.1, 1e-3);
   printf("gpu parity: %s\n", f ? "FAILED" : "passed");
   return f ? 1 : 0;
 }

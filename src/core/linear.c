@@ -212,8 +212,11 @@ static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
   return lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
 }
 
+/* fp8 linears cast their fp32 inputs to e4m3 themselves: a bf16 rounding
+ * first would be one more pass over every input for the same bits but in
+ * rare double-rounding ties. */
 bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin) {
-  return !is_quantised(m, lin) && gemm_compute(m, lin) == m->ct;
+  return is_quantised(m, lin) || gemm_compute(m, lin) == m->ct;
 }
 
 const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst, const float *src,

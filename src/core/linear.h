@@ -10,9 +10,10 @@
 /* The value a forward call passes under the configured policy. */
 rc_flag rc_linear_policy_value(const rc_model *m, const rc_linear *lin);
 
-/* Whether lin's GEMMs round their inputs to the model's compute type
- * themselves (ops.h: a BF16/FP16 GEMM rounds its operands). Not so for
- * fp8-quantised linears: they cast bf16-rounded activations to e4m3. */
+/* Whether lin's GEMMs take care of their inputs themselves: a BF16/FP16 GEMM
+ * rounds its operands (ops.h), an fp8 linear casts them to e4m3. Not so for
+ * an fp32 linear (the router) in a bf16/fp16 model: its inputs are rounded
+ * to the model's compute type first. */
 bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin);
 /* The input or output gradient for lin's GEMMs: src itself when the GEMM
  * rounds it, else src rounded into dst (dst may equal src; n floats). */

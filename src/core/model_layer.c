@@ -4,10 +4,10 @@
  * residual. Used for the decoder layers and for the MTP block's TRM.
  *
  * Inputs of every GEMM are rounded to the compute type (that is how bf16/fp16
- * are emulated, identically on both backends): by the GEMM itself (ops.h),
- * or, for fp8-quantised linears whose GEMMs run in fp32, into a rounded copy
- * first (rc_linear_round_input). The weight-gradient GEMMs in backward see
- * what the forward GEMMs saw. */
+ * are emulated, identically on both backends): by the GEMM itself (ops.h), by
+ * an fp8 linear's cast to e4m3, or, for the fp32 router of a bf16/fp16 model,
+ * into a rounded copy first (rc_linear_round_input). The weight-gradient
+ * GEMMs in backward see what the forward GEMMs saw. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
