@@ -122,7 +122,6 @@ void rc_cuda_amax_update(float *amax, const float *x, size_t n);
 
 /* cuda_elementwise.cu */
 void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);
-void rc_cuda_quantize_e4m3(float *dst, const float *src, size_t n, float scale);
 void rc_cuda_add(float *out, const float *a, const float *b, size_t n);
 void rc_cuda_scale(float *x, float s, size_t n);
 void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);

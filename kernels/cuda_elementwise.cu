@@ -1,4 +1,4 @@
-/* cuda_elementwise.cu — the elementwise ops: rounding to bf16/fp16/e4m3,
+/* cuda_elementwise.cu — the elementwise ops: rounding to bf16/fp16,
  * add, scale, 2-D copy, SwiGLU and dropout.
  *
  * Rounding and dropout use numeric.h, compiled for the device, so they are
@@ -34,24 +34,6 @@ void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
   } else if (dst != src) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
   }
-}
-
-/* A NaN input comes out as the same NaN, quietened: what the CPU's
- * (x * scale) / scale gives on hosts that propagate NaN payloads (x86, Arm),
- * where the GPU's arithmetic would return its canonical NaN instead. */
-__global__ void quantize_e4m3_kernel(float *dst, const float *src, size_t n, float scale) {
-  GRID_STRIDE(i, n) {
-    float x = src[i];
-    dst[i] =
-        isnan(x) ? rc_bits_f32(rc_f32_bits(x) | 0x00400000u) : rc_round_e4m3(x * scale) / scale;
-  }
-}
-
-void rc_cuda_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {
-  if (n == 0) return;
-  quantize_e4m3_kernel<<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, rc_cuda_stream()>>>(dst, src, n,
-                                                                                       scale);
-  KERNEL_CHECK();
 }
 
 __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {

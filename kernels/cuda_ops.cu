@@ -28,7 +28,6 @@ static const rc_ops cuda_ops = {
     .gemm_e4m3 = rc_cuda_gemm_e4m3,
     .amax_update = rc_cuda_amax_update,
     .round_to = rc_cuda_round_to,
-    .quantize_e4m3 = rc_cuda_quantize_e4m3,
     .amax = rc_cuda_amax,
     .add = rc_cuda_add,
     .scale = rc_cuda_scale,

@@ -302,6 +302,88 @@ static void test_gemm_rounds_inputs(const rc_ops *ops) {
 
 /* ---- elementwise and reductions ---- */
 
+/* ---- FP8 (E4M3): the scaled cast, the TN GEMM on bytes, the running amax ---- */
+
+static void test_fp8(const rc_ops *ops) {
+  uint64_t rng = 88;
+  enum { R = 37, K = 53, LD = 64, N = 21 };
+  float *x = frand(R * K, &rng, -600, 600);
+  x[3] = 1e-4f, x[4] = -0.0f, x[5] = 1e6f; /* subnormal in e4m3, signed zero, saturating */
+  uint8_t d[R * LD], t[K * LD];
+  memset(d, 0xab, sizeof d), memset(t, 0xab, sizeof t);
+  const float scale = 0.75f;
+  ops->cast_e4m3(d, LD, x, K, R, K, scale, false);
+  ops->cast_e4m3(t, LD, x, K, R, K, scale, true);
+  int ok = 1, pad = 1, tr = 1;
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < LD; c++) {
+      uint8_t b = d[r * LD + c];
+      if (c >= K) {
+        pad &= b == 0;
+        continue;
+      }
+      float want = rc_round_e4m3(x[r * K + c] * scale);
+      ok &= rc_f32_bits(rc_e4m3_decode(b)) == rc_f32_bits(want);
+      tr &= t[c * LD + r] == b;
+    }
+  for (int c = 0; c < K; c++)
+    for (int r = R; r < LD; r++) pad &= t[c * LD + r] == 0;
+  CHECK(ok, "cast_e4m3: decode(byte) != rc_round_e4m3(x * scale)");
+  CHECK(tr, "cast_e4m3 transposed is not the plain cast's transpose");
+  CHECK(pad, "cast_e4m3 left padding bytes unwritten or non-zero");
+  CHECK(d[5] == 0x7e && rc_e4m3_decode(d[4]) == 0.0f && (d[4] & 0x80),
+        "cast_e4m3: saturation to 448 (0x7e) or the sign of -0 lost");
+  ok = 1;
+  for (int b = 0; b < 256; b++)
+    if ((b & 0x7f) != 0x7f) ok &= rc_e4m3_encode(rc_e4m3_decode((uint8_t)b)) == b;
+  CHECK(ok, "rc_e4m3_encode(rc_e4m3_decode(b)) != b for a finite byte");
+
+  /* GEMM: C[m,n] = alpha * A[m,k] B[n,k]^T against a double loop over the
+   * decoded bytes (products exact, so only the sum's rounding differs) */
+  enum { M = 5, KK = 32 };
+  float *a = frand(M * KK, &rng, -3, 3), *bsrc = frand(N * KK, &rng, -3, 3);
+  uint8_t a8[M * KK], b8[N * KK];
+  ops->cast_e4m3(a8, KK, a, KK, M, KK, 40.0f, false);
+  ops->cast_e4m3(b8, KK, bsrc, KK, N, KK, 60.0f, false);
+  float alpha = 1.0f / (40.0f * 60.0f), *c0 = falloc(M * N), *c1 = falloc(M * N),
+        *acc = falloc(M * N), *scr = falloc(M * N);
+  for (int i = 0; i < M * N; i++) c0[i] = NAN; /* beta = 0 never reads C */
+  ops->gemm_e4m3(M, N, KK, alpha, a8, b8, 0.0f, c0, N);
+  double worst = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double ref = 0, mag = 0;
+      for (int p = 0; p < KK; p++) {
+        double pr = (double)rc_e4m3_decode(a8[i * KK + p]) * rc_e4m3_decode(b8[j * KK + p]);
+        ref += pr, mag += fabs(pr);
+      }
+      double e = fabs(c0[i * N + j] - alpha * ref) / (alpha * mag + 1e-30);
+      worst = e > worst ? e : worst;
+    }
+  CHECK(worst < 1e-6, "gemm_e4m3 differs from the decoded double sum by %g", worst);
+  /* beta = 1 is beta = 0 into scratch then add, bit for bit */
+  for (int i = 0; i < M * N; i++) c1[i] = acc[i] = (float)i - 7.25f;
+  ops->gemm_e4m3(M, N, KK, alpha, a8, b8, 1.0f, c1, N);
+  ops->gemm_e4m3(M, N, KK, alpha, a8, b8, 0.0f, scr, N);
+  ops->add(acc, acc, scr, M * N);
+  CHECK(bits_equal(c1, acc, M * N), "gemm_e4m3 beta=1 != beta=0 + add");
+  CHECK(!bits_equal(c1, c0, M * N), "negative control: beta=1 ignored C");
+
+  /* running amax: folds into amax[0], NaN sticky */
+  float am[1] = {700.0f};
+  ops->amax_update(am, x, R * K);
+  CHECK(am[0] == 1e6f, "amax_update = %g, want 1e6 (the data's max)", am[0]);
+  am[0] = 2e6f;
+  ops->amax_update(am, x, R * K);
+  CHECK(am[0] == 2e6f, "amax_update lowered amax[0] to %g", am[0]);
+  x[9] = NAN;
+  ops->amax_update(am, x, R * K);
+  CHECK(isnan(am[0]), "amax_update ignored a NaN");
+  ops->amax_update(am, bsrc, N * KK);
+  CHECK(isnan(am[0]), "amax_update forgot a NaN already in amax[0]");
+  free(x), free(a), free(bsrc), free(c0), free(c1), free(acc), free(scr);
+}
+
 static void test_elementwise(const rc_ops *ops) {
   uint64_t rng = 21;
   enum { N = 1001 };
@@ -319,11 +401,6 @@ static void test_elementwise(const rc_ops *ops) {
   CHECK(!bits_equal(x, y, N), "negative control: fp16 rounding changed nothing");
   ops->round_to(y, x, N, RC_COMPUTE_FP32);
   CHECK(bits_equal(x, y, N), "round_to fp32 is not a copy");
-
-  ops->quantize_e4m3(y, x, N, 0.5f);
-  ok = 1;
-  for (int i = 0; i < N; i++) ok &= y[i] == rc_round_e4m3(x[i] * 0.5f) / 0.5f;
-  CHECK(ok, "quantize_e4m3 != round(x*scale)/scale");
 
   float a[5] = {1.0f, -7.5f, 3.0f, -0.0f, 2.0f};
   CHECK(ops->amax(a, 5) == 7.5f, "amax = %g, want 7.5", ops->amax(a, 5));
@@ -1077,6 +1154,7 @@ int main(void) {
   test_gemm(ops);
   test_gemm_rounds_inputs(ops);
   test_elementwise(ops);
+  test_fp8(ops);
   test_embedding(ops);
   test_rmsnorm(ops);
   test_rope(ops);

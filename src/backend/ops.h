@@ -109,8 +109,6 @@ typedef struct rc_ops {
   /* ---- elementwise and reductions ---- */
   /* dst[i] = round(src[i]) to ct (FP32: copy). dst may equal src. */
   void (*round_to)(float *dst, const float *src, size_t n, rc_compute ct);
-  /* dst[i] = rc_round_e4m3(src[i] * scale) / scale. dst may equal src. */
-  void (*quantize_e4m3)(float *dst, const float *src, size_t n, float scale);
   float (*amax)(const float *x, size_t n); /* max |x|; NaN if any NaN */
   void (*add)(float *out, const float *a, const float *b,
               size_t n);                      /* out = a + b; out may alias */

@@ -20,7 +20,6 @@
   X(gemm_e4m3)                                                                                     \
   X(amax_update)                                                                                   \
   X(round_to)                                                                                      \
-  X(quantize_e4m3)                                                                                 \
   X(amax)                                                                                          \
   X(add)                                                                                           \
   X(scale)                                                                                         \

@@ -181,11 +181,6 @@ static void p_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
   inner->round_to(dst, src, n, ct);
   end(OP_round_to, t0);
 }
-static void p_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {
-  double t0 = begin();
-  inner->quantize_e4m3(dst, src, n, scale);
-  end(OP_quantize_e4m3, t0);
-}
 static float p_amax(const float *x, size_t n) {
   double t0 = begin();
   float r = inner->amax(x, n);
@@ -375,7 +370,6 @@ static rc_ops profiled = {
     .gemm_e4m3 = p_gemm_e4m3,
     .amax_update = p_amax_update,
     .round_to = p_round_to,
-    .quantize_e4m3 = p_quantize_e4m3,
     .amax = p_amax,
     .add = p_add,
     .scale = p_scale,

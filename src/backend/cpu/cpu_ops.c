@@ -60,10 +60,6 @@ static void cpu_round_to(float *dst, const float *src, size_t n, rc_compute ct) 
   }
 }
 
-static void cpu_quantize_e4m3(float *dst, const float *src, size_t n, float scale) {
-  for (size_t i = 0; i < n; i++) dst[i] = rc_round_e4m3(src[i] * scale) / scale;
-}
-
 static float cpu_amax(const float *x, size_t n) {
   float m = 0.0f;
   for (size_t i = 0; i < n; i++) {
@@ -149,7 +145,6 @@ static const rc_ops cpu_ops = {
     .gemm_e4m3 = rc_cpu_gemm_e4m3,
     .amax_update = rc_cpu_amax_update,
     .round_to = cpu_round_to,
-    .quantize_e4m3 = cpu_quantize_e4m3,
     .amax = cpu_amax,
     .add = cpu_add,
     .scale = cpu_scale,
