@@ -71,30 +71,35 @@ static void push_history(const rc_model *m, float *history, float amax) {
   history[0] = amax;
 }
 
+/* lin's amax `which` (RC_FP8_AMAX_*) in a model-wide amax array. */
+static float *amax_slot(float *amaxes, const rc_linear *lin, int which) {
+  return amaxes + (size_t)RC_FP8_AMAX_SLOT * (size_t)lin->fp8_slot + (size_t)which;
+}
+
 void rc_linear_begin_step(rc_model *m, rc_linear *lin) {
   if (!is_quantised(m, lin)) return;
   lin->fp8_scale = history_scale(m, lin->amax_history);
   lin->scale_input = history_scale(m, lin->amax_history_input);
   lin->scale_grad = history_scale(m, lin->amax_history_grad);
-  lin->step_amax = 0;
   lin->quantised_this_step = lin->input_seen = lin->grad_seen = false;
 }
 
 void rc_linear_end_step(rc_model *m, rc_linear *lin) {
   if (!is_quantised(m, lin)) return;
-  if (lin->quantised_this_step) push_history(m, lin->amax_history, lin->step_amax);
-  const float *step = m->fp8_amax_host + 2 * lin->fp8_slot; /* read back by the model */
-  if (lin->input_seen) push_history(m, lin->amax_history_input, step[0]);
-  if (lin->grad_seen) push_history(m, lin->amax_history_grad, step[1]);
+  const float *step = amax_slot(m->fp8_amax_host, lin, 0); /* read back by the model */
+  if (lin->quantised_this_step) push_history(m, lin->amax_history, step[RC_FP8_AMAX_WEIGHT]);
+  if (lin->input_seen) push_history(m, lin->amax_history_input, step[RC_FP8_AMAX_INPUT]);
+  if (lin->grad_seen) push_history(m, lin->amax_history_grad, step[RC_FP8_AMAX_GRAD]);
 }
 
-/* The weight cache: W and its transpose as e4m3 bytes, per group. */
+/* The weight cache: W and its transpose as e4m3 bytes, per group. The
+ * weight's amax is folded on the backend like the activations' (a host
+ * round trip per quantisation would stall the stream at every linear). */
 static void quantise(rc_model *m, rc_linear *lin, int step) {
   const rc_ops *o = m->ops;
   size_t n = lin->w->numel, wsz = (size_t)lin->out * lin->in;
-  float amax = o->amax(lin->w->weight, n);
-  if (lin->fp8_scale == 0) lin->fp8_scale = scale_from_amax(amax);
-  if (amax > lin->step_amax) lin->step_amax = amax;
+  o->amax_update(amax_slot(m->fp8_amax, lin, RC_FP8_AMAX_WEIGHT), lin->w->weight, n);
+  if (lin->fp8_scale == 0) lin->fp8_scale = scale_from_amax(o->amax(lin->w->weight, n));
   lin->quantised_this_step = true;
   for (int g = 0; g < lin->groups; g++) {
     const float *w = lin->w->weight + g * wsz;
@@ -150,8 +155,8 @@ static void check_fp8_rows(const rc_model *m, const rc_linear *lin, int rows) {
 static void forward_fp8(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
                         const int *group_rows) {
   const rc_ops *o = m->ops;
-  float sx = activation_scale(m, &lin->scale_input, m->fp8_amax + 2 * lin->fp8_slot, x,
-                              (size_t)rows * lin->in);
+  float sx = activation_scale(m, &lin->scale_input, amax_slot(m->fp8_amax, lin, RC_FP8_AMAX_INPUT),
+                              x, (size_t)rows * lin->in);
   lin->input_seen = true;
   float alpha = unscale(sx, lin->fp8_scale);
   int r0 = 0;
@@ -173,8 +178,8 @@ static void forward_fp8(rc_model *m, rc_linear *lin, const float *x, float *y, i
 static void backward_fp8(rc_model *m, rc_linear *lin, const float *dy, const float *x, float *dx,
                          int rows, const int *group_rows, bool overwrite) {
   const rc_ops *o = m->ops;
-  float sg = activation_scale(m, &lin->scale_grad, m->fp8_amax + 2 * lin->fp8_slot + 1, dy,
-                              (size_t)rows * lin->out);
+  float sg = activation_scale(m, &lin->scale_grad, amax_slot(m->fp8_amax, lin, RC_FP8_AMAX_GRAD),
+                              dy, (size_t)rows * lin->out);
   lin->grad_seen = true;
   float sx = lin->scale_input;
   size_t wsz = (size_t)lin->out * lin->in;

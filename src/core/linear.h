@@ -20,7 +20,7 @@ bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin);
 const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst, const float *src,
                                    size_t n);
 /* fp8: fix the step's scales from the amax histories / push the step's
- * amaxes (the activations' from rc_model.fp8_amax_host, read back first). */
+ * amaxes (from rc_model.fp8_amax_host, read back first). */
 void rc_linear_begin_step(rc_model *m, rc_linear *lin);
 void rc_linear_end_step(rc_model *m, rc_linear *lin);
 /* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).

@@ -295,9 +295,10 @@ static void alloc_weight_copies(rc_model *m) {
  * expert once), padded widths (rc_fp8_scratch_bytes). */
 static void alloc_fp8(rc_model *m) {
   if (!m->fp8_slots) return;
-  m->fp8_amax = rc_model_alloc(m, RC_MEM_SCRATCH, 2 * (size_t)m->fp8_slots, "fp8_amax");
-  m->fp8_amax_host =
-      rc_model_host_alloc(m, 2 * (size_t)m->fp8_slots, sizeof(float), "fp8_amax_host");
+  m->fp8_amax =
+      rc_model_alloc(m, RC_MEM_SCRATCH, RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots, "fp8_amax");
+  m->fp8_amax_host = rc_model_host_alloc(m, RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots, sizeof(float),
+                                         "fp8_amax_host");
   m->fp8_scratch_bytes = rc_fp8_scratch_bytes(&m->cfg);
   m->fp8_a = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_a");
   m->fp8_b = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_b");

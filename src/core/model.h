@@ -43,6 +43,9 @@ typedef struct {
   bool decay;
 } rc_param;
 
+/* A quantised linear's amaxes in rc_model.fp8_amax: slot * RC_FP8_AMAX_SLOT + which. */
+enum { RC_FP8_AMAX_INPUT = 0, RC_FP8_AMAX_GRAD = 1, RC_FP8_AMAX_WEIGHT = 2, RC_FP8_AMAX_SLOT = 3 };
+
 /* is_first_microbatch: tri-state. NONE exists only as a value passed. */
 typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;
 const char *rc_flag_name(rc_flag f);
@@ -73,9 +76,9 @@ typedef struct {
    * step's amax is pushed at its end. Histories shape every quantised
    * value, which is why they are checkpointed. */
   float *amax_history, *amax_history_input, *amax_history_grad; /* [history] host */
-  float fp8_scale, scale_input, scale_grad, step_amax;
+  float fp8_scale, scale_input, scale_grad;
   bool quantised_this_step, input_seen, grad_seen;
-  int fp8_slot; /* this linear's pair in rc_model.fp8_amax: input, grad */
+  int fp8_slot; /* this linear's amaxes in rc_model.fp8_amax (RC_FP8_AMAX_*) */
   /* per forward call within the current microbatch */
   int ncalls;
   rc_flag passed[RC_MAX_CALLS];
@@ -182,10 +185,11 @@ typedef struct rc_model {
   /* backward scratch */
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
   float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
-  /* fp8: the step's running amax of each quantised linear's input and output
-   * gradient on the backend (2 per slot, ops.h amax_update: no host round
-   * trip per GEMM), read back once at the step's end; and the two byte
-   * buffers the activations are cast into for a GEMM (fp8_scratch_bytes each) */
+  /* fp8: the step's running amax of each quantised linear's input, output
+   * gradient and weight on the backend (RC_FP8_AMAX_SLOT per linear, ops.h
+   * amax_update: no host round trip per cast), read back once at the step's
+   * end; and the two byte buffers the activations are cast into for a GEMM
+   * (fp8_scratch_bytes each) */
   float *fp8_amax, *fp8_amax_host;
   int fp8_slots;
   uint8_t *fp8_a, *fp8_b;

@@ -238,8 +238,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, scr, T * K);
   need_dev(&a, scr, T * V); /* scratch_round */
   if (a.fp8_slots) {        /* alloc_fp8: amaxes, the two cast buffers */
-    need_dev(&a, scr, 2 * a.fp8_slots);
-    need_host(&a, 2 * a.fp8_slots * sizeof(float));
+    need_dev(&a, scr, RC_FP8_AMAX_SLOT * a.fp8_slots);
+    need_host(&a, RC_FP8_AMAX_SLOT * a.fp8_slots * sizeof(float));
     need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c)),
         need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));
   }

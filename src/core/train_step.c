@@ -41,7 +41,8 @@ void rc_model_begin_step(rc_model *m) {
     if (tracked && lin->te_style) lin->flag = RC_FLAG_TRUE;
     rc_linear_begin_step(m, lin);
   }
-  if (m->fp8_slots) m->ops->zero(m->fp8_amax, 2 * (size_t)m->fp8_slots * sizeof(float));
+  if (m->fp8_slots)
+    m->ops->zero(m->fp8_amax, RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots * sizeof(float));
   for_each_moe_layer(m, clear_counts);
 }
 
@@ -62,8 +63,9 @@ static void update_expert_bias(rc_model *m, rc_layer *L) {
 
 void rc_model_end_step(rc_model *m) {
   if (m->fp8_slots) { /* the step's activation amaxes, one read back for all */
-    m->ops->to_host(m->fp8_amax_host, m->fp8_amax, 2 * (size_t)m->fp8_slots * sizeof(float));
-    if (m->comm) rc_dist_max_host(m, m->fp8_amax_host, 2 * m->fp8_slots);
+    m->ops->to_host(m->fp8_amax_host, m->fp8_amax,
+                    RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots * sizeof(float));
+    if (m->comm) rc_dist_max_host(m, m->fp8_amax_host, RC_FP8_AMAX_SLOT * m->fp8_slots);
   }
   for (int i = 0; i < m->nlinears; i++) rc_linear_end_step(m, &m->linears[i]);
   for_each_moe_layer(m, update_expert_bias);
