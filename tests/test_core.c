@@ -38,6 +38,13 @@ static void new_model(rc_model *m, const rc_config *c) {
   }
 }
 
+/* A config from flags, its model on the CPU and its data. */
+static void open_run(rc_config *c, rc_model *m, rc_data *d, const char *const *flags, int n) {
+  make_config(c, flags, n);
+  new_model(m, c);
+  rc_data_open(d, c, NULL);
+}
+
 /* ---- 1. gradients of every parameter against central differences ---- */
 
 typedef struct {
@@ -376,11 +383,9 @@ static int fp8_cache(void) {
   for (int pi = 0; pi < 2; pi++) {
     const char *flags[] = {"--precision", "fp8", "--first-microbatch-policy", names[pi]};
     rc_config c;
-    make_config(&c, flags, 4);
     rc_model m;
-    new_model(&m, &c);
     rc_data d;
-    rc_data_open(&d, &c, NULL);
+    open_run(&c, &m, &d, flags, 4);
     rc_linear *lin = rc_model_find_linear(&m, "decoder/layers/0/self_attention/linear_qkv");
     size_t n = (size_t)lin->out * lin->in_pad;
     float *w0 = malloc(lin->w->numel * 4);
@@ -433,11 +438,9 @@ static int fp8_vs_bf16(void) {
   for (int p = 0; p < 2; p++) {
     const char *flags[] = {"--precision", prec[p], "--first-microbatch-policy", "resolve"};
     rc_config c;
-    make_config(&c, flags, 4);
     rc_model m;
-    new_model(&m, &c);
     rc_data d;
-    rc_data_open(&d, &c, NULL);
+    open_run(&c, &m, &d, flags, 4);
     for (int s = 0; s < 3; s++) rc_model_train_step(&m, &d, &st[p][s]);
     rc_model_free(&m);
     rc_data_close(&d);

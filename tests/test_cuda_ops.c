@@ -136,6 +136,25 @@ static const char *ct_name(rc_compute ct) {
 /* One GEMM configuration against the CPU: beta = 0 into NaN (and the
  * padding columns of C must stay untouched), beta = 1 onto random C, run to
  * run determinism. */
+/* The [m, n] regions of a GEMM's output (got) and the reference (ref), both
+ * with row stride ldc, copied out contiguous into rg and rc. Returns whether
+ * got's padding columns n..ldc-1 are what they were: C0's with beta, the
+ * poison's NaN without (a GEMM writes no element outside [m, n]). */
+static int gemm_region(float *rg, float *rc, const float *got, const float *ref, const float *C0,
+                       int m, int n, int ldc, int beta) {
+  int pad_ok = 1;
+  for (int i = 0; i < m; i++) {
+    memcpy(rg + (size_t)i * n, got + (size_t)i * ldc, (size_t)n * 4);
+    memcpy(rc + (size_t)i * n, ref + (size_t)i * ldc, (size_t)n * 4);
+    for (int j = n; j < ldc; j++) {
+      float want = beta ? C0[(size_t)i * ldc + j] : NAN;
+      float have = got[(size_t)i * ldc + j];
+      if (!(beta ? memcmp(&want, &have, 4) == 0 : isnan(have))) pad_ok = 0;
+    }
+  }
+  return pad_ok;
+}
+
 static void gemm_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pad, float alpha) {
   int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
   int lda = ca + pad, ldb = cb + 2 * pad, ldc = n + 3 * pad;
@@ -169,16 +188,7 @@ static void gemm_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pa
     }
     /* compare the [m, n] region; the padding must be what it was */
     float *rg = malloc((size_t)m * n * 4), *rc = malloc((size_t)m * n * 4);
-    int pad_ok = 1;
-    for (int i = 0; i < m; i++) {
-      memcpy(rg + (size_t)i * n, got[0] + (size_t)i * ldc, (size_t)n * 4);
-      memcpy(rc + (size_t)i * n, ref + (size_t)i * ldc, (size_t)n * 4);
-      for (int j = n; j < ldc; j++) {
-        float want = beta ? C0[(size_t)i * ldc + j] : NAN;
-        float have = got[0][(size_t)i * ldc + j];
-        if (!(beta ? memcmp(&want, &have, 4) == 0 : isnan(have))) pad_ok = 0;
-      }
-    }
+    int pad_ok = gemm_region(rg, rc, got[0], ref, C0, m, n, ldc, beta);
     snprintf(name, sizeof name, "gemm %s ta=%d tb=%d %dx%dx%d a=%g beta=%d", ct_name(ct), ta, tb, m,
              n, k, alpha, beta);
     check_rel(name, rg, rc, (size_t)m * n, tol);
@@ -554,16 +564,7 @@ static void gemm_e4m3_case(int m, int n, int k, int pad, float alpha) {
       got[rep] = get(G, gC, nc * 4);
     }
     float *rg = malloc((size_t)m * n * 4), *rc = malloc((size_t)m * n * 4);
-    int pad_ok = 1;
-    for (int i = 0; i < m; i++) {
-      memcpy(rg + (size_t)i * n, got[0] + (size_t)i * ldc, (size_t)n * 4);
-      memcpy(rc + (size_t)i * n, ref + (size_t)i * ldc, (size_t)n * 4);
-      for (int j = n; j < ldc; j++) {
-        float want = beta ? C0[(size_t)i * ldc + j] : NAN;
-        float have = got[0][(size_t)i * ldc + j];
-        if (!(beta ? memcmp(&want, &have, 4) == 0 : isnan(have))) pad_ok = 0;
-      }
-    }
+    int pad_ok = gemm_region(rg, rc, got[0], ref, C0, m, n, ldc, beta);
     snprintf(name, sizeof name, "gemm_e4m3 %dx%dx%d ldc=%d a=%g beta=%d (%.3f ms)", m, n, k, ldc,
              alpha, beta, ms);
     check_rel(name, rg, rc, (size_t)m * n, FP8_GEMM_TOL);
