@@ -217,9 +217,10 @@ static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
   return lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
 }
 
-/* fp8 linears cast their fp32 inputs to e4m3 themselves: a bf16 rounding
- * first would be one more pass over every input for the same bits but in
- * rare double-rounding ties. */
+/* fp8 linears cast their fp32 inputs to e4m3 themselves. A bf16 rounding
+ * first (what Transformer Engine's bf16 activations would give) is one more
+ * pass over every input, and differs only where it lands a value exactly on
+ * an e4m3 midpoint (a tie, then to even, instead of the nearer side). */
 bool rc_linear_rounds_inputs(const rc_model *m, const rc_linear *lin) {
   return is_quantised(m, lin) || gemm_compute(m, lin) == m->ct;
 }
