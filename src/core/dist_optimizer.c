@@ -241,7 +241,7 @@ void rc_dist_max_host(rc_model *m, float *x, int n) {
     for (int r = 0; r < W; r++)
       for (int i = 0; i < n; i++) {
         float v = all[(size_t)r * n + i];
-        if (isnan(v) || v > x[i]) x[i] = isnan(x[i]) ? x[i] : v;
+        if (!isnan(x[i]) && (isnan(v) || v > x[i])) x[i] = v;
       }
   free(all);
   fail(m, rc, &e);

@@ -86,25 +86,22 @@ static uint64_t alloc_overhead(uint64_t bytes) {
   return bytes < (128u << 10) ? 64 : RC_ALLOC_OVERHEAD + 64;
 }
 
-/* One backend allocation of `floats` 4-byte elements charged to *field. */
-static void need_dev(need_acc *a, uint64_t *field, uint64_t floats) {
-  uint64_t bytes = 4 * (floats ? floats : 1);
-  *field += bytes;
-  a->n->n_allocs++;
-  a->n->overhead += alloc_overhead(bytes);
-}
-
 static void need_host(need_acc *a, uint64_t bytes) {
   a->n->n_host_allocs++;
   a->host += (bytes ? bytes : 1) + alloc_overhead(bytes);
 }
 
-/* One backend allocation of `bytes` bytes (fp8 buffers) charged to *field. */
+/* One backend allocation of `bytes` bytes (at least one) charged to *field. */
 static void need_dev_bytes(need_acc *a, uint64_t *field, uint64_t bytes) {
   bytes = bytes ? bytes : 1;
   *field += bytes;
   a->n->n_allocs++;
   a->n->overhead += alloc_overhead(bytes);
+}
+
+/* One backend allocation of `floats` 4-byte elements charged to *field. */
+static void need_dev(need_acc *a, uint64_t *field, uint64_t floats) {
+  need_dev_bytes(a, field, 4 * (floats ? floats : 1));
 }
 
 size_t rc_fp8_scratch_bytes(const rc_config *c) {
@@ -240,8 +237,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   if (a.fp8_slots) {        /* alloc_fp8: amaxes, the two cast buffers */
     need_dev(&a, scr, RC_FP8_AMAX_SLOT * a.fp8_slots);
     need_host(&a, RC_FP8_AMAX_SLOT * a.fp8_slots * sizeof(float));
-    need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c)),
-        need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));
+    need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));
+    need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));
   }
   uint64_t params = n->weights / 4;
   /* rc_model_attach_comm: flat gradient, landing area, the owned slice */
