@@ -129,6 +129,26 @@ int main(void) {
         total);
   free(text);
 
+  /* the FP8 GEMM: its own op, and rows of its own in the shape table */
+  enum { K8 = 16 };
+  uint8_t *a8 = ops->alloc(M * K8), *b8 = ops->alloc(N * K8);
+  ops->cast_e4m3(a8, K8, A, K, M, K, 2.0f, false);
+  ops->cast_e4m3(b8, K8, B, N, K, N, 2.0f, true);
+  ops->gemm_e4m3(M, N, K8, 0.25f, a8, b8, 0.0f, C, N);
+  cpu->gemm_e4m3(M, N, K8, 0.25f, a8, b8, 0.0f, ref, N);
+  CHECK(!memcmp(C, ref, sizeof ref), "profiled gemm_e4m3 differs from the CPU's");
+  CHECK(rc_ops_profile_calls("gemm_e4m3") == 1 && rc_ops_profile_calls("cast_e4m3") == 2,
+        "gemm_e4m3 %ld, cast_e4m3 %ld calls", rc_ops_profile_calls("gemm_e4m3"),
+        rc_ops_profile_calls("cast_e4m3"));
+  CHECK(rc_ops_profile_gemm_calls(RC_OPS_PROFILE_E4M3, false, true, M, N, K8, true) == 1,
+        "no e4m3 NT 4x3x16 row");
+  CHECK(rc_ops_profile_calls("gemm") == 4, "gemm_e4m3 was counted as gemm");
+  char *text8 = report_text();
+  CHECK(row_calls(text8, "e4m3 NT 4x3x16 beta=0") == 1, "the report has no e4m3 row:\n%s", text8);
+  CHECK(row_calls(text8, "total gemm") == 5, "the shape table's total leaves gemm_e4m3 out");
+  free(text8);
+  ops->free(a8), ops->free(b8);
+
   /* reset forgets everything */
   rc_ops_profile_reset();
   CHECK(rc_ops_profile_calls("gemm") == 0 && rc_ops_profile_calls("attention_forward[fp32]") == 0,

@@ -41,9 +41,9 @@ typedef struct {
   double seconds, flops;
 } gemm_shape;
 
-#define N_CT 3 /* RC_COMPUTE_FP32, BF16, FP16 */
+#define N_CT 3 /* RC_COMPUTE_FP32, BF16, FP16; then RC_OPS_PROFILE_E4M3's rows */
 static const char *ct_names[N_CT + 1] = {"fp32", "bf16", "fp16", "e4m3"};
-#define CT_E4M3 ((rc_compute)N_CT) /* gemm_e4m3's rows of the shape table */
+_Static_assert((int)RC_OPS_PROFILE_E4M3 == N_CT, "e4m3 rows follow the compute types");
 
 static const rc_ops *inner;
 static tally ops_tally[OP_COUNT];
@@ -169,7 +169,7 @@ static void p_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, cons
   double t0 = begin();
   inner->gemm_e4m3(m, n, k, alpha, A, B, beta, C, ldc);
   double dt = end(OP_gemm_e4m3, t0);
-  charge_gemm(CT_E4M3, false, true, m, n, k, beta == 0.0f, dt);
+  charge_gemm(RC_OPS_PROFILE_E4M3, false, true, m, n, k, beta == 0.0f, dt);
 }
 static void p_amax_update(float *amax, const float *x, size_t n) {
   double t0 = begin();

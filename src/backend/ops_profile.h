@@ -45,7 +45,9 @@ void rc_ops_profile_report(FILE *f);
  * type ("attention_forward[bf16]"); -1 for a name that is neither. */
 long rc_ops_profile_calls(const char *op);
 /* Calls of one GEMM shape row (0 if it has none), and of the overflow row
- * that collects shapes beyond the table's capacity. */
+ * that collects shapes beyond the table's capacity. gemm_e4m3's calls are
+ * rows of compute type RC_OPS_PROFILE_E4M3 (NT: A [m,k] and B [n,k]). */
+#define RC_OPS_PROFILE_E4M3 ((rc_compute)3)
 long rc_ops_profile_gemm_calls(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                                bool beta_zero);
 long rc_ops_profile_gemm_other_calls(void);
