@@ -115,7 +115,8 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
     A("--steps", "--train-iters", "steps", RC_FLAG_INT, NULL, steps, 1, 1 << 30,
       "training horizon N (also the LR horizon)"),
     F("--precision", "precision", RC_FLAG_CHOICE, PREC_NAMES, precision, 0, 0,
-      "fp32 | bf16 | fp16 | fp8"),
+      "fp32 | bf16 | fp16 | fp8: fp8 runs the TE-style linears' GEMMs on e4m3 weights, inputs "
+      "and gradients with delayed scaling (docs/fp8.md), the rest in bf16"),
     F("--attention-precision", "attention_precision", RC_FLAG_CHOICE, PREC_NAMES,
       attention_precision, 0, 0,
       "fp32 | bf16: bf16 rounds q, k, v, P, dS and dout at the tensor-core products "
