@@ -62,7 +62,7 @@ static void update_expert_bias(rc_model *m, rc_layer *L) {
 }
 
 void rc_model_end_step(rc_model *m) {
-  if (m->fp8_slots) { /* the step's activation amaxes, one read back for all */
+  if (m->fp8_slots) { /* the step's amaxes (weights, inputs, grads), one read back for all */
     m->ops->to_host(m->fp8_amax_host, m->fp8_amax,
                     RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots * sizeof(float));
     if (m->comm) rc_dist_max_host(m, m->fp8_amax_host, RC_FP8_AMAX_SLOT * m->fp8_slots);
