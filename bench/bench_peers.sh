@@ -21,6 +21,10 @@
 #   cache), so round 1 pays the compilation and later rounds mostly do not;
 #   the step times exclude it either way (steps after --warmup 3).
 #
+# PEER_BASE_BIN, PEER_BASE_MODULE: an earlier build of the core (binary and
+#   CUDA module) run beside this one in every round as the peer
+#   "resumecheck-base", so a change is measured before and after in one run.
+#
 # tokens/s: the median step time of steps 4..23 for PyTorch (20 timed after 3
 # warm-up), of steps 3..12 for the core (from its timing.csv), B*S*M tokens a
 # step. Peak memory: PyTorch's max_memory_allocated; the core's as
@@ -64,8 +68,9 @@ run_peer() { # SHAPE ROUND MODE TORCHFLAGS
   fi
 }
 
-run_core() { # SHAPE ROUND COREFLAGS B M
+run_core() { # SHAPE ROUND COREFLAGS B M [PEERNAME BIN MODULE]
   local dir="$OUT_DIR/core" smi="$OUT_DIR/core_smi.txt" smi_pid="" base
+  local peer="${6:-resumecheck}" bin="${7:-$RC_BIN}" module="${8:-${RC_CUDA_MODULE:-}}"
   rm -rf "$dir"
   : > "$smi"
   base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2> /dev/null | head -n 1)
@@ -74,14 +79,14 @@ run_core() { # SHAPE ROUND COREFLAGS B M
     smi_pid=$!
   fi
   # shellcheck disable=SC2086
-  timeout "$TMO" "$RC_BIN" train --device cuda --steps 12 --out "$dir" $3 \
-    > "$OUT_DIR/core_$1_r$2.out" 2> "$OUT_DIR/core_$1_r$2.err"
+  env ${module:+RC_CUDA_MODULE="$module"} timeout "$TMO" "$bin" train --device cuda --steps 12 --out "$dir" $3 \
+    > "$OUT_DIR/${peer}_$1_r$2.out" 2> "$OUT_DIR/${peer}_$1_r$2.err"
   local rc=$?
   if [ -n "$smi_pid" ]; then kill "$smi_pid" 2> /dev/null; wait "$smi_pid" 2> /dev/null; fi
-  "$PY" - "$dir/timing.csv" "$smi" "${base:-0}" "$rc" "$1" "$2" "$4" "$5" << 'EOF' | tee -a "$JSONL"
+  "$PY" - "$dir/timing.csv" "$smi" "${base:-0}" "$rc" "$1" "$2" "$4" "$5" "$peer" << 'EOF' | tee -a "$JSONL"
 import csv, json, statistics, sys
-timing, smi, base, rc, shape, rnd, B, M = sys.argv[1:9]
-d = {"peer": "resumecheck", "shape_name": shape, "round": int(rnd)}
+timing, smi, base, rc, shape, rnd, B, M, peer = sys.argv[1:10]
+d = {"peer": peer, "shape_name": shape, "round": int(rnd)}
 try:
     rows = [r for r in csv.DictReader(open(timing))
             if r.get("phase", "step") == "step" and 3 <= int(r["step"]) <= 12]
@@ -103,6 +108,10 @@ for round in $(seq 1 "${PEER_ROUNDS:-2}"); do
       [ "$torch_flags" = - ] || run_peer "$shape" "$round" "$mode" "$torch_flags"
     done
     run_core "$shape" "$round" "$core_flags" "$B" "$M"
+    if [ -n "${PEER_BASE_BIN:-}" ]; then
+      run_core "$shape" "$round" "$core_flags" "$B" "$M" resumecheck-base "$PEER_BASE_BIN" \
+        "${PEER_BASE_MODULE:-}"
+    fi
   done
 done
 

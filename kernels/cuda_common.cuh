@@ -112,6 +112,9 @@ const rc_ops *rc_cuda_backend_ops(const char **why);
 /* cuda_gemm.cu */
 void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                       int ldc);
 void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
                        float beta, float *C, int ldc);
 
@@ -122,6 +125,7 @@ void rc_cuda_amax_update(float *amax, const float *x, size_t n);
 
 /* cuda_elementwise.cu */
 void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);
+void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct);
 void rc_cuda_add(float *out, const float *a, const float *b, size_t n);
 void rc_cuda_scale(float *x, float s, size_t n);
 void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);

@@ -1,5 +1,5 @@
-/* cuda_elementwise.cu — the elementwise ops: rounding to bf16/fp16,
- * add, scale, 2-D copy, SwiGLU and dropout.
+/* cuda_elementwise.cu — the elementwise ops: rounding to bf16/fp16 (in
+ * fp32 or into 16-bit storage), add, scale, 2-D copy, SwiGLU and dropout.
  *
  * Rounding and dropout use numeric.h, compiled for the device, so they are
  * bit-identical to the CPU backend; SwiGLU is element_math.h's, the CPU's
@@ -34,6 +34,43 @@ void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct) {
   } else if (dst != src) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
   }
+}
+
+/* cast_half: four elements a thread from one 16-byte load where src is
+ * 16-byte aligned (every model buffer is), element by element otherwise;
+ * either way each output is numeric.h's encoding of its own input. */
+template <bool FP16> __device__ __forceinline__ uint16_t encode_half(float x) {
+  return FP16 ? rc_fp16_encode(x) : rc_bf16_encode(x);
+}
+template <bool FP16> __global__ void cast_half_kernel(uint16_t *dst, const float *src, size_t n) {
+  GRID_STRIDE(i, n) dst[i] = encode_half<FP16>(src[i]);
+}
+template <bool FP16> __global__ void cast_half4_kernel(ushort4 *dst, const float4 *src, size_t n4) {
+  GRID_STRIDE(i, n4) {
+    float4 x = src[i];
+    dst[i] = make_ushort4(encode_half<FP16>(x.x), encode_half<FP16>(x.y), encode_half<FP16>(x.z),
+                          encode_half<FP16>(x.w));
+  }
+}
+
+void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct) {
+  if (n == 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  bool fp16 = ct == RC_COMPUTE_FP16;
+  if (n % 4 == 0 && ((uintptr_t)src & 15u) == 0 && ((uintptr_t)dst & 7u) == 0) {
+    size_t n4 = n / 4;
+    if (fp16)
+      cast_half4_kernel<true><<<rc_grid_1d(n4, EW_THREADS), EW_THREADS, 0, s>>>(
+          (ushort4 *)dst, (const float4 *)src, n4);
+    else
+      cast_half4_kernel<false><<<rc_grid_1d(n4, EW_THREADS), EW_THREADS, 0, s>>>(
+          (ushort4 *)dst, (const float4 *)src, n4);
+  } else if (fp16) {
+    cast_half_kernel<true><<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, s>>>(dst, src, n);
+  } else {
+    cast_half_kernel<false><<<rc_grid_1d(n, EW_THREADS), EW_THREADS, 0, s>>>(dst, src, n);
+  }
+  KERNEL_CHECK();
 }
 
 __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {

@@ -472,6 +472,37 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
 }
 
+/* A half operand (2-byte elements, row stride ldx) as cuBLASLt may read it:
+ * in place when it is canonical, else copied to canonical scratch. */
+static const void *canonical_half(const uint16_t *X, int ldx, int rows, int cols, int slot) {
+  int ld = canon_ld(cols);
+  if (ldx == ld && aligned16(X)) return X;
+  void *dst = rc_cuda_scratch(slot, (size_t)rows * (size_t)ld * 2);
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)ld * 2, X, (size_t)ldx * 2, (size_t)cols * 2,
+                               (size_t)rows, cudaMemcpyDeviceToDevice, rc_cuda_stream()));
+  return dst;
+}
+
+/* gemm on operands already in ct's 16-bit form: the plan of the same key as
+ * rc_cuda_gemm's and the same epilogue, on the same values, so the same bits
+ * (ops.h) — only the per-call conversion is gone. */
+void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                       int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    gemm_zero_k(m, n, alpha, beta, C, ldc);
+    return;
+  }
+  if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
+  const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
+  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+  const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
+  const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
+  run_plan(p, m, n, alpha, a, b, beta, C, ldc);
+}
+
 /* Operand bytes in a caller's buffer that is not 16-byte aligned, copied
  * into a scratch slot that is (the FP8 plans require 16-byte alignment). */
 static const uint8_t *aligned_bytes(const uint8_t *X, size_t bytes, int slot) {

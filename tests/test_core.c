@@ -11,6 +11,7 @@
 #include "backend/numeric.h"
 #include "core/config.h"
 #include "core/data.h"
+#include "core/linear.h"
 #include "core/model.h"
 #include "core/model_internal.h"
 
@@ -208,14 +209,18 @@ typedef struct {
 } capture;
 
 static void hook(void *ctx, const rc_linear *lin, int call, const float *dy, const float *x,
-                 int rows) {
+                 const uint16_t *dy_half, const uint16_t *x_half, int rows) {
   capture *cap = ctx;
+  const rc_ops *o = cap->m->ops;
   for (int i = 0; i < 3; i++) {
     if (strcmp(lin->name, cap->names[i]) || call >= 4) continue;
-    if (!cap->contrib[i][call]) cap->contrib[i][call] = cap->m->ops->alloc(lin->w->numel * 4);
-    cap->m->ops->gemm(lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : cap->m->ct, true, false,
-                      lin->out, lin->in, rows, 1.0f, dy, lin->out, x, lin->in, 0.0f,
-                      cap->contrib[i][call], lin->in);
+    if (!cap->contrib[i][call]) cap->contrib[i][call] = o->alloc(lin->w->numel * 4);
+    if (rc_linear_is_half(cap->m, lin))
+      o->gemm_half(cap->m->ct, true, false, lin->out, lin->in, rows, 1.0f, dy_half, lin->out,
+                   x_half, lin->in, 0.0f, cap->contrib[i][call], lin->in);
+    else
+      o->gemm(RC_COMPUTE_FP32, true, false, lin->out, lin->in, rows, 1.0f, dy, lin->out, x, lin->in,
+              0.0f, cap->contrib[i][call], lin->in);
   }
 }
 

@@ -300,6 +300,91 @@ static void test_gemm_rounds_inputs(const rc_ops *ops) {
   free(A), free(B);
 }
 
+/* ---- bf16/fp16 storage: cast_half and gemm_half ---- */
+
+/* cast_half's 16 bits decode to exactly round_to's value (a NaN to a NaN of
+ * its sign, bf16 keeping round_to's top 16 bits), over every
+ * class of input: signed zeros, subnormals of both formats, ties to even,
+ * fp16 overflow, infinities, NaNs with payloads, random bit patterns. */
+static void test_cast_half(const rc_ops *ops) {
+  static const uint32_t special[] = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc12345u,
+      0x7f812345u, 0x00000001u, 0x80000001u, 0x00400000u, 0x3f808000u, 0x3f818000u,
+      0x3f800fffu, 0x3f801000u, 0x477fe000u, 0x477ff000u, 0x477fefffu, 0x33000000u,
+      0x33000001u, 0x38800000u, 0x387fffffu, 0xb3800000u, 0x7f7fffffu, 0x3a800001u};
+  enum { NS = sizeof special / sizeof special[0], N = NS + 4000 };
+  float *x = falloc(N);
+  uint64_t rng = 31;
+  for (int i = 0; i < N; i++)
+    x[i] = i < NS ? rc_bits_f32(special[i]) : rc_bits_f32((uint32_t)next_u64(&rng));
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++) {
+    uint16_t *h = malloc(N * sizeof *h);
+    float *r = falloc(N);
+    ops->cast_half(h, x, N, cts[c]);
+    ops->round_to(r, x, N, cts[c]);
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++) {
+      float d = c ? rc_fp16_decode(h[i]) : rc_bf16_decode(h[i]);
+      bool same = isnan(r[i]) ? isnan(d) && signbit(d) == signbit(r[i]) &&
+                                    (c || rc_f32_bits(d) >> 16 == rc_f32_bits(r[i]) >> 16)
+                              : rc_f32_bits(d) == rc_f32_bits(r[i]);
+      if (!same) bad = i;
+    }
+    CHECK(bad < 0, "cast_half %s: element %d (0x%08x) does not decode to round_to's value",
+          c ? "fp16" : "bf16", bad, bad < 0 ? 0 : rc_f32_bits(x[bad]));
+    /* control: the same comparison catches a bf16 cast that truncates */
+    int caught = 0;
+    for (int i = 0; i < N && !c; i++) {
+      float d = rc_bf16_decode((uint16_t)(rc_f32_bits(x[i]) >> 16));
+      caught += !isnan(r[i]) && rc_f32_bits(d) != rc_f32_bits(r[i]);
+    }
+    CHECK(c || caught > 0, "control: a truncating bf16 cast would pass the comparison");
+    free(h), free(r);
+  }
+  free(x);
+}
+
+/* gemm_half on the encodings is bitwise gemm on the fp32 operands (which it
+ * rounds itself), in every layout with padded leading dimensions and with
+ * beta 1; the control: gemm_half on operands encoded in the other format
+ * gives other bits. */
+static void test_gemm_half(const rc_ops *ops) {
+  enum { M = 9, N = 11, K = 21, PAD = 3 };
+  uint64_t rng = 57;
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
+        int lda = cols_a + PAD, ldb = cols_b + PAD;
+        size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb;
+        float *a = frand(na, &rng, -2, 2), *b = frand(nb, &rng, -2, 2);
+        float *c0 = frand(M * N, &rng, -1, 1);
+        uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *oa = malloc(na * 2);
+        ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
+        ops->cast_half(oa, a, na, cts[1 - c]);
+        for (int beta = 0; beta < 2; beta++) {
+          float *want = fdup(c0, M * N), *got = fdup(c0, M * N), *other = fdup(c0, M * N);
+          ops->gemm(cts[c], ta, tb, M, N, K, 0.5f, a, lda, b, ldb, (float)beta, want, N);
+          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, ha, lda, hb, ldb, (float)beta, got, N);
+          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, oa, lda, hb, ldb, (float)beta, other, N);
+          CHECK(memcmp(got, want, M * N * 4) == 0,
+                "gemm_half %s ta=%d tb=%d beta=%d differs from gemm", c ? "fp16" : "bf16", ta, tb,
+                beta);
+          CHECK(memcmp(other, want, M * N * 4) != 0,
+                "control: gemm_half %s ta=%d tb=%d on the other format's bits equals gemm",
+                c ? "fp16" : "bf16", ta, tb);
+          free(want), free(got), free(other);
+        }
+        free(a), free(b), free(c0), free(ha), free(hb), free(oa);
+      }
+  float cz[4] = {1, 2, 3, 4}, cw[4] = {1, 2, 3, 4};
+  ops->gemm(RC_COMPUTE_BF16, false, true, 2, 2, 0, 1.0f, NULL, 1, NULL, 1, 1.0f, cw, 2);
+  ops->gemm_half(RC_COMPUTE_BF16, false, true, 2, 2, 0, 1.0f, NULL, 1, NULL, 1, 1.0f, cz, 2);
+  CHECK(memcmp(cz, cw, sizeof cz) == 0, "gemm_half k=0 differs from gemm k=0");
+}
+
 /* ---- elementwise and reductions ---- */
 
 /* ---- FP8 (E4M3): the scaled cast, the TN GEMM on bytes, the running amax ---- */
@@ -1153,6 +1238,8 @@ int main(void) {
 
   test_gemm(ops);
   test_gemm_rounds_inputs(ops);
+  test_cast_half(ops);
+  test_gemm_half(ops);
   test_elementwise(ops);
   test_fp8(ops);
   test_embedding(ops);

@@ -385,6 +385,109 @@ static void test_rounding(void) {
   free(x);
 }
 
+/* ======================= bf16/fp16 storage ======================= */
+
+/* cast_half: the GPU's 16-bit encodings are the CPU's, bit for bit (every
+ * class of bit pattern, NaN and infinities included), and run to run; both
+ * layouts of the kernel (vectorised when aligned, else element by element)
+ * and an odd count (the tail). Every element written: the destination is
+ * poisoned first. */
+static void test_cast_half(void) {
+  printf("-- cast_half\n");
+  size_t n = 20011;
+  float *x = wide_values(n + 1);
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++) {
+    for (int off = 0; off <= 1; off++) { /* off = 1: a source that is not 16-byte aligned */
+      float *cs = put(C, x, (n + 1) * 4);
+      uint16_t *cd = C->alloc(n * 2);
+      C->cast_half(cd, cs + off, n, cts[c]);
+      uint16_t *ref = get(C, cd, n * 2);
+      uint16_t *got[2];
+      for (int rep = 0; rep < 2; rep++) {
+        float *gs = put(G, x, (n + 1) * 4);
+        uint16_t *gd = G->alloc(n * 2);
+        poison(G, gd, n * 2);
+        G->cast_half(gd, gs + off, n - off, cts[c]);
+        G->cast_half(gd + (n - off), gs + off + (n - off), off, cts[c]);
+        got[rep] = get(G, gd, n * 2);
+        G->free(gd), G->free(gs);
+      }
+      char name[96];
+      snprintf(name, sizeof name, "cast_half %s%s", ct_name(cts[c]),
+               off ? " (unaligned source)" : "");
+      check_bits(name, got[0], ref, n * 2);
+      check_bits("  run-to-run", got[0], got[1], n * 2);
+      free(ref), free(got[0]), free(got[1]);
+      C->free(cd), C->free(cs);
+    }
+  }
+  free(x);
+}
+
+/* gemm_half on 16-bit operands is bitwise gemm on the fp32 operands they
+ * encode (the same plan, the same values): every transpose, canonical and
+ * padded leading dimensions, beta 0 (into NaN) and 1, a wgrad-like k. The
+ * control: the same GEMM on operands that are not representable in ct
+ * differs from gemm_half on their encodings unless gemm rounds them, so
+ * gemm's rounding is what the equality rests on. */
+static void gemm_half_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pad) {
+  int rows_a = ta ? k : m, cols_a = ta ? m : k, rows_b = tb ? n : k, cols_b = tb ? k : n;
+  int lda = cols_a + pad, ldb = cols_b + pad, ldc = n + pad;
+  size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb, nc = (size_t)m * ldc;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f), *C0 = rand_host(nc, 1.0f);
+  float *gA = put(G, A, na * 4), *gB = put(G, B, nb * 4);
+  uint16_t *hA = G->alloc(na * 2), *hB = G->alloc(nb * 2);
+  G->cast_half(hA, gA, na, ct), G->cast_half(hB, gB, nb, ct);
+  for (int beta = 0; beta <= 1; beta++) {
+    float *gC1 = put(G, C0, nc * 4), *gC2 = put(G, C0, nc * 4);
+    if (!beta) poison(G, gC1, nc * 4), poison(G, gC2, nc * 4);
+    G->gemm(ct, ta, tb, m, n, k, 0.5f, gA, lda, gB, ldb, (float)beta, gC1, ldc);
+    G->gemm_half(ct, ta, tb, m, n, k, 0.5f, hA, lda, hB, ldb, (float)beta, gC2, ldc);
+    float *want = get(G, gC1, nc * 4), *got = get(G, gC2, nc * 4);
+    G->gemm_half(ct, ta, tb, m, n, k, 0.5f, hA, lda, hB, ldb, (float)beta, gC2, ldc);
+    float *again = get(G, gC2, nc * 4);
+    char name[128];
+    snprintf(name, sizeof name, "gemm_half %s %c%c %dx%dx%d pad=%d beta=%d == gemm", ct_name(ct),
+             ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, pad, beta);
+    /* the C columns beyond n (the padding) are compared too: never written */
+    check_bits(name, got, want, nc * 4);
+    if (!beta) check_bits("  run-to-run", got, again, nc * 4);
+    if (!beta) { /* control: fp32 operands that gemm is not allowed to round */
+      G->gemm(RC_COMPUTE_FP32, ta, tb, m, n, k, 0.5f, gA, lda, gB, ldb, 0.0f, gC1, ldc);
+      float *fp32 = get(G, gC1, nc * 4);
+      check_true("  control: the fp32 GEMM on unrounded operands differs",
+                 memcmp(fp32, got, nc * 4) != 0);
+      free(fp32);
+    }
+    free(want), free(got), free(again);
+    G->free(gC1), G->free(gC2);
+  }
+  free(A), free(B), free(C0);
+  G->free(gA), G->free(gB), G->free(hA), G->free(hB);
+}
+
+static void test_gemm_half(void) {
+  printf("-- gemm_half\n");
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++)
+    for (int ta = 0; ta <= 1; ta++)
+      for (int tb = 0; tb <= 1; tb++) {
+        gemm_half_case(cts[c], ta, tb, 67, 45, 93, 3); /* padded: copied to canonical */
+        gemm_half_case(cts[c], ta, tb, 64, 48, 96, 0); /* canonical: read in place */
+      }
+  gemm_half_case(RC_COMPUTE_BF16, 1, 0, 768, 256, quick ? 1024 : 8192, 0); /* wgrad-like */
+  gemm_half_case(RC_COMPUTE_BF16, 0, 1, 1064, 2048, 768, 0); /* an expert's row count */
+  /* k == 0: C = alpha*0 + beta*C, as gemm */
+  float c0[6] = {1, 2, 3, 4, 5, 6};
+  float *g1 = put(G, c0, sizeof c0), *g2 = put(G, c0, sizeof c0);
+  G->gemm(RC_COMPUTE_BF16, false, true, 2, 3, 0, 1.0f, NULL, 1, NULL, 1, 1.0f, g1, 3);
+  G->gemm_half(RC_COMPUTE_BF16, false, true, 2, 3, 0, 1.0f, NULL, 1, NULL, 1, 1.0f, g2, 3);
+  float *a = get(G, g1, sizeof c0), *b = get(G, g2, sizeof c0);
+  check_bits("gemm_half k=0 == gemm k=0", a, b, sizeof c0);
+  free(a), free(b), G->free(g1), G->free(g2);
+}
+
 /* ======================= FP8 (E4M3) ======================= */
 
 /* cast_e4m3 of a rows x cols source (row stride ld_src; src_off floats into
@@ -1687,6 +1790,8 @@ int main(int argc, char **argv) {
 
   test_gemm();
   test_rounding();
+  test_cast_half();
+  test_gemm_half();
   test_fp8();
   test_reductions();
   test_reductions_many();

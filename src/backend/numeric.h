@@ -57,6 +57,36 @@ RC_HD float rc_round_fp16(float x) {
   return rc_bits_f32(sign | (mag & 0xffffe000u));
 }
 
+/* bf16 and fp16 storage (ops.h cast_half / gemm_half): the 16 bits of a
+ * value rounded by rc_round_bf16 or rc_round_fp16, and back. decode(encode(x))
+ * is exactly round(x) for every x but NaN; a NaN stays a quiet NaN of its
+ * sign (bf16 keeps its top 16 bits, fp16 becomes 0x7e00). */
+RC_HD uint16_t rc_bf16_encode(float x) {
+  return (uint16_t)(rc_f32_bits(rc_round_bf16(x)) >> 16);
+}
+RC_HD float rc_bf16_decode(uint16_t b) {
+  return rc_bits_f32((uint32_t)b << 16);
+}
+RC_HD uint16_t rc_fp16_encode(float x) {
+  uint32_t u = rc_f32_bits(rc_round_fp16(x));
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t mag = u & 0x7fffffffu;
+  if (mag > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (mag == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
+  if (mag < 0x38800000u) /* subnormal (or zero): an exact multiple of 2^-24 */
+    return (uint16_t)(sign | (uint32_t)(rc_bits_f32(mag) * 16777216.0f));
+  return (uint16_t)(sign | (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3ffu));
+}
+RC_HD float rc_fp16_decode(uint16_t b) {
+  uint32_t sign = (uint32_t)(b & 0x8000u) << 16, e = (b >> 10) & 31u, m = b & 0x3ffu;
+  if (e == 31u) return rc_bits_f32(sign | 0x7f800000u | (m ? 0x00400000u : 0u));
+  if (e == 0) { /* m * 2^-24, exact */
+    float v = (float)m * 5.9604644775390625e-08f;
+    return sign ? -v : v;
+  }
+  return rc_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
 /* Round to the nearest FP8 E4M3 (OCP "fn": max 448, no inf, subnormals down to
  * 2^-9), saturating to +-448; NaN stays NaN. */
 RC_HD float rc_round_e4m3(float x) {

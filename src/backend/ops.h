@@ -81,6 +81,21 @@ typedef struct rc_ops {
   void (*gemm)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+  /* ---- bf16/fp16 storage: what the tensor cores read, kept once ----
+   * A "half" tensor is ct's 16-bit encoding (numeric.h rc_bf16_encode /
+   * rc_fp16_encode), 2 bytes an element: the form in which a linear keeps its
+   * weight copy, the input it saves for the weight gradient and the output
+   * gradient both backward GEMMs read, so that no GEMM converts an fp32
+   * operand again (docs/cuda-backend.md, "Half operands").
+   * cast_half: dst[i] = encode(round(src[i]) to ct), ct BF16 or FP16. */
+  void (*cast_half)(uint16_t *dst, const float *src, size_t n, rc_compute ct);
+  /* gemm with A and B given in ct's encoding (BF16 or FP16, strides in
+   * elements): bitwise what gemm(ct, ...) gives on the decoded fp32 values,
+   * beta and k == 0 included. */
+  void (*gemm_half)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                    const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                    int ldc);
+
   /* ---- FP8 (E4M3), the tensor-core form Transformer Engine uses ----
    * Bytes are rc_e4m3_encode's (numeric.h). A scaled cast and a GEMM on the
    * bytes: with per-tensor scales s_a and s_b the caller passes

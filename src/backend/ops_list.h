@@ -16,6 +16,8 @@
   X(host_alloc)                                                                                    \
   X(host_free)                                                                                     \
   X(gemm)                                                                                          \
+  X(cast_half)                                                                                     \
+  X(gemm_half)                                                                                     \
   X(cast_e4m3)                                                                                     \
   X(gemm_e4m3)                                                                                     \
   X(amax_update)                                                                                   \

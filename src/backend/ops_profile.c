@@ -158,6 +158,19 @@ static void p_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int 
   double dt = end(OP_gemm, t0);
   charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, dt);
 }
+static void p_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct) {
+  double t0 = begin();
+  inner->cast_half(dst, src, n, ct);
+  end(OP_cast_half, t0);
+}
+static void p_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
+                        float *C, int ldc) {
+  double t0 = begin();
+  inner->gemm_half(ct, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  double dt = end(OP_gemm_half, t0);
+  charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, dt);
+}
 static void p_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
                         float scale, bool transpose) {
   double t0 = begin();
@@ -366,6 +379,8 @@ static rc_ops profiled = {
     .zero = p_zero,
     .sync = p_sync,
     .gemm = p_gemm,
+    .cast_half = p_cast_half,
+    .gemm_half = p_gemm_half,
     .cast_e4m3 = p_cast_e4m3,
     .gemm_e4m3 = p_gemm_e4m3,
     .amax_update = p_amax_update,
@@ -483,9 +498,11 @@ void rc_ops_profile_report(FILE *f) {
   fprintf(f, "  %-34s %8ld %11.3f %10s %6.1f%%\n", "total", calls, 1e3 * total, "",
           total > 0 ? 100.0 : 0.0);
 
-  /* the shape table covers both GEMM ops; shares are of their sum */
-  tally gemms = {ops_tally[OP_gemm].calls + ops_tally[OP_gemm_e4m3].calls,
-                 ops_tally[OP_gemm].seconds + ops_tally[OP_gemm_e4m3].seconds};
+  /* the shape table covers the three GEMM ops; shares are of their sum */
+  tally gemms = {ops_tally[OP_gemm].calls + ops_tally[OP_gemm_half].calls +
+                     ops_tally[OP_gemm_e4m3].calls,
+                 ops_tally[OP_gemm].seconds + ops_tally[OP_gemm_half].seconds +
+                     ops_tally[OP_gemm_e4m3].seconds};
   const tally *g = &gemms;
   if (!g->calls) return;
   by_time sorder[RC_OPS_PROFILE_GEMM_SHAPES];

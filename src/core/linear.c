@@ -10,6 +10,13 @@
  * depths' gradients: the seed's bug. The same value drives the fp8 weight
  * cache: NONE quantises afresh, TRUE refreshes the cache, FALSE reuses it.
  *
+ * bf16/fp16 linears ("half" linears) keep every GEMM operand once in the
+ * compute type's 16-bit form (ops.h cast_half / gemm_half): the weight copy,
+ * the input the forward saves for the wgrad, and the output gradient that
+ * dgrad and wgrad both read. The values are the ones a GEMM on the fp32
+ * operands would round them to, so the results are the same bits; what goes
+ * is a conversion inside every GEMM and half the bytes of each copy.
+ *
  * fp8 is real FP8: all three GEMMs of a quantised linear (forward, dgrad,
  * wgrad) run on e4m3 bytes with fp32 accumulation (ops.h gemm_e4m3;
  * cuBLASLt on the GPU), each operand scaled per tensor by delayed scaling
@@ -111,11 +118,12 @@ static void quantise(rc_model *m, rc_linear *lin, int step) {
   lin->cache_step = step;
 }
 
-/* Makes the weight this forward call uses: lin->wq, or the e4m3 cache. */
+/* Makes the weight this forward call uses: lin->wq (fp32), the half copy
+ * or the e4m3 cache. */
 static void prepare_weight(rc_model *m, rc_linear *lin, rc_flag p) {
   const rc_ops *o = m->ops;
   if (!is_quantised(m, lin)) {
-    if (lin->wq != lin->w->weight) o->round_to(lin->wq, lin->w->weight, lin->w->numel, m->ct);
+    if (lin->wq_half) o->cast_half(lin->wq_half, lin->w->weight, lin->w->numel, m->ct);
     return;
   }
   int step = (int)m->iteration + 1;
@@ -211,10 +219,14 @@ static void backward_fp8(rc_model *m, rc_linear *lin, const float *dy, const flo
   }
 }
 
-/* bf16/fp16 weights run in their compute type, fp32 ones in fp32 (fp8
+/* Half linears run in the model's compute type, the others in fp32 (fp8
  * linears run gemm_e4m3 instead). */
 static rc_compute gemm_compute(const rc_model *m, const rc_linear *lin) {
-  return lin->wq == lin->w->weight ? RC_COMPUTE_FP32 : m->ct;
+  return lin->wq_half ? m->ct : RC_COMPUTE_FP32;
+}
+
+bool rc_linear_is_half(const rc_model *m, const rc_linear *lin) {
+  return lin->wq_half != NULL && !is_quantised(m, lin);
 }
 
 /* fp8 linears cast their fp32 inputs to e4m3 themselves. A bf16 rounding
@@ -245,23 +257,30 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
   fputc('\n', ev->out);
 }
 
-/* y = x W^T in the compute type. */
-static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
-                         const int *group_rows) {
-  rc_compute ct = gemm_compute(m, lin);
+/* y = x W^T: in fp32, or (half) on x cast once into x_half, which the
+ * call's backward reads again. */
+static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
+                         int rows, const int *group_rows) {
+  const rc_ops *o = m->ops;
   size_t wsz = (size_t)lin->out * lin->in;
+  bool half = lin->wq_half != NULL;
+  if (half) o->cast_half(x_half, x, (size_t)rows * lin->in, m->ct);
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    if (r > 0)
-      m->ops->gemm(ct, false, true, r, lin->out, lin->in, 1.0f, x + (size_t)r0 * lin->in, lin->in,
-                   lin->wq + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out, lin->out);
+    if (r > 0 && half)
+      o->gemm_half(m->ct, false, true, r, lin->out, lin->in, 1.0f, x_half + (size_t)r0 * lin->in,
+                   lin->in, lin->wq_half + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out,
+                   lin->out);
+    else if (r > 0)
+      o->gemm(RC_COMPUTE_FP32, false, true, r, lin->out, lin->in, 1.0f, x + (size_t)r0 * lin->in,
+              lin->in, lin->wq + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out, lin->out);
     r0 += r;
   }
 }
 
-int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
-                      const int *group_rows) {
+int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
+                      int rows, const int *group_rows) {
   rc_flag p = lin->te_style ? rc_linear_policy_value(m, lin) : RC_FLAG_NONE;
   int call = lin->ncalls++;
   if (call >= RC_MAX_CALLS) {
@@ -269,54 +288,94 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int
             RC_MAX_CALLS);
     abort();
   }
+  if (rc_linear_is_half(m, lin) && !x_half) {
+    fprintf(stderr, "resumecheck: internal error: %s: a half linear's forward without x_half\n",
+            lin->name);
+    abort();
+  }
   lin->passed[call] = p;
+  lin->saved_half[call] = x_half;
   prepare_weight(m, lin, p);
   if (lin->te_style) lin->flag = RC_FLAG_FALSE;
   if (is_quantised(m, lin))
     forward_fp8(m, lin, x, y, rows, group_rows);
   else
-    forward_gemm(m, lin, x, y, rows, group_rows);
+    forward_gemm(m, lin, x, x_half, y, rows, group_rows);
   if (m->events.out) log_event(m, "forward", lin, call, p, -1, y, (size_t)rows * lin->out);
   return call;
 }
 
-/* dx = dy W and main_grad (+)= dy^T x in the compute type. */
-static void backward_gemm(rc_model *m, rc_linear *lin, const float *dy, const float *x, float *dx,
-                          int rows, const int *group_rows, bool overwrite) {
+/* One GEMM of backward_gemm, on half or fp32 operands: C = alpha op(A) op(B)
+ * + beta C, the operands at element offsets a0 and b0. */
+typedef struct {
+  const float *f32;
+  const uint16_t *half;
+} operand;
+
+static void gemm_either(rc_model *m, bool half, bool ta, bool tb, int M, int N, int K, operand A,
+                        size_t a0, int lda, operand B, size_t b0, int ldb, float beta, float *C,
+                        int ldc) {
+  if (half)
+    m->ops->gemm_half(m->ct, ta, tb, M, N, K, 1.0f, A.half + a0, lda, B.half + b0, ldb, beta, C,
+                      ldc);
+  else
+    m->ops->gemm(RC_COMPUTE_FP32, ta, tb, M, N, K, 1.0f, A.f32 + a0, lda, B.f32 + b0, ldb, beta, C,
+                 ldc);
+}
+
+/* dx = dy W and main_grad (+)= dy^T x, on the half operands (dy, the saved
+ * input, the weight copy) or in fp32. */
+static void backward_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, float *dx, int rows,
+                          const int *group_rows, bool overwrite) {
   const rc_ops *o = m->ops;
-  rc_compute ct = gemm_compute(m, lin);
+  bool half = lin->wq_half != NULL;
+  operand w = {lin->wq, lin->wq_half};
   size_t wsz = (size_t)lin->out * lin->in;
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    const float *dy_g = dy + (size_t)r0 * lin->out, *x_g = x + (size_t)r0 * lin->in;
+    size_t dy0 = (size_t)r0 * lin->out, x0 = (size_t)r0 * lin->in;
     if (dx && r > 0)
-      o->gemm(ct, false, false, r, lin->in, lin->out, 1.0f, dy_g, lin->out, lin->wq + g * wsz,
-              lin->in, 0.0f, dx + (size_t)r0 * lin->in, lin->in);
+      gemm_either(m, half, false, false, r, lin->in, lin->out, dy, dy0, lin->out, w, g * wsz,
+                  lin->in, 0.0f, dx + x0, lin->in);
     float *main_grad = lin->w->main_grad + g * wsz;
     if (!lin->te_style || m->cfg.grad_accum_fusion) {
       /* fused: one GEMM into the fp32 main_grad, beta picked by the flag */
-      o->gemm(ct, true, false, lin->out, lin->in, r, 1.0f, dy_g, lin->out, x_g, lin->in,
-              overwrite ? 0.0f : 1.0f, main_grad, lin->in);
+      gemm_either(m, half, true, false, lin->out, lin->in, r, dy, dy0, lin->out, x, x0, lin->in,
+                  overwrite ? 0.0f : 1.0f, main_grad, lin->in);
     } else {
       /* unfused: wgrad into scratch, then always accumulate */
-      o->gemm(ct, true, false, lin->out, lin->in, r, 1.0f, dy_g, lin->out, x_g, lin->in, 0.0f,
-              lin->wgrad_scratch, lin->in);
+      gemm_either(m, half, true, false, lin->out, lin->in, r, dy, dy0, lin->out, x, x0, lin->in,
+                  0.0f, lin->wgrad_scratch, lin->in);
       o->add(main_grad, main_grad, lin->wgrad_scratch, wsz);
     }
     r0 += r;
   }
 }
 
-void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, const float *x,
-                        float *dx, int rows, const int *group_rows) {
+void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
+                        const uint16_t *dy_half, const float *x, float *dx, int rows,
+                        const int *group_rows) {
   rc_flag p = lin->passed[call];
   bool overwrite = lin->te_style && m->cfg.grad_accum_fusion && p == RC_FLAG_TRUE;
-  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, rows);
+  bool half = rc_linear_is_half(m, lin);
+  const uint16_t *x_half = half ? lin->saved_half[call] : NULL;
+  if (half && !dy_half) { /* one cast that dgrad and wgrad both read */
+    size_t n = (size_t)rows * lin->out;
+    if (n > m->dy_half_elems) {
+      fprintf(stderr, "resumecheck: internal error: %s: %zu gradient elements exceed dy_half\n",
+              lin->name, n);
+      abort();
+    }
+    m->ops->cast_half(m->dy_half, dy, n, m->ct);
+    dy_half = m->dy_half;
+  }
+  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, dy_half, x_half, rows);
   if (is_quantised(m, lin))
     backward_fp8(m, lin, dy, x, dx, rows, group_rows, overwrite);
   else
-    backward_gemm(m, lin, dy, x, dx, rows, group_rows, overwrite);
+    backward_gemm(m, lin, (operand){dy, dy_half}, (operand){x, x_half}, dx, rows, group_rows,
+                  overwrite);
   if (m->events.out)
     log_event(m, "backward", lin, call, p, overwrite ? 0 : 1, dx ? dx : lin->w->main_grad,
               dx ? (size_t)rows * lin->in : lin->w->numel);

@@ -23,14 +23,23 @@ const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst
  * amaxes (from rc_model.fp8_amax_host, read back first). */
 void rc_linear_begin_step(rc_model *m, rc_linear *lin);
 void rc_linear_end_step(rc_model *m, rc_linear *lin);
+/* Whether lin is a half linear: its GEMMs run on 16-bit operands in the
+ * model's compute type (bf16/fp16; not fp8, not an fp32 linear). */
+bool rc_linear_is_half(const rc_model *m, const rc_linear *lin);
 /* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).
- * Grouped linears take group_rows[g] consecutive rows per group. Returns the
- * call index within the microbatch, for the backward. */
-int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, float *y, int rows,
-                      const int *group_rows);
+ * A half linear casts x into x_half ([rows, in], the caller's, kept until the
+ * call's backward, which reads it for the wgrad); others ignore x_half (may
+ * be NULL). Grouped linears take group_rows[g] consecutive rows per group.
+ * Returns the call index within the microbatch, for the backward. */
+int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
+                      int rows, const int *group_rows);
 /* dx (writes, may be NULL) = dy W; main_grad (+)= dy^T x, beta from the call's
- * flag when fusion is on, via scratch + add when off. */
-void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy, const float *x,
-                        float *dx, int rows, const int *group_rows);
+ * flag when fusion is on, via scratch + add when off. x is the forward's fp32
+ * input (a half linear uses the copy it saved; x may be NULL). A half linear
+ * takes dy already in the compute type as dy_half, or casts dy once itself
+ * when dy_half is NULL. */
+void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
+                        const uint16_t *dy_half, const float *x, float *dx, int rows,
+                        const int *group_rows);
 
 #endif

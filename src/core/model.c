@@ -111,9 +111,13 @@ static size_t max_sz(size_t a, size_t b) {
   return a > b ? a : b;
 }
 
-/* The TRM that MTP depth k (1..D) runs: the shared one or its own. */
+/* The MTP layer that depth k (1..D) runs, and its TRM: the shared one or
+ * its own. */
+static rc_mtp_layer *mtp_layer(rc_model *m, int k) {
+  return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1];
+}
 static rc_layer *mtp_trm(rc_model *m, int k) {
-  return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1].trm;
+  return &mtp_layer(m, k)->trm;
 }
 
 /* A rounded copy of n floats for lin's GEMM input, or NULL when its GEMMs
@@ -123,28 +127,59 @@ static float *alloc_rounded(rc_model *m, const rc_linear *lin, rc_mem_kind kind,
   return rc_linear_rounds_inputs(m, lin) ? NULL : rc_model_alloc(m, kind, n, what);
 }
 
+/* Where a half linear saves n input elements for its wgrad (NULL for the
+ * others): 2 bytes each. */
+static uint16_t *alloc_half(rc_model *m, const rc_linear *lin, size_t n, const char *what) {
+  return rc_linear_is_half(m, lin)
+             ? rc_model_alloc_bytes(m, RC_MEM_ACTIVATIONS, (n ? n : 1) * 2, what)
+             : NULL;
+}
+
+/* A forward buffer that nothing reads after the layer's forward: an fp32
+ * GEMM input once a half linear has saved its 16-bit copy, or an output that
+ * only feeds a residual add. All layers share one buffer per slot
+ * (m->fwd_shared, sized for the largest use: fwd_shared_n); anything else
+ * keeps its own, which backward reads again. */
+static float *own_or_shared(rc_model *m, bool shared, int slot, size_t n, const char *what) {
+  if (!shared) return rc_model_alloc(m, RC_MEM_ACTIVATIONS, n, what);
+  if (!m->fwd_shared[slot])
+    m->fwd_shared[slot] = rc_model_alloc(m, RC_MEM_SCRATCH, m->fwd_shared_n[slot], what);
+  return m->fwd_shared[slot];
+}
+
 static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer *L) {
   size_t T = (size_t)m->T, H = (size_t)m->H, F = (size_t)m->F, E = (size_t)m->E, K = (size_t)m->K;
   bool moe = L->moe;
   size_t rows = moe ? T * K : T;
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
-  a->ln1 = rc_model_alloc(m, A, T * H, "ln1"), a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
+  /* ln1 feeds qkv only (its norm's backward reads the layer input); dense
+   * ln2 feeds fc1 only (MoE's also the fp32 router, whose wgrad reads it) */
+  a->ln1 = own_or_shared(m, rc_linear_is_half(m, L->qkv), RC_FWD_SHARED_LN, T * H, "ln1"),
+  a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
   a->ln1_r = alloc_rounded(m, L->qkv, A, T * H, "ln1_r");
   a->qkv = rc_model_alloc(m, A, T * 3 * H, "qkv");
   a->attn = rc_model_alloc(m, A, T * H, "attn");
   a->attn_r = alloc_rounded(m, L->proj, A, T * H, "attn_r");
   a->lse = rc_model_alloc(m, A, (size_t)m->B * m->nh * m->S, "lse");
-  a->proj = rc_model_alloc(m, A, T * H, "proj"), a->xm = rc_model_alloc(m, A, T * H, "xm");
-  a->ln2 = rc_model_alloc(m, A, T * H, "ln2"), a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
+  /* proj and mlp_out only feed their residual adds: shared whatever the precision */
+  a->proj = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "proj"),
+  a->xm = rc_model_alloc(m, A, T * H, "xm");
+  a->ln2 = own_or_shared(m, !moe && rc_linear_is_half(m, L->fc1), RC_FWD_SHARED_LN, T * H, "ln2"),
+  a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
   a->ln2_r = alloc_rounded(m, L->fc1, A, T * H, "ln2_r");
   a->fc1 = rc_model_alloc(m, A, rows * 2 * F, "fc1");
-  a->sw_r = rc_model_alloc(m, A, rows * F, "sw_r");
-  a->mlp_out = rc_model_alloc(m, A, T * H, "mlp_out"), a->y = rc_model_alloc(m, A, T * H, "y");
+  a->sw_r = own_or_shared(m, rc_linear_is_half(m, L->fc2), RC_FWD_SHARED_SW, rows * F, "sw_r");
+  a->mlp_out = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "mlp_out"),
+  a->y = rc_model_alloc(m, A, T * H, "y");
+  a->qkv_h = alloc_half(m, L->qkv, T * H, "qkv_h");
+  a->proj_h = alloc_half(m, L->proj, T * H, "proj_h");
+  a->fc1_h = alloc_half(m, L->fc1, rows * H, "fc1_h");
+  a->fc2_h = alloc_half(m, L->fc2, rows * F, "fc2_h");
   if (moe) {
     a->router_logits = rc_model_alloc(m, A, T * E, "router_logits");
     a->probs = rc_model_alloc(m, A, T * E, "probs");
     a->topk_w = rc_model_alloc(m, A, T * K, "topk_w");
-    a->xs = rc_model_alloc(m, A, T * K * H, "xs");
+    a->xs = own_or_shared(m, rc_linear_is_half(m, L->fc1), RC_FWD_SHARED_XS, T * K * H, "xs");
     a->e_out = rc_model_alloc(m, A, T * K * H, "e_out");
     a->aux_grad = rc_model_alloc(m, A, E, "aux_grad");
     a->topk_idx = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "topk_idx");
@@ -263,8 +298,8 @@ static void add_params(rc_model *m) {
   add_output_head(m);
 }
 
-/* The weights as forward uses them: rounded copies unless fp32 (the router
- * is always fp32), the e4m3 cache and its transpose for fp8 linears, and a
+/* The weights as forward uses them: 16-bit copies in the compute type
+ * unless fp32 (the router is always fp32), the e4m3 cache and its transpose for fp8 linears, and a
  * wgrad scratch where fusion is off. */
 static void alloc_weight_copies(rc_model *m) {
   const rc_config *c = &m->cfg;
@@ -279,10 +314,10 @@ static void alloc_weight_copies(rc_model *m) {
       lin->wq8_t = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES,
                                         g * (size_t)lin->in * (size_t)lin->out_pad, "wq8_t");
       lin->fp8_slot = m->fp8_slots++;
+    } else if (m->ct == RC_COMPUTE_FP32 || is_router) {
+      lin->wq = lin->w->weight;
     } else {
-      lin->wq = m->ct == RC_COMPUTE_FP32 || is_router
-                    ? lin->w->weight
-                    : rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, lin->w->numel, "wq");
+      lin->wq_half = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES, lin->w->numel * 2, "wq_half");
     }
     if (lin->te_style && !c->grad_accum_fusion)
       lin->wgrad_scratch =
@@ -315,11 +350,14 @@ static void alloc_mtp_act(rc_model *m, int k) {
   ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
   ma->hn = rc_model_alloc(m, A, T * H, "mtp hn");
   ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
-  ma->cat_r = rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
+  ma->cat_r = own_or_shared(m, rc_linear_is_half(m, mtp_layer(m, k)->eh_proj), RC_FWD_SHARED_CAT,
+                            T * 2 * H, "mtp cat_r");
   ma->x = rc_model_alloc(m, A, T * H, "mtp x");
   ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
   ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
   ma->hk_r = alloc_rounded(m, m->head, A, T * H, "mtp hk_r");
+  ma->eh_h = alloc_half(m, mtp_layer(m, k)->eh_proj, T * 2 * H, "mtp eh_h");
+  ma->head_h = alloc_half(m, m->head, T * H, "mtp head_h");
 }
 
 /* The activations of every layer and depth, and the heads' inputs. */
@@ -330,13 +368,21 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
   if (!m->acts || !m->mtp_acts)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
+  size_t T = (size_t)m->T, H = (size_t)m->H, K = (size_t)m->K, F = (size_t)m->F;
+  bool any_moe = false;
+  for (int l = 0; l < c->layers; l++) any_moe = any_moe || m->layers[l].moe;
+  for (int k = 1; k <= m->D; k++) any_moe = any_moe || mtp_trm(m, k)->moe;
+  m->fwd_shared_n[RC_FWD_SHARED_LN] = m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
+  m->fwd_shared_n[RC_FWD_SHARED_SW] = (any_moe ? T * K : T) * F;
+  m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
+  m->fwd_shared_n[RC_FWD_SHARED_CAT] = T * 2 * H;
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);
-  size_t T = (size_t)m->T, H = (size_t)m->H;
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
   m->emb_out = rc_model_alloc(m, A, T * H, "emb_out");
   m->h0 = rc_model_alloc(m, A, T * H, "h0"), m->h0_rstd = rc_model_alloc(m, A, T, "h0_rstd"),
   m->h0_r = alloc_rounded(m, m->head, A, T * H, "h0_r");
+  m->head_h0 = alloc_half(m, m->head, T * H, "head_h0");
   return RC_OK;
 }
 
@@ -344,8 +390,10 @@ static int alloc_activations(rc_model *m, rc_err *err) {
 static void alloc_scratch(rc_model *m) {
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
+  bool half_head = rc_linear_is_half(m, m->head);
   for (int k = 0; k <= m->D; k++) {
-    m->logits[k] = rc_model_alloc(m, A, T * V, "logits");
+    m->logits[k] = half_head && k > 0 ? m->logits[0] : rc_model_alloc(m, A, T * V, "logits");
+    m->dlogits_half[k] = half_head ? rc_model_alloc_bytes(m, A, T * V * 2, "dlogits_half") : NULL;
     m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
     m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
     m->d_h[k] = rc_model_alloc(m, SCR, T * H, "d_h");
@@ -365,6 +413,15 @@ static void alloc_scratch(rc_model *m) {
   m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
   /* the logits' gradient, rounded */
   m->scratch_round = alloc_rounded(m, m->head, SCR, T * V, "scratch_round");
+  /* the half linears' output gradients: any linear but the head */
+  m->dy_half_elems = 0;
+  for (int i = 0; i < m->nlinears; i++) {
+    const rc_linear *lin = &m->linears[i];
+    size_t rows = lin->groups > 1 ? T * K : T; /* an expert GEMM sees T*k rows at most */
+    if (lin != m->head && rc_linear_is_half(m, lin))
+      m->dy_half_elems = max_sz(m->dy_half_elems, rows * (size_t)lin->out);
+  }
+  if (m->dy_half_elems) m->dy_half = rc_model_alloc_bytes(m, SCR, m->dy_half_elems * 2, "dy_half");
 }
 
 /* The allocation order is the order of the record and of the backend's
@@ -422,21 +479,19 @@ rc_param *rc_model_find_param(rc_model *m, const char *name) {
 
 /* ---- one microbatch ---- */
 
-static rc_mtp_layer *mtp_layer(rc_model *m, int k) {
-  return &m->mtp[m->cfg.mtp_repeated_layer ? 0 : k - 1];
-}
-
-/* Head call for depth c: logits, then CE in place (dlogits). Returns the
- * masked loss sum and correct count via host arrays. */
-static int head_forward(rc_model *m, int c, const float *h_r, const float *dloss_host,
-                        const float *mask_host, double *loss_sum, double *correct_sum,
-                        float *host_tmp) {
+/* Head call for depth c: logits, then CE in place (dlogits; a half head
+ * keeps them in the compute type, which is all its backward GEMMs read).
+ * Returns the masked loss sum and correct count via host arrays. */
+static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half,
+                        const float *dloss_host, const float *mask_host, double *loss_sum,
+                        double *correct_sum, float *host_tmp) {
   const rc_ops *o = m->ops;
   int T = m->T;
-  int call = rc_linear_forward(m, m->head, h_r, m->logits[c], T, NULL);
+  int call = rc_linear_forward(m, m->head, h_r, h_half, m->logits[c], T, NULL);
   o->to_device(m->ce_dloss, dloss_host, sizeof(float) * (size_t)T);
   o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T,
                    m->V);
+  if (m->dlogits_half[c]) o->cast_half(m->dlogits_half[c], m->logits[c], (size_t)T * m->V, m->ct);
   o->to_host(host_tmp, m->ce_losses, sizeof(float) * (size_t)T);
   double ls = 0, cs = 0;
   for (int t = 0; t < T; t++) ls += mask_host[t] ? (double)host_tmp[t] : 0.0;
@@ -499,7 +554,7 @@ static void forward_mtp(rc_model *m) {
     o->copy2d(ma->cat_r, 2 * H, ma->en, H, T, H); /* embedding first, hidden second */
     o->copy2d(ma->cat_r + H, 2 * H, ma->hn, H, T, H);
     rc_linear_round_input(m, mt->eh_proj, ma->cat_r, ma->cat_r, TH * 2);
-    ma->call_eh = rc_linear_forward(m, mt->eh_proj, ma->cat_r, ma->x, T, NULL);
+    ma->call_eh = rc_linear_forward(m, mt->eh_proj, ma->cat_r, ma->eh_h, ma->x, T, NULL);
     rc_layer_forward(m, mtp_trm(m, k), a, ma->x);
     o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps);
     ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
@@ -523,7 +578,7 @@ static void backward_mtp_depth(rc_model *m, int k) {
   rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
   rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
   float *d_cat = m->d_big;
-  rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, ma->cat_r, d_cat, T, NULL);
+  rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, NULL, ma->cat_r, d_cat, T, NULL);
   float *d_en = m->d_tmp, *d_hn = m->d_ln, *d_emb = m->d_xm;
   o->copy2d(d_en, H, d_cat, 2 * H, T, H);
   o->copy2d(d_hn, H, d_cat + H, 2 * H, T, H);
@@ -574,21 +629,23 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   int head_call[RC_MAX_MTP_DEPTH + 1];
   for (int k = 1; k <= D; k++) {
     double ls, cs;
-    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, dloss + (size_t)k * T, mask[k], &ls,
-                                &cs, host_tmp);
+    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, m->mtp_acts[k].head_h,
+                                dloss + (size_t)k * T, mask[k], &ls, &cs, host_tmp);
     mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
     mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
   }
   double ls, cs;
-  head_call[0] = head_forward(m, 0, m->head_in0, dloss, mask[0], &ls, &cs, host_tmp);
+  head_call[0] = head_forward(m, 0, m->head_in0, m->head_h0, dloss, mask[0], &ls, &cs, host_tmp);
   *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
   /* backward: main head, then MTP heads D..1 */
   for (int i = 0; i <= D; i++) {
     int k = i == 0 ? 0 : D + 1 - i;
     const float *dlogits =
-        rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
-    rc_linear_backward(m, m->head, head_call[k], dlogits,
+        m->dlogits_half[k]
+            ? NULL
+            : rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
+    rc_linear_backward(m, m->head, head_call[k], dlogits, m->dlogits_half[k],
                        k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
   }
   rc_model_profile_mark(m, RC_PROF_BWD_HEADS);

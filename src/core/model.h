@@ -46,6 +46,19 @@ typedef struct {
 /* A quantised linear's amaxes in rc_model.fp8_amax: slot * RC_FP8_AMAX_SLOT + which. */
 enum { RC_FP8_AMAX_INPUT = 0, RC_FP8_AMAX_GRAD = 1, RC_FP8_AMAX_WEIGHT = 2, RC_FP8_AMAX_SLOT = 3 };
 
+/* The slots of rc_model.fwd_shared: the normalised input of qkv and dense
+ * fc1 [T,H], SwiGLU's output [rows,F], MoE's gathered rows [T*k,H], the MTP
+ * concat [T,2H], the attention and MLP outputs before their residual adds
+ * [T,H]. */
+enum {
+  RC_FWD_SHARED_LN = 0,
+  RC_FWD_SHARED_OUT,
+  RC_FWD_SHARED_SW,
+  RC_FWD_SHARED_XS,
+  RC_FWD_SHARED_CAT,
+  RC_FWD_SHARED_SLOTS
+};
+
 /* is_first_microbatch: tri-state. NONE exists only as a value passed. */
 typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;
 const char *rc_flag_name(rc_flag f);
@@ -60,7 +73,8 @@ typedef struct {
   bool te_style;        /* false: a plain linear whose wgrad always accumulates */
   bool repeated;        /* a module of the shared MTP layer */
   rc_flag flag;         /* is_first_microbatch, TRUE at construction */
-  float *wq;            /* the weight as forward uses it: a rounded copy (NULL when fp8) */
+  float *wq;            /* fp32 linears: the weight itself (NULL for half and fp8 linears) */
+  uint16_t *wq_half;    /* half linears: the weight in the compute type (ops.h cast_half) */
   bool cache_valid;     /* fp8: wq8 / wq8_t hold a cached quantisation */
   int cache_step;       /* the step whose weights are in the cache (for tests) */
   float *wgrad_scratch; /* fusion off */
@@ -82,6 +96,7 @@ typedef struct {
   /* per forward call within the current microbatch */
   int ncalls;
   rc_flag passed[RC_MAX_CALLS];
+  const uint16_t *saved_half[RC_MAX_CALLS]; /* half linears: each call's input, for its wgrad */
 } rc_linear;
 
 /* Saved activations of one transformer-layer invocation. */
@@ -179,12 +194,27 @@ typedef struct rc_model {
   struct rc_mtp_act *mtp_acts;
   float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in; /* h0_r: NULL unless the head needs it */
   const float *head_in0;                           /* h0 or h0_r: the main head's GEMM input */
-  float *logits[RC_MAX_MTP_DEPTH + 1]; /* D+1 heads: [T, V] each, dlogits after forward */
+  /* D+1 heads' logits [T, V], dlogits after the forward's CE. A half head
+   * keeps each depth's dlogits in the compute type (dlogits_half[k]) and
+   * its fp32 logits in one buffer all depths share; otherwise one each. */
+  float *logits[RC_MAX_MTP_DEPTH + 1];
+  uint16_t *dlogits_half[RC_MAX_MTP_DEPTH + 1];
+  uint16_t *head_h0; /* what the half head's main-depth call saved [T,H], or NULL */
   float *ce_losses, *ce_correct, *ce_dloss;
   int32_t *ids_dev[RC_MAX_MTP_DEPTH + 1], *labels_dev[RC_MAX_MTP_DEPTH + 1];
+  /* fp32 GEMM inputs that half linears no longer need once they saved their
+   * 16-bit copies (model.c own_or_shared): one buffer per slot for all
+   * layers, NULL when no layer shares it; fwd_shared_n[slot] floats each */
+  float *fwd_shared[RC_FWD_SHARED_SLOTS];
+  size_t fwd_shared_n[RC_FWD_SHARED_SLOTS];
   /* backward scratch */
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
   float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
+  /* a half linear's output gradient in the compute type, cast once for its
+   * dgrad and wgrad (linear.c); dy_half_elems elements, the largest [rows,
+   * out] of a half linear other than the head */
+  uint16_t *dy_half;
+  size_t dy_half_elems;
   /* fp8: the step's running amax of each quantised linear's input, output
    * gradient and weight on the backend (RC_FP8_AMAX_SLOT per linear, ops.h
    * amax_update: no host round trip per cast), read back once at the step's
@@ -230,9 +260,11 @@ typedef struct rc_model {
   rc_err dist_err;
   double aux_loss; /* load-balancing loss of the last microbatch (sum over MoE calls) */
   /* Tests of the mechanism: called before each weight-gradient GEMM with that
-   * call's operands, so a test can compute per-call contributions itself. */
+   * call's operands, so a test can compute per-call contributions itself: a
+   * half linear's are dy_half and x_half (dy and x may then be stale or
+   * NULL), the others' dy and x. */
   void (*wgrad_hook)(void *ctx, const rc_linear *lin, int call, const float *dy, const float *x,
-                     int rows);
+                     const uint16_t *dy_half, const uint16_t *x_half, int rows);
   void *wgrad_hook_ctx;
   /* Checkpoint staging (checkpointing.c): one host buffer holding a whole
    * shard file, reused by every save and load of the process

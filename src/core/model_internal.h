@@ -24,6 +24,9 @@ struct rc_layer_act {
    * normalised/attention output itself, or its rounded copy (*_r, allocated
    * only for linears whose GEMMs do not round: rc_linear_rounds_inputs) */
   const float *qkv_in, *proj_in, *fc1_in;
+  /* the inputs the half linears saved in the compute type (linear.c), NULL
+   * for fp32 and fp8 linears: qkv and proj [T,H], fc1 [rows,H], fc2 [rows,F] */
+  uint16_t *qkv_h, *proj_h, *fc1_h, *fc2_h;
   int call_qkv, call_proj, call_fc1, call_fc2, call_router;
   uint64_t drop_offset[2];
 };
@@ -32,6 +35,7 @@ struct rc_mtp_act {
   float *emb, *en, *en_rstd, *hn, *hn_rstd, *cat_r, *x;
   float *hk, *hk_rstd, *hk_r; /* final_norm_k output, rounded copy for the head (or NULL) */
   const float *head_in;       /* hk or hk_r: what the head's GEMMs were given */
+  uint16_t *eh_h, *head_h;    /* what the half eh_proj [T,2H] and head [T,H] saved, or NULL */
   int call_eh;
 };
 

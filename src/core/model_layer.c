@@ -32,7 +32,7 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, E = m->E, K = m->K, F = m->F;
   /* router in fp32 on the unrounded normalised input */
-  a->call_router = rc_linear_forward(m, L->router, a->ln2, a->router_logits, T, NULL);
+  a->call_router = rc_linear_forward(m, L->router, a->ln2, NULL, a->router_logits, T, NULL);
   o->moe_route(a->topk_idx, a->topk_w, a->probs, a->router_logits,
                m->cfg.moe_scoring == RC_SCORE_SIGMOID ? L->expert_bias : NULL, T, E, K,
                (rc_moe_scoring)m->cfg.moe_scoring);
@@ -44,10 +44,10 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
     L->token_counts[e] += a->group_rows[e];
   }
   o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H);
-  a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1, T * K, a->group_rows);
+  a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1_h, a->fc1, T * K, a->group_rows);
   o->swiglu_forward(a->sw_r, a->fc1, T * K, F);
   rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
-  a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->e_out, T * K, a->group_rows);
+  a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->fc2_h, a->e_out, T * K, a->group_rows);
   o->moe_combine(a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H);
   /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
    * so d J / d probs[t,e] = coeff * E * f_e / (T * M), f_e = tokens_e / (T*k) */
@@ -77,11 +77,11 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   a->x_in = x;
   o->rmsnorm_forward(a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, (float)m->cfg.norm_eps);
   a->qkv_in = rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
-  a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv, T, NULL);
+  a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
   a->proj_in = rc_linear_round_input(m, L->proj, a->attn_r, a->attn, TH);
-  a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj, T, NULL);
+  a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj_h, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
   o->add(a->xm, x, a->proj, TH);
   o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, (float)m->cfg.norm_eps);
@@ -89,10 +89,10 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   if (L->moe) {
     moe_forward(m, L, a);
   } else {
-    a->call_fc1 = rc_linear_forward(m, L->fc1, a->fc1_in, a->fc1, T, NULL);
+    a->call_fc1 = rc_linear_forward(m, L->fc1, a->fc1_in, a->fc1_h, a->fc1, T, NULL);
     o->swiglu_forward(a->sw_r, a->fc1, T, F);
     rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
-    a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->mlp_out, T, NULL);
+    a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->fc2_h, a->mlp_out, T, NULL);
   }
   dropout_maybe(m, a->mlp_out, TH, &a->drop_offset[1], true);
   o->add(a->y, a->xm, a->mlp_out, TH);
@@ -108,19 +108,19 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   o->moe_combine_backward(d_eout, d_topk_w, d_mlp, a->e_out, a->topk_w, a->inv_perm, T, K, H);
   rc_linear_round_input(m, L->fc2, d_eout, d_eout, TKH);
   float *d_sw = m->d_big2;
-  rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, a->sw_r, d_sw, T * K, a->group_rows);
+  rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, NULL, a->sw_r, d_sw, T * K, a->group_rows);
   float *d_fc1 = m->d_big;
   o->swiglu_backward(d_fc1, d_sw, a->fc1, T * K, F);
   rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
-  rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->xs, d_xs, T * K, a->group_rows);
+  rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, NULL, a->xs, d_xs, T * K, a->group_rows);
   o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H);
   /* router: through the routing weights and the load-balancing loss */
   float *d_logits = m->d_big;
   o->moe_route_backward(d_logits, d_topk_w, a->aux_grad, a->router_logits, a->topk_idx, a->topk_w,
                         a->probs, T, E, K, (rc_moe_scoring)m->cfg.moe_scoring);
   float *d_ln2_router = m->d_big2;
-  rc_linear_backward(m, L->router, a->call_router, d_logits, a->ln2, d_ln2_router, T, NULL);
+  rc_linear_backward(m, L->router, a->call_router, d_logits, NULL, a->ln2, d_ln2_router, T, NULL);
   o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
 }
 
@@ -144,10 +144,10 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
     moe_backward(m, L, a, d_branch, d_ln2);
   } else {
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
-    rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, a->sw_r, d_sw, T, NULL);
+    rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, NULL, a->sw_r, d_sw, T, NULL);
     o->swiglu_backward(d_fc1, d_sw, a->fc1, T, F);
     rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
-    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, a->fc1_in, d_ln2, T, NULL);
+    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, NULL, a->fc1_in, d_ln2, T, NULL);
   }
   o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H);
   /* xm = x + dropout(proj) */
@@ -156,13 +156,13 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
     o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
   rc_linear_round_input(m, L->proj, d_branch, d_branch, TH);
   float *d_attn = m->d_big2;
-  rc_linear_backward(m, L->proj, a->call_proj, d_branch, a->proj_in, d_attn, T, NULL);
+  rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);
   float *d_qkv = m->d_big;
   o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh,
                         m->hd);
   o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
   rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
-  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, a->qkv_in, d_ln, T, NULL);
+  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, NULL, a->qkv_in, d_ln, T, NULL);
   o->copy(dx, dxm, TH * sizeof(float));
   o->rmsnorm_backward(dx, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
 }

@@ -121,6 +121,12 @@ static void need_param(need_acc *a, uint64_t numel) {
   need_dev(a, &a->n->optimizer, numel);
 }
 
+/* Whether a linear is a half linear (linear.c rc_linear_is_half): a 16-bit
+ * weight copy, a saved 16-bit input per call, 16-bit output gradients. */
+static bool half_linear(const rc_config *c, bool te_style, bool router) {
+  return !(c->precision == RC_PREC_FP32 || router || (te_style && c->precision == RC_PREC_FP8));
+}
+
 /* add_linear plus what rc_model_init gives each linear (wq, wgrad scratch) */
 static void need_linear(need_acc *a, const rc_config *c, uint64_t groups, uint64_t in, uint64_t out,
                         bool te_style, bool router, bool has_param) {
@@ -130,8 +136,8 @@ static void need_linear(need_acc *a, const rc_config *c, uint64_t groups, uint64
     need_dev_bytes(a, &a->n->weight_copies, groups * out * (uint64_t)rc_fp8_pad((int)in));
     need_dev_bytes(a, &a->n->weight_copies, groups * in * (uint64_t)rc_fp8_pad((int)out));
     a->fp8_slots++;
-  } else if (!(c->precision == RC_PREC_FP32 || router)) {
-    need_dev(a, &a->n->weight_copies, groups * in * out);
+  } else if (half_linear(c, te_style, router)) {
+    need_dev_bytes(a, &a->n->weight_copies, groups * in * out * 2);
   }
   if (te_style && !c->grad_accum_fusion) need_dev(a, &a->n->weight_copies, in * out);
 }
@@ -162,26 +168,36 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
   uint64_t T = (uint64_t)c->micro_batch * c->seq_len, H = (uint64_t)c->hidden;
   uint64_t F = (uint64_t)c->ffn, E = (uint64_t)c->experts, K = (uint64_t)c->topk;
   uint64_t rows = moe ? T * K : T, *act = &a->n->activations;
-  uint64_t th[] = {T * H,
-                   T,
-                   T * H,
-                   3 * T * H,
-                   T * H,
-                   T * H,
-                   (uint64_t)c->micro_batch * c->heads * c->seq_len,
-                   T * H,
-                   T * H,
-                   T * H,
-                   T,
-                   T * H,
-                   rows * 2 * F,
-                   rows * F,
-                   T * H,
-                   T * H};
-  for (size_t i = 0; i < sizeof th / sizeof th[0]; i++) need_dev(a, act, th[i]);
+  uint64_t th[] = {T * H,                                            /* 0 ln1 */
+                   T,                                                /* 1 ln1_rstd */
+                   T * H,                                            /* 2 ln1_r */
+                   3 * T * H,                                        /* 3 qkv */
+                   T * H,                                            /* 4 attn */
+                   T * H,                                            /* 5 attn_r */
+                   (uint64_t)c->micro_batch * c->heads * c->seq_len, /* 6 lse */
+                   T * H,                                            /* 7 proj */
+                   T * H,                                            /* 8 xm */
+                   T * H,                                            /* 9 ln2 */
+                   T,                                                /* 10 ln2_rstd */
+                   T * H,                                            /* 11 ln2_r */
+                   rows * 2 * F,                                     /* 12 fc1 */
+                   rows * F,                                         /* 13 sw_r */
+                   T * H,                                            /* 14 mlp_out */
+                   T * H};                                           /* 15 y */
+  /* proj and mlp_out are shared, and with half linears ln1, dense ln2 and
+   * sw_r (model.c own_or_shared; charged in rc_model_memory_need) */
+  bool hl = half_linear(c, true, false);
+  for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
+    if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 13)))
+      need_dev(a, act, th[i]);
+  if (hl) { /* qkv_h, proj_h, fc1_h, fc2_h */
+    uint64_t hh[] = {T * H, T * H, rows * H, rows * F};
+    for (size_t i = 0; i < sizeof hh / sizeof hh[0]; i++) need_dev_bytes(a, act, 2 * hh[i]);
+  }
   if (moe) {
     uint64_t mo[] = {T * E, T * E, T * K, T * K * H, T * K * H, E, T * K, T * K, T * K, E + 1};
-    for (size_t i = 0; i < sizeof mo / sizeof mo[0]; i++) need_dev(a, act, mo[i]);
+    for (size_t i = 0; i < sizeof mo / sizeof mo[0]; i++)
+      if (!(hl && i == 3)) need_dev(a, act, mo[i]); /* xs: shared */
     need_host(a, E * sizeof(int));
   }
 }
@@ -193,6 +209,7 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   uint64_t E = (uint64_t)c->experts, K = (uint64_t)c->topk, D = (uint64_t)c->mtp_depths;
   uint64_t T = (uint64_t)c->micro_batch * c->seq_len, L = (uint64_t)c->layers;
   bool last_moe = c->layers > 0 && c->is_moe_layer[c->layers - 1];
+  bool half_head = half_linear(c, c->te_output_head, false);
   /* parameters and linears, in rc_model_init's order */
   need_param(&a, V * H); /* embedding */
   for (uint64_t l = 0; l < L; l++) need_layer(&a, c, c->is_moe_layer[l]);
@@ -213,15 +230,32 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_host(&a, (D + 1) * sizeof(struct rc_mtp_act));
   for (uint64_t l = 0; l < L; l++) need_layer_act(&a, c, c->is_moe_layer[l]);
   uint64_t *act = &n->activations, *scr = &n->scratch;
+  bool hl = half_linear(c, true, false);
   for (uint64_t k = 1; k <= D; k++) {
     need_layer_act(&a, c, last_moe);
     uint64_t mt[] = {T * H, T * H, T, T * H, T, 2 * T * H, T * H, T * H, T, T * H};
-    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) need_dev(&a, act, mt[i]);
+    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++)
+      if (!(hl && i == 5)) need_dev(&a, act, mt[i]);   /* cat_r: shared */
+    if (hl) need_dev_bytes(&a, act, 2 * 2 * T * H);    /* eh_h */
+    if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h */
+  }
+  if (L + D > 0) need_dev(&a, scr, T * H); /* RC_FWD_SHARED_OUT */
+  if (hl && L + D > 0) {                   /* model.c own_or_shared: one buffer per slot in use */
+    bool any_moe = D > 0 && last_moe;
+    for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
+    need_dev(&a, scr, T * H);                     /* RC_FWD_SHARED_LN */
+    need_dev(&a, scr, (any_moe ? T * K : T) * F); /* RC_FWD_SHARED_SW */
+    if (any_moe) need_dev(&a, scr, T * K * H);    /* RC_FWD_SHARED_XS */
+    if (D > 0) need_dev(&a, scr, 2 * T * H);      /* RC_FWD_SHARED_CAT */
   }
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
-  need_dev(&a, act, T * H); /* emb_out, h0, h0_rstd, h0_r */
+  need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
+  if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h0 */
   for (uint64_t k = 0; k <= D; k++) {
-    need_dev(&a, act, T * V);
+    /* logits: one buffer all depths share when the head is half, which
+     * keeps each depth's dlogits in 16 bits instead */
+    if (!half_head || k == 0) need_dev(&a, act, T * V);
+    if (half_head) need_dev_bytes(&a, act, 2 * T * V);
     need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
     need_dev(&a, scr, T * H);                   /* d_h */
   }
@@ -233,8 +267,15 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, scr, 2 * T * H);
   need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
   need_dev(&a, scr, T * K);
-  need_dev(&a, scr, T * V); /* scratch_round */
-  if (a.fp8_slots) {        /* alloc_fp8: amaxes, the two cast buffers */
+  need_dev(&a, scr, T * V);          /* scratch_round */
+  if (half_linear(c, true, false)) { /* dy_half: the largest [rows, out] but the head's */
+    uint64_t dy = T * 3 * H > T * 2 * F ? T * 3 * H : T * 2 * F;
+    bool any_moe = false;
+    for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
+    if (any_moe) dy = dy > T * K * 2 * F ? dy : T * K * 2 * F;
+    need_dev_bytes(&a, scr, 2 * dy);
+  }
+  if (a.fp8_slots) { /* alloc_fp8: amaxes, the two cast buffers */
     need_dev(&a, scr, RC_FP8_AMAX_SLOT * a.fp8_slots);
     need_host(&a, RC_FP8_AMAX_SLOT * a.fp8_slots * sizeof(float));
     need_dev_bytes(&a, scr, rc_fp8_scratch_bytes(c));

@@ -144,3 +144,45 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
   free(apack);
   free(bpack);
 }
+
+/* ---- bf16/fp16 storage (ops.h cast_half, gemm_half) ---- */
+
+void rc_cpu_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct) {
+  if (ct == RC_COMPUTE_FP16)
+    for (size_t i = 0; i < n; i++) dst[i] = rc_fp16_encode(src[i]);
+  else
+    for (size_t i = 0; i < n; i++) dst[i] = rc_bf16_encode(src[i]);
+}
+
+/* A rows x cols operand with row stride ld, decoded into a contiguous fp32
+ * matrix (freed by the caller). */
+static float *decode_half(const uint16_t *x, int rows, int cols, int ld, rc_compute ct) {
+  float *out = rc_cpu_scratch((size_t)rows * (size_t)cols * sizeof(float));
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      uint16_t b = x[(size_t)i * ld + j];
+      out[(size_t)i * cols + j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
+    }
+  return out;
+}
+
+/* The decoded values are representable in ct, so the fp32 GEMM on them is
+ * the ct GEMM's arithmetic (its rounding while packing changes nothing) and
+ * the summation order is the one above whatever the layout: bitwise gemm. */
+void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                      int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    rc_cpu_gemm(RC_COMPUTE_FP32, trans_a, trans_b, m, n, 0, alpha, NULL, lda, NULL, ldb, beta, C,
+                ldc);
+    return;
+  }
+  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+  float *a = decode_half(A, rows_a, cols_a, lda, ct), *b = decode_half(B, rows_b, cols_b, ldb, ct);
+  rc_cpu_gemm(RC_COMPUTE_FP32, trans_a, trans_b, m, n, k, alpha, a, cols_a, b, cols_b, beta, C,
+              ldc);
+  free(a);
+  free(b);
+}

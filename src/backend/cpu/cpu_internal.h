@@ -30,6 +30,10 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* cpu_fp8.c */
+void rc_cpu_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct);
+void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                      const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                      int ldc);
 void rc_cpu_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
                       float scale, bool transpose);
 void rc_cpu_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
