@@ -129,8 +129,10 @@ void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct)
 void rc_cuda_add(float *out, const float *a, const float *b, size_t n);
 void rc_cuda_scale(float *x, float s, size_t n);
 void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
-void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F);
-void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
+void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
+                            rc_compute ct);
+void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
+                             uint16_t *din_half, rc_compute ct);
 void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
 
 /* cuda_init.cu */
@@ -152,7 +154,7 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
 
 /* cuda_norm_rope.cu */
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                             float eps);
+                             float eps, uint16_t *out_half, rc_compute ct);
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int T, int H);
 void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
@@ -178,7 +180,7 @@ void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float
 
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
-                           const float *dloss, int T, int V);
+                           const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);
 
 /* cuda_moe.cu */
 void rc_cuda_moe_route(int32_t *topk_idx, float *topk_w, float *probs, const float *logits,

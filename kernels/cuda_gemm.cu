@@ -40,6 +40,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_common.cuh"
 
@@ -82,7 +83,15 @@ static cudaDataType_t input_type(int ct) {
 
 /* RC_CUDA_GEMM_LOG=1 prints each plan as it is made: which algorithm the
  * heuristic fixed for a shape (for diagnosing a GEMM that changed bits). */
-static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws) {
+static double plan_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* source: where the algorithm came from; ms: the host time the plan took */
+static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws, const char *source,
+                     double ms) {
   int id = -1, tile = -1, splitk = -1, scheme = -1, stages = -1;
   size_t w = 0;
   cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
@@ -96,9 +105,9 @@ static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws)
                                        sizeof stages, &w);
   fprintf(stderr,
           "resumecheck: gemm plan ct=%d%s ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
-          "splitk=%d reduction=%d stages=%d workspace=%zu\n",
+          "splitk=%d reduction=%d stages=%d workspace=%zu from=%s (%.3f ms)\n",
           p->ct, p->ct == GEMM_CT_E4M3 ? " (e4m3)" : "", p->ta, p->tb, p->m, p->n, p->k,
-          (int)compute, id, tile, splitk, scheme, stages, ws);
+          (int)compute, id, tile, splitk, scheme, stages, ws, source, ms);
 }
 
 /* Column-major views of the row-major operands of an (m, n, k) GEMM. */
@@ -234,6 +243,7 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
 
   size_t ws_bytes = 0, ws_needed = 0;
   rc_cuda_gemm_workspace(&ws_bytes);
+  double t0 = getenv("RC_CUDA_GEMM_LOG") ? plan_clock_ms() : 0.0;
   int mb = bucket_dim(p->m), kb = bucket_dim(p->k);
   if (mb != p->m || kb != p->k) {
     const algo_bucket *b = bucket_algo(p->desc, p->ct, p->ta, p->tb, mb, p->n, kb, compute);
@@ -243,12 +253,16 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
                                 &b->algo, &check) == CUBLAS_STATUS_SUCCESS &&
         check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes) {
       p->algo = b->algo;
-      if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, check.workspaceSize);
+      if (getenv("RC_CUDA_GEMM_LOG"))
+        log_plan(p, compute, check.workspaceSize, "bucket", plan_clock_ms() - t0);
       return 1;
     }
   }
   if (heuristic_algo(p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {
-    if (getenv("RC_CUDA_GEMM_LOG")) log_plan(p, compute, ws_needed);
+    if (getenv("RC_CUDA_GEMM_LOG"))
+      log_plan(p, compute, ws_needed,
+               mb != p->m || kb != p->k ? "heuristic (bucket refused)" : "heuristic",
+               plan_clock_ms() - t0);
     return 1;
   }
   destroy_layouts(p->lay_a, p->lay_b, p->lay_d);

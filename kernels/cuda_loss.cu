@@ -1,23 +1,21 @@
-/* cuda_loss.cu — softmax cross-entropy over logits [T, V], in place.
+/* cuda_loss.cu — softmax cross-entropy over logits [T, V]: the gradient in
+ * place, or as 16-bit values for a half head (ops.h).
  *
- * Rows up to V = 32768 are held in registers, one block per row, or (V a
- * multiple of 4) streamed through shared memory by a block per SM that
- * fetches the next row while it works on the current one; longer rows are
- * re-read from global memory. The argmax takes ties to the
- * lowest index (exact, so `correct` agrees with the CPU bit for bit). The
- * exponentials are fp32 expf, summed in double; the log-sum-exp and the
- * loss are double. The CPU reference takes double exp() (ops.h promises
- * tolerances, not bits, here): fp64 exponentials made these kernels
- * FP64-bound on an H200 (1.7-1.9 ms per 8192 x 32768 call); with fp32 ones
- * they take 1.32-1.35 ms, still ~3x the memory bound: bound by the
- * instruction stream (double sums and conversions, two expf per element),
- * not by memory, so prefetching rows gained little. Relative error of p
- * stays below ~1e-6. The row sum
- * is folded per thread in increasing v and then in a fixed tree, so it is
- * the same on every run. */
+ * With V a multiple of 4 (every model vocabulary) a block per row makes two
+ * passes over it without holding it (cross_entropy_2pass_kernel, below):
+ * eight rows share an SM, one expf per element in the first pass, the
+ * gradient written in the second. Otherwise rows up to V = 32768 are held in
+ * registers, one block per row, and longer rows are re-read from global
+ * memory. The argmax takes ties to the lowest index (exact, so `correct`
+ * agrees with the CPU bit for bit). Exponentials are fp32 expf; the row sum
+ * is folded in double and the log-sum-exp and the loss are double. The CPU
+ * reference takes double exp() (ops.h promises tolerances, not bits, here).
+ * Every sum is folded per thread in increasing v and then in a fixed tree,
+ * so it is the same on every run. */
 #include <limits.h>
 #include <math.h>
 
+#include "backend/numeric.h"
 #include "cuda_common.cuh"
 
 #define CE_THREADS 256 /* a power of two */
@@ -244,6 +242,116 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
   }
 }
 
+/* ---- two passes over a row, no row held ----
+ * The kernels above hold a row (registers or shared memory), so an SM works
+ * on one or two rows at a time and waits on each row's reductions: 1.32 ms
+ * for 8192 x 32768, about 3x the memory bound. Here a block of CE2_THREADS
+ * takes a row and nothing more, so eight rows share an SM: pass 1 reads the
+ * row once (16-byte loads) and keeps per thread, in increasing v, the
+ * running maximum with its lowest index and the sum of exp(x - running
+ * maximum) (one expf an element; the sum rescaled when the maximum moves;
+ * each float4's four terms added in fp32, then folded into a double); the
+ * block combines the threads' (max, index) and their sums rescaled to the
+ * row's maximum in fixed trees. Pass 2 reads the row again and writes the
+ * gradient, fp32 in place or 16-bit (numeric.h's encoding of the same fp32
+ * value) into dlogits_half, so the separate cast over [T, V] goes too.
+ * Needs V % 4 == 0 and 16-byte aligned rows (8-byte for the 16-bit rows). */
+#define CE2_THREADS 256
+#define CE2_WARPS (CE2_THREADS / 32)
+
+template <bool HALF>
+__global__ void __launch_bounds__(CE2_THREADS)
+    cross_entropy_2pass_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
+                               const float *dloss, int V, uint16_t *dlogits_half, int fp16) {
+  __shared__ float sh_val[CE2_WARPS];
+  __shared__ int sh_idx[CE2_WARPS];
+  __shared__ double sh_sum[CE2_WARPS];
+  __shared__ float sh_max;
+  __shared__ int sh_amax;
+  __shared__ double sh_lse;
+  const size_t t = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V4 = V / 4;
+  const float4 *row = (const float4 *)(logits + t * (size_t)V);
+
+  float m = -INFINITY;
+  int mi = INT_MAX;
+  double se = 0.0;
+  for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
+    float4 q = row[i4];
+    float xs[4] = {q.x, q.y, q.z, q.w};
+    float part = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (mi == INT_MAX || xs[e] > m) { /* increasing v, strict >: the lowest index wins */
+        double rescale = mi == INT_MAX ? 0.0 : (double)expf(m - xs[e]);
+        se = (se + (double)part) * rescale;
+        part = 0.0f;
+        m = xs[e];
+        mi = 4 * i4 + e;
+      }
+      part += expf(xs[e] - m);
+    }
+    se += (double)part;
+  }
+  /* the row's maximum and its lowest index */
+  float best = m;
+  int bi = mi;
+  warp_argmax(&best, &bi);
+  if (lane == 0) sh_val[warp] = best, sh_idx[warp] = bi;
+  __syncthreads();
+  if (warp == 0) {
+    best = lane < CE2_WARPS ? sh_val[lane] : -INFINITY;
+    bi = lane < CE2_WARPS ? sh_idx[lane] : INT_MAX;
+    warp_argmax(&best, &bi);
+    if (lane == 0) sh_max = best, sh_amax = bi;
+  }
+  __syncthreads();
+  const float mx = sh_max;
+  /* the threads' sums at the row's maximum, in a fixed tree */
+  double mine = mi == INT_MAX ? 0.0 : se * (double)expf(m - mx);
+  mine = warp_sum(mine);
+  if (lane == 0) sh_sum[warp] = mine;
+  __syncthreads();
+  if (warp == 0) {
+    double v = lane < CE2_WARPS ? sh_sum[lane] : 0.0;
+    v = warp_sum(v);
+    if (lane == 0) sh_lse = (double)mx + log(v);
+  }
+  __syncthreads();
+  const double lse = sh_lse;
+  const int y = labels[t];
+  if (tid == 0) {
+    losses[t] = (float)(lse - (double)logits[t * (size_t)V + y]);
+    correct[t] = sh_amax == y ? 1.0f : 0.0f;
+  }
+  const float d = dloss ? dloss[t] : 0.0f, lse_f = (float)lse;
+  __syncthreads(); /* every read of logits[t, y] is done before the row is overwritten */
+  for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
+    float g[4];
+    if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
+      g[0] = g[1] = g[2] = g[3] = 0.0f;
+    } else {
+      float4 q = row[i4];
+      float xs[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float p = expf(xs[e] - lse_f);
+        g[e] = d * (4 * i4 + e == y ? p - 1.0f : p);
+      }
+    }
+    if (HALF) {
+      ushort4 h;
+      h.x = fp16 ? rc_fp16_encode(g[0]) : rc_bf16_encode(g[0]);
+      h.y = fp16 ? rc_fp16_encode(g[1]) : rc_bf16_encode(g[1]);
+      h.z = fp16 ? rc_fp16_encode(g[2]) : rc_bf16_encode(g[2]);
+      h.w = fp16 ? rc_fp16_encode(g[3]) : rc_bf16_encode(g[3]);
+      ((ushort4 *)(dlogits_half + t * (size_t)V))[i4] = h;
+    } else {
+      ((float4 *)(logits + t * (size_t)V))[i4] = make_float4(g[0], g[1], g[2], g[3]);
+    }
+  }
+}
+
 static int sm_count(void) {
   static int n = 0;
   if (!n) {
@@ -254,9 +362,32 @@ static int sm_count(void) {
   return n;
 }
 
+static void cross_entropy_held_rows(float *losses, float *correct, float *logits,
+                                    const int32_t *labels, const float *dloss, int T, int V);
+
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
-                           const float *dloss, int T, int V) {
+                           const float *dloss, int T, int V, uint16_t *dlogits_half,
+                           rc_compute ct) {
   if (T <= 0 || V <= 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  bool fp16 = ct == RC_COMPUTE_FP16;
+  if (V % 4 == 0 && ((uintptr_t)logits & 15u) == 0 && ((uintptr_t)dlogits_half & 7u) == 0) {
+    if (dlogits_half)
+      cross_entropy_2pass_kernel<true>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half, fp16);
+    else
+      cross_entropy_2pass_kernel<false>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, NULL, 0);
+    KERNEL_CHECK();
+    return;
+  }
+  cross_entropy_held_rows(losses, correct, logits, labels, dloss, T, V);
+  if (dlogits_half) rc_cuda_cast_half(dlogits_half, logits, (size_t)T * (size_t)V, ct);
+}
+
+/* V % 4 != 0 or unaligned rows: the row held in registers, or re-read. */
+static void cross_entropy_held_rows(float *losses, float *correct, float *logits,
+                                    const int32_t *labels, const float *dloss, int T, int V) {
   cudaStream_t s = rc_cuda_stream();
   int per_thread = (V + CE_ROW_THREADS - 1) / CE_ROW_THREADS;
   if (V % 4 == 0 && per_thread <= 32) {

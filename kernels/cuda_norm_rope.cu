@@ -1,7 +1,7 @@
 /* cuda_norm_rope.cu — RMSNorm forward/backward and RoPE forward/backward.
  *
- * RMSNorm: one block per row; the row's sums (mean square, and the backward's
- * dot product) are taken in double in a fixed tree, like the CPU's double
+ * RMSNorm: one warp per row; the row's sums (mean square, and the backward's
+ * dot product) are taken in double in a fixed order, like the CPU's double
  * loops, and then used with the CPU's exact float formulas. The weight
  * gradient, a sum over rows, is two-stage without atomics: fixed chunks of
  * NORM_CHUNK rows give per-chunk partials (each summed in increasing t), and
@@ -11,57 +11,69 @@
  * float, as the CPU does, then the same float rotation. */
 #include <math.h>
 
+#include "backend/numeric.h"
 #include "cuda_common.cuh"
 
-#define NORM_THREADS 256 /* a power of two: the tree below relies on it */
-#define NORM_CHUNK 64    /* rows per dw partial */
+#define NORM_CHUNK 64 /* rows per dw partial */
 
-__device__ double block_sum_double(double v, double *sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) sh[threadIdx.x] += sh[threadIdx.x + stride];
-    __syncthreads();
-  }
-  double r = sh[0];
-  __syncthreads(); /* sh may be reused by the caller */
-  return r;
+/* A warp per row: the row's sum (mean square, or the backward's dot
+ * product) folded per lane in increasing j, in double, then over the lanes
+ * in a fixed xor tree. Rows are independent, so eight share a block and the
+ * warps never wait on each other (a block per row spent its time in the
+ * block-wide tree's barriers). */
+#define NORM_ROWS_PER_BLOCK 8
+
+__device__ __forceinline__ double warp_sum_double(double v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
 }
 
+__device__ __forceinline__ uint16_t norm_encode(float v, int fp16) {
+  return fp16 ? rc_fp16_encode(v) : rc_bf16_encode(v);
+}
+
+/* out and/or out_half (ops.h): the same float value, stored as asked. */
 __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w,
-                                       int H, float eps) {
-  __shared__ double sh[NORM_THREADS];
-  size_t t = blockIdx.x;
+                                       int T, int H, float eps, uint16_t *out_half, int fp16) {
+  size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (t >= (size_t)T) return;
   const float *xt = x + t * H;
   double ss = 0.0;
-  for (int j = threadIdx.x; j < H; j += blockDim.x) ss += (double)xt[j] * (double)xt[j];
-  ss = block_sum_double(ss, sh);
+  for (int j = lane; j < H; j += 32) ss += (double)xt[j] * (double)xt[j];
+  ss = warp_sum_double(ss);
   float r = 1.0f / sqrtf((float)(ss / H) + eps);
-  if (threadIdx.x == 0) rstd[t] = r;
-  float *o = out + t * H;
-  for (int j = threadIdx.x; j < H; j += blockDim.x) o[j] = xt[j] * r * w[j];
+  if (lane == 0) rstd[t] = r;
+  for (int j = lane; j < H; j += 32) {
+    float v = xt[j] * r * w[j];
+    if (out) out[t * H + j] = v;
+    if (out_half) out_half[t * H + j] = norm_encode(v, fp16);
+  }
 }
 
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                             float eps) {
+                             float eps, uint16_t *out_half, rc_compute ct) {
   if (T <= 0) return;
-  rmsnorm_forward_kernel<<<T, NORM_THREADS, 0, rc_cuda_stream()>>>(out, rstd, x, w, H, eps);
+  rmsnorm_forward_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
+                           rc_cuda_stream()>>>(out, rstd, x, w, T, H, eps, out_half,
+                                               ct == RC_COMPUTE_FP16);
   KERNEL_CHECK();
 }
 
 /* dx_j += r w_j g_j - x_j c, c = r^3/H * sum_i g_i w_i x_i (in double). */
 __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
-                                           const float *w, const float *rstd, int H) {
-  __shared__ double sh[NORM_THREADS];
-  size_t t = blockIdx.x;
+                                           const float *w, const float *rstd, int T, int H) {
+  size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (t >= (size_t)T) return;
   const float *xt = x + t * H, *g = dout + t * H;
   float r = rstd[t];
   double dot = 0.0;
-  for (int j = threadIdx.x; j < H; j += blockDim.x) dot += (double)g[j] * w[j] * xt[j];
-  dot = block_sum_double(dot, sh);
+  for (int j = lane; j < H; j += 32) dot += (double)g[j] * w[j] * xt[j];
+  dot = warp_sum_double(dot);
   float c = (float)(dot * r * r * r / H);
   float *dxt = dx + t * H;
-  for (int j = threadIdx.x; j < H; j += blockDim.x) dxt[j] += r * w[j] * g[j] - xt[j] * c;
+  for (int j = lane; j < H; j += 32) dxt[j] += r * w[j] * g[j] - xt[j] * c;
 }
 
 /* partial[chunk, j] = sum over the chunk's rows, increasing t, of g x r. */
@@ -90,7 +102,8 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
                               const float *w, const float *rstd, int T, int H) {
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
-  rmsnorm_backward_dx_kernel<<<T, NORM_THREADS, 0, s>>>(dx, dout, x, w, rstd, H);
+  rmsnorm_backward_dx_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
+                               s>>>(dx, dout, x, w, rstd, T, H);
   KERNEL_CHECK();
   int nchunks = (T + NORM_CHUNK - 1) / NORM_CHUNK;
   float *partial =

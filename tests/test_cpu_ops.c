@@ -593,7 +593,7 @@ typedef struct {
 
 static double rms_loss(void *p) {
   rms_ctx *c = p;
-  c->ops->rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->T, c->H, 1e-5f);
+  c->ops->rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->T, c->H, 1e-5f, NULL, RC_COMPUTE_FP32);
   return proj(c->out, c->r, (size_t)c->T * c->H);
 }
 
@@ -618,6 +618,19 @@ static void test_rmsnorm(const rc_ops *ops) {
   }
   CHECK(max_err(c.out, want, T * H) < 1e-6, "rmsnorm_forward error %g",
         max_err(c.out, want, T * H));
+  { /* out_half: bitwise cast_half of out, with out written or not (NULL) */
+    uint16_t both[T * H], only[T * H], want_h[T * H];
+    float out2[T * H], rstd2[T];
+    ops->cast_half(want_h, c.out, T * H, RC_COMPUTE_BF16);
+    ops->rmsnorm_forward(out2, rstd2, c.x, c.w, T, H, 1e-5f, both, RC_COMPUTE_BF16);
+    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, RC_COMPUTE_BF16);
+    CHECK(memcmp(both, want_h, sizeof both) == 0 && memcmp(only, want_h, sizeof only) == 0 &&
+              memcmp(out2, c.out, sizeof out2) == 0,
+          "rmsnorm_forward out_half is not cast_half(out)");
+    /* control: the fp16 encoding of the same values differs */
+    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, RC_COMPUTE_FP16);
+    CHECK(memcmp(only, want_h, sizeof only) != 0, "control: fp16 out_half equals bf16's");
+  }
 
   float *dx = falloc(T * H), *dw = falloc(H);
   ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H);
@@ -794,7 +807,7 @@ typedef struct {
 
 static double swiglu_loss(void *p) {
   swiglu_ctx *c = p;
-  c->ops->swiglu_forward(c->out, c->in, c->T, c->F);
+  c->ops->swiglu_forward(c->out, c->in, c->T, c->F, NULL, RC_COMPUTE_FP32);
   return proj(c->out, c->r, (size_t)c->T * c->F);
 }
 
@@ -813,9 +826,27 @@ static void test_swiglu(const rc_ops *ops) {
   CHECK(max_err(c.out, want, T * F) < 1e-6, "swiglu_forward error %g", max_err(c.out, want, T * F));
   float *din = falloc(T * 2 * F);
   ffill(din, T * 2 * F, NAN);
-  ops->swiglu_backward(din, c.r, c.in, T, F);
+  ops->swiglu_backward(din, c.r, c.in, T, F, NULL, RC_COMPUTE_FP32);
   CHECK(count_nan(din, T * 2 * F) == 0, "swiglu_backward left elements unwritten");
   expect_grad("swiglu din", swiglu_loss, &c, c.in, T * 2 * F, din);
+  { /* the 16-bit outputs: bitwise cast_half of the fp32 ones, fp32 written or not */
+    swiglu_loss(&c);
+    float din2[T * 2 * F], out2[T * F];
+    ops->swiglu_backward(din2, c.r, c.in, T, F, NULL, RC_COMPUTE_FP32);
+    uint16_t fh[T * F], fo[T * F], fw[T * F], bh[T * 2 * F], bo[T * 2 * F], bw[T * 2 * F];
+    ops->cast_half(fw, c.out, T * F, RC_COMPUTE_FP16);
+    ops->cast_half(bw, din2, T * 2 * F, RC_COMPUTE_FP16);
+    ops->swiglu_forward(out2, c.in, T, F, fh, RC_COMPUTE_FP16);
+    ops->swiglu_forward(NULL, c.in, T, F, fo, RC_COMPUTE_FP16);
+    ops->swiglu_backward(din2, c.r, c.in, T, F, bh, RC_COMPUTE_FP16);
+    ops->swiglu_backward(NULL, c.r, c.in, T, F, bo, RC_COMPUTE_FP16);
+    CHECK(memcmp(fh, fw, sizeof fh) == 0 && memcmp(fo, fw, sizeof fo) == 0,
+          "swiglu_forward out_half is not cast_half(out)");
+    CHECK(memcmp(bh, bw, sizeof bh) == 0 && memcmp(bo, bw, sizeof bo) == 0,
+          "swiglu_backward din_half is not cast_half(din)");
+    ops->swiglu_forward(NULL, c.in, T, F, fo, RC_COMPUTE_BF16);
+    CHECK(memcmp(fo, fw, sizeof fo) != 0, "control: bf16 out_half equals fp16's");
+  }
   free(c.in), free(c.r), free(c.out), free(din);
 }
 
@@ -831,7 +862,8 @@ typedef struct {
 static double ce_loss(void *p) { /* sum_t dloss[t] * loss[t] */
   ce_ctx *c = p;
   memcpy(c->work, c->logits, sizeof(float) * c->T * c->V);
-  c->ops->cross_entropy(c->losses, c->correct, c->work, c->labels, c->dloss, c->T, c->V);
+  c->ops->cross_entropy(c->losses, c->correct, c->work, c->labels, c->dloss, c->T, c->V, NULL,
+                        RC_COMPUTE_FP32);
   return proj(c->losses, c->dloss, (size_t)c->T);
 }
 
@@ -868,9 +900,31 @@ static void test_cross_entropy(const rc_ops *ops) {
   float tie[2 * 4] = {1, 3, 3, 0, 1, 3, 3, 0};
   int32_t tl[2] = {1, 2};
   float tdl[2] = {1, 1}, tloss[2], tcor[2];
-  ops->cross_entropy(tloss, tcor, tie, tl, tdl, 2, 4);
+  ops->cross_entropy(tloss, tcor, tie, tl, tdl, 2, 4, NULL, RC_COMPUTE_FP32);
   CHECK(tcor[0] == 1.0f && tcor[1] == 0.0f, "cross_entropy argmax ties: %g %g", tcor[0], tcor[1]);
   CHECK(tloss[0] == tloss[1], "cross_entropy equal rows give unequal losses");
+
+  /* The 16-bit gradient: bitwise cast_half of the in-place one, same losses;
+   * control: the fp32 gradient's own bits differ from its encoding's. */
+  ce_loss(&c); /* c.losses and c.correct of the unperturbed logits again */
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int k = 0; k < 2; k++) {
+    float *work = fdup(c.logits, T * V), losses[T], correct[T];
+    uint16_t half[T * V], want_half[T * V];
+    ops->cross_entropy(losses, correct, work, labels, dloss, T, V, half, cts[k]);
+    ops->cast_half(want_half, g, T * V, cts[k]);
+    CHECK(memcmp(half, want_half, sizeof half) == 0,
+          "cross_entropy %s gradient is not cast_half of the in-place one", k ? "fp16" : "bf16");
+    CHECK(memcmp(losses, c.losses, sizeof losses) == 0 &&
+              memcmp(correct, c.correct, sizeof correct) == 0,
+          "cross_entropy with a 16-bit gradient changes the losses");
+    int rounded = 0;
+    for (int i = 0; i < T * V; i++)
+      rounded +=
+          rc_f32_bits(k ? rc_fp16_decode(half[i]) : rc_bf16_decode(half[i])) != rc_f32_bits(g[i]);
+    CHECK(rounded > 0, "control: no element of the %s gradient was rounded", k ? "fp16" : "bf16");
+    free(work);
+  }
   free(c.logits), free(c.work), free(c.losses), free(c.correct), free(g);
 }
 

@@ -320,6 +320,9 @@ static void test_gemm(void) {
     gemm_case(RC_COMPUTE_FP32, 0, 1, 256, 512, 768, 0, 1.0f);
     gemm_case(RC_COMPUTE_BF16, 0, 1, 256, 512, 768, 0, 1.0f);
   }
+  /* expert-like row counts: a bucket's algorithm, checked for the shape */
+  gemm_case(RC_COMPUTE_BF16, 0, 1, 1064, 256, 768, 0, 1.0f);
+  gemm_case(RC_COMPUTE_BF16, 1, 0, 256, 192, 245, 0, 1.0f);
   gemm_case(RC_COMPUTE_FP32, 1, 0, 128, 96, 4096, 0, 1.0f); /* wgrad-like */
   gemm_case(RC_COMPUTE_BF16, 1, 0, 128, 96, 4096, 0, 1.0f);
   gemm_k0();
@@ -1050,13 +1053,13 @@ static void test_rmsnorm(int T, int H) {
         *cr = C->alloc((size_t)T * 4);
   float *gx = put(G, x, nx * 4), *gw = put(G, w, (size_t)H * 4), *go = G->alloc(nx * 4),
         *gr = G->alloc((size_t)T * 4);
-  C->rmsnorm_forward(co, cr, cx, cw, T, H, eps);
+  C->rmsnorm_forward(co, cr, cx, cw, T, H, eps, NULL, RC_COMPUTE_FP32);
   float *ro = get(C, co, nx * 4), *rr = get(C, cr, (size_t)T * 4);
   float *o[2], *rs[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, nx * 4);
     poison(G, gr, (size_t)T * 4);
-    G->rmsnorm_forward(go, gr, gx, gw, T, H, eps);
+    G->rmsnorm_forward(go, gr, gx, gw, T, H, eps, NULL, RC_COMPUTE_FP32);
     o[rep] = get(G, go, nx * 4);
     rs[rep] = get(G, gr, (size_t)T * 4);
   }
@@ -1065,6 +1068,19 @@ static void test_rmsnorm(int T, int H) {
   check_rel("rmsnorm_forward rstd", rs[0], rr, (size_t)T, 1e-5);
   check_bits("  run-to-run out", o[0], o[1], nx * 4);
   check_bits("  run-to-run rstd", rs[0], rs[1], (size_t)T * 4);
+  { /* out_half: bitwise cast_half of out, with out written beside it or not */
+    uint16_t *gh = G->alloc(nx * 2), *gw16 = G->alloc(nx * 2);
+    G->cast_half(gw16, go, nx, RC_COMPUTE_BF16);
+    for (int only = 0; only <= 1; only++) {
+      poison(G, gh, nx * 2);
+      G->rmsnorm_forward(only ? NULL : go, gr, gx, gw, T, H, eps, gh, RC_COMPUTE_BF16);
+      uint16_t *h = get(G, gh, nx * 2), *w16 = get(G, gw16, nx * 2);
+      check_bits(only ? "  out_half alone == cast_half(out)" : "  out_half == cast_half(out)", h,
+                 w16, nx * 2);
+      free(h), free(w16);
+    }
+    G->free(gh), G->free(gw16);
+  }
   /* backward from the CPU's rstd on both */
   float *cdo = put(C, dout, nx * 4), *gdo = put(G, dout, nx * 4);
   float *cdx = put(C, dx0, nx * 4), *cdw = put(C, dw0, (size_t)H * 4);
@@ -1234,15 +1250,15 @@ static void test_swiglu(int T, int F) {
         *cdi = C->alloc(ni * 4);
   float *gi = put(G, in, ni * 4), *go = G->alloc(no * 4), *gdo = put(G, dout, no * 4),
         *gdi = G->alloc(ni * 4);
-  C->swiglu_forward(co, ci, T, F);
-  C->swiglu_backward(cdi, cdo, ci, T, F);
+  C->swiglu_forward(co, ci, T, F, NULL, RC_COMPUTE_FP32);
+  C->swiglu_backward(cdi, cdo, ci, T, F, NULL, RC_COMPUTE_FP32);
   float *ro = get(C, co, no * 4), *rdi = get(C, cdi, ni * 4);
   float *o[2], *di[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gdi, ni * 4);
-    G->swiglu_forward(go, gi, T, F);
-    G->swiglu_backward(gdi, gdo, gi, T, F);
+    G->swiglu_forward(go, gi, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(gdi, gdo, gi, T, F, NULL, RC_COMPUTE_FP32);
     o[rep] = get(G, go, no * 4);
     di[rep] = get(G, gdi, ni * 4);
   }
@@ -1250,6 +1266,38 @@ static void test_swiglu(int T, int F) {
   check_rel("swiglu_backward", di[0], rdi, ni, 1e-5);
   check_bits("  run-to-run forward", o[0], o[1], no * 4);
   check_bits("  run-to-run backward", di[0], di[1], ni * 4);
+  { /* buffers one float off 16-byte alignment take the scalar path: the same bits */
+    float *ui = G->alloc(ni * 4 + 4), *uo = G->alloc(no * 4 + 4), *udo = G->alloc(no * 4 + 4),
+          *udi = G->alloc(ni * 4 + 4);
+    upload(G, ui + 1, in, ni * 4), upload(G, udo + 1, dout, no * 4);
+    G->swiglu_forward(uo + 1, ui + 1, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(udi + 1, udo + 1, ui + 1, T, F, NULL, RC_COMPUTE_FP32);
+    float *uo_h = get(G, uo + 1, no * 4), *udi_h = get(G, udi + 1, ni * 4);
+    check_bits("  unaligned (scalar) == aligned, forward", uo_h, o[0], no * 4);
+    check_bits("  unaligned (scalar) == aligned, backward", udi_h, di[0], ni * 4);
+    /* the 16-bit outputs: bitwise cast_half of the fp32 ones, alone or beside them */
+    for (int only = 0; only <= 1; only++) {
+      uint16_t *fh = G->alloc(no * 2), *bh = G->alloc(ni * 2), *fw = G->alloc(no * 2),
+               *bw = G->alloc(ni * 2);
+      float *fo = put(G, o[0], no * 4), *bo = put(G, di[0], ni * 4);
+      G->cast_half(fw, fo, no, RC_COMPUTE_FP16), G->cast_half(bw, bo, ni, RC_COMPUTE_FP16);
+      poison(G, fh, no * 2), poison(G, bh, ni * 2);
+      G->swiglu_forward(only ? NULL : go, gi, T, F, fh, RC_COMPUTE_FP16);
+      G->swiglu_backward(only ? NULL : gdi, gdo, gi, T, F, bh, RC_COMPUTE_FP16);
+      uint16_t *a = get(G, fh, no * 2), *b = get(G, fw, no * 2), *c = get(G, bh, ni * 2),
+               *d = get(G, bw, ni * 2);
+      check_bits(only ? "  forward out_half alone == cast_half(out)"
+                      : "  forward out_half == cast_half(out)",
+                 a, b, no * 2);
+      check_bits(only ? "  backward din_half alone == cast_half(din)"
+                      : "  backward din_half == cast_half(din)",
+                 c, d, ni * 2);
+      free(a), free(b), free(c), free(d);
+      G->free(fh), G->free(bh), G->free(fw), G->free(bw), G->free(fo), G->free(bo);
+    }
+    free(uo_h), free(udi_h);
+    G->free(ui), G->free(uo), G->free(udo), G->free(udi);
+  }
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
     free(di[rep]);
@@ -1286,7 +1334,7 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
   float *cl = put(C, logits, n * 4), *cls = C->alloc((size_t)T * 4), *ccr = C->alloc((size_t)T * 4);
   int32_t *clab = put(C, labels, (size_t)T * 4);
   float *cdl = with_dloss ? put(C, dloss, (size_t)T * 4) : NULL;
-  C->cross_entropy(cls, ccr, cl, clab, cdl, T, V);
+  C->cross_entropy(cls, ccr, cl, clab, cdl, T, V, NULL, RC_COMPUTE_FP32);
   float *rl = get(C, cl, n * 4), *rls = get(C, cls, (size_t)T * 4),
         *rcr = get(C, ccr, (size_t)T * 4);
   float *gl = G->alloc(n * 4), *gls = G->alloc((size_t)T * 4), *gcr = G->alloc((size_t)T * 4);
@@ -1297,7 +1345,7 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
     upload(G, gl, logits, n * 4);
     poison(G, gls, (size_t)T * 4);
     poison(G, gcr, (size_t)T * 4);
-    G->cross_entropy(gls, gcr, gl, glab, gdl, T, V);
+    G->cross_entropy(gls, gcr, gl, glab, gdl, T, V, NULL, RC_COMPUTE_FP32);
     l[rep] = get(G, gl, n * 4);
     ls[rep] = get(G, gls, (size_t)T * 4);
     cr[rep] = get(G, gcr, (size_t)T * 4);
@@ -1318,6 +1366,26 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
   check_true("  rows with dloss 0 are all +0.0", zero_rows_ok);
   check_bits("  run-to-run dlogits", l[0], l[1], n * 4);
   check_bits("  run-to-run losses", ls[0], ls[1], (size_t)T * 4);
+  /* the 16-bit gradient: bitwise cast_half of the in-place one (the same
+   * kernel's values), the same losses and flags; every element written */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *gh = G->alloc(n * 2), *gw = G->alloc(n * 2);
+    float *gf = put(G, l[0], n * 4);
+    G->cast_half(gw, gf, n, ct);
+    poison(G, gh, n * 2);
+    upload(G, gl, logits, n * 4);
+    G->cross_entropy(gls, gcr, gl, glab, gdl, T, V, gh, ct);
+    uint16_t *h = get(G, gh, n * 2), *w = get(G, gw, n * 2);
+    float *hls = get(G, gls, (size_t)T * 4), *hcr = get(G, gcr, (size_t)T * 4);
+    snprintf(name, sizeof name, "cross_entropy %s gradient == cast_half(in place) T=%d V=%d",
+             ct_name(ct), T, V);
+    check_bits(name, h, w, n * 2);
+    check_bits("  the same losses", hls, ls[0], (size_t)T * 4);
+    check_bits("  the same correct flags", hcr, cr[0], (size_t)T * 4);
+    free(h), free(w), free(hls), free(hcr);
+    G->free(gh), G->free(gw), G->free(gf);
+  }
   for (int rep = 0; rep < 2; rep++) {
     free(l[rep]);
     free(ls[rep]);
@@ -1821,6 +1889,8 @@ int main(int argc, char **argv) {
   test_attention(RC_COMPUTE_BF16, 1, 5, 1, 16);
   if (!quick) test_attention(RC_COMPUTE_BF16, 1, 1024, 2, 64);
   test_swiglu(100, 300);
+  test_swiglu(37, 301);   /* F % 4 != 0: the scalar path */
+  test_swiglu(512, 2048); /* gpu-small's F */
   test_cross_entropy(64, 1000, 1);
   test_cross_entropy(8, 50257, 1);  /* beyond rows in registers */
   test_cross_entropy(24, 32768, 1); /* 32 per thread, gpu-small's vocab */

@@ -146,9 +146,12 @@ typedef struct rc_ops {
   /* dtable[v,:] += sum over t with ids[t]==v, in increasing t, of dout[t,:]. No atomics. */
   void (*embedding_backward)(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                              int V);
-  /* rstd[t] = 1/sqrt(mean(x[t]^2) + eps); out = x * rstd * w (writes out, rstd). */
+  /* rstd[t] = 1/sqrt(mean(x[t]^2) + eps); out = x * rstd * w (writes out, rstd).
+   * out_half (may be NULL): the output also in ct's 16-bit encoding, bitwise
+   * cast_half of out, for a half linear's saved input; out may then be NULL
+   * (only out_half written). The same for swiglu's out_half and din_half. */
   void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                          float eps);
+                          float eps, uint16_t *out_half, rc_compute ct);
   /* dx += d/dx; dw += sum over t (fixed order) of d/dw. */
   void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
                            const float *rstd, int T, int H);
@@ -175,15 +178,19 @@ typedef struct rc_ops {
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
                              const float *lse, const float *qkv, int B, int S, int nh, int hd);
   /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). */
-  void (*swiglu_forward)(float *out, const float *in, int T, int F);
-  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T,
-                          int F); /* writes */
+  void (*swiglu_forward)(float *out, const float *in, int T, int F, uint16_t *out_half,
+                         rc_compute ct);
+  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T, int F,
+                          uint16_t *din_half, rc_compute ct); /* writes */
   /* Softmax cross-entropy over logits [T, V]. Writes losses[t] = -log p[label],
    * correct[t] = 1.0f if argmax (lowest index among ties) == label else 0.0f,
-   * then overwrites logits in place with dloss[t] * (softmax - onehot).
-   * Rows with dloss[t] == 0 become all zeros. labels in [0, V). */
+   * and the gradient dloss[t] * (softmax - onehot): with dlogits_half NULL over
+   * the logits in place; else into dlogits_half [T, V] in ct's 16-bit
+   * encoding (BF16/FP16, bitwise cast_half of the in-place values; the
+   * logits are then left unspecified). Rows with dloss[t] == 0 become all
+   * zeros. labels in [0, V). */
   void (*cross_entropy)(float *losses, float *correct, float *logits, const int32_t *labels,
-                        const float *dloss, int T, int V);
+                        const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);
   /* x[i] = keep(i) ? x[i] / (1-p) : 0, keep from rc_dropout_keep(seed, offset, i, p).
    * The same call with the same (seed, offset) is dropout's backward. */
   void (*dropout)(float *x, size_t n, float p, uint64_t seed, uint64_t offset);

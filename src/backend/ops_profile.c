@@ -262,9 +262,9 @@ static void p_embedding_backward(float *dtable, const int32_t *ids, const float 
   end(OP_embedding_backward, t0);
 }
 static void p_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                              float eps) {
+                              float eps, uint16_t *out_half, rc_compute ct) {
   double t0 = begin();
-  inner->rmsnorm_forward(out, rstd, x, w, T, H, eps);
+  inner->rmsnorm_forward(out, rstd, x, w, T, H, eps, out_half, ct);
   end(OP_rmsnorm_forward, t0);
 }
 static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
@@ -295,20 +295,23 @@ static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, 
   inner->attention_backward(ct, dqkv, dout, out, lse, qkv, B, S, nh, hd);
   charge_ct(attn_bwd_ct, ct, end(OP_attention_backward, t0));
 }
-static void p_swiglu_forward(float *out, const float *in, int T, int F) {
+static void p_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
+                             rc_compute ct) {
   double t0 = begin();
-  inner->swiglu_forward(out, in, T, F);
+  inner->swiglu_forward(out, in, T, F, out_half, ct);
   end(OP_swiglu_forward, t0);
 }
-static void p_swiglu_backward(float *din, const float *dout, const float *in, int T, int F) {
+static void p_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
+                              uint16_t *din_half, rc_compute ct) {
   double t0 = begin();
-  inner->swiglu_backward(din, dout, in, T, F);
+  inner->swiglu_backward(din, dout, in, T, F, din_half, ct);
   end(OP_swiglu_backward, t0);
 }
 static void p_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
-                            const float *dloss, int T, int V) {
+                            const float *dloss, int T, int V, uint16_t *dlogits_half,
+                            rc_compute ct) {
   double t0 = begin();
-  inner->cross_entropy(losses, correct, logits, labels, dloss, T, V);
+  inner->cross_entropy(losses, correct, logits, labels, dloss, T, V, dlogits_half, ct);
   end(OP_cross_entropy, t0);
 }
 static void p_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset) {

@@ -264,7 +264,7 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   const rc_ops *o = m->ops;
   size_t wsz = (size_t)lin->out * lin->in;
   bool half = lin->wq_half != NULL;
-  if (half) o->cast_half(x_half, x, (size_t)rows * lin->in, m->ct);
+  if (half && x) o->cast_half(x_half, x, (size_t)rows * lin->in, m->ct); /* else its producer did */
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
@@ -288,9 +288,8 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_h
             RC_MAX_CALLS);
     abort();
   }
-  if (rc_linear_is_half(m, lin) && !x_half) {
-    fprintf(stderr, "resumecheck: internal error: %s: a half linear's forward without x_half\n",
-            lin->name);
+  if (rc_linear_is_half(m, lin) ? !x_half : !x) {
+    fprintf(stderr, "resumecheck: internal error: %s: a forward without its input\n", lin->name);
     abort();
   }
   lin->passed[call] = p;

@@ -28,8 +28,9 @@ void rc_linear_end_step(rc_model *m, rc_linear *lin);
 bool rc_linear_is_half(const rc_model *m, const rc_linear *lin);
 /* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).
  * A half linear casts x into x_half ([rows, in], the caller's, kept until the
- * call's backward, which reads it for the wgrad); others ignore x_half (may
- * be NULL). Grouped linears take group_rows[g] consecutive rows per group.
+ * call's backward, which reads it for the wgrad), or with x NULL takes x_half
+ * as its producer wrote it (ops.h out_half); others ignore x_half (may be
+ * NULL). Grouped linears take group_rows[g] consecutive rows per group.
  * Returns the call index within the microbatch, for the backward. */
 int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
                       int rows, const int *group_rows);

@@ -487,11 +487,11 @@ static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half,
                         double *correct_sum, float *host_tmp) {
   const rc_ops *o = m->ops;
   int T = m->T;
-  int call = rc_linear_forward(m, m->head, h_r, h_half, m->logits[c], T, NULL);
+  /* a half head's input is already in h_half: the final norm wrote it */
+  int call = rc_linear_forward(m, m->head, h_half ? NULL : h_r, h_half, m->logits[c], T, NULL);
   o->to_device(m->ce_dloss, dloss_host, sizeof(float) * (size_t)T);
   o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T,
-                   m->V);
-  if (m->dlogits_half[c]) o->cast_half(m->dlogits_half[c], m->logits[c], (size_t)T * m->V, m->ct);
+                   m->V, m->dlogits_half[c], m->ct);
   o->to_host(host_tmp, m->ce_losses, sizeof(float) * (size_t)T);
   double ls = 0, cs = 0;
   for (int t = 0; t < T; t++) ls += mask_host[t] ? (double)host_tmp[t] : 0.0;
@@ -533,7 +533,10 @@ static void forward_decoder(rc_model *m) {
     rc_layer_forward(m, &m->layers[l], &m->acts[l], x);
     x = m->acts[l].y;
   }
-  o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, (float)m->cfg.norm_eps);
+  /* h0 feeds the first MTP depth as fp32; a half head's saved input comes
+   * from the norm as well */
+  o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, (float)m->cfg.norm_eps,
+                     m->head_h0, m->ct);
   m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, (size_t)T * H);
 }
 
@@ -549,14 +552,15 @@ static void forward_mtp(rc_model *m) {
     struct rc_mtp_act *ma = &m->mtp_acts[k];
     struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
     o->embedding_forward(ma->emb, m->ids_dev[k], m->embedding->weight, T, H);
-    o->rmsnorm_forward(ma->en, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps);
-    o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps);
+    o->rmsnorm_forward(ma->en, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps, NULL, m->ct);
+    o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps, NULL, m->ct);
     o->copy2d(ma->cat_r, 2 * H, ma->en, H, T, H); /* embedding first, hidden second */
     o->copy2d(ma->cat_r + H, 2 * H, ma->hn, H, T, H);
     rc_linear_round_input(m, mt->eh_proj, ma->cat_r, ma->cat_r, TH * 2);
     ma->call_eh = rc_linear_forward(m, mt->eh_proj, ma->cat_r, ma->eh_h, ma->x, T, NULL);
     rc_layer_forward(m, mtp_trm(m, k), a, ma->x);
-    o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps);
+    o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps, ma->head_h,
+                       m->ct);
     ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
     h_prev = ma->hk;
   }

@@ -41,8 +41,8 @@ struct rc_mtp_act {
 
 /* model_layer.c */
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x);
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy,
-                       float *dx);
+/* dx (writes) from dy, which it consumes: dy is left overwritten. */
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy, float *dx);
 
 /* dist_optimizer.c: the distributed optimizer's steps (m->comm set). */
 /* Param i's overlap with the owned slice, as element offsets [lo, hi)

@@ -45,9 +45,11 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   }
   o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H);
   a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1_h, a->fc1, T * K, a->group_rows);
-  o->swiglu_forward(a->sw_r, a->fc1, T * K, F);
-  rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
-  a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->fc2_h, a->e_out, T * K, a->group_rows);
+  /* a half fc2's saved input straight from SwiGLU (no fp32 copy, no cast) */
+  o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, T * K, F, a->fc2_h, m->ct);
+  if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
+  a->call_fc2 = rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->e_out, T * K,
+                                  a->group_rows);
   o->moe_combine(a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H);
   /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
    * so d J / d probs[t,e] = coeff * E * f_e / (T * M), f_e = tokens_e / (T*k) */
@@ -75,8 +77,11 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   int T = m->T, H = m->H, F = m->F;
   size_t TH = (size_t)T * H;
   a->x_in = x;
-  o->rmsnorm_forward(a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, (float)m->cfg.norm_eps);
-  a->qkv_in = rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
+  float eps = (float)m->cfg.norm_eps;
+  /* a half qkv's (and dense fc1's) saved input comes straight from the norm */
+  o->rmsnorm_forward(a->qkv_h ? NULL : a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, eps, a->qkv_h,
+                     m->ct);
+  a->qkv_in = a->qkv_h ? NULL : rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
   a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
@@ -84,21 +89,32 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj_h, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
   o->add(a->xm, x, a->proj, TH);
-  o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, (float)m->cfg.norm_eps);
-  a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
-  if (L->moe) {
+  if (L->moe) { /* ln2 feeds the fp32 router and the gather as it is */
+    o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, m->ct);
+    a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
     moe_forward(m, L, a);
   } else {
+    o->rmsnorm_forward(a->fc1_h ? NULL : a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps,
+                       a->fc1_h, m->ct);
+    a->fc1_in = a->fc1_h ? NULL : rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
     a->call_fc1 = rc_linear_forward(m, L->fc1, a->fc1_in, a->fc1_h, a->fc1, T, NULL);
-    o->swiglu_forward(a->sw_r, a->fc1, T, F);
-    rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
-    a->call_fc2 = rc_linear_forward(m, L->fc2, a->sw_r, a->fc2_h, a->mlp_out, T, NULL);
+    o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, T, F, a->fc2_h, m->ct);
+    if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
+    a->call_fc2 =
+        rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->mlp_out, T, NULL);
   }
   dropout_maybe(m, a->mlp_out, TH, &a->drop_offset[1], true);
   o->add(a->y, a->xm, a->mlp_out, TH);
 }
 
 /* d_ln2 (writes) from d_mlp (the gradient at the MLP output, rounded). */
+/* Where SwiGLU's backward writes fc1's output gradient for a half fc1: the
+ * model's dy_half, in the compute type, which fc1's backward reads as it is;
+ * NULL for the other linears (fp32 d_fc1, rounded or cast by the linear). */
+static uint16_t *fc1_grad_half(rc_model *m, const rc_linear *fc1) {
+  return rc_linear_is_half(m, fc1) ? m->dy_half : NULL;
+}
+
 static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *d_mlp,
                          float *d_ln2) {
   const rc_ops *o = m->ops;
@@ -110,10 +126,12 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   float *d_sw = m->d_big2;
   rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, NULL, a->sw_r, d_sw, T * K, a->group_rows);
   float *d_fc1 = m->d_big;
-  o->swiglu_backward(d_fc1, d_sw, a->fc1, T * K, F);
-  rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
+  uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
+  o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, T * K, F, d_fc1_h, m->ct);
+  if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
-  rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, NULL, a->xs, d_xs, T * K, a->group_rows);
+  rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->xs, d_xs, T * K,
+                     a->group_rows);
   o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H);
   /* router: through the routing weights and the load-balancing loss */
   float *d_logits = m->d_big;
@@ -124,18 +142,25 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
 }
 
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *dy,
-                       float *dx) {
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy, float *dx) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, F = m->F;
   size_t TH = (size_t)T * H;
-  float *d_branch = m->d_tmp, *d_ln = m->d_ln, *dxm = m->d_xm;
-  /* y = xm + dropout(mlp): d xm = dy (+ the MLP path below) */
-  o->copy(dxm, dy, TH * sizeof(float));
-  o->copy(d_branch, dy, TH * sizeof(float));
-  if (m->cfg.dropout > 0)
-    o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
-  if (L->moe) /* the routing weights' gradient, a dot product, sees it rounded too */
+  bool dropout = m->cfg.dropout > 0;
+  float *d_ln = m->d_ln;
+  /* y = xm + dropout(mlp): d xm = dy (+ the MLP path below), accumulated
+   * in dy itself (the caller's, consumed). The branch's gradient is dy as
+   * it is unless something changes it in place: dropout, or MoE's rounding
+   * (the routing weights' gradient, a dot product, sees it rounded too); a
+   * half fc2 casts it for its GEMMs and leaves it. */
+  float *dxm = dy, *d_branch = dy;
+  bool branch_copy = dropout || L->moe || !rc_linear_rounds_inputs(m, L->fc2);
+  if (branch_copy) {
+    d_branch = m->d_tmp;
+    o->copy(d_branch, dy, TH * sizeof(float));
+  }
+  if (dropout) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
+  if (L->moe)
     o->round_to(d_branch, d_branch, TH, m->ct);
   else
     rc_linear_round_input(m, L->fc2, d_branch, d_branch, TH);
@@ -145,15 +170,21 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
   } else {
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
     rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, NULL, a->sw_r, d_sw, T, NULL);
-    o->swiglu_backward(d_fc1, d_sw, a->fc1, T, F);
-    rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
-    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1, NULL, a->fc1_in, d_ln2, T, NULL);
+    uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
+    o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, T, F, d_fc1_h, m->ct);
+    if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
+    rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->fc1_in, d_ln2, T,
+                       NULL);
   }
   o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H);
-  /* xm = x + dropout(proj) */
-  o->copy(d_branch, dxm, TH * sizeof(float));
-  if (m->cfg.dropout > 0)
-    o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
+  /* xm = x + dropout(proj): the branch is dxm as it is unless dropout or a
+   * rounded copy changes it */
+  d_branch = dxm;
+  if (dropout || !rc_linear_rounds_inputs(m, L->proj)) {
+    d_branch = m->d_tmp;
+    o->copy(d_branch, dxm, TH * sizeof(float));
+  }
+  if (dropout) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
   rc_linear_round_input(m, L->proj, d_branch, d_branch, TH);
   float *d_attn = m->d_big2;
   rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);

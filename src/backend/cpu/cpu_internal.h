@@ -45,7 +45,7 @@ void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table
 void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                int V);
 void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                            float eps);
+                            float eps, uint16_t *out_half, rc_compute ct);
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                              const float *w, const float *rstd, int T, int H);
 void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
@@ -54,10 +54,12 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
                               int nh, int hd);
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, int B, int S, int nh, int hd);
-void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F);
-void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F);
+void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
+                           rc_compute ct);
+void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
+                            uint16_t *din_half, rc_compute ct);
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
-                          const float *dloss, int T, int V);
+                          const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);
 void rc_cpu_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
 
 /* cpu_init.c */

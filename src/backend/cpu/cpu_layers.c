@@ -36,17 +36,26 @@ void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *d
 
 /* ---- RMSNorm ---- */
 
+/* A row's output where the caller wants it: out's row, or (out NULL) a
+ * scratch row that only its 16-bit encoding leaves. */
+static float *out_row(float *out, float *scratch, int t, int n) {
+  return out ? out + (size_t)t * n : scratch;
+}
+
 void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                            float eps) {
+                            float eps, uint16_t *out_half, rc_compute ct) {
+  float *row = out ? NULL : rc_cpu_scratch((size_t)H * sizeof(float));
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * H;
     double ss = 0.0;
     for (int j = 0; j < H; j++) ss += (double)xt[j] * (double)xt[j];
     float r = 1.0f / sqrtf((float)(ss / H) + eps);
     rstd[t] = r;
-    float *o = out + (size_t)t * H;
+    float *o = out_row(out, row, t, H);
     for (int j = 0; j < H; j++) o[j] = xt[j] * r * w[j];
+    if (out_half) rc_cpu_cast_half(out_half + (size_t)t * H, o, (size_t)H, ct);
   }
+  free(row);
 }
 
 /* y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
@@ -228,26 +237,34 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
 
 /* ---- SwiGLU ---- */
 
-void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F) {
+void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
+                           rc_compute ct) {
+  float *row = out ? NULL : rc_cpu_scratch((size_t)F * sizeof(float));
   for (int t = 0; t < T; t++) {
     const float *g = in + (size_t)t * 2 * F, *u = g + F;
-    float *o = out + (size_t)t * F;
+    float *o = out_row(out, row, t, F);
     for (int j = 0; j < F; j++) o[j] = rc_swiglu_forward_element(g[j], u[j]);
+    if (out_half) rc_cpu_cast_half(out_half + (size_t)t * F, o, (size_t)F, ct);
   }
+  free(row);
 }
 
-void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F) {
+void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
+                            uint16_t *din_half, rc_compute ct) {
+  float *row = din ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
   for (int t = 0; t < T; t++) {
     const float *g = in + (size_t)t * 2 * F, *u = g + F, *d = dout + (size_t)t * F;
-    float *dg = din + (size_t)t * 2 * F, *du = dg + F;
+    float *dg = out_row(din, row, t, 2 * F), *du = dg + F;
     for (int j = 0; j < F; j++) rc_swiglu_backward_element(&dg[j], &du[j], g[j], u[j], d[j]);
+    if (din_half) rc_cpu_cast_half(din_half + (size_t)t * 2 * F, dg, (size_t)2 * F, ct);
   }
+  free(row);
 }
 
 /* ---- softmax cross-entropy ---- */
 
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
-                          const float *dloss, int T, int V) {
+                          const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct) {
   for (int t = 0; t < T; t++) {
     float *l = logits + (size_t)t * V;
     int amax = 0;
@@ -262,12 +279,14 @@ void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const in
     float d = dloss ? dloss[t] : 0.0f;
     if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
       memset(l, 0, (size_t)V * sizeof(float));
-      continue;
+    } else {
+      for (int v = 0; v < V; v++) {
+        float p = (float)exp((double)l[v] - lse);
+        l[v] = d * (v == y ? p - 1.0f : p);
+      }
     }
-    for (int v = 0; v < V; v++) {
-      float p = (float)exp((double)l[v] - lse);
-      l[v] = d * (v == y ? p - 1.0f : p);
-    }
+    if (dlogits_half) /* the in-place row, encoded: bitwise cast_half of it */
+      rc_cpu_cast_half(dlogits_half + (size_t)t * V, l, (size_t)V, ct);
   }
 }
 
