@@ -6,15 +6,17 @@
  * no model and do no file I/O.
  *
  * Conventions, binding on every implementation:
- *  - All tensors are float32 (or int32 indices) in backend memory ("device"
- *    pointers), row-major, contiguous unless a leading dimension is given.
+ *  - Tensors are float32 (or int32 indices) in backend memory ("device"
+ *    pointers), row-major, contiguous unless a leading dimension is given;
+ *    the exceptions say so: 16-bit "half" tensors (uint16_t, a compute
+ *    type's encoding: cast_half) and e4m3 bytes (uint8_t: cast_e4m3).
  *    T = tokens in a microbatch (micro_batch * seq_len), H = hidden, etc.
- *  - Lower precisions are emulated by rounding: a bf16 tensor is a float32
- *    tensor whose values are representable in bf16 (numeric.h). A BF16 or
- *    FP16 GEMM rounds both operands to its compute type itself (to nearest
- *    even, numeric.h) and accumulates in fp32, so a GPU converts while it
- *    packs for tensor cores and the CPU while it packs; callers need not
- *    round a copy first (values already representable pass unchanged).
+ *  - Lower precisions round where ops.h says: a BF16 or FP16 GEMM rounds
+ *    both fp32 operands to its compute type itself (to nearest even,
+ *    numeric.h) and accumulates in fp32, so callers need not round a copy
+ *    first (values already representable pass unchanged); gemm_half takes
+ *    operands already encoded, with the same results. A bf16 value held in
+ *    an fp32 tensor is one representable in bf16 (numeric.h).
  *  - Deterministic run to run: no atomics in reductions, fixed reduction
  *    orders, fixed GEMM algorithms. Two backends agree within tolerance, not
  *    bitwise (fingerprints, rounding, RNG draws and the initial weights are
