@@ -22,16 +22,21 @@
  * Determinism: each MMA folds its products in the hardware's fixed order;
  * every accumulator is a fixed sequence of MMAs (key or query tiles in
  * increasing order, k-steps in increasing order); row statistics reduce over
- * a quad with a fixed xor-shuffle tree; there are no atomics and no split
- * reductions; each output element is written by exactly one thread.
+ * a quad with a fixed xor-shuffle tree; there are no atomics; the one split
+ * reduction (dQ over key tiles, below) is summed in a fixed order; each
+ * output element is written by exactly one thread.
  *
  * Tiles are 64 x 64; a block has 4 warps, each owning 16 rows (query rows in
  * the forward and dQ, key rows in dK/dV).
  *  forward  per (query tile, head, batch): online softmax over the key tiles
  *           up to the diagonal, P = exp(s - running max); out = O / l.
- *  backward D = rowsum(bf16(dout) * out) first; dK/dV per key tile looping
- *           over query tiles at or after it; dQ per query tile looping over
- *           key tiles up to it. P = exp(s - lse) is recomputed in both.
+ *  backward D = rowsum(bf16(dout) * out) first; then one kernel per key
+ *           tile looping over the query tiles at or after it: P = exp(s -
+ *           lse) and dS recomputed once, dK and dV accumulated in registers,
+ *           and dQ's share of the pair, dS^T K, written as a partial per
+ *           (query tile, key tile); a last kernel sums each query's partials
+ *           in increasing key tile (fixed order, no atomics). Until session
+ *           13 a second kernel recomputed S and dP per query tile for dQ.
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
@@ -101,6 +106,15 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 template <int LDS> __device__ __forceinline__ void load_a(unsigned a[4], const bf16 *rows, int k0) {
   const int lane = threadIdx.x % 32;
   ldsm_x4(a, rows + (lane % 16) * LDS + k0 + 8 * (lane / 16));
+}
+
+/* A fragment (16 rows x 16 k) of the transpose of a row-major shared tile:
+ * A[r][k] = M[k0 + k][r0 + r], from M's rows (ldmatrix's transposing load
+ * of each 8 x 8 block). */
+template <int LDS>
+__device__ __forceinline__ void load_a_trans(unsigned a[4], const bf16 *M, int r0, int k0) {
+  const int lane = threadIdx.x % 32;
+  ldsm_x4_trans(a, M + (k0 + lane % 8 + 8 * (lane / 16)) * LDS + r0 + 8 * ((lane / 8) % 2));
 }
 
 template <int N> __device__ __forceinline__ void zero_acc(float c[N][4]) {
@@ -319,14 +333,15 @@ __global__ void __launch_bounds__(AB_THREADS)
  * dK += bf16(dS^T) Q; finally dK *= scale. */
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_dkv_kernel(float *dqkv, const float *lse, const float *Dd, const bf16 *qh,
-                              const bf16 *kh, const bf16 *vh, const bf16 *doh, int S, int nh,
-                              int hd, float scale) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS;
+    attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+                              const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
+                              int S, int nh, int hd, float scale) {
+  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
   bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
-  float *lse_s = (float *)(dOs + 2 * TILE), *D_s = lse_s + 2 * AB_BQ;
+  bf16 *dSs = dOs + 2 * TILE;                 /* [64 keys][LDP]: dS for dQ */
+  float *lse_s = (float *)(dSs + 64 * LDP), *D_s = lse_s + 2 * AB_BQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
   const int h = blockIdx.y, b = blockIdx.z, k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
@@ -389,6 +404,28 @@ __global__ void __launch_bounds__(AB_THREADS)
     mma_px<HD, LDS>(dv, pa, dOb);
     acc_to_a(pa, dp);
     mma_px<HD, LDS>(dk, pa, Qb);
+    /* dQ's share of this key tile, dS^T K for the tile's 64 queries, from
+     * the same bf16 dS through shared memory (a warp holds 16 keys' rows of
+     * dS; a query row needs all 64): warp w takes queries 16w..16w+15. One
+     * partial per (query tile, key tile), summed in increasing key tile by
+     * attention_bf16_dq_reduce_kernel: no second pass over S and dP. */
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = pa[kk][0];
+      *(unsigned *)(dSs + (warp * 16 + g + 8) * LDP + kk * 16 + 2 * t) = pa[kk][1];
+      *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][2];
+      *(unsigned *)(dSs + (warp * 16 + g + 8) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][3];
+    }
+    __syncthreads(); /* every warp's dS rows are in place */
+    unsigned sa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) load_a_trans<LDP>(sa[kk], dSs, warp * 16, kk * 16);
+    float dq[HD / 8][4];
+    zero_acc<HD / 8>(dq);
+    mma_px<HD, LDS>(dq, sa, Ks);
+    const size_t pair = (size_t)qt * (qt + 1) / 2 + kt;
+    float *part = dq_part + ((((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2) + pair) * 64 * hd;
+    store_rows<HD>(part, (size_t)hd, warp * 16, 64, dq, 1.0f, hd);
   }
   const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
@@ -396,75 +433,27 @@ __global__ void __launch_bounds__(AB_THREADS)
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
 }
 
-/* One block per (query tile, head, batch); warp w owns query rows 16w..+15.
- * Per key tile up to the diagonal: S = Q K^T, dP = dO V^T,
- * dS = exp(S scale - lse) (dP - D), dQ += bf16(dS) K; finally dQ *= scale. */
-template <int HD>
-__global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_dq_kernel(float *dqkv, const float *lse, const float *Dd, const bf16 *qh,
-                             const bf16 *kh, const bf16 *vh, const bf16 *doh, int S, int nh, int hd,
-                             float scale) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16 *Qs = (bf16 *)smem, *dOs = Qs + TILE;
-  bf16 *Ks = dOs + TILE, *Vs = Ks + 2 * TILE; /* two stages each */
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int qt = gridDim.x - 1 - blockIdx.x; /* the longest rows start first */
-  const int h = blockIdx.y, b = blockIdx.z, q0 = qt * AB_BQ;
-  const size_t head = ((size_t)b * nh + h) * S * hd;
-
-  zero_pad_columns<HD, LDS>(Qs, 6, hd);
-  load_tile_async<LDS>(Qs, qh + head, q0, S, hd);
-  load_tile_async<LDS>(dOs, doh + head, q0, S, hd);
-  load_tile_async<LDS>(Ks, kh + head, 0, S, hd);
-  load_tile_async<LDS>(Vs, vh + head, 0, S, hd);
-  cp_async_commit();
-  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-  float lse_r[2], D_r[2];
-  for (int hr = 0; hr < 2; hr++) {
-    const size_t at = ((size_t)b * nh + h) * S + row[hr];
-    lse_r[hr] = row[hr] < S ? lse[at] : 0.0f;
-    D_r[hr] = row[hr] < S ? Dd[at] : 0.0f;
+/* dQ[b, q, h, :] = scale * the sum over key tiles kt <= q's tile, in
+ * increasing kt, of the dkv kernel's partials: one thread per element. */
+__global__ void attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int B, int S,
+                                                int nh, int hd, float scale) {
+  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const size_t n = (size_t)B * nh * S * hd;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const int c = (int)(i % hd);
+    size_t r = i / hd;
+    const int q = (int)(r % S);
+    r /= S;
+    const int h = (int)(r % nh), b = (int)(r / nh), qt = q / AB_BQ;
+    const float *part =
+        dq_part +
+        (((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2 + (size_t)qt * (qt + 1) / 2) * 64 * hd +
+        (size_t)(q % AB_BQ) * hd + c;
+    float acc = 0.0f;
+    for (int kt = 0; kt <= qt; kt++) acc += part[(size_t)kt * 64 * hd];
+    dqkv[((size_t)b * S + q) * 3 * nh * hd + (size_t)h * hd + c] = acc * scale;
   }
-
-  unsigned qa[HD / 16][4], da[HD / 16][4];
-  float dq[HD / 8][4];
-  zero_acc<HD / 8>(dq);
-  for (int kt = 0; kt <= qt; kt++) {
-    const int k0 = kt * AB_BK;
-    cp_async_wait_all();
-    __syncthreads(); /* tile kt landed; every warp is done with tile kt - 1's stage */
-    if (kt == 0)
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++) {
-        load_a<LDS>(qa[kk], Qs + warp * 16 * LDS, kk * 16);
-        load_a<LDS>(da[kk], dOs + warp * 16 * LDS, kk * 16);
-      }
-    if (kt < qt) {
-      const int st = (kt + 1) % 2;
-      load_tile_async<LDS>(Ks + st * TILE, kh + head, k0 + AB_BK, S, hd);
-      load_tile_async<LDS>(Vs + st * TILE, vh + head, k0 + AB_BK, S, hd);
-      cp_async_commit();
-    }
-    const bf16 *Kb = Ks + (kt % 2) * TILE, *Vb = Vs + (kt % 2) * TILE;
-    float sp[8][4], dp[8][4];
-    score_tiles<HD, LDS>(sp, dp, qa, Kb, da, Vb);
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
-        const bool valid = j <= i && i < S && j < S;
-        const float p = valid ? expf(sp[nt][e] * scale - lse_r[e / 2]) : 0.0f;
-        dp[nt][e] = p * (dp[nt][e] - D_r[e / 2]);
-      }
-    unsigned pa[4][4];
-    acc_to_a(pa, dp);
-    mma_px<HD, LDS>(dq, pa, Kb);
-  }
-  const size_t row_stride = 3 * (size_t)nh * hd;
-  store_rows<HD>(dqkv + (size_t)b * S * row_stride + (size_t)h * hd, row_stride, q0 + warp * 16, S,
-                 dq, scale, hd);
 }
 
 /* ---- the rounding pass ---- */
@@ -523,7 +512,7 @@ static void forward_bf16(float *out, float *lse, const float *qkv, int B, int S,
 template <int HD>
 static void backward_bf16(float *dqkv, const float *dout, const float *out, const float *lse,
                           const float *qkv, int B, int S, int nh, int hd) {
-  static bool opted_dkv = false, opted_dq = false;
+  static bool opted_dkv = false;
   cudaStream_t s = rc_cuda_stream();
   /* D = rowsum(bf16(dout) * out), the CPU's loop */
   float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, true);
@@ -532,17 +521,21 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   bf16 *kh = qh + per_part, *vh = qh + 2 * per_part, *doh = qh + 3 * per_part;
   heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
   heads_to_bf16(doh, dout, B, S, 1, nh, hd);
-  const size_t sm_dkv = 6 * tile_bytes<HD>() + 4 * AB_BQ * sizeof(float);
-  const size_t sm_dq = 6 * tile_bytes<HD>();
+  const size_t sm_dkv =
+      6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
-  rc_allow_smem(attention_bf16_dq_kernel<HD>, sm_dq, &opted_dq);
-  dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
+  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
+  float *dq_part =
+      (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * ntiles * (ntiles + 1) / 2 * 64 *
+                                                       (size_t)hd * sizeof(float));
+  dim3 grid((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B);
   float scale = 1.0f / sqrtf((float)hd);
   attention_bf16_dkv_kernel<HD>
-      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
-  attention_bf16_dq_kernel<HD>
-      <<<grid, AB_THREADS, sm_dq, s>>>(dqkv, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+  const size_t n = (size_t)B * nh * S * hd;
+  attention_bf16_dq_reduce_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(dqkv, dq_part, B, S, nh, hd,
+                                                                     scale);
   KERNEL_CHECK();
 }
 
