@@ -154,7 +154,9 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
   /* ln1 feeds qkv only (its norm's backward reads the layer input); dense
    * ln2 feeds fc1 only (MoE's also the fp32 router, whose wgrad reads it) */
-  a->ln1 = own_or_shared(m, rc_linear_is_half(m, L->qkv), RC_FWD_SHARED_LN, T * H, "ln1"),
+  /* with a half qkv / dense fc1 / fc2 the norm or SwiGLU writes the 16-bit
+   * input alone (ops.h out_half): no fp32 ln1, ln2 or sw_r at all */
+  a->ln1 = rc_linear_is_half(m, L->qkv) ? NULL : rc_model_alloc(m, A, T * H, "ln1"),
   a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
   a->ln1_r = alloc_rounded(m, L->qkv, A, T * H, "ln1_r");
   a->qkv = rc_model_alloc(m, A, T * 3 * H, "qkv");
@@ -164,11 +166,11 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   /* proj and mlp_out only feed their residual adds: shared whatever the precision */
   a->proj = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "proj"),
   a->xm = rc_model_alloc(m, A, T * H, "xm");
-  a->ln2 = own_or_shared(m, !moe && rc_linear_is_half(m, L->fc1), RC_FWD_SHARED_LN, T * H, "ln2"),
+  a->ln2 = !moe && rc_linear_is_half(m, L->fc1) ? NULL : rc_model_alloc(m, A, T * H, "ln2"),
   a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
   a->ln2_r = alloc_rounded(m, L->fc1, A, T * H, "ln2_r");
   a->fc1 = rc_model_alloc(m, A, rows * 2 * F, "fc1");
-  a->sw_r = own_or_shared(m, rc_linear_is_half(m, L->fc2), RC_FWD_SHARED_SW, rows * F, "sw_r");
+  a->sw_r = rc_linear_is_half(m, L->fc2) ? NULL : rc_model_alloc(m, A, rows * F, "sw_r");
   a->mlp_out = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "mlp_out"),
   a->y = rc_model_alloc(m, A, T * H, "y");
   a->qkv_h = alloc_half(m, L->qkv, T * H, "qkv_h");
@@ -368,12 +370,8 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
   if (!m->acts || !m->mtp_acts)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
-  size_t T = (size_t)m->T, H = (size_t)m->H, K = (size_t)m->K, F = (size_t)m->F;
-  bool any_moe = false;
-  for (int l = 0; l < c->layers; l++) any_moe = any_moe || m->layers[l].moe;
-  for (int k = 1; k <= m->D; k++) any_moe = any_moe || mtp_trm(m, k)->moe;
-  m->fwd_shared_n[RC_FWD_SHARED_LN] = m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
-  m->fwd_shared_n[RC_FWD_SHARED_SW] = (any_moe ? T * K : T) * F;
+  size_t T = (size_t)m->T, H = (size_t)m->H, K = (size_t)m->K;
+  m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
   m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
   m->fwd_shared_n[RC_FWD_SHARED_CAT] = T * 2 * H;
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);

@@ -46,18 +46,10 @@ typedef struct {
 /* A quantised linear's amaxes in rc_model.fp8_amax: slot * RC_FP8_AMAX_SLOT + which. */
 enum { RC_FP8_AMAX_INPUT = 0, RC_FP8_AMAX_GRAD = 1, RC_FP8_AMAX_WEIGHT = 2, RC_FP8_AMAX_SLOT = 3 };
 
-/* The slots of rc_model.fwd_shared: the normalised input of qkv and dense
- * fc1 [T,H], SwiGLU's output [rows,F], MoE's gathered rows [T*k,H], the MTP
- * concat [T,2H], the attention and MLP outputs before their residual adds
- * [T,H]. */
-enum {
-  RC_FWD_SHARED_LN = 0,
-  RC_FWD_SHARED_OUT,
-  RC_FWD_SHARED_SW,
-  RC_FWD_SHARED_XS,
-  RC_FWD_SHARED_CAT,
-  RC_FWD_SHARED_SLOTS
-};
+/* The slots of rc_model.fwd_shared: the attention and MLP outputs before
+ * their residual adds [T,H], MoE's gathered rows [T*k,H] and the MTP concat
+ * [T,2H] once a half fc1 / eh_proj has cast them. */
+enum { RC_FWD_SHARED_OUT = 0, RC_FWD_SHARED_XS, RC_FWD_SHARED_CAT, RC_FWD_SHARED_SLOTS };
 
 /* is_first_microbatch: tri-state. NONE exists only as a value passed. */
 typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;
@@ -202,9 +194,9 @@ typedef struct rc_model {
   uint16_t *head_h0; /* what the half head's main-depth call saved [T,H], or NULL */
   float *ce_losses, *ce_correct, *ce_dloss;
   int32_t *ids_dev[RC_MAX_MTP_DEPTH + 1], *labels_dev[RC_MAX_MTP_DEPTH + 1];
-  /* fp32 GEMM inputs that half linears no longer need once they saved their
-   * 16-bit copies (model.c own_or_shared): one buffer per slot for all
-   * layers, NULL when no layer shares it; fwd_shared_n[slot] floats each */
+  /* forward buffers nothing reads after the layer's forward (model.c
+   * own_or_shared): one buffer per slot for all layers, NULL when no layer
+   * shares it; fwd_shared_n[slot] floats each */
   float *fwd_shared[RC_FWD_SHARED_SLOTS];
   size_t fwd_shared_n[RC_FWD_SHARED_SLOTS];
   /* backward scratch */

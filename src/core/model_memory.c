@@ -184,8 +184,9 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
                    rows * F,                                         /* 13 sw_r */
                    T * H,                                            /* 14 mlp_out */
                    T * H};                                           /* 15 y */
-  /* proj and mlp_out are shared, and with half linears ln1, dense ln2 and
-   * sw_r (model.c own_or_shared; charged in rc_model_memory_need) */
+  /* proj and mlp_out are shared (model.c own_or_shared; charged in
+   * rc_model_memory_need); with half linears there is no ln1, dense ln2 or
+   * sw_r (their producers write the 16-bit inputs alone) */
   bool hl = half_linear(c, true, false);
   for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
     if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 13)))
@@ -243,10 +244,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   if (hl && L + D > 0) {                   /* model.c own_or_shared: one buffer per slot in use */
     bool any_moe = D > 0 && last_moe;
     for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
-    need_dev(&a, scr, T * H);                     /* RC_FWD_SHARED_LN */
-    need_dev(&a, scr, (any_moe ? T * K : T) * F); /* RC_FWD_SHARED_SW */
-    if (any_moe) need_dev(&a, scr, T * K * H);    /* RC_FWD_SHARED_XS */
-    if (D > 0) need_dev(&a, scr, 2 * T * H);      /* RC_FWD_SHARED_CAT */
+    if (any_moe) need_dev(&a, scr, T * K * H); /* RC_FWD_SHARED_XS */
+    if (D > 0) need_dev(&a, scr, 2 * T * H);   /* RC_FWD_SHARED_CAT */
   }
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
