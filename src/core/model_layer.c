@@ -107,7 +107,6 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   o->add(a->y, a->xm, a->mlp_out, TH);
 }
 
-/* d_ln2 (writes) from d_mlp (the gradient at the MLP output, rounded). */
 /* Where SwiGLU's backward writes fc1's output gradient for a half fc1: the
  * model's dy_half, in the compute type, which fc1's backward reads as it is;
  * NULL for the other linears (fp32 d_fc1, rounded or cast by the linear). */
@@ -115,6 +114,7 @@ static uint16_t *fc1_grad_half(rc_model *m, const rc_linear *fc1) {
   return rc_linear_is_half(m, fc1) ? m->dy_half : NULL;
 }
 
+/* d_ln2 (writes) from d_mlp (the gradient at the MLP output, rounded). */
 static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *d_mlp,
                          float *d_ln2) {
   const rc_ops *o = m->ops;
