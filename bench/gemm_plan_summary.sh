@@ -10,7 +10,7 @@ RC_BIN="${RC_BIN:-./build/resumecheck}"
 dir=$(mktemp -d)
 RC_CUDA_GEMM_LOG=1 "$RC_BIN" train --device cuda --out "$dir/o" "$@" > /dev/null 2> "$dir/log"
 echo "exit $?"
-grep "gemm plan" "$dir/log" | sed -E 's/.* from=([a-z ()]+) \(([0-9.]+) ms\)$/\1|\2/' |
+grep "gemm plan" "$dir/log" | sed -E 's/.* from=([a-z#0-9 ()]+) \(([0-9.]+) ms\)$/\1|\2/' |
   awk -F'|' '{n[$1]++; t[$1] += $2} END {for (s in n) printf "%-28s %5d plans %9.1f ms\n", s, n[s], t[s]}'
 echo "the slowest five:"
 grep "gemm plan" "$dir/log" | sed -E 's/^(.*) \(([0-9.]+) ms\)$/\2 ms: \1/' | sort -g | tail -5

@@ -29,7 +29,9 @@
 # "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu),
 # "loadscan" the pieces of a verified load under the load's thread knobs,
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
-# "profile_fp8" the per-op profile at --precision fp8.
+# "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
+# profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
+# "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -119,6 +121,31 @@ log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps)"
 RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
   --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
 head -30 "$OUT/profile_ops.txt" | tee -a "$S"
+fi
+
+if want variants; then
+  # the same binary with each CUDA module of $RC_VARIANTS (a directory of
+  # .so files built from variants of one kernel file): the dense profile's
+  # op rows, and the checkpoint's digest (a variant meant to be bitwise the
+  # same must give the same hashes)
+  for so in "${RC_VARIANTS:-$B/var}"/*.so; do
+    [ -f "$so" ] || continue
+    v=$(basename "$so" .so)
+    log "variant $v: dense profile (RC_PROFILE=ops, 4 steps, save at 4)"
+    rm -rf /tmp/rc_var
+    RC_CUDA_MODULE="$PWD/$so" RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small \
+      --moe-layers none --device cuda --steps 4 --save-at 4 --out /tmp/rc_var > /dev/null \
+      2> "/tmp/rc_var_$v.txt"
+    grep -E "attention|^  (gemm|forward|backward) " "/tmp/rc_var_$v.txt" | sed "s/^/$v /" | tee -a "$S"
+    echo "$v digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
+      tee -a "$S"
+  done
+fi
+
+if want plans; then
+  log "GEMM plans of a gpu-small MoE leg (12 steps): by source and host time"
+  RC_BIN="$B/resumecheck" timeout 120 bash bench/gemm_plan_summary.sh --preset gpu-small \
+    --steps 12 2>&1 | tee -a "$S"
 fi
 
 if want profile_fp8; then

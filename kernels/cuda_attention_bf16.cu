@@ -268,16 +268,28 @@ __global__ void __launch_bounds__(AB_THREADS)
     zero_acc<8>(s);
     mma_abt<HD, LDS>(s, qa, Kb);
 
-    /* online softmax: scale and mask, the new row max over the quad */
+    /* online softmax: scale and mask, the new row max over the quad. Only
+     * the diagonal tile has masked keys: below it every key j < k0 + 64 <=
+     * q0 <= i and j < S, so its loop skips the test (same values). */
     float mx[2] = {-INFINITY, -INFINITY};
+    if (kt == qt) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+      for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
-        s[nt][e] = j <= i && j < S ? s[nt][e] * scale : -INFINITY;
-        mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-      }
+        for (int e = 0; e < 4; e++) {
+          const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
+          s[nt][e] = j <= i && j < S ? s[nt][e] * scale : -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          s[nt][e] *= scale;
+          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+        }
+    }
     float alpha[2];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
@@ -389,16 +401,30 @@ __global__ void __launch_bounds__(AB_THREADS)
     }
     float sp[8][4], dp[8][4];
     score_tiles<HD, LDS>(sp, dp, ka, Qb, va, dOb);
+    /* masked pairs only on the diagonal tile and past S: off it every
+     * query i >= q0 >= k0 + 64 > j, and i < S when the tile is whole */
+    if (qt == kt || q0 + AB_BQ > S) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt++)
+      for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
-        const bool valid = j <= i && i < S && j < S;
-        const float p = valid ? expf(sp[nt][e] * scale - lse_b[c]) : 0.0f;
-        sp[nt][e] = p;
-        dp[nt][e] = p * (dp[nt][e] - D_b[c]);
-      }
+        for (int e = 0; e < 4; e++) {
+          const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
+          const bool valid = j <= i && i < S && j < S;
+          const float p = valid ? expf(sp[nt][e] * scale - lse_b[c]) : 0.0f;
+          sp[nt][e] = p;
+          dp[nt][e] = p * (dp[nt][e] - D_b[c]);
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int c = nt * 8 + 2 * t + (e & 1);
+          const float p = expf(sp[nt][e] * scale - lse_b[c]);
+          sp[nt][e] = p;
+          dp[nt][e] = p * (dp[nt][e] - D_b[c]);
+        }
+    }
     unsigned pa[4][4];
     acc_to_a(pa, sp);
     mma_px<HD, LDS>(dv, pa, dOb);

@@ -68,6 +68,9 @@ typedef struct {
 static gemm_plan *g_plans = NULL;
 static int g_nplans = 0, g_capplans = 0;
 
+/* how many of the heuristic's algorithms a bucket keeps (below) */
+#define GEMM_BUCKET_ALGOS 8
+
 static cudaDataType_t input_type(int ct) {
   switch (ct) {
   case RC_COMPUTE_BF16:
@@ -131,12 +134,13 @@ static void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(d));
 }
 
-/* The heuristic's first algorithm for these layouts under our constraints
- * (fixed workspace; split-K only with a separate reduction pass, never the
- * in-place counter scheme; 16-byte alignment). Returns 0 if it has none. */
-static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
-                          cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d,
-                          cublasLtMatmulAlgo_t *algo, size_t *ws_needed) {
+/* The heuristic's first `want` algorithms for these layouts under our
+ * constraints (fixed workspace; split-K only with a separate reduction pass,
+ * never the in-place counter scheme; 16-byte alignment), best first, into
+ * algos; ws_needed: the first one's workspace. Returns how many (0: none). */
+static int heuristic_algos(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+                           cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d, int want,
+                           cublasLtMatmulAlgo_t *algos, size_t *ws_needed) {
   cublasLtMatmulPreference_t pref;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws_bytes = 0;
@@ -157,15 +161,26 @@ static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
-  cublasLtMatmulHeuristicResult_t result;
+  cublasLtMatmulHeuristicResult_t results[GEMM_BUCKET_ALGOS];
   int found = 0;
+  if (want > GEMM_BUCKET_ALGOS) want = GEMM_BUCKET_ALGOS;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(rc_cuda_lt(), desc, lay_a, lay_b, lay_d, lay_d,
-                                                     pref, 1, &result, &found);
+                                                     pref, want, results, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (st != CUBLAS_STATUS_SUCCESS || found <= 0 || result.state != CUBLAS_STATUS_SUCCESS) return 0;
-  *algo = result.algo;
-  *ws_needed = result.workspaceSize;
-  return 1;
+  if (st != CUBLAS_STATUS_SUCCESS) return 0;
+  int n = 0;
+  for (int i = 0; i < found; i++) /* the usable ones, in the heuristic's order */
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) {
+      if (n == 0) *ws_needed = results[i].workspaceSize;
+      algos[n++] = results[i].algo;
+    }
+  return n;
+}
+
+static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+                          cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d,
+                          cublasLtMatmulAlgo_t *algo, size_t *ws_needed) {
+  return heuristic_algos(desc, lay_a, lay_b, lay_d, 1, algo, ws_needed) > 0;
 }
 
 /* ---- algorithm buckets for the grouped (MoE) GEMMs ----
@@ -177,14 +192,16 @@ static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_
  * (the model's own widths all are) is therefore rounded up to the next power
  * of two (at least 64) — expert loads range over two orders of magnitude, so
  * finer buckets kept missing — the heuristic is asked once for that
- * bucket's shape, and its algorithm is
- * used for every shape of the bucket that cublasLtMatmulAlgoCheck accepts
- * within our workspace (else the shape gets its own heuristic answer). The
- * algorithm stays a pure function of the shape: the bucket's shape is fixed
- * by the shape, not by which shape came first. */
+ * bucket's shape for its best GEMM_BUCKET_ALGOS algorithms, and a shape of
+ * the bucket takes the first of them, in the heuristic's order, that
+ * cublasLtMatmulAlgoCheck accepts within our workspace (only when none does
+ * does the shape get its own heuristic answer: with the bucket's best alone,
+ * a few shapes a step were refused and each query stalled the GPU for 3-8
+ * ms). The algorithm stays a pure function of the shape: the bucket's shape
+ * and its list are fixed by the shape, not by which shape came first. */
 typedef struct {
-  int ct, ta, tb, m, n, k, compute, found;
-  cublasLtMatmulAlgo_t algo;
+  int ct, ta, tb, m, n, k, compute, found; /* found: how many of algos */
+  cublasLtMatmulAlgo_t algos[GEMM_BUCKET_ALGOS];
 } algo_bucket;
 
 static algo_bucket *g_buckets = NULL;
@@ -221,7 +238,7 @@ static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta,
   cublasLtMatrixLayout_t la, lb, ld;
   make_layouts(ct, ta, tb, m, n, k, &la, &lb, &ld);
   size_t ws_needed = 0;
-  b->found = heuristic_algo(desc, la, lb, ld, &b->algo, &ws_needed);
+  b->found = heuristic_algos(desc, la, lb, ld, GEMM_BUCKET_ALGOS, b->algos, &ws_needed);
   destroy_layouts(la, lb, ld);
   return b;
 }
@@ -247,15 +264,19 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   int mb = bucket_dim(p->m), kb = bucket_dim(p->k);
   if (mb != p->m || kb != p->k) {
     const algo_bucket *b = bucket_algo(p->desc, p->ct, p->ta, p->tb, mb, p->n, kb, compute);
-    cublasLtMatmulHeuristicResult_t check;
-    if (b->found &&
-        cublasLtMatmulAlgoCheck(rc_cuda_lt(), p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
-                                &b->algo, &check) == CUBLAS_STATUS_SUCCESS &&
-        check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes) {
-      p->algo = b->algo;
-      if (getenv("RC_CUDA_GEMM_LOG"))
-        log_plan(p, compute, check.workspaceSize, "bucket", plan_clock_ms() - t0);
-      return 1;
+    for (int i = 0; i < b->found; i++) {
+      cublasLtMatmulHeuristicResult_t check;
+      if (cublasLtMatmulAlgoCheck(rc_cuda_lt(), p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
+                                  &b->algos[i], &check) == CUBLAS_STATUS_SUCCESS &&
+          check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes) {
+        p->algo = b->algos[i];
+        if (getenv("RC_CUDA_GEMM_LOG")) {
+          char source[32];
+          snprintf(source, sizeof source, "bucket#%d", i);
+          log_plan(p, compute, check.workspaceSize, source, plan_clock_ms() - t0);
+        }
+        return 1;
+      }
     }
   }
   if (heuristic_algo(p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {

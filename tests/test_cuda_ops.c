@@ -1872,6 +1872,7 @@ int main(int argc, char **argv) {
   test_embedding(3000, 768, 500, 5); /* a run of 2250 adds, a thread per column */
   test_rmsnorm(300, 200);
   test_rmsnorm(130, 768);
+  test_rmsnorm(70, 2000); /* wider than the fused backward: the two-kernel path */
   test_rope(2, 50, 3, 16);
   if (!quick) test_rope(1, 1024, 2, 64);
   test_attention(RC_COMPUTE_FP32, 2, 100, 3, 16);
