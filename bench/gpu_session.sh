@@ -31,7 +31,8 @@
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
-# "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh).
+# "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "ncu"
+# Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -140,6 +141,24 @@ if want variants; then
     echo "$v digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
       tee -a "$S"
   done
+fi
+
+if want ncu; then
+  # Nsight Compute on kernels of a dense gpu-small leg, one ncu run per name
+  # in RC_NCU_KERNELS (a regex each; the third launch of it): speed of
+  # light, occupancy, warp states, the memory and compute pipes
+  : > "$OUT/ncu.txt"
+  for k in ${RC_NCU_KERNELS:-attention_bf16_forward attention_bf16_dkv attention_bf16_dq_reduce}; do
+    log "ncu: $k"
+    timeout 120 ncu -k "regex:$k" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+      --section Occupancy --section WarpStateStats --section LaunchStats \
+      --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis "$B/resumecheck" train \
+      --preset gpu-small --moe-layers none --device cuda --steps 2 --out /tmp/rc_ncu \
+      >> "$OUT/ncu.txt" 2>&1
+    echo "ncu exit $?" | tee -a "$S"
+  done
+  grep -E "^  [a-z_ ]*(void )?[a-z_]+(<[0-9]+>)?\(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|highest-utilized|Issue Slots Busy" \
+    "$OUT/ncu.txt" | cut -c1-160 | tee -a "$S"
 fi
 
 if want plans; then
