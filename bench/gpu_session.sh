@@ -33,6 +33,7 @@
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each).
+# RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -118,10 +119,10 @@ tail -9 "$OUT/bench.log" | tee -a "$S"
 fi
 
 if want profile; then
-log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps)"
+log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps; \$RC_PROFILE_FLAGS: ${RC_PROFILE_FLAGS:-})"
 RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
-  --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
-head -30 "$OUT/profile_ops.txt" | tee -a "$S"
+  ${RC_PROFILE_FLAGS:-} --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
+head -40 "$OUT/profile_ops.txt" | tee -a "$S"
 fi
 
 if want variants; then

@@ -37,7 +37,9 @@
  * the forward and dQ, key rows in dK/dV).
  *  forward  per (query tile, head, batch): online softmax over the key tiles
  *           up to the diagonal, P = exp(s - running max); out = O / l.
- *  backward D = rowsum(bf16(dout) * out) first; then one kernel per key
+ *  backward D = rowsum(bf16(dout) * out) first, in the pass that rounds
+ *           dout into heads (q, k, v come rounded from RoPE's pass when
+ *           the caller kept its heads); then one kernel per key
  *           tile looping over the query tiles at or after it: P = exp(s -
  *           lse) and dS recomputed once, dK and dV accumulated in registers,
  *           and dQ's share of the pair, dS^T K, written as a partial per
@@ -52,6 +54,7 @@
 
 #include <cuda_bf16.h>
 
+#include "backend/numeric.h"
 #include "cuda_common.cuh"
 
 #define AB_BQ 64
@@ -539,18 +542,61 @@ static void heads_to_bf16(bf16 *dst, const float *src, int B, int S, int nparts,
   KERNEL_CHECK();
 }
 
+/* dout's bf16 heads [B][nh][S][hd] and D[b, h, i] = rowsum(bf16(dout) *
+ * out) in one pass over dout (a rounding pass and the D kernel each read it
+ * before): a thread per (row, head), heads fastest so that a warp's reads
+ * stay within a few rows, 32-byte pieces. D folds in increasing d, each
+ * product rounded before its add, as attention_backward_d_kernel
+ * (cuda_attention.cu, built with --fmad=false) and the CPU do; hd % 8 == 0. */
+__global__ void dout_heads_rowdot_kernel(bf16 *doh, float *Dd, const float *dout, const float *out,
+                                         int B, int S, int nh, int hd) {
+  const size_t n = (size_t)B * S * nh;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    const size_t row = idx / nh;
+    const int h = (int)(idx % nh), b = (int)(row / S), i = (int)(row % S);
+    const size_t src = row * nh * hd + (size_t)h * hd;
+    bf16 *dst = doh + (((size_t)b * nh + h) * S + i) * hd;
+    float acc = 0.0f;
+    for (int d = 0; d < hd; d += 8) {
+      const float4 x0 = *(const float4 *)(dout + src + d),
+                   x1 = *(const float4 *)(dout + src + d + 4);
+      const float4 y0 = *(const float4 *)(out + src + d), y1 = *(const float4 *)(out + src + d + 4);
+      const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      const float ys[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+      for (int e = 0; e < 8; e++) acc = __fadd_rn(acc, __fmul_rn(rc_round_bf16(xs[e]), ys[e]));
+      uint4 v;
+      v.x = pack_bf16(x0.x, x0.y), v.y = pack_bf16(x0.z, x0.w);
+      v.z = pack_bf16(x1.x, x1.y), v.w = pack_bf16(x1.z, x1.w);
+      *(uint4 *)(dst + d) = v;
+    }
+    Dd[((size_t)b * nh + h) * S + i] = acc;
+  }
+}
+
 /* ---- host side ---- */
 
 template <int HD> static size_t tile_bytes(void) {
   return (size_t)64 * (HD + 8) * sizeof(bf16);
 }
 
+/* The q, k, v heads the kernels read: rope_forward's (heads, when the
+ * caller kept them) or qkv rounded here into scratch. */
+static const bf16 *qkv_heads(const float *qkv, const uint16_t *heads, int B, int S, int nh,
+                             int hd) {
+  if (heads) return (const bf16 *)heads;
+  bf16 *qh = (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, (size_t)3 * B * nh * S * hd * 2);
+  heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
+  return qh;
+}
+
 template <int HD>
-static void forward_bf16(float *out, float *lse, const float *qkv, int B, int S, int nh, int hd) {
+static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_t *heads, int B,
+                         int S, int nh, int hd) {
   static bool opted = false;
   const size_t per_part = (size_t)B * nh * S * hd;
-  bf16 *qh = (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, 3 * per_part * sizeof(bf16));
-  heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
+  const bf16 *qh = qkv_heads(qkv, heads, B, S, nh, hd);
   const size_t sm = 5 * tile_bytes<HD>(); /* Q, two stages of K and V */
   rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
@@ -561,16 +607,24 @@ static void forward_bf16(float *out, float *lse, const float *qkv, int B, int S,
 
 template <int HD>
 static void backward_bf16(float *dqkv, const float *dout, const float *out, const float *lse,
-                          const float *qkv, int B, int S, int nh, int hd) {
+                          const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd) {
   static bool opted_dkv = false;
   cudaStream_t s = rc_cuda_stream();
-  /* D = rowsum(bf16(dout) * out), the CPU's loop */
-  float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, true);
   const size_t per_part = (size_t)B * nh * S * hd;
-  bf16 *qh = (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, 4 * per_part * sizeof(bf16));
-  bf16 *kh = qh + per_part, *vh = qh + 2 * per_part, *doh = qh + 3 * per_part;
-  heads_to_bf16(qh, qkv, B, S, 3, nh, hd);
-  heads_to_bf16(doh, dout, B, S, 1, nh, hd);
+  /* scratch: dout's heads, then (without the caller's heads) q, k, v */
+  bf16 *doh =
+      (bf16 *)rc_cuda_scratch(RC_SCRATCH_ATTN_BF16, (heads ? 1 : 4) * per_part * sizeof(bf16));
+  const bf16 *qh = (const bf16 *)heads;
+  if (!heads) {
+    heads_to_bf16(doh + per_part, qkv, B, S, 3, nh, hd);
+    qh = doh + per_part;
+  }
+  const bf16 *kh = qh + per_part, *vh = qh + 2 * per_part;
+  /* dout's heads and D = rowsum(bf16(dout) * out), the CPU's loop */
+  const size_t nrows = (size_t)B * S * nh;
+  float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
+  dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, B, S, nh, hd);
+  KERNEL_CHECK();
   const size_t sm_dkv =
       6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
@@ -598,29 +652,29 @@ static void check_bf16_head_dim(int hd) {
   }
 }
 
-void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                                    int hd) {
+void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
+                                    int B, int S, int nh, int hd) {
   check_bf16_head_dim(hd);
   if (hd <= 16)
-    forward_bf16<16>(out, lse, qkv, B, S, nh, hd);
+    forward_bf16<16>(out, lse, qkv, heads, B, S, nh, hd);
   else if (hd <= 32)
-    forward_bf16<32>(out, lse, qkv, B, S, nh, hd);
+    forward_bf16<32>(out, lse, qkv, heads, B, S, nh, hd);
   else if (hd <= 64)
-    forward_bf16<64>(out, lse, qkv, B, S, nh, hd);
+    forward_bf16<64>(out, lse, qkv, heads, B, S, nh, hd);
   else
-    forward_bf16<128>(out, lse, qkv, B, S, nh, hd);
+    forward_bf16<128>(out, lse, qkv, heads, B, S, nh, hd);
 }
 
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
-                                     const float *lse, const float *qkv, int B, int S, int nh,
-                                     int hd) {
+                                     const float *lse, const float *qkv, const uint16_t *heads,
+                                     int B, int S, int nh, int hd) {
   check_bf16_head_dim(hd);
   if (hd <= 16)
-    backward_bf16<16>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+    backward_bf16<16>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
   else if (hd <= 32)
-    backward_bf16<32>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+    backward_bf16<32>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
   else if (hd <= 64)
-    backward_bf16<64>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+    backward_bf16<64>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
   else
-    backward_bf16<128>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+    backward_bf16<128>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
 }

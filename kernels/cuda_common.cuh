@@ -65,10 +65,15 @@ enum {
   RC_SCRATCH_ATTN_BF16,
   RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ partials, one per (query tile, key tile) */
   RC_SCRATCH_MOE,
-  RC_SCRATCH_FP8, /* amax_update's partials */
+  RC_SCRATCH_FP8,  /* amax_update's partials */
+  RC_SCRATCH_ROPE, /* RoPE's cos/sin table (keyed by S, hd, theta) */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
+/* A scratch slot that caches a derived table: *stale is set when the slot
+ * does not hold the contents named by key (first use, another key, or grown),
+ * and the caller then rebuilds them on the stream; key is recorded. */
+void *rc_cuda_scratch_keyed(int slot, size_t bytes, const uint64_t key[2], bool *stale);
 
 /* Synchronous device-to-host copy of a small result (used by the ops that
  * return a host value and therefore synchronise). */
@@ -158,14 +163,16 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
                              float eps, uint16_t *out_half, rc_compute ct);
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int T, int H);
-void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
-void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
+void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
+void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
+                           uint16_t *dqkv_half, rc_compute ct);
 
 /* cuda_attention.cu (fp32; dispatches BF16 to cuda_attention_bf16.cu) */
-void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B,
-                               int S, int nh, int hd);
+void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
+                               const uint16_t *heads, int B, int S, int nh, int hd);
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
-                                const float *lse, const float *qkv, int B, int S, int nh, int hd);
+                                const float *lse, const float *qkv, const uint16_t *heads, int B,
+                                int S, int nh, int hd);
 
 /* D[b, h, i] = rowsum(dout * out) of every (batch, head, query), dout rounded
  * to bf16 first if asked; in the attention scratch slot (returned). */
@@ -173,11 +180,11 @@ float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int 
                                 bool round_dout);
 
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
-void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, int B, int S, int nh,
-                                    int hd);
+void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
+                                    int B, int S, int nh, int hd);
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
-                                     const float *lse, const float *qkv, int B, int S, int nh,
-                                     int hd);
+                                     const float *lse, const float *qkv, const uint16_t *heads,
+                                     int B, int S, int nh, int hd);
 
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

@@ -22,6 +22,8 @@ typedef struct {
   void *workspace;
   void *scratch[RC_SCRATCH_COUNT];
   size_t scratch_bytes[RC_SCRATCH_COUNT];
+  uint64_t scratch_key[RC_SCRATCH_COUNT][2]; /* rc_cuda_scratch_keyed's contents, */
+  bool scratch_keyed[RC_SCRATCH_COUNT];      /* valid while set */
   /* two pinned bounce buffers for large host copies (created on first use) */
   void *bounce[2];
   cudaEvent_t bounce_free[2];
@@ -99,8 +101,20 @@ void *rc_cuda_scratch(int slot, size_t bytes) {
       abort();
     }
     c->scratch_bytes[slot] = want;
+    c->scratch_keyed[slot] = false;
   }
   return c->scratch[slot];
+}
+
+void *rc_cuda_scratch_keyed(int slot, size_t bytes, const uint64_t key[2], bool *stale) {
+  rc_cuda_ctx *c = ctx();
+  void *p = rc_cuda_scratch(slot, bytes);
+  *stale = !c->scratch_keyed[slot] || c->scratch_key[slot][0] != key[0] ||
+           c->scratch_key[slot][1] != key[1];
+  c->scratch_key[slot][0] = key[0];
+  c->scratch_key[slot][1] = key[1];
+  c->scratch_keyed[slot] = true;
+  return p;
 }
 
 void rc_cuda_read_back(void *dst_host, const void *src, size_t bytes) {

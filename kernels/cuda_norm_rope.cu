@@ -6,13 +6,14 @@
  * gradient, a sum over rows, is two-stage without atomics: fixed chunks of
  * rows give per-chunk partials, and a second kernel adds them into dw in a
  * fixed order (eight strided sums, then those in order). Up to H = NORM_FUSED_MAX_H one kernel
- * writes dx and the partials in a single pass over dout and x (each warp's rows in increasing t,
- * then the block's eight warps in order); wider rows take separate dx and dw-partial kernels
- * (NORM_CHUNK rows a partial, in t).
+ * writes dx and the partials in a single pass over dout and x (a warp a row, the chunk's rows
+ * folded in a fixed order); wider rows take separate dx and dw-partial kernels (NORM_CHUNK rows a
+ * partial, in t).
  *
  * RoPE: angles s * theta^(-2i/hd) in double, cos/sin in double and cast to
- * float, as the CPU does, then the same float rotation. */
+ * float, as the CPU does (kept in a table), then the float rotation. */
 #include <math.h>
+#include <string.h>
 
 #include "backend/numeric.h"
 #include "cuda_common.cuh"
@@ -93,23 +94,27 @@ __global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *
 }
 
 /* dx and the dw partials in one pass over dout and x (the two kernels above
- * read both twice over): a block per chunk of NORM_FUSED_CHUNK rows, warp w
- * taking rows t0 + w, t0 + w + 8, ... in increasing t, each row as
- * rmsnorm_backward_dx_kernel does; each warp folds its rows' g x r into its
- * own shared row of H floats, and the block adds the eight in increasing
- * warp into partial[chunk]. Fixed order throughout, no atomics. */
-#define NORM_FUSED_CHUNK 32
-#define NORM_FUSED_MAX_H 1536 /* 8 warps x H floats of shared memory: 48 KB */
+ * read both twice over): a block per chunk of NORM_FUSED_CHUNK rows and a
+ * warp per row, which does dx as rmsnorm_backward_dx_kernel does and leaves
+ * its row's g x r in shared memory; then each column's partial is folded in
+ * a fixed order, partial[chunk] = sum over w < 8 of (sum over k < 4 of row
+ * t0 + w + 8k), inner sums in increasing k, outer in increasing w. That is
+ * the order of the kernel before this one, whose eight warps each walked
+ * four rows (same bits); it had a quarter of the warps in flight and was
+ * latency-bound (Nsight Compute: 24% occupancy, 29% of DRAM bandwidth). No
+ * atomics. */
+#define NORM_FUSED_CHUNK 32   /* rows per block and partial: a warp each */
+#define NORM_FOLD_WAYS 8      /* the fold's outer sum */
+#define NORM_FUSED_MAX_H 1536 /* 32 rows x H floats of shared memory: 192 KB */
 
-__global__ void __launch_bounds__(32 * NORM_ROWS_PER_BLOCK)
+__global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     rmsnorm_backward_fused_kernel(float *dx, float *partial, const float *dout, const float *x,
                                   const float *w, const float *rstd, int T, int H) {
-  extern __shared__ float acc_s[]; /* [NORM_ROWS_PER_BLOCK][H] */
+  extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  float *acc = acc_s + (size_t)warp * H;
-  for (int j = lane; j < H; j += 32) acc[j] = 0.0f;
-  const int t0 = blockIdx.x * NORM_FUSED_CHUNK;
-  for (int t = t0 + warp; t < t0 + NORM_FUSED_CHUNK && t < T; t += NORM_ROWS_PER_BLOCK) {
+  const int t0 = blockIdx.x * NORM_FUSED_CHUNK, t = t0 + warp;
+  float *v = rows_s + (size_t)warp * H;
+  if (t < T) {
     const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * H;
     const float r = rstd[t];
     double dot = 0.0;
@@ -120,13 +125,18 @@ __global__ void __launch_bounds__(32 * NORM_ROWS_PER_BLOCK)
     for (int j = lane; j < H; j += 32) {
       const float gj = g[j], xj = xt[j];
       dxt[j] += r * w[j] * gj - xj * c;
-      acc[j] += gj * xj * r;
+      v[j] = gj * xj * r;
     }
   }
   __syncthreads();
+  const int nrows = T - t0 < NORM_FUSED_CHUNK ? T - t0 : NORM_FUSED_CHUNK; /* rows past T: none */
   for (int j = threadIdx.x; j < H; j += blockDim.x) {
     float sum = 0.0f;
-    for (int k = 0; k < NORM_ROWS_PER_BLOCK; k++) sum += acc_s[(size_t)k * H + j];
+    for (int wy = 0; wy < NORM_FOLD_WAYS; wy++) {
+      float a = 0.0f;
+      for (int k = wy; k < nrows; k += NORM_FOLD_WAYS) a += rows_s[(size_t)k * H + j];
+      sum += a;
+    }
     partial[(size_t)blockIdx.x * H + j] = sum;
   }
 }
@@ -168,8 +178,11 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
     nchunks = (T + NORM_FUSED_CHUNK - 1) / NORM_FUSED_CHUNK;
     float *partial =
         (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));
-    const size_t sm = (size_t)NORM_ROWS_PER_BLOCK * H * sizeof(float);
-    rmsnorm_backward_fused_kernel<<<(unsigned int)nchunks, 32 * NORM_ROWS_PER_BLOCK, sm, s>>>(
+    static bool opted = false; /* once, for the widest row this kernel takes */
+    rc_allow_smem(rmsnorm_backward_fused_kernel,
+                  (size_t)NORM_FUSED_CHUNK * NORM_FUSED_MAX_H * sizeof(float), &opted);
+    const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
+    rmsnorm_backward_fused_kernel<<<(unsigned int)nchunks, 32 * NORM_FUSED_CHUNK, sm, s>>>(
         dx, partial, dout, x, w, rstd, T, H);
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);
@@ -188,43 +201,145 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
 }
 
 /* ---- RoPE ----
- * One thread per (row b*S+s, pair i); it rotates pair i of each of the 2*nh
- * q and k heads of the row, so the double-precision cos/sin is computed once
- * per (row, pair). sign = +1 forward, -1 the inverse rotation. */
-__global__ void rope_kernel(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
-  int half = hd / 2;
-  size_t n = (size_t)B * S * half;
-  size_t row_len = 3 * (size_t)nh * hd;
+ * cos and sin of s * theta^(-2i/hd), computed in double and cast to float
+ * (the CPU's values), once per (S, hd, theta) into a table the backend keeps
+ * (a keyed scratch slot) instead of once per (row, pair) per call: the double
+ * pow/cos/sin were most of the kernel's time. The rotation of a pair is
+ * written out operation by operation (the CPU's roundings), so the table
+ * changed no bits.
+ *
+ * A block per row (b*S + s); its 3 nh head segments (q heads, k heads, v
+ * heads, hd elements each) go to the block's warps, a lane per pair (2i,
+ * 2i+1) of the segment: every access an 8-byte piece of a contiguous row,
+ * and the only integer division a warp's segment index, once per segment
+ * (a flat pair index split by runtime hd and nh cost more than the bytes).
+ * Three forms: in place (fp32), forward into the BF16 attention's heads (q,
+ * k rotated, v as it is), backward into a half linear's 16-bit gradient. */
+#define ROPE_WARPS 8
+
+__global__ void rope_table_kernel(float *cs, float *sn, int S, int hd, float theta) {
+  const int half = hd / 2;
+  const size_t n = (size_t)S * half;
   for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
        idx += (size_t)gridDim.x * blockDim.x) {
-    size_t row = idx / half;
-    int i = (int)(idx % half);
-    int s = (int)(row % (size_t)S);
-    double inv_freq = pow((double)theta, -2.0 * i / hd);
-    double ang = (double)s * inv_freq;
-    float c = (float)cos(ang), sn = (float)sin(ang);
-    float sgn = sign * sn;
-    float *x = qkv + row * row_len;
-    for (int h = 0; h < 2 * nh; h++) {
-      float *v = x + (size_t)h * hd;
-      float x0 = v[2 * i], x1 = v[2 * i + 1];
-      v[2 * i] = x0 * c - x1 * sgn;
-      v[2 * i + 1] = x0 * sgn + x1 * c;
+    const int s = (int)(idx / half), i = (int)(idx % half);
+    const double inv_freq = pow((double)theta, -2.0 * i / hd);
+    const double ang = (double)s * inv_freq;
+    cs[idx] = (float)cos(ang);
+    sn[idx] = (float)sin(ang);
+  }
+}
+
+/* The [S][hd/2] cos table (sin follows it) for these arguments, built on
+ * the stream when the slot held another one. */
+static const float *rope_table(int S, int hd, float theta) {
+  const size_t n = (size_t)S * (hd / 2);
+  uint32_t theta_bits;
+  memcpy(&theta_bits, &theta, sizeof theta_bits);
+  const uint64_t key[2] = {theta_bits, ((uint64_t)(uint32_t)S << 32) | (uint32_t)hd};
+  bool stale = false;
+  float *cs = (float *)rc_cuda_scratch_keyed(RC_SCRATCH_ROPE, 2 * n * sizeof(float), key, &stale);
+  if (stale) {
+    rope_table_kernel<<<rc_grid_1d(n, 256), 256, 0, rc_cuda_stream()>>>(cs, cs + n, S, hd, theta);
+    KERNEL_CHECK();
+  }
+  return cs;
+}
+
+/* (x0, x1) rotated by (c, sgn), sgn = +-sin: each product rounded, as the
+ * CPU's loop (and this file's --fmad=false) gives */
+__device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float sgn) {
+  return make_float2(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sgn)),
+                     __fadd_rn(__fmul_rn(x0, sgn), __fmul_rn(x1, c)));
+}
+
+__device__ __forceinline__ uint32_t rope_encode2(float2 v, int fp16) {
+  return (uint32_t)norm_encode(v.x, fp16) | ((uint32_t)norm_encode(v.y, fp16) << 16);
+}
+
+/* What the forms share: the block's row, its s, and its cos/sin rows. */
+struct rope_row {
+  size_t row;
+  int s;
+  const float *c, *sn;
+};
+
+__device__ __forceinline__ rope_row rope_row_of(const float *cs, int S, int half) {
+  rope_row r;
+  r.row = blockIdx.x;
+  r.s = (int)(r.row % S);
+  r.c = cs + (size_t)r.s * half;
+  r.sn = cs + (size_t)S * half + (size_t)r.s * half;
+  return r;
+}
+
+/* q and k of the row rotated in place; sign +1 forward, -1 inverse */
+__global__ void rope_kernel(float *qkv, const float *cs, int S, int nh, int hd, float sign) {
+  const int half = hd / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const rope_row r = rope_row_of(cs, S, half);
+  float2 *x = (float2 *)(qkv + r.row * 3 * nh * hd);
+  for (int seg = warp; seg < 2 * nh; seg += ROPE_WARPS)
+    for (int i = lane; i < half; i += 32) {
+      const float2 v = x[seg * half + i];
+      x[seg * half + i] = rope_rotate(v.x, v.y, r.c[i], sign * r.sn[i]);
+    }
+}
+
+/* heads [3][B][nh][S][hd] bf16 from the row of qkv: q and k rotated */
+__global__ void rope_heads_kernel(uint32_t *heads, const float *qkv, const float *cs, int B, int S,
+                                  int nh, int hd) {
+  const int half = hd / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const rope_row r = rope_row_of(cs, S, half);
+  const int b = (int)(r.row / S);
+  const float2 *x = (const float2 *)(qkv + r.row * 3 * nh * hd);
+  for (int seg = warp; seg < 3 * nh; seg += ROPE_WARPS) {
+    const int part = seg / nh, h = seg % nh;
+    uint32_t *dst = heads + ((((size_t)part * B + b) * nh + h) * S + r.s) * half;
+    for (int i = lane; i < half; i += 32) {
+      float2 v = x[seg * half + i];
+      if (part < 2) v = rope_rotate(v.x, v.y, r.c[i], r.sn[i]);
+      dst[i] = rope_encode2(v, 0);
     }
   }
 }
 
-static void rope(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
-  size_t n = (size_t)B * S * (hd / 2);
-  if (n == 0) return;
-  rope_kernel<<<rc_grid_1d(n, 256), 256, 0, rc_cuda_stream()>>>(qkv, B, S, nh, hd, theta, sign);
+/* the row's 16-bit gradient: dq and dk rotated back, every element encoded */
+__global__ void rope_backward_half_kernel(uint32_t *dst, const float *dqkv, const float *cs, int S,
+                                          int nh, int hd, int fp16) {
+  const int half = hd / 2, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const rope_row r = rope_row_of(cs, S, half);
+  const size_t off = r.row * 3 * nh * half;
+  const float2 *x = (const float2 *)dqkv + off;
+  for (int seg = warp; seg < 3 * nh; seg += ROPE_WARPS)
+    for (int i = lane; i < half; i += 32) {
+      float2 v = x[seg * half + i];
+      if (seg < 2 * nh) v = rope_rotate(v.x, v.y, r.c[i], -1.0f * r.sn[i]);
+      dst[off + seg * half + i] = rope_encode2(v, fp16);
+    }
+}
+
+void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
+  const size_t rows = (size_t)B * S;
+  if (rows == 0 || nh <= 0 || hd <= 0) return;
+  const float *cs = rope_table(S, hd, theta);
+  if (heads)
+    rope_heads_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(
+        (uint32_t *)heads, qkv, cs, B, S, nh, hd);
+  else
+    rope_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(qkv, cs, S, nh, hd, 1.0f);
   KERNEL_CHECK();
 }
 
-void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta) {
-  rope(qkv, B, S, nh, hd, theta, 1.0f);
-}
-
-void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta) {
-  rope(dqkv, B, S, nh, hd, theta, -1.0f);
+void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
+                           uint16_t *dqkv_half, rc_compute ct) {
+  const size_t rows = (size_t)B * S;
+  if (rows == 0 || nh <= 0 || hd <= 0) return;
+  const float *cs = rope_table(S, hd, theta);
+  if (dqkv_half)
+    rope_backward_half_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(
+        (uint32_t *)dqkv_half, dqkv, cs, S, nh, hd, ct == RC_COMPUTE_FP16);
+  else
+    rope_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(dqkv, cs, S, nh, hd,
+                                                                          -1.0f);
+  KERNEL_CHECK();
 }

@@ -655,7 +655,7 @@ static void test_rope(const rc_ops *ops) {
   const float theta = 10000.0f;
   uint64_t rng = 41;
   float *x = frand(N, &rng, -1, 1), *y = fdup(x, N), *r = frand(N, &rng, -1, 1);
-  ops->rope_forward(y, B, S, NH, HD, theta);
+  ops->rope_forward(y, B, S, NH, HD, theta, NULL);
   double *want = calloc(N, sizeof(double));
   if (!want) abort();
   for (int b = 0; b < B; b++)
@@ -676,13 +676,13 @@ static void test_rope(const rc_ops *ops) {
 
   /* The backward is the transpose: <R x, r> == <x, R^T r>. */
   float *g = fdup(r, N);
-  ops->rope_backward(g, B, S, NH, HD, theta);
+  ops->rope_backward(g, B, S, NH, HD, theta, NULL, RC_COMPUTE_FP32);
   double lhs = proj(y, r, N), rhs = proj(x, g, N);
   CHECK(fabs(lhs - rhs) < 1e-5 * (1 + fabs(lhs)), "rope_backward is not the adjoint: %g vs %g", lhs,
         rhs);
   /* Negative control: using the forward rotation as the backward fails it. */
   float *wrong = fdup(r, N);
-  ops->rope_forward(wrong, B, S, NH, HD, theta);
+  ops->rope_forward(wrong, B, S, NH, HD, theta, NULL);
   double bad = proj(x, wrong, N);
   CHECK(!(fabs(lhs - bad) < 1e-5 * (1 + fabs(lhs))), "negative control: forward passed as adjoint");
   free(x), free(y), free(r), free(want), free(g), free(wrong);
@@ -698,7 +698,8 @@ typedef struct {
 
 static double attn_loss(void *p) {
   attn_ctx *c = p;
-  c->ops->attention_forward(RC_COMPUTE_FP32, c->out, c->lse, c->qkv, c->B, c->S, c->NH, c->HD);
+  c->ops->attention_forward(RC_COMPUTE_FP32, c->out, c->lse, c->qkv, NULL, c->B, c->S, c->NH,
+                            c->HD);
   return proj(c->out, c->r, (size_t)c->B * c->S * c->NH * c->HD);
 }
 
@@ -745,7 +746,7 @@ static void test_attention(const rc_ops *ops) {
 
   float *dqkv = falloc(N);
   ffill(dqkv, N, NAN); /* writes: every element must be overwritten */
-  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, NULL, B, S, NH, HD);
   CHECK(count_nan(dqkv, N) == 0, "attention_backward left %zu elements unwritten",
         count_nan(dqkv, N));
   expect_grad("attention dqkv", attn_loss, &c, c.qkv, N, dqkv);
@@ -769,17 +770,17 @@ static void test_attention_bf16(const rc_ops *ops) {
   float *o_r = falloc(NO), *o_n = falloc(NO), *o_f = falloc(NO), *l_r = falloc(NL),
         *l_n = falloc(NL), *l_f = falloc(NL);
   float *d_r = falloc(N), *d_n = falloc(N), *d_f = falloc(N);
-  ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, B, S, NH, HD);
-  ops->attention_forward(RC_COMPUTE_BF16, o_n, l_n, nudged, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, NULL, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o_n, l_n, nudged, NULL, B, S, NH, HD);
   CHECK(memcmp(o_r, o_n, sizeof(float) * NO) == 0 && memcmp(l_r, l_n, sizeof(float) * NL) == 0,
         "bf16 attention forward did not round q, k, v");
-  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, B, S, NH, HD);
-  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, NULL, B, S, NH, HD);
   CHECK(memcmp(d_r, d_n, sizeof(float) * N) == 0,
         "bf16 attention backward did not round its inputs");
   /* against fp32: close, not equal */
-  ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, B, S, NH, HD);
-  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD);
   double eo = 0, mo = 0, ed = 0, md = 0;
   for (size_t i = 0; i < NO; i++) eo = fmax(eo, fabs(o_r[i] - o_f[i])), mo = fmax(mo, fabs(o_f[i]));
   for (size_t i = 0; i < N; i++) ed = fmax(ed, fabs(d_r[i] - d_f[i])), md = fmax(md, fabs(d_f[i]));
@@ -790,11 +791,71 @@ static void test_attention_bf16(const rc_ops *ops) {
         ed / md);
   /* negative control: fp32 sees the nudge */
   float *o_fn = falloc(NO), *l_fn = falloc(NL);
-  ops->attention_forward(RC_COMPUTE_FP32, o_fn, l_fn, nudged, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_FP32, o_fn, l_fn, nudged, NULL, B, S, NH, HD);
   CHECK(memcmp(o_f, o_fn, sizeof(float) * NO) != 0,
         "negative control: fp32 ignored a nudge of q, k, v");
   free(rounded), free(dout_r), free(nudged), free(dout_n), free(o_r), free(o_n), free(o_f);
   free(l_r), free(l_n), free(l_f), free(d_r), free(d_n), free(d_f), free(o_fn), free(l_fn);
+}
+
+/* rope_forward's heads and rope_backward's 16-bit gradient (ops.h): heads
+ * are the bf16 encoding of the rotated qkv in [3][B][nh][S][hd], and the
+ * BF16 attention reads them to the bit as it reads that qkv; the half
+ * gradient is cast_half of the rotated one. Negative controls: heads from a
+ * rotation-free qkv, and attention from heads of another qkv, differ. */
+static void test_rope_heads(const rc_ops *ops) {
+  enum { B = 2, S = 19, NH = 2, HD = 16, ROW = 3 * NH * HD, N = B * S * ROW, NO = B * S * NH * HD };
+  enum { NL = B * NH * S };
+  const float theta = 10000.0f;
+  uint64_t rng = 43;
+  float *x = frand(N, &rng, -1.5f, 1.5f), *rot = fdup(x, N), *y = fdup(x, N);
+  float *dout = frand(NO, &rng, -1, 1);
+  uint16_t *heads = malloc(N * 2), *half = malloc(N * 2), *want = malloc(N * 2);
+  if (!heads || !half || !want) abort();
+  ops->rope_forward(rot, B, S, NH, HD, theta, NULL);
+  ops->rope_forward(y, B, S, NH, HD, theta, heads);
+  int ok = 1, moved = 0;
+  for (int part = 0; part < 3; part++)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < NH; h++)
+        for (int s = 0; s < S; s++)
+          for (int d = 0; d < HD; d++) {
+            size_t src = ((size_t)b * S + s) * ROW + ((size_t)part * NH + h) * HD + d;
+            size_t dst = ((((size_t)part * B + b) * NH + h) * S + s) * HD + d;
+            ok &= heads[dst] == rc_bf16_encode(rot[src]);
+            moved += heads[dst] != rc_bf16_encode(x[src]);
+          }
+  CHECK(ok, "rope_forward heads are not the bf16 rotated qkv in head layout");
+  CHECK(moved > 0, "negative control: heads equal the unrotated qkv's");
+  /* attention from heads: the bits of attention from the rotated qkv */
+  float *o1 = falloc(NO), *o2 = falloc(NO), *l1 = falloc(NL), *l2 = falloc(NL);
+  float *d1 = falloc(N), *d2 = falloc(N);
+  ops->attention_forward(RC_COMPUTE_BF16, o1, l1, rot, NULL, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD);
+  CHECK(bits_equal(o1, o2, NO) && bits_equal(l1, l2, NL), "attention_forward from heads differs");
+  ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD);
+  CHECK(bits_equal(d1, d2, N), "attention_backward from heads differs");
+  float *other = fdup(x, N);
+  for (size_t i = 0; i < N; i++) other[i] *= 1.01f;
+  ops->rope_forward(other, B, S, NH, HD, theta, heads);
+  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD);
+  CHECK(!bits_equal(o1, o2, NO), "negative control: heads of another qkv gave the same output");
+  /* backward: half gradient = cast_half(rotated back), bf16 and fp16 */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    float *g = fdup(x, N), *g2 = fdup(x, N);
+    ops->rope_backward(g, B, S, NH, HD, theta, NULL, RC_COMPUTE_FP32);
+    ops->cast_half(want, g, N, ct);
+    ops->rope_backward(g2, B, S, NH, HD, theta, half, ct);
+    CHECK(memcmp(half, want, N * 2) == 0, "rope_backward's %s gradient is not cast_half of it",
+          k ? "fp16" : "bf16");
+    ops->cast_half(want, x, N, ct);
+    CHECK(memcmp(half, want, N * 2) != 0, "negative control: the half gradient is unrotated");
+    free(g), free(g2);
+  }
+  free(x), free(rot), free(y), free(dout), free(heads), free(half), free(want), free(o1), free(o2);
+  free(l1), free(l2), free(d1), free(d2), free(other);
 }
 
 /* ---- SwiGLU ---- */
@@ -1299,6 +1360,7 @@ int main(void) {
   test_embedding(ops);
   test_rmsnorm(ops);
   test_rope(ops);
+  test_rope_heads(ops);
   test_attention(ops);
   test_attention_bf16(ops);
   test_swiglu(ops);

@@ -1138,17 +1138,17 @@ static void test_rope(int B, int S, int nh, int hd) {
   for (int dir = 0; dir < 2; dir++) {
     float *c = put(C, x, n * 4), *g = put(G, x, n * 4);
     if (dir == 0)
-      C->rope_forward(c, B, S, nh, hd, 10000.0f);
+      C->rope_forward(c, B, S, nh, hd, 10000.0f, NULL);
     else
-      C->rope_backward(c, B, S, nh, hd, 10000.0f);
+      C->rope_backward(c, B, S, nh, hd, 10000.0f, NULL, RC_COMPUTE_FP32);
     float *r = get(C, c, n * 4);
     float *got[2];
     for (int rep = 0; rep < 2; rep++) {
       upload(G, g, x, n * 4);
       if (dir == 0)
-        G->rope_forward(g, B, S, nh, hd, 10000.0f);
+        G->rope_forward(g, B, S, nh, hd, 10000.0f, NULL);
       else
-        G->rope_backward(g, B, S, nh, hd, 10000.0f);
+        G->rope_backward(g, B, S, nh, hd, 10000.0f, NULL, RC_COMPUTE_FP32);
       got[rep] = get(G, g, n * 4);
     }
     snprintf(name, sizeof name, "rope_%s B=%d S=%d nh=%d hd=%d", dir ? "backward" : "forward", B, S,
@@ -1164,6 +1164,106 @@ static void test_rope(int B, int S, int nh, int hd) {
   free(x);
 }
 
+/* The fused forms (ops.h): rope_forward's bf16 heads bitwise the GPU's own
+ * in-place rotation encoded into head layout, and within a bf16 ulp of the
+ * CPU's heads (device and host cos/sin in double may round apart);
+ * BF16 attention from the heads bitwise attention from that rotated qkv;
+ * rope_backward's 16-bit gradient bitwise cast_half of the in-place inverse
+ * rotation. Every output element written (poisoned first), two runs equal.
+ * Negative control: heads of the unrotated qkv are not the rotated ones. */
+static void test_rope_fused(int B, int S, int nh, int hd) {
+  size_t n = (size_t)B * S * 3 * nh * hd, no = (size_t)B * S * nh * hd, nl = (size_t)B * nh * S;
+  float *x = rand_host(n, 1.5f), *dout = rand_host(no, 1.0f);
+  char name[128];
+  /* the reference: in-place rotation on the GPU, then heads by hand */
+  float *g = put(G, x, n * 4);
+  G->rope_forward(g, B, S, nh, hd, 10000.0f, NULL);
+  float *rot = get(G, g, n * 4);
+  uint16_t *want = malloc(n * 2), *want_x = malloc(n * 2), *cpu_heads = malloc(n * 2);
+  size_t row = 3 * (size_t)nh * hd;
+  for (int part = 0; part < 3; part++)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < nh; h++)
+        for (int t = 0; t < S; t++)
+          for (int d = 0; d < hd; d++) {
+            size_t src = ((size_t)b * S + t) * row + ((size_t)part * nh + h) * hd + d;
+            size_t dst = ((((size_t)part * B + b) * nh + h) * S + t) * hd + d;
+            want[dst] = rc_bf16_encode(rot[src]);
+            want_x[dst] = rc_bf16_encode(x[src]);
+          }
+  float *c = put(C, x, n * 4);
+  uint16_t *ch = C->alloc(n * 2);
+  C->rope_forward(c, B, S, nh, hd, 10000.0f, ch);
+  C->to_host(cpu_heads, ch, n * 2);
+  uint16_t *gh = G->alloc(n * 2), *got[2];
+  for (int rep = 0; rep < 2; rep++) {
+    upload(G, g, x, n * 4);
+    poison(G, gh, n * 2);
+    G->rope_forward(g, B, S, nh, hd, 10000.0f, gh);
+    got[rep] = get(G, gh, n * 2);
+  }
+  snprintf(name, sizeof name, "rope_forward heads B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
+  check_bits(name, got[0], want, n * 2);
+  check_bits("  run-to-run heads", got[0], got[1], n * 2);
+  size_t apart = 0, unrotated = 0;
+  for (size_t i = 0; i < n; i++) {
+    float a = rc_bf16_decode(got[0][i]), r = rc_bf16_decode(cpu_heads[i]);
+    apart += fabsf(a - r) > 1e-2f * fabsf(r) + 1e-6f; /* one bf16 ulp is 2^-8 relative */
+    unrotated += got[0][i] != want_x[i];
+  }
+  checks += 2;
+  failures += apart != 0;
+  failures += unrotated == 0;
+  printf("%s  %-52s %zu of %zu beyond a bf16 ulp\n", apart ? "FAIL" : "ok  ",
+         "  against the CPU's heads", apart, n);
+  printf("%s  %-52s %zu elements differ\n", unrotated ? "ok  " : "FAIL",
+         "  negative control: unrotated heads differ", unrotated);
+  if (hd % 16 == 0 && hd <= 128) { /* the bf16 attention from heads and from qkv */
+    float *go = G->alloc(no * 4), *gl = G->alloc(nl * 4), *gdq = G->alloc(n * 4);
+    float *gdo = put(G, dout, no * 4);
+    upload(G, g, rot, n * 4);
+    G->attention_forward(RC_COMPUTE_BF16, go, gl, g, NULL, B, S, nh, hd);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd);
+    float *o1 = get(G, go, no * 4), *l1 = get(G, gl, nl * 4), *d1 = get(G, gdq, n * 4);
+    poison(G, go, no * 4);
+    poison(G, gl, nl * 4);
+    poison(G, gdq, n * 4);
+    G->attention_forward(RC_COMPUTE_BF16, go, gl, NULL, gh, B, S, nh, hd);
+    float *o2 = get(G, go, no * 4), *l2 = get(G, gl, nl * 4);
+    upload(G, go, o1, no * 4);
+    upload(G, gl, l1, nl * 4);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, NULL, gh, B, S, nh, hd);
+    float *d2 = get(G, gdq, n * 4);
+    check_bits("  attention_forward from heads: out", o2, o1, no * 4);
+    check_bits("  attention_forward from heads: lse", l2, l1, nl * 4);
+    check_bits("  attention_backward from heads: dqkv", d2, d1, n * 4);
+    free(o1), free(l1), free(d1), free(o2), free(l2), free(d2);
+    G->free(go), G->free(gl), G->free(gdq), G->free(gdo);
+  }
+  /* backward into 16 bits */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    upload(G, g, x, n * 4);
+    G->rope_backward(g, B, S, nh, hd, 10000.0f, NULL, RC_COMPUTE_FP32);
+    G->cast_half(gh, g, n, ct);
+    uint16_t *ref = get(G, gh, n * 2), *h2[2];
+    for (int rep = 0; rep < 2; rep++) {
+      upload(G, g, x, n * 4);
+      poison(G, gh, n * 2);
+      G->rope_backward(g, B, S, nh, hd, 10000.0f, gh, ct);
+      h2[rep] = get(G, gh, n * 2);
+    }
+    snprintf(name, sizeof name, "rope_backward %s gradient B=%d S=%d nh=%d hd=%d",
+             k ? "fp16" : "bf16", B, S, nh, hd);
+    check_bits(name, h2[0], ref, n * 2);
+    check_bits("  run-to-run", h2[0], h2[1], n * 2);
+    free(ref), free(h2[0]), free(h2[1]);
+  }
+  free(x), free(dout), free(rot), free(want), free(want_x), free(cpu_heads), free(got[0]);
+  free(got[1]);
+  C->free(c), C->free(ch), G->free(g), G->free(gh);
+}
+
 /* ct FP32: the fp32 kernels against the CPU within 1e-5. ct BF16: the
  * tensor-core kernels against the CPU's emulation of the same contract
  * within 1e-2, and (negative control) visibly apart from the fp32 result:
@@ -1176,13 +1276,13 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   char name[128];
   float *cq = put(C, qkv, nqkv * 4), *co = C->alloc(no * 4), *cl = C->alloc(nl * 4);
   float *gq = put(G, qkv, nqkv * 4), *go = G->alloc(no * 4), *gl = G->alloc(nl * 4);
-  C->attention_forward(ct, co, cl, cq, B, S, nh, hd);
+  C->attention_forward(ct, co, cl, cq, NULL, B, S, nh, hd);
   float *ro = get(C, co, no * 4), *rl = get(C, cl, nl * 4);
   float *o[2], *l[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
-    G->attention_forward(ct, go, gl, gq, B, S, nh, hd);
+    G->attention_forward(ct, go, gl, gq, NULL, B, S, nh, hd);
     o[rep] = get(G, go, no * 4);
     l[rep] = get(G, gl, nl * 4);
   }
@@ -1191,7 +1291,7 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   check_rel("attention_forward lse", l[0], rl, nl, tol);
   if (ct == RC_COMPUTE_BF16) {
     float *fo = C->alloc(no * 4), *fl = C->alloc(nl * 4);
-    C->attention_forward(RC_COMPUTE_FP32, fo, fl, cq, B, S, nh, hd);
+    C->attention_forward(RC_COMPUTE_FP32, fo, fl, cq, NULL, B, S, nh, hd);
     float *f = get(C, fo, no * 4);
     checks++;
     double e = rel_err(o[0], f, no);
@@ -1209,12 +1309,12 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   upload(G, gl, rl, nl * 4);
   float *cdo = put(C, dout, no * 4), *gdo = put(G, dout, no * 4);
   float *cdq = C->alloc(nqkv * 4), *gdq = G->alloc(nqkv * 4);
-  C->attention_backward(ct, cdq, cdo, co, cl, cq, B, S, nh, hd);
+  C->attention_backward(ct, cdq, cdo, co, cl, cq, NULL, B, S, nh, hd);
   float *rd = get(C, cdq, nqkv * 4);
   float *d[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, gdq, nqkv * 4);
-    G->attention_backward(ct, gdq, gdo, go, gl, gq, B, S, nh, hd);
+    G->attention_backward(ct, gdq, gdo, go, gl, gq, NULL, B, S, nh, hd);
     d[rep] = get(G, gdq, nqkv * 4);
   }
   snprintf(name, sizeof name, "attention_backward %s dqkv B=%d S=%d nh=%d hd=%d", tag, B, S, nh,
@@ -1747,10 +1847,10 @@ static void bench(void) {
     for (int rep = 0; rep < 3; rep++) {
       G->sync();
       double t0 = now_s();
-      G->attention_forward(act, go, gl, gq, B, S, nh, hd);
+      G->attention_forward(act, go, gl, gq, NULL, B, S, nh, hd);
       G->sync();
       double t1 = now_s();
-      G->attention_backward(act, gd, gdo, go, gl, gq, B, S, nh, hd);
+      G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd);
       G->sync();
       double t2 = now_s();
       if (rep > 0) {
@@ -1875,6 +1975,10 @@ int main(int argc, char **argv) {
   test_rmsnorm(70, 2000); /* wider than the fused backward: the two-kernel path */
   test_rope(2, 50, 3, 16);
   if (!quick) test_rope(1, 1024, 2, 64);
+  test_rope_fused(2, 50, 3, 16);
+  test_rope_fused(1, 77, 2, 48);
+  test_rope_fused(1, 40, 2, 6); /* hd % 16 != 0: RoPE alone, no bf16 attention */
+  if (!quick) test_rope_fused(2, 1024, 12, 64);
   test_attention(RC_COMPUTE_FP32, 2, 100, 3, 16);
   test_attention(RC_COMPUTE_FP32, 1, 130, 2, 64);
   test_attention(RC_COMPUTE_FP32, 2, 64, 2, 32);

@@ -160,9 +160,18 @@ typedef struct rc_ops {
   /* qkv is [B*S, 3*nh*hd] = [q | k | v], head h of q at columns h*hd..(h+1)*hd.
    * Rotates q and k in place by position s (0..S-1) in each sequence, pairs
    * (2i, 2i+1) with angle s * theta^(-2i/hd) (GPT-NeoX "interleaved" RoPE).
-   * rope_backward applies the inverse rotation (to dq, dk in a dqkv buffer). */
-  void (*rope_forward)(float *qkv, int B, int S, int nh, int hd, float theta);
-  void (*rope_backward)(float *dqkv, int B, int S, int nh, int hd, float theta);
+   * rope_backward applies the inverse rotation (to dq, dk in a dqkv buffer).
+   * heads (may be NULL): the BF16 attention's operands of the rotated qkv,
+   * [3][B][nh][S][hd] (q, k, v; each element rc_bf16_encode of the rotated
+   * value), which attention_forward/backward then read instead of qkv; qkv
+   * itself is left unspecified (the CUDA backend writes only heads).
+   * dqkv_half (may be NULL): the rotated dqkv in ct's 16-bit encoding,
+   * bitwise cast_half of it, for a half qkv linear; dqkv is then left
+   * unspecified. One pass instead of a rotation and a cast (or a rotation and
+   * the attention's own rounding into heads). */
+  void (*rope_forward)(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
+  void (*rope_backward)(float *dqkv, int B, int S, int nh, int hd, float theta, uint16_t *dqkv_half,
+                        rc_compute ct);
   /* Causal softmax attention, scale 1/sqrt(hd).
    * out [B*S, nh*hd] (writes), lse [B, nh, S] log-sum-exp of the scaled scores (writes).
    * ct says where the products may round (the attention precision, a config
@@ -173,12 +182,16 @@ typedef struct rc_ops {
    *         P V and P^T dout, and dS = P (dP - D) before dS K and dS^T Q; every
    *         product accumulates in fp32; softmax statistics (max, sum, lse) and
    *         D = rowsum(bf16(dout) * out) stay fp32. Needs hd % 16 == 0, hd <= 128.
-   * Only FP32 and BF16 are valid. */
-  void (*attention_forward)(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
-                            int nh, int hd);
-  /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv (post-RoPE). */
+   * Only FP32 and BF16 are valid. heads (BF16 only; may be NULL): rope_forward's
+   * bf16 heads of the same qkv, read instead of it (qkv may then be NULL);
+   * bitwise the results from qkv, whose rounding they are. */
+  void (*attention_forward)(rc_compute ct, float *out, float *lse, const float *qkv,
+                            const uint16_t *heads, int B, int S, int nh, int hd);
+  /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv
+   * (post-RoPE) or its heads, as in attention_forward. */
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
-                             const float *lse, const float *qkv, int B, int S, int nh, int hd);
+                             const float *lse, const float *qkv, const uint16_t *heads, int B,
+                             int S, int nh, int hd);
   /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). */
   void (*swiglu_forward)(float *out, const float *in, int T, int F, uint16_t *out_half,
                          rc_compute ct);

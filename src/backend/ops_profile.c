@@ -273,26 +273,28 @@ static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const fl
   inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H);
   end(OP_rmsnorm_backward, t0);
 }
-static void p_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta) {
+static void p_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
   double t0 = begin();
-  inner->rope_forward(qkv, B, S, nh, hd, theta);
+  inner->rope_forward(qkv, B, S, nh, hd, theta, heads);
   end(OP_rope_forward, t0);
 }
-static void p_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta) {
+static void p_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
+                            uint16_t *dqkv_half, rc_compute ct) {
   double t0 = begin();
-  inner->rope_backward(dqkv, B, S, nh, hd, theta);
+  inner->rope_backward(dqkv, B, S, nh, hd, theta, dqkv_half, ct);
   end(OP_rope_backward, t0);
 }
-static void p_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B,
-                                int S, int nh, int hd) {
+static void p_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
+                                const uint16_t *heads, int B, int S, int nh, int hd) {
   double t0 = begin();
-  inner->attention_forward(ct, out, lse, qkv, B, S, nh, hd);
+  inner->attention_forward(ct, out, lse, qkv, heads, B, S, nh, hd);
   charge_ct(attn_fwd_ct, ct, end(OP_attention_forward, t0));
 }
 static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
-                                 const float *lse, const float *qkv, int B, int S, int nh, int hd) {
+                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
+                                 int S, int nh, int hd) {
   double t0 = begin();
-  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, B, S, nh, hd);
+  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
   charge_ct(attn_bwd_ct, ct, end(OP_attention_backward, t0));
 }
 static void p_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,

@@ -159,7 +159,11 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   a->ln1 = rc_linear_is_half(m, L->qkv) ? NULL : rc_model_alloc(m, A, T * H, "ln1"),
   a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
   a->ln1_r = alloc_rounded(m, L->qkv, A, T * H, "ln1_r");
-  a->qkv = rc_model_alloc(m, A, T * 3 * H, "qkv");
+  /* BF16 attention reads RoPE's bf16 heads, forward and backward: the fp32
+   * qkv is only the GEMM's output, one buffer for all layers */
+  bool heads = m->attn_ct == RC_COMPUTE_BF16;
+  a->qkv = own_or_shared(m, heads, RC_FWD_SHARED_QKV, T * 3 * H, "qkv");
+  a->heads = heads ? rc_model_alloc_bytes(m, A, T * 3 * H * 2, "attn_heads") : NULL;
   a->attn = rc_model_alloc(m, A, T * H, "attn");
   a->attn_r = alloc_rounded(m, L->proj, A, T * H, "attn_r");
   a->lse = rc_model_alloc(m, A, (size_t)m->B * m->nh * m->S, "lse");
@@ -374,6 +378,7 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
   m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
   m->fwd_shared_n[RC_FWD_SHARED_CAT] = T * 2 * H;
+  m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H;
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;

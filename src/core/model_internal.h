@@ -8,7 +8,11 @@
 struct rc_layer_act {
   const float *x_in; /* [T,H] the layer's input (owned by the previous producer) */
   float *ln1, *ln1_rstd, *ln1_r;
-  float *qkv; /* [T,3H] after RoPE */
+  float *qkv; /* [T,3H] after RoPE; with heads, the GEMM's output (shared) */
+  /* BF16 attention: q, k, v after RoPE as the attention's bf16 operands,
+   * [3][B][nh][S][hd] (ops.h rope_forward), what its backward reads; NULL
+   * for FP32 attention, which keeps qkv */
+  uint16_t *heads;
   float *attn, *attn_r, *lse;
   float *proj; /* [T,H] after dropout */
   float *xm;   /* [T,H] residual after attention */

@@ -83,8 +83,10 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
                      m->ct);
   a->qkv_in = a->qkv_h ? NULL : rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
   a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
-  o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
-  o->attention_forward(m->attn_ct, a->attn, a->lse, a->qkv, m->B, m->S, m->nh, m->hd);
+  /* with heads, RoPE writes the attention's bf16 operands and qkv is spent */
+  o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, a->heads);
+  o->attention_forward(m->attn_ct, a->attn, a->lse, a->heads ? NULL : a->qkv, a->heads, m->B, m->S,
+                       m->nh, m->hd);
   a->proj_in = rc_linear_round_input(m, L->proj, a->attn_r, a->attn, TH);
   a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj_h, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
@@ -189,11 +191,14 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   float *d_attn = m->d_big2;
   rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);
   float *d_qkv = m->d_big;
-  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->qkv, m->B, m->S, m->nh,
-                        m->hd);
-  o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta);
-  rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
-  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv, NULL, a->qkv_in, d_ln, T, NULL);
+  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->heads ? NULL : a->qkv,
+                        a->heads, m->B, m->S, m->nh, m->hd);
+  /* a half qkv's gradient is written by RoPE's backward in the compute type */
+  uint16_t *d_qkv_h = rc_linear_is_half(m, L->qkv) ? m->dy_half : NULL;
+  o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, d_qkv_h, m->ct);
+  if (!d_qkv_h) rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
+  rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv_h ? NULL : d_qkv, d_qkv_h, a->qkv_in, d_ln, T,
+                     NULL);
   o->copy(dx, dxm, TH * sizeof(float));
   o->rmsnorm_backward(dx, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
 }

@@ -185,13 +185,15 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
                    T * H,                                            /* 14 mlp_out */
                    T * H};                                           /* 15 y */
   /* proj and mlp_out are shared (model.c own_or_shared; charged in
-   * rc_model_memory_need); with half linears there is no ln1, dense ln2 or
-   * sw_r (their producers write the 16-bit inputs alone) */
-  bool hl = half_linear(c, true, false);
+   * rc_model_memory_need), and so is qkv under BF16 attention, which keeps
+   * RoPE's bf16 heads instead; with half linears there is no ln1, dense ln2
+   * or sw_r (their producers write the 16-bit inputs alone) */
+  bool hl = half_linear(c, true, false), heads = c->attention_precision == RC_PREC_BF16;
   for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
-    if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 13)))
+    if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 13)) && !(heads && i == 3))
       need_dev(a, act, th[i]);
-  if (hl) { /* qkv_h, proj_h, fc1_h, fc2_h */
+  if (heads) need_dev_bytes(a, act, 2 * 3 * T * H); /* attn_heads; qkv shared */
+  if (hl) {                                         /* qkv_h, proj_h, fc1_h, fc2_h */
     uint64_t hh[] = {T * H, T * H, rows * H, rows * F};
     for (size_t i = 0; i < sizeof hh / sizeof hh[0]; i++) need_dev_bytes(a, act, 2 * hh[i]);
   }
@@ -241,7 +243,9 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h */
   }
   if (L + D > 0) need_dev(&a, scr, T * H); /* RC_FWD_SHARED_OUT */
-  if (hl && L + D > 0) {                   /* model.c own_or_shared: one buffer per slot in use */
+  if (L + D > 0 && c->attention_precision == RC_PREC_BF16)
+    need_dev(&a, scr, 3 * T * H); /* RC_FWD_SHARED_QKV */
+  if (hl && L + D > 0) {          /* model.c own_or_shared: one buffer per slot in use */
     bool any_moe = D > 0 && last_moe;
     for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
     if (any_moe) need_dev(&a, scr, T * K * H); /* RC_FWD_SHARED_XS */

@@ -48,12 +48,14 @@ void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float
                             float eps, uint16_t *out_half, rc_compute ct);
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                              const float *w, const float *rstd, int T, int H);
-void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta);
-void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta);
-void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
-                              int nh, int hd);
+void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
+void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
+                          uint16_t *dqkv_half, rc_compute ct);
+void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
+                              const uint16_t *heads, int B, int S, int nh, int hd);
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
-                               const float *lse, const float *qkv, int B, int S, int nh, int hd);
+                               const float *lse, const float *qkv, const uint16_t *heads, int B,
+                               int S, int nh, int hd);
 void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
                            rc_compute ct);
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,

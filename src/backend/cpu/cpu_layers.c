@@ -116,12 +116,42 @@ static void rope_apply(float *qkv, int B, int S, int nh, int hd, float theta, fl
   free(cs);
 }
 
-void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta) {
-  rope_apply(qkv, B, S, nh, hd, theta, 1.0f);
+/* heads [3][B][nh][S][hd] from qkv [B*S, 3*nh*hd], each element bf16-encoded */
+static void qkv_to_heads(uint16_t *heads, const float *qkv, int B, int S, int nh, int hd) {
+  size_t row = 3 * (size_t)nh * hd;
+  for (int part = 0; part < 3; part++)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < nh; h++)
+        for (int s = 0; s < S; s++) {
+          const float *src = qkv + ((size_t)b * S + s) * row + ((size_t)part * nh + h) * hd;
+          uint16_t *dst = heads + ((((size_t)part * B + b) * nh + h) * S + s) * hd;
+          for (int d = 0; d < hd; d++) dst[d] = rc_bf16_encode(src[d]);
+        }
 }
 
-void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta) {
+/* qkv [B*S, 3*nh*hd] back from heads (exact: every value is a bf16) */
+static void heads_to_qkv(float *qkv, const uint16_t *heads, int B, int S, int nh, int hd) {
+  size_t row = 3 * (size_t)nh * hd;
+  for (int part = 0; part < 3; part++)
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < nh; h++)
+        for (int s = 0; s < S; s++) {
+          float *dst = qkv + ((size_t)b * S + s) * row + ((size_t)part * nh + h) * hd;
+          const uint16_t *src = heads + ((((size_t)part * B + b) * nh + h) * S + s) * hd;
+          for (int d = 0; d < hd; d++) dst[d] = rc_bf16_decode(src[d]);
+        }
+}
+
+/* The reference rotates in place either way; heads is its rounding. */
+void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
+  rope_apply(qkv, B, S, nh, hd, theta, 1.0f);
+  if (heads) qkv_to_heads(heads, qkv, B, S, nh, hd);
+}
+
+void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
+                          uint16_t *dqkv_half, rc_compute ct) {
   rope_apply(dqkv, B, S, nh, hd, theta, -1.0f);
+  if (dqkv_half) rc_cpu_cast_half(dqkv_half, dqkv, (size_t)B * S * 3 * nh * hd, ct);
 }
 
 /* ---- causal attention ---- */
@@ -147,12 +177,25 @@ static const float *att_rounded(const float *src, size_t n, rc_compute ct, float
  * lse = log sum exp s_j, out_i = sum_j exp(s_j - lse) v_j. With BF16 the
  * weights exp(s_j - max) are rounded before they multiply v_j and the sum is
  * divided out at the end (the tensor-core kernel's order of operations). */
-void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv, int B, int S,
-                              int nh, int hd) {
+/* The fp32 qkv an attention op reads: qkv itself, or decoded from heads into
+ * scratch (*owned, which the caller frees). */
+static const float *att_qkv(const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd,
+                            float **owned) {
+  *owned = NULL;
+  if (!heads) return qkv;
+  float *q = rc_cpu_scratch((size_t)B * S * 3 * nh * hd * sizeof(float));
+  heads_to_qkv(q, heads, B, S, nh, hd);
+  *owned = q;
+  return q;
+}
+
+void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
+                              const uint16_t *heads, int B, int S, int nh, int hd) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
-  float *owned;
+  float *owned, *decoded;
+  qkv = att_qkv(qkv, heads, B, S, nh, hd, &decoded);
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned);
   float *sc = rc_cpu_scratch((size_t)S * sizeof(float));
   for (int b = 0; b < B; b++) {
@@ -187,6 +230,7 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
   }
   free(sc);
   free(owned);
+  free(decoded);
 }
 
 /* Recomputes P = exp(S - lse) and applies, per (batch, head):
@@ -195,11 +239,13 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
  * increasing order. BF16 rounds q, k, v, dout, and P and dS where they
  * enter a product (ops.h). */
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
-                               const float *lse, const float *qkv, int B, int S, int nh, int hd) {
+                               const float *lse, const float *qkv, const uint16_t *heads, int B,
+                               int S, int nh, int hd) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
-  float *owned_qkv, *owned_dout;
+  float *owned_qkv, *owned_dout, *decoded;
+  qkv = att_qkv(qkv, heads, B, S, nh, hd, &decoded);
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned_qkv);
   dout = att_rounded(dout, (size_t)B * S * orow, ct, &owned_dout);
   memset(dqkv, 0, (size_t)B * S * row * sizeof(float));
@@ -233,6 +279,7 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
   }
   free(owned_qkv);
   free(owned_dout);
+  free(decoded);
 }
 
 /* ---- SwiGLU ---- */
