@@ -44,7 +44,8 @@ static double h2d(void *dev, const void *host, size_t n) {
 static void mapped(size_t n, void *dev, int huge) {
   size_t a = (size_t)2 << 20, len = (n + a - 1) & ~(a - 1);
   double t0 = now();
-  char *raw = (char *)mmap(NULL, len + a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *raw =
+      (char *)mmap(NULL, len + a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   char *p = (char *)(((unsigned long)raw + a - 1) & ~(a - 1));
   madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   touch(p, len);
@@ -79,7 +80,8 @@ int main(int argc, char **argv) {
     double t3 = now();
     CK(cudaFreeHost(h));
     double t4 = now();
-    printf("round %d: cudaHostAlloc %.3f s, touch %.3f s, H2D %.3f s (%.1f GB/s), cudaFreeHost %.3f s\n",
+    printf("round %d: cudaHostAlloc %.3f s, touch %.3f s, H2D %.3f s (%.1f GB/s), cudaFreeHost "
+           "%.3f s\n",
            round, t1 - t0, t2 - t1, copy, n / copy / 1e9, t4 - t3);
     mapped(n, dev, 1);
     mapped(n, dev, 0);

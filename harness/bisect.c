@@ -115,9 +115,8 @@ static void copy_str(char *dst, size_t cap, const char *s) {
  * replay's saves write their shards, through the same save code, so their
  * side effects are the leg's. */
 static const char *const LEG_VALUE_FLAGS[] = {
-    "--save-at",     "--save-hashes-at", "--save-deferred-at", "--out",
-    "--leg",         "--stop-at",        "--resume-from",      "--events",
-    "--events-from-step"};
+    "--save-at",     "--save-hashes-at", "--save-deferred-at", "--out", "--leg", "--stop-at",
+    "--resume-from", "--events",         "--events-from-step"};
 static const char *const LEG_BOOL_FLAGS[] = {"--progress", "--dry-run"};
 
 static bool flag_is(const char *arg, const char *flag) {

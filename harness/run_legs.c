@@ -83,7 +83,7 @@ static char **leg_env(const rc_run *run, const rc_leg *leg, bool exec, double t_
   const char *fusion = !strcmp(leg->arm, "fusion-on")    ? "on"
                        : !strcmp(leg->arm, "fusion-off") ? "off"
                                                          : "";
-  const char *vals[NX] = {spawn, "3",  "3", leg->label, steps, stop, saves, leg->resume_from,
+  const char *vals[NX] = {spawn,    "3",   "3", leg->label, steps, stop, saves, leg->resume_from,
                           leg->dir, fusion};
   int k_mine = 0;
   for (int k = 0; k < NX; k++) {

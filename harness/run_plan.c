@@ -536,7 +536,9 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
     return rc_fail(err, RC_EXIT_USAGE,
                    "--through-checkpoints %s needs the built-in trainer (an exec trainer "
                    "does not know `train --save-hashes-at`)",
-                   all ? "hashes-all" : on_demand ? "on-demand" : "hashes");
+                   all         ? "hashes-all"
+                   : on_demand ? "on-demand"
+                               : "hashes");
   if ((all || on_demand) && opts->confirm_arm)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--through-checkpoints %s with --confirm-arm: ARMS@N compares the "
