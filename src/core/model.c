@@ -410,7 +410,7 @@ static void alloc_scratch(rc_model *m) {
   big = max_sz(big, T * 2 * H);
   m->d_big = rc_model_alloc(m, SCR, big, "d_big"),
   m->d_big2 = rc_model_alloc(m, SCR, big, "d_big2");
-  m->d_resid = rc_model_alloc(m, SCR, 2 * T * H, "d_resid");
+  m->d_resid = rc_model_alloc(m, SCR, T * H, "d_resid");
   m->d_tmp = rc_model_alloc(m, SCR, T * H, "d_tmp"),
   m->d_xm = rc_model_alloc(m, SCR, T * H, "d_xm"), m->d_ln = rc_model_alloc(m, SCR, T * H, "d_ln");
   m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
@@ -578,11 +578,11 @@ static void backward_mtp_depth(rc_model *m, int k) {
   rc_mtp_layer *mt = mtp_layer(m, k);
   struct rc_mtp_act *ma = &m->mtp_acts[k];
   struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
-  float *d_y = m->d_resid, *d_x = m->d_resid + TH;
-  o->zero(d_y, TH * sizeof(float));
-  o->rmsnorm_backward(d_y, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
+  float *d_x = m->d_resid; /* the gradient at the layer's output, then at its input */
+  o->zero(d_x, TH * sizeof(float));
+  o->rmsnorm_backward(d_x, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
                       ma->hk_rstd, T, H);
-  rc_layer_backward(m, mtp_trm(m, k), a, d_y, d_x);
+  rc_layer_backward(m, mtp_trm(m, k), a, d_x);
   rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
   float *d_cat = m->d_big;
   rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, NULL, ma->cat_r, d_cat, T, NULL);
@@ -603,16 +603,12 @@ static void backward_decoder(rc_model *m) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, L = m->cfg.layers;
   size_t TH = (size_t)T * H;
-  float *dy = m->d_resid, *dx = m->d_resid + TH;
+  float *dy = m->d_resid; /* each layer's backward turns it into its input's gradient */
   o->zero(dy, TH * sizeof(float));
   const float *dec_out = L > 0 ? m->acts[L - 1].y : m->emb_out;
   o->rmsnorm_backward(dy, m->final_norm->main_grad, m->d_h[0], dec_out, m->final_norm->weight,
                       m->h0_rstd, T, H);
-  for (int l = L - 1; l >= 0; l--) {
-    rc_layer_backward(m, &m->layers[l], &m->acts[l], dy, dx);
-    float *t = dy;
-    dy = dx, dx = t;
-  }
+  for (int l = L - 1; l >= 0; l--) rc_layer_backward(m, &m->layers[l], &m->acts[l], dy);
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[0], dy, T, H, m->V);
 }
 

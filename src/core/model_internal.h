@@ -45,8 +45,9 @@ struct rc_mtp_act {
 
 /* model_layer.c */
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x);
-/* dx (writes) from dy, which it consumes: dy is left overwritten. */
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy, float *dx);
+/* The gradient at the layer's input from dy, the one at its output, in
+ * place: dy holds the result. */
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy);
 
 /* dist_optimizer.c: the distributed optimizer's steps (m->comm set). */
 /* Param i's overlap with the owned slice, as element offsets [lo, hi)

@@ -144,7 +144,7 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
 }
 
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy, float *dx) {
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, F = m->F;
   size_t TH = (size_t)T * H;
@@ -199,6 +199,7 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   if (!d_qkv_h) rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
   rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv_h ? NULL : d_qkv, d_qkv_h, a->qkv_in, d_ln, T,
                      NULL);
-  o->copy(dx, dxm, TH * sizeof(float));
-  o->rmsnorm_backward(dx, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
+  /* x feeds the residual and ln1: d x = dxm + ln1's backward, added in place
+   * (the same bits as a copy and then the add, one [T,H] pass fewer) */
+  o->rmsnorm_backward(dxm, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
 }

@@ -267,7 +267,7 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   uint64_t cand[] = {T * 2 * F, T * K * 2 * F, T * K * H, T * E, T * 2 * H};
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) big = cand[i] > big ? cand[i] : big;
   need_dev(&a, scr, big), need_dev(&a, scr, big);
-  need_dev(&a, scr, 2 * T * H);
+  need_dev(&a, scr, T * H); /* d_resid */
   need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
   need_dev(&a, scr, T * K);
   need_dev(&a, scr, T * V);          /* scratch_round */
