@@ -848,11 +848,12 @@ static void check_head_dim(int hd) {
 }
 
 void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
-                               const uint16_t *heads, int B, int S, int nh, int hd) {
+                               const uint16_t *heads, int B, int S, int nh, int hd,
+                               uint16_t *out_half, rc_compute half_ct) {
   if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
   check_head_dim(hd);
   if (ct == RC_COMPUTE_BF16) {
-    rc_cuda_attention_bf16_forward(out, lse, qkv, heads, B, S, nh, hd);
+    rc_cuda_attention_bf16_forward(out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
     return;
   }
   if (hd <= 32)
@@ -861,6 +862,7 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
     forward_impl<64>(out, lse, qkv, B, S, nh, hd);
   else
     forward_impl<128>(out, lse, qkv, B, S, nh, hd);
+  if (out_half) rc_cuda_cast_half(out_half, out, (size_t)B * S * nh * hd, half_ct);
 }
 
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,

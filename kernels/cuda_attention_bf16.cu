@@ -241,12 +241,35 @@ __device__ void store_rows(float *dst, size_t ld, int row0, int S, const float a
   }
 }
 
+/* store_rows' values (scale 1) in a 16-bit encoding: bitwise cast_half of
+ * what store_rows wrote */
+template <int HD>
+__device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
+                                const float acc[HD / 8][4], int hd, int fp16) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int r = row0 + g + 8 * half;
+    if (r >= S) continue;
+    uint16_t *d = dst + (size_t)r * ld;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++)
+      if (nt * 8 < hd) {
+        const float x = acc[nt][2 * half], y = acc[nt][2 * half + 1];
+        *(unsigned *)(d + nt * 8 + 2 * t) =
+            fp16 ? (unsigned)rc_fp16_encode(x) | (unsigned)rc_fp16_encode(y) << 16
+                 : (unsigned)rc_bf16_encode(x) | (unsigned)rc_bf16_encode(y) << 16;
+      }
+  }
+}
+
 /* ---- forward ---- */
 
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
     attention_bf16_forward_kernel(float *out, float *lse, const bf16 *qh, const bf16 *kh,
-                                  const bf16 *vh, int S, int nh, int hd, float scale) {
+                                  const bf16 *vh, int S, int nh, int hd, float scale,
+                                  uint16_t *out_half, int fp16) {
   constexpr int LDS = HD + 8, TILE = 64 * LDS;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Qs = (bf16 *)smem, *Ks = Qs + TILE, *Vs = Ks + 2 * TILE; /* K, V: two stages */
@@ -351,6 +374,9 @@ __global__ void __launch_bounds__(AB_THREADS)
 #pragma unroll
     for (int e = 0; e < 4; e++) o[nt][e] *= inv[e / 2];
   store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, q0 + warp * 16, S, o, 1.0f, hd);
+  if (out_half) /* a half out-projection's input, without a cast pass over out */
+    store_rows_half<HD>(out_half + (size_t)b * S * orow + (size_t)h * hd, orow, q0 + warp * 16, S,
+                        o, hd, fp16);
   if (t == 0)
     for (int hr = 0; hr < 2; hr++)
       if (row[hr] < S) lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * (float)M_LN2 + logf(l[hr]);
@@ -593,7 +619,7 @@ static const bf16 *qkv_heads(const float *qkv, const uint16_t *heads, int B, int
 
 template <int HD>
 static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_t *heads, int B,
-                         int S, int nh, int hd) {
+                         int S, int nh, int hd, uint16_t *out_half, rc_compute half_ct) {
   static bool opted = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = qkv_heads(qkv, heads, B, S, nh, hd);
@@ -601,7 +627,8 @@ static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_
   rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
   dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
   attention_bf16_forward_kernel<HD><<<grid, AB_THREADS, sm, rc_cuda_stream()>>>(
-      out, lse, qh, qh + per_part, qh + 2 * per_part, S, nh, hd, 1.0f / sqrtf((float)hd));
+      out, lse, qh, qh + per_part, qh + 2 * per_part, S, nh, hd, 1.0f / sqrtf((float)hd), out_half,
+      half_ct == RC_COMPUTE_FP16);
   KERNEL_CHECK();
 }
 
@@ -653,16 +680,17 @@ static void check_bf16_head_dim(int hd) {
 }
 
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
-                                    int B, int S, int nh, int hd) {
+                                    int B, int S, int nh, int hd, uint16_t *out_half,
+                                    rc_compute half_ct) {
   check_bf16_head_dim(hd);
   if (hd <= 16)
-    forward_bf16<16>(out, lse, qkv, heads, B, S, nh, hd);
+    forward_bf16<16>(out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
   else if (hd <= 32)
-    forward_bf16<32>(out, lse, qkv, heads, B, S, nh, hd);
+    forward_bf16<32>(out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
   else if (hd <= 64)
-    forward_bf16<64>(out, lse, qkv, heads, B, S, nh, hd);
+    forward_bf16<64>(out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
   else
-    forward_bf16<128>(out, lse, qkv, heads, B, S, nh, hd);
+    forward_bf16<128>(out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
 }
 
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,

@@ -169,7 +169,8 @@ void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float thet
 
 /* cuda_attention.cu (fp32; dispatches BF16 to cuda_attention_bf16.cu) */
 void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
-                               const uint16_t *heads, int B, int S, int nh, int hd);
+                               const uint16_t *heads, int B, int S, int nh, int hd,
+                               uint16_t *out_half, rc_compute half_ct);
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
                                 int S, int nh, int hd);
@@ -181,7 +182,8 @@ float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int 
 
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
-                                    int B, int S, int nh, int hd);
+                                    int B, int S, int nh, int hd, uint16_t *out_half,
+                                    rc_compute half_ct);
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
                                      const float *lse, const float *qkv, const uint16_t *heads,
                                      int B, int S, int nh, int hd);

@@ -698,8 +698,8 @@ typedef struct {
 
 static double attn_loss(void *p) {
   attn_ctx *c = p;
-  c->ops->attention_forward(RC_COMPUTE_FP32, c->out, c->lse, c->qkv, NULL, c->B, c->S, c->NH,
-                            c->HD);
+  c->ops->attention_forward(RC_COMPUTE_FP32, c->out, c->lse, c->qkv, NULL, c->B, c->S, c->NH, c->HD,
+                            NULL, RC_COMPUTE_FP32);
   return proj(c->out, c->r, (size_t)c->B * c->S * c->NH * c->HD);
 }
 
@@ -770,8 +770,10 @@ static void test_attention_bf16(const rc_ops *ops) {
   float *o_r = falloc(NO), *o_n = falloc(NO), *o_f = falloc(NO), *l_r = falloc(NL),
         *l_n = falloc(NL), *l_f = falloc(NL);
   float *d_r = falloc(N), *d_n = falloc(N), *d_f = falloc(N);
-  ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, NULL, B, S, NH, HD);
-  ops->attention_forward(RC_COMPUTE_BF16, o_n, l_n, nudged, NULL, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, NULL, B, S, NH, HD, NULL,
+                         RC_COMPUTE_FP32);
+  ops->attention_forward(RC_COMPUTE_BF16, o_n, l_n, nudged, NULL, B, S, NH, HD, NULL,
+                         RC_COMPUTE_FP32);
   CHECK(memcmp(o_r, o_n, sizeof(float) * NO) == 0 && memcmp(l_r, l_n, sizeof(float) * NL) == 0,
         "bf16 attention forward did not round q, k, v");
   ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD);
@@ -779,7 +781,8 @@ static void test_attention_bf16(const rc_ops *ops) {
   CHECK(memcmp(d_r, d_n, sizeof(float) * N) == 0,
         "bf16 attention backward did not round its inputs");
   /* against fp32: close, not equal */
-  ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, NULL, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, NULL, B, S, NH, HD, NULL,
+                         RC_COMPUTE_FP32);
   ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD);
   double eo = 0, mo = 0, ed = 0, md = 0;
   for (size_t i = 0; i < NO; i++) eo = fmax(eo, fabs(o_r[i] - o_f[i])), mo = fmax(mo, fabs(o_f[i]));
@@ -791,7 +794,8 @@ static void test_attention_bf16(const rc_ops *ops) {
         ed / md);
   /* negative control: fp32 sees the nudge */
   float *o_fn = falloc(NO), *l_fn = falloc(NL);
-  ops->attention_forward(RC_COMPUTE_FP32, o_fn, l_fn, nudged, NULL, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_FP32, o_fn, l_fn, nudged, NULL, B, S, NH, HD, NULL,
+                         RC_COMPUTE_FP32);
   CHECK(memcmp(o_f, o_fn, sizeof(float) * NO) != 0,
         "negative control: fp32 ignored a nudge of q, k, v");
   free(rounded), free(dout_r), free(nudged), free(dout_n), free(o_r), free(o_n), free(o_f);
@@ -830,16 +834,25 @@ static void test_rope_heads(const rc_ops *ops) {
   /* attention from heads: the bits of attention from the rotated qkv */
   float *o1 = falloc(NO), *o2 = falloc(NO), *l1 = falloc(NL), *l2 = falloc(NL);
   float *d1 = falloc(N), *d2 = falloc(N);
-  ops->attention_forward(RC_COMPUTE_BF16, o1, l1, rot, NULL, B, S, NH, HD);
-  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o1, l1, rot, NULL, B, S, NH, HD, NULL, RC_COMPUTE_FP32);
+  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD, NULL, RC_COMPUTE_FP32);
   CHECK(bits_equal(o1, o2, NO) && bits_equal(l1, l2, NL), "attention_forward from heads differs");
+  /* out_half: cast_half of out */
+  uint16_t *oh = malloc(NO * 2), *oh_want = malloc(NO * 2);
+  if (!oh || !oh_want) abort();
+  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD, oh, RC_COMPUTE_FP16);
+  ops->cast_half(oh_want, o1, NO, RC_COMPUTE_FP16);
+  CHECK(memcmp(oh, oh_want, NO * 2) == 0, "attention_forward out_half is not cast_half of out");
+  ops->cast_half(oh_want, o1, NO, RC_COMPUTE_BF16);
+  CHECK(memcmp(oh, oh_want, NO * 2) != 0, "negative control: fp16 out_half equals the bf16 cast");
+  free(oh), free(oh_want);
   ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD);
   ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD);
   CHECK(bits_equal(d1, d2, N), "attention_backward from heads differs");
   float *other = fdup(x, N);
   for (size_t i = 0; i < N; i++) other[i] *= 1.01f;
   ops->rope_forward(other, B, S, NH, HD, theta, heads);
-  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD, NULL, RC_COMPUTE_FP32);
   CHECK(!bits_equal(o1, o2, NO), "negative control: heads of another qkv gave the same output");
   /* backward: half gradient = cast_half(rotated back), bf16 and fp16 */
   for (int k = 0; k < 2; k++) {

@@ -1222,13 +1222,13 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *go = G->alloc(no * 4), *gl = G->alloc(nl * 4), *gdq = G->alloc(n * 4);
     float *gdo = put(G, dout, no * 4);
     upload(G, g, rot, n * 4);
-    G->attention_forward(RC_COMPUTE_BF16, go, gl, g, NULL, B, S, nh, hd);
+    G->attention_forward(RC_COMPUTE_BF16, go, gl, g, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
     G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd);
     float *o1 = get(G, go, no * 4), *l1 = get(G, gl, nl * 4), *d1 = get(G, gdq, n * 4);
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
     poison(G, gdq, n * 4);
-    G->attention_forward(RC_COMPUTE_BF16, go, gl, NULL, gh, B, S, nh, hd);
+    G->attention_forward(RC_COMPUTE_BF16, go, gl, NULL, gh, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
     float *o2 = get(G, go, no * 4), *l2 = get(G, gl, nl * 4);
     upload(G, go, o1, no * 4);
     upload(G, gl, l1, nl * 4);
@@ -1276,13 +1276,13 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   char name[128];
   float *cq = put(C, qkv, nqkv * 4), *co = C->alloc(no * 4), *cl = C->alloc(nl * 4);
   float *gq = put(G, qkv, nqkv * 4), *go = G->alloc(no * 4), *gl = G->alloc(nl * 4);
-  C->attention_forward(ct, co, cl, cq, NULL, B, S, nh, hd);
+  C->attention_forward(ct, co, cl, cq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
   float *ro = get(C, co, no * 4), *rl = get(C, cl, nl * 4);
   float *o[2], *l[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
-    G->attention_forward(ct, go, gl, gq, NULL, B, S, nh, hd);
+    G->attention_forward(ct, go, gl, gq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
     o[rep] = get(G, go, no * 4);
     l[rep] = get(G, gl, nl * 4);
   }
@@ -1291,7 +1291,7 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   check_rel("attention_forward lse", l[0], rl, nl, tol);
   if (ct == RC_COMPUTE_BF16) {
     float *fo = C->alloc(no * 4), *fl = C->alloc(nl * 4);
-    C->attention_forward(RC_COMPUTE_FP32, fo, fl, cq, NULL, B, S, nh, hd);
+    C->attention_forward(RC_COMPUTE_FP32, fo, fl, cq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
     float *f = get(C, fo, no * 4);
     checks++;
     double e = rel_err(o[0], f, no);
@@ -1304,6 +1304,30 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   }
   check_bits("  run-to-run out", o[0], o[1], no * 4);
   check_bits("  run-to-run lse", l[0], l[1], nl * 4);
+  /* out_half: bitwise cast_half of out (bf16 and fp16), out itself unchanged;
+   * negative control: the two encodings differ */
+  uint16_t *gh = G->alloc(no * 2), *hh[2];
+  for (int k = 0; k < 2; k++) {
+    rc_compute hct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    poison(G, gh, no * 2);
+    G->attention_forward(ct, go, gl, gq, NULL, B, S, nh, hd, gh, hct);
+    hh[k] = get(G, gh, no * 2);
+    float *o2 = get(G, go, no * 4);
+    G->cast_half(gh, go, no, hct);
+    uint16_t *want = get(G, gh, no * 2);
+    snprintf(name, sizeof name, "  out_half (%s) is cast_half of out", k ? "fp16" : "bf16");
+    check_bits(name, hh[k], want, no * 2);
+    check_bits("  out with out_half unchanged", o2, o[0], no * 4);
+    free(o2);
+    free(want);
+  }
+  checks++;
+  failures += memcmp(hh[0], hh[1], no * 2) == 0;
+  printf("%s  %-52s\n", memcmp(hh[0], hh[1], no * 2) ? "ok  " : "FAIL",
+         "  negative control: bf16 and fp16 encodings differ");
+  free(hh[0]);
+  free(hh[1]);
+  G->free(gh);
   /* backward from the CPU's forward results on both */
   upload(G, go, ro, no * 4);
   upload(G, gl, rl, nl * 4);
@@ -1847,7 +1871,7 @@ static void bench(void) {
     for (int rep = 0; rep < 3; rep++) {
       G->sync();
       double t0 = now_s();
-      G->attention_forward(act, go, gl, gq, NULL, B, S, nh, hd);
+      G->attention_forward(act, go, gl, gq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
       G->sync();
       double t1 = now_s();
       G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd);

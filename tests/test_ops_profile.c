@@ -93,9 +93,9 @@ int main(void) {
   float hqkv[S * 3 * NH * HD];
   fill(hqkv, S * 3 * NH * HD, 3);
   ops->to_device(qkv, hqkv, sizeof hqkv);
-  ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD);
-  ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD);
-  ops->attention_forward(RC_COMPUTE_BF16, out, lse, qkv, NULL, 1, S, NH, HD);
+  ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
+  ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
+  ops->attention_forward(RC_COMPUTE_BF16, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
   ops->attention_backward(RC_COMPUTE_BF16, dqkv, out, out, lse, qkv, NULL, 1, S, NH, HD);
   CHECK(rc_ops_profile_calls("attention_forward") == 3, "attention_forward %ld",
         rc_ops_profile_calls("attention_forward"));

@@ -184,9 +184,12 @@ typedef struct rc_ops {
    *         D = rowsum(bf16(dout) * out) stay fp32. Needs hd % 16 == 0, hd <= 128.
    * Only FP32 and BF16 are valid. heads (BF16 only; may be NULL): rope_forward's
    * bf16 heads of the same qkv, read instead of it (qkv may then be NULL);
-   * bitwise the results from qkv, whose rounding they are. */
+   * bitwise the results from qkv, whose rounding they are. out_half (may be
+   * NULL): out also in half_ct's 16-bit encoding, bitwise cast_half of out,
+   * for a half out-projection's saved input. */
   void (*attention_forward)(rc_compute ct, float *out, float *lse, const float *qkv,
-                            const uint16_t *heads, int B, int S, int nh, int hd);
+                            const uint16_t *heads, int B, int S, int nh, int hd, uint16_t *out_half,
+                            rc_compute half_ct);
   /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv
    * (post-RoPE) or its heads, as in attention_forward. */
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,

@@ -285,9 +285,10 @@ static void p_rope_backward(float *dqkv, int B, int S, int nh, int hd, float the
   end(OP_rope_backward, t0);
 }
 static void p_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
-                                const uint16_t *heads, int B, int S, int nh, int hd) {
+                                const uint16_t *heads, int B, int S, int nh, int hd,
+                                uint16_t *out_half, rc_compute half_ct) {
   double t0 = begin();
-  inner->attention_forward(ct, out, lse, qkv, heads, B, S, nh, hd);
+  inner->attention_forward(ct, out, lse, qkv, heads, B, S, nh, hd, out_half, half_ct);
   charge_ct(attn_fwd_ct, ct, end(OP_attention_forward, t0));
 }
 static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,

@@ -85,10 +85,12 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
   /* with heads, RoPE writes the attention's bf16 operands and qkv is spent */
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, a->heads);
+  /* a half proj's saved input comes straight from the attention */
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->heads ? NULL : a->qkv, a->heads, m->B, m->S,
-                       m->nh, m->hd);
+                       m->nh, m->hd, a->proj_h, m->ct);
   a->proj_in = rc_linear_round_input(m, L->proj, a->attn_r, a->attn, TH);
-  a->call_proj = rc_linear_forward(m, L->proj, a->proj_in, a->proj_h, a->proj, T, NULL);
+  a->call_proj =
+      rc_linear_forward(m, L->proj, a->proj_h ? NULL : a->proj_in, a->proj_h, a->proj, T, NULL);
   dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
   o->add(a->xm, x, a->proj, TH);
   if (L->moe) { /* ln2 feeds the fp32 router and the gather as it is */

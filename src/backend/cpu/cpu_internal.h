@@ -52,7 +52,8 @@ void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, 
 void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
                           uint16_t *dqkv_half, rc_compute ct);
 void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
-                              const uint16_t *heads, int B, int S, int nh, int hd);
+                              const uint16_t *heads, int B, int S, int nh, int hd,
+                              uint16_t *out_half, rc_compute half_ct);
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, const uint16_t *heads, int B,
                                int S, int nh, int hd);

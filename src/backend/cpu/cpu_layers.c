@@ -190,7 +190,8 @@ static const float *att_qkv(const float *qkv, const uint16_t *heads, int B, int 
 }
 
 void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
-                              const uint16_t *heads, int B, int S, int nh, int hd) {
+                              const uint16_t *heads, int B, int S, int nh, int hd,
+                              uint16_t *out_half, rc_compute half_ct) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
@@ -231,6 +232,7 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
   free(sc);
   free(owned);
   free(decoded);
+  if (out_half) rc_cpu_cast_half(out_half, out, (size_t)B * S * orow, half_ct);
 }
 
 /* Recomputes P = exp(S - lse) and applies, per (batch, head):
