@@ -116,36 +116,28 @@ static void rope_apply(float *qkv, int B, int S, int nh, int hd, float theta, fl
   free(cs);
 }
 
-/* heads [3][B][nh][S][hd] from qkv [B*S, 3*nh*hd], each element bf16-encoded */
-static void qkv_to_heads(uint16_t *heads, const float *qkv, int B, int S, int nh, int hd) {
+/* Between qkv [B*S, 3*nh*hd] and heads [3][B][nh][S][hd]: to_heads encodes
+ * each element as bf16, else decodes (exact: every value is a bf16). */
+static void qkv_heads(float *qkv, uint16_t *heads, int B, int S, int nh, int hd, bool to_heads) {
   size_t row = 3 * (size_t)nh * hd;
   for (int part = 0; part < 3; part++)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < nh; h++)
         for (int s = 0; s < S; s++) {
-          const float *src = qkv + ((size_t)b * S + s) * row + ((size_t)part * nh + h) * hd;
-          uint16_t *dst = heads + ((((size_t)part * B + b) * nh + h) * S + s) * hd;
-          for (int d = 0; d < hd; d++) dst[d] = rc_bf16_encode(src[d]);
-        }
-}
-
-/* qkv [B*S, 3*nh*hd] back from heads (exact: every value is a bf16) */
-static void heads_to_qkv(float *qkv, const uint16_t *heads, int B, int S, int nh, int hd) {
-  size_t row = 3 * (size_t)nh * hd;
-  for (int part = 0; part < 3; part++)
-    for (int b = 0; b < B; b++)
-      for (int h = 0; h < nh; h++)
-        for (int s = 0; s < S; s++) {
-          float *dst = qkv + ((size_t)b * S + s) * row + ((size_t)part * nh + h) * hd;
-          const uint16_t *src = heads + ((((size_t)part * B + b) * nh + h) * S + s) * hd;
-          for (int d = 0; d < hd; d++) dst[d] = rc_bf16_decode(src[d]);
+          float *q = qkv + ((size_t)b * S + s) * row + ((size_t)part * nh + h) * hd;
+          uint16_t *e = heads + ((((size_t)part * B + b) * nh + h) * S + s) * hd;
+          for (int d = 0; d < hd; d++)
+            if (to_heads)
+              e[d] = rc_bf16_encode(q[d]);
+            else
+              q[d] = rc_bf16_decode(e[d]);
         }
 }
 
 /* The reference rotates in place either way; heads is its rounding. */
 void rc_cpu_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
   rope_apply(qkv, B, S, nh, hd, theta, 1.0f);
-  if (heads) qkv_to_heads(heads, qkv, B, S, nh, hd);
+  if (heads) qkv_heads(qkv, heads, B, S, nh, hd, true);
 }
 
 void rc_cpu_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
@@ -184,7 +176,7 @@ static const float *att_qkv(const float *qkv, const uint16_t *heads, int B, int 
   *owned = NULL;
   if (!heads) return qkv;
   float *q = rc_cpu_scratch((size_t)B * S * 3 * nh * hd * sizeof(float));
-  heads_to_qkv(q, heads, B, S, nh, hd);
+  qkv_heads(q, (uint16_t *)heads, B, S, nh, hd, false); /* decoding only reads heads */
   *owned = q;
   return q;
 }
