@@ -144,9 +144,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* ---- backward ---- */
 
-/* D[b, h, i] = dot(dout row, out row), in increasing d like the CPU; with
- * ROUND, dout is rounded to bf16 first (the BF16 contract). */
-template <bool ROUND>
+/* D[b, h, i] = dot(dout row, out row), in increasing d like the CPU. (The
+ * BF16 path takes D in its rounding pass over dout, cuda_attention_bf16.cu.) */
 __global__ void attention_backward_d_kernel(float *Dd, const float *dout, const float *out, int B,
                                             int S, int nh, int hd) {
   size_t n = (size_t)B * nh * S;
@@ -155,22 +154,17 @@ __global__ void attention_backward_d_kernel(float *Dd, const float *dout, const 
     size_t b = idx / ((size_t)nh * S), h = (idx / S) % nh, i = idx % S;
     size_t off = (b * S + i) * (size_t)nh * hd + h * hd;
     float acc = 0.0f;
-    for (int d = 0; d < hd; d++)
-      acc += (ROUND ? rc_round_bf16(dout[off + d]) : dout[off + d]) * out[off + d];
+    for (int d = 0; d < hd; d++) acc += dout[off + d] * out[off + d];
     Dd[idx] = acc;
   }
 }
 
-float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int S, int nh, int hd,
-                                bool round_dout) {
+/* D for every (batch, head, query), in the attention scratch slot (returned) */
+static float *attention_rowdot(const float *dout, const float *out, int B, int S, int nh, int hd) {
   size_t nrows = (size_t)B * nh * S;
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
-  if (round_dout)
-    attention_backward_d_kernel<true>
-        <<<rc_grid_1d(nrows, 256), 256, 0, rc_cuda_stream()>>>(Dd, dout, out, B, S, nh, hd);
-  else
-    attention_backward_d_kernel<false>
-        <<<rc_grid_1d(nrows, 256), 256, 0, rc_cuda_stream()>>>(Dd, dout, out, B, S, nh, hd);
+  attention_backward_d_kernel<<<rc_grid_1d(nrows, 256), 256, 0, rc_cuda_stream()>>>(Dd, dout, out,
+                                                                                    B, S, nh, hd);
   KERNEL_CHECK();
   return Dd;
 }
@@ -812,7 +806,7 @@ static void backward_impl(float *dqkv, const float *dout, const float *out, cons
                           const float *qkv, int B, int S, int nh, int hd) {
   static bool opted_dkv = false, opted_dq = false;
   cudaStream_t s = rc_cuda_stream();
-  float *Dd = rc_cuda_attention_rowdot(dout, out, B, S, nh, hd, false);
+  float *Dd = attention_rowdot(dout, out, B, S, nh, hd);
 
   float scale = 1.0f / sqrtf((float)hd);
   dim3 grid((unsigned int)((S + ATT_BQ - 1) / ATT_BQ), (unsigned int)nh, (unsigned int)B);

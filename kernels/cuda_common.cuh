@@ -175,11 +175,6 @@ void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, c
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
                                 int S, int nh, int hd);
 
-/* D[b, h, i] = rowsum(dout * out) of every (batch, head, query), dout rounded
- * to bf16 first if asked; in the attention scratch slot (returned). */
-float *rc_cuda_attention_rowdot(const float *dout, const float *out, int B, int S, int nh, int hd,
-                                bool round_dout);
-
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
                                     int B, int S, int nh, int hd, uint16_t *out_half,
