@@ -33,7 +33,8 @@ Precision: with fp32 the step runs in float64 by default (--dtype), so the
 difference is the core's own fp32 rounding (expect ~1e-6 relative). With
 bf16 the core's emulation is reproduced: every linear rounds its input and
 weight to bf16 in forward and its output gradient to bf16 in backward (what
-model_layer.c does around each GEMM); the router stays unrounded. Expect
+model_layer.c does around each GEMM), and the head's logits are stored in
+bf16 (gemm_to_half); the router stays unrounded. Expect
 agreement to a few 1e-3. attention_precision bf16 (gpu-small's) is
 emulated too: ops.h's BF16 attention contract as the CPU backend writes it
 (BF16Attention below: q, k, v and dout rounded; P rounded before P V and
@@ -156,6 +157,20 @@ class BF16Attention(torch.autograd.Function):
         return (dsr @ kr) * scale, (dsr.transpose(-1, -2) @ qr) * scale, pr.transpose(-1, -2) @ dor, None
 
 
+class RoundOut(torch.autograd.Function):
+    """A layer output stored in bf16 (the half head's logits: ops.h
+    gemm_to_half): rounded forward; the gradient passes as it is (the
+    linear's backward rounds it for its GEMMs)."""
+
+    @staticmethod
+    def forward(ctx, x, rnd):
+        return rnd(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
 class Core:
     def __init__(self, cfg, W, bias, dtype, dev):
         self.c, self.W, self.bias, self.dt, self.dev = cfg, W, bias, dtype, dev
@@ -270,7 +285,8 @@ class Core:
         J = sum(aux) if aux else 0.0
         losses = []
         for k in range(D + 1):
-            logits = self.lin(hs[k], head).reshape(-1, c["vocab"])
+            # a bf16 head's logits are bf16 values (the CE reads them in fp32)
+            logits = RoundOut.apply(self.lin(hs[k], head), self.rnd).reshape(-1, c["vocab"])
             ce = F.cross_entropy(logits, lab[k].reshape(-1), reduction="none")
             m = msk[k].reshape(-1)
             n = float(m.sum()) or 1.0

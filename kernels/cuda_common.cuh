@@ -67,6 +67,7 @@ enum {
   RC_SCRATCH_MOE,
   RC_SCRATCH_FP8,  /* amax_update's partials */
   RC_SCRATCH_ROPE, /* RoPE's cos/sin table (keyed by S, hd, theta) */
+  RC_SCRATCH_CE,   /* 16-bit logits decoded for cross_entropy's held-row path */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -121,6 +122,9 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
 void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                        int ldc);
+void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                          int ldc);
 void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
                        float beta, float *C, int ldc);
 
@@ -135,10 +139,11 @@ void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct)
 void rc_cuda_add(float *out, const float *a, const float *b, size_t n);
 void rc_cuda_scale(float *x, float s, size_t n);
 void rc_cuda_copy2d(float *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
-void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
-                            rc_compute ct);
-void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
-                             uint16_t *din_half, rc_compute ct);
+void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
+                            uint16_t *out_half, rc_compute ct);
+void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in,
+                             const uint16_t *in_half, int T, int F, uint16_t *din_half,
+                             rc_compute ct);
 void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
 
 /* cuda_init.cu */

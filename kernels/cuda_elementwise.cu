@@ -113,16 +113,36 @@ template <bool FP16> __device__ __forceinline__ ushort4 encode_half4(float4 v) {
                       encode_half<FP16>(v.w));
 }
 
-template <bool FP16>
-__global__ void swiglu_forward_kernel(float *out, const float *in, int T, int F, int vec,
-                                      uint16_t *out_half) {
+template <bool FP16> __device__ __forceinline__ float decode_half(uint16_t b) {
+  return FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
+}
+/* element i (four from i, 4-aligned) of an fp32 input, or of a 16-bit one
+ * decoded exactly: the same values either way */
+template <bool FP16, bool HALF_IN>
+__device__ __forceinline__ float4 load4(const float *f, const uint16_t *h, size_t i) {
+  if (HALF_IN) {
+    ushort4 v = *(const ushort4 *)(h + i);
+    return make_float4(decode_half<FP16>(v.x), decode_half<FP16>(v.y), decode_half<FP16>(v.z),
+                       decode_half<FP16>(v.w));
+  }
+  return *(const float4 *)(f + i);
+}
+template <bool FP16, bool HALF_IN>
+__device__ __forceinline__ float load1(const float *f, const uint16_t *h, size_t i) {
+  return HALF_IN ? decode_half<FP16>(h[i]) : f[i];
+}
+
+template <bool FP16, bool HALF_IN>
+__global__ void swiglu_forward_kernel(float *out, const float *in, const uint16_t *in_half, int T,
+                                      int F, int vec, uint16_t *out_half) {
   for (size_t t = blockIdx.x; t < (size_t)T; t += gridDim.x) {
-    const float *g = in + t * 2 * (size_t)F, *u = g + F;
+    const size_t g = t * 2 * (size_t)F, u = g + F; /* the row's gate and up, in elements */
     float *o = out ? out + t * (size_t)F : NULL;
     uint16_t *oh = out_half ? out_half + t * (size_t)F : NULL;
     if (vec) {
       for (int j = 4 * threadIdx.x; j < F; j += 4 * blockDim.x) {
-        float4 gv = *(const float4 *)(g + j), uv = *(const float4 *)(u + j);
+        float4 gv = load4<FP16, HALF_IN>(in, in_half, g + j);
+        float4 uv = load4<FP16, HALF_IN>(in, in_half, u + j);
         float4 r = make_float4(
             rc_swiglu_forward_element(gv.x, uv.x), rc_swiglu_forward_element(gv.y, uv.y),
             rc_swiglu_forward_element(gv.z, uv.z), rc_swiglu_forward_element(gv.w, uv.w));
@@ -131,7 +151,8 @@ __global__ void swiglu_forward_kernel(float *out, const float *in, int T, int F,
       }
     } else {
       for (int j = threadIdx.x; j < F; j += blockDim.x) {
-        float r = rc_swiglu_forward_element(g[j], u[j]);
+        float r = rc_swiglu_forward_element(load1<FP16, HALF_IN>(in, in_half, g + j),
+                                            load1<FP16, HALF_IN>(in, in_half, u + j));
         if (o) o[j] = r;
         if (oh) oh[j] = encode_half<FP16>(r);
       }
@@ -139,16 +160,19 @@ __global__ void swiglu_forward_kernel(float *out, const float *in, int T, int F,
   }
 }
 
-template <bool FP16>
-__global__ void swiglu_backward_kernel(float *din, const float *dout, const float *in, int T, int F,
-                                       int vec, uint16_t *din_half) {
+template <bool FP16, bool HALF_IN>
+__global__ void swiglu_backward_kernel(float *din, const float *dout, const float *in,
+                                       const uint16_t *in_half, int T, int F, int vec,
+                                       uint16_t *din_half) {
   for (size_t t = blockIdx.x; t < (size_t)T; t += gridDim.x) {
-    const float *g = in + t * 2 * (size_t)F, *u = g + F, *d = dout + t * (size_t)F;
+    const size_t g = t * 2 * (size_t)F, u = g + F;
+    const float *d = dout + t * (size_t)F;
     float *dg = din ? din + t * 2 * (size_t)F : NULL, *du = dg ? dg + F : NULL;
     uint16_t *hg = din_half ? din_half + t * 2 * (size_t)F : NULL, *hu = hg ? hg + F : NULL;
     if (vec) {
       for (int j = 4 * threadIdx.x; j < F; j += 4 * blockDim.x) {
-        float4 gv = *(const float4 *)(g + j), uv = *(const float4 *)(u + j);
+        float4 gv = load4<FP16, HALF_IN>(in, in_half, g + j);
+        float4 uv = load4<FP16, HALF_IN>(in, in_half, u + j);
         float4 dv = *(const float4 *)(d + j), dgv, duv;
         rc_swiglu_backward_element(&dgv.x, &duv.x, gv.x, uv.x, dv.x);
         rc_swiglu_backward_element(&dgv.y, &duv.y, gv.y, uv.y, dv.y);
@@ -162,7 +186,8 @@ __global__ void swiglu_backward_kernel(float *din, const float *dout, const floa
     } else {
       for (int j = threadIdx.x; j < F; j += blockDim.x) {
         float a, b;
-        rc_swiglu_backward_element(&a, &b, g[j], u[j], d[j]);
+        rc_swiglu_backward_element(&a, &b, load1<FP16, HALF_IN>(in, in_half, g + j),
+                                   load1<FP16, HALF_IN>(in, in_half, u + j), d[j]);
         if (dg) dg[j] = a, du[j] = b;
         if (hg) hg[j] = encode_half<FP16>(a), hu[j] = encode_half<FP16>(b);
       }
@@ -175,38 +200,50 @@ static unsigned int swiglu_grid(int T) {
   return (unsigned int)(T < 65535 ? T : 65535);
 }
 
-/* The 16-byte path when F % 4 == 0 and every operand is 16-byte aligned
- * (the 16-bit ones 8-byte: four elements a store); NULL ones do not count. */
-static int swiglu_vec(int F, const void *a, const void *b, const void *c, const void *half) {
+/* The vector path when F % 4 == 0 and every operand is aligned for four
+ * elements at a time: 16 bytes for fp32, 8 for 16-bit; NULL ones do not
+ * count. */
+static int swiglu_vec(int F, const void *a, const void *b, const void *c, const void *half,
+                      const void *half_in) {
   return F % 4 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0 &&
-         ((uintptr_t)half & 7u) == 0;
+         (((uintptr_t)half | (uintptr_t)half_in) & 7u) == 0;
 }
 
-void rc_cuda_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
-                            rc_compute ct) {
+/* launches KERNEL<FP16, HALF_IN> for ct and whether the input is 16-bit */
+#define SWIGLU_LAUNCH(KERNEL, fp16, half_in, ...)                                                  \
+  do {                                                                                             \
+    dim3 grid(swiglu_grid(T)), block(EW_THREADS);                                                  \
+    cudaStream_t s_ = rc_cuda_stream();                                                            \
+    if (fp16 && half_in)                                                                           \
+      KERNEL<true, true><<<grid, block, 0, s_>>>(__VA_ARGS__);                                     \
+    else if (fp16)                                                                                 \
+      KERNEL<true, false><<<grid, block, 0, s_>>>(__VA_ARGS__);                                    \
+    else if (half_in)                                                                              \
+      KERNEL<false, true><<<grid, block, 0, s_>>>(__VA_ARGS__);                                    \
+    else                                                                                           \
+      KERNEL<false, false><<<grid, block, 0, s_>>>(__VA_ARGS__);                                   \
+    KERNEL_CHECK();                                                                                \
+  } while (0)
+
+void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
+                            uint16_t *out_half, rc_compute ct) {
   if ((size_t)T * (size_t)F == 0) return;
-  int vec = swiglu_vec(F, out, in, in, out_half);
-  if (ct == RC_COMPUTE_FP16)
-    swiglu_forward_kernel<true>
-        <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(out, in, T, F, vec, out_half);
-  else
-    swiglu_forward_kernel<false>
-        <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(out, in, T, F, vec, out_half);
-  KERNEL_CHECK();
+  const uint16_t *hin = in ? NULL : in_half;
+  int vec = swiglu_vec(F, out, in, in, out_half, hin);
+  SWIGLU_LAUNCH(swiglu_forward_kernel, ct == RC_COMPUTE_FP16, hin != NULL, out, in, hin, T, F, vec,
+                out_half);
 }
 
-void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
-                             uint16_t *din_half, rc_compute ct) {
+void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in,
+                             const uint16_t *in_half, int T, int F, uint16_t *din_half,
+                             rc_compute ct) {
   if ((size_t)T * (size_t)F == 0) return;
-  int vec = swiglu_vec(F, din, dout, in, din_half);
-  if (ct == RC_COMPUTE_FP16)
-    swiglu_backward_kernel<true>
-        <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(din, dout, in, T, F, vec, din_half);
-  else
-    swiglu_backward_kernel<false>
-        <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(din, dout, in, T, F, vec, din_half);
-  KERNEL_CHECK();
+  const uint16_t *hin = in ? NULL : in_half;
+  int vec = swiglu_vec(F, din, dout, in, din_half, hin);
+  SWIGLU_LAUNCH(swiglu_backward_kernel, ct == RC_COMPUTE_FP16, hin != NULL, din, dout, in, hin, T,
+                F, vec, din_half);
 }
+#undef SWIGLU_LAUNCH
 
 /* One thread per Philox block: the four words of block (offset + g) decide
  * elements 4g..4g+3, exactly as rc_dropout_keep does per element. */

@@ -56,6 +56,9 @@ static int aligned16(const void *p) {
 /* The plan key's compute type of gemm_e4m3: an internal value beside
  * rc_compute's (FP32 0, BF16 1, FP16 2), not part of ops.h. */
 #define GEMM_CT_E4M3 8
+/* Or'ed into a plan key's compute type: the output D is the compute type's
+ * 16-bit form (gemm_to_half) instead of fp32. */
+#define GEMM_OUT16 0x100
 
 /* ---- plan cache: one cuBLASLt configuration per GEMM key ---- */
 typedef struct {
@@ -72,7 +75,7 @@ static int g_nplans = 0, g_capplans = 0;
 #define GEMM_BUCKET_ALGOS 8
 
 static cudaDataType_t input_type(int ct) {
-  switch (ct) {
+  switch (ct & ~GEMM_OUT16) {
   case RC_COMPUTE_BF16:
     return CUDA_R_16BF;
   case RC_COMPUTE_FP16:
@@ -107,9 +110,10 @@ static void log_plan(const gemm_plan *p, cublasComputeType_t compute, size_t ws,
   cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
                                        sizeof stages, &w);
   fprintf(stderr,
-          "resumecheck: gemm plan ct=%d%s ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
+          "resumecheck: gemm plan ct=%d%s%s ta=%d tb=%d m=%d n=%d k=%d: compute=%d algo=%d tile=%d "
           "splitk=%d reduction=%d stages=%d workspace=%zu from=%s (%.3f ms)\n",
-          p->ct, p->ct == GEMM_CT_E4M3 ? " (e4m3)" : "", p->ta, p->tb, p->m, p->n, p->k,
+          p->ct & ~GEMM_OUT16, p->ct == GEMM_CT_E4M3 ? " (e4m3)" : "",
+          (p->ct & GEMM_OUT16) ? " (16-bit output)" : "", p->ta, p->tb, p->m, p->n, p->k,
           (int)compute, id, tile, splitk, scheme, stages, ws, source, ms);
 }
 
@@ -123,8 +127,8 @@ static void make_layouts(int ct, int ta, int tb, int m, int n, int k, cublasLtMa
                                           (int64_t)canon_ld(cols_b)));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_b, in, (uint64_t)cols_a, (uint64_t)rows_a,
                                           (int64_t)canon_ld(cols_a)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_d, CUDA_R_32F, (uint64_t)n, (uint64_t)m,
-                                          (int64_t)canon_ld(n)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(lay_d, (ct & GEMM_OUT16) ? in : CUDA_R_32F, (uint64_t)n,
+                                          (uint64_t)m, (int64_t)canon_ld(n)));
 }
 
 static void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
@@ -138,7 +142,7 @@ static void destroy_layouts(cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
  * constraints (fixed workspace; split-K only with a separate reduction pass,
  * never the in-place counter scheme; 16-byte alignment), best first, into
  * algos; ws_needed: the first one's workspace. Returns how many (0: none). */
-static int heuristic_algos(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+static int heuristic_algos(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
                            cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d, int want,
                            cublasLtMatmulAlgo_t *algos, size_t *ws_needed) {
   cublasLtMatmulPreference_t pref;
@@ -146,8 +150,10 @@ static int heuristic_algos(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay
   size_t ws_bytes = 0;
   rc_cuda_gemm_workspace(&ws_bytes);
   uint64_t ws64 = ws_bytes;
+  /* a 16-bit output: split-K partials summed in fp32 only (a sum in the
+   * output type would round twice) */
   uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                     CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+                     ((ct & GEMM_OUT16) ? 0u : (uint32_t)CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
   uint32_t align = 16; /* what canonical layouts guarantee, whoever owns the buffer */
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws64, sizeof ws64));
@@ -177,10 +183,10 @@ static int heuristic_algos(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay
   return n;
 }
 
-static int heuristic_algo(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
+static int heuristic_algo(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
                           cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d,
                           cublasLtMatmulAlgo_t *algo, size_t *ws_needed) {
-  return heuristic_algos(desc, lay_a, lay_b, lay_d, 1, algo, ws_needed) > 0;
+  return heuristic_algos(ct, desc, lay_a, lay_b, lay_d, 1, algo, ws_needed) > 0;
 }
 
 /* ---- algorithm buckets for the grouped (MoE) GEMMs ----
@@ -238,7 +244,7 @@ static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta,
   cublasLtMatrixLayout_t la, lb, ld;
   make_layouts(ct, ta, tb, m, n, k, &la, &lb, &ld);
   size_t ws_needed = 0;
-  b->found = heuristic_algos(desc, la, lb, ld, GEMM_BUCKET_ALGOS, b->algos, &ws_needed);
+  b->found = heuristic_algos(ct, desc, la, lb, ld, GEMM_BUCKET_ALGOS, b->algos, &ws_needed);
   destroy_layouts(la, lb, ld);
   return b;
 }
@@ -279,7 +285,7 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
       }
     }
   }
-  if (heuristic_algo(p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {
+  if (heuristic_algo(p->ct, p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {
     if (getenv("RC_CUDA_GEMM_LOG"))
       log_plan(p, compute, ws_needed,
                mb != p->m || kb != p->k ? "heuristic (bucket refused)" : "heuristic",
@@ -536,6 +542,38 @@ void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, 
   const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
   const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
+}
+
+/* gemm_half with alpha 1, beta 0 and the output in ct's 16-bit form: a plan
+ * of its own (GEMM_OUT16), cuBLASLt rounding its fp32 accumulator to nearest
+ * even in the epilogue (split-K partials, if any, summed in fp32 first). A
+ * C that is not canonical gets the result through scratch. */
+void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                          int ldc) {
+  if (m <= 0 || n <= 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  if (k <= 0) { /* 0 encodes as 0 in both 16-bit forms */
+    CUDA_CHECK(cudaMemset2DAsync(C, (size_t)ldc * 2, 0, (size_t)n * 2, (size_t)m, s));
+    return;
+  }
+  if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
+  const gemm_plan *p = get_plan((int)ct | GEMM_OUT16, trans_a, trans_b, m, n, k);
+  int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+  int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+  const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
+  const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
+  int ldd = canon_ld(n);
+  bool direct = ldc == ldd && aligned16(C);
+  void *D = direct ? (void *)C : rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 2);
+  size_t ws_bytes = 0;
+  void *ws = rc_cuda_gemm_workspace(&ws_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &one, b, p->lay_a, a, p->lay_b, &zero, D,
+                              p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
+  if (!direct)
+    CUDA_CHECK(cudaMemcpy2DAsync(C, (size_t)ldc * 2, D, (size_t)ldd * 2, (size_t)n * 2, (size_t)m,
+                                 cudaMemcpyDeviceToDevice, s));
 }
 
 /* Operand bytes in a caller's buffer that is not 16-byte aligned, copied

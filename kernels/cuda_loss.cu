@@ -1,5 +1,6 @@
 /* cuda_loss.cu — softmax cross-entropy over logits [T, V]: the gradient in
- * place, or as 16-bit values for a half head (ops.h).
+ * place, or as 16-bit values for a half head, whose logits are 16-bit too
+ * and read and overwritten in place (ops.h).
  *
  * With V a multiple of 4 (every model vocabulary) a block per row makes two
  * passes over it without holding it (cross_entropy_2pass_kernel, below):
@@ -255,11 +256,31 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
  * row's maximum in fixed trees. Pass 2 reads the row again and writes the
  * gradient, fp32 in place or 16-bit (numeric.h's encoding of the same fp32
  * value) into dlogits_half, so the separate cast over [T, V] goes too.
+ * HALF_IN: the logits are dlogits_half's 16-bit values (decoded exactly,
+ * 8-byte loads), and the gradient is written over them: each thread writes
+ * only the four elements it has just read again, and the label's logit is
+ * read before the barrier that precedes every write.
  * Needs V % 4 == 0 and 16-byte aligned rows (8-byte for the 16-bit rows). */
 #define CE2_THREADS 256
 #define CE2_WARPS (CE2_THREADS / 32)
 
-template <bool HALF>
+__device__ __forceinline__ float ce_decode(uint16_t b, int fp16) {
+  return fp16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
+}
+
+/* elements 4*i4 .. 4*i4+3 of row t, from fp32 logits or 16-bit ones */
+template <bool HALF_IN>
+__device__ __forceinline__ float4 ce_load4(const float *logits, const uint16_t *half, size_t t,
+                                           int V, int i4, int fp16) {
+  if (HALF_IN) {
+    ushort4 h = ((const ushort4 *)(half + t * (size_t)V))[i4];
+    return make_float4(ce_decode(h.x, fp16), ce_decode(h.y, fp16), ce_decode(h.z, fp16),
+                       ce_decode(h.w, fp16));
+  }
+  return ((const float4 *)(logits + t * (size_t)V))[i4];
+}
+
+template <bool HALF, bool HALF_IN>
 __global__ void __launch_bounds__(CE2_THREADS)
     cross_entropy_2pass_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
                                const float *dloss, int V, uint16_t *dlogits_half, int fp16) {
@@ -271,13 +292,12 @@ __global__ void __launch_bounds__(CE2_THREADS)
   __shared__ double sh_lse;
   const size_t t = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V4 = V / 4;
-  const float4 *row = (const float4 *)(logits + t * (size_t)V);
 
   float m = -INFINITY;
   int mi = INT_MAX;
   double se = 0.0;
   for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
-    float4 q = row[i4];
+    float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
     float xs[4] = {q.x, q.y, q.z, q.w};
     float part = 0.0f;
 #pragma unroll
@@ -321,7 +341,9 @@ __global__ void __launch_bounds__(CE2_THREADS)
   const double lse = sh_lse;
   const int y = labels[t];
   if (tid == 0) {
-    losses[t] = (float)(lse - (double)logits[t * (size_t)V + y]);
+    float ly =
+        HALF_IN ? ce_decode(dlogits_half[t * (size_t)V + y], fp16) : logits[t * (size_t)V + y];
+    losses[t] = (float)(lse - (double)ly);
     correct[t] = sh_amax == y ? 1.0f : 0.0f;
   }
   const float d = dloss ? dloss[t] : 0.0f, lse_f = (float)lse;
@@ -331,7 +353,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
     if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
       g[0] = g[1] = g[2] = g[3] = 0.0f;
     } else {
-      float4 q = row[i4];
+      float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
       float xs[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -350,6 +372,12 @@ __global__ void __launch_bounds__(CE2_THREADS)
       ((float4 *)(logits + t * (size_t)V))[i4] = make_float4(g[0], g[1], g[2], g[3]);
     }
   }
+}
+
+__global__ void decode_half_kernel(float *dst, const uint16_t *src, size_t n, int fp16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = ce_decode(src[i], fp16);
 }
 
 static int sm_count(void) {
@@ -372,14 +400,23 @@ void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const i
   cudaStream_t s = rc_cuda_stream();
   bool fp16 = ct == RC_COMPUTE_FP16;
   if (V % 4 == 0 && ((uintptr_t)logits & 15u) == 0 && ((uintptr_t)dlogits_half & 7u) == 0) {
-    if (dlogits_half)
-      cross_entropy_2pass_kernel<true>
+    if (!logits)
+      cross_entropy_2pass_kernel<true, true>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
+    else if (dlogits_half)
+      cross_entropy_2pass_kernel<true, false>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half, fp16);
     else
-      cross_entropy_2pass_kernel<false>
+      cross_entropy_2pass_kernel<false, false>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, NULL, 0);
     KERNEL_CHECK();
     return;
+  }
+  if (!logits) { /* 16-bit logits on the held-row path: decoded into scratch first */
+    size_t n = (size_t)T * (size_t)V;
+    logits = (float *)rc_cuda_scratch(RC_SCRATCH_CE, n * sizeof(float));
+    decode_half_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(logits, dlogits_half, n, fp16);
+    KERNEL_CHECK();
   }
   cross_entropy_held_rows(losses, correct, logits, labels, dloss, T, V);
   if (dlogits_half) rc_cuda_cast_half(dlogits_half, logits, (size_t)T * (size_t)V, ct);

@@ -26,6 +26,7 @@ static const rc_ops cuda_ops = {
     .gemm = rc_cuda_gemm,
     .cast_half = rc_cuda_cast_half,
     .gemm_half = rc_cuda_gemm_half,
+    .gemm_to_half = rc_cuda_gemm_to_half,
     .cast_e4m3 = rc_cuda_cast_e4m3,
     .gemm_e4m3 = rc_cuda_gemm_e4m3,
     .amax_update = rc_cuda_amax_update,

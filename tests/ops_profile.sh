@@ -44,7 +44,7 @@ e="$t/prof.err"
 grep -q "ops profile: 3 step(s) profiled, steps 2..4 (the leg's first step not counted)" "$e" &&
   ok "header: 3 steps profiled" || bad "header: $(grep 'ops profile:' "$e")"
 calls() { awk -v op="$1" '$1 == op && $2 ~ /^[0-9]+$/ {print $2; exit}' "$e"; }
-for op in gemm gemm_half cast_half attention_forward attention_backward "attention_forward[fp32]" \
+for op in gemm gemm_half gemm_to_half cast_half attention_forward attention_backward "attention_forward[fp32]" \
   adamw rmsnorm_forward swiglu_backward cross_entropy fingerprint_many sumsq_many round_to to_host \
   total; do
   n=$(calls "$op")
@@ -52,10 +52,13 @@ for op in gemm gemm_half cast_half attention_forward attention_backward "attenti
 done
 grep -Eq '^  (fp32|bf16|fp16) [NT][NT] [0-9]+x[0-9]+x[0-9]+ beta(=0|!=0) +[1-9][0-9]* ' "$e" &&
   ok "a gemm shape row" || bad "no gemm shape row"
-g=$(($(calls gemm) + $(calls gemm_half))) # the table covers both (and gemm_e4m3, none here)
+# the table covers the three (and gemm_e4m3, none here)
+g=$(($(calls gemm) + $(calls gemm_half) + $(calls gemm_to_half)))
 tg=$(awk '$1 == "total" && $2 == "gemm" {print $3}' "$e")
-[ "$g" = "$tg" ] && ok "shape table total = gemm + gemm_half calls ($g)" ||
-  bad "shape total $tg != gemm + gemm_half calls $g"
+[ "$g" = "$tg" ] && ok "shape table total = gemm + gemm_half + gemm_to_half calls ($g)" ||
+  bad "shape total $tg != gemm + gemm_half + gemm_to_half calls $g"
+grep -Eq '^  bf16 NT [0-9]+x[0-9]+x[0-9]+ beta=0 ->16 +[1-9]' "$e" && ok "a 16-bit output shape row" ||
+  bad "no 16-bit output (->16) shape row"
 grep -q "^profile (RC_PROFILE=ops" "$e" && ok "ops turns the phase profile on" || bad "no phase profile"
 
 # (c) negative controls: no report without RC_PROFILE, and none for RC_PROFILE=1

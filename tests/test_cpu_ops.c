@@ -385,6 +385,46 @@ static void test_gemm_half(const rc_ops *ops) {
   CHECK(memcmp(cz, cw, sizeof cz) == 0, "gemm_half k=0 differs from gemm k=0");
 }
 
+/* gemm_to_half is bitwise cast_half of gemm_half (alpha 1, beta 0) in every
+ * layout, written into a padded C whose padding it leaves alone; k = 0 gives
+ * zeros. Control: the fp32 result's own bits are not all representable (so
+ * the comparison sees the rounding). */
+static void test_gemm_to_half(const rc_ops *ops) {
+  enum { M = 7, N = 10, K = 19, PAD = 3, LDC = N + 2 };
+  uint64_t rng = 59;
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
+        int lda = cols_a + PAD, ldb = cols_b + PAD;
+        size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb;
+        float *a = frand(na, &rng, -2, 2), *b = frand(nb, &rng, -2, 2), *f = falloc(M * N);
+        uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), got[M * LDC], want[M * N];
+        ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
+        memset(got, 0xab, sizeof got);
+        ops->gemm_to_half(cts[c], ta, tb, M, N, K, ha, lda, hb, ldb, got, LDC);
+        ops->gemm_half(cts[c], ta, tb, M, N, K, 1.0f, ha, lda, hb, ldb, 0.0f, f, N);
+        ops->cast_half(want, f, M * N, cts[c]);
+        int bad = 0, pad_kept = 1, rounded = 0;
+        for (int i = 0; i < M; i++) {
+          bad += memcmp(got + i * LDC, want + i * N, N * 2) != 0;
+          pad_kept &= got[i * LDC + N] == 0xabab && got[i * LDC + N + 1] == 0xabab;
+        }
+        for (int i = 0; i < M * N; i++)
+          rounded += rc_f32_bits(c ? rc_fp16_decode(want[i]) : rc_bf16_decode(want[i])) !=
+                     rc_f32_bits(f[i]);
+        CHECK(bad == 0, "gemm_to_half %s ta=%d tb=%d: %d rows differ from cast_half(gemm_half)",
+              c ? "fp16" : "bf16", ta, tb, bad);
+        CHECK(pad_kept, "gemm_to_half wrote past n into C's padding");
+        CHECK(rounded > 0, "control: gemm_half's result was already representable");
+        free(a), free(b), free(f), free(ha), free(hb);
+      }
+  uint16_t z[4] = {1, 2, 3, 4};
+  ops->gemm_to_half(RC_COMPUTE_BF16, false, true, 2, 2, 0, NULL, 1, NULL, 1, z, 2);
+  CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0 && z[3] == 0, "gemm_to_half k=0 is not zeros");
+}
+
 /* ---- elementwise and reductions ---- */
 
 /* ---- FP8 (E4M3): the scaled cast, the TN GEMM on bytes, the running amax ---- */
@@ -881,7 +921,7 @@ typedef struct {
 
 static double swiglu_loss(void *p) {
   swiglu_ctx *c = p;
-  c->ops->swiglu_forward(c->out, c->in, c->T, c->F, NULL, RC_COMPUTE_FP32);
+  c->ops->swiglu_forward(c->out, c->in, NULL, c->T, c->F, NULL, RC_COMPUTE_FP32);
   return proj(c->out, c->r, (size_t)c->T * c->F);
 }
 
@@ -900,26 +940,50 @@ static void test_swiglu(const rc_ops *ops) {
   CHECK(max_err(c.out, want, T * F) < 1e-6, "swiglu_forward error %g", max_err(c.out, want, T * F));
   float *din = falloc(T * 2 * F);
   ffill(din, T * 2 * F, NAN);
-  ops->swiglu_backward(din, c.r, c.in, T, F, NULL, RC_COMPUTE_FP32);
+  ops->swiglu_backward(din, c.r, c.in, NULL, T, F, NULL, RC_COMPUTE_FP32);
   CHECK(count_nan(din, T * 2 * F) == 0, "swiglu_backward left elements unwritten");
   expect_grad("swiglu din", swiglu_loss, &c, c.in, T * 2 * F, din);
   { /* the 16-bit outputs: bitwise cast_half of the fp32 ones, fp32 written or not */
     swiglu_loss(&c);
     float din2[T * 2 * F], out2[T * F];
-    ops->swiglu_backward(din2, c.r, c.in, T, F, NULL, RC_COMPUTE_FP32);
+    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, NULL, RC_COMPUTE_FP32);
     uint16_t fh[T * F], fo[T * F], fw[T * F], bh[T * 2 * F], bo[T * 2 * F], bw[T * 2 * F];
     ops->cast_half(fw, c.out, T * F, RC_COMPUTE_FP16);
     ops->cast_half(bw, din2, T * 2 * F, RC_COMPUTE_FP16);
-    ops->swiglu_forward(out2, c.in, T, F, fh, RC_COMPUTE_FP16);
-    ops->swiglu_forward(NULL, c.in, T, F, fo, RC_COMPUTE_FP16);
-    ops->swiglu_backward(din2, c.r, c.in, T, F, bh, RC_COMPUTE_FP16);
-    ops->swiglu_backward(NULL, c.r, c.in, T, F, bo, RC_COMPUTE_FP16);
+    ops->swiglu_forward(out2, c.in, NULL, T, F, fh, RC_COMPUTE_FP16);
+    ops->swiglu_forward(NULL, c.in, NULL, T, F, fo, RC_COMPUTE_FP16);
+    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, bh, RC_COMPUTE_FP16);
+    ops->swiglu_backward(NULL, c.r, c.in, NULL, T, F, bo, RC_COMPUTE_FP16);
     CHECK(memcmp(fh, fw, sizeof fh) == 0 && memcmp(fo, fw, sizeof fo) == 0,
           "swiglu_forward out_half is not cast_half(out)");
     CHECK(memcmp(bh, bw, sizeof bh) == 0 && memcmp(bo, bw, sizeof bo) == 0,
           "swiglu_backward din_half is not cast_half(din)");
-    ops->swiglu_forward(NULL, c.in, T, F, fo, RC_COMPUTE_BF16);
+    ops->swiglu_forward(NULL, c.in, NULL, T, F, fo, RC_COMPUTE_BF16);
     CHECK(memcmp(fo, fw, sizeof fo) != 0, "control: bf16 out_half equals fp16's");
+  }
+  { /* a 16-bit input (in NULL): bitwise the fp32 input of the decoded
+     * values, forward and backward, both outputs; control: the undecoded
+     * input gives other bits */
+    rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+    for (int k = 0; k < 2; k++) {
+      uint16_t ih[T * 2 * F], oh[T * F], ow[T * F], dh[T * 2 * F], dw[T * 2 * F];
+      float dec[T * 2 * F], o1[T * F], o2[T * F], o3[T * F], d1[T * 2 * F], d2[T * 2 * F];
+      ops->cast_half(ih, c.in, T * 2 * F, cts[k]);
+      for (int i = 0; i < T * 2 * F; i++)
+        dec[i] = k ? rc_fp16_decode(ih[i]) : rc_bf16_decode(ih[i]);
+      ops->swiglu_forward(o1, dec, NULL, T, F, ow, cts[k]);
+      ops->swiglu_forward(o2, NULL, ih, T, F, oh, cts[k]);
+      ops->swiglu_backward(d1, c.r, dec, NULL, T, F, dw, cts[k]);
+      ops->swiglu_backward(d2, c.r, NULL, ih, T, F, dh, cts[k]);
+      CHECK(memcmp(o1, o2, sizeof o1) == 0 && memcmp(oh, ow, sizeof oh) == 0,
+            "swiglu_forward on a %s input differs from its decoded values'", k ? "fp16" : "bf16");
+      CHECK(memcmp(d1, d2, sizeof d1) == 0 && memcmp(dh, dw, sizeof dh) == 0,
+            "swiglu_backward on a %s input differs from its decoded values'", k ? "fp16" : "bf16");
+      ops->swiglu_forward(o3, c.in, ih, T, F, NULL, cts[k]); /* in given: in_half ignored */
+      CHECK(memcmp(o3, c.out, sizeof o3) == 0, "swiglu_forward with in given read in_half");
+      CHECK(memcmp(o2, c.out, sizeof o2) != 0, "control: the %s input changes nothing",
+            k ? "fp16" : "bf16");
+    }
   }
   free(c.in), free(c.r), free(c.out), free(din);
 }
@@ -998,6 +1062,28 @@ static void test_cross_entropy(const rc_ops *ops) {
           rc_f32_bits(k ? rc_fp16_decode(half[i]) : rc_bf16_decode(half[i])) != rc_f32_bits(g[i]);
     CHECK(rounded > 0, "control: no element of the %s gradient was rounded", k ? "fp16" : "bf16");
     free(work);
+  }
+
+  /* 16-bit logits (logits NULL): the same losses, flags and 16-bit gradient
+   * as fp32 logits holding the decoded values; control: the undecoded fp32
+   * logits give other losses */
+  for (int k = 0; k < 2; k++) {
+    uint16_t in_place[T * V], want_half[T * V];
+    float dec[T * V], losses[T], correct[T], want_l[T], want_c[T];
+    ops->cast_half(in_place, c.logits, T * V, cts[k]);
+    for (int i = 0; i < T * V; i++)
+      dec[i] = k ? rc_fp16_decode(in_place[i]) : rc_bf16_decode(in_place[i]);
+    ops->cross_entropy(want_l, want_c, dec, labels, dloss, T, V, want_half, cts[k]);
+    ops->cross_entropy(losses, correct, NULL, labels, dloss, T, V, in_place, cts[k]);
+    CHECK(memcmp(in_place, want_half, sizeof want_half) == 0,
+          "cross_entropy on 16-bit %s logits: gradient differs from the decoded logits'",
+          k ? "fp16" : "bf16");
+    CHECK(memcmp(losses, want_l, sizeof losses) == 0 &&
+              memcmp(correct, want_c, sizeof correct) == 0,
+          "cross_entropy on 16-bit %s logits: losses differ from the decoded logits'",
+          k ? "fp16" : "bf16");
+    CHECK(memcmp(losses, c.losses, sizeof losses) != 0,
+          "control: the %s-rounded logits give the fp32 logits' losses", k ? "fp16" : "bf16");
   }
   free(c.logits), free(c.work), free(c.losses), free(c.correct), free(g);
 }
@@ -1368,6 +1454,7 @@ int main(void) {
   test_gemm_rounds_inputs(ops);
   test_cast_half(ops);
   test_gemm_half(ops);
+  test_gemm_to_half(ops);
   test_elementwise(ops);
   test_fp8(ops);
   test_embedding(ops);

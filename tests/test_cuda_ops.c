@@ -491,6 +491,89 @@ static void test_gemm_half(void) {
   free(a), free(b), G->free(g1), G->free(g2);
 }
 
+/* gemm_to_half: the fp32 accumulator rounded to ct's 16 bits by cuBLASLt's
+ * epilogue. Against the CPU (cast_half of its gemm_half) within tolerance:
+ * a 16-bit output is a plan of its own, and where the two fp32 sums differ in
+ * the last bits the rounding may land on either side. Against the GPU's own
+ * fp32 gemm_half of the same operands: the output is its round-to-nearest-
+ * even encoding nearly everywhere (the control: truncation matches far
+ * fewer). Every element of C written (poisoned first), the padding columns
+ * never, and two runs bitwise equal. */
+static void gemm_to_half_case(rc_compute ct, int ta, int tb, int m, int n, int k, int pad) {
+  int rows_a = ta ? k : m, cols_a = ta ? m : k, rows_b = tb ? n : k, cols_b = tb ? k : n;
+  int lda = cols_a + pad, ldb = cols_b + pad, ldc = n + pad;
+  size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb, nc = (size_t)m * ldc;
+  size_t mn = (size_t)m * n;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f);
+  float *gA = put(G, A, na * 4), *gB = put(G, B, nb * 4), *cA = put(C, A, na * 4),
+        *cB = put(C, B, nb * 4);
+  uint16_t *hA = G->alloc(na * 2), *hB = G->alloc(nb * 2), *chA = C->alloc(na * 2),
+           *chB = C->alloc(nb * 2), *gC = G->alloc(nc * 2), *cC = C->alloc(nc * 2);
+  G->cast_half(hA, gA, na, ct), G->cast_half(hB, gB, nb, ct);
+  C->cast_half(chA, cA, na, ct), C->cast_half(chB, cB, nb, ct);
+  float *gF = G->alloc(mn * 4);
+  uint16_t *got[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, gC, nc * 2);
+    G->gemm_to_half(ct, ta, tb, m, n, k, hA, lda, hB, ldb, gC, ldc);
+    got[rep] = get(G, gC, nc * 2);
+  }
+  poison(C, cC, nc * 2);
+  C->gemm_to_half(ct, ta, tb, m, n, k, chA, lda, chB, ldb, cC, ldc);
+  uint16_t *ref = get(C, cC, nc * 2);
+  G->gemm_half(ct, ta, tb, m, n, k, 1.0f, hA, lda, hB, ldb, 0.0f, gF, n);
+  float *f32 = get(G, gF, mn * 4);
+  float *dg = malloc(mn * 4), *dr = malloc(mn * 4);
+  size_t rne = 0, trunc = 0, pad_ok = 1;
+  for (int i = 0; i < m; i++) {
+    for (int j = 0; j < n; j++) {
+      uint16_t g = got[0][(size_t)i * ldc + j], r = ref[(size_t)i * ldc + j];
+      float x = f32[(size_t)i * n + j];
+      dg[(size_t)i * n + j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(g) : rc_bf16_decode(g);
+      dr[(size_t)i * n + j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(r) : rc_bf16_decode(r);
+      uint16_t e = ct == RC_COMPUTE_FP16 ? rc_fp16_encode(x) : rc_bf16_encode(x);
+      rne += g == e;
+      trunc += ct == RC_COMPUTE_BF16 && g == (uint16_t)(rc_f32_bits(x) >> 16);
+    }
+    for (int j = n; j < ldc; j++) pad_ok &= got[0][(size_t)i * ldc + j] == 0xffff;
+  }
+  char name[128];
+  snprintf(name, sizeof name, "gemm_to_half %s %c%c %dx%dx%d pad=%d vs CPU", ct_name(ct),
+           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, pad);
+  check_rel(name, dg, dr, mn, ct == RC_COMPUTE_FP16 ? 1e-3 : 4e-3);
+  snprintf(name, sizeof name, "  RNE of the GPU's fp32 result: %zu of %zu elements", rne, mn);
+  check_true(name, rne >= mn - mn / 100);
+  if (ct == RC_COMPUTE_BF16) {
+    snprintf(name, sizeof name, "  control: truncation matches fewer (%zu)", trunc);
+    check_true(name, trunc < rne - rne / 10);
+  }
+  check_true("  every element written, the padding columns untouched", pad_ok);
+  check_bits("  run-to-run", got[0], got[1], nc * 2);
+  free(A), free(B), free(got[0]), free(got[1]), free(ref), free(f32), free(dg), free(dr);
+  G->free(gA), G->free(gB), G->free(hA), G->free(hB), G->free(gC), G->free(gF);
+  C->free(cA), C->free(cB), C->free(chA), C->free(chB), C->free(cC);
+}
+
+static void test_gemm_to_half(void) {
+  printf("-- gemm_to_half\n");
+  rc_compute cts[2] = {RC_COMPUTE_BF16, RC_COMPUTE_FP16};
+  for (int c = 0; c < 2; c++)
+    for (int ta = 0; ta <= 1; ta++)
+      for (int tb = 0; tb <= 1; tb++) {
+        gemm_to_half_case(cts[c], ta, tb, 67, 45, 93, 3); /* padded: through scratch */
+        gemm_to_half_case(cts[c], ta, tb, 64, 48, 96, 0); /* canonical: written in place */
+      }
+  gemm_to_half_case(RC_COMPUTE_BF16, 0, 1, quick ? 64 : 256, 32768, 768, 0); /* the head */
+  uint16_t z0[6] = {1, 2, 3, 4, 5, 6};
+  uint16_t *gz = put(G, z0, sizeof z0);
+  G->gemm_to_half(RC_COMPUTE_BF16, false, true, 2, 3, 0, NULL, 1, NULL, 1, gz, 3);
+  uint16_t *z = get(G, gz, sizeof z0);
+  int zeros = 1;
+  for (int i = 0; i < 6; i++) zeros &= z[i] == 0;
+  check_true("gemm_to_half k=0 writes zeros", zeros);
+  free(z), G->free(gz);
+}
+
 /* ======================= FP8 (E4M3) ======================= */
 
 /* cast_e4m3 of a rows x cols source (row stride ld_src; src_off floats into
@@ -1374,15 +1457,15 @@ static void test_swiglu(int T, int F) {
         *cdi = C->alloc(ni * 4);
   float *gi = put(G, in, ni * 4), *go = G->alloc(no * 4), *gdo = put(G, dout, no * 4),
         *gdi = G->alloc(ni * 4);
-  C->swiglu_forward(co, ci, T, F, NULL, RC_COMPUTE_FP32);
-  C->swiglu_backward(cdi, cdo, ci, T, F, NULL, RC_COMPUTE_FP32);
+  C->swiglu_forward(co, ci, NULL, T, F, NULL, RC_COMPUTE_FP32);
+  C->swiglu_backward(cdi, cdo, ci, NULL, T, F, NULL, RC_COMPUTE_FP32);
   float *ro = get(C, co, no * 4), *rdi = get(C, cdi, ni * 4);
   float *o[2], *di[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gdi, ni * 4);
-    G->swiglu_forward(go, gi, T, F, NULL, RC_COMPUTE_FP32);
-    G->swiglu_backward(gdi, gdo, gi, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_forward(go, gi, NULL, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(gdi, gdo, gi, NULL, T, F, NULL, RC_COMPUTE_FP32);
     o[rep] = get(G, go, no * 4);
     di[rep] = get(G, gdi, ni * 4);
   }
@@ -1394,8 +1477,8 @@ static void test_swiglu(int T, int F) {
     float *ui = G->alloc(ni * 4 + 4), *uo = G->alloc(no * 4 + 4), *udo = G->alloc(no * 4 + 4),
           *udi = G->alloc(ni * 4 + 4);
     upload(G, ui + 1, in, ni * 4), upload(G, udo + 1, dout, no * 4);
-    G->swiglu_forward(uo + 1, ui + 1, T, F, NULL, RC_COMPUTE_FP32);
-    G->swiglu_backward(udi + 1, udo + 1, ui + 1, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_forward(uo + 1, ui + 1, NULL, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(udi + 1, udo + 1, ui + 1, NULL, T, F, NULL, RC_COMPUTE_FP32);
     float *uo_h = get(G, uo + 1, no * 4), *udi_h = get(G, udi + 1, ni * 4);
     check_bits("  unaligned (scalar) == aligned, forward", uo_h, o[0], no * 4);
     check_bits("  unaligned (scalar) == aligned, backward", udi_h, di[0], ni * 4);
@@ -1406,8 +1489,8 @@ static void test_swiglu(int T, int F) {
       float *fo = put(G, o[0], no * 4), *bo = put(G, di[0], ni * 4);
       G->cast_half(fw, fo, no, RC_COMPUTE_FP16), G->cast_half(bw, bo, ni, RC_COMPUTE_FP16);
       poison(G, fh, no * 2), poison(G, bh, ni * 2);
-      G->swiglu_forward(only ? NULL : go, gi, T, F, fh, RC_COMPUTE_FP16);
-      G->swiglu_backward(only ? NULL : gdi, gdo, gi, T, F, bh, RC_COMPUTE_FP16);
+      G->swiglu_forward(only ? NULL : go, gi, NULL, T, F, fh, RC_COMPUTE_FP16);
+      G->swiglu_backward(only ? NULL : gdi, gdo, gi, NULL, T, F, bh, RC_COMPUTE_FP16);
       uint16_t *a = get(G, fh, no * 2), *b = get(G, fw, no * 2), *c = get(G, bh, ni * 2),
                *d = get(G, bw, ni * 2);
       check_bits(only ? "  forward out_half alone == cast_half(out)"
@@ -1421,6 +1504,44 @@ static void test_swiglu(int T, int F) {
     }
     free(uo_h), free(udi_h);
     G->free(ui), G->free(uo), G->free(udo), G->free(udi);
+  }
+  /* a 16-bit input (in NULL; fc1's gemm_to_half output): bitwise the fp32
+   * input of its decoded values, both outputs, vector and scalar paths (an
+   * input 2 bytes off alignment), twice; control: the fp32 input differs */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *ih = G->alloc(ni * 2 + 2), *oh = G->alloc(no * 2), *dh = G->alloc(ni * 2);
+    float *dec = malloc(ni * 4), *gdec = G->alloc(ni * 4);
+    G->cast_half(ih, gi, ni, ct);
+    uint16_t *ih_host = get(G, ih, ni * 2);
+    for (size_t i = 0; i < ni; i++)
+      dec[i] = k ? rc_fp16_decode(ih_host[i]) : rc_bf16_decode(ih_host[i]);
+    upload(G, gdec, dec, ni * 4);
+    G->swiglu_forward(go, gdec, NULL, T, F, oh, ct);
+    G->swiglu_backward(gdi, gdo, gdec, NULL, T, F, dh, ct);
+    float *wo = get(G, go, no * 4), *wdi = get(G, gdi, ni * 4);
+    uint16_t *woh = get(G, oh, no * 2), *wdh = get(G, dh, ni * 2);
+    for (int unaligned = 0; unaligned <= 1; unaligned++) {
+      const uint16_t *in_h = ih + unaligned;
+      if (unaligned) upload(G, ih + 1, ih_host, ni * 2);
+      poison(G, go, no * 4), poison(G, gdi, ni * 4), poison(G, oh, no * 2), poison(G, dh, ni * 2);
+      G->swiglu_forward(go, NULL, in_h, T, F, oh, ct);
+      G->swiglu_backward(gdi, gdo, NULL, in_h, T, F, dh, ct);
+      float *ho = get(G, go, no * 4), *hdi = get(G, gdi, ni * 4);
+      uint16_t *hoh = get(G, oh, no * 2), *hdh = get(G, dh, ni * 2);
+      char name[96];
+      snprintf(name, sizeof name, "swiglu on a %s input%s == on its decoded values", ct_name(ct),
+               unaligned ? " (scalar path)" : "");
+      check_bits(name, ho, wo, no * 4);
+      check_bits("  out_half", hoh, woh, no * 2);
+      check_bits("  backward din", hdi, wdi, ni * 4);
+      check_bits("  backward din_half", hdh, wdh, ni * 2);
+      if (!unaligned)
+        check_true("  control: the fp32 input's output differs", memcmp(ho, o[0], no * 4) != 0);
+      free(ho), free(hdi), free(hoh), free(hdh);
+    }
+    free(dec), free(ih_host), free(wo), free(wdi), free(woh), free(wdh);
+    G->free(ih), G->free(oh), G->free(dh), G->free(gdec);
   }
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
@@ -1509,6 +1630,43 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
     check_bits("  the same correct flags", hcr, cr[0], (size_t)T * 4);
     free(h), free(w), free(hls), free(hcr);
     G->free(gh), G->free(gw), G->free(gf);
+  }
+  /* 16-bit logits in place (logits NULL): bitwise what the fp32 path gives
+   * on the decoded values (losses, flags, the 16-bit gradient over the
+   * logits), twice; control: the undecoded fp32 logits give other losses */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *gin = G->alloc(n * 2), *gw = G->alloc(n * 2);
+    float *dec = malloc(n * 4);
+    float *gf = put(G, logits, n * 4);
+    G->cast_half(gin, gf, n, ct);
+    uint16_t *in_host = get(G, gin, n * 2);
+    for (size_t i = 0; i < n; i++)
+      dec[i] = k ? rc_fp16_decode(in_host[i]) : rc_bf16_decode(in_host[i]);
+    upload(G, gf, dec, n * 4);
+    poison(G, gw, n * 2);
+    G->cross_entropy(gls, gcr, gf, glab, gdl, T, V, gw, ct);
+    uint16_t *w = get(G, gw, n * 2);
+    float *wls = get(G, gls, (size_t)T * 4), *wcr = get(G, gcr, (size_t)T * 4);
+    for (int rep = 0; rep < 2; rep++) {
+      upload(G, gin, in_host, n * 2);
+      poison(G, gls, (size_t)T * 4);
+      poison(G, gcr, (size_t)T * 4);
+      G->cross_entropy(gls, gcr, NULL, glab, gdl, T, V, gin, ct);
+      uint16_t *h = get(G, gin, n * 2);
+      float *hls = get(G, gls, (size_t)T * 4), *hcr = get(G, gcr, (size_t)T * 4);
+      snprintf(name, sizeof name, "cross_entropy on %s logits in place T=%d V=%d%s", ct_name(ct), T,
+               V, rep ? " (again)" : "");
+      check_bits(name, h, w, n * 2);
+      check_bits("  the decoded logits' losses", hls, wls, (size_t)T * 4);
+      check_bits("  the decoded logits' correct flags", hcr, wcr, (size_t)T * 4);
+      if (!rep)
+        check_true("  control: the fp32 logits' losses differ",
+                   memcmp(hls, ls[0], (size_t)T * 4) != 0);
+      free(h), free(hls), free(hcr);
+    }
+    free(w), free(wls), free(wcr), free(dec), free(in_host);
+    G->free(gin), G->free(gw), G->free(gf);
   }
   for (int rep = 0; rep < 2; rep++) {
     free(l[rep]);
@@ -1984,6 +2142,7 @@ int main(int argc, char **argv) {
   test_rounding();
   test_cast_half();
   test_gemm_half();
+  test_gemm_to_half();
   test_fp8();
   test_reductions();
   test_reductions_many();

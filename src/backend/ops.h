@@ -97,6 +97,16 @@ typedef struct rc_ops {
   void (*gemm_half)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                     const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                     int ldc);
+  /* C = A B (alpha 1, beta 0; half operands as gemm_half) stored in ct's
+   * 16-bit encoding: each element the fp32 accumulator rounded to nearest
+   * even, as a bf16/fp16 layer's output is (the output head's logits). The
+   * CPU: bitwise cast_half of its gemm_half. The GPU: the rounding of its
+   * own algorithm's fp32 result for this key (a 16-bit output is a key of
+   * its own, so within tolerance of gemm_half, not bitwise). k == 0 gives
+   * zeros. */
+  void (*gemm_to_half)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                       const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                       int ldc);
 
   /* ---- FP8 (E4M3), the tensor-core form Transformer Engine uses ----
    * Bytes are rc_e4m3_encode's (numeric.h). A scaled cast and a GEMM on the
@@ -195,18 +205,22 @@ typedef struct rc_ops {
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
                              const float *lse, const float *qkv, const uint16_t *heads, int B,
                              int S, int nh, int hd);
-  /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). */
-  void (*swiglu_forward)(float *out, const float *in, int T, int F, uint16_t *out_half,
-                         rc_compute ct);
-  void (*swiglu_backward)(float *din, const float *dout, const float *in, int T, int F,
-                          uint16_t *din_half, rc_compute ct); /* writes */
+  /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). in NULL:
+   * the input is in_half, ct's 16-bit encoding (a half fc1's output,
+   * gemm_to_half), decoded exactly; else in_half is ignored. */
+  void (*swiglu_forward)(float *out, const float *in, const uint16_t *in_half, int T, int F,
+                         uint16_t *out_half, rc_compute ct);
+  void (*swiglu_backward)(float *din, const float *dout, const float *in, const uint16_t *in_half,
+                          int T, int F, uint16_t *din_half, rc_compute ct); /* writes */
   /* Softmax cross-entropy over logits [T, V]. Writes losses[t] = -log p[label],
    * correct[t] = 1.0f if argmax (lowest index among ties) == label else 0.0f,
    * and the gradient dloss[t] * (softmax - onehot): with dlogits_half NULL over
    * the logits in place; else into dlogits_half [T, V] in ct's 16-bit
    * encoding (BF16/FP16, bitwise cast_half of the in-place values; the
-   * logits are then left unspecified). Rows with dloss[t] == 0 become all
-   * zeros. labels in [0, V). */
+   * logits are then left unspecified). logits NULL: the logits are
+   * dlogits_half's 16-bit values (a 16-bit head's output, gemm_to_half),
+   * decoded exactly, and the gradient replaces them there. Rows with
+   * dloss[t] == 0 become all zeros. labels in [0, V). */
   void (*cross_entropy)(float *losses, float *correct, float *logits, const int32_t *labels,
                         const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);
   /* x[i] = keep(i) ? x[i] / (1-p) : 0, keep from rc_dropout_keep(seed, offset, i, p).

@@ -35,7 +35,7 @@ typedef struct {
 
 typedef struct {
   rc_compute ct;
-  bool trans_a, trans_b, beta_zero;
+  bool trans_a, trans_b, beta_zero, out16; /* out16: gemm_to_half's 16-bit output */
   int m, n, k;
   long calls;
   double seconds, flops;
@@ -80,18 +80,24 @@ static void charge_ct(tally *per_ct, rc_compute ct, double dt) {
 }
 
 static void charge_gemm(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
-                        double dt) {
+                        bool out16, double dt) {
   gemm_shape *s = NULL;
   for (int i = 0; i < n_shapes && !s; i++) {
     gemm_shape *x = &shapes[i];
     if (x->ct == ct && x->trans_a == ta && x->trans_b == tb && x->m == m && x->n == n &&
-        x->k == k && x->beta_zero == beta_zero)
+        x->k == k && x->beta_zero == beta_zero && x->out16 == out16)
       s = x;
   }
   if (!s && n_shapes < RC_OPS_PROFILE_GEMM_SHAPES) {
     s = &shapes[n_shapes++];
-    *s = (gemm_shape){
-        .ct = ct, .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .beta_zero = beta_zero};
+    *s = (gemm_shape){.ct = ct,
+                      .trans_a = ta,
+                      .trans_b = tb,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .beta_zero = beta_zero,
+                      .out16 = out16};
   }
   if (!s) s = &other;
   s->calls++;
@@ -156,7 +162,7 @@ static void p_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int 
   double t0 = begin();
   inner->gemm(ct, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   double dt = end(OP_gemm, t0);
-  charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, dt);
+  charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, false, dt);
 }
 static void p_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct) {
   double t0 = begin();
@@ -169,7 +175,15 @@ static void p_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n,
   double t0 = begin();
   inner->gemm_half(ct, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
   double dt = end(OP_gemm_half, t0);
-  charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, dt);
+  charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, false, dt);
+}
+static void p_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                           const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                           int ldc) {
+  double t0 = begin();
+  inner->gemm_to_half(ct, trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
+  double dt = end(OP_gemm_to_half, t0);
+  charge_gemm(ct, trans_a, trans_b, m, n, k, true, true, dt);
 }
 static void p_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
                         float scale, bool transpose) {
@@ -182,7 +196,7 @@ static void p_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, cons
   double t0 = begin();
   inner->gemm_e4m3(m, n, k, alpha, A, B, beta, C, ldc);
   double dt = end(OP_gemm_e4m3, t0);
-  charge_gemm(RC_OPS_PROFILE_E4M3, false, true, m, n, k, beta == 0.0f, dt);
+  charge_gemm(RC_OPS_PROFILE_E4M3, false, true, m, n, k, beta == 0.0f, false, dt);
 }
 static void p_amax_update(float *amax, const float *x, size_t n) {
   double t0 = begin();
@@ -298,16 +312,17 @@ static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, 
   inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
   charge_ct(attn_bwd_ct, ct, end(OP_attention_backward, t0));
 }
-static void p_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
-                             rc_compute ct) {
+static void p_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
+                             uint16_t *out_half, rc_compute ct) {
   double t0 = begin();
-  inner->swiglu_forward(out, in, T, F, out_half, ct);
+  inner->swiglu_forward(out, in, in_half, T, F, out_half, ct);
   end(OP_swiglu_forward, t0);
 }
-static void p_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
-                              uint16_t *din_half, rc_compute ct) {
+static void p_swiglu_backward(float *din, const float *dout, const float *in,
+                              const uint16_t *in_half, int T, int F, uint16_t *din_half,
+                              rc_compute ct) {
   double t0 = begin();
-  inner->swiglu_backward(din, dout, in, T, F, din_half, ct);
+  inner->swiglu_backward(din, dout, in, in_half, T, F, din_half, ct);
   end(OP_swiglu_backward, t0);
 }
 static void p_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
@@ -387,6 +402,7 @@ static rc_ops profiled = {
     .gemm = p_gemm,
     .cast_half = p_cast_half,
     .gemm_half = p_gemm_half,
+    .gemm_to_half = p_gemm_to_half,
     .cast_e4m3 = p_cast_e4m3,
     .gemm_e4m3 = p_gemm_e4m3,
     .amax_update = p_amax_update,
@@ -460,8 +476,9 @@ static int cmp_by_time(const void *a, const void *b) {
 
 static void shape_label(char *buf, size_t cap, const gemm_shape *s) {
   const char *ct = (int)s->ct >= 0 && (int)s->ct <= N_CT ? ct_names[s->ct] : "ct?";
-  snprintf(buf, cap, "%s %c%c %dx%dx%d beta%s", ct, s->trans_a ? 'T' : 'N', s->trans_b ? 'T' : 'N',
-           s->m, s->n, s->k, s->beta_zero ? "=0" : "!=0");
+  snprintf(buf, cap, "%s %c%c %dx%dx%d beta%s%s", ct, s->trans_a ? 'T' : 'N',
+           s->trans_b ? 'T' : 'N', s->m, s->n, s->k, s->beta_zero ? "=0" : "!=0",
+           s->out16 ? " ->16" : "");
 }
 
 static void shape_row(FILE *f, const char *label, const gemm_shape *s, double gemm_total) {
@@ -504,11 +521,11 @@ void rc_ops_profile_report(FILE *f) {
   fprintf(f, "  %-34s %8ld %11.3f %10s %6.1f%%\n", "total", calls, 1e3 * total, "",
           total > 0 ? 100.0 : 0.0);
 
-  /* the shape table covers the three GEMM ops; shares are of their sum */
+  /* the shape table covers the four GEMM ops; shares are of their sum */
   tally gemms = {ops_tally[OP_gemm].calls + ops_tally[OP_gemm_half].calls +
-                     ops_tally[OP_gemm_e4m3].calls,
+                     ops_tally[OP_gemm_to_half].calls + ops_tally[OP_gemm_e4m3].calls,
                  ops_tally[OP_gemm].seconds + ops_tally[OP_gemm_half].seconds +
-                     ops_tally[OP_gemm_e4m3].seconds};
+                     ops_tally[OP_gemm_to_half].seconds + ops_tally[OP_gemm_e4m3].seconds};
   const tally *g = &gemms;
   if (!g->calls) return;
   by_time sorder[RC_OPS_PROFILE_GEMM_SHAPES];

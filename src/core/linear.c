@@ -245,12 +245,12 @@ const float *rc_linear_round_input(rc_model *m, const rc_linear *lin, float *dst
 }
 
 static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int call, rc_flag p,
-                      int beta, const float *out, size_t out_n) {
+                      int beta, const void *out, size_t out_bytes) {
   rc_event_log *ev = &m->events;
   const rc_ops *o = m->ops;
   fprintf(ev->out, "step=%d mb=%d kind=%s module=%s call=%d passed=%s beta=%d fp_out=%016llx",
           ev->step, ev->microbatch, dir, lin->name, call, rc_flag_name(p), beta,
-          (unsigned long long)o->fingerprint(out, out_n * sizeof(float)));
+          (unsigned long long)o->fingerprint(out, out_bytes));
   if (beta >= 0)
     fprintf(ev->out, " fp_main_grad=%016llx",
             (unsigned long long)o->fingerprint(lin->w->main_grad, lin->w->numel * sizeof(float)));
@@ -258,9 +258,10 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
 }
 
 /* y = x W^T: in fp32, or (half) on x cast once into x_half, which the
- * call's backward reads again. */
+ * call's backward reads again; y_half (a half linear): the output in the
+ * compute type's 16-bit form instead of y. */
 static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
-                         int rows, const int *group_rows) {
+                         uint16_t *y_half, int rows, const int *group_rows) {
   const rc_ops *o = m->ops;
   size_t wsz = (size_t)lin->out * lin->in;
   bool half = lin->wq_half != NULL;
@@ -268,7 +269,11 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    if (r > 0 && half)
+    if (r > 0 && y_half)
+      o->gemm_to_half(m->ct, false, true, r, lin->out, lin->in, x_half + (size_t)r0 * lin->in,
+                      lin->in, lin->wq_half + g * wsz, lin->in, y_half + (size_t)r0 * lin->out,
+                      lin->out);
+    else if (r > 0 && half)
       o->gemm_half(m->ct, false, true, r, lin->out, lin->in, 1.0f, x_half + (size_t)r0 * lin->in,
                    lin->in, lin->wq_half + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out,
                    lin->out);
@@ -279,8 +284,8 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   }
 }
 
-int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
-                      int rows, const int *group_rows) {
+static int linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
+                          uint16_t *y_half, int rows, const int *group_rows) {
   rc_flag p = lin->te_style ? rc_linear_policy_value(m, lin) : RC_FLAG_NONE;
   int call = lin->ncalls++;
   if (call >= RC_MAX_CALLS) {
@@ -299,9 +304,27 @@ int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_h
   if (is_quantised(m, lin))
     forward_fp8(m, lin, x, y, rows, group_rows);
   else
-    forward_gemm(m, lin, x, x_half, y, rows, group_rows);
-  if (m->events.out) log_event(m, "forward", lin, call, p, -1, y, (size_t)rows * lin->out);
+    forward_gemm(m, lin, x, x_half, y, y_half, rows, group_rows);
+  size_t out_n = (size_t)rows * lin->out;
+  if (m->events.out)
+    log_event(m, "forward", lin, call, p, -1, y_half ? (const void *)y_half : (const void *)y,
+              out_n * (y_half ? sizeof(uint16_t) : sizeof(float)));
   return call;
+}
+
+int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
+                      int rows, const int *group_rows) {
+  return linear_forward(m, lin, x, x_half, y, NULL, rows, group_rows);
+}
+
+int rc_linear_forward_to_half(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half,
+                              uint16_t *y_half, int rows, const int *group_rows) {
+  if (!rc_linear_is_half(m, lin)) {
+    fprintf(stderr, "resumecheck: internal error: %s: a 16-bit output needs a half linear\n",
+            lin->name);
+    abort();
+  }
+  return linear_forward(m, lin, x, x_half, NULL, y_half, rows, group_rows);
 }
 
 /* One GEMM of backward_gemm, on half or fp32 operands: C = alpha op(A) op(B)
@@ -377,5 +400,5 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
                   overwrite);
   if (m->events.out)
     log_event(m, "backward", lin, call, p, overwrite ? 0 : 1, dx ? dx : lin->w->main_grad,
-              dx ? (size_t)rows * lin->in : lin->w->numel);
+              (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
 }

@@ -34,6 +34,11 @@ bool rc_linear_is_half(const rc_model *m, const rc_linear *lin);
  * Returns the call index within the microbatch, for the backward. */
 int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
                       int rows, const int *group_rows);
+/* The same for a half linear, its output y_half [rows, out] in the compute
+ * type's 16-bit form (ops.h gemm_to_half): the fp32 accumulator rounded
+ * once, as a bf16/fp16 layer's output is. */
+int rc_linear_forward_to_half(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half,
+                              uint16_t *y_half, int rows, const int *group_rows);
 /* dx (writes, may be NULL) = dy W; main_grad (+)= dy^T x, beta from the call's
  * flag when fusion is on, via scratch + add when off. x is the forward's fp32
  * input (a half linear uses the copy it saved; x may be NULL). A half linear

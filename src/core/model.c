@@ -173,7 +173,10 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   a->ln2 = !moe && rc_linear_is_half(m, L->fc1) ? NULL : rc_model_alloc(m, A, T * H, "ln2"),
   a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
   a->ln2_r = alloc_rounded(m, L->fc1, A, T * H, "ln2_r");
-  a->fc1 = rc_model_alloc(m, A, rows * 2 * F, "fc1");
+  /* a half fc1's output is 16-bit, as a bf16/fp16 layer's output is */
+  bool fc1_16 = rc_linear_is_half(m, L->fc1);
+  a->fc1 = fc1_16 ? NULL : rc_model_alloc(m, A, rows * 2 * F, "fc1");
+  a->fc1_out_h = fc1_16 ? rc_model_alloc_bytes(m, A, rows * 2 * F * 2, "fc1_out_h") : NULL;
   a->sw_r = rc_linear_is_half(m, L->fc2) ? NULL : rc_model_alloc(m, A, rows * F, "sw_r");
   a->mlp_out = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "mlp_out"),
   a->y = rc_model_alloc(m, A, T * H, "y");
@@ -395,7 +398,9 @@ static void alloc_scratch(rc_model *m) {
   const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
   bool half_head = rc_linear_is_half(m, m->head);
   for (int k = 0; k <= m->D; k++) {
-    m->logits[k] = half_head && k > 0 ? m->logits[0] : rc_model_alloc(m, A, T * V, "logits");
+    /* a half head's logits are 16-bit (gemm_to_half), and the cross-entropy
+     * writes their gradient over them: one [T, V] 16-bit buffer per depth */
+    m->logits[k] = half_head ? NULL : rc_model_alloc(m, A, T * V, "logits");
     m->dlogits_half[k] = half_head ? rc_model_alloc_bytes(m, A, T * V * 2, "dlogits_half") : NULL;
     m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
     m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
@@ -482,8 +487,10 @@ rc_param *rc_model_find_param(rc_model *m, const char *name) {
 
 /* ---- one microbatch ---- */
 
-/* Head call for depth c: logits, then CE in place (dlogits; a half head
- * keeps them in the compute type, which is all its backward GEMMs read).
+/* Head call for depth c: logits, then CE in place (dlogits). A half head's
+ * logits are the compute type's 16-bit values, as a bf16/fp16 output layer's
+ * are (Megatron-LM's, and autocast's), read by the cross-entropy in fp32 and
+ * replaced by the 16-bit gradient its backward GEMMs read.
  * Returns the masked loss sum and correct count via host arrays. */
 static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half,
                         const float *dloss_host, const float *mask_host, double *loss_sum,
@@ -491,7 +498,10 @@ static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half,
   const rc_ops *o = m->ops;
   int T = m->T;
   /* a half head's input is already in h_half: the final norm wrote it */
-  int call = rc_linear_forward(m, m->head, h_half ? NULL : h_r, h_half, m->logits[c], T, NULL);
+  int call = m->dlogits_half[c] ? rc_linear_forward_to_half(m, m->head, h_half ? NULL : h_r, h_half,
+                                                            m->dlogits_half[c], T, NULL)
+                                : rc_linear_forward(m, m->head, h_half ? NULL : h_r, h_half,
+                                                    m->logits[c], T, NULL);
   o->to_device(m->ce_dloss, dloss_host, sizeof(float) * (size_t)T);
   o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T,
                    m->V, m->dlogits_half[c], m->ct);

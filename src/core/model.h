@@ -194,8 +194,8 @@ typedef struct rc_model {
   float *emb_out, *h0, *h0_rstd, *h0_r, *resid_in; /* h0_r: NULL unless the head needs it */
   const float *head_in0;                           /* h0 or h0_r: the main head's GEMM input */
   /* D+1 heads' logits [T, V], dlogits after the forward's CE. A half head
-   * keeps each depth's dlogits in the compute type (dlogits_half[k]) and
-   * its fp32 logits in one buffer all depths share; otherwise one each. */
+   * has no fp32 logits (NULL): each depth's logits and then their gradient
+   * are 16-bit in dlogits_half[k]; otherwise fp32 logits, one per depth. */
   float *logits[RC_MAX_MTP_DEPTH + 1];
   uint16_t *dlogits_half[RC_MAX_MTP_DEPTH + 1];
   uint16_t *head_h0; /* what the half head's main-depth call saved [T,H], or NULL */

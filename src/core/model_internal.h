@@ -18,8 +18,11 @@ struct rc_layer_act {
   float *xm;   /* [T,H] residual after attention */
   float *ln2, *ln2_rstd, *ln2_r;
   float *fc1, *sw_r; /* dense [T,2F],[T,F]; MoE [T*k,2F],[T*k,F] */
-  float *mlp_out;    /* [T,H] after dropout */
-  float *y;          /* [T,H] output */
+  /* a half fc1's output in the compute type (gemm_to_half), what SwiGLU
+   * reads forward and backward; fc1 is then NULL */
+  uint16_t *fc1_out_h;
+  float *mlp_out; /* [T,H] after dropout */
+  float *y;       /* [T,H] output */
   /* MoE */
   float *router_logits, *probs, *topk_w, *xs, *e_out, *aux_grad;
   int32_t *topk_idx, *perm, *inv_perm, *offsets;

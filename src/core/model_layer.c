@@ -28,6 +28,15 @@ static void dropout_maybe(rc_model *m, float *x, size_t n, uint64_t *offset_out,
   m->ops->dropout(x, n, (float)m->cfg.dropout, m->rng_seed, *offset_out);
 }
 
+/* fc1 on x (or its saved half input): a half fc1's output in 16 bits
+ * (a->fc1_out_h), anything else's in fp32 (a->fc1). */
+static int fc1_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x, int rows,
+                       const int *group_rows) {
+  if (a->fc1_out_h)
+    return rc_linear_forward_to_half(m, L->fc1, x, a->fc1_h, a->fc1_out_h, rows, group_rows);
+  return rc_linear_forward(m, L->fc1, x, a->fc1_h, a->fc1, rows, group_rows);
+}
+
 static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, E = m->E, K = m->K, F = m->F;
@@ -44,9 +53,9 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
     L->token_counts[e] += a->group_rows[e];
   }
   o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H);
-  a->call_fc1 = rc_linear_forward(m, L->fc1, a->xs, a->fc1_h, a->fc1, T * K, a->group_rows);
+  a->call_fc1 = fc1_forward(m, L, a, a->xs, T * K, a->group_rows);
   /* a half fc2's saved input straight from SwiGLU (no fp32 copy, no cast) */
-  o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, T * K, F, a->fc2_h, m->ct);
+  o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, a->fc1_out_h, T * K, F, a->fc2_h, m->ct);
   if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
   a->call_fc2 = rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->e_out, T * K,
                                   a->group_rows);
@@ -101,8 +110,8 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
     o->rmsnorm_forward(a->fc1_h ? NULL : a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps,
                        a->fc1_h, m->ct);
     a->fc1_in = a->fc1_h ? NULL : rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
-    a->call_fc1 = rc_linear_forward(m, L->fc1, a->fc1_in, a->fc1_h, a->fc1, T, NULL);
-    o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, T, F, a->fc2_h, m->ct);
+    a->call_fc1 = fc1_forward(m, L, a, a->fc1_in, T, NULL);
+    o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, a->fc1_out_h, T, F, a->fc2_h, m->ct);
     if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
     a->call_fc2 =
         rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->mlp_out, T, NULL);
@@ -131,7 +140,7 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, NULL, a->sw_r, d_sw, T * K, a->group_rows);
   float *d_fc1 = m->d_big;
   uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-  o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, T * K, F, d_fc1_h, m->ct);
+  o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, T * K, F, d_fc1_h, m->ct);
   if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
   rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->xs, d_xs, T * K,
@@ -175,7 +184,7 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
     rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, NULL, a->sw_r, d_sw, T, NULL);
     uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-    o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, T, F, d_fc1_h, m->ct);
+    o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, T, F, d_fc1_h, m->ct);
     if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
     rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->fc1_in, d_ln2, T,
                        NULL);

@@ -187,14 +187,16 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
   /* proj and mlp_out are shared (model.c own_or_shared; charged in
    * rc_model_memory_need), and so is qkv under BF16 attention, which keeps
    * RoPE's bf16 heads instead; with half linears there is no ln1, dense ln2
-   * or sw_r (their producers write the 16-bit inputs alone) */
+   * or sw_r (their producers write the 16-bit inputs alone), and fc1's
+   * output is 16-bit (fc1_out_h) */
   bool hl = half_linear(c, true, false), heads = c->attention_precision == RC_PREC_BF16;
   for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
-    if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 13)) && !(heads && i == 3))
+    if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 12 || i == 13)) &&
+        !(heads && i == 3))
       need_dev(a, act, th[i]);
   if (heads) need_dev_bytes(a, act, 2 * 3 * T * H); /* attn_heads; qkv shared */
-  if (hl) {                                         /* qkv_h, proj_h, fc1_h, fc2_h */
-    uint64_t hh[] = {T * H, T * H, rows * H, rows * F};
+  if (hl) {                                         /* qkv_h, proj_h, fc1_h, fc2_h, fc1_out_h */
+    uint64_t hh[] = {T * H, T * H, rows * H, rows * F, rows * 2 * F};
     for (size_t i = 0; i < sizeof hh / sizeof hh[0]; i++) need_dev_bytes(a, act, 2 * hh[i]);
   }
   if (moe) {
@@ -255,9 +257,9 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
   if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h0 */
   for (uint64_t k = 0; k <= D; k++) {
-    /* logits: one buffer all depths share when the head is half, which
-     * keeps each depth's dlogits in 16 bits instead */
-    if (!half_head || k == 0) need_dev(&a, act, T * V);
+    /* logits: fp32 per depth, or (a half head) 16-bit logits that the
+     * cross-entropy turns into the 16-bit dlogits in place */
+    if (!half_head) need_dev(&a, act, T * V);
     if (half_head) need_dev_bytes(&a, act, 2 * T * V);
     need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
     need_dev(&a, scr, T * H);                   /* d_h */

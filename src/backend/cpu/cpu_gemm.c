@@ -186,3 +186,16 @@ void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, i
   free(a);
   free(b);
 }
+
+/* gemm_half into fp32 scratch, each element then encoded: bitwise
+ * cast_half of gemm_half's result (ops.h). */
+void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                         const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                         int ldc) {
+  if (m <= 0 || n <= 0) return;
+  float *c = rc_cpu_scratch((size_t)m * (size_t)n * sizeof(float));
+  rc_cpu_gemm_half(ct, trans_a, trans_b, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, c, n);
+  for (int i = 0; i < m; i++)
+    rc_cpu_cast_half(C + (size_t)i * ldc, c + (size_t)i * n, (size_t)n, ct);
+  free(c);
+}

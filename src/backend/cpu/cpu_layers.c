@@ -278,36 +278,58 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
 
 /* ---- SwiGLU ---- */
 
-void rc_cpu_swiglu_forward(float *out, const float *in, int T, int F, uint16_t *out_half,
-                           rc_compute ct) {
+/* Row t of a [T, 2F] SwiGLU input: in's, or in_half's decoded into scratch. */
+static const float *swiglu_in_row(const float *in, const uint16_t *in_half, float *scratch, int t,
+                                  int F, rc_compute ct) {
+  if (in) return in + (size_t)t * 2 * F;
+  const uint16_t *h = in_half + (size_t)t * 2 * F;
+  for (int j = 0; j < 2 * F; j++)
+    scratch[j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(h[j]) : rc_bf16_decode(h[j]);
+  return scratch;
+}
+
+void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
+                           uint16_t *out_half, rc_compute ct) {
   float *row = out ? NULL : rc_cpu_scratch((size_t)F * sizeof(float));
+  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
   for (int t = 0; t < T; t++) {
-    const float *g = in + (size_t)t * 2 * F, *u = g + F;
+    const float *g = swiglu_in_row(in, in_half, in_row, t, F, ct), *u = g + F;
     float *o = out_row(out, row, t, F);
     for (int j = 0; j < F; j++) o[j] = rc_swiglu_forward_element(g[j], u[j]);
     if (out_half) rc_cpu_cast_half(out_half + (size_t)t * F, o, (size_t)F, ct);
   }
   free(row);
+  free(in_row);
 }
 
-void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, int T, int F,
-                            uint16_t *din_half, rc_compute ct) {
+void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, const uint16_t *in_half,
+                            int T, int F, uint16_t *din_half, rc_compute ct) {
   float *row = din ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
+  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
   for (int t = 0; t < T; t++) {
-    const float *g = in + (size_t)t * 2 * F, *u = g + F, *d = dout + (size_t)t * F;
+    const float *g = swiglu_in_row(in, in_half, in_row, t, F, ct), *u = g + F,
+                *d = dout + (size_t)t * F;
     float *dg = out_row(din, row, t, 2 * F), *du = dg + F;
     for (int j = 0; j < F; j++) rc_swiglu_backward_element(&dg[j], &du[j], g[j], u[j], d[j]);
     if (din_half) rc_cpu_cast_half(din_half + (size_t)t * 2 * F, dg, (size_t)2 * F, ct);
   }
   free(row);
+  free(in_row);
 }
 
 /* ---- softmax cross-entropy ---- */
 
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
                           const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct) {
+  /* 16-bit logits (logits NULL): each row decoded into scratch, computed
+   * there as an fp32 row is, and its gradient encoded back over it */
+  float *row = logits ? NULL : rc_cpu_scratch((size_t)V * sizeof(float));
   for (int t = 0; t < T; t++) {
-    float *l = logits + (size_t)t * V;
+    float *l = logits ? logits + (size_t)t * V : row;
+    for (int v = 0; !logits && v < V; v++) {
+      uint16_t b = dlogits_half[(size_t)t * V + v];
+      l[v] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
+    }
     int amax = 0;
     for (int v = 1; v < V; v++)
       if (l[v] > l[amax]) amax = v; /* strict: ties keep the lowest index */
@@ -329,6 +351,7 @@ void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const in
     if (dlogits_half) /* the in-place row, encoded: bitwise cast_half of it */
       rc_cpu_cast_half(dlogits_half + (size_t)t * V, l, (size_t)V, ct);
   }
+  free(row);
 }
 
 /* ---- dropout ---- */

@@ -143,6 +143,7 @@ static const rc_ops cpu_ops = {
     .gemm = rc_cpu_gemm,
     .cast_half = rc_cpu_cast_half,
     .gemm_half = rc_cpu_gemm_half,
+    .gemm_to_half = rc_cpu_gemm_to_half,
     .cast_e4m3 = rc_cpu_cast_e4m3,
     .gemm_e4m3 = rc_cpu_gemm_e4m3,
     .amax_update = rc_cpu_amax_update,
