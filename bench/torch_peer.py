@@ -15,6 +15,12 @@ forward compiled as one graph: the peer a user would write, with the MoE
 experts as one grouped GEMM, torch._grouped_mm, where this PyTorch has it,
 so no host sync breaks the graph) | compile-whole-det (the same under
 torch.use_deterministic_algorithms); or --gemm-peak.
+
+--profile-out PATH: after the timed steps, 3 more steps under
+torch.profiler, reported to PATH as device kernel time per step by category
+and the top kernels (CPU op self-times where there is no CUDA), to see where
+a peer's step time goes; the JSON line gains "profile_out" (the report's
+path, null where profiling failed: the timed result stands either way).
 """
 import argparse
 import json
@@ -23,6 +29,8 @@ import os
 import statistics
 import sys
 import time
+
+PROFILE_STEPS = 3  # enough to average out one step's noise, few enough to keep the trace small
 
 P = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 P.add_argument("--mode", choices=["eager", "deterministic", "compile", "compile-whole", "compile-whole-det"],
@@ -37,7 +45,11 @@ P.add_argument("--seed", type=int, default=1234)
 P.add_argument("--batch", type=int, help="sequences per microbatch (gpu-small: 8)")
 P.add_argument("--microbatches", type=int, help="microbatches per step (gpu-small: 2)")
 P.add_argument("--vocab", type=int, help="vocabulary size (gpu-small: 32768)")
+P.add_argument("--profile-out", metavar="PATH",
+               help="after the timed steps, profile %d more and write a kernel-time report to PATH" % PROFILE_STEPS)
 args = P.parse_args()
+if args.gemm_peak and args.profile_out:
+    P.error("--profile-out profiles training steps; it does nothing with --gemm-peak")
 DETERMINISTIC = args.mode in ("deterministic", "compile-whole-det")
 WHOLE = args.mode in ("compile-whole", "compile-whole-det")
 
@@ -329,6 +341,126 @@ def model_flops_per_token():
     return 6 * (dec + mtp + head) + 12 * (L + D) * S * H
 
 
+# ---------------------------------------------------------------- profile
+# Kernel-name patterns -> categories, first match wins. Attention comes
+# before GEMM because the mem-efficient kernels are named fmha_cutlass*;
+# inductor's kernels (triton_*) before GEMM because a fused pointwise name
+# lists the ops it came from, except its GEMM templates (triton_tem_*mm*).
+# The aten:: patterns serve the CPU-only report (op names, not kernels).
+ATTN_PATTERNS = ("flash", "fmha", "attention", "sdpa")
+ATTN_BWD_PATTERNS = ("bwd", "backward", "bprop", "cutlassb", "dgrad")
+GEMM_PATTERNS = ("gemm", "gemv", "cutlass", "sm90_xmma", "nvjet", "cublas", "matmul", "_mm",
+                 "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+OPT_PATTERNS = ("multi_tensor", "fused_adam", "adam", "_foreach_")
+MEM_PATTERNS = ("memset", "memcpy")
+CATEGORIES = ("GEMM", "attention fwd", "attention bwd", "triton fused", "optimizer", "memset/memcpy", "other")
+
+
+def kernel_category(name):
+    n = name.lower()
+    if any(p in n for p in ATTN_PATTERNS):
+        return "attention bwd" if any(p in n for p in ATTN_BWD_PATTERNS) else "attention fwd"
+    if any(p in n for p in MEM_PATTERNS):
+        return "memset/memcpy"
+    if n.startswith("triton_"):
+        return "GEMM" if n.startswith("triton_tem_") and "mm" in n else "triton fused"
+    if any(p in n for p in GEMM_PATTERNS):
+        return "GEMM"
+    if any(p in n for p in OPT_PATTERNS):  # the fused AdamW, and clip_grad_norm_'s foreach kernels
+        return "optimizer"
+    return "other"
+
+
+def device_us(evt):
+    # the attribute this PyTorch has: device_* since 2.4, cuda_* before
+    for attr in ("self_device_time_total", "device_time_total", "self_cuda_time_total", "cuda_time_total"):
+        v = getattr(evt, attr, None)
+        if v is not None:
+            return v
+    return 0
+
+
+def is_device_kernel(evt):
+    # device-side activity (kernels, memcpy, memset) as opposed to CPU ops;
+    # gpu_user_annotation ranges (record_function, torch.compile's regions)
+    # are projected onto the GPU timeline too and would count kernels twice
+    if getattr(evt, "is_user_annotation", False) or getattr(evt, "is_async", False):
+        return False
+    dt = getattr(evt, "device_type", None)
+    return dt is not None and str(dt).split(".")[-1] == "CUDA"
+
+
+def write_profile(prof, path, nsteps, wall_ms, timed_med_ms):
+    """The report: per-step totals, categories, top kernels. Device kernel
+    times where the trace has CUDA events, else CPU op self-times."""
+    per = {}  # name -> [calls, us]
+    spans = []
+    for evt in prof.events():
+        if is_device_kernel(evt):
+            us = device_us(evt)
+            acc = per.setdefault(evt.name, [0, 0.0])
+            acc[0] += 1
+            acc[1] += us
+            tr = getattr(evt, "time_range", None)
+            if tr is not None:
+                spans.append((tr.start, tr.end))
+    device = bool(per)
+    if not device:
+        # no CUDA activity (a CPU run): CPU ops by self time, which sums to
+        # the time spent in ops without counting a parent and its children
+        for avg in prof.key_averages():
+            if avg.self_cpu_time_total > 0:
+                per[avg.key] = [avg.count, float(avg.self_cpu_time_total)]
+    total_ms = sum(us for _, us in per.values()) / 1e3 / nsteps
+    what = "kernel" if device else "CPU op self"
+    lines = [
+        "# torch_peer profile: mode %s, preset %s, moe %s, B%d x M%d, S%d, V%d, torch %s" % (
+            args.mode, "tiny" if args.tiny else "gpu-small", bool(C["moe_layers"]), B, M, S, V, torch.__version__),
+        "# %d steps profiled after the %d timed/warm-up ones; every figure is per step (total / %d)" % (
+            nsteps, TOTAL_STEPS, nsteps),
+        "# source: " + ("CUDA device events (kernels, memcpy, memset)" if device else
+                        "CPU op self-times: no CUDA events in the trace (a CPU-only run), so NOT kernel times"),
+        "",
+        "step wall under the profiler   %9.3f ms  (profiler overhead included)" % wall_ms,
+        "step wall unprofiled (median)  %9.3f ms  (the JSON's step_ms_median)" % timed_med_ms,
+        "%-30s %9.3f ms  (%.1f%% of the unprofiled step)" % (
+            what + " time total", total_ms, 100.0 * total_ms / timed_med_ms if timed_med_ms > 0 else float("nan")),
+    ]
+    if device and spans:
+        # the union of the kernel intervals: equal to the total on one stream,
+        # less where streams overlap; the rest of the step the GPU idles
+        spans.sort()
+        busy, cur_s, cur_e = 0.0, None, None
+        for a, b in spans:
+            if cur_e is None or a > cur_e:
+                if cur_e is not None:
+                    busy += cur_e - cur_s
+                cur_s, cur_e = a, b
+            else:
+                cur_e = max(cur_e, b)
+        busy += cur_e - cur_s
+        busy_ms = busy / 1e3 / nsteps
+        lines.append("%-30s %9.3f ms  (%.1f%% of the unprofiled step; the rest the GPU idles)" % (
+            "GPU busy (kernel union)", busy_ms, 100.0 * busy_ms / timed_med_ms if timed_med_ms > 0 else float("nan")))
+    cat = dict.fromkeys(CATEGORIES, 0.0)
+    for name, (_, us) in per.items():
+        cat[kernel_category(name)] += us / 1e3 / nsteps
+    lines += ["", "%-16s %10s %7s" % ("category", "ms/step", "share")]
+    for c in CATEGORIES:
+        lines.append("%-16s %10.3f %6.1f%%" % (c, cat[c], 100.0 * cat[c] / total_ms if total_ms > 0 else 0.0))
+    top = sorted(per.items(), key=lambda kv: -kv[1][1])[:40]
+    lines += ["", "top %d %ss by total time" % (len(top), "kernel" if device else "CPU op"),
+              "%-90s %10s %10s %10s  %s" % ("name", "calls/step", "ms/call", "ms/step", "category")]
+    for name, (calls, us) in top:
+        lines.append("%-90s %10.2f %10.4f %10.3f  %s" % (
+            name[:90], calls / nsteps, us / 1e3 / calls, us / 1e3 / nsteps, kernel_category(name)))
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     model = Model().to(DEV)
     nparams = sum(p.numel() for p in model.parameters())
@@ -399,7 +531,9 @@ def main():
     losses = [float(x) for x in losses]
     med = statistics.median(times) if times else float("nan")
     tok = B * S * M
-    emit({
+    # the result is taken before any profiling, so the profiled steps change
+    # none of it (peak memory included)
+    result = {
         "mode": args.mode,
         "preset": "tiny" if args.tiny else "gpu-small",
         "moe": not args.no_moe,
@@ -416,7 +550,35 @@ def main():
         "model_flops_per_token": model_flops_per_token(),
         "steps_timed": len(times),
         "torch": torch.__version__,
-    })
+    }
+    if args.profile_out:
+        result["profile_out"] = profile(step, batches, gen, med * 1e3)
+    emit(result)
+
+
+def profile(step, batches, gen, timed_med_ms):
+    """PROFILE_STEPS more steps (the same step(), on fresh batches past the
+    timed ones) under torch.profiler; writes the report and returns its path,
+    or None when profiling failed: the timed result is still worth emitting."""
+    try:
+        from torch.profiler import ProfilerActivity, profile as tprofile
+        batches += make_batches(PROFILE_STEPS * M, gen)  # drawn now, so the timed steps' data is as it was
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if IS_CUDA else [])
+        walls = []
+        with tprofile(activities=acts) as prof:
+            for s in range(TOTAL_STEPS + 1, TOTAL_STEPS + PROFILE_STEPS + 1):
+                sync()
+                t0 = time.perf_counter()
+                step(s)  # the LR schedule holds at min_lr past TOTAL_STEPS
+                sync()
+                walls.append(time.perf_counter() - t0)
+        write_profile(prof, args.profile_out, PROFILE_STEPS, statistics.mean(walls) * 1e3, timed_med_ms)
+        return args.profile_out
+    except Exception as e:  # noqa: BLE001 - any failure here must not cost the timing line
+        import traceback
+        traceback.print_exc()
+        print("torch_peer: profiling failed (%s); no report written" % e, file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":
