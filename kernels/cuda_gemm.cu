@@ -15,12 +15,15 @@
  *    fixed workspace, split-K only with a separate reduction pass, never the
  *    in-place counter scheme) and cached, so it never changes within a
  *    process and is the same choice in every process on the same GPU model.
- *  - cuBLASLt always runs with beta = 0. beta != 0 is applied by our own
+ *  - cuBLASLt runs with beta = 0, and beta != 0 is applied by our own
  *    epilogue kernel, C = D + beta*C, where D is the beta = 0 result in a
  *    scratch buffer. A beta = 1 GEMM is therefore, bit for bit, a beta = 0
  *    GEMM into scratch followed by `add` — exactly the fused/unfused
- *    gradient-accumulation property of ops.h — whatever cuBLASLt's internal
- *    epilogue or split-K reduction would have done.
+ *    gradient-accumulation property of ops.h — whatever a split-K reduction
+ *    would have done. The exception (run_plan): alpha = 1, beta = 1 on an
+ *    algorithm without split-K, where cuBLASLt's own epilogue is that one
+ *    rounding of acc + C (checked bitwise by cuda_ops for the model's wgrad
+ *    shapes).
  * FP32 uses CUBLAS_COMPUTE_32F_PEDANTIC (true fp32 FMA, never TF32 or an
  * emulation); BF16/FP16 use tensor cores with fp32 accumulation and fp32
  * output.
@@ -66,6 +69,7 @@ typedef struct {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t lay_a, lay_b, lay_d; /* cuBLASLt's A = our B, its B = our A */
   cublasLtMatmulAlgo_t algo;
+  int splitk; /* the algorithm's split-K count (1: none), for run_plan's beta = 1 */
 } gemm_plan;
 
 static gemm_plan *g_plans = NULL;
@@ -342,6 +346,10 @@ static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) 
             ct, (int)ta, (int)tb, m, n, k);
     abort();
   }
+  size_t w = 0;
+  p->splitk = 0; /* unknown unless cuBLASLt says */
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &p->splitk,
+                                       sizeof p->splitk, &w);
   g_nplans++;
   return p;
 }
@@ -471,20 +479,30 @@ static void gemm_zero_k(int m, int n, float alpha, float beta, float *C, int ldc
 /* Runs plan p on canonical operands a (our A) and b (our B): cuBLASLt with
  * beta = 0 straight into C when C is canonical and beta == 0, else into the
  * scratch D and then our epilogue C = D + beta*C over the first n columns
- * (the plan's p->n may be larger: gemm_e4m3's padding). */
+ * (the plan's p->n may be larger: gemm_e4m3's padding).
+ * One exception, the wgrad accumulation into main_grad: with alpha = 1,
+ * beta = 1, a canonical C and an algorithm without split-K, cuBLASLt adds C
+ * in its own epilogue, acc + C in fp32 with one rounding — the bits of the
+ * beta = 0 GEMM followed by `add`, which cuda_ops checks for every wgrad
+ * shape of the model (gemm_fusion_property), without the scratch round trip
+ * of C. Any other alpha (one more rounding: alpha*acc) or a split-K
+ * reduction (its own order) keeps the scratch and our epilogue. */
 static void run_plan(const gemm_plan *p, int m, int n, float alpha, const void *a, const void *b,
                      float beta, float *C, int ldc) {
   cudaStream_t s = rc_cuda_stream();
   size_t total = (size_t)m * (size_t)n;
   int ldd = canon_ld(p->n);
-  int direct = p->n == n && beta == 0.0f && ldc == ldd && aligned16(C);
+  int canonical_c = p->n == n && ldc == ldd && aligned16(C);
+  int accumulate = canonical_c && beta == 1.0f && alpha == 1.0f && p->splitk == 1;
+  int direct = (canonical_c && beta == 0.0f) || accumulate;
   float *D = direct ? C : (float *)rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 4);
 
   size_t ws_bytes = 0;
   void *ws = rc_cuda_gemm_workspace(&ws_bytes);
-  const float zero = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &alpha, b, p->lay_a, a, p->lay_b, &zero, D,
-                              p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
+  const float zero = 0.0f, one = 1.0f;
+  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &alpha, b, p->lay_a, a, p->lay_b,
+                              accumulate ? &one : &zero, D, p->lay_d, D, p->lay_d, &p->algo, ws,
+                              ws_bytes, s));
   if (!direct) {
     if (ldc == n && ldd == n)
       gemm_epilogue_flat_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, D, total, beta);

@@ -331,6 +331,11 @@ static void test_gemm(void) {
     if (!quick) gemm_fusion_property(cts[c], 1, 0, 768, 768, 8192, 1.0f);
     gemm_fusion_property(cts[c], 0, 1, 96, 80, 777, 0.5f);
   }
+  /* gpu-small's wgrad shapes (beta = 1 into main_grad: cuBLASLt's own
+   * epilogue where the algorithm has no split-K, cuda_gemm.cu run_plan) */
+  int wgrad[][2] = {{2304, 768}, {768, 768}, {4096, 768}, {768, 2048}, {768, 1536}};
+  for (size_t i = 0; !quick && i < sizeof wgrad / sizeof wgrad[0]; i++)
+    gemm_fusion_property(RC_COMPUTE_BF16, 1, 0, wgrad[i][0], wgrad[i][1], 8192, 1.0f);
 }
 
 /* ======================= elementwise and reductions ======================= */
@@ -2187,6 +2192,8 @@ int main(int argc, char **argv) {
   test_cross_entropy(16, 300, 0);
   test_cross_entropy(40, 4099, 1);  /* V % 4 != 0: rows in registers, not streamed */
   test_cross_entropy(300, 4096, 1); /* more rows than SMs: a block streams several */
+  test_cross_entropy(8, 50304, 1);  /* 16-bit logits: 64 groups of four held a thread */
+  test_cross_entropy(4, 70000, 1);  /* 16-bit logits: too long to hold, re-read */
   test_dropout(10003, 0.1f, 42, 12345);
   test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
 
