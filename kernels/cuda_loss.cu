@@ -280,70 +280,8 @@ __device__ __forceinline__ float4 ce_load4(const float *logits, const uint16_t *
   return ((const float4 *)(logits + t * (size_t)V))[i4];
 }
 
-/* Pass 1's fold of elements 4*i4 .. 4*i4+3 (q) into the thread's running
- * maximum m, its lowest index mi and the sum se of exp(x - m). */
-__device__ __forceinline__ void ce_fold4(float4 q, int i4, float *m, int *mi, double *se) {
-  float xs[4] = {q.x, q.y, q.z, q.w};
-  float part = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 4; e++) {
-    if (*mi == INT_MAX || xs[e] > *m) { /* increasing v, strict >: the lowest index wins */
-      double rescale = *mi == INT_MAX ? 0.0 : (double)expf(*m - xs[e]);
-      *se = (*se + (double)part) * rescale;
-      part = 0.0f;
-      *m = xs[e];
-      *mi = 4 * i4 + e;
-    }
-    part += expf(xs[e] - *m);
-  }
-  *se += (double)part;
-}
-
-/* Pass 2: the gradient of elements 4*i4 .. 4*i4+3 (q) of row t, stored. */
-template <bool HALF>
-__device__ __forceinline__ void ce_store4(float4 q, int i4, float d, float lse_f, int y, size_t t,
-                                          int V, float *logits, uint16_t *dlogits_half, int fp16) {
-  float g[4];
-  if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
-    g[0] = g[1] = g[2] = g[3] = 0.0f;
-  } else {
-    float xs[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      float p = expf(xs[e] - lse_f);
-      g[e] = d * (4 * i4 + e == y ? p - 1.0f : p);
-    }
-  }
-  if (HALF) {
-    ushort4 h;
-    h.x = fp16 ? rc_fp16_encode(g[0]) : rc_bf16_encode(g[0]);
-    h.y = fp16 ? rc_fp16_encode(g[1]) : rc_bf16_encode(g[1]);
-    h.z = fp16 ? rc_fp16_encode(g[2]) : rc_bf16_encode(g[2]);
-    h.w = fp16 ? rc_fp16_encode(g[3]) : rc_bf16_encode(g[3]);
-    ((ushort4 *)(dlogits_half + t * (size_t)V))[i4] = h;
-  } else {
-    ((float4 *)(logits + t * (size_t)V))[i4] = make_float4(g[0], g[1], g[2], g[3]);
-  }
-}
-
-__device__ __forceinline__ float4 ce_decode4(ushort4 h, int fp16) {
-  return make_float4(ce_decode(h.x, fp16), ce_decode(h.y, fp16), ce_decode(h.z, fp16),
-                     ce_decode(h.w, fp16));
-}
-
-/* HELD > 0 (16-bit logits only, V4 <= HELD * CE2_THREADS): the thread's
- * HELD groups of four 16-bit logits are loaded into registers at once, and
- * both passes read them there. A block then waits on one burst of loads
- * instead of one 8-byte load per loop turn (the re-reading form moved 16-bit
- * rows at 2.3 TB/s: latency-bound, too few bytes in flight), and the row
- * leaves memory once. Each thread folds the same elements in the same order
- * as without HELD, so the results are the same bits. The launch bounds
- * keep 32 groups (gpu-small's V = 32768) at 128 registers, two blocks an SM
- * (a few spilled values, not the row); 64 groups take one block. */
-template <bool HALF, bool HALF_IN, int HELD>
-__global__ void __launch_bounds__(CE2_THREADS, HELD > 32   ? 1
-                                               : HELD > 16 ? 2
-                                                           : 3)
+template <bool HALF, bool HALF_IN>
+__global__ void __launch_bounds__(CE2_THREADS)
     cross_entropy_2pass_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
                                const float *dloss, int V, uint16_t *dlogits_half, int fp16) {
   __shared__ float sh_val[CE2_WARPS];
@@ -355,24 +293,25 @@ __global__ void __launch_bounds__(CE2_THREADS, HELD > 32   ? 1
   const size_t t = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V4 = V / 4;
 
-  ushort4 held[HELD > 0 ? HELD : 1];
-  if (HELD > 0) {
-    const ushort4 *row = (const ushort4 *)(dlogits_half + t * (size_t)V);
-#pragma unroll
-    for (int j = 0; j < HELD; j++)
-      if (tid + j * CE2_THREADS < V4) held[j] = row[tid + j * CE2_THREADS];
-  }
   float m = -INFINITY;
   int mi = INT_MAX;
   double se = 0.0;
-  if (HELD > 0) {
+  for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
+    float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
+    float xs[4] = {q.x, q.y, q.z, q.w};
+    float part = 0.0f;
 #pragma unroll
-    for (int j = 0; j < HELD; j++)
-      if (tid + j * CE2_THREADS < V4)
-        ce_fold4(ce_decode4(held[j], fp16), tid + j * CE2_THREADS, &m, &mi, &se);
-  } else {
-    for (int i4 = tid; i4 < V4; i4 += CE2_THREADS)
-      ce_fold4(ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16), i4, &m, &mi, &se);
+    for (int e = 0; e < 4; e++) {
+      if (mi == INT_MAX || xs[e] > m) { /* increasing v, strict >: the lowest index wins */
+        double rescale = mi == INT_MAX ? 0.0 : (double)expf(m - xs[e]);
+        se = (se + (double)part) * rescale;
+        part = 0.0f;
+        m = xs[e];
+        mi = 4 * i4 + e;
+      }
+      part += expf(xs[e] - m);
+    }
+    se += (double)part;
   }
   /* the row's maximum and its lowest index */
   float best = m;
@@ -409,17 +348,29 @@ __global__ void __launch_bounds__(CE2_THREADS, HELD > 32   ? 1
   }
   const float d = dloss ? dloss[t] : 0.0f, lse_f = (float)lse;
   __syncthreads(); /* every read of logits[t, y] is done before the row is overwritten */
-  if (HELD > 0) {
+  for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
+    float g[4];
+    if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
+      g[0] = g[1] = g[2] = g[3] = 0.0f;
+    } else {
+      float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
+      float xs[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int j = 0; j < HELD; j++)
-      if (tid + j * CE2_THREADS < V4)
-        ce_store4<HALF>(ce_decode4(held[j], fp16), tid + j * CE2_THREADS, d, lse_f, y, t, V, logits,
-                        dlogits_half, fp16);
-  } else {
-    for (int i4 = tid; i4 < V4; i4 += CE2_THREADS)
-      ce_store4<HALF>(d == 0.0f ? make_float4(0, 0, 0, 0)
-                                : ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16),
-                      i4, d, lse_f, y, t, V, logits, dlogits_half, fp16);
+      for (int e = 0; e < 4; e++) {
+        float p = expf(xs[e] - lse_f);
+        g[e] = d * (4 * i4 + e == y ? p - 1.0f : p);
+      }
+    }
+    if (HALF) {
+      ushort4 h;
+      h.x = fp16 ? rc_fp16_encode(g[0]) : rc_bf16_encode(g[0]);
+      h.y = fp16 ? rc_fp16_encode(g[1]) : rc_bf16_encode(g[1]);
+      h.z = fp16 ? rc_fp16_encode(g[2]) : rc_bf16_encode(g[2]);
+      h.w = fp16 ? rc_fp16_encode(g[3]) : rc_bf16_encode(g[3]);
+      ((ushort4 *)(dlogits_half + t * (size_t)V))[i4] = h;
+    } else {
+      ((float4 *)(logits + t * (size_t)V))[i4] = make_float4(g[0], g[1], g[2], g[3]);
+    }
   }
 }
 
@@ -449,24 +400,14 @@ void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const i
   cudaStream_t s = rc_cuda_stream();
   bool fp16 = ct == RC_COMPUTE_FP16;
   if (V % 4 == 0 && ((uintptr_t)logits & 15u) == 0 && ((uintptr_t)dlogits_half & 7u) == 0) {
-    int held = (V / 4 + CE2_THREADS - 1) / CE2_THREADS; /* 16-bit groups a thread holds */
-    if (!logits && held <= 16)
-      cross_entropy_2pass_kernel<true, true, 16>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
-    else if (!logits && held <= 32)
-      cross_entropy_2pass_kernel<true, true, 32>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
-    else if (!logits && held <= 64)
-      cross_entropy_2pass_kernel<true, true, 64>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
-    else if (!logits)
-      cross_entropy_2pass_kernel<true, true, 0>
+    if (!logits)
+      cross_entropy_2pass_kernel<true, true>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
     else if (dlogits_half)
-      cross_entropy_2pass_kernel<true, false, 0>
+      cross_entropy_2pass_kernel<true, false>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half, fp16);
     else
-      cross_entropy_2pass_kernel<false, false, 0>
+      cross_entropy_2pass_kernel<false, false>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, NULL, 0);
     KERNEL_CHECK();
     return;
