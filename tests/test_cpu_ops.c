@@ -345,6 +345,23 @@ static void test_cast_half(const rc_ops *ops) {
   free(x);
 }
 
+/* Random operands of an (M, N, K) GEMM with these transposes, each row
+ * padded by pad elements (uniform in [-2, 2)). */
+typedef struct {
+  int lda, ldb;
+  size_t na, nb;
+  float *a, *b;
+} gemm_operands;
+
+static gemm_operands random_operands(int ta, int tb, int M, int N, int K, int pad, uint64_t *rng) {
+  gemm_operands g;
+  int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
+  g.lda = cols_a + pad, g.ldb = cols_b + pad;
+  g.na = (size_t)rows_a * g.lda, g.nb = (size_t)rows_b * g.ldb;
+  g.a = frand(g.na, rng, -2, 2), g.b = frand(g.nb, rng, -2, 2);
+  return g;
+}
+
 /* gemm_half on the encodings is bitwise gemm on the fp32 operands (which it
  * rounds itself), in every layout with padded leading dimensions and with
  * beta 1; the control: gemm_half on operands encoded in the other format
@@ -356,10 +373,10 @@ static void test_gemm_half(const rc_ops *ops) {
   for (int c = 0; c < 2; c++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
-        int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
-        int lda = cols_a + PAD, ldb = cols_b + PAD;
-        size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb;
-        float *a = frand(na, &rng, -2, 2), *b = frand(nb, &rng, -2, 2);
+        gemm_operands g = random_operands(ta, tb, M, N, K, PAD, &rng);
+        int lda = g.lda, ldb = g.ldb;
+        size_t na = g.na, nb = g.nb;
+        float *a = g.a, *b = g.b;
         float *c0 = frand(M * N, &rng, -1, 1);
         uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *oa = malloc(na * 2);
         ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
@@ -396,10 +413,10 @@ static void test_gemm_to_half(const rc_ops *ops) {
   for (int c = 0; c < 2; c++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
-        int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
-        int lda = cols_a + PAD, ldb = cols_b + PAD;
-        size_t na = (size_t)rows_a * lda, nb = (size_t)rows_b * ldb;
-        float *a = frand(na, &rng, -2, 2), *b = frand(nb, &rng, -2, 2), *f = falloc(M * N);
+        gemm_operands g = random_operands(ta, tb, M, N, K, PAD, &rng);
+        int lda = g.lda, ldb = g.ldb;
+        size_t na = g.na, nb = g.nb;
+        float *a = g.a, *b = g.b, *f = falloc(M * N);
         uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), got[M * LDC], want[M * N];
         ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
         memset(got, 0xab, sizeof got);

@@ -406,9 +406,11 @@ static void alloc_scratch(rc_model *m) {
     m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
     m->d_h[k] = rc_model_alloc(m, SCR, T * H, "d_h");
   }
-  m->ce_losses = rc_model_alloc(m, SCR, T, "ce_losses");
-  m->ce_correct = rc_model_alloc(m, SCR, T, "ce_correct");
-  m->ce_dloss = rc_model_alloc(m, SCR, T, "ce_dloss");
+  /* per depth, [D+1][T]: the heads' losses come back in one read a microbatch */
+  size_t heads_T = (size_t)(m->D + 1) * T;
+  m->ce_losses = rc_model_alloc(m, SCR, heads_T, "ce_losses");
+  m->ce_correct = rc_model_alloc(m, SCR, heads_T, "ce_correct");
+  m->ce_dloss = rc_model_alloc(m, SCR, heads_T, "ce_dloss");
   size_t K = (size_t)m->K, F = (size_t)m->F, E = (size_t)m->E;
   size_t big =
       max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
@@ -490,28 +492,32 @@ rc_param *rc_model_find_param(rc_model *m, const char *name) {
 /* Head call for depth c: logits, then CE in place (dlogits). A half head's
  * logits are the compute type's 16-bit values, as a bf16/fp16 output layer's
  * are (Megatron-LM's, and autocast's), read by the cross-entropy in fp32 and
- * replaced by the 16-bit gradient its backward GEMMs read.
- * Returns the masked loss sum and correct count via host arrays. */
-static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half,
-                        const float *dloss_host, const float *mask_host, double *loss_sum,
-                        double *correct_sum, float *host_tmp) {
+ * replaced by the 16-bit gradient its backward GEMMs read. The per-token
+ * losses and correct flags go to depth c's rows of ce_losses / ce_correct,
+ * read back once for all depths (no stall of the stream per head). */
+static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half) {
   const rc_ops *o = m->ops;
   int T = m->T;
+  size_t c0 = (size_t)c * T;
   /* a half head's input is already in h_half: the final norm wrote it */
   int call = m->dlogits_half[c] ? rc_linear_forward_to_half(m, m->head, h_half ? NULL : h_r, h_half,
                                                             m->dlogits_half[c], T, NULL)
                                 : rc_linear_forward(m, m->head, h_half ? NULL : h_r, h_half,
                                                     m->logits[c], T, NULL);
-  o->to_device(m->ce_dloss, dloss_host, sizeof(float) * (size_t)T);
-  o->cross_entropy(m->ce_losses, m->ce_correct, m->logits[c], m->labels_dev[c], m->ce_dloss, T,
-                   m->V, m->dlogits_half[c], m->ct);
-  o->to_host(host_tmp, m->ce_losses, sizeof(float) * (size_t)T);
-  double ls = 0, cs = 0;
-  for (int t = 0; t < T; t++) ls += mask_host[t] ? (double)host_tmp[t] : 0.0;
-  o->to_host(host_tmp, m->ce_correct, sizeof(float) * (size_t)T);
-  for (int t = 0; t < T; t++) cs += mask_host[t] ? (double)host_tmp[t] : 0.0;
-  *loss_sum = ls, *correct_sum = cs;
+  o->cross_entropy(m->ce_losses + c0, m->ce_correct + c0, m->logits[c], m->labels_dev[c],
+                   m->ce_dloss + c0, T, m->V, m->dlogits_half[c], m->ct);
   return call;
+}
+
+/* Depth c's masked loss sum and correct count from the heads' host copies. */
+static void head_sums(const rc_model *m, int c, const float *losses_host, const float *correct_host,
+                      const float *mask_host, double *loss_sum, double *correct_sum) {
+  int T = m->T;
+  const float *l = losses_host + (size_t)c * T, *k = correct_host + (size_t)c * T;
+  double ls = 0, cs = 0;
+  for (int t = 0; t < T; t++) ls += mask_host[t] ? (double)l[t] : 0.0;
+  for (int t = 0; t < T; t++) cs += mask_host[t] ? (double)k[t] : 0.0;
+  *loss_sum = ls, *correct_sum = cs;
 }
 
 /* Uploads the microbatch's ids and labels and fills dloss with the
@@ -627,9 +633,11 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   int T = m->T, D = m->D;
   for (int i = 0; i < m->nlinears; i++) m->linears[i].ncalls = 0;
   m->aux_loss = 0;
-  float *dloss = malloc(sizeof(float) * (size_t)T * (D + 2));
+  size_t heads_T = (size_t)T * (D + 1);
+  float *dloss =
+      malloc(sizeof(float) * heads_T * 3); /* dloss, then the losses and flags read back */
   if (!dloss) abort();
-  float *host_tmp = dloss + (size_t)T * (D + 1);
+  float *losses_host = dloss + heads_T, *correct_host = losses_host + heads_T;
   double n_valid[RC_MAX_MTP_DEPTH + 1];
   microbatch_upload(m, ids, labels, mask, dloss, n_valid);
   *tokens = (int64_t)n_valid[0];
@@ -640,15 +648,21 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   rc_model_profile_mark(m, RC_PROF_FWD_MTP);
   /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
   int head_call[RC_MAX_MTP_DEPTH + 1];
+  const rc_ops *o = m->ops;
+  o->to_device(m->ce_dloss, dloss, sizeof(float) * heads_T);
+  for (int k = 1; k <= D; k++)
+    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, m->mtp_acts[k].head_h);
+  head_call[0] = head_forward(m, 0, m->head_in0, m->head_h0);
+  o->to_host(losses_host, m->ce_losses, sizeof(float) * heads_T);
+  o->to_host(correct_host, m->ce_correct, sizeof(float) * heads_T);
   for (int k = 1; k <= D; k++) {
     double ls, cs;
-    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, m->mtp_acts[k].head_h,
-                                dloss + (size_t)k * T, mask[k], &ls, &cs, host_tmp);
+    head_sums(m, k, losses_host, correct_host, mask[k], &ls, &cs);
     mtp_loss[k - 1] = ls / (n_valid[k] > 0 ? n_valid[k] : 1);
     mtp_acc[k - 1] = cs / (n_valid[k] > 0 ? n_valid[k] : 1);
   }
   double ls, cs;
-  head_call[0] = head_forward(m, 0, m->head_in0, m->head_h0, dloss, mask[0], &ls, &cs, host_tmp);
+  head_sums(m, 0, losses_host, correct_host, mask[0], &ls, &cs);
   *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
   /* backward: main head, then MTP heads D..1 */

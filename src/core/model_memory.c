@@ -264,7 +264,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
     need_dev(&a, scr, T * H);                   /* d_h */
   }
-  need_dev(&a, scr, T), need_dev(&a, scr, T), need_dev(&a, scr, T); /* CE */
+  need_dev(&a, scr, (D + 1) * T), need_dev(&a, scr, (D + 1) * T); /* CE: losses, correct */
+  need_dev(&a, scr, (D + 1) * T);                                 /* CE: dloss */
   uint64_t big = T * 3 * H;
   uint64_t cand[] = {T * 2 * F, T * K * 2 * F, T * K * H, T * E, T * 2 * H};
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) big = cand[i] > big ? cand[i] : big;
