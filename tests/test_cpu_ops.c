@@ -374,18 +374,16 @@ static void test_gemm_half(const rc_ops *ops) {
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
         gemm_operands g = random_operands(ta, tb, M, N, K, PAD, &rng);
-        int lda = g.lda, ldb = g.ldb;
-        size_t na = g.na, nb = g.nb;
-        float *a = g.a, *b = g.b;
         float *c0 = frand(M * N, &rng, -1, 1);
-        uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), *oa = malloc(na * 2);
-        ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
-        ops->cast_half(oa, a, na, cts[1 - c]);
+        uint16_t *ha = malloc(g.na * 2), *hb = malloc(g.nb * 2), *oa = malloc(g.na * 2);
+        ops->cast_half(ha, g.a, g.na, cts[c]), ops->cast_half(hb, g.b, g.nb, cts[c]);
+        ops->cast_half(oa, g.a, g.na, cts[1 - c]);
         for (int beta = 0; beta < 2; beta++) {
           float *want = fdup(c0, M * N), *got = fdup(c0, M * N), *other = fdup(c0, M * N);
-          ops->gemm(cts[c], ta, tb, M, N, K, 0.5f, a, lda, b, ldb, (float)beta, want, N);
-          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, ha, lda, hb, ldb, (float)beta, got, N);
-          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, oa, lda, hb, ldb, (float)beta, other, N);
+          ops->gemm(cts[c], ta, tb, M, N, K, 0.5f, g.a, g.lda, g.b, g.ldb, (float)beta, want, N);
+          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, ha, g.lda, hb, g.ldb, (float)beta, got, N);
+          ops->gemm_half(cts[c], ta, tb, M, N, K, 0.5f, oa, g.lda, hb, g.ldb, (float)beta, other,
+                         N);
           CHECK(memcmp(got, want, M * N * 4) == 0,
                 "gemm_half %s ta=%d tb=%d beta=%d differs from gemm", c ? "fp16" : "bf16", ta, tb,
                 beta);
@@ -394,7 +392,7 @@ static void test_gemm_half(const rc_ops *ops) {
                 c ? "fp16" : "bf16", ta, tb);
           free(want), free(got), free(other);
         }
-        free(a), free(b), free(c0), free(ha), free(hb), free(oa);
+        free(g.a), free(g.b), free(c0), free(ha), free(hb), free(oa);
       }
   float cz[4] = {1, 2, 3, 4}, cw[4] = {1, 2, 3, 4};
   ops->gemm(RC_COMPUTE_BF16, false, true, 2, 2, 0, 1.0f, NULL, 1, NULL, 1, 1.0f, cw, 2);
@@ -414,14 +412,12 @@ static void test_gemm_to_half(const rc_ops *ops) {
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
         gemm_operands g = random_operands(ta, tb, M, N, K, PAD, &rng);
-        int lda = g.lda, ldb = g.ldb;
-        size_t na = g.na, nb = g.nb;
-        float *a = g.a, *b = g.b, *f = falloc(M * N);
-        uint16_t *ha = malloc(na * 2), *hb = malloc(nb * 2), got[M * LDC], want[M * N];
-        ops->cast_half(ha, a, na, cts[c]), ops->cast_half(hb, b, nb, cts[c]);
+        float *f = falloc(M * N);
+        uint16_t *ha = malloc(g.na * 2), *hb = malloc(g.nb * 2), got[M * LDC], want[M * N];
+        ops->cast_half(ha, g.a, g.na, cts[c]), ops->cast_half(hb, g.b, g.nb, cts[c]);
         memset(got, 0xab, sizeof got);
-        ops->gemm_to_half(cts[c], ta, tb, M, N, K, ha, lda, hb, ldb, got, LDC);
-        ops->gemm_half(cts[c], ta, tb, M, N, K, 1.0f, ha, lda, hb, ldb, 0.0f, f, N);
+        ops->gemm_to_half(cts[c], ta, tb, M, N, K, ha, g.lda, hb, g.ldb, got, LDC);
+        ops->gemm_half(cts[c], ta, tb, M, N, K, 1.0f, ha, g.lda, hb, g.ldb, 0.0f, f, N);
         ops->cast_half(want, f, M * N, cts[c]);
         int bad = 0, pad_kept = 1, rounded = 0;
         for (int i = 0; i < M; i++) {
@@ -435,7 +431,7 @@ static void test_gemm_to_half(const rc_ops *ops) {
               c ? "fp16" : "bf16", ta, tb, bad);
         CHECK(pad_kept, "gemm_to_half wrote past n into C's padding");
         CHECK(rounded > 0, "control: gemm_half's result was already representable");
-        free(a), free(b), free(f), free(ha), free(hb);
+        free(g.a), free(g.b), free(f), free(ha), free(hb);
       }
   uint16_t z[4] = {1, 2, 3, 4};
   ops->gemm_to_half(RC_COMPUTE_BF16, false, true, 2, 2, 0, NULL, 1, NULL, 1, z, 2);
