@@ -34,7 +34,7 @@ difference is the core's own fp32 rounding (expect ~1e-6 relative). With
 bf16 the core's emulation is reproduced: every linear rounds its input and
 weight to bf16 in forward and its output gradient to bf16 in backward (what
 model_layer.c does around each GEMM), and the head's logits are stored in
-bf16 (gemm_to_half); the router stays unrounded. Expect
+bf16 (gemm_to_half), as is fc1's output; the router stays unrounded. Expect
 agreement to a few 1e-3. attention_precision bf16 (gpu-small's) is
 emulated too: ops.h's BF16 attention contract as the CPU backend writes it
 (BF16Attention below: q, k, v and dout rounded; P rounded before P V and
@@ -218,7 +218,8 @@ class Core:
         return self.lin(o, p + "/self_attention/linear_proj")
 
     def swiglu(self, x, w1, w2):
-        h = RLinear.apply(x, w1, self.rnd)
+        # a bf16 fc1's [gate | up] is stored in bf16 (gemm_to_half); SwiGLU reads it decoded
+        h = RoundOut.apply(RLinear.apply(x, w1, self.rnd), self.rnd)
         g, u = h.chunk(2, dim=-1)
         return RLinear.apply(F.silu(g) * u, w2, self.rnd)
 
