@@ -18,3 +18,8 @@ set_tests_properties(py_exec_torch PROPERTIES TIMEOUT 600)
 rc_add_sh_test(py_compare_torch py_compare_torch.sh)
 set_tests_properties(py_compare_torch PROPERTIES TIMEOUT 900 ENVIRONMENT
                      "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
+# the core's bf16 numerics against bench/torch_crosscheck.py (an independent
+# autograd implementation, rounding where ops.h says), with its control
+rc_add_sh_test(py_torch_crosscheck py_torch_crosscheck.sh)
+set_tests_properties(py_torch_crosscheck PROPERTIES TIMEOUT 300 ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
