@@ -132,23 +132,20 @@ template <bool FP16> __device__ __forceinline__ ushort4 encode_half4(float4 v) {
                       encode_half<FP16>(v.w));
 }
 
-template <bool FP16> __device__ __forceinline__ float decode_half(uint16_t b) {
-  return FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
-}
 /* element i (four from i, 4-aligned) of an fp32 input, or of a 16-bit one
  * decoded exactly: the same values either way */
 template <bool FP16, bool HALF_IN>
 __device__ __forceinline__ float4 load4(const float *f, const uint16_t *h, size_t i) {
   if (HALF_IN) {
     ushort4 v = *(const ushort4 *)(h + i);
-    return make_float4(decode_half<FP16>(v.x), decode_half<FP16>(v.y), decode_half<FP16>(v.z),
-                       decode_half<FP16>(v.w));
+    return make_float4(rc_half_decode(v.x, FP16), rc_half_decode(v.y, FP16),
+                       rc_half_decode(v.z, FP16), rc_half_decode(v.w, FP16));
   }
   return *(const float4 *)(f + i);
 }
 template <bool FP16, bool HALF_IN>
 __device__ __forceinline__ float load1(const float *f, const uint16_t *h, size_t i) {
-  return HALF_IN ? decode_half<FP16>(h[i]) : f[i];
+  return HALF_IN ? rc_half_decode(h[i], FP16) : f[i];
 }
 
 template <bool FP16, bool HALF_IN>

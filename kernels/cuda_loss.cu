@@ -264,18 +264,14 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
 #define CE2_THREADS 256
 #define CE2_WARPS (CE2_THREADS / 32)
 
-__device__ __forceinline__ float ce_decode(uint16_t b, int fp16) {
-  return fp16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
-}
-
 /* elements 4*i4 .. 4*i4+3 of row t, from fp32 logits or 16-bit ones */
 template <bool HALF_IN>
 __device__ __forceinline__ float4 ce_load4(const float *logits, const uint16_t *half, size_t t,
                                            int V, int i4, int fp16) {
   if (HALF_IN) {
     ushort4 h = ((const ushort4 *)(half + t * (size_t)V))[i4];
-    return make_float4(ce_decode(h.x, fp16), ce_decode(h.y, fp16), ce_decode(h.z, fp16),
-                       ce_decode(h.w, fp16));
+    return make_float4(rc_half_decode(h.x, fp16), rc_half_decode(h.y, fp16),
+                       rc_half_decode(h.z, fp16), rc_half_decode(h.w, fp16));
   }
   return ((const float4 *)(logits + t * (size_t)V))[i4];
 }
@@ -342,7 +338,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
   const int y = labels[t];
   if (tid == 0) {
     float ly =
-        HALF_IN ? ce_decode(dlogits_half[t * (size_t)V + y], fp16) : logits[t * (size_t)V + y];
+        HALF_IN ? rc_half_decode(dlogits_half[t * (size_t)V + y], fp16) : logits[t * (size_t)V + y];
     losses[t] = (float)(lse - (double)ly);
     correct[t] = sh_amax == y ? 1.0f : 0.0f;
   }
@@ -377,7 +373,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
 __global__ void decode_half_kernel(float *dst, const uint16_t *src, size_t n, int fp16) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x)
-    dst[i] = ce_decode(src[i], fp16);
+    dst[i] = rc_half_decode(src[i], fp16);
 }
 
 static int sm_count(void) {

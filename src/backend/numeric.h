@@ -86,6 +86,10 @@ RC_HD float rc_fp16_decode(uint16_t b) {
   }
   return rc_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
+/* a 16-bit value of either form (fp16 nonzero: fp16, else bf16) */
+RC_HD float rc_half_decode(uint16_t b, int fp16) {
+  return fp16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
+}
 
 /* Round to the nearest FP8 E4M3 (OCP "fn": max 448, no inf, subnormals down to
  * 2^-9), saturating to +-448; NaN stays NaN. */

@@ -154,15 +154,17 @@ void rc_cpu_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct) 
     for (size_t i = 0; i < n; i++) dst[i] = rc_bf16_encode(src[i]);
 }
 
+/* cast_half's inverse: dst[i] = the value of ct's 16 bits src[i], exactly. */
+void rc_cpu_decode_half(float *dst, const uint16_t *src, size_t n, rc_compute ct) {
+  for (size_t i = 0; i < n; i++) dst[i] = rc_half_decode(src[i], ct == RC_COMPUTE_FP16);
+}
+
 /* A rows x cols operand with row stride ld, decoded into a contiguous fp32
  * matrix (freed by the caller). */
 static float *decode_half(const uint16_t *x, int rows, int cols, int ld, rc_compute ct) {
   float *out = rc_cpu_scratch((size_t)rows * (size_t)cols * sizeof(float));
   for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) {
-      uint16_t b = x[(size_t)i * ld + j];
-      out[(size_t)i * cols + j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
-    }
+    rc_cpu_decode_half(out + (size_t)i * cols, x + (size_t)i * ld, (size_t)cols, ct);
   return out;
 }
 

@@ -31,6 +31,7 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
 
 /* cpu_fp8.c */
 void rc_cpu_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct);
+void rc_cpu_decode_half(float *dst, const uint16_t *src, size_t n, rc_compute ct);
 void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                       int ldc);

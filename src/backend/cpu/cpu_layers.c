@@ -282,9 +282,7 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
 static const float *swiglu_in_row(const float *in, const uint16_t *in_half, float *scratch, int t,
                                   int F, rc_compute ct) {
   if (in) return in + (size_t)t * 2 * F;
-  const uint16_t *h = in_half + (size_t)t * 2 * F;
-  for (int j = 0; j < 2 * F; j++)
-    scratch[j] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(h[j]) : rc_bf16_decode(h[j]);
+  rc_cpu_decode_half(scratch, in_half + (size_t)t * 2 * F, (size_t)2 * F, ct);
   return scratch;
 }
 
@@ -326,10 +324,7 @@ void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const in
   float *row = logits ? NULL : rc_cpu_scratch((size_t)V * sizeof(float));
   for (int t = 0; t < T; t++) {
     float *l = logits ? logits + (size_t)t * V : row;
-    for (int v = 0; !logits && v < V; v++) {
-      uint16_t b = dlogits_half[(size_t)t * V + v];
-      l[v] = ct == RC_COMPUTE_FP16 ? rc_fp16_decode(b) : rc_bf16_decode(b);
-    }
+    if (!logits) rc_cpu_decode_half(l, dlogits_half + (size_t)t * V, (size_t)V, ct);
     int amax = 0;
     for (int v = 1; v < V; v++)
       if (l[v] > l[amax]) amax = v; /* strict: ties keep the lowest index */
