@@ -96,6 +96,22 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned r[4], const bf16 *p) {
                : "r"(smem_addr(p)));
 }
 
+/* 2^x: the exponential of the softmax. RC_ATTN_EX2_FTZ (a variant under
+ * measurement) takes the bare MUFU instruction, flushing results below
+ * 2^-126 to zero, instead of exp2f's denormal-preserving sequence. */
+#ifndef RC_ATTN_EX2_FTZ
+#define RC_ATTN_EX2_FTZ 0
+#endif
+__device__ __forceinline__ float ex2(float x) {
+#if RC_ATTN_EX2_FTZ
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+
 /* c += a (16x16, row) * b (16x8, col) */
 __device__ __forceinline__ void mma_bf16(float c[4], const unsigned a[4], unsigned b0,
                                          unsigned b1) {
@@ -200,12 +216,12 @@ __device__ __forceinline__ void acc_to_a(unsigned a[4][4], const float c[8][4]) 
  * two integer divisions a piece, the largest share of the forward's
  * instructions (Nsight Compute: the integer ALU its busiest pipe). Pieces
  * past hd are skipped (zero_pad_columns zeroed them once). */
-template <int HD, int LDS>
+template <int HD, int LDS, int THREADS = AB_THREADS>
 __device__ __forceinline__ void load_tile_async(bf16 *dst, const bf16 *head, int r0, int S,
                                                 int hd) {
   constexpr int CHUNKS = HD / 8; /* 16-byte pieces per tile row */
 #pragma unroll
-  for (int idx = threadIdx.x; idx < 64 * CHUNKS; idx += AB_THREADS) {
+  for (int idx = threadIdx.x; idx < 64 * CHUNKS; idx += THREADS) {
     const int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
     if (HD != 16 && c >= hd) continue; /* hd is a multiple of 16, so hd >= 16 */
     const bool valid = r0 + r < S;
@@ -215,10 +231,11 @@ __device__ __forceinline__ void load_tile_async(bf16 *dst, const bf16 *head, int
 
 /* columns hd..HD-1 of ntiles consecutive shared tiles to zero (never written
  * by load_tile_async, read by the HD-wide fragments) */
-template <int HD, int LDS> __device__ void zero_pad_columns(bf16 *tiles, int ntiles, int hd) {
+template <int HD, int LDS, int THREADS = AB_THREADS>
+__device__ void zero_pad_columns(bf16 *tiles, int ntiles, int hd) {
   if (hd == HD) return;
   const int w = HD - hd;
-  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += AB_THREADS)
+  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += THREADS)
     tiles[(idx / w) * LDS + hd + idx % w] = __float2bfloat16_rn(0.0f);
 }
 
@@ -265,45 +282,63 @@ __device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
 
 /* ---- forward ---- */
 
+/* Query rows a forward block owns: 16 per warp. Eight warps share each K
+ * and V tile they stage (four did until session 17: half the tile traffic
+ * from L2 per product, and half the blocks). */
+#define AF_WARPS 8
+#define AF_THREADS (AF_WARPS * 32)
+#define AF_BQ (AF_WARPS * 16)
+
+/* One block per (query block of AF_BQ rows, head, batch), warp w owning rows
+ * 16w..16w+15; key tiles of 64 up to the block's last row. A warp's rows see
+ * the same key tiles, in the same order, with the same masking as with any
+ * other block height: a tile wholly after its rows is skipped (it would add
+ * exp(-inf) = 0 and rescale by 1), so the block height never changes a bit. */
 template <int HD>
-__global__ void __launch_bounds__(AB_THREADS)
+__global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an SM at hd <= 64 */
     attention_bf16_forward_kernel(float *out, float *lse, const bf16 *qh, const bf16 *kh,
                                   const bf16 *vh, int S, int nh, int hd, float scale,
                                   uint16_t *out_half, int fp16) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS;
+  constexpr int LDS = HD + 8, TILE = 64 * LDS, QTILES = AF_BQ / 64;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16 *Qs = (bf16 *)smem, *Ks = Qs + TILE, *Vs = Ks + 2 * TILE; /* K, V: two stages */
+  bf16 *Qs = (bf16 *)smem, *Ks = Qs + QTILES * TILE, *Vs = Ks + 2 * TILE; /* K, V: two stages */
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int qt = gridDim.x - 1 - blockIdx.x;       /* the longest rows start first */
+  const int qb = gridDim.x - 1 - blockIdx.x;       /* the longest rows start first */
   const float scale_log2 = scale * (float)M_LOG2E; /* exp(x scale) = exp2(x scale log2 e) */
-  const int h = blockIdx.y, b = blockIdx.z, q0 = qt * AB_BQ;
+  const int h = blockIdx.y, b = blockIdx.z, q0 = qb * AF_BQ;
   const size_t head = ((size_t)b * nh + h) * S * hd;
+  const int wrow0 = q0 + warp * 16; /* this warp's first row */
+  /* the last key tile: the block's last row's, or S's */
+  const int last = (min(q0 + AF_BQ, S) - 1) / AB_BK;
 
-  zero_pad_columns<HD, LDS>(Qs, 5, hd);
-  load_tile_async<HD, LDS>(Qs, qh + head, q0, S, hd);
-  load_tile_async<HD, LDS>(Ks, kh + head, 0, S, hd);
-  load_tile_async<HD, LDS>(Vs, vh + head, 0, S, hd);
+  zero_pad_columns<HD, LDS, AF_THREADS>(Qs, QTILES + 4, hd);
+#pragma unroll
+  for (int i = 0; i < QTILES; i++)
+    load_tile_async<HD, LDS, AF_THREADS>(Qs + i * TILE, qh + head, q0 + 64 * i, S, hd);
+  load_tile_async<HD, LDS, AF_THREADS>(Ks, kh + head, 0, S, hd);
+  load_tile_async<HD, LDS, AF_THREADS>(Vs, vh + head, 0, S, hd);
   cp_async_commit();
 
   unsigned qa[HD / 16][4];
   float o[HD / 8][4];
   zero_acc<HD / 8>(o);
-  const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const int row[2] = {wrow0 + g, wrow0 + g + 8};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this thread's columns */
 
-  for (int kt = 0; kt <= qt; kt++) {
+  for (int kt = 0; kt <= last; kt++) {
     const int k0 = kt * AB_BK;
     cp_async_wait_all();
     __syncthreads(); /* tile kt landed; every warp is done with tile kt - 1's stage */
     if (kt == 0)
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) load_a<LDS>(qa[kk], Qs + warp * 16 * LDS, kk * 16);
-    if (kt < qt) {
+    if (kt < last) {
       const int st = (kt + 1) % 2;
-      load_tile_async<HD, LDS>(Ks + st * TILE, kh + head, k0 + AB_BK, S, hd);
-      load_tile_async<HD, LDS>(Vs + st * TILE, vh + head, k0 + AB_BK, S, hd);
+      load_tile_async<HD, LDS, AF_THREADS>(Ks + st * TILE, kh + head, k0 + AB_BK, S, hd);
+      load_tile_async<HD, LDS, AF_THREADS>(Vs + st * TILE, vh + head, k0 + AB_BK, S, hd);
       cp_async_commit();
     }
+    if (k0 > wrow0 + 15) continue; /* every key after every row of this warp */
     const bf16 *Kb = Ks + (kt % 2) * TILE, *Vb = Vs + (kt % 2) * TILE;
 
     float s[8][4];
@@ -311,10 +346,46 @@ __global__ void __launch_bounds__(AB_THREADS)
     mma_abt<HD, LDS>(s, qa, Kb);
 
     /* online softmax: scale and mask, the new row max over the quad. Only
-     * the diagonal tile has masked keys: below it every key j < k0 + 64 <=
-     * q0 <= i and j < S, so its loop skips the test (same values). */
+     * a tile reaching past the warp's first row has masked keys: before it
+     * every key j < k0 + 64 <= i, and j < S. */
     float mx[2] = {-INFINITY, -INFINITY};
-    if (kt == qt) {
+#if RC_ATTN_EX2_FTZ
+    /* m is the row max of the unscaled scores; p = 2^(s c - m c) in one FFMA */
+    if (k0 + AB_BK > wrow0) {
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
+          if (!(j <= i && j < S)) s[nt][e] = -INFINITY;
+          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+    }
+    float alpha[2], mc[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key 0 <= every row is valid */
+      mc[hr] = m_new * scale_log2;
+      alpha[hr] = ex2(m[hr] * scale_log2 - mc[hr]); /* 0 on the first tile: m = -inf */
+      m[hr] = m_new;
+    }
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        s[nt][e] = ex2(fmaf(s[nt][e], scale_log2, -mc[e / 2]));
+        sum[e / 2] += s[nt][e]; /* the unrounded P */
+      }
+#else
+    if (k0 + AB_BK > wrow0) {
 #pragma unroll
       for (int nt = 0; nt < 8; nt++)
 #pragma unroll
@@ -337,7 +408,7 @@ __global__ void __launch_bounds__(AB_THREADS)
     for (int hr = 0; hr < 2; hr++) {
       mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
       mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key k0 <= every row is valid */
+      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key 0 <= every row is valid */
       alpha[hr] = exp2f(m[hr] - m_new);         /* 0 on the first tile: m = -inf */
       m[hr] = m_new;
     }
@@ -349,6 +420,7 @@ __global__ void __launch_bounds__(AB_THREADS)
         s[nt][e] = exp2f(s[nt][e] - m[e / 2]);
         sum[e / 2] += s[nt][e]; /* the unrounded P */
       }
+#endif
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) l[hr] = l[hr] * alpha[hr] + sum[hr];
 #pragma unroll
@@ -367,44 +439,134 @@ __global__ void __launch_bounds__(AB_THREADS)
     l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
     l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
   }
+  if (wrow0 >= S) return; /* rows past S: nothing to write */
   const size_t orow = (size_t)nh * hd;
   float inv[2] = {1.0f / l[0], 1.0f / l[1]};
 #pragma unroll
   for (int nt = 0; nt < HD / 8; nt++)
 #pragma unroll
     for (int e = 0; e < 4; e++) o[nt][e] *= inv[e / 2];
-  store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, q0 + warp * 16, S, o, 1.0f, hd);
+  store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, 1.0f, hd);
   if (out_half) /* a half out-projection's input, without a cast pass over out */
-    store_rows_half<HD>(out_half + (size_t)b * S * orow + (size_t)h * hd, orow, q0 + warp * 16, S,
-                        o, hd, fp16);
+    store_rows_half<HD>(out_half + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, hd,
+                        fp16);
   if (t == 0)
     for (int hr = 0; hr < 2; hr++)
+#if RC_ATTN_EX2_FTZ
+      if (row[hr] < S)
+        lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * scale_log2 * (float)M_LN2 + logf(l[hr]);
+#else
       if (row[hr] < S) lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * (float)M_LN2 + logf(l[hr]);
+#endif
 }
 
 /* ---- backward ---- */
 
+/* Ordered flags for dQ's chain (below): a gpu-scope release store and an
+ * acquire load, the PTX memory model's message-passing pair. */
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* The polls a warp makes before it calls its wait broken (~30 s with the
+ * back-off): the ticket order below makes every wait finite, so only a
+ * defect ends here, and it ends as a kernel error, not a hang. */
+#define DQ_CHAIN_MAX_POLLS (1u << 28)
+
+/* dQ's chain step for this warp's 16 query rows of tile qt: the running sum
+ * of key tiles qt, qt - 1, ..., kt + 1 (acc, fp32, L2) plus this key tile's
+ * share dq, in that fixed order. Key tile qt starts the sum; key tile 0
+ * finishes it, times scale, into dqkv (dst: row q0 of this head's dQ
+ * columns). flag counts the shares in acc; a warp waits (lane 0 polls, the
+ * warp's barrier passes the acquire on) until it holds qt - kt of them. The
+ * loads go through L2 only (__ldcg): another SM wrote them, and this SM's
+ * L1 may hold an older copy of the line. */
+template <int HD>
+__device__ void dq_chain_step(float dq[HD / 8][4], float *acc, unsigned *flag, int kt, int qt,
+                              float *dst, size_t ld, int q0, int S, float scale, int hd) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (kt < qt) {
+    if (lane == 0) {
+      unsigned polls = 0;
+      while (ld_acquire(flag) < (unsigned)(qt - kt)) {
+        if (++polls == DQ_CHAIN_MAX_POLLS) __trap();
+        __nanosleep(100);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+      const float *a = acc + (size_t)(warp * 16 + g + 8 * half) * hd;
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; nt++)
+        if (nt * 8 < hd) {
+          const float2 v = __ldcg((const float2 *)(a + nt * 8 + 2 * t));
+          dq[nt][2 * half] = v.x + dq[nt][2 * half];
+          dq[nt][2 * half + 1] = v.y + dq[nt][2 * half + 1];
+        }
+    }
+  }
+  if (kt == 0) { /* the last share: the sum is whole */
+    store_rows<HD>(dst, ld, q0 + warp * 16, S, dq, scale, hd);
+    return;
+  }
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    float *a = acc + (size_t)(warp * 16 + g + 8 * half) * hd;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++)
+      if (nt * 8 < hd)
+        __stcg((float2 *)(a + nt * 8 + 2 * t), make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]));
+  }
+  __threadfence();
+  __syncwarp();
+  if (lane == 0) st_release(flag, (unsigned)(qt - kt + 1));
+}
+
 /* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
  * Per query tile at or after the key tile: S^T = K Q^T, dP^T = V dO^T,
  * P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D), dV += bf16(P^T) dO,
- * dK += bf16(dS^T) Q; finally dK *= scale. */
+ * dK += bf16(dS^T) Q, and dQ's share dS K joins the chain; finally
+ * dK *= scale.
+ *
+ * Which block is which comes from a ticket (sync[0], taken at the start),
+ * not from blockIdx: tickets run head by head and, within a head, from the
+ * last key tile to the first. A block waits only on the block of the next
+ * key tile of its head, whose ticket is smaller, so that block is already
+ * running (a ticket is taken by a resident block) and every wait ends,
+ * whatever order the hardware launches blocks in. The order also suits the
+ * chain: key tile kt reaches query tile qt one step after key tile kt + 1
+ * did, so the share it waits for was added a step before. */
 template <int HD>
 __global__ void __launch_bounds__(AB_THREADS)
-    attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
-                              const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
-                              int S, int nh, int hd, float scale) {
+    attention_bf16_dkv_kernel(float *dqkv, float *dq_acc, unsigned *sync, const float *lse,
+                              const float *Dd, const bf16 *qh, const bf16 *kh, const bf16 *vh,
+                              const bf16 *doh, int S, int nh, int hd, float scale) {
   constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
   bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
   bf16 *dSs = dOs + 2 * TILE;                 /* [64 keys][LDP]: dS for dQ */
   float *lse_s = (float *)(dSs + 64 * LDP), *D_s = lse_s + 2 * AB_BQ;
+  __shared__ int ticket_s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
+  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
+  if (threadIdx.x == 0) ticket_s = (int)atomicAdd(&sync[0], 1u);
+  __syncthreads();
+  const int bh = ticket_s / ntiles, kt = ntiles - 1 - ticket_s % ntiles;
+  const int h = bh % nh, b = bh / nh, k0 = kt * AB_BK;
   const float scale_log2 = scale * (float)M_LOG2E;
-  const int h = blockIdx.y, b = blockIdx.z, k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
-  const size_t head = ((size_t)b * nh + h) * S * hd;
-  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
+  const size_t head = (size_t)bh * S * hd;
+  const float *lse_bh = lse + (size_t)bh * S, *D_bh = Dd + (size_t)bh * S;
+  unsigned *flags = sync + 1 + (size_t)bh * ntiles * AB_WARPS; /* [query tile][warp] */
+  float *acc_bh = dq_acc + (size_t)bh * ntiles * 64 * hd;
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
 
   zero_pad_columns<HD, LDS>(Ks, 6, hd);
   load_tile_async<HD, LDS>(Ks, kh + head, k0, S, hd);
@@ -456,7 +618,7 @@ __global__ void __launch_bounds__(AB_THREADS)
         for (int e = 0; e < 4; e++) {
           const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
           const bool valid = j <= i && i < S && j < S;
-          const float p = valid ? exp2f(fmaf(sp[nt][e], scale_log2, -lse_b[c])) : 0.0f;
+          const float p = valid ? ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c])) : 0.0f;
           sp[nt][e] = p;
           dp[nt][e] = p * (dp[nt][e] - D_b[c]);
         }
@@ -466,7 +628,7 @@ __global__ void __launch_bounds__(AB_THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int c = nt * 8 + 2 * t + (e & 1);
-          const float p = exp2f(fmaf(sp[nt][e], scale_log2, -lse_b[c]));
+          const float p = ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c]));
           sp[nt][e] = p;
           dp[nt][e] = p * (dp[nt][e] - D_b[c]);
         }
@@ -478,9 +640,8 @@ __global__ void __launch_bounds__(AB_THREADS)
     mma_px<HD, LDS>(dk, pa, Qb);
     /* dQ's share of this key tile, dS^T K for the tile's 64 queries, from
      * the same bf16 dS through shared memory (a warp holds 16 keys' rows of
-     * dS; a query row needs all 64): warp w takes queries 16w..16w+15. One
-     * partial per (query tile, key tile), summed in increasing key tile by
-     * attention_bf16_dq_reduce_kernel: no second pass over S and dP. */
+     * dS; a query row needs all 64): warp w takes queries 16w..16w+15 and
+     * adds them to the chain. */
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = pa[kk][0];
@@ -495,44 +656,11 @@ __global__ void __launch_bounds__(AB_THREADS)
     float dq[HD / 8][4];
     zero_acc<HD / 8>(dq);
     mma_px<HD, LDS>(dq, sa, Ks);
-    const size_t pair = (size_t)qt * (qt + 1) / 2 + kt;
-    float *part = dq_part + ((((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2) + pair) * 64 * hd;
-    store_rows<HD>(part, (size_t)hd, warp * 16, 64, dq, 1.0f, hd);
+    dq_chain_step<HD>(dq, acc_bh + (size_t)qt * 64 * hd, flags + qt * AB_WARPS + warp, kt, qt, dst,
+                      row, q0, S, scale, hd);
   }
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
   store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
-}
-
-/* dQ[b, q, h, :] = scale * the sum over key tiles kt <= q's tile, in
- * increasing kt, of the dkv kernel's partials. A block per (query tile,
- * head, batch), a thread per four columns of a row: no index division (the
- * thread-per-element form divided a 64-bit index by S, nh and hd for every
- * element, and that integer work, not the partials' bytes, bounded it). */
-#define DQ_REDUCE_X 16 /* threads across a row: 4 columns each */
-#define DQ_REDUCE_Y 16 /* rows at a time */
-__global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
-    attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int S, int nh, int hd,
-                                    float scale) {
-  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const size_t tile = (size_t)64 * hd;
-  const float *part =
-      dq_part +
-      (((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2 + (size_t)qt * (qt + 1) / 2) * tile;
-  const size_t row = 3 * (size_t)nh * hd;
-  for (int r = threadIdx.y; r < AB_BQ && qt * AB_BQ + r < S; r += DQ_REDUCE_Y)
-    for (int c = 4 * threadIdx.x; c < hd; c += 4 * DQ_REDUCE_X) {
-      const float *p = part + (size_t)r * hd + c;
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int kt = 0; kt <= qt; kt++) {
-        const float4 v = *(const float4 *)(p + (size_t)kt * tile);
-        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-      }
-      *(float4 *)(dqkv + ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c) =
-          make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
-    }
 }
 
 /* ---- the rounding pass ---- */
@@ -623,10 +751,10 @@ static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_
   static bool opted = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = qkv_heads(qkv, heads, B, S, nh, hd);
-  const size_t sm = 5 * tile_bytes<HD>(); /* Q, two stages of K and V */
+  const size_t sm = (AF_BQ / 64 + 4) * tile_bytes<HD>(); /* Q, two stages of K and V */
   rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
-  dim3 grid((unsigned int)((S + AB_BQ - 1) / AB_BQ), (unsigned int)nh, (unsigned int)B);
-  attention_bf16_forward_kernel<HD><<<grid, AB_THREADS, sm, rc_cuda_stream()>>>(
+  dim3 grid((unsigned int)((S + AF_BQ - 1) / AF_BQ), (unsigned int)nh, (unsigned int)B);
+  attention_bf16_forward_kernel<HD><<<grid, AF_THREADS, sm, rc_cuda_stream()>>>(
       out, lse, qh, qh + per_part, qh + 2 * per_part, S, nh, hd, 1.0f / sqrtf((float)hd), out_half,
       half_ct == RC_COMPUTE_FP16);
   KERNEL_CHECK();
@@ -655,17 +783,18 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   const size_t sm_dkv =
       6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
+  /* dQ's chain: the running sums [B][nh][query tile][64][hd] (fp32, about
+   * the size of dQ, so they stay in L2), then the ticket and the flags
+   * [B][nh][query tile][warp], zeroed for this call */
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  float *dq_part =
-      (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * ntiles * (ntiles + 1) / 2 * 64 *
-                                                       (size_t)hd * sizeof(float));
-  dim3 grid((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B);
+  const size_t nacc = (size_t)B * nh * ntiles * 64 * hd, nsync = 1 + (size_t)B * nh * ntiles * AB_WARPS;
+  float *dq_acc = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ,
+                                           nacc * sizeof(float) + nsync * sizeof(unsigned));
+  unsigned *sync = (unsigned *)(dq_acc + nacc);
+  CUDA_CHECK(cudaMemsetAsync(sync, 0, nsync * sizeof(unsigned), s));
   float scale = 1.0f / sqrtf((float)hd);
-  attention_bf16_dkv_kernel<HD>
-      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
-  KERNEL_CHECK();
-  attention_bf16_dq_reduce_kernel<<<grid, dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(dqkv, dq_part, S,
-                                                                                  nh, hd, scale);
+  attention_bf16_dkv_kernel<HD><<<(unsigned int)((size_t)B * nh * ntiles), AB_THREADS, sm_dkv, s>>>(
+      dqkv, dq_acc, sync, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
 }
 
