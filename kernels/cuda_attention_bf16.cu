@@ -29,23 +29,27 @@
  * Determinism: each MMA folds its products in the hardware's fixed order;
  * every accumulator is a fixed sequence of MMAs (key or query tiles in
  * increasing order, k-steps in increasing order); row statistics reduce over
- * a quad with a fixed xor-shuffle tree; there are no atomics; the one split
- * reduction (dQ over key tiles, below) is summed in a fixed order; each
- * output element is written by exactly one thread.
+ * a quad with a fixed xor-shuffle tree; no atomic touches a value (the only
+ * atomic hands out block tickets); the one split reduction (dQ over key
+ * tiles, below) is summed in a fixed order, enforced by flags; each output
+ * element is written by exactly one thread.
  *
- * Tiles are 64 x 64; a block has 4 warps, each owning 16 rows (query rows in
- * the forward and dQ, key rows in dK/dV).
- *  forward  per (query tile, head, batch): online softmax over the key tiles
- *           up to the diagonal, P = exp(s - running max); out = O / l.
+ * Tiles are 64 x 64, each warp owning 16 rows of a tile (query rows in the
+ * forward, key rows in dK/dV).
+ *  forward  per (128 query rows, head, batch), 8 warps: online softmax over
+ *           the key tiles up to the diagonal, P = exp(s - running max);
+ *           out = O / l.
  *  backward D = rowsum(bf16(dout) * out) first, in the pass that rounds
  *           dout into heads (q, k, v come rounded from RoPE's pass when
- *           the caller kept its heads); then one kernel per key
- *           tile looping over the query tiles at or after it: P = exp(s -
- *           lse) and dS recomputed once, dK and dV accumulated in registers,
- *           and dQ's share of the pair, dS^T K, written as a partial per
- *           (query tile, key tile); a last kernel sums each query's partials
- *           in increasing key tile (fixed order, no atomics). Until session
- *           13 a second kernel recomputed S and dP per query tile for dQ.
+ *           the caller kept its heads); then one kernel per key tile
+ *           looping over the query tiles at or after it: P = exp(s - lse)
+ *           and dS recomputed once, dK and dV accumulated in registers, and
+ *           dQ's share of the pair, dS K, handed to a fifth warp that adds
+ *           it to the query tile's running sum in L2 in decreasing key tile
+ *           (key tile kt waits, by a flag, for kt + 1's share). Until
+ *           session 17 each share was a partial in DRAM (214 MB at
+ *           gpu-small) summed by a second kernel; until session 13 a second
+ *           kernel recomputed S and dP per query tile for dQ.
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
@@ -96,20 +100,15 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned r[4], const bf16 *p) {
                : "r"(smem_addr(p)));
 }
 
-/* 2^x: the exponential of the softmax. RC_ATTN_EX2_FTZ (a variant under
- * measurement) takes the bare MUFU instruction, flushing results below
- * 2^-126 to zero, instead of exp2f's denormal-preserving sequence. */
-#ifndef RC_ATTN_EX2_FTZ
-#define RC_ATTN_EX2_FTZ 0
-#endif
+/* 2^x for the softmax: the bare MUFU instruction, results below 2^-126
+ * flushed to zero (exp2f wraps it in a denormal-preserving sequence: three
+ * more instructions an element, 4% of the forward). Every row has a
+ * probability of 1 (its max) in the forward and sums to 1 in the backward,
+ * so a flushed one is 2^-126 of the row or less: far below fp32's 2^-24. */
 __device__ __forceinline__ float ex2(float x) {
-#if RC_ATTN_EX2_FTZ
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
   return r;
-#else
-  return exp2f(x);
-#endif
 }
 
 /* c += a (16x16, row) * b (16x8, col) */
@@ -285,7 +284,9 @@ __device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
 /* Query rows a forward block owns: 16 per warp. Eight warps share each K
  * and V tile they stage (four did until session 17: half the tile traffic
  * from L2 per product, and half the blocks). */
+#ifndef AF_WARPS /* a build may measure another height */
 #define AF_WARPS 8
+#endif
 #define AF_THREADS (AF_WARPS * 32)
 #define AF_BQ (AF_WARPS * 16)
 
@@ -349,7 +350,6 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
      * a tile reaching past the warp's first row has masked keys: before it
      * every key j < k0 + 64 <= i, and j < S. */
     float mx[2] = {-INFINITY, -INFINITY};
-#if RC_ATTN_EX2_FTZ
     /* m is the row max of the unscaled scores; p = 2^(s c - m c) in one FFMA */
     if (k0 + AB_BK > wrow0) {
 #pragma unroll
@@ -384,43 +384,6 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
         s[nt][e] = ex2(fmaf(s[nt][e], scale_log2, -mc[e / 2]));
         sum[e / 2] += s[nt][e]; /* the unrounded P */
       }
-#else
-    if (k0 + AB_BK > wrow0) {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
-          s[nt][e] = j <= i && j < S ? s[nt][e] * scale_log2 : -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          s[nt][e] *= scale_log2;
-          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-        }
-    }
-    float alpha[2];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key 0 <= every row is valid */
-      alpha[hr] = exp2f(m[hr] - m_new);         /* 0 on the first tile: m = -inf */
-      m[hr] = m_new;
-    }
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        s[nt][e] = exp2f(s[nt][e] - m[e / 2]);
-        sum[e / 2] += s[nt][e]; /* the unrounded P */
-      }
-#endif
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) l[hr] = l[hr] * alpha[hr] + sum[hr];
 #pragma unroll
@@ -452,18 +415,15 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
                         fp16);
   if (t == 0)
     for (int hr = 0; hr < 2; hr++)
-#if RC_ATTN_EX2_FTZ
       if (row[hr] < S)
         lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * scale_log2 * (float)M_LN2 + logf(l[hr]);
-#else
-      if (row[hr] < S) lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * (float)M_LN2 + logf(l[hr]);
-#endif
 }
 
 /* ---- backward ---- */
 
 /* Ordered flags for dQ's chain (below): a gpu-scope release store and an
- * acquire load, the PTX memory model's message-passing pair. */
+ * acquire load, the PTX memory model's message-passing pair (CUTLASS's
+ * serial split-K semaphore is the same pattern). */
 __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -473,66 +433,99 @@ __device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-/* The polls a warp makes before it calls its wait broken (~30 s with the
- * back-off): the ticket order below makes every wait finite, so only a
- * defect ends here, and it ends as a kernel error, not a hang. */
-#define DQ_CHAIN_MAX_POLLS (1u << 28)
-
-/* dQ's chain step for this warp's 16 query rows of tile qt: the running sum
- * of key tiles qt, qt - 1, ..., kt + 1 (acc, fp32, L2) plus this key tile's
- * share dq, in that fixed order. Key tile qt starts the sum; key tile 0
- * finishes it, times scale, into dqkv (dst: row q0 of this head's dQ
- * columns). flag counts the shares in acc; a warp waits (lane 0 polls, the
- * warp's barrier passes the acquire on) until it holds qt - kt of them. The
- * loads go through L2 only (__ldcg): another SM wrote them, and this SM's
- * L1 may hold an older copy of the line. */
-template <int HD>
-__device__ void dq_chain_step(float dq[HD / 8][4], float *acc, unsigned *flag, int kt, int qt,
-                              float *dst, size_t ld, int q0, int S, float scale, int hd) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  if (kt < qt) {
-    if (lane == 0) {
-      unsigned polls = 0;
-      while (ld_acquire(flag) < (unsigned)(qt - kt)) {
-        if (++polls == DQ_CHAIN_MAX_POLLS) __trap();
-        __nanosleep(100);
-      }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-      const float *a = acc + (size_t)(warp * 16 + g + 8 * half) * hd;
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; nt++)
-        if (nt * 8 < hd) {
-          const float2 v = __ldcg((const float2 *)(a + nt * 8 + 2 * t));
-          dq[nt][2 * half] = v.x + dq[nt][2 * half];
-          dq[nt][2 * half + 1] = v.y + dq[nt][2 * half + 1];
-        }
-    }
-  }
-  if (kt == 0) { /* the last share: the sum is whole */
-    store_rows<HD>(dst, ld, q0 + warp * 16, S, dq, scale, hd);
-    return;
-  }
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    float *a = acc + (size_t)(warp * 16 + g + 8 * half) * hd;
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; nt++)
-      if (nt * 8 < hd)
-        __stcg((float2 *)(a + nt * 8 + 2 * t), make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]));
-  }
-  __threadfence();
-  __syncwarp();
-  if (lane == 0) st_release(flag, (unsigned)(qt - kt + 1));
+/* Named barriers of the dK/dV kernel (0 is __syncthreads'): the compute
+ * warps among themselves, and each staging buffer's full and empty
+ * hand-offs between them and the dQ warp. */
+#define BAR_COMPUTE 1
+#define BAR_FULL 2  /* + buffer: a share staged */
+#define BAR_EMPTY 4 /* + buffer: a share consumed */
+#define DKV_THREADS (AB_THREADS + 32)
+template <int ID, int N> __device__ __forceinline__ void bar_sync(void) {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+template <int ID, int N> __device__ __forceinline__ void bar_arrive(void) {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+/* the full and empty hand-offs of staging buffer buf (0 or 1) */
+__device__ __forceinline__ void staged_full_wait(int buf) {
+  if (buf) bar_sync<BAR_FULL + 1, DKV_THREADS>();
+  else bar_sync<BAR_FULL, DKV_THREADS>();
+}
+__device__ __forceinline__ void staged_full_signal(int buf) {
+  if (buf) bar_arrive<BAR_FULL + 1, DKV_THREADS>();
+  else bar_arrive<BAR_FULL, DKV_THREADS>();
+}
+__device__ __forceinline__ void staged_empty_wait(int buf) {
+  if (buf) bar_sync<BAR_EMPTY + 1, DKV_THREADS>();
+  else bar_sync<BAR_EMPTY, DKV_THREADS>();
+}
+__device__ __forceinline__ void staged_empty_signal(int buf) {
+  if (buf) bar_arrive<BAR_EMPTY + 1, DKV_THREADS>();
+  else bar_arrive<BAR_EMPTY, DKV_THREADS>();
 }
 
-/* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
- * Per query tile at or after the key tile: S^T = K Q^T, dP^T = V dO^T,
- * P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D), dV += bf16(P^T) dO,
- * dK += bf16(dS^T) Q, and dQ's share dS K joins the chain; finally
- * dK *= scale.
+/* The polls before a wait is called broken (~30 s with the back-off): the
+ * ticket order makes every wait finite, so only a defect ends here, and it
+ * ends as a kernel error, not a hang. */
+#define DQ_CHAIN_MAX_POLLS (1u << 28)
+
+/* The dQ warp: for each query tile qt = kt, kt + 1, ... of its block, the
+ * share staged by the compute warps (fp32 [64][LDQ] in shared memory) joins
+ * the running sum of key tiles qt, qt - 1, ..., kt + 1 (acc, fp32, in L2)
+ * in that fixed order: key tile qt starts the sum, key tile 0 finishes it,
+ * times scale, into dqkv. flags[qt] counts the shares in acc; the warp
+ * waits until it holds qt - kt of them. The loads go through L2 only
+ * (__ldcg): another SM wrote them and this SM's L1 may hold an older line.
+ * The wait, the round trips and the fence are this warp's alone, off the
+ * compute warps' path, which only block when both buffers are still full. */
+template <int HD, int LDQ>
+__device__ void dq_chain_warp(const float *staged, float *acc_bh, unsigned *flags, int kt,
+                              int ntiles, float *dst, size_t ld, int S, float scale, int hd) {
+  const int lane = threadIdx.x % 32;
+  constexpr int C4 = HD / 4; /* float4 pieces per row */
+  for (int qt = kt; qt < ntiles; qt++) {
+    const int i = qt - kt, buf = i % 2, q0 = qt * AB_BQ;
+    const float *sh = staged + buf * 64 * LDQ;
+    float *acc = acc_bh + (size_t)qt * 64 * hd;
+    if (kt < qt) {
+      if (lane == 0) {
+        unsigned polls = 0;
+        while (ld_acquire(flags + qt) < (unsigned)(qt - kt)) {
+          if (++polls == DQ_CHAIN_MAX_POLLS) __trap();
+          __nanosleep(64);
+        }
+      }
+      __syncwarp();
+    }
+    staged_full_wait(buf); /* the compute warps staged share i */
+    for (int idx = lane; idx < 64 * C4; idx += 32) {
+      const int r = idx / C4, c = (idx % C4) * 4;
+      if (HD != 16 && c >= hd) continue;
+      float4 v = *(const float4 *)(sh + r * LDQ + c);
+      if (kt < qt) { /* the sum so far, plus this share */
+        const float4 a = __ldcg((const float4 *)(acc + (size_t)r * hd + c));
+        v.x = a.x + v.x, v.y = a.y + v.y, v.z = a.z + v.z, v.w = a.w + v.w;
+      }
+      if (kt > 0)
+        __stcg((float4 *)(acc + (size_t)r * hd + c), v);
+      else if (q0 + r < S)
+        *(float4 *)(dst + (size_t)(q0 + r) * ld + c) =
+            make_float4(v.x * scale, v.y * scale, v.z * scale, v.w * scale);
+    }
+    if (i + 2 < ntiles - kt) staged_empty_signal(buf); /* buf free for share i + 2 */
+    if (kt > 0) {
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) st_release(flags + qt, (unsigned)(qt - kt + 1));
+    }
+  }
+}
+
+/* One block per (key tile, head, batch): four compute warps, warp w owning
+ * key rows 16w..16w+15, and the dQ warp. Per query tile at or after the key
+ * tile: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T
+ * (dP^T - D), dV += bf16(P^T) dO, dK += bf16(dS^T) Q, and dQ's share dS K,
+ * staged for the dQ warp (two buffers); finally dK *= scale.
  *
  * Which block is which comes from a ticket (sync[0], taken at the start),
  * not from blockIdx: tickets run head by head and, within a head, from the
@@ -543,16 +536,17 @@ __device__ void dq_chain_step(float dq[HD / 8][4], float *acc, unsigned *flag, i
  * chain: key tile kt reaches query tile qt one step after key tile kt + 1
  * did, so the share it waits for was added a step before. */
 template <int HD>
-__global__ void __launch_bounds__(AB_THREADS)
+__global__ void __launch_bounds__(DKV_THREADS)
     attention_bf16_dkv_kernel(float *dqkv, float *dq_acc, unsigned *sync, const float *lse,
                               const float *Dd, const bf16 *qh, const bf16 *kh, const bf16 *vh,
                               const bf16 *doh, int S, int nh, int hd, float scale) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8;
+  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8, LDQ = HD + 4;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
   bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
   bf16 *dSs = dOs + 2 * TILE;                 /* [64 keys][LDP]: dS for dQ */
   float *lse_s = (float *)(dSs + 64 * LDP), *D_s = lse_s + 2 * AB_BQ;
+  float *dq_s = D_s + 2 * AB_BQ; /* [2][64][LDQ]: dQ's shares for the dQ warp */
   __shared__ int ticket_s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
@@ -560,13 +554,16 @@ __global__ void __launch_bounds__(AB_THREADS)
   __syncthreads();
   const int bh = ticket_s / ntiles, kt = ntiles - 1 - ticket_s % ntiles;
   const int h = bh % nh, b = bh / nh, k0 = kt * AB_BK;
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
+  if (warp == AB_WARPS) {
+    dq_chain_warp<HD, LDQ>(dq_s, dq_acc + (size_t)bh * ntiles * 64 * hd, sync + 1 + (size_t)bh * ntiles,
+                           kt, ntiles, dst, row, S, scale, hd);
+    return;
+  }
   const float scale_log2 = scale * (float)M_LOG2E;
   const size_t head = (size_t)bh * S * hd;
   const float *lse_bh = lse + (size_t)bh * S, *D_bh = Dd + (size_t)bh * S;
-  unsigned *flags = sync + 1 + (size_t)bh * ntiles * AB_WARPS; /* [query tile][warp] */
-  float *acc_bh = dq_acc + (size_t)bh * ntiles * 64 * hd;
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
 
   zero_pad_columns<HD, LDS>(Ks, 6, hd);
   load_tile_async<HD, LDS>(Ks, kh + head, k0, S, hd);
@@ -587,7 +584,7 @@ __global__ void __launch_bounds__(AB_THREADS)
   for (int qt = kt; qt < ntiles; qt++) {
     const int q0 = qt * AB_BQ, st = (qt - kt) % 2;
     cp_async_wait_all();
-    __syncthreads(); /* tile qt landed; every warp is done with the other stage */
+    bar_sync<BAR_COMPUTE, AB_THREADS>(); /* tile qt landed; every warp is done with the other stage */
     if (qt + 1 < ntiles) {
       const int nx = 1 - st, q1 = q0 + AB_BQ;
       load_tile_async<HD, LDS>(Qs + nx * TILE, qh + head, q1, S, hd);
@@ -641,7 +638,7 @@ __global__ void __launch_bounds__(AB_THREADS)
     /* dQ's share of this key tile, dS^T K for the tile's 64 queries, from
      * the same bf16 dS through shared memory (a warp holds 16 keys' rows of
      * dS; a query row needs all 64): warp w takes queries 16w..16w+15 and
-     * adds them to the chain. */
+     * stages them for the dQ warp. */
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = pa[kk][0];
@@ -649,15 +646,23 @@ __global__ void __launch_bounds__(AB_THREADS)
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][2];
       *(unsigned *)(dSs + (warp * 16 + g + 8) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][3];
     }
-    __syncthreads(); /* every warp's dS rows are in place */
+    bar_sync<BAR_COMPUTE, AB_THREADS>(); /* every warp's dS rows are in place */
     unsigned sa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) load_a_trans<LDP>(sa[kk], dSs, warp * 16, kk * 16);
     float dq[HD / 8][4];
     zero_acc<HD / 8>(dq);
     mma_px<HD, LDS>(dq, sa, Ks);
-    dq_chain_step<HD>(dq, acc_bh + (size_t)qt * 64 * hd, flags + qt * AB_WARPS + warp, kt, qt, dst,
-                      row, q0, S, scale, hd);
+    const int i = qt - kt, buf = i % 2;
+    if (i >= 2) staged_empty_wait(buf); /* the dQ warp is done with share i - 2 */
+    float *sq = dq_s + buf * 64 * LDQ;
+#pragma unroll
+    for (int half = 0; half < 2; half++)
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; nt++)
+        *(float2 *)(sq + (warp * 16 + g + 8 * half) * LDQ + nt * 8 + 2 * t) =
+            make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
+    staged_full_signal(buf);
   }
   store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
@@ -780,20 +785,20 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
   dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, B, S, nh, hd);
   KERNEL_CHECK();
-  const size_t sm_dkv =
-      6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
+  const size_t sm_dkv = 6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) +
+                        4 * AB_BQ * sizeof(float) + (size_t)2 * 64 * (HD + 4) * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
   /* dQ's chain: the running sums [B][nh][query tile][64][hd] (fp32, about
    * the size of dQ, so they stay in L2), then the ticket and the flags
-   * [B][nh][query tile][warp], zeroed for this call */
+   * [B][nh][query tile], zeroed for this call */
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  const size_t nacc = (size_t)B * nh * ntiles * 64 * hd, nsync = 1 + (size_t)B * nh * ntiles * AB_WARPS;
+  const size_t nacc = (size_t)B * nh * ntiles * 64 * hd, nsync = 1 + (size_t)B * nh * ntiles;
   float *dq_acc = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ,
                                            nacc * sizeof(float) + nsync * sizeof(unsigned));
   unsigned *sync = (unsigned *)(dq_acc + nacc);
   CUDA_CHECK(cudaMemsetAsync(sync, 0, nsync * sizeof(unsigned), s));
   float scale = 1.0f / sqrtf((float)hd);
-  attention_bf16_dkv_kernel<HD><<<(unsigned int)((size_t)B * nh * ntiles), AB_THREADS, sm_dkv, s>>>(
+  attention_bf16_dkv_kernel<HD><<<(unsigned int)((size_t)B * nh * ntiles), DKV_THREADS, sm_dkv, s>>>(
       dqkv, dq_acc, sync, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
 }
