@@ -29,27 +29,28 @@
  * Determinism: each MMA folds its products in the hardware's fixed order;
  * every accumulator is a fixed sequence of MMAs (key or query tiles in
  * increasing order, k-steps in increasing order); row statistics reduce over
- * a quad with a fixed xor-shuffle tree; no atomic touches a value (the only
- * atomic hands out block tickets); the one split reduction (dQ over key
- * tiles, below) is summed in a fixed order, enforced by flags; each output
- * element is written by exactly one thread.
+ * a quad with a fixed xor-shuffle tree; there are no atomics; the one split
+ * reduction (dQ over key tiles, below) is summed in a fixed order; each
+ * output element is written by exactly one thread.
  *
  * Tiles are 64 x 64, each warp owning 16 rows of a tile (query rows in the
- * forward, key rows in dK/dV).
+ * forward and dQ, key rows in dK/dV).
  *  forward  per (128 query rows, head, batch), 8 warps: online softmax over
  *           the key tiles up to the diagonal, P = exp(s - running max);
  *           out = O / l.
  *  backward D = rowsum(bf16(dout) * out) first, in the pass that rounds
  *           dout into heads (q, k, v come rounded from RoPE's pass when
- *           the caller kept its heads); then one kernel per key tile
- *           looping over the query tiles at or after it: P = exp(s - lse)
- *           and dS recomputed once, dK and dV accumulated in registers, and
- *           dQ's share of the pair, dS K, handed to a fifth warp that adds
- *           it to the query tile's running sum in L2 in decreasing key tile
- *           (key tile kt waits, by a flag, for kt + 1's share). Until
- *           session 17 each share was a partial in DRAM (214 MB at
- *           gpu-small) summed by a second kernel; until session 13 a second
- *           kernel recomputed S and dP per query tile for dQ.
+ *           the caller kept its heads); then one kernel per key tile (4
+ *           warps) looping over the query tiles at or after it: P = exp(s -
+ *           lse) and dS recomputed once, dK and dV accumulated in
+ *           registers, and dQ's share of the pair, dS^T K, written as a
+ *           partial per (query tile, key tile); a last kernel sums each
+ *           query's partials in increasing key tile (fixed order, no
+ *           atomics). Until session 13 a second kernel recomputed S and dP
+ *           per query tile for dQ. Session 17 measured summing the shares
+ *           in place instead, a chain of key tiles ordered by flags (in the
+ *           compute warps, then in a fifth warp): 0.369 and 0.746 ms a call
+ *           against the partials' 0.339 (bench/NOTES.md).
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
@@ -421,162 +422,27 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
 
 /* ---- backward ---- */
 
-/* Ordered flags for dQ's chain (below): a gpu-scope release store and an
- * acquire load, the PTX memory model's message-passing pair (CUTLASS's
- * serial split-K semaphore is the same pattern). */
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-/* Named barriers of the dK/dV kernel (0 is __syncthreads'): the compute
- * warps among themselves, and each staging buffer's full and empty
- * hand-offs between them and the dQ warp. */
-#define BAR_COMPUTE 1
-#define BAR_FULL 2  /* + buffer: a share staged */
-#define BAR_EMPTY 4 /* + buffer: a share consumed */
-#define DKV_THREADS (AB_THREADS + 32)
-template <int ID, int N> __device__ __forceinline__ void bar_sync(void) {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-}
-template <int ID, int N> __device__ __forceinline__ void bar_arrive(void) {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-}
-/* the full and empty hand-offs of staging buffer buf (0 or 1) */
-__device__ __forceinline__ void staged_full_wait(int buf) {
-  if (buf) bar_sync<BAR_FULL + 1, DKV_THREADS>();
-  else bar_sync<BAR_FULL, DKV_THREADS>();
-}
-__device__ __forceinline__ void staged_full_signal(int buf) {
-  if (buf) bar_arrive<BAR_FULL + 1, DKV_THREADS>();
-  else bar_arrive<BAR_FULL, DKV_THREADS>();
-}
-__device__ __forceinline__ void staged_empty_wait(int buf) {
-  if (buf) bar_sync<BAR_EMPTY + 1, DKV_THREADS>();
-  else bar_sync<BAR_EMPTY, DKV_THREADS>();
-}
-__device__ __forceinline__ void staged_empty_signal(int buf) {
-  if (buf) bar_arrive<BAR_EMPTY + 1, DKV_THREADS>();
-  else bar_arrive<BAR_EMPTY, DKV_THREADS>();
-}
-
-/* The polls before a wait is called broken (~30 s with the back-off): the
- * ticket order makes every wait finite, so only a defect ends here, and it
- * ends as a kernel error, not a hang. */
-#define DQ_CHAIN_MAX_POLLS (1u << 28)
-
-/* The dQ warp: for each query tile qt = kt, kt + 1, ... of its block, the
- * share staged by the compute warps (fp32 [64][LDQ] in shared memory) joins
- * the running sum of key tiles qt, qt - 1, ..., kt + 1 (acc, fp32, in L2)
- * in that fixed order: key tile qt starts the sum, key tile 0 finishes it,
- * times scale, into dqkv. flags[qt] counts the shares in acc; the warp
- * waits until it holds qt - kt of them. The loads go through L2 only
- * (__ldcg): another SM wrote them and this SM's L1 may hold an older line.
- * The wait, the round trips and the fence are this warp's alone, off the
- * compute warps' path, which only block when both buffers are still full. */
-template <int HD, int LDQ>
-__device__ void dq_chain_warp(const float *staged, float *acc_bh, unsigned *flags, int kt,
-                              int ntiles, float *dst, size_t ld, int S, float scale, int hd) {
-  const int lane = threadIdx.x % 32;
-  constexpr int C4 = HD / 4, PIECES = 64 * C4 / 32; /* float4 pieces: a row's, a lane's */
-  constexpr int CHUNK = PIECES < 16 ? PIECES : 16;
-  for (int qt = kt; qt < ntiles; qt++) {
-    const int i = qt - kt, buf = i % 2, q0 = qt * AB_BQ;
-    const float *sh = staged + buf * 64 * LDQ;
-    float *acc = acc_bh + (size_t)qt * 64 * hd;
-    if (kt < qt) {
-      if (lane == 0) {
-        unsigned polls = 0;
-        while (ld_acquire(flags + qt) < (unsigned)(qt - kt)) {
-          if (++polls == DQ_CHAIN_MAX_POLLS) __trap();
-          __nanosleep(64);
-        }
-      }
-      __syncwarp();
-    }
-    staged_full_wait(buf); /* the compute warps staged share i */
-    /* PIECES float4s a lane, CHUNK at a time: a chunk's L2 loads all issue
-     * before its first add, one round trip a chunk (a loop mixing loads and
-     * stores of the same buffer paid one a piece: 3.3x the whole kernel) */
-#pragma unroll
-    for (int c0 = 0; c0 < PIECES; c0 += CHUNK) {
-      float4 a[CHUNK];
-#pragma unroll
-      for (int j = 0; j < CHUNK; j++) {
-        const int idx = lane + 32 * (c0 + j), r = idx / C4, c = (idx % C4) * 4;
-        a[j] = kt < qt && (HD == 16 || c < hd)
-                   ? __ldcg((const float4 *)(acc + (size_t)r * hd + c)) /* the sum so far */
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int j = 0; j < CHUNK; j++) {
-        const int idx = lane + 32 * (c0 + j), r = idx / C4, c = (idx % C4) * 4;
-        if (HD != 16 && c >= hd) continue;
-        float4 v = *(const float4 *)(sh + r * LDQ + c);
-        if (kt < qt) v.x = a[j].x + v.x, v.y = a[j].y + v.y, v.z = a[j].z + v.z, v.w = a[j].w + v.w;
-        if (kt > 0)
-          __stcg((float4 *)(acc + (size_t)r * hd + c), v);
-        else if (q0 + r < S)
-          *(float4 *)(dst + (size_t)(q0 + r) * ld + c) =
-              make_float4(v.x * scale, v.y * scale, v.z * scale, v.w * scale);
-      }
-    }
-    if (i + 2 < ntiles - kt) staged_empty_signal(buf); /* buf free for share i + 2 */
-    if (kt > 0) {
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) st_release(flags + qt, (unsigned)(qt - kt + 1));
-    }
-  }
-}
-
-/* One block per (key tile, head, batch): four compute warps, warp w owning
- * key rows 16w..16w+15, and the dQ warp. Per query tile at or after the key
- * tile: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T
- * (dP^T - D), dV += bf16(P^T) dO, dK += bf16(dS^T) Q, and dQ's share dS K,
- * staged for the dQ warp (two buffers); finally dK *= scale.
- *
- * Which block is which comes from a ticket (sync[0], taken at the start),
- * not from blockIdx: tickets run head by head and, within a head, from the
- * last key tile to the first. A block waits only on the block of the next
- * key tile of its head, whose ticket is smaller, so that block is already
- * running (a ticket is taken by a resident block) and every wait ends,
- * whatever order the hardware launches blocks in. The order also suits the
- * chain: key tile kt reaches query tile qt one step after key tile kt + 1
- * did, so the share it waits for was added a step before. */
+/* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
+ * Per query tile at or after the key tile: S^T = K Q^T, dP^T = V dO^T,
+ * P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D), dV += bf16(P^T) dO,
+ * dK += bf16(dS^T) Q; finally dK *= scale. */
 template <int HD>
-__global__ void __launch_bounds__(DKV_THREADS)
-    attention_bf16_dkv_kernel(float *dqkv, float *dq_acc, unsigned *sync, const float *lse,
-                              const float *Dd, const bf16 *qh, const bf16 *kh, const bf16 *vh,
-                              const bf16 *doh, int S, int nh, int hd, float scale) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8, LDQ = HD + 4;
+__global__ void __launch_bounds__(AB_THREADS)
+    attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+                              const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
+                              int S, int nh, int hd, float scale) {
+  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
   bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
   bf16 *dSs = dOs + 2 * TILE;                 /* [64 keys][LDP]: dS for dQ */
   float *lse_s = (float *)(dSs + 64 * LDP), *D_s = lse_s + 2 * AB_BQ;
-  float *dq_s = D_s + 2 * AB_BQ; /* [2][64][LDQ]: dQ's shares for the dQ warp */
-  __shared__ int ticket_s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  if (threadIdx.x == 0) ticket_s = (int)atomicAdd(&sync[0], 1u);
-  __syncthreads();
-  const int bh = ticket_s / ntiles, kt = ntiles - 1 - ticket_s % ntiles;
-  const int h = bh % nh, b = bh / nh, k0 = kt * AB_BK;
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
-  if (warp == AB_WARPS) {
-    dq_chain_warp<HD, LDQ>(dq_s, dq_acc + (size_t)bh * ntiles * 64 * hd, sync + 1 + (size_t)bh * ntiles,
-                           kt, ntiles, dst, row, S, scale, hd);
-    return;
-  }
+  const int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
   const float scale_log2 = scale * (float)M_LOG2E;
-  const size_t head = (size_t)bh * S * hd;
-  const float *lse_bh = lse + (size_t)bh * S, *D_bh = Dd + (size_t)bh * S;
+  const int h = blockIdx.y, b = blockIdx.z, k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const size_t head = ((size_t)b * nh + h) * S * hd;
+  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
 
   zero_pad_columns<HD, LDS>(Ks, 6, hd);
   load_tile_async<HD, LDS>(Ks, kh + head, k0, S, hd);
@@ -597,7 +463,7 @@ __global__ void __launch_bounds__(DKV_THREADS)
   for (int qt = kt; qt < ntiles; qt++) {
     const int q0 = qt * AB_BQ, st = (qt - kt) % 2;
     cp_async_wait_all();
-    bar_sync<BAR_COMPUTE, AB_THREADS>(); /* tile qt landed; every warp is done with the other stage */
+    __syncthreads(); /* tile qt landed; every warp is done with the other stage */
     if (qt + 1 < ntiles) {
       const int nx = 1 - st, q1 = q0 + AB_BQ;
       load_tile_async<HD, LDS>(Qs + nx * TILE, qh + head, q1, S, hd);
@@ -650,8 +516,9 @@ __global__ void __launch_bounds__(DKV_THREADS)
     mma_px<HD, LDS>(dk, pa, Qb);
     /* dQ's share of this key tile, dS^T K for the tile's 64 queries, from
      * the same bf16 dS through shared memory (a warp holds 16 keys' rows of
-     * dS; a query row needs all 64): warp w takes queries 16w..16w+15 and
-     * stages them for the dQ warp. */
+     * dS; a query row needs all 64): warp w takes queries 16w..16w+15. One
+     * partial per (query tile, key tile), summed in increasing key tile by
+     * attention_bf16_dq_reduce_kernel: no second pass over S and dP. */
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = pa[kk][0];
@@ -659,26 +526,51 @@ __global__ void __launch_bounds__(DKV_THREADS)
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][2];
       *(unsigned *)(dSs + (warp * 16 + g + 8) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][3];
     }
-    bar_sync<BAR_COMPUTE, AB_THREADS>(); /* every warp's dS rows are in place */
+    __syncthreads(); /* every warp's dS rows are in place */
     unsigned sa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) load_a_trans<LDP>(sa[kk], dSs, warp * 16, kk * 16);
     float dq[HD / 8][4];
     zero_acc<HD / 8>(dq);
     mma_px<HD, LDS>(dq, sa, Ks);
-    const int i = qt - kt, buf = i % 2;
-    if (i >= 2) staged_empty_wait(buf); /* the dQ warp is done with share i - 2 */
-    float *sq = dq_s + buf * 64 * LDQ;
-#pragma unroll
-    for (int half = 0; half < 2; half++)
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; nt++)
-        *(float2 *)(sq + (warp * 16 + g + 8 * half) * LDQ + nt * 8 + 2 * t) =
-            make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
-    staged_full_signal(buf);
+    const size_t pair = (size_t)qt * (qt + 1) / 2 + kt;
+    float *part = dq_part + ((((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2) + pair) * 64 * hd;
+    store_rows<HD>(part, (size_t)hd, warp * 16, 64, dq, 1.0f, hd);
   }
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
   store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
+}
+
+/* dQ[b, q, h, :] = scale * the sum over key tiles kt <= q's tile, in
+ * increasing kt, of the dkv kernel's partials. A block per (query tile,
+ * head, batch), a thread per four columns of a row: no index division (the
+ * thread-per-element form divided a 64-bit index by S, nh and hd for every
+ * element, and that integer work, not the partials' bytes, bounded it). */
+#define DQ_REDUCE_X 16 /* threads across a row: 4 columns each */
+#define DQ_REDUCE_Y 16 /* rows at a time */
+__global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
+    attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int S, int nh, int hd,
+                                    float scale) {
+  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const size_t tile = (size_t)64 * hd;
+  const float *part =
+      dq_part +
+      (((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2 + (size_t)qt * (qt + 1) / 2) * tile;
+  const size_t row = 3 * (size_t)nh * hd;
+  for (int r = threadIdx.y; r < AB_BQ && qt * AB_BQ + r < S; r += DQ_REDUCE_Y)
+    for (int c = 4 * threadIdx.x; c < hd; c += 4 * DQ_REDUCE_X) {
+      const float *p = part + (size_t)r * hd + c;
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int kt = 0; kt <= qt; kt++) {
+        const float4 v = *(const float4 *)(p + (size_t)kt * tile);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+      }
+      *(float4 *)(dqkv + ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c) =
+          make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+    }
 }
 
 /* ---- the rounding pass ---- */
@@ -798,21 +690,20 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
   dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, B, S, nh, hd);
   KERNEL_CHECK();
-  const size_t sm_dkv = 6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) +
-                        4 * AB_BQ * sizeof(float) + (size_t)2 * 64 * (HD + 4) * sizeof(float);
+  const size_t sm_dkv =
+      6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
-  /* dQ's chain: the running sums [B][nh][query tile][64][hd] (fp32, about
-   * the size of dQ, so they stay in L2), then the ticket and the flags
-   * [B][nh][query tile], zeroed for this call */
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  const size_t nacc = (size_t)B * nh * ntiles * 64 * hd, nsync = 1 + (size_t)B * nh * ntiles;
-  float *dq_acc = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ,
-                                           nacc * sizeof(float) + nsync * sizeof(unsigned));
-  unsigned *sync = (unsigned *)(dq_acc + nacc);
-  CUDA_CHECK(cudaMemsetAsync(sync, 0, nsync * sizeof(unsigned), s));
+  float *dq_part =
+      (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * ntiles * (ntiles + 1) / 2 * 64 *
+                                                       (size_t)hd * sizeof(float));
+  dim3 grid((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B);
   float scale = 1.0f / sqrtf((float)hd);
-  attention_bf16_dkv_kernel<HD><<<(unsigned int)((size_t)B * nh * ntiles), DKV_THREADS, sm_dkv, s>>>(
-      dqkv, dq_acc, sync, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+  attention_bf16_dkv_kernel<HD>
+      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+  KERNEL_CHECK();
+  attention_bf16_dq_reduce_kernel<<<grid, dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(dqkv, dq_part, S,
+                                                                                  nh, hd, scale);
   KERNEL_CHECK();
 }
 

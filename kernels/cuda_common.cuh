@@ -63,7 +63,7 @@ enum {
   RC_SCRATCH_NORM,
   RC_SCRATCH_ATTN,
   RC_SCRATCH_ATTN_BF16,
-  RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ running sums (one per query tile) and chain flags */
+  RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ partials, one per (query tile, key tile) */
   RC_SCRATCH_MOE,
   RC_SCRATCH_FP8,  /* amax_update's partials */
   RC_SCRATCH_ROPE, /* RoPE's cos/sin table (keyed by S, hd, theta) */
