@@ -422,37 +422,84 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
 
 /* ---- backward ---- */
 
-/* One block per (key tile, head, batch); warp w owns key rows 16w..16w+15.
- * Per query tile at or after the key tile: S^T = K Q^T, dP^T = V dO^T,
- * P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D), dV += bf16(P^T) dO,
- * dK += bf16(dS^T) Q; finally dK *= scale. */
-template <int HD>
-__global__ void __launch_bounds__(AB_THREADS)
+/* Key rows a dK/dV block owns: 64 R, a warp per 16 (R = 2 since session 17:
+ * each Q and dO tile staged serves 128 keys, and there are half as many dQ
+ * partials to write and sum: 107 MB at gpu-small instead of 214). */
+#ifndef AB_DKV_R /* a build may measure another width */
+#define AB_DKV_R 2
+#endif
+
+/* dQ partials before query tile qt's: sum over q < qt of its key blocks,
+ * q / R + 1 each (R = 1: qt (qt + 1) / 2). */
+__host__ __device__ __forceinline__ size_t dq_pairs_before(int qt, int R) {
+  if (R == 1) return (size_t)qt * (qt + 1) / 2;
+  const size_t m = (size_t)qt / 2;
+  return qt % 2 ? (m + 1) * (m + 1) : m * (m + 1);
+}
+
+/* acc (16 rows x NCOLS) += dS^T[r0.., keys] K[keys, col0..]: dQ's share of a
+ * key block, KSTEPS k-steps of 16 keys in increasing order, the A fragments
+ * read transposed from the [key][query] dS tile. */
+template <int NCOLS, int LDS, int LDP, int KSTEPS>
+__device__ __forceinline__ void mma_dq(float acc[NCOLS / 8][4], const bf16 *dSs, int r0,
+                                       const bf16 *X, int col0) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; kk++) {
+    unsigned a[4];
+    load_a_trans<LDP>(a, dSs, r0, kk * 16);
+#pragma unroll
+    for (int np = 0; np < NCOLS / 16; np++) {
+      unsigned b[4];
+      ldsm_x4_trans(b, X + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LDS + col0 + np * 16 +
+                           8 * (lane / 16));
+      mma_bf16(acc[2 * np], a, b[0], b[1]);
+      mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+/* One block per (key block of 64 R keys, head, batch); warp w owns key rows
+ * 16w..16w+15. Per query tile (64) meeting the block's keys: S^T = K Q^T,
+ * dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D),
+ * dV += bf16(P^T) dO, dK += bf16(dS^T) Q; finally dK *= scale. */
+template <int HD, int R>
+__global__ void __launch_bounds__(R * AB_THREADS)
     attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                               const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
                               int S, int nh, int hd, float scale) {
-  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8;
+  constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8, THREADS = R * AB_THREADS;
+  constexpr int BK = 64 * R;
+  /* dQ's share: 64 query rows x HD, split over the warps as 4 row groups
+   * times CS column groups (a column group at least 16 wide) */
+  constexpr int CS = R == 2 && HD >= 32 ? 2 : 1, NCOLS = HD / CS;
   extern __shared__ __align__(128) unsigned char smem[];
-  bf16 *Ks = (bf16 *)smem, *Vs = Ks + TILE;
-  bf16 *Qs = Vs + TILE, *dOs = Qs + 2 * TILE; /* two stages each */
-  bf16 *dSs = dOs + 2 * TILE;                 /* [64 keys][LDP]: dS for dQ */
-  float *lse_s = (float *)(dSs + 64 * LDP), *D_s = lse_s + 2 * AB_BQ;
+  bf16 *Ks = (bf16 *)smem, *Vs = Ks + R * TILE;
+  bf16 *Qs = Vs + R * TILE, *dOs = Qs + 2 * TILE; /* two stages each */
+  bf16 *dSs = dOs + 2 * TILE;                     /* [BK keys][LDP]: dS for dQ */
+  float *lse_s = (float *)(dSs + BK * LDP), *D_s = lse_s + 2 * AB_BQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int kt = blockIdx.x; /* the first key tiles see the most queries: start them first */
+  const int kb = blockIdx.x; /* the first key blocks see the most queries: start them first */
   const float scale_log2 = scale * (float)M_LOG2E;
-  const int h = blockIdx.y, b = blockIdx.z, k0 = kt * AB_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const int h = blockIdx.y, b = blockIdx.z, k0 = kb * BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const int qt0 = kb * R; /* the first query tile meeting the block's keys */
   const size_t head = ((size_t)b * nh + h) * S * hd;
   const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
+  float *part_bh = dq_part + ((size_t)b * nh + h) * dq_pairs_before(ntiles, R) * 64 * hd;
 
-  zero_pad_columns<HD, LDS>(Ks, 6, hd);
-  load_tile_async<HD, LDS>(Ks, kh + head, k0, S, hd);
-  load_tile_async<HD, LDS>(Vs, vh + head, k0, S, hd);
-  load_tile_async<HD, LDS>(Qs, qh + head, k0, S, hd);
-  load_tile_async<HD, LDS>(dOs, doh + head, k0, S, hd);
+  zero_pad_columns<HD, LDS, THREADS>(Ks, 2 * R + 4, hd);
+#pragma unroll
+  for (int i = 0; i < R; i++) {
+    load_tile_async<HD, LDS, THREADS>(Ks + i * TILE, kh + head, k0 + 64 * i, S, hd);
+    load_tile_async<HD, LDS, THREADS>(Vs + i * TILE, vh + head, k0 + 64 * i, S, hd);
+  }
+  const int q00 = qt0 * AB_BQ;
+  load_tile_async<HD, LDS, THREADS>(Qs, qh + head, q00, S, hd);
+  load_tile_async<HD, LDS, THREADS>(dOs, doh + head, q00, S, hd);
   cp_async_commit();
-  for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
-    lse_s[c] = k0 + c < S ? lse_bh[k0 + c] * (float)M_LOG2E : 0.0f;
-    D_s[c] = k0 + c < S ? D_bh[k0 + c] : 0.0f;
+  for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
+    lse_s[c] = q00 + c < S ? lse_bh[q00 + c] * (float)M_LOG2E : 0.0f;
+    D_s[c] = q00 + c < S ? D_bh[q00 + c] : 0.0f;
   }
 
   float dk[HD / 8][4], dv[HD / 8][4];
@@ -460,16 +507,16 @@ __global__ void __launch_bounds__(AB_THREADS)
   zero_acc<HD / 8>(dv);
   const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
-  for (int qt = kt; qt < ntiles; qt++) {
-    const int q0 = qt * AB_BQ, st = (qt - kt) % 2;
+  for (int qt = qt0; qt < ntiles; qt++) {
+    const int q0 = qt * AB_BQ, st = (qt - qt0) % 2;
     cp_async_wait_all();
     __syncthreads(); /* tile qt landed; every warp is done with the other stage */
     if (qt + 1 < ntiles) {
       const int nx = 1 - st, q1 = q0 + AB_BQ;
-      load_tile_async<HD, LDS>(Qs + nx * TILE, qh + head, q1, S, hd);
-      load_tile_async<HD, LDS>(dOs + nx * TILE, doh + head, q1, S, hd);
+      load_tile_async<HD, LDS, THREADS>(Qs + nx * TILE, qh + head, q1, S, hd);
+      load_tile_async<HD, LDS, THREADS>(dOs + nx * TILE, doh + head, q1, S, hd);
       cp_async_commit();
-      for (int c = threadIdx.x; c < AB_BQ; c += AB_THREADS) {
+      for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
         lse_s[nx * AB_BQ + c] = q1 + c < S ? lse_bh[q1 + c] * (float)M_LOG2E : 0.0f;
         D_s[nx * AB_BQ + c] = q1 + c < S ? D_bh[q1 + c] : 0.0f;
       }
@@ -485,9 +532,10 @@ __global__ void __launch_bounds__(AB_THREADS)
     }
     float sp[8][4], dp[8][4];
     score_tiles<HD, LDS>(sp, dp, ka, Qb, va, dOb);
-    /* masked pairs only on the diagonal tile and past S: off it every
-     * query i >= q0 >= k0 + 64 > j, and i < S when the tile is whole */
-    if (qt == kt || q0 + AB_BQ > S) {
+    /* masked pairs only where the query tile meets the block's keys and
+     * past S: after them every query i >= q0 >= k0 + BK > j, and i < S when
+     * the tile is whole */
+    if (qt < qt0 + R || q0 + AB_BQ > S) {
 #pragma unroll
       for (int nt = 0; nt < 8; nt++)
 #pragma unroll
@@ -514,11 +562,12 @@ __global__ void __launch_bounds__(AB_THREADS)
     mma_px<HD, LDS>(dv, pa, dOb);
     acc_to_a(pa, dp);
     mma_px<HD, LDS>(dk, pa, Qb);
-    /* dQ's share of this key tile, dS^T K for the tile's 64 queries, from
+    /* dQ's share of this key block, dS K for the tile's 64 queries, from
      * the same bf16 dS through shared memory (a warp holds 16 keys' rows of
-     * dS; a query row needs all 64): warp w takes queries 16w..16w+15. One
-     * partial per (query tile, key tile), summed in increasing key tile by
-     * attention_bf16_dq_reduce_kernel: no second pass over S and dP. */
+     * dS; a query row needs all BK): warp w takes query rows 16 (w % 4).. and
+     * column group w / 4. One partial per (query tile, key block), summed
+     * in increasing key block by attention_bf16_dq_reduce_kernel: no second
+     * pass over S and dP. */
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       *(unsigned *)(dSs + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = pa[kk][0];
@@ -527,15 +576,21 @@ __global__ void __launch_bounds__(AB_THREADS)
       *(unsigned *)(dSs + (warp * 16 + g + 8) * LDP + kk * 16 + 8 + 2 * t) = pa[kk][3];
     }
     __syncthreads(); /* every warp's dS rows are in place */
-    unsigned sa[4][4];
+    if (warp < 4 * CS) {
+      const int r0 = 16 * (warp % 4), col0 = NCOLS * (warp / 4);
+      float dq[NCOLS / 8][4];
+      zero_acc<NCOLS / 8>(dq);
+      mma_dq<NCOLS, LDS, LDP, BK / 16>(dq, dSs, r0, Ks, col0);
+      float *part = part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd;
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) load_a_trans<LDP>(sa[kk], dSs, warp * 16, kk * 16);
-    float dq[HD / 8][4];
-    zero_acc<HD / 8>(dq);
-    mma_px<HD, LDS>(dq, sa, Ks);
-    const size_t pair = (size_t)qt * (qt + 1) / 2 + kt;
-    float *part = dq_part + ((((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2) + pair) * 64 * hd;
-    store_rows<HD>(part, (size_t)hd, warp * 16, 64, dq, 1.0f, hd);
+      for (int half = 0; half < 2; half++) {
+        float *d = part + (size_t)(r0 + g + 8 * half) * hd + col0;
+#pragma unroll
+        for (int nt = 0; nt < NCOLS / 8; nt++)
+          if (col0 + nt * 8 < hd)
+            *(float2 *)(d + nt * 8 + 2 * t) = make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
+      }
+    }
   }
   const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
@@ -543,8 +598,8 @@ __global__ void __launch_bounds__(AB_THREADS)
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
 }
 
-/* dQ[b, q, h, :] = scale * the sum over key tiles kt <= q's tile, in
- * increasing kt, of the dkv kernel's partials. A block per (query tile,
+/* dQ[b, q, h, :] = scale * the sum over key blocks kb <= q's tile / R, in
+ * increasing kb, of the dkv kernel's partials. A block per (query tile,
  * head, batch), a thread per four columns of a row: no index division (the
  * thread-per-element form divided a 64-bit index by S, nh and hd for every
  * element, and that integer work, not the partials' bytes, bounded it). */
@@ -552,20 +607,20 @@ __global__ void __launch_bounds__(AB_THREADS)
 #define DQ_REDUCE_Y 16 /* rows at a time */
 __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
     attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int S, int nh, int hd,
-                                    float scale) {
+                                    float scale, int R) {
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
   const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const size_t tile = (size_t)64 * hd;
   const float *part =
-      dq_part +
-      (((size_t)b * nh + h) * ntiles * (ntiles + 1) / 2 + (size_t)qt * (qt + 1) / 2) * tile;
+      dq_part + (((size_t)b * nh + h) * dq_pairs_before(ntiles, R) + dq_pairs_before(qt, R)) * tile;
   const size_t row = 3 * (size_t)nh * hd;
+  const int nkb = qt / R + 1;
   for (int r = threadIdx.y; r < AB_BQ && qt * AB_BQ + r < S; r += DQ_REDUCE_Y)
     for (int c = 4 * threadIdx.x; c < hd; c += 4 * DQ_REDUCE_X) {
       const float *p = part + (size_t)r * hd + c;
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int kt = 0; kt <= qt; kt++) {
-        const float4 v = *(const float4 *)(p + (size_t)kt * tile);
+      for (int kb = 0; kb < nkb; kb++) {
+        const float4 v = *(const float4 *)(p + (size_t)kb * tile);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
       }
       *(float4 *)(dqkv + ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c) =
@@ -690,20 +745,21 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
   dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, B, S, nh, hd);
   KERNEL_CHECK();
-  const size_t sm_dkv =
-      6 * tile_bytes<HD>() + (size_t)64 * (64 + 8) * sizeof(bf16) + 4 * AB_BQ * sizeof(float);
-  rc_allow_smem(attention_bf16_dkv_kernel<HD>, sm_dkv, &opted_dkv);
-  const int ntiles = (S + AB_BQ - 1) / AB_BQ;
-  float *dq_part =
-      (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * ntiles * (ntiles + 1) / 2 * 64 *
-                                                       (size_t)hd * sizeof(float));
-  dim3 grid((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B);
+  constexpr int R = AB_DKV_R;
+  const size_t sm_dkv = (2 * R + 4) * tile_bytes<HD>() + (size_t)64 * R * (64 + 8) * sizeof(bf16) +
+                        4 * AB_BQ * sizeof(float);
+  rc_allow_smem(attention_bf16_dkv_kernel<HD, R>, sm_dkv, &opted_dkv);
+  const int ntiles = (S + AB_BQ - 1) / AB_BQ, nkb = (S + 64 * R - 1) / (64 * R);
+  float *dq_part = (float *)rc_cuda_scratch(
+      RC_SCRATCH_ATTN_DQ, (size_t)B * nh * dq_pairs_before(ntiles, R) * 64 * (size_t)hd * sizeof(float));
   float scale = 1.0f / sqrtf((float)hd);
-  attention_bf16_dkv_kernel<HD>
-      <<<grid, AB_THREADS, sm_dkv, s>>>(dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+  attention_bf16_dkv_kernel<HD, R>
+      <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
+          dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
   KERNEL_CHECK();
-  attention_bf16_dq_reduce_kernel<<<grid, dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(dqkv, dq_part, S,
-                                                                                  nh, hd, scale);
+  attention_bf16_dq_reduce_kernel<<<dim3((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B),
+                                    dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(dqkv, dq_part, S, nh,
+                                                                            hd, scale, R);
   KERNEL_CHECK();
 }
 
