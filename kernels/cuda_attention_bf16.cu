@@ -30,27 +30,29 @@
  * every accumulator is a fixed sequence of MMAs (key or query tiles in
  * increasing order, k-steps in increasing order); row statistics reduce over
  * a quad with a fixed xor-shuffle tree; there are no atomics; the one split
- * reduction (dQ over key tiles, below) is summed in a fixed order; each
+ * reduction (dQ over key blocks, below) is summed in a fixed order; each
  * output element is written by exactly one thread.
  *
  * Tiles are 64 x 64, each warp owning 16 rows of a tile (query rows in the
- * forward and dQ, key rows in dK/dV).
+ * forward, key rows in dK/dV; for dQ's share 16 query rows and half the
+ * columns).
  *  forward  per (128 query rows, head, batch), 8 warps: online softmax over
  *           the key tiles up to the diagonal, P = exp(s - running max);
  *           out = O / l.
  *  backward D = rowsum(bf16(dout) * out) first, in the pass that rounds
  *           dout into heads (q, k, v come rounded from RoPE's pass when
- *           the caller kept its heads); then one kernel per key tile (4
- *           warps) looping over the query tiles at or after it: P = exp(s -
- *           lse) and dS recomputed once, dK and dV accumulated in
- *           registers, and dQ's share of the pair, dS^T K, written as a
- *           partial per (query tile, key tile); a last kernel sums each
- *           query's partials in increasing key tile (fixed order, no
+ *           the caller kept its heads); then one kernel per block of 128
+ *           keys (8 warps) looping over the query tiles that meet it:
+ *           P = exp(s - lse) and dS recomputed once, dK and dV accumulated
+ *           in registers, and dQ's share of the pair, dS K, written as a
+ *           partial per (query tile, key block); a last kernel sums each
+ *           query's partials in increasing key block (fixed order, no
  *           atomics). Until session 13 a second kernel recomputed S and dP
- *           per query tile for dQ. Session 17 measured summing the shares
- *           in place instead, a chain of key tiles ordered by flags (in the
- *           compute warps, then in a fifth warp): 0.369 and 0.746 ms a call
- *           against the partials' 0.339 (bench/NOTES.md).
+ *           per query tile for dQ; until session 17 key blocks were 64 keys
+ *           (4 warps, twice the partials). Session 17 also measured summing
+ *           the shares in place, a chain of key tiles ordered by flags (in
+ *           the compute warps, then in a fifth warp): 0.369 and 0.746 ms a
+ *           call against the partials' 0.339 (bench/NOTES.md).
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
@@ -284,10 +286,9 @@ __device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
 
 /* Query rows a forward block owns: 16 per warp. Eight warps share each K
  * and V tile they stage (four did until session 17: half the tile traffic
- * from L2 per product, and half the blocks). */
-#ifndef AF_WARPS /* a build may measure another height */
+ * from L2 per product and half the blocks, for 2% of the forward; the
+ * results are bitwise those of four). */
 #define AF_WARPS 8
-#endif
 #define AF_THREADS (AF_WARPS * 32)
 #define AF_BQ (AF_WARPS * 16)
 
@@ -425,9 +426,7 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
 /* Key rows a dK/dV block owns: 64 R, a warp per 16 (R = 2 since session 17:
  * each Q and dO tile staged serves 128 keys, and there are half as many dQ
  * partials to write and sum: 107 MB at gpu-small instead of 214). */
-#ifndef AB_DKV_R /* a build may measure another width */
 #define AB_DKV_R 2
-#endif
 
 /* dQ partials before query tile qt's: sum over q < qt of its key blocks,
  * q / R + 1 each (R = 1: qt (qt + 1) / 2). */
