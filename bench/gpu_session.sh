@@ -129,7 +129,11 @@ if want variants; then
   # the same binary with each CUDA module of $RC_VARIANTS (a directory of
   # .so files built from variants of one kernel file): the dense profile's
   # op rows, and the checkpoint's digest (a variant meant to be bitwise the
-  # same must give the same hashes)
+  # same must give the same hashes). One throwaway leg first: the first leg
+  # on a fresh machine ran some ops up to 6x slow (session 17: the first
+  # variant's forward 0.62 ms a call, 0.10 in every other leg)
+  timeout 60 "$B/resumecheck" train --preset gpu-small --moe-layers none --device cuda --steps 2 \
+    --out /tmp/rc_var_warm > /dev/null 2>&1
   for so in "${RC_VARIANTS:-$B/var}"/*.so; do
     [ -f "$so" ] || continue
     v=$(basename "$so" .so)

@@ -463,7 +463,7 @@ __device__ __forceinline__ void mma_dq(float acc[NCOLS / 8][4], const bf16 *dSs,
  * dP^T = V dO^T, P^T = exp(S^T scale - lse), dS^T = P^T (dP^T - D),
  * dV += bf16(P^T) dO, dK += bf16(dS^T) Q; finally dK *= scale. */
 template <int HD, int R>
-__global__ void __launch_bounds__(R * AB_THREADS)
+__global__ void __launch_bounds__(R *AB_THREADS)
     attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                               const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
                               int S, int nh, int hd, float scale) {
@@ -749,8 +749,9 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
                         4 * AB_BQ * sizeof(float);
   rc_allow_smem(attention_bf16_dkv_kernel<HD, R>, sm_dkv, &opted_dkv);
   const int ntiles = (S + AB_BQ - 1) / AB_BQ, nkb = (S + 64 * R - 1) / (64 * R);
-  float *dq_part = (float *)rc_cuda_scratch(
-      RC_SCRATCH_ATTN_DQ, (size_t)B * nh * dq_pairs_before(ntiles, R) * 64 * (size_t)hd * sizeof(float));
+  float *dq_part =
+      (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * dq_pairs_before(ntiles, R) *
+                                                       64 * (size_t)hd * sizeof(float));
   float scale = 1.0f / sqrtf((float)hd);
   attention_bf16_dkv_kernel<HD, R>
       <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
