@@ -348,11 +348,11 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
     zero_acc<8>(s);
     mma_abt<HD, LDS>(s, qa, Kb);
 
-    /* online softmax: scale and mask, the new row max over the quad. Only
-     * a tile reaching past the warp's first row has masked keys: before it
-     * every key j < k0 + 64 <= i, and j < S. */
+    /* online softmax: mask, then the new row max over the quad, of the
+     * unscaled scores (c = scale log2 e > 0 keeps the max: p = 2^(s c - m c)
+     * is one FFMA). Only a tile reaching past the warp's first row has
+     * masked keys: before it every key j < k0 + 64 <= i, and j < S. */
     float mx[2] = {-INFINITY, -INFINITY};
-    /* m is the row max of the unscaled scores; p = 2^(s c - m c) in one FFMA */
     if (k0 + AB_BK > wrow0) {
 #pragma unroll
       for (int nt = 0; nt < 8; nt++)
