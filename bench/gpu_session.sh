@@ -122,7 +122,8 @@ if want profile; then
 log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps; \$RC_PROFILE_FLAGS: ${RC_PROFILE_FLAGS:-})"
 RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
   ${RC_PROFILE_FLAGS:-} --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
-head -40 "$OUT/profile_ops.txt" | tee -a "$S"
+grep -v '^profile: memory:' "$OUT/profile_ops.txt" | head -40 | tee -a "$S"
+grep '^profile: memory:' "$OUT/profile_ops.txt" | head -30 | tee -a "$S"
 fi
 
 if want variants; then

@@ -66,4 +66,30 @@ grep -q "ops profile" "$t/plain.err" && bad "a plain run printed an ops report" 
 RC_PROFILE=1 "$RC_BIN" train --steps 3 --out "$t/one" 2>"$t/one.err" || bad "RC_PROFILE=1 train failed"
 grep -q "^profile (RC_PROFILE=1" "$t/one.err" && ok "RC_PROFILE=1: phase profile" || bad "RC_PROFILE=1: no phase profile"
 grep -q "ops profile" "$t/one.err" && bad "RC_PROFILE=1 printed an ops report" || ok "RC_PROFILE=1: no ops report"
+# (d) the memory table (core/model_memory.c): the allocation record by kind
+# and name; it follows the config (one dlogits buffer per head, D + 1) and
+# is printed only under RC_PROFILE (a vocabulary large enough that the
+# heads' buffers pass the table's 1% floor at any depth)
+mem() { grep '^profile: memory:' "$1"; }
+row_count() { mem "$1" | awk -v n="$2" '$3 == n && $NF ~ /^buffers?$/ {print $(NF - 1); exit}'; }
+kind_size() { mem "$1" | awk -v k="$2" '$3 == k && NF == 5 {print $4 $5; exit}'; }
+mem "$t/one.err" | grep -Eq "the model's [1-9][0-9]* buffers, [0-9.]+ [KMG]iB of backend memory" &&
+  ok "memory: header" || bad "memory: no header: $(mem "$t/one.err" | head -1)"
+w=$(kind_size "$t/one.err" weights) g=$(kind_size "$t/one.err" main_grad)
+[ -n "$w" ] && [ "$w" = "$g" ] && ok "memory: weights and main_grad both $w (fp32 per parameter)" ||
+  bad "memory: weights '$w' against main_grad '$g'"
+nw=$(row_count "$t/one.err" weight) ng=$(row_count "$t/one.err" main_grad)
+ne=$(row_count "$t/one.err" exp_avg)
+[ -n "$nw" ] && [ "$nw" = "$ng" ] && [ "$nw" = "$ne" ] &&
+  ok "memory: one weight, main_grad and exp_avg buffer per parameter ($nw)" ||
+  bad "memory: weight $nw, main_grad $ng, exp_avg $ne buffers"
+for d in 1 3; do
+  RC_PROFILE=1 "$RC_BIN" train --steps 2 --vocab 4096 --mtp-depths $d --out "$t/d$d" 2>"$t/d$d.err" ||
+    bad "--mtp-depths $d failed"
+  n=$(row_count "$t/d$d.err" dlogits_half)
+  [ "$n" = $((d + 1)) ] && ok "memory: --mtp-depths $d: $n dlogits buffers" ||
+    bad "memory: --mtp-depths $d: '$n' dlogits buffers, want $((d + 1))"
+done
+mem "$t/plain.err" | grep -q . && bad "a plain run printed the memory table" ||
+  ok "plain run: no memory table"
 exit $fail

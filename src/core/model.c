@@ -463,6 +463,7 @@ static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int 
   m->loss_scale = c->precision == RC_PREC_FP16 ? c->initial_loss_scale : 1.0;
   m->hysteresis_tracker = c->hysteresis;
   m->rng_seed = rc_mix64(c->seed ^ 0xD1B54A32D192ED03ull) + (uint64_t)rank; /* per-rank stream */
+  rc_model_memory_report(m);
   return 0;
 }
 

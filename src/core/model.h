@@ -373,6 +373,11 @@ void rc_model_profile_mark(rc_model *m, rc_profile_phase phase);
  * stderr for a piece of start-up, save or load (bench/NOTES.md reads them). */
 double rc_model_wall_s(void);
 void rc_model_profile_note(const char *what, double seconds);
+/* With RC_PROFILE set, on rank 0: the model's allocation record on stderr,
+ * by kind and by buffer name (each name's buffers summed, largest first,
+ * those of 1% of the backend total or more). Called once the model is
+ * allocated; it is what was allocated, not rc_model_memory_need's bound. */
+void rc_model_memory_report(const rc_model *m);
 const char *rc_model_profile_phase_name(rc_profile_phase phase);
 
 rc_linear *rc_model_find_linear(rc_model *m, const char *name);

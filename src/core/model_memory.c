@@ -393,6 +393,71 @@ uint64_t rc_host_memory_available(void) {
   return avail;
 }
 
+/* ---- RC_PROFILE's memory table ---- */
+
+/* A name's buffers of one kind, summed (every layer's "attn" together). */
+typedef struct {
+  const char *what;
+  rc_mem_kind kind;
+  uint64_t bytes;
+  int count;
+} mem_row;
+
+static int by_bytes_desc(const void *a, const void *b) {
+  const mem_row *x = a, *y = b;
+  return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : strcmp(x->what, y->what);
+}
+
+static const char *const MEM_KIND_NAMES[RC_MEM_KINDS] = {[RC_MEM_WEIGHTS] = "weights",
+                                                         [RC_MEM_MAIN_GRAD] = "main_grad",
+                                                         [RC_MEM_OPTIMIZER] = "Adam moments",
+                                                         [RC_MEM_WEIGHT_COPIES] = "weight copies",
+                                                         [RC_MEM_ACTIVATIONS] = "activations",
+                                                         [RC_MEM_SCRATCH] = "scratch",
+                                                         [RC_MEM_DIST] = "distributed optimizer",
+                                                         [RC_MEM_HOST] = "host tables"};
+
+void rc_model_memory_report(const rc_model *m) {
+  const char *v = getenv("RC_PROFILE");
+  if (!v || !*v || m->rank != 0) return;
+  uint64_t kind_bytes[RC_MEM_KINDS] = {0}, backend = 0;
+  int live = 0;
+  mem_row *rows = calloc((size_t)(m->n_blocks ? m->n_blocks : 1), sizeof *rows);
+  if (!rows) return; /* a report, not a result: nothing to fail */
+  int nrows = 0;
+  for (int i = 0; i < m->n_blocks; i++) {
+    const rc_model_block *b = &m->blocks[i];
+    if (!b->ptr) continue; /* released early */
+    live++;
+    kind_bytes[b->kind] += b->bytes;
+    if (b->kind != RC_MEM_HOST) backend += b->bytes;
+    int j = 0;
+    while (j < nrows && !(rows[j].kind == b->kind && !strcmp(rows[j].what, b->what))) j++;
+    if (j == nrows) rows[nrows++] = (mem_row){b->what, b->kind, 0, 0};
+    rows[j].bytes += b->bytes, rows[j].count++;
+  }
+  qsort(rows, (size_t)nrows, sizeof *rows, by_bytes_desc);
+  char total[32], each[32];
+  rc_format_bytes(backend, total, sizeof total);
+  fprintf(stderr,
+          "profile: memory: the model's %d buffers, %s of backend memory (what it allocated; "
+          "the backend's own scratch and context are not in it)\n",
+          live, total);
+  for (int k = 0; k < RC_MEM_KINDS; k++) {
+    if (!kind_bytes[k]) continue;
+    rc_format_bytes(kind_bytes[k], each, sizeof each);
+    fprintf(stderr, "profile: memory:   %-22s %10s\n", MEM_KIND_NAMES[k], each);
+  }
+  /* the names worth looking at: 1% of the backend total or more */
+  for (int j = 0; j < nrows; j++) {
+    if (rows[j].kind == RC_MEM_HOST || rows[j].bytes * 100 < backend) continue;
+    rc_format_bytes(rows[j].bytes, each, sizeof each);
+    fprintf(stderr, "profile: memory:     %-20s %10s  %-14s %d buffer%s\n", rows[j].what, each,
+            MEM_KIND_NAMES[rows[j].kind], rows[j].count, rows[j].count == 1 ? "" : "s");
+  }
+  free(rows);
+}
+
 /* Frees everything the model allocated, backend buffers included, so a leg
  * is clean under LeakSanitizer: one loop over the record, newest first.
  * Safe on a partly initialised model: the record holds what was made (the
