@@ -128,7 +128,7 @@ class BF16Attention(torch.autograd.Function):
     """Causal attention under ops.h's BF16 contract, the CPU backend's order
     of operations (cpu_layers.c): forward o = sum_j bf16(exp(s_j - max)) v_j /
     sum_j exp(s_j - max); backward from p = exp(s - lse) and
-    D = rowsum(bf16(dout) * o). q, k, v: (B, nh, S, hd), already post-RoPE."""
+    D = rowsum(bf16(dout) * bf16(o)). q, k, v: (B, nh, S, hd), already post-RoPE."""
 
     @staticmethod
     def forward(ctx, q, k, v, rnd):
@@ -149,7 +149,7 @@ class BF16Attention(torch.autograd.Function):
         qr, kr, vr, o, lse = ctx.saved_tensors
         rnd, scale = ctx.rnd, 1.0 / math.sqrt(qr.shape[-1])
         dor = rnd(do)
-        D = (dor * o).sum(-1, keepdim=True)
+        D = (dor * rnd(o)).sum(-1, keepdim=True)
         s = ((qr @ kr.transpose(-1, -2)) * scale).masked_fill(ctx.causal, float("-inf"))
         p = torch.exp(s - lse)
         ds = p * (dor @ vr.transpose(-1, -2) - D)

@@ -861,11 +861,11 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
 
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                int S, int nh, int hd) {
+                                int S, int nh, int hd, const uint16_t *out_bf16) {
   if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
   check_head_dim(hd);
   if (ct == RC_COMPUTE_BF16) {
-    rc_cuda_attention_bf16_backward(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+    rc_cuda_attention_bf16_backward(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
     return;
   }
   if (hd <= 32)

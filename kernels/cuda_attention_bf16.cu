@@ -411,7 +411,8 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
   for (int nt = 0; nt < HD / 8; nt++)
 #pragma unroll
     for (int e = 0; e < 4; e++) o[nt][e] *= inv[e / 2];
-  store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, 1.0f, hd);
+  if (out) /* NULL when only the half copy is kept (ops.h) */
+    store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, 1.0f, hd);
   if (out_half) /* a half out-projection's input, without a cast pass over out */
     store_rows_half<HD>(out_half + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, hd,
                         fp16);
@@ -661,13 +662,14 @@ static void heads_to_bf16(bf16 *dst, const float *src, int B, int S, int nparts,
 }
 
 /* dout's bf16 heads [B][nh][S][hd] and D[b, h, i] = rowsum(bf16(dout) *
- * out) in one pass over dout (a rounding pass and the D kernel each read it
- * before): a thread per (row, head), heads fastest so that a warp's reads
- * stay within a few rows, 32-byte pieces. D folds in increasing d, each
- * product rounded before its add, as attention_backward_d_kernel
- * (cuda_attention.cu, built with --fmad=false) and the CPU do; hd % 8 == 0. */
+ * bf16(out)) in one pass over dout (a rounding pass and the D kernel each
+ * read it before): a thread per (row, head), heads fastest so that a warp's
+ * reads stay within a few rows, 32-byte pieces. D folds in increasing d,
+ * each product rounded before its add, as the CPU does; hd % 8 == 0. out is
+ * the forward's fp32 output (rounded here) or, with out_bf16, its bf16 copy
+ * (the same values: no fp32 output need be kept). */
 __global__ void dout_heads_rowdot_kernel(bf16 *doh, float *Dd, const float *dout, const float *out,
-                                         int B, int S, int nh, int hd) {
+                                         const uint16_t *out_bf16, int B, int S, int nh, int hd) {
   const size_t n = (size_t)B * S * nh;
   for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
        idx += (size_t)gridDim.x * blockDim.x) {
@@ -679,9 +681,22 @@ __global__ void dout_heads_rowdot_kernel(bf16 *doh, float *Dd, const float *dout
     for (int d = 0; d < hd; d += 8) {
       const float4 x0 = *(const float4 *)(dout + src + d),
                    x1 = *(const float4 *)(dout + src + d + 4);
-      const float4 y0 = *(const float4 *)(out + src + d), y1 = *(const float4 *)(out + src + d + 4);
       const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-      const float ys[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+      float ys[8];
+      if (out_bf16) {
+        const uint4 y = *(const uint4 *)(out_bf16 + src + d);
+        const uint32_t w[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          ys[2 * e] = __uint_as_float(w[e] << 16),
+                 ys[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+      } else {
+        const float4 y0 = *(const float4 *)(out + src + d),
+                     y1 = *(const float4 *)(out + src + d + 4);
+        const float yf[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+        for (int e = 0; e < 8; e++) ys[e] = rc_round_bf16(yf[e]);
+      }
 #pragma unroll
       for (int e = 0; e < 8; e++) acc = __fadd_rn(acc, __fmul_rn(rc_round_bf16(xs[e]), ys[e]));
       uint4 v;
@@ -726,7 +741,8 @@ static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_
 
 template <int HD>
 static void backward_bf16(float *dqkv, const float *dout, const float *out, const float *lse,
-                          const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd) {
+                          const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd,
+                          const uint16_t *out_bf16) {
   static bool opted_dkv = false;
   cudaStream_t s = rc_cuda_stream();
   const size_t per_part = (size_t)B * nh * S * hd;
@@ -739,10 +755,11 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
     qh = doh + per_part;
   }
   const bf16 *kh = qh + per_part, *vh = qh + 2 * per_part;
-  /* dout's heads and D = rowsum(bf16(dout) * out), the CPU's loop */
+  /* dout's heads and D = rowsum(bf16(dout) * bf16(out)), the CPU's loop */
   const size_t nrows = (size_t)B * S * nh;
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
-  dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, B, S, nh, hd);
+  dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, out_bf16, B,
+                                                                  S, nh, hd);
   KERNEL_CHECK();
   constexpr int R = AB_DKV_R;
   const size_t sm_dkv = (2 * R + 4) * tile_bytes<HD>() + (size_t)64 * R * (64 + 8) * sizeof(bf16) +
@@ -789,14 +806,14 @@ void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, co
 
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
                                      const float *lse, const float *qkv, const uint16_t *heads,
-                                     int B, int S, int nh, int hd) {
+                                     int B, int S, int nh, int hd, const uint16_t *out_bf16) {
   check_bf16_head_dim(hd);
   if (hd <= 16)
-    backward_bf16<16>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+    backward_bf16<16>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
   else if (hd <= 32)
-    backward_bf16<32>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+    backward_bf16<32>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
   else if (hd <= 64)
-    backward_bf16<64>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+    backward_bf16<64>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
   else
-    backward_bf16<128>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+    backward_bf16<128>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
 }

@@ -122,6 +122,9 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
 void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                        int ldc);
+void rc_cuda_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                                const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                const float *R, float *C, int ldc);
 void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                           const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                           int ldc);
@@ -143,7 +146,7 @@ void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half
                             uint16_t *out_half, rc_compute ct);
 void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in,
                              const uint16_t *in_half, int T, int F, uint16_t *din_half,
-                             rc_compute ct);
+                             uint16_t *out_half, rc_compute ct);
 void rc_cuda_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);
 
 /* cuda_init.cu */
@@ -178,7 +181,7 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
                                uint16_t *out_half, rc_compute half_ct);
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                int S, int nh, int hd);
+                                int S, int nh, int hd, const uint16_t *out_bf16);
 
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
@@ -186,7 +189,7 @@ void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, co
                                     rc_compute half_ct);
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
                                      const float *lse, const float *qkv, const uint16_t *heads,
-                                     int B, int S, int nh, int hd);
+                                     int B, int S, int nh, int hd, const uint16_t *out_bf16);
 
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

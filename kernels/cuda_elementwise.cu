@@ -179,12 +179,13 @@ __global__ void swiglu_forward_kernel(float *out, const float *in, const uint16_
 template <bool FP16, bool HALF_IN>
 __global__ void swiglu_backward_kernel(float *din, const float *dout, const float *in,
                                        const uint16_t *in_half, int T, int F, int vec,
-                                       uint16_t *din_half) {
+                                       uint16_t *din_half, uint16_t *out_half) {
   for (size_t t = blockIdx.x; t < (size_t)T; t += gridDim.x) {
     const size_t g = t * 2 * (size_t)F, u = g + F;
     const float *d = dout + t * (size_t)F;
     float *dg = din ? din + t * 2 * (size_t)F : NULL, *du = dg ? dg + F : NULL;
     uint16_t *hg = din_half ? din_half + t * 2 * (size_t)F : NULL, *hu = hg ? hg + F : NULL;
+    uint16_t *oh = out_half ? out_half + t * (size_t)F : NULL; /* the forward's, recomputed */
     if (vec) {
       for (int j = 4 * threadIdx.x; j < F; j += 4 * blockDim.x) {
         float4 gv = load4<FP16, HALF_IN>(in, in_half, g + j);
@@ -198,14 +199,20 @@ __global__ void swiglu_backward_kernel(float *din, const float *dout, const floa
         if (hg)
           *(ushort4 *)(hg + j) = encode_half4<FP16>(dgv),
                             *(ushort4 *)(hu + j) = encode_half4<FP16>(duv);
+        if (oh)
+          *(ushort4 *)(oh + j) = encode_half4<FP16>(make_float4(
+              rc_swiglu_forward_element(gv.x, uv.x), rc_swiglu_forward_element(gv.y, uv.y),
+              rc_swiglu_forward_element(gv.z, uv.z), rc_swiglu_forward_element(gv.w, uv.w)));
       }
     } else {
       for (int j = threadIdx.x; j < F; j += blockDim.x) {
         float a, b;
-        rc_swiglu_backward_element(&a, &b, load1<FP16, HALF_IN>(in, in_half, g + j),
-                                   load1<FP16, HALF_IN>(in, in_half, u + j), d[j]);
+        const float gj = load1<FP16, HALF_IN>(in, in_half, g + j),
+                    uj = load1<FP16, HALF_IN>(in, in_half, u + j);
+        rc_swiglu_backward_element(&a, &b, gj, uj, d[j]);
         if (dg) dg[j] = a, du[j] = b;
         if (hg) hg[j] = encode_half<FP16>(a), hu[j] = encode_half<FP16>(b);
+        if (oh) oh[j] = encode_half<FP16>(rc_swiglu_forward_element(gj, uj));
       }
     }
   }
@@ -252,12 +259,13 @@ void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half
 
 void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in,
                              const uint16_t *in_half, int T, int F, uint16_t *din_half,
-                             rc_compute ct) {
+                             uint16_t *out_half, rc_compute ct) {
   if ((size_t)T * (size_t)F == 0) return;
   const uint16_t *hin = in ? NULL : in_half;
-  int vec = swiglu_vec(F, din, dout, in, din_half, hin);
+  int vec = swiglu_vec(F, din, dout, in, din_half, hin) &&
+            ((uintptr_t)out_half & 7u) == 0; /* NULL counts as aligned */
   SWIGLU_LAUNCH(swiglu_backward_kernel, ct == RC_COMPUTE_FP16, hin != NULL, din, dout, in, hin, T,
-                F, vec, din_half);
+                F, vec, din_half, out_half);
 }
 #undef SWIGLU_LAUNCH
 

@@ -562,6 +562,48 @@ void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, 
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
 }
 
+/* C[r, c] = R[r, c] + C[r, c] (ld both ldc): the add after a beta = 0 GEMM */
+__global__ void residual_add_kernel(float *C, const float *R, int ldc, int m, int n) {
+  size_t total = (size_t)m * (size_t)n;
+  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    size_t at = idx / (size_t)n * (size_t)ldc + idx % (size_t)n;
+    C[at] = R[at] + C[at];
+  }
+}
+
+/* gemm_half_residual (ops.h): cuBLASLt's own epilogue, D = acc + C with C :=
+ * R and D := our C, where run_plan would accumulate in place (alpha 1, beta
+ * 1, canonical, no split-K): acc + R in fp32 with one rounding, the bits of
+ * the beta = 0 GEMM and then `add` (cuda_ops checks it for the model's proj
+ * and fc2 shapes). Otherwise the beta = 0 GEMM into C and the add. Either way
+ * the [m, n] fp32 product never makes its own round trip through memory. */
+void rc_cuda_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                                const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                const float *R, float *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  cudaStream_t s = rc_cuda_stream();
+  if (k > 0) {
+    if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
+    const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
+    if (p->splitk == 1 && ldc == canon_ld(n) && aligned16(C) && aligned16(R)) {
+      int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
+      int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
+      const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
+      const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
+      size_t ws_bytes = 0;
+      void *ws = rc_cuda_gemm_workspace(&ws_bytes);
+      const float one = 1.0f;
+      CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &one, b, p->lay_a, a, p->lay_b, &one, R,
+                                  p->lay_d, C, p->lay_d, &p->algo, ws, ws_bytes, s));
+      return;
+    }
+  }
+  rc_cuda_gemm_half(ct, trans_a, trans_b, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  residual_add_kernel<<<rc_grid_1d((size_t)m * (size_t)n, 256), 256, 0, s>>>(C, R, ldc, m, n);
+  KERNEL_CHECK();
+}
+
 /* gemm_half with alpha 1, beta 0 and the output in ct's 16-bit form: a plan
  * of its own (GEMM_OUT16), cuBLASLt rounding its fp32 accumulator to nearest
  * even in the epilogue (split-K partials, if any, summed in fp32 first). A

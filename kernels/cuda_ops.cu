@@ -26,6 +26,7 @@ static const rc_ops cuda_ops = {
     .gemm = rc_cuda_gemm,
     .cast_half = rc_cuda_cast_half,
     .gemm_half = rc_cuda_gemm_half,
+    .gemm_half_residual = rc_cuda_gemm_half_residual,
     .gemm_to_half = rc_cuda_gemm_to_half,
     .cast_e4m3 = rc_cuda_cast_e4m3,
     .gemm_e4m3 = rc_cuda_gemm_e4m3,

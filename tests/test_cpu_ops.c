@@ -400,6 +400,38 @@ static void test_gemm_half(const rc_ops *ops) {
   CHECK(memcmp(cz, cw, sizeof cz) == 0, "gemm_half k=0 differs from gemm k=0");
 }
 
+/* gemm_half_residual is bitwise gemm_half (beta 0) and then add(C, R, C), in
+ * every layout, with a C row stride beyond n whose padding it leaves alone.
+ * Control: R is in the result (it differs from the plain product). */
+static void test_gemm_half_residual(const rc_ops *ops) {
+  enum { M = 7, N = 10, K = 19, PAD = 3, LDC = N + 2 };
+  uint64_t rng = 61;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      gemm_operands g = random_operands(ta, tb, M, N, K, PAD, &rng);
+      uint16_t *ha = malloc(g.na * 2), *hb = malloc(g.nb * 2);
+      ops->cast_half(ha, g.a, g.na, RC_COMPUTE_BF16),
+          ops->cast_half(hb, g.b, g.nb, RC_COMPUTE_BF16);
+      float *R = frand(M * LDC, &rng, -4, 4), got[M * LDC], want[M * LDC], plain[M * LDC];
+      memset(got, 0xab, sizeof got);
+      ops->gemm_half_residual(RC_COMPUTE_BF16, ta, tb, M, N, K, ha, g.lda, hb, g.ldb, R, got, LDC);
+      ops->gemm_half(RC_COMPUTE_BF16, ta, tb, M, N, K, 1.0f, ha, g.lda, hb, g.ldb, 0.0f, plain,
+                     LDC);
+      int bad = 0, pad_kept = 1, with_r = 0;
+      for (int i = 0; i < M; i++) {
+        ops->add(want + i * LDC, R + i * LDC, plain + i * LDC, N);
+        bad += memcmp(got + i * LDC, want + i * LDC, N * 4) != 0;
+        with_r += memcmp(got + i * LDC, plain + i * LDC, N * 4) != 0;
+        pad_kept &= rc_f32_bits(got[i * LDC + N]) == 0xababababu;
+      }
+      CHECK(bad == 0, "gemm_half_residual ta=%d tb=%d: %d rows differ from gemm_half + add", ta, tb,
+            bad);
+      CHECK(pad_kept, "gemm_half_residual wrote past n into C's padding");
+      CHECK(with_r == M, "control: gemm_half_residual ta=%d tb=%d left R out", ta, tb);
+      free(g.a), free(g.b), free(ha), free(hb), free(R);
+    }
+}
+
 /* gemm_to_half is bitwise cast_half of gemm_half (alpha 1, beta 0) in every
  * layout, written into a padded C whose padding it leaves alone; k = 0 gives
  * zeros. Control: the fp32 result's own bits are not all representable (so
@@ -799,7 +831,8 @@ static void test_attention(const rc_ops *ops) {
 
   float *dqkv = falloc(N);
   ffill(dqkv, N, NAN); /* writes: every element must be overwritten */
-  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, NULL, B, S, NH, HD,
+                          NULL);
   CHECK(count_nan(dqkv, N) == 0, "attention_backward left %zu elements unwritten",
         count_nan(dqkv, N));
   expect_grad("attention dqkv", attn_loss, &c, c.qkv, N, dqkv);
@@ -829,14 +862,45 @@ static void test_attention_bf16(const rc_ops *ops) {
                          RC_COMPUTE_FP32);
   CHECK(memcmp(o_r, o_n, sizeof(float) * NO) == 0 && memcmp(l_r, l_n, sizeof(float) * NL) == 0,
         "bf16 attention forward did not round q, k, v");
-  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD);
-  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD,
+                          NULL);
+  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, NULL, B, S, NH, HD, NULL);
   CHECK(memcmp(d_r, d_n, sizeof(float) * N) == 0,
         "bf16 attention backward did not round its inputs");
+  { /* D reads out rounded to bf16 (ops.h): the output's bf16 encoding
+     * (out_bf16, out NULL) and a nudge of out within its rounding give the
+     * same bits; a forward with out NULL writes the same out_half.
+     * Negative control: fp32 attention sees the nudge. */
+    uint16_t *oh = malloc(sizeof(uint16_t) * NO), *oh2 = malloc(sizeof(uint16_t) * NO);
+    float *o_nudged = falloc(NO), *d_h = falloc(N), *d_o = falloc(N), *l_2 = falloc(NL);
+    ops->attention_forward(RC_COMPUTE_BF16, o_r, l_r, rounded, NULL, B, S, NH, HD, oh,
+                           RC_COMPUTE_BF16);
+    ops->attention_forward(RC_COMPUTE_BF16, NULL, l_2, rounded, NULL, B, S, NH, HD, oh2,
+                           RC_COMPUTE_BF16);
+    CHECK(memcmp(oh, oh2, sizeof(uint16_t) * NO) == 0 && memcmp(l_r, l_2, sizeof(float) * NL) == 0,
+          "bf16 attention forward with out NULL wrote another out_half or lse");
+    for (size_t i = 0; i < NO; i++) o_nudged[i] = rc_round_bf16(o_r[i]) * (1.0f + 1e-4f);
+    ops->attention_backward(RC_COMPUTE_BF16, d_h, dout_r, NULL, l_r, rounded, NULL, B, S, NH, HD,
+                            oh);
+    ops->attention_backward(RC_COMPUTE_BF16, d_o, dout_r, o_nudged, l_r, rounded, NULL, B, S, NH,
+                            HD, NULL);
+    CHECK(memcmp(d_h, d_r, sizeof(float) * N) == 0,
+          "bf16 attention backward from out_bf16 differs from the one from out");
+    CHECK(memcmp(d_o, d_r, sizeof(float) * N) == 0,
+          "bf16 attention backward's D did not round out to bf16");
+    ops->attention_backward(RC_COMPUTE_FP32, d_h, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD,
+                            NULL);
+    ops->attention_backward(RC_COMPUTE_FP32, d_o, dout_r, o_nudged, l_r, rounded, NULL, B, S, NH,
+                            HD, NULL);
+    CHECK(memcmp(d_h, d_o, sizeof(float) * N) != 0,
+          "negative control: fp32 attention backward ignored a nudge of out");
+    free(oh), free(oh2), free(o_nudged), free(d_h), free(d_o), free(l_2);
+  }
   /* against fp32: close, not equal */
   ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, NULL, B, S, NH, HD, NULL,
                          RC_COMPUTE_FP32);
-  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD,
+                          NULL);
   double eo = 0, mo = 0, ed = 0, md = 0;
   for (size_t i = 0; i < NO; i++) eo = fmax(eo, fabs(o_r[i] - o_f[i])), mo = fmax(mo, fabs(o_f[i]));
   for (size_t i = 0; i < N; i++) ed = fmax(ed, fabs(d_r[i] - d_f[i])), md = fmax(md, fabs(d_f[i]));
@@ -899,8 +963,8 @@ static void test_rope_heads(const rc_ops *ops) {
   ops->cast_half(oh_want, o1, NO, RC_COMPUTE_BF16);
   CHECK(memcmp(oh, oh_want, NO * 2) != 0, "negative control: fp16 out_half equals the bf16 cast");
   free(oh), free(oh_want);
-  ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD);
-  ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD);
+  ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD, NULL);
+  ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD, NULL);
   CHECK(bits_equal(d1, d2, N), "attention_backward from heads differs");
   float *other = fdup(x, N);
   for (size_t i = 0; i < N; i++) other[i] *= 1.01f;
@@ -953,20 +1017,20 @@ static void test_swiglu(const rc_ops *ops) {
   CHECK(max_err(c.out, want, T * F) < 1e-6, "swiglu_forward error %g", max_err(c.out, want, T * F));
   float *din = falloc(T * 2 * F);
   ffill(din, T * 2 * F, NAN);
-  ops->swiglu_backward(din, c.r, c.in, NULL, T, F, NULL, RC_COMPUTE_FP32);
+  ops->swiglu_backward(din, c.r, c.in, NULL, T, F, NULL, NULL, RC_COMPUTE_FP32);
   CHECK(count_nan(din, T * 2 * F) == 0, "swiglu_backward left elements unwritten");
   expect_grad("swiglu din", swiglu_loss, &c, c.in, T * 2 * F, din);
   { /* the 16-bit outputs: bitwise cast_half of the fp32 ones, fp32 written or not */
     swiglu_loss(&c);
     float din2[T * 2 * F], out2[T * F];
-    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, NULL, RC_COMPUTE_FP32);
+    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, NULL, NULL, RC_COMPUTE_FP32);
     uint16_t fh[T * F], fo[T * F], fw[T * F], bh[T * 2 * F], bo[T * 2 * F], bw[T * 2 * F];
     ops->cast_half(fw, c.out, T * F, RC_COMPUTE_FP16);
     ops->cast_half(bw, din2, T * 2 * F, RC_COMPUTE_FP16);
     ops->swiglu_forward(out2, c.in, NULL, T, F, fh, RC_COMPUTE_FP16);
     ops->swiglu_forward(NULL, c.in, NULL, T, F, fo, RC_COMPUTE_FP16);
-    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, bh, RC_COMPUTE_FP16);
-    ops->swiglu_backward(NULL, c.r, c.in, NULL, T, F, bo, RC_COMPUTE_FP16);
+    ops->swiglu_backward(din2, c.r, c.in, NULL, T, F, bh, NULL, RC_COMPUTE_FP16);
+    ops->swiglu_backward(NULL, c.r, c.in, NULL, T, F, bo, NULL, RC_COMPUTE_FP16);
     CHECK(memcmp(fh, fw, sizeof fh) == 0 && memcmp(fo, fw, sizeof fo) == 0,
           "swiglu_forward out_half is not cast_half(out)");
     CHECK(memcmp(bh, bw, sizeof bh) == 0 && memcmp(bo, bw, sizeof bo) == 0,
@@ -986,8 +1050,17 @@ static void test_swiglu(const rc_ops *ops) {
         dec[i] = k ? rc_fp16_decode(ih[i]) : rc_bf16_decode(ih[i]);
       ops->swiglu_forward(o1, dec, NULL, T, F, ow, cts[k]);
       ops->swiglu_forward(o2, NULL, ih, T, F, oh, cts[k]);
-      ops->swiglu_backward(d1, c.r, dec, NULL, T, F, dw, cts[k]);
-      ops->swiglu_backward(d2, c.r, NULL, ih, T, F, dh, cts[k]);
+      uint16_t rh[T * F];
+      ops->swiglu_backward(d1, c.r, dec, NULL, T, F, dw, NULL, cts[k]);
+      ops->swiglu_backward(d2, c.r, NULL, ih, T, F, dh, rh, cts[k]);
+      /* the forward's output recomputed by the backward (a half fc2's saved
+       * input): bitwise the forward's out_half; control: the other type's */
+      CHECK(memcmp(rh, oh, sizeof oh) == 0,
+            "swiglu_backward's recomputed out_half differs from swiglu_forward's (%s)",
+            k ? "fp16" : "bf16");
+      uint16_t dx[T * 2 * F];
+      ops->swiglu_backward(NULL, c.r, NULL, ih, T, F, dx, rh, cts[1 - k]);
+      CHECK(memcmp(rh, oh, sizeof oh) != 0, "control: the other 16-bit type recomputes the same");
       CHECK(memcmp(o1, o2, sizeof o1) == 0 && memcmp(oh, ow, sizeof oh) == 0,
             "swiglu_forward on a %s input differs from its decoded values'", k ? "fp16" : "bf16");
       CHECK(memcmp(d1, d2, sizeof d1) == 0 && memcmp(dh, dw, sizeof dh) == 0,
@@ -1467,6 +1540,7 @@ int main(void) {
   test_gemm_rounds_inputs(ops);
   test_cast_half(ops);
   test_gemm_half(ops);
+  test_gemm_half_residual(ops);
   test_gemm_to_half(ops);
   test_elementwise(ops);
   test_fp8(ops);

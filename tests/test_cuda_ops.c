@@ -253,6 +253,50 @@ static void gemm_fusion_property(rc_compute ct, int ta, int tb, int m, int n, in
   free(hu);
 }
 
+/* gemm_half_residual (ops.h), the forward's residual connection in the GEMM
+ * epilogue: bitwise gemm_half (beta 0) and then add(C, R, C) on the GPU, run
+ * to run, and within tolerance of the CPU. pad > 0 gives C (and R) a row
+ * stride beyond n, which takes the unfused path; the model's proj and fc2
+ * shapes are canonical (cuBLASLt adds R itself where the algorithm has no
+ * split-K, cuda_gemm.cu). */
+static void gemm_residual_property(rc_compute ct, int ta, int tb, int m, int n, int k, int pad) {
+  int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n, ldc = n + pad;
+  size_t na = (size_t)ra * ca, nb = (size_t)rb * cb, nc = (size_t)m * ldc;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f), *R = rand_host(nc, 4.0f);
+  uint16_t *gA = G->alloc(na * 2), *gB = G->alloc(nb * 2), *cA = C->alloc(na * 2),
+           *cB = C->alloc(nb * 2);
+  float *fA = put(G, A, na * 4), *fB = put(G, B, nb * 4);
+  G->cast_half(gA, fA, na, ct), G->cast_half(gB, fB, nb, ct);
+  uint16_t *hA = get(G, gA, na * 2), *hB = get(G, gB, nb * 2);
+  upload(C, cA, hA, na * 2), upload(C, cB, hB, nb * 2);
+  float *gR = put(G, R, nc * 4), *fused = G->alloc(nc * 4), *unfused = G->alloc(nc * 4);
+  float *got[2];
+  for (int rep = 0; rep < 2; rep++) {
+    poison(G, fused, nc * 4);
+    G->gemm_half_residual(ct, ta, tb, m, n, k, gA, ca, gB, cb, gR, fused, ldc);
+    got[rep] = get(G, fused, nc * 4);
+  }
+  poison(G, unfused, nc * 4);
+  G->gemm_half(ct, ta, tb, m, n, k, 1.0f, gA, ca, gB, cb, 0.0f, unfused, ldc);
+  for (int i = 0; i < m; i++)
+    G->add(unfused + (size_t)i * ldc, gR + (size_t)i * ldc, unfused + (size_t)i * ldc, (size_t)n);
+  float *want = get(G, unfused, nc * 4);
+  float *cR = put(C, R, nc * 4), *cC = C->alloc(nc * 4);
+  C->gemm_half_residual(ct, ta, tb, m, n, k, cA, ca, cB, cb, cR, cC, ldc);
+  float *ref = get(C, cC, nc * 4);
+  size_t rows_bytes = ((size_t)(m - 1) * ldc + n) * 4; /* C's padding is not written */
+  char name[128];
+  snprintf(name, sizeof name,
+           "gemm_half_residual %s ta=%d tb=%d %dx%dx%d ldc=%d == gemm_half + add", ct_name(ct), ta,
+           tb, m, n, k, ldc);
+  check_bits(name, got[0], want, rows_bytes);
+  check_bits("  run to run", got[1], got[0], rows_bytes);
+  if (pad == 0) check_rel("  vs the CPU", got[0], ref, (size_t)m * n, 1e-3);
+  G->free(gA), G->free(gB), G->free(fA), G->free(fB), G->free(gR), G->free(fused);
+  G->free(unfused), C->free(cA), C->free(cB), C->free(cR), C->free(cC);
+  free(A), free(B), free(R), free(hA), free(hB), free(got[0]), free(got[1]), free(want), free(ref);
+}
+
 static void gemm_k0(void) {
   int m = 5, n = 7;
   float *C0 = rand_host((size_t)m * n, 1.0f);
@@ -336,6 +380,16 @@ static void test_gemm(void) {
   int wgrad[][2] = {{2304, 768}, {768, 768}, {4096, 768}, {768, 2048}, {768, 1536}};
   for (size_t i = 0; !quick && i < sizeof wgrad / sizeof wgrad[0]; i++)
     gemm_fusion_property(RC_COMPUTE_BF16, 1, 0, wgrad[i][0], wgrad[i][1], 8192, 1.0f);
+  /* the residual in the epilogue: gpu-small's proj and fc2 forward shapes,
+   * a split-K candidate, a padded C (the unfused path), fp16 */
+  gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 96, 80, 200, 0);
+  gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 33, 20, 72, 3);
+  gemm_residual_property(RC_COMPUTE_FP16, 0, 1, 96, 80, 200, 0);
+  gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 64, 64, quick ? 2048 : 16384, 0);
+  if (!quick) {
+    gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 8192, 768, 768, 0);
+    gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 8192, 768, 2048, 0);
+  }
 }
 
 /* ======================= elementwise and reductions ======================= */
@@ -1318,7 +1372,7 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *gdo = put(G, dout, no * 4);
     upload(G, g, rot, n * 4);
     G->attention_forward(RC_COMPUTE_BF16, go, gl, g, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
-    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd, NULL);
     float *o1 = get(G, go, no * 4), *l1 = get(G, gl, nl * 4), *d1 = get(G, gdq, n * 4);
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
@@ -1327,11 +1381,29 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *o2 = get(G, go, no * 4), *l2 = get(G, gl, nl * 4);
     upload(G, go, o1, no * 4);
     upload(G, gl, l1, nl * 4);
-    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, NULL, gh, B, S, nh, hd);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, NULL, gh, B, S, nh, hd, NULL);
     float *d2 = get(G, gdq, n * 4);
     check_bits("  attention_forward from heads: out", o2, o1, no * 4);
     check_bits("  attention_forward from heads: lse", l2, l1, nl * 4);
     check_bits("  attention_backward from heads: dqkv", d2, d1, n * 4);
+    /* only the bf16 output kept (out NULL): the same out_half and lse, and
+     * the backward from it (out_bf16) the dqkv of the fp32 out, whose D reads
+     * it rounded to bf16 either way (ops.h) */
+    uint16_t *goh = G->alloc(no * 2);
+    poison(G, goh, no * 2), poison(G, gl, nl * 4), poison(G, gdq, n * 4);
+    G->attention_forward(RC_COMPUTE_BF16, go, gl, NULL, gh, B, S, nh, hd, goh, RC_COMPUTE_BF16);
+    uint16_t *oh1 = get(G, goh, no * 2);
+    poison(G, goh, no * 2), poison(G, gl, nl * 4);
+    G->attention_forward(RC_COMPUTE_BF16, NULL, gl, NULL, gh, B, S, nh, hd, goh, RC_COMPUTE_BF16);
+    uint16_t *oh2 = get(G, goh, no * 2);
+    float *l3 = get(G, gl, nl * 4);
+    check_bits("  attention_forward, out NULL: out_half", oh2, oh1, no * 2);
+    check_bits("  attention_forward, out NULL: lse", l3, l1, nl * 4);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, NULL, gl, NULL, gh, B, S, nh, hd, goh);
+    float *d3 = get(G, gdq, n * 4);
+    check_bits("  attention_backward from out_bf16: dqkv", d3, d1, n * 4);
+    free(oh1), free(oh2), free(l3), free(d3);
+    G->free(goh);
     free(o1), free(l1), free(d1), free(o2), free(l2), free(d2);
     G->free(go), G->free(gl), G->free(gdq), G->free(gdo);
   }
@@ -1428,12 +1500,12 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   upload(G, gl, rl, nl * 4);
   float *cdo = put(C, dout, no * 4), *gdo = put(G, dout, no * 4);
   float *cdq = C->alloc(nqkv * 4), *gdq = G->alloc(nqkv * 4);
-  C->attention_backward(ct, cdq, cdo, co, cl, cq, NULL, B, S, nh, hd);
+  C->attention_backward(ct, cdq, cdo, co, cl, cq, NULL, B, S, nh, hd, NULL);
   float *rd = get(C, cdq, nqkv * 4);
   float *d[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, gdq, nqkv * 4);
-    G->attention_backward(ct, gdq, gdo, go, gl, gq, NULL, B, S, nh, hd);
+    G->attention_backward(ct, gdq, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL);
     d[rep] = get(G, gdq, nqkv * 4);
   }
   snprintf(name, sizeof name, "attention_backward %s dqkv B=%d S=%d nh=%d hd=%d", tag, B, S, nh,
@@ -1470,14 +1542,14 @@ static void test_swiglu(int T, int F) {
   float *gi = put(G, in, ni * 4), *go = G->alloc(no * 4), *gdo = put(G, dout, no * 4),
         *gdi = G->alloc(ni * 4);
   C->swiglu_forward(co, ci, NULL, T, F, NULL, RC_COMPUTE_FP32);
-  C->swiglu_backward(cdi, cdo, ci, NULL, T, F, NULL, RC_COMPUTE_FP32);
+  C->swiglu_backward(cdi, cdo, ci, NULL, T, F, NULL, NULL, RC_COMPUTE_FP32);
   float *ro = get(C, co, no * 4), *rdi = get(C, cdi, ni * 4);
   float *o[2], *di[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, no * 4);
     poison(G, gdi, ni * 4);
     G->swiglu_forward(go, gi, NULL, T, F, NULL, RC_COMPUTE_FP32);
-    G->swiglu_backward(gdi, gdo, gi, NULL, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(gdi, gdo, gi, NULL, T, F, NULL, NULL, RC_COMPUTE_FP32);
     o[rep] = get(G, go, no * 4);
     di[rep] = get(G, gdi, ni * 4);
   }
@@ -1490,7 +1562,7 @@ static void test_swiglu(int T, int F) {
           *udi = G->alloc(ni * 4 + 4);
     upload(G, ui + 1, in, ni * 4), upload(G, udo + 1, dout, no * 4);
     G->swiglu_forward(uo + 1, ui + 1, NULL, T, F, NULL, RC_COMPUTE_FP32);
-    G->swiglu_backward(udi + 1, udo + 1, ui + 1, NULL, T, F, NULL, RC_COMPUTE_FP32);
+    G->swiglu_backward(udi + 1, udo + 1, ui + 1, NULL, T, F, NULL, NULL, RC_COMPUTE_FP32);
     float *uo_h = get(G, uo + 1, no * 4), *udi_h = get(G, udi + 1, ni * 4);
     check_bits("  unaligned (scalar) == aligned, forward", uo_h, o[0], no * 4);
     check_bits("  unaligned (scalar) == aligned, backward", udi_h, di[0], ni * 4);
@@ -1502,7 +1574,7 @@ static void test_swiglu(int T, int F) {
       G->cast_half(fw, fo, no, RC_COMPUTE_FP16), G->cast_half(bw, bo, ni, RC_COMPUTE_FP16);
       poison(G, fh, no * 2), poison(G, bh, ni * 2);
       G->swiglu_forward(only ? NULL : go, gi, NULL, T, F, fh, RC_COMPUTE_FP16);
-      G->swiglu_backward(only ? NULL : gdi, gdo, gi, NULL, T, F, bh, RC_COMPUTE_FP16);
+      G->swiglu_backward(only ? NULL : gdi, gdo, gi, NULL, T, F, bh, NULL, RC_COMPUTE_FP16);
       uint16_t *a = get(G, fh, no * 2), *b = get(G, fw, no * 2), *c = get(G, bh, ni * 2),
                *d = get(G, bw, ni * 2);
       check_bits(only ? "  forward out_half alone == cast_half(out)"
@@ -1522,7 +1594,8 @@ static void test_swiglu(int T, int F) {
    * input 2 bytes off alignment), twice; control: the fp32 input differs */
   for (int k = 0; k < 2; k++) {
     rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
-    uint16_t *ih = G->alloc(ni * 2 + 2), *oh = G->alloc(no * 2), *dh = G->alloc(ni * 2);
+    uint16_t *ih = G->alloc(ni * 2 + 2), *oh = G->alloc(no * 2), *dh = G->alloc(ni * 2),
+             *rh = G->alloc(no * 2 + 2);
     float *dec = malloc(ni * 4), *gdec = G->alloc(ni * 4);
     G->cast_half(ih, gi, ni, ct);
     uint16_t *ih_host = get(G, ih, ni * 2);
@@ -1530,7 +1603,7 @@ static void test_swiglu(int T, int F) {
       dec[i] = k ? rc_fp16_decode(ih_host[i]) : rc_bf16_decode(ih_host[i]);
     upload(G, gdec, dec, ni * 4);
     G->swiglu_forward(go, gdec, NULL, T, F, oh, ct);
-    G->swiglu_backward(gdi, gdo, gdec, NULL, T, F, dh, ct);
+    G->swiglu_backward(gdi, gdo, gdec, NULL, T, F, dh, NULL, ct);
     float *wo = get(G, go, no * 4), *wdi = get(G, gdi, ni * 4);
     uint16_t *woh = get(G, oh, no * 2), *wdh = get(G, dh, ni * 2);
     for (int unaligned = 0; unaligned <= 1; unaligned++) {
@@ -1538,9 +1611,13 @@ static void test_swiglu(int T, int F) {
       if (unaligned) upload(G, ih + 1, ih_host, ni * 2);
       poison(G, go, no * 4), poison(G, gdi, ni * 4), poison(G, oh, no * 2), poison(G, dh, ni * 2);
       G->swiglu_forward(go, NULL, in_h, T, F, oh, ct);
-      G->swiglu_backward(gdi, gdo, NULL, in_h, T, F, dh, ct);
+      /* and the forward's output recomputed (a half fc2's saved input),
+       * vector path or (2 bytes off) scalar */
+      poison(G, rh, no * 2 + 2);
+      G->swiglu_backward(gdi, gdo, NULL, in_h, T, F, dh, rh + unaligned, ct);
       float *ho = get(G, go, no * 4), *hdi = get(G, gdi, ni * 4);
       uint16_t *hoh = get(G, oh, no * 2), *hdh = get(G, dh, ni * 2);
+      uint16_t *hrh = get(G, rh + unaligned, no * 2);
       char name[96];
       snprintf(name, sizeof name, "swiglu on a %s input%s == on its decoded values", ct_name(ct),
                unaligned ? " (scalar path)" : "");
@@ -1548,12 +1625,14 @@ static void test_swiglu(int T, int F) {
       check_bits("  out_half", hoh, woh, no * 2);
       check_bits("  backward din", hdi, wdi, ni * 4);
       check_bits("  backward din_half", hdh, wdh, ni * 2);
+      check_bits("  backward's recomputed out_half == the forward's", hrh, woh, no * 2);
+      free(hrh);
       if (!unaligned)
         check_true("  control: the fp32 input's output differs", memcmp(ho, o[0], no * 4) != 0);
       free(ho), free(hdi), free(hoh), free(hdh);
     }
     free(dec), free(ih_host), free(wo), free(wdi), free(woh), free(wdh);
-    G->free(ih), G->free(oh), G->free(dh), G->free(gdec);
+    G->free(ih), G->free(oh), G->free(dh), G->free(rh), G->free(gdec);
   }
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
@@ -2044,7 +2123,7 @@ static void bench(void) {
       G->attention_forward(act, go, gl, gq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
       G->sync();
       double t1 = now_s();
-      G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd);
+      G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL);
       G->sync();
       double t2 = now_s();
       if (rep > 0) {

@@ -97,6 +97,13 @@ typedef struct rc_ops {
   void (*gemm_half)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                     const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                     int ldc);
+  /* C = R + op(A) op(B) (alpha 1; half operands as gemm_half), R [m, n] with
+   * C's row stride ldc, not overlapping C: a residual connection in the
+   * GEMM's epilogue. Bitwise gemm_half with beta 0 into C followed by
+   * add(C, R, C): the product is accumulated fully, then added once. */
+  void (*gemm_half_residual)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                             const uint16_t *A, int lda, const uint16_t *B, int ldb, const float *R,
+                             float *C, int ldc);
   /* C = A B (alpha 1, beta 0; half operands as gemm_half) stored in ct's
    * 16-bit encoding: each element the fp32 accumulator rounded to nearest
    * even, as a bf16/fp16 layer's output is (the output head's logits). The
@@ -191,27 +198,37 @@ typedef struct rc_ops {
    *         rounded to bf16; the probabilities P are rounded to bf16 before
    *         P V and P^T dout, and dS = P (dP - D) before dS K and dS^T Q; every
    *         product accumulates in fp32; softmax statistics (max, sum, lse) and
-   *         D = rowsum(bf16(dout) * out) stay fp32. Needs hd % 16 == 0, hd <= 128.
+   *         D = rowsum(bf16(dout) * bf16(out)) stay fp32 (out rounded, as
+   *         FlashAttention keeps O in bf16). Needs hd % 16 == 0, hd <= 128.
    * Only FP32 and BF16 are valid. heads (BF16 only; may be NULL): rope_forward's
    * bf16 heads of the same qkv, read instead of it (qkv may then be NULL);
    * bitwise the results from qkv, whose rounding they are. out_half (may be
    * NULL): out also in half_ct's 16-bit encoding, bitwise cast_half of out,
-   * for a half out-projection's saved input. */
+   * for a half out-projection's saved input; with BF16, out may then be NULL
+   * (only out_half written). */
   void (*attention_forward)(rc_compute ct, float *out, float *lse, const float *qkv,
                             const uint16_t *heads, int B, int S, int nh, int hd, uint16_t *out_half,
                             rc_compute half_ct);
   /* dqkv [B*S, 3*nh*hd] (writes), from dout, the forward's out/lse and qkv
-   * (post-RoPE) or its heads, as in attention_forward. */
+   * (post-RoPE) or its heads, as in attention_forward. out_bf16 (BF16 only;
+   * may be NULL): out's bf16 encoding (a forward's out_half with half_ct
+   * BF16), read instead of out, which may then be NULL: bitwise the results
+   * from out, since D reads out rounded to bf16 either way. */
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
                              const float *lse, const float *qkv, const uint16_t *heads, int B,
-                             int S, int nh, int hd);
+                             int S, int nh, int hd, const uint16_t *out_bf16);
   /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). in NULL:
    * the input is in_half, ct's 16-bit encoding (a half fc1's output,
    * gemm_to_half), decoded exactly; else in_half is ignored. */
   void (*swiglu_forward)(float *out, const float *in, const uint16_t *in_half, int T, int F,
                          uint16_t *out_half, rc_compute ct);
+  /* din (writes) from dout and the forward's input as swiglu_forward takes
+   * it. out_half (may be NULL): the forward's output recomputed, bitwise
+   * swiglu_forward's out_half of the same input, for a half fc2 whose saved
+   * input is recomputed in the backward instead of kept (the values are read
+   * here anyway: one write, not a second pass). */
   void (*swiglu_backward)(float *din, const float *dout, const float *in, const uint16_t *in_half,
-                          int T, int F, uint16_t *din_half, rc_compute ct); /* writes */
+                          int T, int F, uint16_t *din_half, uint16_t *out_half, rc_compute ct);
   /* Softmax cross-entropy over logits [T, V]. Writes losses[t] = -log p[label],
    * correct[t] = 1.0f if argmax (lowest index among ties) == label else 0.0f,
    * and the gradient dloss[t] * (softmax - onehot): with dlogits_half NULL over

@@ -18,6 +18,7 @@
   X(gemm)                                                                                          \
   X(cast_half)                                                                                     \
   X(gemm_half)                                                                                     \
+  X(gemm_half_residual)                                                                            \
   X(gemm_to_half)                                                                                  \
   X(cast_e4m3)                                                                                     \
   X(gemm_e4m3)                                                                                     \

@@ -177,6 +177,14 @@ static void p_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n,
   double dt = end(OP_gemm_half, t0);
   charge_gemm(ct, trans_a, trans_b, m, n, k, beta == 0.0f, false, dt);
 }
+static void p_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                                 const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                 const float *R, float *C, int ldc) {
+  double t0 = begin();
+  inner->gemm_half_residual(ct, trans_a, trans_b, m, n, k, A, lda, B, ldb, R, C, ldc);
+  double dt = end(OP_gemm_half_residual, t0);
+  charge_gemm(ct, trans_a, trans_b, m, n, k, false, false, dt);
+}
 static void p_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                            const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                            int ldc) {
@@ -307,9 +315,9 @@ static void p_attention_forward(rc_compute ct, float *out, float *lse, const flo
 }
 static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                  const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                 int S, int nh, int hd) {
+                                 int S, int nh, int hd, const uint16_t *out_bf16) {
   double t0 = begin();
-  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd);
+  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
   charge_ct(attn_bwd_ct, ct, end(OP_attention_backward, t0));
 }
 static void p_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
@@ -320,9 +328,9 @@ static void p_swiglu_forward(float *out, const float *in, const uint16_t *in_hal
 }
 static void p_swiglu_backward(float *din, const float *dout, const float *in,
                               const uint16_t *in_half, int T, int F, uint16_t *din_half,
-                              rc_compute ct) {
+                              uint16_t *out_half, rc_compute ct) {
   double t0 = begin();
-  inner->swiglu_backward(din, dout, in, in_half, T, F, din_half, ct);
+  inner->swiglu_backward(din, dout, in, in_half, T, F, din_half, out_half, ct);
   end(OP_swiglu_backward, t0);
 }
 static void p_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
@@ -402,6 +410,7 @@ static rc_ops profiled = {
     .gemm = p_gemm,
     .cast_half = p_cast_half,
     .gemm_half = p_gemm_half,
+    .gemm_half_residual = p_gemm_half_residual,
     .gemm_to_half = p_gemm_to_half,
     .cast_e4m3 = p_cast_e4m3,
     .gemm_e4m3 = p_gemm_e4m3,

@@ -3,7 +3,8 @@
  *
  * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
  * (kernels/cuda_attention.cu). Logging switches (RC_CUDA_GEMM_LOG) and ones
- * shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh) are
+ * shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
+ * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are
  * not listed. A leg records the ones set in its args.json and says so on
  * stderr (src/leg/leg.c); `run` records them in report.json and its text
  * report (its legs inherit its environment). One list, read by both. */

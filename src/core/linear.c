@@ -123,7 +123,10 @@ static void quantise(rc_model *m, rc_linear *lin, int step) {
 static void prepare_weight(rc_model *m, rc_linear *lin, rc_flag p) {
   const rc_ops *o = m->ops;
   if (!is_quantised(m, lin)) {
-    if (lin->wq_half) o->cast_half(lin->wq_half, lin->w->weight, lin->w->numel, m->ct);
+    if (!lin->wq_half) return;
+    if (m->weights_frozen && lin->wq_half_serial == m->weights_serial) return; /* cast this span */
+    o->cast_half(lin->wq_half, lin->w->weight, lin->w->numel, m->ct);
+    lin->wq_half_serial = m->weights_serial;
     return;
   }
   int step = (int)m->iteration + 1;
@@ -259,9 +262,10 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
 
 /* y = x W^T: in fp32, or (half) on x cast once into x_half, which the
  * call's backward reads again; y_half (a half linear): the output in the
- * compute type's 16-bit form instead of y. */
+ * compute type's 16-bit form instead of y. R (a half linear with one group,
+ * or NULL): y = R + x W^T in the GEMM's epilogue (ops.h gemm_half_residual). */
 static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
-                         uint16_t *y_half, int rows, const int *group_rows) {
+                         uint16_t *y_half, const float *R, int rows, const int *group_rows) {
   const rc_ops *o = m->ops;
   size_t wsz = (size_t)lin->out * lin->in;
   bool half = lin->wq_half != NULL;
@@ -269,7 +273,10 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    if (r > 0 && y_half)
+    if (R)
+      o->gemm_half_residual(m->ct, false, true, rows, lin->out, lin->in, x_half, lin->in,
+                            lin->wq_half, lin->in, R, y, lin->out);
+    else if (r > 0 && y_half)
       o->gemm_to_half(m->ct, false, true, r, lin->out, lin->in, x_half + (size_t)r0 * lin->in,
                       lin->in, lin->wq_half + g * wsz, lin->in, y_half + (size_t)r0 * lin->out,
                       lin->out);
@@ -284,8 +291,11 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   }
 }
 
+/* R (may be NULL): y = R + x W^T, as the forward into y and then add(y, R,
+ * y) gives it; fused into the GEMM where that is one (rc_linear_is_half, one
+ * group, no event log: the log records the linear's own output). */
 static int linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
-                          uint16_t *y_half, int rows, const int *group_rows) {
+                          uint16_t *y_half, const float *R, int rows, const int *group_rows) {
   rc_flag p = lin->te_style ? rc_linear_policy_value(m, lin) : RC_FLAG_NONE;
   int call = lin->ncalls++;
   if (call >= RC_MAX_CALLS) {
@@ -301,20 +311,27 @@ static int linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t 
   lin->saved_half[call] = x_half;
   prepare_weight(m, lin, p);
   if (lin->te_style) lin->flag = RC_FLAG_FALSE;
+  bool fused = R && rc_linear_is_half(m, lin) && lin->groups == 1 && !m->events.out;
   if (is_quantised(m, lin))
     forward_fp8(m, lin, x, y, rows, group_rows);
   else
-    forward_gemm(m, lin, x, x_half, y, y_half, rows, group_rows);
+    forward_gemm(m, lin, x, x_half, y, y_half, fused ? R : NULL, rows, group_rows);
   size_t out_n = (size_t)rows * lin->out;
   if (m->events.out)
     log_event(m, "forward", lin, call, p, -1, y_half ? (const void *)y_half : (const void *)y,
               out_n * (y_half ? sizeof(uint16_t) : sizeof(float)));
+  if (R && !fused) m->ops->add(y, R, y, out_n);
   return call;
 }
 
 int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
                       int rows, const int *group_rows) {
-  return linear_forward(m, lin, x, x_half, y, NULL, rows, group_rows);
+  return linear_forward(m, lin, x, x_half, y, NULL, NULL, rows, group_rows);
+}
+
+int rc_linear_forward_residual(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half,
+                               const float *R, float *y, int rows) {
+  return linear_forward(m, lin, x, x_half, y, NULL, R, rows, NULL);
 }
 
 int rc_linear_forward_to_half(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half,
@@ -324,10 +341,10 @@ int rc_linear_forward_to_half(rc_model *m, rc_linear *lin, const float *x, uint1
             lin->name);
     abort();
   }
-  return linear_forward(m, lin, x, x_half, NULL, y_half, rows, group_rows);
+  return linear_forward(m, lin, x, x_half, NULL, y_half, NULL, rows, group_rows);
 }
 
-/* One GEMM of backward_gemm, on half or fp32 operands: C = alpha op(A) op(B)
+/* One GEMM of dgrad_gemm or wgrad_gemm, on half or fp32 operands: C = alpha op(A) op(B)
  * + beta C, the operands at element offsets a0 and b0. */
 typedef struct {
   const float *f32;
@@ -345,21 +362,33 @@ static void gemm_either(rc_model *m, bool half, bool ta, bool tb, int M, int N, 
                  ldc);
 }
 
-/* dx = dy W and main_grad (+)= dy^T x, on the half operands (dy, the saved
- * input, the weight copy) or in fp32. */
-static void backward_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, float *dx, int rows,
-                          const int *group_rows, bool overwrite) {
-  const rc_ops *o = m->ops;
+/* dx = dy W, on the half operands (dy, the weight copy) or in fp32. */
+static void dgrad_gemm(rc_model *m, rc_linear *lin, operand dy, float *dx, int rows,
+                       const int *group_rows) {
   bool half = lin->wq_half != NULL;
   operand w = {lin->wq, lin->wq_half};
   size_t wsz = (size_t)lin->out * lin->in;
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    size_t dy0 = (size_t)r0 * lin->out, x0 = (size_t)r0 * lin->in;
     if (dx && r > 0)
-      gemm_either(m, half, false, false, r, lin->in, lin->out, dy, dy0, lin->out, w, g * wsz,
-                  lin->in, 0.0f, dx + x0, lin->in);
+      gemm_either(m, half, false, false, r, lin->in, lin->out, dy, (size_t)r0 * lin->out, lin->out,
+                  w, g * wsz, lin->in, 0.0f, dx + (size_t)r0 * lin->in, lin->in);
+    r0 += r;
+  }
+}
+
+/* main_grad (+)= dy^T x, on the half operands (dy, the saved input) or in
+ * fp32. Independent of dgrad_gemm's GEMMs: either order gives the same bits. */
+static void wgrad_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, int rows,
+                       const int *group_rows, bool overwrite) {
+  const rc_ops *o = m->ops;
+  bool half = lin->wq_half != NULL;
+  size_t wsz = (size_t)lin->out * lin->in;
+  int r0 = 0;
+  for (int g = 0; g < lin->groups; g++) {
+    int r = group_rows ? group_rows[g] : rows;
+    size_t dy0 = (size_t)r0 * lin->out, x0 = (size_t)r0 * lin->in;
     float *main_grad = lin->w->main_grad + g * wsz;
     if (!lin->te_style || m->cfg.grad_accum_fusion) {
       /* fused: one GEMM into the fp32 main_grad, beta picked by the flag */
@@ -375,30 +404,76 @@ static void backward_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, fl
   }
 }
 
+static bool overwrites(const rc_model *m, const rc_linear *lin, int call) {
+  return lin->te_style && m->cfg.grad_accum_fusion && lin->passed[call] == RC_FLAG_TRUE;
+}
+
+/* dy cast once into buf (cap elements) for a half linear given no dy_half:
+ * what dgrad and wgrad both read */
+static const uint16_t *cast_dy(rc_model *m, const rc_linear *lin, const float *dy,
+                               const uint16_t *dy_half, uint16_t *buf, size_t cap, int rows) {
+  if (dy_half) return dy_half;
+  size_t n = (size_t)rows * lin->out;
+  if (!buf || n > cap) {
+    fprintf(stderr, "resumecheck: internal error: %s: %zu gradient elements exceed dy_half\n",
+            lin->name, n);
+    abort();
+  }
+  m->ops->cast_half(buf, dy, n, m->ct);
+  return buf;
+}
+
+/* The wgrad of a half or fp32 linear and what follows it: the tail both
+ * rc_linear_backward and rc_linear_backward_wgrad end with. */
+static void finish_wgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
+                         const uint16_t *dy_half, const float *x, const float *dx, int rows,
+                         const int *group_rows) {
+  bool overwrite = overwrites(m, lin, call);
+  const uint16_t *x_half = rc_linear_is_half(m, lin) ? lin->saved_half[call] : NULL;
+  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, dy_half, x_half, rows);
+  wgrad_gemm(m, lin, (operand){dy, dy_half}, (operand){x, x_half}, rows, group_rows, overwrite);
+  if (m->events.out)
+    log_event(m, "backward", lin, call, lin->passed[call], overwrite ? 0 : 1,
+              dx ? dx : lin->w->main_grad,
+              (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+}
+
 void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
                         const uint16_t *dy_half, const float *x, float *dx, int rows,
                         const int *group_rows) {
-  rc_flag p = lin->passed[call];
-  bool overwrite = lin->te_style && m->cfg.grad_accum_fusion && p == RC_FLAG_TRUE;
-  bool half = rc_linear_is_half(m, lin);
-  const uint16_t *x_half = half ? lin->saved_half[call] : NULL;
-  if (half && !dy_half) { /* one cast that dgrad and wgrad both read */
-    size_t n = (size_t)rows * lin->out;
-    if (n > m->dy_half_elems) {
-      fprintf(stderr, "resumecheck: internal error: %s: %zu gradient elements exceed dy_half\n",
-              lin->name, n);
-      abort();
-    }
-    m->ops->cast_half(m->dy_half, dy, n, m->ct);
-    dy_half = m->dy_half;
-  }
-  if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, dy_half, x_half, rows);
-  if (is_quantised(m, lin))
+  if (is_quantised(m, lin)) {
+    bool overwrite = overwrites(m, lin, call);
+    if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, NULL, NULL, rows);
     backward_fp8(m, lin, dy, x, dx, rows, group_rows, overwrite);
-  else
-    backward_gemm(m, lin, (operand){dy, dy_half}, (operand){x, x_half}, dx, rows, group_rows,
-                  overwrite);
-  if (m->events.out)
-    log_event(m, "backward", lin, call, p, overwrite ? 0 : 1, dx ? dx : lin->w->main_grad,
-              (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+    if (m->events.out)
+      log_event(m, "backward", lin, call, lin->passed[call], overwrite ? 0 : 1,
+                dx ? dx : lin->w->main_grad,
+                (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+    return;
+  }
+  if (rc_linear_is_half(m, lin))
+    dy_half = cast_dy(m, lin, dy, dy_half, m->dy_half, m->dy_half_elems, rows);
+  dgrad_gemm(m, lin, (operand){dy, dy_half}, dx, rows, group_rows);
+  finish_wgrad(m, lin, call, dy, dy_half, x, dx, rows, group_rows);
+}
+
+void rc_linear_backward_dgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
+                              uint16_t *dy_half_buf, size_t dy_half_cap, const float *x, float *dx,
+                              int rows, const int *group_rows) {
+  if (!rc_linear_is_half(m, lin)) {
+    rc_linear_backward(m, lin, call, dy, NULL, x, dx, rows, group_rows);
+    return;
+  }
+  const uint16_t *dy_half = cast_dy(m, lin, dy, NULL, dy_half_buf, dy_half_cap, rows);
+  dgrad_gemm(m, lin, (operand){dy, dy_half}, dx, rows, group_rows);
+  lin->pending_call = call, lin->pending_rows = rows, lin->pending_group_rows = group_rows;
+  lin->pending_dy = dy, lin->pending_x = x, lin->pending_dx = dx, lin->pending_dy_half = dy_half;
+}
+
+void rc_linear_backward_wgrad(rc_model *m, rc_linear *lin) {
+  if (lin->pending_call < 0) return; /* not half: done by the first half */
+  int call = lin->pending_call;
+  lin->pending_call = -1;
+  finish_wgrad(m, lin, call, lin->pending_dy, lin->pending_dy_half, lin->pending_x, lin->pending_dx,
+               lin->pending_rows, lin->pending_group_rows);
 }

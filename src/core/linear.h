@@ -34,6 +34,12 @@ bool rc_linear_is_half(const rc_model *m, const rc_linear *lin);
  * Returns the call index within the microbatch, for the backward. */
 int rc_linear_forward(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half, float *y,
                       int rows, const int *group_rows);
+/* y = R + x W^T (R [rows, out], not overlapping y), bitwise
+ * rc_linear_forward into y and then `add` of R: a residual connection in
+ * the GEMM's epilogue where the linear is half (ops.h gemm_half_residual).
+ * One group only. */
+int rc_linear_forward_residual(rc_model *m, rc_linear *lin, const float *x, uint16_t *x_half,
+                               const float *R, float *y, int rows);
 /* The same for a half linear, its output y_half [rows, out] in the compute
  * type's 16-bit form (ops.h gemm_to_half): the fp32 accumulator rounded
  * once, as a bf16/fp16 layer's output is. */
@@ -47,5 +53,17 @@ int rc_linear_forward_to_half(rc_model *m, rc_linear *lin, const float *x, uint1
 void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
                         const uint16_t *dy_half, const float *x, float *dx, int rows,
                         const int *group_rows);
+/* rc_linear_backward in two halves, for a caller that recomputes a half
+ * linear's saved input between them instead of keeping it (a half fc2's
+ * SwiGLU output, model_layer.c): the first casts dy into dy_half_buf (the
+ * caller's, dy_half_cap elements, kept until the second) and runs dgrad; the second
+ * runs the wgrad on the call's saved input as it is then (and the wgrad hook
+ * and event log), so the results are rc_linear_backward's bit for bit. A
+ * linear that is not half does all of it in the first call; the second is
+ * then a no-op. dx must stay unchanged in between (the event log reads it). */
+void rc_linear_backward_dgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
+                              uint16_t *dy_half_buf, size_t dy_half_cap, const float *x, float *dx,
+                              int rows, const int *group_rows);
+void rc_linear_backward_wgrad(rc_model *m, rc_linear *lin);
 
 #endif

@@ -64,6 +64,7 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
   lin->groups = groups, lin->in = in, lin->out = out;
   lin->te_style = te_style, lin->repeated = repeated;
   lin->flag = RC_FLAG_TRUE;
+  lin->pending_call = -1; /* no split backward open */
   alloc_amax_histories(m, lin);
   return lin;
 }
@@ -164,7 +165,10 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   bool heads = m->attn_ct == RC_COMPUTE_BF16;
   a->qkv = own_or_shared(m, heads, RC_FWD_SHARED_QKV, T * 3 * H, "qkv");
   a->heads = heads ? rc_model_alloc_bytes(m, A, T * 3 * H * 2, "attn_heads") : NULL;
-  a->attn = rc_model_alloc(m, A, T * H, "attn");
+  /* the fp32 attention output feeds only the backward's D, which reads it
+   * rounded to bf16 (ops.h): a bf16 proj's saved input is that copy */
+  bool attn_16 = heads && m->ct == RC_COMPUTE_BF16 && rc_linear_is_half(m, L->proj);
+  a->attn = attn_16 ? NULL : rc_model_alloc(m, A, T * H, "attn");
   a->attn_r = alloc_rounded(m, L->proj, A, T * H, "attn_r");
   a->lse = rc_model_alloc(m, A, (size_t)m->B * m->nh * m->S, "lse");
   /* proj and mlp_out only feed their residual adds: shared whatever the precision */
@@ -183,7 +187,9 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
   a->qkv_h = alloc_half(m, L->qkv, T * H, "qkv_h");
   a->proj_h = alloc_half(m, L->proj, T * H, "proj_h");
   a->fc1_h = alloc_half(m, L->fc1, rows * H, "fc1_h");
-  a->fc2_h = alloc_half(m, L->fc2, rows * F, "fc2_h");
+  /* recomputed in the backward: the one shared buffer (model.h sw_half) */
+  a->fc2_h = m->sw_half && rc_linear_is_half(m, L->fc2) ? m->sw_half
+                                                        : alloc_half(m, L->fc2, rows * F, "fc2_h");
   if (moe) {
     a->router_logits = rc_model_alloc(m, A, T * E, "router_logits");
     a->probs = rc_model_alloc(m, A, T * E, "probs");
@@ -369,6 +375,24 @@ static void alloc_mtp_act(rc_model *m, int k) {
   ma->head_h = alloc_half(m, m->head, T * H, "mtp head_h");
 }
 
+/* Selective recompute of the SwiGLU output (model.h sw_half), for the half
+ * fc2s, unless RC_KEEP_SWIGLU_OUTPUT=1 asks for a saved output per layer
+ * (the same bits: tests/core_swiglu_recompute.sh). Costs one 16-bit write
+ * per layer in SwiGLU's backward; saves [rows, F] 16-bit values a layer. */
+static void alloc_swiglu_recompute(rc_model *m) {
+  const char *keep = getenv("RC_KEEP_SWIGLU_OUTPUT");
+  if (keep && strcmp(keep, "1") == 0) return;
+  size_t rows = 0, T = (size_t)m->T, K = (size_t)m->K;
+  for (int l = 0; l < m->cfg.layers + m->D; l++) {
+    const rc_layer *L = l < m->cfg.layers ? &m->layers[l] : mtp_trm(m, l - m->cfg.layers + 1);
+    if (rc_linear_is_half(m, L->fc2)) rows = max_sz(rows, L->moe ? T * K : T);
+  }
+  if (!rows) return;
+  m->sw_half = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, rows * (size_t)m->F * 2, "sw_half");
+  m->fc2_dy_half_elems = rows * (size_t)m->H;
+  m->fc2_dy_half = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fc2_dy_half_elems * 2, "fc2_dy_half");
+}
+
 /* The activations of every layer and depth, and the heads' inputs. */
 static int alloc_activations(rc_model *m, rc_err *err) {
   const rc_config *c = &m->cfg;
@@ -382,6 +406,7 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
   m->fwd_shared_n[RC_FWD_SHARED_CAT] = T * 2 * H;
   m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H;
+  alloc_swiglu_recompute(m);
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;

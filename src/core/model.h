@@ -69,14 +69,15 @@ typedef struct {
   char name[128]; /* module path, "mtp/layers/0/transformer_layer/mlp/experts/fc1" */
   rc_param *w;
   int groups, in, out;
-  bool te_style;        /* false: a plain linear whose wgrad always accumulates */
-  bool repeated;        /* a module of the shared MTP layer */
-  rc_flag flag;         /* is_first_microbatch, TRUE at construction */
-  float *wq;            /* fp32 linears: the weight itself (NULL for half and fp8 linears) */
-  uint16_t *wq_half;    /* half linears: the weight in the compute type (ops.h cast_half) */
-  bool cache_valid;     /* fp8: wq8 / wq8_t hold a cached quantisation */
-  int cache_step;       /* the step whose weights are in the cache (for tests) */
-  float *wgrad_scratch; /* fusion off */
+  bool te_style;           /* false: a plain linear whose wgrad always accumulates */
+  bool repeated;           /* a module of the shared MTP layer */
+  rc_flag flag;            /* is_first_microbatch, TRUE at construction */
+  float *wq;               /* fp32 linears: the weight itself (NULL for half and fp8 linears) */
+  uint16_t *wq_half;       /* half linears: the weight in the compute type (ops.h cast_half) */
+  uint64_t wq_half_serial; /* the model's weights_serial when wq_half was cast */
+  bool cache_valid;        /* fp8: wq8 / wq8_t hold a cached quantisation */
+  int cache_step;          /* the step whose weights are in the cache (for tests) */
+  float *wgrad_scratch;    /* fusion off */
   /* fp8 (--precision fp8, te_style linears): every GEMM runs on e4m3 bytes
    * (ops.h gemm_e4m3). The weight cache as Transformer Engine keeps it: W
    * [groups][out][in_pad] for forward and its transpose [groups][in][out_pad]
@@ -96,6 +97,12 @@ typedef struct {
   int ncalls;
   rc_flag passed[RC_MAX_CALLS];
   const uint16_t *saved_half[RC_MAX_CALLS]; /* half linears: each call's input, for its wgrad */
+  /* a backward split by rc_linear_backward_dgrad, finished by
+   * rc_linear_backward_wgrad (linear.h); pending_call -1: none */
+  int pending_call, pending_rows;
+  const int *pending_group_rows;
+  const float *pending_dy, *pending_x, *pending_dx;
+  const uint16_t *pending_dy_half;
 } rc_linear;
 
 /* Saved activations of one transformer-layer invocation. */
@@ -214,6 +221,22 @@ typedef struct rc_model {
    * out] of a half linear other than the head */
   uint16_t *dy_half;
   size_t dy_half_elems;
+  /* Selective recompute of the SwiGLU output (model_layer.c): a half fc2's
+   * saved input is not kept per layer but written into sw_half (one buffer
+   * for all layers, [rows, F] of the largest) by the forward and again by
+   * SwiGLU's backward (ops.h out_half) just before fc2's wgrad; fc2's output
+   * gradient in 16 bits waits there in fc2_dy_half (fc2_dy_half_elems),
+   * as dy_half holds SwiGLU's input gradient by then. NULL when off
+   * (RC_KEEP_SWIGLU_OUTPUT=1 keeps a buffer per layer: the same bits). */
+  uint16_t *sw_half, *fc2_dy_half;
+  size_t fc2_dy_half_elems;
+  /* weights_frozen: true while a train step runs its microbatches, when no
+   * weight can change; weights_serial counts those spans. A half linear's
+   * weight copy cast in one span serves every forward call of the span (all
+   * microbatches, every MTP depth of a shared layer or head): the same bits
+   * as a cast per call. Outside a span every call casts. */
+  bool weights_frozen;
+  uint64_t weights_serial;
   /* fp8: the step's running amax of each quantised linear's input, output
    * gradient and weight on the backend (RC_FP8_AMAX_SLOT per linear, ops.h
    * amax_update: no host round trip per cast), read back once at the step's

@@ -94,14 +94,19 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
   /* with heads, RoPE writes the attention's bf16 operands and qkv is spent */
   o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, a->heads);
-  /* a half proj's saved input comes straight from the attention */
+  /* a half proj's saved input comes straight from the attention (alone,
+   * when it is bf16: a->attn NULL) */
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->heads ? NULL : a->qkv, a->heads, m->B, m->S,
                        m->nh, m->hd, a->proj_h, m->ct);
   a->proj_in = rc_linear_round_input(m, L->proj, a->attn_r, a->attn, TH);
-  a->call_proj =
-      rc_linear_forward(m, L->proj, a->proj_h ? NULL : a->proj_in, a->proj_h, a->proj, T, NULL);
-  dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
-  o->add(a->xm, x, a->proj, TH);
+  const float *proj_x = a->proj_h ? NULL : a->proj_in;
+  if (m->cfg.dropout > 0) {
+    a->call_proj = rc_linear_forward(m, L->proj, proj_x, a->proj_h, a->proj, T, NULL);
+    dropout_maybe(m, a->proj, TH, &a->drop_offset[0], true);
+    o->add(a->xm, x, a->proj, TH);
+  } else { /* the residual add in the GEMM's epilogue: the same bits */
+    a->call_proj = rc_linear_forward_residual(m, L->proj, proj_x, a->proj_h, x, a->xm, T);
+  }
   if (L->moe) { /* ln2 feeds the fp32 router and the gather as it is */
     o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, m->ct);
     a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
@@ -113,6 +118,11 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
     a->call_fc1 = fc1_forward(m, L, a, a->fc1_in, T, NULL);
     o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, a->fc1_out_h, T, F, a->fc2_h, m->ct);
     if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * F);
+    if (m->cfg.dropout <= 0) { /* y = xm + fc2's output, added in its GEMM's epilogue */
+      a->call_fc2 = rc_linear_forward_residual(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h,
+                                               a->xm, a->y, T);
+      return;
+    }
     a->call_fc2 =
         rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->mlp_out, T, NULL);
   }
@@ -127,6 +137,30 @@ static uint16_t *fc1_grad_half(rc_model *m, const rc_linear *fc1) {
   return rc_linear_is_half(m, fc1) ? m->dy_half : NULL;
 }
 
+/* fc2's backward around SwiGLU's: d_sw (writes) = d_out W2, then SwiGLU's
+ * backward into d_fc1 (or the half fc1's dy_half), then fc2's wgrad. With the
+ * SwiGLU output recomputed (model.h sw_half) the wgrad waits until SwiGLU's
+ * backward has written fc2's saved input again; the results are the bits a
+ * kept output gives (the same values, the same GEMMs). */
+static void fc2_swiglu_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a,
+                                const float *d_out, float *d_sw, float *d_fc1, uint16_t *d_fc1_h,
+                                int rows, const int *group_rows) {
+  const rc_ops *o = m->ops;
+  int F = m->F;
+  bool recompute = m->sw_half && a->fc2_h == m->sw_half;
+  if (!recompute) {
+    rc_linear_backward(m, L->fc2, a->call_fc2, d_out, NULL, a->sw_r, d_sw, rows, group_rows);
+    o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, rows, F, d_fc1_h, NULL,
+                       m->ct);
+    return;
+  }
+  rc_linear_backward_dgrad(m, L->fc2, a->call_fc2, d_out, m->fc2_dy_half, m->fc2_dy_half_elems,
+                           a->sw_r, d_sw, rows, group_rows);
+  o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, rows, F, d_fc1_h,
+                     m->sw_half, m->ct);
+  rc_linear_backward_wgrad(m, L->fc2);
+}
+
 /* d_ln2 (writes) from d_mlp (the gradient at the MLP output, rounded). */
 static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *d_mlp,
                          float *d_ln2) {
@@ -136,11 +170,9 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   float *d_eout = m->d_big, *d_topk_w = m->d_topk_w;
   o->moe_combine_backward(d_eout, d_topk_w, d_mlp, a->e_out, a->topk_w, a->inv_perm, T, K, H);
   rc_linear_round_input(m, L->fc2, d_eout, d_eout, TKH);
-  float *d_sw = m->d_big2;
-  rc_linear_backward(m, L->fc2, a->call_fc2, d_eout, NULL, a->sw_r, d_sw, T * K, a->group_rows);
-  float *d_fc1 = m->d_big;
+  float *d_sw = m->d_big2, *d_fc1 = m->d_big;
   uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-  o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, T * K, F, d_fc1_h, m->ct);
+  fc2_swiglu_backward(m, L, a, d_eout, d_sw, d_fc1, d_fc1_h, T * K, a->group_rows);
   if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
   rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->xs, d_xs, T * K,
@@ -182,9 +214,8 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
     moe_backward(m, L, a, d_branch, d_ln2);
   } else {
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
-    rc_linear_backward(m, L->fc2, a->call_fc2, d_branch, NULL, a->sw_r, d_sw, T, NULL);
     uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-    o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, T, F, d_fc1_h, m->ct);
+    fc2_swiglu_backward(m, L, a, d_branch, d_sw, d_fc1, d_fc1_h, T, NULL);
     if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
     rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->fc1_in, d_ln2, T,
                        NULL);
@@ -203,7 +234,7 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);
   float *d_qkv = m->d_big;
   o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->heads ? NULL : a->qkv,
-                        a->heads, m->B, m->S, m->nh, m->hd);
+                        a->heads, m->B, m->S, m->nh, m->hd, a->attn ? NULL : a->proj_h);
   /* a half qkv's gradient is written by RoPE's backward in the compute type */
   uint16_t *d_qkv_h = rc_linear_is_half(m, L->qkv) ? m->dy_half : NULL;
   o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, d_qkv_h, m->ct);

@@ -276,7 +276,9 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   if (!(m->cfg.inject & RC_BUG_GRAD_BUFFER_NOT_ZEROED_AFTER_LOAD) || m->grads_dirty)
     rc_model_zero_grads(m);
   rc_model_begin_step(m);
+  m->weights_serial++, m->weights_frozen = true; /* until the optimizer (model.h) */
   run_microbatches(m, data, st);
+  m->weights_frozen = false;
   bool overflow = m->comm ? reduce_across_ranks(m, st) : unscale_local(m, st);
   if (overflow) {
     st->skipped = 1;

@@ -189,6 +189,17 @@ void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, i
   free(b);
 }
 
+/* gemm_half (beta 0) into C, then R added: ops.h's definition, row by row. */
+void rc_cpu_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                               const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                               const float *R, float *C, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  rc_cpu_gemm_half(ct, trans_a, trans_b, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  for (int i = 0; i < m; i++) /* ops.h `add` of R and the product, element by element */
+    for (int j = 0; j < n; j++)
+      C[(size_t)i * ldc + j] = R[(size_t)i * ldc + j] + C[(size_t)i * ldc + j];
+}
+
 /* gemm_half into fp32 scratch, each element then encoded: bitwise
  * cast_half of gemm_half's result (ops.h). */
 void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,

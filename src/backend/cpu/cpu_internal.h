@@ -35,6 +35,9 @@ void rc_cpu_decode_half(float *dst, const uint16_t *src, size_t n, rc_compute ct
 void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
                       int ldc);
+void rc_cpu_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                               const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                               const float *R, float *C, int ldc);
 void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                          int ldc);
@@ -60,11 +63,11 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
                               uint16_t *out_half, rc_compute half_ct);
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, const uint16_t *heads, int B,
-                               int S, int nh, int hd);
+                               int S, int nh, int hd, const uint16_t *out_bf16);
 void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
                            uint16_t *out_half, rc_compute ct);
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, const uint16_t *in_half,
-                            int T, int F, uint16_t *din_half, rc_compute ct);
+                            int T, int F, uint16_t *din_half, uint16_t *out_half, rc_compute ct);
 void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
                           const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);
 void rc_cpu_dropout(float *x, size_t n, float p, uint64_t seed, uint64_t offset);

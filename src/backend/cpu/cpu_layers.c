@@ -191,6 +191,9 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
   qkv = att_qkv(qkv, heads, B, S, nh, hd, &decoded);
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned);
   float *sc = rc_cpu_scratch((size_t)S * sizeof(float));
+  /* out NULL (only out_half asked for): the fp32 values in scratch */
+  float *out_scratch = out ? NULL : rc_cpu_scratch((size_t)B * S * orow * sizeof(float));
+  if (!out) out = out_scratch;
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (size_t)b * S * row;
     for (int h = 0; h < nh; h++) {
@@ -225,23 +228,31 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
   free(owned);
   free(decoded);
   if (out_half) rc_cpu_cast_half(out_half, out, (size_t)B * S * orow, half_ct);
+  free(out_scratch);
 }
 
 /* Recomputes P = exp(S - lse) and applies, per (batch, head):
  * dP = dout V^T, dS = P * (dP - rowsum(dout * out)), dQ = dS K * scale,
  * dK = dS^T Q * scale, dV = P^T dout. dK and dV sum over queries i in
- * increasing order. BF16 rounds q, k, v, dout, and P and dS where they
- * enter a product (ops.h). */
+ * increasing order. BF16 rounds q, k, v, dout, out (for D), and P and dS
+ * where they enter a product (ops.h). */
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, const uint16_t *heads, int B,
-                               int S, int nh, int hd) {
+                               int S, int nh, int hd, const uint16_t *out_bf16) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
-  float *owned_qkv, *owned_dout, *decoded;
+  float *owned_qkv, *owned_dout, *owned_out = NULL, *decoded;
   qkv = att_qkv(qkv, heads, B, S, nh, hd, &decoded);
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned_qkv);
   dout = att_rounded(dout, (size_t)B * S * orow, ct, &owned_dout);
+  if (bf16 && out_bf16) { /* the forward's bf16 output, decoded exactly */
+    owned_out = rc_cpu_scratch((size_t)B * S * orow * sizeof(float));
+    for (size_t i = 0; i < (size_t)B * S * orow; i++) owned_out[i] = rc_bf16_decode(out_bf16[i]);
+    out = owned_out;
+  } else {
+    out = att_rounded(out, (size_t)B * S * orow, ct, &owned_out);
+  }
   memset(dqkv, 0, (size_t)B * S * row * sizeof(float));
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (size_t)b * S * row;
@@ -273,6 +284,7 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
   }
   free(owned_qkv);
   free(owned_dout);
+  free(owned_out);
   free(decoded);
 }
 
@@ -301,18 +313,24 @@ void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half,
 }
 
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, const uint16_t *in_half,
-                            int T, int F, uint16_t *din_half, rc_compute ct) {
+                            int T, int F, uint16_t *din_half, uint16_t *out_half, rc_compute ct) {
   float *row = din ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
   float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
+  float *fwd = out_half ? rc_cpu_scratch((size_t)F * sizeof(float)) : NULL;
   for (int t = 0; t < T; t++) {
     const float *g = swiglu_in_row(in, in_half, in_row, t, F, ct), *u = g + F,
                 *d = dout + (size_t)t * F;
     float *dg = out_row(din, row, t, 2 * F), *du = dg + F;
     for (int j = 0; j < F; j++) rc_swiglu_backward_element(&dg[j], &du[j], g[j], u[j], d[j]);
     if (din_half) rc_cpu_cast_half(din_half + (size_t)t * 2 * F, dg, (size_t)2 * F, ct);
+    if (fwd) { /* swiglu_forward's out_half of this row */
+      for (int j = 0; j < F; j++) fwd[j] = rc_swiglu_forward_element(g[j], u[j]);
+      rc_cpu_cast_half(out_half + (size_t)t * F, fwd, (size_t)F, ct);
+    }
   }
   free(row);
   free(in_row);
+  free(fwd);
 }
 
 /* ---- softmax cross-entropy ---- */

@@ -143,6 +143,7 @@ static const rc_ops cpu_ops = {
     .gemm = rc_cpu_gemm,
     .cast_half = rc_cpu_cast_half,
     .gemm_half = rc_cpu_gemm_half,
+    .gemm_half_residual = rc_cpu_gemm_half_residual,
     .gemm_to_half = rc_cpu_gemm_to_half,
     .cast_e4m3 = rc_cpu_cast_e4m3,
     .gemm_e4m3 = rc_cpu_gemm_e4m3,
