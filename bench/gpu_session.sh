@@ -31,7 +31,8 @@
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
-# "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "ncu"
+# "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
+# every heuristic algorithm of gpu-small's GEMM shapes timed (bench/bench_gemm_algos.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each).
 # RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none).
 set -u
@@ -171,6 +172,14 @@ if want plans; then
   log "GEMM plans of a gpu-small MoE leg (12 steps): by source and host time"
   RC_BIN="$B/resumecheck" timeout 120 bash bench/gemm_plan_summary.sh --preset gpu-small \
     --steps 12 2>&1 | tee -a "$S"
+fi
+
+if want gemmalgos; then
+  log "every heuristic algorithm for gpu-small's GEMM shapes (bench/bench_gemm_algos.cu)"
+  bga="$B/bench_gemm_algos"
+  [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -arch=sm_90 -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
+  timeout 180 "$bga" 20 > "$OUT/gemm_algos.txt" 2>&1
+  echo "bench_gemm_algos exit $?" | tee -a "$S"
 fi
 
 if want profile_fp8; then

@@ -861,17 +861,24 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
 
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                int S, int nh, int hd, const uint16_t *out_bf16) {
+                                int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                                uint16_t *dqkv_half, rc_compute half_ct) {
   if (B <= 0 || S <= 0 || nh <= 0 || hd <= 0) return;
   check_head_dim(hd);
   if (ct == RC_COMPUTE_BF16) {
-    rc_cuda_attention_bf16_backward(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+    rc_cuda_attention_bf16_backward(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16,
+                                    rope_theta, dqkv_half, half_ct);
     return;
   }
+  /* fp32: into dqkv (scratch when the caller gave none), then RoPE's
+   * backward into dqkv_half: ops.h's definition */
+  if (dqkv_half && !dqkv)
+    dqkv = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQKV, (size_t)B * S * 3 * nh * hd * 4);
   if (hd <= 32)
     backward_impl<32>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
   else if (hd <= 64)
     backward_impl<64>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
   else
     backward_impl<128>(dqkv, dout, out, lse, qkv, B, S, nh, hd);
+  if (dqkv_half) rc_cuda_rope_backward(dqkv, B, S, nh, hd, rope_theta, dqkv_half, half_ct);
 }

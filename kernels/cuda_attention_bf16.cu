@@ -282,6 +282,35 @@ __device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
   }
 }
 
+/* store_rows' values (times scale) as rope_backward's 16-bit gradient gives
+ * them (ops.h attention_backward's dqkv_half): rotated back by RoPE where
+ * rotate (dq, dk; row r is position r of the sequence: the table's row),
+ * then encoded. The rotation is rc_rope_rotate on the value store_rows
+ * would have written, so the bits are store_rows then rope_backward's. */
+template <int HD>
+__device__ void store_rows_rope_half(uint16_t *dst, size_t ld, int row0, int S,
+                                     const float acc[HD / 8][4], float scale, int hd,
+                                     const float *cs, bool rotate, int fp16) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, half_hd = hd / 2;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int r = row0 + g + 8 * half;
+    if (r >= S) continue;
+    uint16_t *d = dst + (size_t)r * ld;
+    const float *c = cs + (size_t)r * half_hd, *sn = c + (size_t)S * half_hd;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++)
+      if (nt * 8 < hd) {
+        float2 v = make_float2(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
+        const int i = nt * 4 + t; /* the pair (2i, 2i + 1) */
+        if (rotate) v = rc_rope_rotate(v.x, v.y, c[i], -1.0f * sn[i]);
+        *(unsigned *)(d + nt * 8 + 2 * t) =
+            fp16 ? (unsigned)rc_fp16_encode(v.x) | (unsigned)rc_fp16_encode(v.y) << 16
+                 : (unsigned)rc_bf16_encode(v.x) | (unsigned)rc_bf16_encode(v.y) << 16;
+      }
+  }
+}
+
 /* ---- forward ---- */
 
 /* Query rows a forward block owns: 16 per warp. Eight warps share each K
@@ -467,7 +496,8 @@ template <int HD, int R>
 __global__ void __launch_bounds__(R *AB_THREADS)
     attention_bf16_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                               const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
-                              int S, int nh, int hd, float scale) {
+                              int S, int nh, int hd, float scale, uint16_t *dqkv_half,
+                              const float *rope_cs, int half_fp16) {
   constexpr int LDS = HD + 8, TILE = 64 * LDS, LDP = 64 + 8, THREADS = R * AB_THREADS;
   constexpr int BK = 64 * R;
   /* dQ's share: 64 query rows x HD, split over the warps as 4 row groups
@@ -593,6 +623,14 @@ __global__ void __launch_bounds__(R *AB_THREADS)
     }
   }
   const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  if (dqkv_half) { /* RoPE's backward fused: dk rotated back, dv as it is */
+    uint16_t *dst = dqkv_half + (size_t)b * S * row + (size_t)h * hd;
+    store_rows_rope_half<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd, rope_cs, true,
+                             half_fp16);
+    store_rows_rope_half<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd, rope_cs, false,
+                             half_fp16);
+    return;
+  }
   float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
   store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
   store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
@@ -607,7 +645,8 @@ __global__ void __launch_bounds__(R *AB_THREADS)
 #define DQ_REDUCE_Y 16 /* rows at a time */
 __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
     attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int S, int nh, int hd,
-                                    float scale, int R) {
+                                    float scale, int R, uint16_t *dqkv_half, const float *rope_cs,
+                                    int half_fp16) {
   const int ntiles = (S + AB_BQ - 1) / AB_BQ;
   const int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const size_t tile = (size_t)64 * hd;
@@ -623,8 +662,24 @@ __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
         const float4 v = *(const float4 *)(p + (size_t)kb * tile);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
       }
-      *(float4 *)(dqkv + ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c) =
-          make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+      const size_t at = ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c;
+      const float4 v = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+      if (!dqkv_half) {
+        *(float4 *)(dqkv + at) = v;
+        continue;
+      }
+      /* RoPE's backward fused (ops.h): pairs c/2 and c/2 + 1 of position s
+       * rotated back as rope_backward rotates the fp32 values above */
+      const int s = qt * AB_BQ + r, half_hd = hd / 2, i = c / 2;
+      const float *cs = rope_cs + (size_t)s * half_hd, *sn = cs + (size_t)S * half_hd;
+      const float2 a = rc_rope_rotate(v.x, v.y, cs[i], -1.0f * sn[i]),
+                   e = rc_rope_rotate(v.z, v.w, cs[i + 1], -1.0f * sn[i + 1]);
+      *(uint2 *)(dqkv_half + at) =
+          half_fp16
+              ? make_uint2((unsigned)rc_fp16_encode(a.x) | (unsigned)rc_fp16_encode(a.y) << 16,
+                           (unsigned)rc_fp16_encode(e.x) | (unsigned)rc_fp16_encode(e.y) << 16)
+              : make_uint2((unsigned)rc_bf16_encode(a.x) | (unsigned)rc_bf16_encode(a.y) << 16,
+                           (unsigned)rc_bf16_encode(e.x) | (unsigned)rc_bf16_encode(e.y) << 16);
     }
 }
 
@@ -742,7 +797,8 @@ static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_
 template <int HD>
 static void backward_bf16(float *dqkv, const float *dout, const float *out, const float *lse,
                           const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd,
-                          const uint16_t *out_bf16) {
+                          const uint16_t *out_bf16, float rope_theta, uint16_t *dqkv_half,
+                          rc_compute half_ct) {
   static bool opted_dkv = false;
   cudaStream_t s = rc_cuda_stream();
   const size_t per_part = (size_t)B * nh * S * hd;
@@ -770,13 +826,16 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
       (float *)rc_cuda_scratch(RC_SCRATCH_ATTN_DQ, (size_t)B * nh * dq_pairs_before(ntiles, R) *
                                                        64 * (size_t)hd * sizeof(float));
   float scale = 1.0f / sqrtf((float)hd);
+  /* dqkv_half: RoPE's backward in both kernels' stores (ops.h), its table */
+  const float *rope_cs = dqkv_half ? rc_cuda_rope_table(S, hd, rope_theta) : NULL;
+  const int half_fp16 = half_ct == RC_COMPUTE_FP16;
   attention_bf16_dkv_kernel<HD, R>
       <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
-          dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale);
+          dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale, dqkv_half, rope_cs, half_fp16);
   KERNEL_CHECK();
   attention_bf16_dq_reduce_kernel<<<dim3((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B),
-                                    dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(dqkv, dq_part, S, nh,
-                                                                            hd, scale, R);
+                                    dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(
+      dqkv, dq_part, S, nh, hd, scale, R, dqkv_half, rope_cs, half_fp16);
   KERNEL_CHECK();
 }
 
@@ -806,14 +865,19 @@ void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, co
 
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
                                      const float *lse, const float *qkv, const uint16_t *heads,
-                                     int B, int S, int nh, int hd, const uint16_t *out_bf16) {
+                                     int B, int S, int nh, int hd, const uint16_t *out_bf16,
+                                     float rope_theta, uint16_t *dqkv_half, rc_compute half_ct) {
   check_bf16_head_dim(hd);
   if (hd <= 16)
-    backward_bf16<16>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+    backward_bf16<16>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16, rope_theta,
+                      dqkv_half, half_ct);
   else if (hd <= 32)
-    backward_bf16<32>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+    backward_bf16<32>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16, rope_theta,
+                      dqkv_half, half_ct);
   else if (hd <= 64)
-    backward_bf16<64>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+    backward_bf16<64>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16, rope_theta,
+                      dqkv_half, half_ct);
   else
-    backward_bf16<128>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+    backward_bf16<128>(dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16, rope_theta,
+                       dqkv_half, half_ct);
 }

@@ -65,9 +65,10 @@ enum {
   RC_SCRATCH_ATTN_BF16,
   RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ partials, one per (query tile, key tile) */
   RC_SCRATCH_MOE,
-  RC_SCRATCH_FP8,  /* amax_update's partials */
-  RC_SCRATCH_ROPE, /* RoPE's cos/sin table (keyed by S, hd, theta) */
-  RC_SCRATCH_CE,   /* 16-bit logits decoded for cross_entropy's held-row path */
+  RC_SCRATCH_FP8,       /* amax_update's partials */
+  RC_SCRATCH_ROPE,      /* RoPE's cos/sin table (keyed by S, hd, theta) */
+  RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
+  RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -174,6 +175,16 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
 void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
 void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
                            uint16_t *dqkv_half, rc_compute ct);
+/* RoPE's table for (S, hd, theta): cos [S][hd/2], then sin [S][hd/2], the
+ * CPU's values (built on the stream when its keyed slot held another). */
+const float *rc_cuda_rope_table(int S, int hd, float theta);
+/* A pair (x0, x1) rotated by (c, sgn), sgn = +-sin: each product rounded,
+ * as the CPU's loop does, whatever the including file's --fmad. RoPE's
+ * forward and backward and the attention backward's fused RoPE share it. */
+__device__ __forceinline__ float2 rc_rope_rotate(float x0, float x1, float c, float sgn) {
+  return make_float2(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sgn)),
+                     __fadd_rn(__fmul_rn(x0, sgn), __fmul_rn(x1, c)));
+}
 
 /* cuda_attention.cu (fp32; dispatches BF16 to cuda_attention_bf16.cu) */
 void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const float *qkv,
@@ -181,7 +192,8 @@ void rc_cuda_attention_forward(rc_compute ct, float *out, float *lse, const floa
                                uint16_t *out_half, rc_compute half_ct);
 void rc_cuda_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                 const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                int S, int nh, int hd, const uint16_t *out_bf16);
+                                int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                                uint16_t *dqkv_half, rc_compute half_ct);
 
 /* cuda_attention_bf16.cu: the BF16 contract of ops.h on tensor cores */
 void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, const uint16_t *heads,
@@ -189,7 +201,8 @@ void rc_cuda_attention_bf16_forward(float *out, float *lse, const float *qkv, co
                                     rc_compute half_ct);
 void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float *out,
                                      const float *lse, const float *qkv, const uint16_t *heads,
-                                     int B, int S, int nh, int hd, const uint16_t *out_bf16);
+                                     int B, int S, int nh, int hd, const uint16_t *out_bf16,
+                                     float rope_theta, uint16_t *dqkv_half, rc_compute half_ct);
 
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

@@ -15,6 +15,8 @@
  *    fixed workspace, split-K only with a separate reduction pass, never the
  *    in-place counter scheme) and cached, so it never changes within a
  *    process and is the same choice in every process on the same GPU model.
+ *    The heuristic's first, or for a pinned key (below, measured) the one of
+ *    its list with the pinned configuration.
  *  - cuBLASLt runs with beta = 0, and beta != 0 is applied by our own
  *    epilogue kernel, C = D + beta*C, where D is the beta = 0 result in a
  *    scratch buffer. A beta = 1 GEMM is therefore, bit for bit, a beta = 0
@@ -187,10 +189,88 @@ static int heuristic_algos(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayo
   return n;
 }
 
+/* ---- pinned algorithms ----
+ * The heuristic's first algorithm is not the fastest for every key. Each
+ * algorithm the heuristic offers for gpu-small's GEMMs was timed on the H200
+ * (bench/bench_gemm_algos.cu: cuBLASLt 13.1, random operands, two passes of
+ * 30 calls; bench/NOTES.md session 18), and where another one was faster by
+ * more than the noise it is pinned here by its configuration. On a GPU of
+ * compute capability 9.0 a pinned key takes the algorithm of the heuristic's
+ * list (the same list, in the same order, as the unpinned choice sees) with
+ * that configuration; when the list has none (another library), the first.
+ * The choice stays a function of the GPU model, the library and the key, so
+ * every process makes the same one. RC_CUDA_GEMM_PINS=0 ignores the table (a
+ * kernel switch: it changes bits; base/kernel_switches.h). */
+typedef struct {
+  int ct, ta, tb, m, n, k;                              /* the plan key (ct with GEMM_OUT16) */
+  int tile, stages, splitk, reduction, swizzle, custom; /* CUBLASLT_ALGO_CONFIG_* */
+  double us_first, us_pinned;                           /* measured: the first, the pinned */
+} gemm_pin;
+
+static const gemm_pin PINS[] = {
+    {RC_COMPUTE_BF16 | GEMM_OUT16, 0, 1, 8192, 32768, 768, 201, 35, 1, 0, 0, 2, 573.5, 521.9},
+    {RC_COMPUTE_BF16, 0, 0, 8192, 768, 32768, 20, 35, 1, 0, 0, 1, 570.3, 539.5},
+    {RC_COMPUTE_BF16 | GEMM_OUT16, 0, 1, 8192, 4096, 768, 20, 35, 1, 0, 0, 1, 91.6, 72.4},
+    {RC_COMPUTE_BF16, 0, 1, 8192, 2304, 768, 20, 35, 1, 0, 0, 1, 58.6, 46.1},
+    {RC_COMPUTE_BF16, 0, 0, 8192, 768, 2304, 20, 35, 1, 0, 0, 1, 43.7, 42.6},
+    {RC_COMPUTE_BF16, 0, 1, 8192, 768, 2048, 28, 35, 1, 0, 0, 0, 44.1, 40.8},
+    {RC_COMPUTE_BF16, 1, 0, 768, 2048, 8192, 116, 35, 1, 0, 0, 0, 40.8, 37.5},
+    {RC_COMPUTE_BF16, 0, 0, 8192, 2048, 768, 20, 35, 1, 0, 0, 1, 46.9, 41.2},
+    {RC_COMPUTE_BF16, 0, 1, 8192, 768, 768, 20, 35, 1, 0, 0, 1, 20.4, 18.2},
+    {RC_COMPUTE_BF16, 0, 0, 8192, 768, 768, 20, 35, 1, 0, 0, 1, 19.5, 18.1},
+};
+
+static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = -1;
+  size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &w);
+  return v;
+}
+
+/* The pin of key (ct, ta, tb, m, n, k) on this GPU, or NULL. */
+static const gemm_pin *find_pin(int ct, int ta, int tb, int m, int n, int k) {
+  const char *off = getenv("RC_CUDA_GEMM_PINS");
+  if (off && strcmp(off, "0") == 0) return NULL;
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) return NULL;
+  for (size_t i = 0; i < sizeof PINS / sizeof PINS[0]; i++) {
+    const gemm_pin *q = &PINS[i];
+    if (q->ct == ct && q->ta == ta && q->tb == tb && q->m == m && q->n == n && q->k == k) return q;
+  }
+  return NULL;
+}
+
+static bool pin_matches(const gemm_pin *q, const cublasLtMatmulAlgo_t *a) {
+  return algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID) == q->tile &&
+         algo_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID) == q->stages &&
+         algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == q->splitk &&
+         algo_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == q->reduction &&
+         algo_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) == q->swizzle &&
+         algo_attr(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION) == q->custom;
+}
+
+/* The heuristic's first algorithm, or the pinned one of its list (above);
+ * *pinned says which. */
 static int heuristic_algo(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t lay_a,
                           cublasLtMatrixLayout_t lay_b, cublasLtMatrixLayout_t lay_d,
-                          cublasLtMatmulAlgo_t *algo, size_t *ws_needed) {
-  return heuristic_algos(ct, desc, lay_a, lay_b, lay_d, 1, algo, ws_needed) > 0;
+                          const gemm_pin *pin, cublasLtMatmulAlgo_t *algo, size_t *ws_needed,
+                          bool *pinned) {
+  *pinned = false;
+  if (!pin) return heuristic_algos(ct, desc, lay_a, lay_b, lay_d, 1, algo, ws_needed) > 0;
+  cublasLtMatmulAlgo_t list[GEMM_BUCKET_ALGOS];
+  int found = heuristic_algos(ct, desc, lay_a, lay_b, lay_d, GEMM_BUCKET_ALGOS, list, ws_needed);
+  if (found == 0) return 0;
+  *algo = list[0];
+  for (int i = 0; i < found; i++)
+    if (pin_matches(pin, &list[i])) {
+      *algo = list[i];
+      *pinned = true;
+      break;
+    }
+  return 1;
 }
 
 /* ---- algorithm buckets for the grouped (MoE) GEMMs ----
@@ -289,10 +369,16 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
       }
     }
   }
-  if (heuristic_algo(p->ct, p->desc, p->lay_a, p->lay_b, p->lay_d, &p->algo, &ws_needed)) {
+  const gemm_pin *pin = find_pin(p->ct, p->ta, p->tb, p->m, p->n, p->k);
+  bool pinned = false;
+  if (heuristic_algo(p->ct, p->desc, p->lay_a, p->lay_b, p->lay_d, pin, &p->algo, &ws_needed,
+                     &pinned)) {
     if (getenv("RC_CUDA_GEMM_LOG"))
       log_plan(p, compute, ws_needed,
-               mb != p->m || kb != p->k ? "heuristic (bucket refused)" : "heuristic",
+               pinned                     ? "pinned"
+               : pin                      ? "heuristic (pinned configuration not offered)"
+               : mb != p->m || kb != p->k ? "heuristic (bucket refused)"
+                                          : "heuristic",
                plan_clock_ms() - t0);
     return 1;
   }

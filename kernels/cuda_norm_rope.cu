@@ -232,7 +232,7 @@ __global__ void rope_table_kernel(float *cs, float *sn, int S, int hd, float the
 
 /* The [S][hd/2] cos table (sin follows it) for these arguments, built on
  * the stream when the slot held another one. */
-static const float *rope_table(int S, int hd, float theta) {
+const float *rc_cuda_rope_table(int S, int hd, float theta) {
   const size_t n = (size_t)S * (hd / 2);
   uint32_t theta_bits;
   memcpy(&theta_bits, &theta, sizeof theta_bits);
@@ -246,12 +246,7 @@ static const float *rope_table(int S, int hd, float theta) {
   return cs;
 }
 
-/* (x0, x1) rotated by (c, sgn), sgn = +-sin: each product rounded, as the
- * CPU's loop (and this file's --fmad=false) gives */
-__device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float sgn) {
-  return make_float2(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sgn)),
-                     __fadd_rn(__fmul_rn(x0, sgn), __fmul_rn(x1, c)));
-}
+/* pairs rotate by rc_rope_rotate (cuda_common.cuh): each product rounded */
 
 __device__ __forceinline__ uint32_t rope_encode2(float2 v, int fp16) {
   return (uint32_t)norm_encode(v.x, fp16) | ((uint32_t)norm_encode(v.y, fp16) << 16);
@@ -281,7 +276,7 @@ __global__ void rope_kernel(float *qkv, const float *cs, int S, int nh, int hd, 
   for (int seg = warp; seg < 2 * nh; seg += ROPE_WARPS)
     for (int i = lane; i < half; i += 32) {
       const float2 v = x[seg * half + i];
-      x[seg * half + i] = rope_rotate(v.x, v.y, r.c[i], sign * r.sn[i]);
+      x[seg * half + i] = rc_rope_rotate(v.x, v.y, r.c[i], sign * r.sn[i]);
     }
 }
 
@@ -297,7 +292,7 @@ __global__ void rope_heads_kernel(uint32_t *heads, const float *qkv, const float
     uint32_t *dst = heads + ((((size_t)part * B + b) * nh + h) * S + r.s) * half;
     for (int i = lane; i < half; i += 32) {
       float2 v = x[seg * half + i];
-      if (part < 2) v = rope_rotate(v.x, v.y, r.c[i], r.sn[i]);
+      if (part < 2) v = rc_rope_rotate(v.x, v.y, r.c[i], r.sn[i]);
       dst[i] = rope_encode2(v, 0);
     }
   }
@@ -313,7 +308,7 @@ __global__ void rope_backward_half_kernel(uint32_t *dst, const float *dqkv, cons
   for (int seg = warp; seg < 3 * nh; seg += ROPE_WARPS)
     for (int i = lane; i < half; i += 32) {
       float2 v = x[seg * half + i];
-      if (seg < 2 * nh) v = rope_rotate(v.x, v.y, r.c[i], -1.0f * r.sn[i]);
+      if (seg < 2 * nh) v = rc_rope_rotate(v.x, v.y, r.c[i], -1.0f * r.sn[i]);
       dst[off + seg * half + i] = rope_encode2(v, fp16);
     }
 }
@@ -342,8 +337,8 @@ __global__ void rope_heads_vec_kernel(uint2 *heads, const float *qkv, const floa
     const float4 v = x[u];
     float2 a = make_float2(v.x, v.y), c = make_float2(v.z, v.w);
     if (seg < 2 * nh) {
-      a = rope_rotate(a.x, a.y, r.c[i], r.sn[i]);
-      c = rope_rotate(c.x, c.y, r.c[i + 1], r.sn[i + 1]);
+      a = rc_rope_rotate(a.x, a.y, r.c[i], r.sn[i]);
+      c = rc_rope_rotate(c.x, c.y, r.c[i + 1], r.sn[i + 1]);
     }
     heads[seg_base[seg] + u % U] = make_uint2(rope_encode2(a, 0), rope_encode2(c, 0));
   }
@@ -361,8 +356,8 @@ __global__ void rope_backward_half_vec_kernel(uint2 *dst, const float *dqkv, con
     float2 a = make_float2(v.x, v.y), c = make_float2(v.z, v.w);
     if (u < 2 * nh * U) {
       const int i = (u % U) * 2;
-      a = rope_rotate(a.x, a.y, r.c[i], -1.0f * r.sn[i]);
-      c = rope_rotate(c.x, c.y, r.c[i + 1], -1.0f * r.sn[i + 1]);
+      a = rc_rope_rotate(a.x, a.y, r.c[i], -1.0f * r.sn[i]);
+      c = rc_rope_rotate(c.x, c.y, r.c[i + 1], -1.0f * r.sn[i + 1]);
     }
     dst[off + u] = make_uint2(rope_encode2(a, fp16), rope_encode2(c, fp16));
   }
@@ -406,7 +401,7 @@ static bool rope_fused(uint16_t *heads, uint16_t *dqkv_half, const float *src, c
 void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
   const size_t rows = (size_t)B * S;
   if (rows == 0 || nh <= 0 || hd <= 0) return;
-  const float *cs = rope_table(S, hd, theta);
+  const float *cs = rc_cuda_rope_table(S, hd, theta);
   if (heads && rope_fused(heads, NULL, qkv, cs, B, S, nh, hd, 0)) return;
   if (heads)
     rope_heads_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(
@@ -420,7 +415,7 @@ void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float thet
                            uint16_t *dqkv_half, rc_compute ct) {
   const size_t rows = (size_t)B * S;
   if (rows == 0 || nh <= 0 || hd <= 0) return;
-  const float *cs = rope_table(S, hd, theta);
+  const float *cs = rc_cuda_rope_table(S, hd, theta);
   const int fp16 = ct == RC_COMPUTE_FP16;
   if (dqkv_half && rope_fused(NULL, dqkv_half, dqkv, cs, B, S, nh, hd, fp16)) return;
   if (dqkv_half)

@@ -2,6 +2,7 @@
 rc_add_c_test(gpu_parity test_gpu_parity.c)
 rc_add_sh_test(gpu_harness gpu_harness.sh)
 rc_add_sh_test(gpu_fp8_matrix gpu_fp8_matrix.sh)
+rc_add_sh_test(gpu_gemm_pins gpu_gemm_pins.sh)
 # compute-sanitizer on tiny steps, with planted-bug controls (sanitizer_control)
 if(RC_HAVE_CUDA)
   add_executable(sanitizer_control ${CMAKE_CURRENT_SOURCE_DIR}/sanitizer_control.cu)

@@ -831,8 +831,8 @@ static void test_attention(const rc_ops *ops) {
 
   float *dqkv = falloc(N);
   ffill(dqkv, N, NAN); /* writes: every element must be overwritten */
-  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, NULL, B, S, NH, HD,
-                          NULL);
+  ops->attention_backward(RC_COMPUTE_FP32, dqkv, c.r, c.out, c.lse, c.qkv, NULL, B, S, NH, HD, NULL,
+                          0.0f, NULL, RC_COMPUTE_FP32);
   CHECK(count_nan(dqkv, N) == 0, "attention_backward left %zu elements unwritten",
         count_nan(dqkv, N));
   expect_grad("attention dqkv", attn_loss, &c, c.qkv, N, dqkv);
@@ -862,9 +862,10 @@ static void test_attention_bf16(const rc_ops *ops) {
                          RC_COMPUTE_FP32);
   CHECK(memcmp(o_r, o_n, sizeof(float) * NO) == 0 && memcmp(l_r, l_n, sizeof(float) * NL) == 0,
         "bf16 attention forward did not round q, k, v");
-  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD,
-                          NULL);
-  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, NULL, B, S, NH, HD, NULL);
+  ops->attention_backward(RC_COMPUTE_BF16, d_r, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD, NULL,
+                          0.0f, NULL, RC_COMPUTE_FP32);
+  ops->attention_backward(RC_COMPUTE_BF16, d_n, dout_n, o_r, l_r, nudged, NULL, B, S, NH, HD, NULL,
+                          0.0f, NULL, RC_COMPUTE_FP32);
   CHECK(memcmp(d_r, d_n, sizeof(float) * N) == 0,
         "bf16 attention backward did not round its inputs");
   { /* D reads out rounded to bf16 (ops.h): the output's bf16 encoding
@@ -881,26 +882,39 @@ static void test_attention_bf16(const rc_ops *ops) {
           "bf16 attention forward with out NULL wrote another out_half or lse");
     for (size_t i = 0; i < NO; i++) o_nudged[i] = rc_round_bf16(o_r[i]) * (1.0f + 1e-4f);
     ops->attention_backward(RC_COMPUTE_BF16, d_h, dout_r, NULL, l_r, rounded, NULL, B, S, NH, HD,
-                            oh);
+                            oh, 0.0f, NULL, RC_COMPUTE_FP32);
     ops->attention_backward(RC_COMPUTE_BF16, d_o, dout_r, o_nudged, l_r, rounded, NULL, B, S, NH,
-                            HD, NULL);
+                            HD, NULL, 0.0f, NULL, RC_COMPUTE_FP32);
     CHECK(memcmp(d_h, d_r, sizeof(float) * N) == 0,
           "bf16 attention backward from out_bf16 differs from the one from out");
     CHECK(memcmp(d_o, d_r, sizeof(float) * N) == 0,
           "bf16 attention backward's D did not round out to bf16");
     ops->attention_backward(RC_COMPUTE_FP32, d_h, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD,
-                            NULL);
+                            NULL, 0.0f, NULL, RC_COMPUTE_FP32);
     ops->attention_backward(RC_COMPUTE_FP32, d_o, dout_r, o_nudged, l_r, rounded, NULL, B, S, NH,
-                            HD, NULL);
+                            HD, NULL, 0.0f, NULL, RC_COMPUTE_FP32);
     CHECK(memcmp(d_h, d_o, sizeof(float) * N) != 0,
           "negative control: fp32 attention backward ignored a nudge of out");
+    /* dqkv_half: RoPE's backward of the gradient in 16 bits, as
+     * attention_backward then rope_backward give it (dqkv NULL) */
+    uint16_t *fh = malloc(sizeof(uint16_t) * N), *wh = malloc(sizeof(uint16_t) * N);
+    ops->attention_backward(RC_COMPUTE_BF16, NULL, dout_r, o_r, l_r, rounded, NULL, B, S, NH, HD,
+                            NULL, 500.0f, fh, RC_COMPUTE_FP16);
+    float *d_w = fdup(d_r, N);
+    ops->rope_backward(d_w, B, S, NH, HD, 500.0f, wh, RC_COMPUTE_FP16);
+    CHECK(memcmp(fh, wh, sizeof(uint16_t) * N) == 0,
+          "attention_backward's dqkv_half is not rope_backward's of its dqkv");
+    ops->cast_half(wh, d_r, N, RC_COMPUTE_FP16);
+    CHECK(memcmp(fh, wh, sizeof(uint16_t) * N) != 0,
+          "control: dqkv_half equals the unrotated gradient's encoding");
+    free(fh), free(wh), free(d_w);
     free(oh), free(oh2), free(o_nudged), free(d_h), free(d_o), free(l_2);
   }
   /* against fp32: close, not equal */
   ops->attention_forward(RC_COMPUTE_FP32, o_f, l_f, rounded, NULL, B, S, NH, HD, NULL,
                          RC_COMPUTE_FP32);
-  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD,
-                          NULL);
+  ops->attention_backward(RC_COMPUTE_FP32, d_f, dout_r, o_f, l_f, rounded, NULL, B, S, NH, HD, NULL,
+                          0.0f, NULL, RC_COMPUTE_FP32);
   double eo = 0, mo = 0, ed = 0, md = 0;
   for (size_t i = 0; i < NO; i++) eo = fmax(eo, fabs(o_r[i] - o_f[i])), mo = fmax(mo, fabs(o_f[i]));
   for (size_t i = 0; i < N; i++) ed = fmax(ed, fabs(d_r[i] - d_f[i])), md = fmax(md, fabs(d_f[i]));
@@ -963,8 +977,10 @@ static void test_rope_heads(const rc_ops *ops) {
   ops->cast_half(oh_want, o1, NO, RC_COMPUTE_BF16);
   CHECK(memcmp(oh, oh_want, NO * 2) != 0, "negative control: fp16 out_half equals the bf16 cast");
   free(oh), free(oh_want);
-  ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD, NULL);
-  ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD, NULL);
+  ops->attention_backward(RC_COMPUTE_BF16, d1, dout, o1, l1, rot, NULL, B, S, NH, HD, NULL, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
+  ops->attention_backward(RC_COMPUTE_BF16, d2, dout, o1, l1, NULL, heads, B, S, NH, HD, NULL, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
   CHECK(bits_equal(d1, d2, N), "attention_backward from heads differs");
   float *other = fdup(x, N);
   for (size_t i = 0; i < N; i++) other[i] *= 1.01f;

@@ -297,6 +297,44 @@ static void gemm_residual_property(rc_compute ct, int ta, int tb, int m, int n, 
   free(A), free(B), free(R), free(hA), free(hB), free(got[0]), free(got[1]), free(want), free(ref);
 }
 
+/* The keys kernels/cuda_gemm.cu pins to a measured algorithm (gpu-small's
+ * dense GEMMs): on bf16 operands, within tolerance of the GPU's fp32 GEMM of
+ * the decoded values (a plan of its own), and the same bits run to run.
+ * Whether the pin was taken is tests/gpu_gemm_pins.sh's question. */
+static void gemm_pinned_key(int ta, int tb, int m, int n, int k, bool out16) {
+  int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+  size_t na = (size_t)ra * ca, nb = (size_t)rb * cb, nc = (size_t)m * n;
+  float *A = rand_host(na, 1.0f), *B = rand_host(nb, 1.0f);
+  for (size_t i = 0; i < na; i++) A[i] = round_ct(A[i], RC_COMPUTE_BF16);
+  for (size_t i = 0; i < nb; i++) B[i] = round_ct(B[i], RC_COMPUTE_BF16);
+  float *fA = put(G, A, na * 4), *fB = put(G, B, nb * 4), *ref = G->alloc(nc * 4);
+  uint16_t *hA = G->alloc(na * 2), *hB = G->alloc(nb * 2), *h16 = G->alloc(nc * 2);
+  G->cast_half(hA, fA, na, RC_COMPUTE_BF16), G->cast_half(hB, fB, nb, RC_COMPUTE_BF16);
+  G->gemm(RC_COMPUTE_FP32, ta, tb, m, n, k, 1.0f, fA, ca, fB, cb, 0.0f, ref, n);
+  float *want = get(G, ref, nc * 4), *got[2];
+  for (int rep = 0; rep < 2; rep++) {
+    if (out16) {
+      poison(G, h16, nc * 2);
+      G->gemm_to_half(RC_COMPUTE_BF16, ta, tb, m, n, k, hA, ca, hB, cb, h16, n);
+      uint16_t *h = get(G, h16, nc * 2);
+      got[rep] = malloc(nc * 4);
+      for (size_t i = 0; i < nc; i++) got[rep][i] = rc_bf16_decode(h[i]);
+      free(h);
+    } else {
+      poison(G, ref, nc * 4);
+      G->gemm_half(RC_COMPUTE_BF16, ta, tb, m, n, k, 1.0f, hA, ca, hB, cb, 0.0f, ref, n);
+      got[rep] = get(G, ref, nc * 4);
+    }
+  }
+  char name[128];
+  snprintf(name, sizeof name, "pinned key bf16 %s%s %dx%dx%d%s vs the fp32 GEMM", ta ? "T" : "N",
+           tb ? "T" : "N", m, n, k, out16 ? " ->16" : "");
+  check_rel(name, got[0], want, nc, out16 ? 1e-2 : 1e-3);
+  check_bits("  run to run", got[1], got[0], nc * 4);
+  G->free(fA), G->free(fB), G->free(ref), G->free(hA), G->free(hB), G->free(h16);
+  free(A), free(B), free(want), free(got[0]), free(got[1]);
+}
+
 static void gemm_k0(void) {
   int m = 5, n = 7;
   float *C0 = rand_host((size_t)m * n, 1.0f);
@@ -389,6 +427,17 @@ static void test_gemm(void) {
   if (!quick) {
     gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 8192, 768, 768, 0);
     gemm_residual_property(RC_COMPUTE_BF16, 0, 1, 8192, 768, 2048, 0);
+    /* every pinned key (cuda_gemm.cu PINS) */
+    gemm_pinned_key(0, 1, 8192, 32768, 768, true);
+    gemm_pinned_key(0, 0, 8192, 768, 32768, false);
+    gemm_pinned_key(0, 1, 8192, 4096, 768, true);
+    gemm_pinned_key(0, 1, 8192, 2304, 768, false);
+    gemm_pinned_key(0, 0, 8192, 768, 2304, false);
+    gemm_pinned_key(0, 1, 8192, 768, 2048, false);
+    gemm_pinned_key(1, 0, 768, 2048, 8192, false);
+    gemm_pinned_key(0, 0, 8192, 2048, 768, false);
+    gemm_pinned_key(0, 1, 8192, 768, 768, false);
+    gemm_pinned_key(0, 0, 8192, 768, 768, false);
   }
 }
 
@@ -1372,7 +1421,8 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *gdo = put(G, dout, no * 4);
     upload(G, g, rot, n * 4);
     G->attention_forward(RC_COMPUTE_BF16, go, gl, g, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
-    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd, NULL);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, g, NULL, B, S, nh, hd, NULL, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
     float *o1 = get(G, go, no * 4), *l1 = get(G, gl, nl * 4), *d1 = get(G, gdq, n * 4);
     poison(G, go, no * 4);
     poison(G, gl, nl * 4);
@@ -1381,7 +1431,8 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *o2 = get(G, go, no * 4), *l2 = get(G, gl, nl * 4);
     upload(G, go, o1, no * 4);
     upload(G, gl, l1, nl * 4);
-    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, NULL, gh, B, S, nh, hd, NULL);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, go, gl, NULL, gh, B, S, nh, hd, NULL, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
     float *d2 = get(G, gdq, n * 4);
     check_bits("  attention_forward from heads: out", o2, o1, no * 4);
     check_bits("  attention_forward from heads: lse", l2, l1, nl * 4);
@@ -1399,7 +1450,8 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
     float *l3 = get(G, gl, nl * 4);
     check_bits("  attention_forward, out NULL: out_half", oh2, oh1, no * 2);
     check_bits("  attention_forward, out NULL: lse", l3, l1, nl * 4);
-    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, NULL, gl, NULL, gh, B, S, nh, hd, goh);
+    G->attention_backward(RC_COMPUTE_BF16, gdq, gdo, NULL, gl, NULL, gh, B, S, nh, hd, goh, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
     float *d3 = get(G, gdq, n * 4);
     check_bits("  attention_backward from out_bf16: dqkv", d3, d1, n * 4);
     free(oh1), free(oh2), free(l3), free(d3);
@@ -1500,18 +1552,48 @@ static void test_attention(rc_compute ct, int B, int S, int nh, int hd) {
   upload(G, gl, rl, nl * 4);
   float *cdo = put(C, dout, no * 4), *gdo = put(G, dout, no * 4);
   float *cdq = C->alloc(nqkv * 4), *gdq = G->alloc(nqkv * 4);
-  C->attention_backward(ct, cdq, cdo, co, cl, cq, NULL, B, S, nh, hd, NULL);
+  C->attention_backward(ct, cdq, cdo, co, cl, cq, NULL, B, S, nh, hd, NULL, 0.0f, NULL,
+                        RC_COMPUTE_FP32);
   float *rd = get(C, cdq, nqkv * 4);
   float *d[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, gdq, nqkv * 4);
-    G->attention_backward(ct, gdq, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL);
+    G->attention_backward(ct, gdq, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL, 0.0f, NULL,
+                          RC_COMPUTE_FP32);
     d[rep] = get(G, gdq, nqkv * 4);
   }
   snprintf(name, sizeof name, "attention_backward %s dqkv B=%d S=%d nh=%d hd=%d", tag, B, S, nh,
            hd);
   check_rel(name, d[0], rd, nqkv, tol);
   check_bits("  run-to-run dqkv", d[0], d[1], nqkv * 4);
+  /* dqkv_half (ops.h): RoPE's backward fused into the backward's stores,
+   * bitwise the backward into dqkv and then rope_backward into 16 bits, for
+   * both encodings, with dqkv NULL (the fp32 kernels then use scratch), run
+   * to run. Control: the gradient's encoding without the rotation differs. */
+  uint16_t *gdh = G->alloc(nqkv * 2);
+  for (int k = 0; k < 2; k++) {
+    rc_compute hct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    upload(G, gdq, d[0], nqkv * 4);
+    G->rope_backward(gdq, B, S, nh, hd, 10000.0f, gdh, hct);
+    uint16_t *want = get(G, gdh, nqkv * 2), *fused[2];
+    for (int rep = 0; rep < 2; rep++) {
+      poison(G, gdh, nqkv * 2);
+      G->attention_backward(ct, NULL, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL, 10000.0f, gdh,
+                            hct);
+      fused[rep] = get(G, gdh, nqkv * 2);
+    }
+    upload(G, gdq, d[0], nqkv * 4);
+    G->cast_half(gdh, gdq, nqkv, hct);
+    uint16_t *unrotated = get(G, gdh, nqkv * 2);
+    snprintf(name, sizeof name, "  dqkv_half (%s, RoPE's backward fused) == rope_backward's",
+             k ? "fp16" : "bf16");
+    check_bits(name, fused[0], want, nqkv * 2);
+    check_bits("  run-to-run dqkv_half", fused[1], fused[0], nqkv * 2);
+    check_true("  control: the unrotated gradient's encoding differs",
+               memcmp(unrotated, want, nqkv * 2) != 0);
+    free(want), free(fused[0]), free(fused[1]), free(unrotated);
+  }
+  G->free(gdh);
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
     free(l[rep]);
@@ -2123,7 +2205,8 @@ static void bench(void) {
       G->attention_forward(act, go, gl, gq, NULL, B, S, nh, hd, NULL, RC_COMPUTE_FP32);
       G->sync();
       double t1 = now_s();
-      G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL);
+      G->attention_backward(act, gd, gdo, go, gl, gq, NULL, B, S, nh, hd, NULL, 0.0f, NULL,
+                            RC_COMPUTE_FP32);
       G->sync();
       double t2 = now_s();
       if (rep > 0) {

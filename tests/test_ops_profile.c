@@ -96,7 +96,8 @@ int main(void) {
   ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
   ops->attention_forward(RC_COMPUTE_FP32, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
   ops->attention_forward(RC_COMPUTE_BF16, out, lse, qkv, NULL, 1, S, NH, HD, NULL, RC_COMPUTE_FP32);
-  ops->attention_backward(RC_COMPUTE_BF16, dqkv, out, out, lse, qkv, NULL, 1, S, NH, HD, NULL);
+  ops->attention_backward(RC_COMPUTE_BF16, dqkv, out, out, lse, qkv, NULL, 1, S, NH, HD, NULL, 0.0f,
+                          NULL, RC_COMPUTE_FP32);
   CHECK(rc_ops_profile_calls("attention_forward") == 3, "attention_forward %ld",
         rc_ops_profile_calls("attention_forward"));
   CHECK(rc_ops_profile_calls("attention_forward[fp32]") == 2, "[fp32] %ld",

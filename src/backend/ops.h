@@ -213,10 +213,15 @@ typedef struct rc_ops {
    * (post-RoPE) or its heads, as in attention_forward. out_bf16 (BF16 only;
    * may be NULL): out's bf16 encoding (a forward's out_half with half_ct
    * BF16), read instead of out, which may then be NULL: bitwise the results
-   * from out, since D reads out rounded to bf16 either way. */
+   * from out, since D reads out rounded to bf16 either way. dqkv_half (may
+   * be NULL): instead of dqkv, rope_backward's 16-bit gradient of it, for a
+   * half qkv linear — bitwise this call into dqkv followed by
+   * rope_backward(dqkv, B, S, nh, hd, rope_theta, dqkv_half, half_ct), with
+   * half_ct BF16 or FP16; dqkv is then left unspecified (may be NULL). */
   void (*attention_backward)(rc_compute ct, float *dqkv, const float *dout, const float *out,
                              const float *lse, const float *qkv, const uint16_t *heads, int B,
-                             int S, int nh, int hd, const uint16_t *out_bf16);
+                             int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                             uint16_t *dqkv_half, rc_compute half_ct);
   /* in [T, 2F] = [gate | up]; out[t,j] = silu(gate)*up (writes). in NULL:
    * the input is in_half, ct's 16-bit encoding (a half fc1's output,
    * gemm_to_half), decoded exactly; else in_half is ignored. */

@@ -315,9 +315,11 @@ static void p_attention_forward(rc_compute ct, float *out, float *lse, const flo
 }
 static void p_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                  const float *lse, const float *qkv, const uint16_t *heads, int B,
-                                 int S, int nh, int hd, const uint16_t *out_bf16) {
+                                 int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                                 uint16_t *dqkv_half, rc_compute half_ct) {
   double t0 = begin();
-  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16);
+  inner->attention_backward(ct, dqkv, dout, out, lse, qkv, heads, B, S, nh, hd, out_bf16,
+                            rope_theta, dqkv_half, half_ct);
   charge_ct(attn_bwd_ct, ct, end(OP_attention_backward, t0));
 }
 static void p_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,

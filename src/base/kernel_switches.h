@@ -2,18 +2,18 @@
  * algorithm and so change the bits of a run (docs/cuda-backend.md).
  *
  * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
- * (kernels/cuda_attention.cu). Logging switches (RC_CUDA_GEMM_LOG) and ones
- * shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
- * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are
- * not listed. A leg records the ones set in its args.json and says so on
- * stderr (src/leg/leg.c); `run` records them in report.json and its text
- * report (its legs inherit its environment). One list, read by both. */
+ * (kernels/cuda_attention.cu); RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's
+ * first algorithm for the keys kernels/cuda_gemm.cu pins. Logging switches (RC_CUDA_GEMM_LOG) and
+ * ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh; RC_KEEP_SWIGLU_OUTPUT,
+ * tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set in its args.json and
+ * says so on stderr (src/leg/leg.c); `run` records them in report.json and its text report (its
+ * legs inherit its environment). One list, read by both. */
 #ifndef RC_BASE_KERNEL_SWITCHES_H
 #define RC_BASE_KERNEL_SWITCHES_H
 
 #include <stddef.h>
 
-static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION"};
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif

@@ -233,12 +233,17 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   float *d_attn = m->d_big2;
   rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);
   float *d_qkv = m->d_big;
-  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->heads ? NULL : a->qkv,
-                        a->heads, m->B, m->S, m->nh, m->hd, a->attn ? NULL : a->proj_h);
-  /* a half qkv's gradient is written by RoPE's backward in the compute type */
+  /* a half qkv's gradient: RoPE's backward in the compute type, fused into
+   * the attention backward's stores (ops.h dqkv_half) */
   uint16_t *d_qkv_h = rc_linear_is_half(m, L->qkv) ? m->dy_half : NULL;
-  o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, d_qkv_h, m->ct);
-  if (!d_qkv_h) rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
+  float theta = (float)m->cfg.rope_theta;
+  o->attention_backward(m->attn_ct, d_qkv, d_attn, a->attn, a->lse, a->heads ? NULL : a->qkv,
+                        a->heads, m->B, m->S, m->nh, m->hd, a->attn ? NULL : a->proj_h, theta,
+                        d_qkv_h, m->ct);
+  if (!d_qkv_h) {
+    o->rope_backward(d_qkv, m->B, m->S, m->nh, m->hd, theta, NULL, m->ct);
+    rc_linear_round_input(m, L->qkv, d_qkv, d_qkv, (size_t)T * 3 * H);
+  }
   rc_linear_backward(m, L->qkv, a->call_qkv, d_qkv_h ? NULL : d_qkv, d_qkv_h, a->qkv_in, d_ln, T,
                      NULL);
   /* x feeds the residual and ln1: d x = dxm + ln1's backward, added in place

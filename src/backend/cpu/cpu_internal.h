@@ -63,7 +63,8 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
                               uint16_t *out_half, rc_compute half_ct);
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, const uint16_t *heads, int B,
-                               int S, int nh, int hd, const uint16_t *out_bf16);
+                               int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                               uint16_t *dqkv_half, rc_compute half_ct);
 void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
                            uint16_t *out_half, rc_compute ct);
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, const uint16_t *in_half,

@@ -238,8 +238,14 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
  * where they enter a product (ops.h). */
 void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, const float *out,
                                const float *lse, const float *qkv, const uint16_t *heads, int B,
-                               int S, int nh, int hd, const uint16_t *out_bf16) {
+                               int S, int nh, int hd, const uint16_t *out_bf16, float rope_theta,
+                               uint16_t *dqkv_half, rc_compute half_ct) {
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  /* dqkv_half: the fp32 gradient in scratch (or dqkv), then rope_backward's
+   * 16-bit form of it: ops.h's definition */
+  float *dqkv_scratch =
+      dqkv_half && !dqkv ? rc_cpu_scratch((size_t)B * S * row * sizeof(float)) : NULL;
+  if (dqkv_scratch) dqkv = dqkv_scratch;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
   float *owned_qkv, *owned_dout, *owned_out = NULL, *decoded;
@@ -286,6 +292,8 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
   free(owned_dout);
   free(owned_out);
   free(decoded);
+  if (dqkv_half) rc_cpu_rope_backward(dqkv, B, S, nh, hd, rope_theta, dqkv_half, half_ct);
+  free(dqkv_scratch);
 }
 
 /* ---- SwiGLU ---- */

@@ -1,0 +1,166 @@
+/* bench_gemm_algos.cu — every algorithm cuBLASLt's heuristic offers for the
+ * GEMM shapes of a gpu-small step, under the constraints the core's plans
+ * use (kernels/cuda_gemm.cu: 32 MiB workspace, 16-byte alignment, split-K
+ * only with a separate reduction pass), each timed on its own. The core
+ * takes the heuristic's first; this says what the others would give, so
+ * that a pinned choice (a fixed function of GPU, library and shape, which
+ * keeps results deterministic) is decided from measurements. Not a test:
+ * one process, CUDA events, one line per (shape, algorithm).
+ *
+ *   nvcc -O2 -arch=sm_90 -o /tmp/bga bench/bench_gemm_algos.cu -lcublasLt && /tmp/bga [reps]
+ *
+ * Shapes are row-major C[m,n] = op(A) op(B) as ops.h writes them; beta 1 is
+ * the wgrad accumulation into main_grad (C = D, in place), out16 the
+ * 16-bit-output forwards (gemm_to_half). */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));           \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+#define LT(x)                                                                                      \
+  do {                                                                                             \
+    cublasStatus_t s_ = (x);                                                                       \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
+      fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);                   \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+#define MAX_ALGOS 16
+
+/* uniform bf16 in [-1, 1) from a hash of the index: random-looking data
+ * (constant operands ran up to 20% faster: the tensor cores draw less
+ * power and the clocks stay higher) */
+__global__ void fill_bf16(unsigned short *x, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+    float v = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    x[i] = (unsigned short)(__float_as_uint(v) >> 16);
+  }
+}
+#define WS_BYTES ((size_t)32 << 20)
+
+typedef struct {
+  const char *what;
+  int ta, tb, m, n, k, beta1, out16;
+} shape;
+
+static const shape SHAPES[] = {
+    {"head fwd", 0, 1, 8192, 32768, 768, 0, 1},   {"head wgrad", 1, 0, 32768, 768, 8192, 1, 0},
+    {"head dgrad", 0, 0, 8192, 768, 32768, 0, 0}, {"fc1 fwd", 0, 1, 8192, 4096, 768, 0, 1},
+    {"fc1 wgrad", 1, 0, 4096, 768, 8192, 1, 0},   {"fc1 dgrad", 0, 0, 8192, 768, 4096, 0, 0},
+    {"qkv fwd", 0, 1, 8192, 2304, 768, 0, 0},     {"qkv wgrad", 1, 0, 2304, 768, 8192, 1, 0},
+    {"qkv dgrad", 0, 0, 8192, 768, 2304, 0, 0},   {"fc2 fwd", 0, 1, 8192, 768, 2048, 1, 0},
+    {"fc2 wgrad", 1, 0, 768, 2048, 8192, 1, 0},   {"fc2 dgrad", 0, 0, 8192, 2048, 768, 0, 0},
+    {"proj fwd", 0, 1, 8192, 768, 768, 1, 0},     {"proj wgrad", 1, 0, 768, 768, 8192, 1, 0},
+    {"proj dgrad", 0, 0, 8192, 768, 768, 0, 0},   {"eh fwd", 0, 1, 8192, 768, 1536, 0, 0},
+    {"eh wgrad", 1, 0, 768, 1536, 8192, 1, 0},    {"eh dgrad", 0, 0, 8192, 1536, 768, 0, 0},
+};
+
+static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int v = -1;
+  size_t w = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(a, attr, &v, sizeof v, &w);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 20;
+  cublasLtHandle_t lt;
+  LT(cublasLtCreate(&lt));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("# %s, %d SMs, cuBLASLt %zu; %d reps per algorithm after 3 warm-ups\n", prop.name,
+         prop.multiProcessorCount, cublasLtGetVersion(), reps);
+  printf("# shape | algorithm index (0 = the core's) | ms | TFLOP/s | id tile stages splitk "
+         "reduction swizzle custom cluster; operands uniform in [-1, 1)\n");
+  size_t maxbytes = (size_t)32768 * 8192 * 4;
+  void *A, *B, *D, *ws;
+  CK(cudaMalloc(&A, maxbytes));
+  CK(cudaMalloc(&B, maxbytes));
+  CK(cudaMalloc(&D, maxbytes));
+  CK(cudaMalloc(&ws, WS_BYTES));
+  fill_bf16<<<1024, 256>>>((unsigned short *)A, maxbytes / 2, 1u);
+  fill_bf16<<<1024, 256>>>((unsigned short *)B, maxbytes / 2, 2u);
+  CK(cudaGetLastError());
+  CK(cudaMemset(D, 0, maxbytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
+    const shape *sh = &SHAPES[s];
+    int rows_a = sh->ta ? sh->k : sh->m, cols_a = sh->ta ? sh->m : sh->k;
+    int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
+    cublasLtMatmulDesc_t desc;
+    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t op_a = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    cublasLtMatrixLayout_t la, lb, ld;
+    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
+    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
+    LT(cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n, sh->m, sh->n));
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t wsb = WS_BYTES;
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                       (sh->out16 ? 0u : (uint32_t)CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+    uint32_t align = 16;
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                            sizeof wsb));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                            &schemes, sizeof schemes));
+    cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+      LT(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
+    cublasLtMatmulHeuristicResult_t res[MAX_ALGOS];
+    int found = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, MAX_ALGOS, res, &found));
+    double flops = 2.0 * sh->m * sh->n * (double)sh->k;
+    const float one = 1.0f, zero = 0.0f;
+    const float *beta = sh->beta1 ? &one : &zero;
+    for (int i = 0; i < found; i++) {
+      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      const cublasLtMatmulAlgo_t *al = &res[i].algo;
+      for (int r = 0; r < 3; r++)
+        LT(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
+      CK(cudaEventRecord(e0, 0));
+      for (int r = 0; r < reps; r++)
+        LT(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
+      CK(cudaEventRecord(e1, 0));
+      CK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      ms /= reps;
+      printf(
+          "%-10s %s%s %5dx%5dx%5d | %2d | %.4f | %6.1f | %d %d %d %d %d %d %d %d\n", sh->what,
+          sh->ta ? "T" : "N", sh->tb ? "T" : "N", sh->m, sh->n, sh->k, i, ms,
+          flops / (ms * 1e-3) / 1e12, cfg(al, CUBLASLT_ALGO_CONFIG_ID),
+          cfg(al, CUBLASLT_ALGO_CONFIG_TILE_ID), cfg(al, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+          cfg(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), cfg(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+          cfg(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), cfg(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+          cfg(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+      fflush(stdout);
+    }
+    LT(cublasLtMatmulPreferenceDestroy(pref));
+    LT(cublasLtMatrixLayoutDestroy(la));
+    LT(cublasLtMatrixLayoutDestroy(lb));
+    LT(cublasLtMatrixLayoutDestroy(ld));
+    LT(cublasLtMatmulDescDestroy(desc));
+  }
+  return 0;
+}

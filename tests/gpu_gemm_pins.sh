@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# gpu_gemm_pins.sh — the GEMM keys kernels/cuda_gemm.cu pins to a measured
+# algorithm take it: a gpu-small dense leg on a compute capability 9.0 GPU
+# plans each of the 10 pinned keys once, from the pin ("from=pinned" in the
+# plan log, none "not offered"); with RC_CUDA_GEMM_PINS=0 (a kernel switch)
+# none is pinned, args.json records the switch, and the losses agree with the
+# pinned leg's to bf16 tolerance (both are correct GEMMs, in other orders).
+# On another GPU no key is pinned. The pinned numerics themselves: cuda_ops.
+# A/A with the pins: gpu_harness (gpu_small_dense_aa). Skips without a GPU.
+set -u
+: "${RC_BIN:?RC_BIN is not set}"
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 || { echo "skip: no GPU"; exit 77; }
+T=$(mktemp -d /tmp/rc_gemm_pins.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+leg() { # NAME [ENV=VALUE...]: a 2-step gpu-small dense leg with the plan log
+  local name=$1
+  shift
+  env "$@" RC_CUDA_GEMM_LOG=1 "$RC_BIN" train --preset gpu-small --moe-layers none --device cuda \
+    --steps 2 --save-at 2 --out "$T/$name" >"$T/$name.out" 2>"$T/$name.err" ||
+    fail "leg $name failed: $(tail -1 "$T/$name.err")"
+}
+leg pinned
+leg first RC_CUDA_GEMM_PINS=0
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
+want=0
+[ "$cc" = "9.0" ] && want=10
+got=$(grep -c "from=pinned " "$T/pinned.err")
+[ "$got" = "$want" ] || fail "compute capability $cc: $got keys planned from a pin, expected $want"
+grep -q "pinned configuration not offered" "$T/pinned.err" && fail "a pinned configuration was not offered"
+n_off=$(grep -c "from=pinned " "$T/first.err")
+[ "$n_off" = 0 ] || fail "RC_CUDA_GEMM_PINS=0: $n_off keys still pinned"
+grep -q '"RC_CUDA_GEMM_PINS"' "$T/first/ckpt/iter_0000002/args.json" ||
+  fail "RC_CUDA_GEMM_PINS=0 not recorded in args.json's kernel_switches"
+grep -q '"RC_CUDA_GEMM_PINS"' "$T/pinned/ckpt/iter_0000002/args.json" &&
+  fail "control: args.json records RC_CUDA_GEMM_PINS though it was not set"
+python3 - "$T/pinned/trace.csv" "$T/first/trace.csv" <<'PY' || fail "losses of the pinned and unpinned legs disagree"
+import csv, sys
+a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    la, lb = float(x["loss"]), float(y["loss"])
+    assert abs(la - lb) <= 1e-3 * abs(lb), (la, lb)
+PY
+[ "$fails" = 0 ] && echo "ok"
+exit $((fails > 0))
