@@ -66,7 +66,8 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
 
 /* dx_j += r w_j g_j - x_j c, c = r^3/H * sum_i g_i w_i x_i (in double). */
 __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
-                                           const float *w, const float *rstd, int T, int H) {
+                                           const float *w, const float *rstd, int T, int H,
+                                           uint16_t *dx_half, int fp16) {
   size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x & 31;
   if (t >= (size_t)T) return;
@@ -77,7 +78,12 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const f
   dot = warp_sum_double(dot);
   float c = (float)(dot * r * r * r / H);
   float *dxt = dx + t * H;
-  for (int j = lane; j < H; j += 32) dxt[j] += r * w[j] * g[j] - xt[j] * c;
+  uint16_t *dht = dx_half ? dx_half + t * H : NULL;
+  for (int j = lane; j < H; j += 32) {
+    const float v = dxt[j] + (r * w[j] * g[j] - xt[j] * c);
+    dxt[j] = v;
+    if (dht) dht[j] = norm_encode(v, fp16);
+  }
 }
 
 /* partial[chunk, j] = sum over the chunk's rows, increasing t, of g x r. */
@@ -109,7 +115,8 @@ __global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *
 
 __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     rmsnorm_backward_fused_kernel(float *dx, float *partial, const float *dout, const float *x,
-                                  const float *w, const float *rstd, int T, int H) {
+                                  const float *w, const float *rstd, int T, int H,
+                                  uint16_t *dx_half, int fp16) {
   extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int t0 = blockIdx.x * NORM_FUSED_CHUNK, t = t0 + warp;
@@ -122,9 +129,12 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     dot = warp_sum_double(dot);
     const float c = (float)(dot * r * r * r / H);
     float *dxt = dx + (size_t)t * H;
+    uint16_t *dht = dx_half ? dx_half + (size_t)t * H : NULL;
     for (int j = lane; j < H; j += 32) {
       const float gj = g[j], xj = xt[j];
-      dxt[j] += r * w[j] * gj - xj * c;
+      const float d = dxt[j] + (r * w[j] * gj - xj * c);
+      dxt[j] = d;
+      if (dht) dht[j] = norm_encode(d, fp16); /* the residual gradient for a half linear */
       v[j] = gj * xj * r;
     }
   }
@@ -170,7 +180,9 @@ static void rmsnorm_dw_final(float *dw, const float *partial, int nchunks, int H
 }
 
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                              const float *w, const float *rstd, int T, int H) {
+                              const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
+                              rc_compute ct) {
+  const int fp16 = ct == RC_COMPUTE_FP16;
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int nchunks;
@@ -183,13 +195,13 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
                   (size_t)NORM_FUSED_CHUNK * NORM_FUSED_MAX_H * sizeof(float), &opted);
     const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
     rmsnorm_backward_fused_kernel<<<(unsigned int)nchunks, 32 * NORM_FUSED_CHUNK, sm, s>>>(
-        dx, partial, dout, x, w, rstd, T, H);
+        dx, partial, dout, x, w, rstd, T, H, dx_half, fp16);
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);
     return;
   }
   rmsnorm_backward_dx_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
-                               s>>>(dx, dout, x, w, rstd, T, H);
+                               s>>>(dx, dout, x, w, rstd, T, H, dx_half, fp16);
   KERNEL_CHECK();
   nchunks = (T + NORM_CHUNK - 1) / NORM_CHUNK;
   float *partial =

@@ -718,17 +718,29 @@ static void test_rmsnorm(const rc_ops *ops) {
   }
 
   float *dx = falloc(T * H), *dw = falloc(H);
-  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H);
+  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H, NULL, RC_COMPUTE_FP32);
   expect_grad("rmsnorm dx", rms_loss, &c, c.x, T * H, dx);
   expect_grad("rmsnorm dw", rms_loss, &c, c.w, H, dw);
 
   /* += : a second call into the same buffers adds the same amount again. */
   float *dx2 = fdup(dx, T * H), *dw2 = fdup(dw, H);
-  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H);
+  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H, NULL, RC_COMPUTE_FP32);
   int ok = 1;
   for (int i = 0; i < T * H; i++) ok &= dx2[i] == dx[i] + dx[i];
   for (int i = 0; i < H; i++) ok &= fabsf(dw2[i] - 2 * dw[i]) <= 1e-6f * (1 + fabsf(dw[i]));
   CHECK(ok, "rmsnorm_backward does not accumulate");
+  { /* dx_half: bitwise cast_half of the accumulated dx, whatever dx held;
+     * control: the encoding of dx before the add differs */
+    float *dx3 = fdup(dx, T * H), *dw3 = fdup(dw, H);
+    uint16_t got[T * H], want_h[T * H], before[T * H];
+    ops->cast_half(before, dx3, T * H, RC_COMPUTE_BF16);
+    ops->rmsnorm_backward(dx3, dw3, c.r, c.x, c.w, c.rstd, T, H, got, RC_COMPUTE_BF16);
+    ops->cast_half(want_h, dx3, T * H, RC_COMPUTE_BF16);
+    CHECK(memcmp(dx3, dx2, sizeof(float) * T * H) == 0 && memcmp(got, want_h, sizeof got) == 0,
+          "rmsnorm_backward dx_half is not cast_half of the updated dx (or changed dx)");
+    CHECK(memcmp(got, before, sizeof got) != 0, "control: dx_half is the encoding before the add");
+    free(dx3), free(dw3);
+  }
   free(c.x), free(c.w), free(c.r), free(c.out), free(c.rstd), free(dx), free(dw), free(dx2),
       free(dw2);
 }

@@ -1284,13 +1284,13 @@ static void test_rmsnorm(int T, int H) {
   float *cdx = put(C, dx0, nx * 4), *cdw = put(C, dw0, (size_t)H * 4);
   float *gdx = G->alloc(nx * 4), *gdw = G->alloc((size_t)H * 4);
   upload(G, gr, rr, (size_t)T * 4);
-  C->rmsnorm_backward(cdx, cdw, cdo, cx, cw, cr, T, H);
+  C->rmsnorm_backward(cdx, cdw, cdo, cx, cw, cr, T, H, NULL, RC_COMPUTE_FP32);
   float *rdx = get(C, cdx, nx * 4), *rdw = get(C, cdw, (size_t)H * 4);
   float *dx[2], *dw[2];
   for (int rep = 0; rep < 2; rep++) {
     upload(G, gdx, dx0, nx * 4);
     upload(G, gdw, dw0, (size_t)H * 4);
-    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, NULL, RC_COMPUTE_FP32);
     dx[rep] = get(G, gdx, nx * 4);
     dw[rep] = get(G, gdw, (size_t)H * 4);
   }
@@ -1298,6 +1298,30 @@ static void test_rmsnorm(int T, int H) {
   check_rel("rmsnorm_backward dw", dw[0], rdw, (size_t)H, 1e-5);
   check_bits("  run-to-run dx", dx[0], dx[1], nx * 4);
   check_bits("  run-to-run dw", dw[0], dw[1], (size_t)H * 4);
+  /* dx_half (both encodings): bitwise cast_half of the updated dx, and dx
+   * and dw as without it; control: the encoding of dx before the add differs */
+  for (int k = 0; k < 2; k++) {
+    rc_compute hct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *gdh = G->alloc(nx * 2);
+    upload(G, gdx, dx0, nx * 4);
+    upload(G, gdw, dw0, (size_t)H * 4);
+    G->cast_half(gdh, gdx, nx, hct);
+    uint16_t *before = get(G, gdh, nx * 2);
+    poison(G, gdh, nx * 2);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, gdh, hct);
+    uint16_t *got = get(G, gdh, nx * 2);
+    float *hdx = get(G, gdx, nx * 4), *hdw = get(G, gdw, (size_t)H * 4);
+    G->cast_half(gdh, gdx, nx, hct);
+    uint16_t *want = get(G, gdh, nx * 2);
+    check_bits(k ? "  dx_half (fp16) == cast_half(dx)" : "  dx_half (bf16) == cast_half(dx)", got,
+               want, nx * 2);
+    check_bits("  dx with dx_half unchanged", hdx, dx[0], nx * 4);
+    check_bits("  dw with dx_half unchanged", hdw, dw[0], (size_t)H * 4);
+    check_true("  control: dx_half is not the encoding before the add",
+               memcmp(got, before, nx * 2) != 0);
+    free(before), free(got), free(hdx), free(hdw), free(want);
+    G->free(gdh);
+  }
   for (int rep = 0; rep < 2; rep++) {
     free(o[rep]);
     free(rs[rep]);

@@ -458,13 +458,13 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
 }
 
 void rc_linear_backward_dgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
-                              uint16_t *dy_half_buf, size_t dy_half_cap, const float *x, float *dx,
-                              int rows, const int *group_rows) {
+                              const uint16_t *dy_half, uint16_t *dy_half_buf, size_t dy_half_cap,
+                              const float *x, float *dx, int rows, const int *group_rows) {
   if (!rc_linear_is_half(m, lin)) {
     rc_linear_backward(m, lin, call, dy, NULL, x, dx, rows, group_rows);
     return;
   }
-  const uint16_t *dy_half = cast_dy(m, lin, dy, NULL, dy_half_buf, dy_half_cap, rows);
+  dy_half = cast_dy(m, lin, dy, dy_half, dy_half_buf, dy_half_cap, rows);
   dgrad_gemm(m, lin, (operand){dy, dy_half}, dx, rows, group_rows);
   lin->pending_call = call, lin->pending_rows = rows, lin->pending_group_rows = group_rows;
   lin->pending_dy = dy, lin->pending_x = x, lin->pending_dx = dx, lin->pending_dy_half = dy_half;

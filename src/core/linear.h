@@ -56,14 +56,15 @@ void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
 /* rc_linear_backward in two halves, for a caller that recomputes a half
  * linear's saved input between them instead of keeping it (a half fc2's
  * SwiGLU output, model_layer.c): the first casts dy into dy_half_buf (the
- * caller's, dy_half_cap elements, kept until the second) and runs dgrad; the second
+ * caller's, dy_half_cap elements, kept until the second) unless dy_half
+ * (kept as long) already holds it and runs dgrad; the second
  * runs the wgrad on the call's saved input as it is then (and the wgrad hook
  * and event log), so the results are rc_linear_backward's bit for bit. A
  * linear that is not half does all of it in the first call; the second is
  * then a no-op. dx must stay unchanged in between (the event log reads it). */
 void rc_linear_backward_dgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
-                              uint16_t *dy_half_buf, size_t dy_half_cap, const float *x, float *dx,
-                              int rows, const int *group_rows);
+                              const uint16_t *dy_half, uint16_t *dy_half_buf, size_t dy_half_cap,
+                              const float *x, float *dx, int rows, const int *group_rows);
 void rc_linear_backward_wgrad(rc_model *m, rc_linear *lin);
 
 #endif

@@ -230,6 +230,11 @@ typedef struct rc_model {
    * (RC_KEEP_SWIGLU_OUTPUT=1 keeps a buffer per layer: the same bits). */
   uint16_t *sw_half, *fc2_dy_half;
   size_t fc2_dy_half_elems;
+  /* The residual stream's gradient in 16 bits, [T, H], written by the
+   * RMSNorm backward that finishes it (ops.h rmsnorm_backward dx_half) for
+   * the half linear that takes it next (the layer below's fc2, an MTP
+   * depth's eh_proj), which then casts nothing; NULL without half linears. */
+  uint16_t *resid_half;
   /* weights_frozen: true while a train step runs its microbatches, when no
    * weight can change; weights_serial counts those spans. A half linear's
    * weight copy cast in one span serves every forward call of the span (all

@@ -50,7 +50,15 @@ struct rc_mtp_act {
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x);
 /* The gradient at the layer's input from dy, the one at its output, in
  * place: dy holds the result. */
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy);
+/* dy_half (may be NULL): dy's 16-bit encoding, valid when
+ * rc_layer_takes_dy_half (fc2 reads it instead of casting dy); dx_half (may
+ * be NULL): where the input's gradient (dy, on return) is also written in 16
+ * bits, for the half linear below. */
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy,
+                       const uint16_t *dy_half, uint16_t *dx_half);
+/* Whether layer L's backward reads a dy_half: its fc2 half, taking dy as it
+ * is (no dropout, not MoE). */
+bool rc_layer_takes_dy_half(const rc_model *m, const rc_layer *L);
 
 /* dist_optimizer.c: the distributed optimizer's steps (m->comm set). */
 /* Param i's overlap with the owned slice, as element offsets [lo, hi)

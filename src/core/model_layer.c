@@ -143,19 +143,19 @@ static uint16_t *fc1_grad_half(rc_model *m, const rc_linear *fc1) {
  * backward has written fc2's saved input again; the results are the bits a
  * kept output gives (the same values, the same GEMMs). */
 static void fc2_swiglu_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a,
-                                const float *d_out, float *d_sw, float *d_fc1, uint16_t *d_fc1_h,
-                                int rows, const int *group_rows) {
+                                const float *d_out, const uint16_t *d_out_h, float *d_sw,
+                                float *d_fc1, uint16_t *d_fc1_h, int rows, const int *group_rows) {
   const rc_ops *o = m->ops;
   int F = m->F;
   bool recompute = m->sw_half && a->fc2_h == m->sw_half;
   if (!recompute) {
-    rc_linear_backward(m, L->fc2, a->call_fc2, d_out, NULL, a->sw_r, d_sw, rows, group_rows);
+    rc_linear_backward(m, L->fc2, a->call_fc2, d_out, d_out_h, a->sw_r, d_sw, rows, group_rows);
     o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, rows, F, d_fc1_h, NULL,
                        m->ct);
     return;
   }
-  rc_linear_backward_dgrad(m, L->fc2, a->call_fc2, d_out, m->fc2_dy_half, m->fc2_dy_half_elems,
-                           a->sw_r, d_sw, rows, group_rows);
+  rc_linear_backward_dgrad(m, L->fc2, a->call_fc2, d_out, d_out_h, m->fc2_dy_half,
+                           m->fc2_dy_half_elems, a->sw_r, d_sw, rows, group_rows);
   o->swiglu_backward(d_fc1_h ? NULL : d_fc1, d_sw, a->fc1, a->fc1_out_h, rows, F, d_fc1_h,
                      m->sw_half, m->ct);
   rc_linear_backward_wgrad(m, L->fc2);
@@ -172,7 +172,7 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   rc_linear_round_input(m, L->fc2, d_eout, d_eout, TKH);
   float *d_sw = m->d_big2, *d_fc1 = m->d_big;
   uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-  fc2_swiglu_backward(m, L, a, d_eout, d_sw, d_fc1, d_fc1_h, T * K, a->group_rows);
+  fc2_swiglu_backward(m, L, a, d_eout, NULL, d_sw, d_fc1, d_fc1_h, T * K, a->group_rows);
   if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * K * 2 * F);
   float *d_xs = m->d_big2;
   rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->xs, d_xs, T * K,
@@ -187,7 +187,12 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   o->add(d_ln2, d_ln2, d_ln2_router, (size_t)T * H);
 }
 
-void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy) {
+bool rc_layer_takes_dy_half(const rc_model *m, const rc_layer *L) {
+  return m->resid_half && m->cfg.dropout <= 0 && !L->moe && rc_linear_is_half(m, L->fc2);
+}
+
+void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *dy,
+                       const uint16_t *dy_half, uint16_t *dx_half) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, F = m->F;
   size_t TH = (size_t)T * H;
@@ -215,12 +220,18 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   } else {
     float *d_sw = m->d_big2, *d_fc1 = m->d_big;
     uint16_t *d_fc1_h = fc1_grad_half(m, L->fc1);
-    fc2_swiglu_backward(m, L, a, d_branch, d_sw, d_fc1, d_fc1_h, T, NULL);
+    /* dy's 16-bit copy, when the layer above wrote one and fc2 takes dy as it is */
+    const uint16_t *d_branch_h = d_branch == dy && rc_layer_takes_dy_half(m, L) ? dy_half : NULL;
+    fc2_swiglu_backward(m, L, a, d_branch, d_branch_h, d_sw, d_fc1, d_fc1_h, T, NULL);
     if (!d_fc1_h) rc_linear_round_input(m, L->fc1, d_fc1, d_fc1, (size_t)T * 2 * F);
     rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->fc1_in, d_ln2, T,
                        NULL);
   }
-  o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H);
+  /* a half proj takes dxm as it is without dropout: its 16-bit copy from
+   * the norm's backward, in dy_half (fc1's gradient is spent by now) */
+  uint16_t *dxm_h = !dropout && rc_linear_is_half(m, L->proj) ? m->dy_half : NULL;
+  o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H,
+                      dxm_h, m->ct);
   /* xm = x + dropout(proj): the branch is dxm as it is unless dropout or a
    * rounded copy changes it */
   d_branch = dxm;
@@ -231,7 +242,8 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   if (dropout) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[0]);
   rc_linear_round_input(m, L->proj, d_branch, d_branch, TH);
   float *d_attn = m->d_big2;
-  rc_linear_backward(m, L->proj, a->call_proj, d_branch, NULL, a->proj_in, d_attn, T, NULL);
+  rc_linear_backward(m, L->proj, a->call_proj, d_branch, d_branch == dxm ? dxm_h : NULL, a->proj_in,
+                     d_attn, T, NULL);
   float *d_qkv = m->d_big;
   /* a half qkv's gradient: RoPE's backward in the compute type, fused into
    * the attention backward's stores (ops.h dqkv_half) */
@@ -248,5 +260,6 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
                      NULL);
   /* x feeds the residual and ln1: d x = dxm + ln1's backward, added in place
    * (the same bits as a copy and then the add, one [T,H] pass fewer) */
-  o->rmsnorm_backward(dxm, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H);
+  o->rmsnorm_backward(dxm, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H,
+                      dx_half, m->ct);
 }

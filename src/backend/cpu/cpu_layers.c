@@ -61,7 +61,8 @@ void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float
 /* y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
  * dx_j = r w_j g_j - x_j r^3 / H * sum_i g_i w_i x_i and dw_j = sum_t g_j x_j r. */
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                             const float *w, const float *rstd, int T, int H) {
+                             const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
+                             rc_compute ct) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * H;
     float r = rstd[t];
@@ -73,6 +74,7 @@ void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
       dxt[j] += r * w[j] * g[j] - xt[j] * c;
       dw[j] += g[j] * xt[j] * r;
     }
+    if (dx_half) rc_cpu_cast_half(dx_half + (size_t)t * H, dxt, (size_t)H, ct);
   }
 }
 
