@@ -169,7 +169,7 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
 
 /* cuda_norm_rope.cu */
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                             float eps, uint16_t *out_half, rc_compute ct);
+                             float eps, uint16_t *out_half, int ld_half, rc_compute ct);
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
                               rc_compute ct);

@@ -38,7 +38,8 @@ __device__ __forceinline__ uint16_t norm_encode(float v, int fp16) {
 
 /* out and/or out_half (ops.h): the same float value, stored as asked. */
 __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, const float *w,
-                                       int T, int H, float eps, uint16_t *out_half, int fp16) {
+                                       int T, int H, float eps, uint16_t *out_half, int ld_half,
+                                       int fp16) {
   size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x & 31;
   if (t >= (size_t)T) return;
@@ -51,15 +52,15 @@ __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, 
   for (int j = lane; j < H; j += 32) {
     float v = xt[j] * r * w[j];
     if (out) out[t * H + j] = v;
-    if (out_half) out_half[t * H + j] = norm_encode(v, fp16);
+    if (out_half) out_half[t * ld_half + j] = norm_encode(v, fp16);
   }
 }
 
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                             float eps, uint16_t *out_half, rc_compute ct) {
+                             float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
   if (T <= 0) return;
   rmsnorm_forward_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
-                           rc_cuda_stream()>>>(out, rstd, x, w, T, H, eps, out_half,
+                           rc_cuda_stream()>>>(out, rstd, x, w, T, H, eps, out_half, ld_half,
                                                ct == RC_COMPUTE_FP16);
   KERNEL_CHECK();
 }

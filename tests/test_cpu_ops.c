@@ -678,7 +678,8 @@ typedef struct {
 
 static double rms_loss(void *p) {
   rms_ctx *c = p;
-  c->ops->rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->T, c->H, 1e-5f, NULL, RC_COMPUTE_FP32);
+  c->ops->rmsnorm_forward(c->out, c->rstd, c->x, c->w, c->T, c->H, 1e-5f, NULL, c->H,
+                          RC_COMPUTE_FP32);
   return proj(c->out, c->r, (size_t)c->T * c->H);
 }
 
@@ -707,14 +708,26 @@ static void test_rmsnorm(const rc_ops *ops) {
     uint16_t both[T * H], only[T * H], want_h[T * H];
     float out2[T * H], rstd2[T];
     ops->cast_half(want_h, c.out, T * H, RC_COMPUTE_BF16);
-    ops->rmsnorm_forward(out2, rstd2, c.x, c.w, T, H, 1e-5f, both, RC_COMPUTE_BF16);
-    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, RC_COMPUTE_BF16);
+    ops->rmsnorm_forward(out2, rstd2, c.x, c.w, T, H, 1e-5f, both, H, RC_COMPUTE_BF16);
+    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, H, RC_COMPUTE_BF16);
     CHECK(memcmp(both, want_h, sizeof both) == 0 && memcmp(only, want_h, sizeof only) == 0 &&
               memcmp(out2, c.out, sizeof out2) == 0,
           "rmsnorm_forward out_half is not cast_half(out)");
     /* control: the fp16 encoding of the same values differs */
-    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, RC_COMPUTE_FP16);
+    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, only, H, RC_COMPUTE_FP16);
     CHECK(memcmp(only, want_h, sizeof only) != 0, "control: fp16 out_half equals bf16's");
+    /* ld_half 2H: rows 2H apart (one half of a concatenation), the other
+     * half of each row left as it was */
+    uint16_t cat[T * 2 * H];
+    memset(cat, 0xab, sizeof cat);
+    ops->rmsnorm_forward(NULL, rstd2, c.x, c.w, T, H, 1e-5f, cat + H, 2 * H, RC_COMPUTE_BF16);
+    int rows_ok = 1, gaps_ok = 1;
+    for (int t = 0; t < T; t++) {
+      rows_ok &= memcmp(cat + t * 2 * H + H, want_h + t * H, sizeof(uint16_t) * H) == 0;
+      for (int j = 0; j < H; j++) gaps_ok &= cat[t * 2 * H + j] == 0xabab;
+    }
+    CHECK(rows_ok && gaps_ok, "rmsnorm_forward with ld_half 2H: rows %s, other half %s",
+          rows_ok ? "ok" : "wrong", gaps_ok ? "kept" : "written");
   }
 
   float *dx = falloc(T * H), *dw = falloc(H);

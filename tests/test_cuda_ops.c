@@ -1251,13 +1251,13 @@ static void test_rmsnorm(int T, int H) {
         *cr = C->alloc((size_t)T * 4);
   float *gx = put(G, x, nx * 4), *gw = put(G, w, (size_t)H * 4), *go = G->alloc(nx * 4),
         *gr = G->alloc((size_t)T * 4);
-  C->rmsnorm_forward(co, cr, cx, cw, T, H, eps, NULL, RC_COMPUTE_FP32);
+  C->rmsnorm_forward(co, cr, cx, cw, T, H, eps, NULL, H, RC_COMPUTE_FP32);
   float *ro = get(C, co, nx * 4), *rr = get(C, cr, (size_t)T * 4);
   float *o[2], *rs[2];
   for (int rep = 0; rep < 2; rep++) {
     poison(G, go, nx * 4);
     poison(G, gr, (size_t)T * 4);
-    G->rmsnorm_forward(go, gr, gx, gw, T, H, eps, NULL, RC_COMPUTE_FP32);
+    G->rmsnorm_forward(go, gr, gx, gw, T, H, eps, NULL, H, RC_COMPUTE_FP32);
     o[rep] = get(G, go, nx * 4);
     rs[rep] = get(G, gr, (size_t)T * 4);
   }
@@ -1271,13 +1271,28 @@ static void test_rmsnorm(int T, int H) {
     G->cast_half(gw16, go, nx, RC_COMPUTE_BF16);
     for (int only = 0; only <= 1; only++) {
       poison(G, gh, nx * 2);
-      G->rmsnorm_forward(only ? NULL : go, gr, gx, gw, T, H, eps, gh, RC_COMPUTE_BF16);
+      G->rmsnorm_forward(only ? NULL : go, gr, gx, gw, T, H, eps, gh, H, RC_COMPUTE_BF16);
       uint16_t *h = get(G, gh, nx * 2), *w16 = get(G, gw16, nx * 2);
       check_bits(only ? "  out_half alone == cast_half(out)" : "  out_half == cast_half(out)", h,
                  w16, nx * 2);
       free(h), free(w16);
     }
-    G->free(gh), G->free(gw16);
+    /* ld_half 2H (the MTP concatenation's second half): every row where
+     * it belongs, the first half of each row untouched */
+    uint16_t *gcat = G->alloc(nx * 4), *w16 = get(G, gw16, nx * 2);
+    upload(G, gcat, w16, nx * 2), upload(G, (char *)gcat + nx * 2, w16, nx * 2);
+    uint16_t *before = get(G, gcat, nx * 4);
+    G->rmsnorm_forward(NULL, gr, gx, gw, T, H, eps, gcat + H, 2 * H, RC_COMPUTE_BF16);
+    uint16_t *cat = get(G, gcat, nx * 4);
+    int rows_ok = 1, gaps_ok = 1;
+    for (int t = 0; t < T; t++) {
+      rows_ok &= memcmp(cat + (size_t)t * 2 * H + H, w16 + (size_t)t * H, (size_t)H * 2) == 0;
+      gaps_ok &= memcmp(cat + (size_t)t * 2 * H, before + (size_t)t * 2 * H, (size_t)H * 2) == 0;
+    }
+    check_true("  out_half with ld_half 2H: rows in place, the other half kept",
+               rows_ok && gaps_ok);
+    free(w16), free(before), free(cat);
+    G->free(gh), G->free(gw16), G->free(gcat);
   }
   /* backward from the CPU's rstd on both */
   float *cdo = put(C, dout, nx * 4), *gdo = put(G, dout, nx * 4);

@@ -168,9 +168,12 @@ typedef struct rc_ops {
   /* rstd[t] = 1/sqrt(mean(x[t]^2) + eps); out = x * rstd * w (writes out, rstd).
    * out_half (may be NULL): the output also in ct's 16-bit encoding, bitwise
    * cast_half of out, for a half linear's saved input; out may then be NULL
-   * (only out_half written). The same for swiglu's out_half and din_half. */
+   * (only out_half written). The same for swiglu's out_half and din_half.
+   * out_half's rows are ld_half >= H elements apart (H: contiguous; 2H: one
+   * half of a concatenation, as the MTP depth's [embedding | hidden] input
+   * of eh_proj); the elements between rows are left alone. */
   void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                          float eps, uint16_t *out_half, rc_compute ct);
+                          float eps, uint16_t *out_half, int ld_half, rc_compute ct);
   /* dx += d/dx; dw += sum over t (fixed order) of d/dw. dx_half (may be
    * NULL): the updated dx also in ct's 16-bit encoding, bitwise cast_half of
    * it, for the half linear whose output gradient it is (the residual

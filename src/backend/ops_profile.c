@@ -284,9 +284,9 @@ static void p_embedding_backward(float *dtable, const int32_t *ids, const float 
   end(OP_embedding_backward, t0);
 }
 static void p_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                              float eps, uint16_t *out_half, rc_compute ct) {
+                              float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
   double t0 = begin();
-  inner->rmsnorm_forward(out, rstd, x, w, T, H, eps, out_half, ct);
+  inner->rmsnorm_forward(out, rstd, x, w, T, H, eps, out_half, ld_half, ct);
   end(OP_rmsnorm_forward, t0);
 }
 static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,

@@ -360,13 +360,16 @@ static void alloc_mtp_act(rc_model *m, int k) {
   alloc_layer_act(m, &m->acts[m->cfg.layers + k - 1], mtp_trm(m, k));
   struct rc_mtp_act *ma = &m->mtp_acts[k];
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
+  /* a half eh_proj's [embedding | hidden] input is written by the two norms
+   * straight into its 16-bit copy (eh_h, ops.h ld_half): no fp32 en, hn or
+   * concatenation at all */
+  bool eh_16 = rc_linear_is_half(m, mtp_layer(m, k)->eh_proj);
   ma->emb = rc_model_alloc(m, A, T * H, "mtp emb");
-  ma->en = rc_model_alloc(m, A, T * H, "mtp en");
+  ma->en = eh_16 ? NULL : rc_model_alloc(m, A, T * H, "mtp en");
   ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
-  ma->hn = rc_model_alloc(m, A, T * H, "mtp hn");
+  ma->hn = eh_16 ? NULL : rc_model_alloc(m, A, T * H, "mtp hn");
   ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
-  ma->cat_r = own_or_shared(m, rc_linear_is_half(m, mtp_layer(m, k)->eh_proj), RC_FWD_SHARED_CAT,
-                            T * 2 * H, "mtp cat_r");
+  ma->cat_r = eh_16 ? NULL : rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
   ma->x = rc_model_alloc(m, A, T * H, "mtp x");
   ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
   ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
@@ -379,9 +382,13 @@ static void alloc_mtp_act(rc_model *m, int k) {
  * fc2s, unless RC_KEEP_SWIGLU_OUTPUT=1 asks for a saved output per layer
  * (the same bits: tests/core_swiglu_recompute.sh). Costs one 16-bit write
  * per layer in SwiGLU's backward; saves [rows, F] 16-bit values a layer. */
-static void alloc_swiglu_recompute(rc_model *m) {
+bool rc_swiglu_recompute_on(void) {
   const char *keep = getenv("RC_KEEP_SWIGLU_OUTPUT");
-  if (keep && strcmp(keep, "1") == 0) return;
+  return !(keep && strcmp(keep, "1") == 0);
+}
+
+static void alloc_swiglu_recompute(rc_model *m) {
+  if (!rc_swiglu_recompute_on()) return;
   size_t rows = 0, T = (size_t)m->T, K = (size_t)m->K;
   for (int l = 0; l < m->cfg.layers + m->D; l++) {
     const rc_layer *L = l < m->cfg.layers ? &m->layers[l] : mtp_trm(m, l - m->cfg.layers + 1);
@@ -404,7 +411,6 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   size_t T = (size_t)m->T, H = (size_t)m->H, K = (size_t)m->K;
   m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
   m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
-  m->fwd_shared_n[RC_FWD_SHARED_CAT] = T * 2 * H;
   m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H;
   alloc_swiglu_recompute(m);
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
@@ -582,7 +588,7 @@ static void forward_decoder(rc_model *m) {
   /* h0 feeds the first MTP depth as fp32; a half head's saved input comes
    * from the norm as well */
   o->rmsnorm_forward(m->h0, m->h0_rstd, x, m->final_norm->weight, T, H, (float)m->cfg.norm_eps,
-                     m->head_h0, m->ct);
+                     m->head_h0, H, m->ct);
   m->head_in0 = rc_linear_round_input(m, m->head, m->h0_r, m->h0, (size_t)T * H);
 }
 
@@ -598,14 +604,22 @@ static void forward_mtp(rc_model *m) {
     struct rc_mtp_act *ma = &m->mtp_acts[k];
     struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
     o->embedding_forward(ma->emb, m->ids_dev[k], m->embedding->weight, T, H);
-    o->rmsnorm_forward(ma->en, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps, NULL, m->ct);
-    o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps, NULL, m->ct);
-    o->copy2d(ma->cat_r, 2 * H, ma->en, H, T, H); /* embedding first, hidden second */
-    o->copy2d(ma->cat_r + H, 2 * H, ma->hn, H, T, H);
-    rc_linear_round_input(m, mt->eh_proj, ma->cat_r, ma->cat_r, TH * 2);
+    if (ma->eh_h && !ma->cat_r) { /* the halves of eh_proj's 16-bit input, in place */
+      o->rmsnorm_forward(NULL, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps, ma->eh_h, 2 * H,
+                         m->ct);
+      o->rmsnorm_forward(NULL, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps, ma->eh_h + H,
+                         2 * H, m->ct);
+    } else {
+      o->rmsnorm_forward(ma->en, ma->en_rstd, ma->emb, mt->enorm->weight, T, H, eps, NULL, H,
+                         m->ct);
+      o->rmsnorm_forward(ma->hn, ma->hn_rstd, h_prev, mt->hnorm->weight, T, H, eps, NULL, H, m->ct);
+      o->copy2d(ma->cat_r, 2 * H, ma->en, H, T, H); /* embedding first, hidden second */
+      o->copy2d(ma->cat_r + H, 2 * H, ma->hn, H, T, H);
+      rc_linear_round_input(m, mt->eh_proj, ma->cat_r, ma->cat_r, TH * 2);
+    }
     ma->call_eh = rc_linear_forward(m, mt->eh_proj, ma->cat_r, ma->eh_h, ma->x, T, NULL);
     rc_layer_forward(m, mtp_trm(m, k), a, ma->x);
-    o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps, ma->head_h,
+    o->rmsnorm_forward(ma->hk, ma->hk_rstd, a->y, mt->final_norm->weight, T, H, eps, ma->head_h, H,
                        m->ct);
     ma->head_in = rc_linear_round_input(m, m->head, ma->hk_r, ma->hk, TH);
     h_prev = ma->hk;

@@ -50,6 +50,10 @@ struct rc_mtp_act {
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x);
 /* The gradient at the layer's input from dy, the one at its output, in
  * place: dy holds the result. */
+/* Whether a half fc2's SwiGLU output is recomputed in the backward (model.h
+ * sw_half): unless RC_KEEP_SWIGLU_OUTPUT=1. model.c allocates by it,
+ * model_memory.c counts by it. */
+bool rc_swiglu_recompute_on(void);
 /* dy_half (may be NULL): dy's 16-bit encoding, valid when
  * rc_layer_takes_dy_half (fc2 reads it instead of casting dy); dx_half (may
  * be NULL): where the input's gradient (dy, on return) is also written in 16

@@ -89,7 +89,7 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   float eps = (float)m->cfg.norm_eps;
   /* a half qkv's (and dense fc1's) saved input comes straight from the norm */
   o->rmsnorm_forward(a->qkv_h ? NULL : a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, eps, a->qkv_h,
-                     m->ct);
+                     H, m->ct);
   a->qkv_in = a->qkv_h ? NULL : rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
   a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
   /* with heads, RoPE writes the attention's bf16 operands and qkv is spent */
@@ -108,12 +108,12 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
     a->call_proj = rc_linear_forward_residual(m, L->proj, proj_x, a->proj_h, x, a->xm, T);
   }
   if (L->moe) { /* ln2 feeds the fp32 router and the gather as it is */
-    o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, m->ct);
+    o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, H, m->ct);
     a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
     moe_forward(m, L, a);
   } else {
     o->rmsnorm_forward(a->fc1_h ? NULL : a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps,
-                       a->fc1_h, m->ct);
+                       a->fc1_h, H, m->ct);
     a->fc1_in = a->fc1_h ? NULL : rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
     a->call_fc1 = fc1_forward(m, L, a, a->fc1_in, T, NULL);
     o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, a->fc1_out_h, T, F, a->fc2_h, m->ct);

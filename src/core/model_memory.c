@@ -190,14 +190,18 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
    * or sw_r (their producers write the 16-bit inputs alone), and fc1's
    * output is 16-bit (fc1_out_h) */
   bool hl = half_linear(c, true, false), heads = c->attention_precision == RC_PREC_BF16;
+  /* a bf16 model under BF16 attention keeps the attention output only as
+   * proj's 16-bit input (the backward's D reads it) */
+  bool attn_16 = heads && hl && c->precision == RC_PREC_BF16;
   for (size_t i = 0; i < sizeof th / sizeof th[0]; i++)
     if (i != 7 && i != 14 && !(hl && (i == 0 || (i == 9 && !moe) || i == 12 || i == 13)) &&
-        !(heads && i == 3))
+        !(heads && i == 3) && !(attn_16 && i == 4))
       need_dev(a, act, th[i]);
   if (heads) need_dev_bytes(a, act, 2 * 3 * T * H); /* attn_heads; qkv shared */
-  if (hl) {                                         /* qkv_h, proj_h, fc1_h, fc2_h, fc1_out_h */
+  if (hl) { /* qkv_h, proj_h, fc1_h, fc2_h (unless recomputed: sw_half), fc1_out_h */
     uint64_t hh[] = {T * H, T * H, rows * H, rows * F, rows * 2 * F};
-    for (size_t i = 0; i < sizeof hh / sizeof hh[0]; i++) need_dev_bytes(a, act, 2 * hh[i]);
+    for (size_t i = 0; i < sizeof hh / sizeof hh[0]; i++)
+      if (!(i == 3 && rc_swiglu_recompute_on())) need_dev_bytes(a, act, 2 * hh[i]);
   }
   if (moe) {
     uint64_t mo[] = {T * E, T * E, T * K, T * K * H, T * K * H, E, T * K, T * K, T * K, E + 1};
@@ -239,8 +243,8 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   for (uint64_t k = 1; k <= D; k++) {
     need_layer_act(&a, c, last_moe);
     uint64_t mt[] = {T * H, T * H, T, T * H, T, 2 * T * H, T * H, T * H, T, T * H};
-    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++)
-      if (!(hl && i == 5)) need_dev(&a, act, mt[i]);   /* cat_r: shared */
+    for (size_t i = 0; i < sizeof mt / sizeof mt[0]; i++) /* en, hn, cat_r: not with half eh */
+      if (!(hl && (i == 1 || i == 3 || i == 5))) need_dev(&a, act, mt[i]);
     if (hl) need_dev_bytes(&a, act, 2 * 2 * T * H);    /* eh_h */
     if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h */
   }
@@ -251,7 +255,6 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     bool any_moe = D > 0 && last_moe;
     for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
     if (any_moe) need_dev(&a, scr, T * K * H); /* RC_FWD_SHARED_XS */
-    if (D > 0) need_dev(&a, scr, 2 * T * H);   /* RC_FWD_SHARED_CAT */
   }
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
@@ -280,6 +283,11 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
     if (any_moe) dy = dy > T * K * 2 * F ? dy : T * K * 2 * F;
     need_dev_bytes(&a, scr, 2 * dy);
+    need_dev_bytes(&a, scr, 2 * T * H); /* resid_half */
+    if (rc_swiglu_recompute_on()) {     /* sw_half and fc2_dy_half, for the most rows */
+      uint64_t rows = any_moe || (D > 0 && last_moe) ? T * K : T;
+      need_dev_bytes(&a, scr, 2 * rows * F), need_dev_bytes(&a, scr, 2 * rows * H);
+    }
   }
   if (a.fp8_slots) { /* alloc_fp8: amaxes, the two cast buffers */
     need_dev(&a, scr, RC_FP8_AMAX_SLOT * a.fp8_slots);

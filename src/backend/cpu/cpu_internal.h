@@ -52,7 +52,7 @@ void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table
 void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                int V);
 void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                            float eps, uint16_t *out_half, rc_compute ct);
+                            float eps, uint16_t *out_half, int ld_half, rc_compute ct);
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                              const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
                              rc_compute ct);

@@ -43,7 +43,7 @@ static float *out_row(float *out, float *scratch, int t, int n) {
 }
 
 void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
-                            float eps, uint16_t *out_half, rc_compute ct) {
+                            float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
   float *row = out ? NULL : rc_cpu_scratch((size_t)H * sizeof(float));
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * H;
@@ -53,7 +53,7 @@ void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float
     rstd[t] = r;
     float *o = out_row(out, row, t, H);
     for (int j = 0; j < H; j++) o[j] = xt[j] * r * w[j];
-    if (out_half) rc_cpu_cast_half(out_half + (size_t)t * H, o, (size_t)H, ct);
+    if (out_half) rc_cpu_cast_half(out_half + (size_t)t * ld_half, o, (size_t)H, ct);
   }
   free(row);
 }
