@@ -171,8 +171,8 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
                              float eps, uint16_t *out_half, int ld_half, rc_compute ct);
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                              const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
-                              rc_compute ct);
+                              const float *w, const float *rstd, int T, int H, int ld_dout,
+                              uint16_t *dx_half, rc_compute ct);
 void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
 void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,
                            uint16_t *dqkv_half, rc_compute ct);

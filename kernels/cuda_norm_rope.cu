@@ -68,11 +68,11 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
 /* dx_j += r w_j g_j - x_j c, c = r^3/H * sum_i g_i w_i x_i (in double). */
 __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
                                            const float *w, const float *rstd, int T, int H,
-                                           uint16_t *dx_half, int fp16) {
+                                           int ld_dout, uint16_t *dx_half, int fp16) {
   size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x & 31;
   if (t >= (size_t)T) return;
-  const float *xt = x + t * H, *g = dout + t * H;
+  const float *xt = x + t * H, *g = dout + t * ld_dout;
   float r = rstd[t];
   double dot = 0.0;
   for (int j = lane; j < H; j += 32) dot += (double)g[j] * w[j] * xt[j];
@@ -89,14 +89,15 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const f
 
 /* partial[chunk, j] = sum over the chunk's rows, increasing t, of g x r. */
 __global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *dout,
-                                                   const float *x, const float *rstd, int T,
-                                                   int H) {
+                                                   const float *x, const float *rstd, int T, int H,
+                                                   int ld_dout) {
   int j = blockIdx.x * blockDim.x + threadIdx.x;
   int chunk = blockIdx.y;
   if (j >= H) return;
   int t0 = chunk * NORM_CHUNK, t1 = t0 + NORM_CHUNK < T ? t0 + NORM_CHUNK : T;
   float acc = 0.0f;
-  for (int t = t0; t < t1; t++) acc += dout[(size_t)t * H + j] * x[(size_t)t * H + j] * rstd[t];
+  for (int t = t0; t < t1; t++)
+    acc += dout[(size_t)t * ld_dout + j] * x[(size_t)t * H + j] * rstd[t];
   partial[(size_t)chunk * H + j] = acc;
 }
 
@@ -116,14 +117,14 @@ __global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *
 
 __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     rmsnorm_backward_fused_kernel(float *dx, float *partial, const float *dout, const float *x,
-                                  const float *w, const float *rstd, int T, int H,
+                                  const float *w, const float *rstd, int T, int H, int ld_dout,
                                   uint16_t *dx_half, int fp16) {
   extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int t0 = blockIdx.x * NORM_FUSED_CHUNK, t = t0 + warp;
   float *v = rows_s + (size_t)warp * H;
   if (t < T) {
-    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * H;
+    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
     const float r = rstd[t];
     double dot = 0.0;
     for (int j = lane; j < H; j += 32) dot += (double)g[j] * w[j] * xt[j];
@@ -181,8 +182,8 @@ static void rmsnorm_dw_final(float *dw, const float *partial, int nchunks, int H
 }
 
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                              const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
-                              rc_compute ct) {
+                              const float *w, const float *rstd, int T, int H, int ld_dout,
+                              uint16_t *dx_half, rc_compute ct) {
   const int fp16 = ct == RC_COMPUTE_FP16;
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
@@ -196,19 +197,19 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
                   (size_t)NORM_FUSED_CHUNK * NORM_FUSED_MAX_H * sizeof(float), &opted);
     const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
     rmsnorm_backward_fused_kernel<<<(unsigned int)nchunks, 32 * NORM_FUSED_CHUNK, sm, s>>>(
-        dx, partial, dout, x, w, rstd, T, H, dx_half, fp16);
+        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);
     return;
   }
   rmsnorm_backward_dx_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
-                               s>>>(dx, dout, x, w, rstd, T, H, dx_half, fp16);
+                               s>>>(dx, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);
   KERNEL_CHECK();
   nchunks = (T + NORM_CHUNK - 1) / NORM_CHUNK;
   float *partial =
       (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));
   dim3 grid(rc_cdiv((size_t)H, 128), (unsigned int)nchunks);
-  rmsnorm_backward_dw_partial_kernel<<<grid, 128, 0, s>>>(partial, dout, x, rstd, T, H);
+  rmsnorm_backward_dw_partial_kernel<<<grid, 128, 0, s>>>(partial, dout, x, rstd, T, H, ld_dout);
   KERNEL_CHECK();
   rmsnorm_dw_final(dw, partial, nchunks, H, s);
 }

@@ -731,13 +731,13 @@ static void test_rmsnorm(const rc_ops *ops) {
   }
 
   float *dx = falloc(T * H), *dw = falloc(H);
-  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H, NULL, RC_COMPUTE_FP32);
+  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32);
   expect_grad("rmsnorm dx", rms_loss, &c, c.x, T * H, dx);
   expect_grad("rmsnorm dw", rms_loss, &c, c.w, H, dw);
 
   /* += : a second call into the same buffers adds the same amount again. */
   float *dx2 = fdup(dx, T * H), *dw2 = fdup(dw, H);
-  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H, NULL, RC_COMPUTE_FP32);
+  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32);
   int ok = 1;
   for (int i = 0; i < T * H; i++) ok &= dx2[i] == dx[i] + dx[i];
   for (int i = 0; i < H; i++) ok &= fabsf(dw2[i] - 2 * dw[i]) <= 1e-6f * (1 + fabsf(dw[i]));
@@ -747,12 +747,25 @@ static void test_rmsnorm(const rc_ops *ops) {
     float *dx3 = fdup(dx, T * H), *dw3 = fdup(dw, H);
     uint16_t got[T * H], want_h[T * H], before[T * H];
     ops->cast_half(before, dx3, T * H, RC_COMPUTE_BF16);
-    ops->rmsnorm_backward(dx3, dw3, c.r, c.x, c.w, c.rstd, T, H, got, RC_COMPUTE_BF16);
+    ops->rmsnorm_backward(dx3, dw3, c.r, c.x, c.w, c.rstd, T, H, H, got, RC_COMPUTE_BF16);
     ops->cast_half(want_h, dx3, T * H, RC_COMPUTE_BF16);
     CHECK(memcmp(dx3, dx2, sizeof(float) * T * H) == 0 && memcmp(got, want_h, sizeof got) == 0,
           "rmsnorm_backward dx_half is not cast_half of the updated dx (or changed dx)");
     CHECK(memcmp(got, before, sizeof got) != 0, "control: dx_half is the encoding before the add");
-    free(dx3), free(dw3);
+    /* ld_dout 2H: dout read as one half of a concatenation, bitwise the
+     * contiguous dout's result; control: the other half gives other bits */
+    float cat[T * 2 * H], *dx4 = fdup(dx, T * H), *dw4 = fdup(dw, H), *dx5 = fdup(dx, T * H),
+                          *dw5 = fdup(dw, H);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < H; j++)
+        cat[t * 2 * H + j] = -c.r[t * H + j], cat[t * 2 * H + H + j] = c.r[t * H + j];
+    ops->rmsnorm_backward(dx4, dw4, cat + H, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32);
+    ops->rmsnorm_backward(dx5, dw5, cat, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32);
+    CHECK(memcmp(dx4, dx2, sizeof(float) * T * H) == 0 && memcmp(dw4, dw2, sizeof(float) * H) == 0,
+          "rmsnorm_backward with ld_dout 2H differs from the contiguous dout's");
+    CHECK(memcmp(dx5, dx2, sizeof(float) * T * H) != 0,
+          "control: the other half gives the same dx");
+    free(dx3), free(dw3), free(dx4), free(dw4), free(dx5), free(dw5);
   }
   free(c.x), free(c.w), free(c.r), free(c.out), free(c.rstd), free(dx), free(dw), free(dx2),
       free(dw2);

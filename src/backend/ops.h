@@ -177,9 +177,12 @@ typedef struct rc_ops {
   /* dx += d/dx; dw += sum over t (fixed order) of d/dw. dx_half (may be
    * NULL): the updated dx also in ct's 16-bit encoding, bitwise cast_half of
    * it, for the half linear whose output gradient it is (the residual
-   * stream's gradient, which an fc2, proj or eh_proj backward would cast). */
+   * stream's gradient, which an fc2, proj or eh_proj backward would cast).
+   * dout's rows are ld_dout >= H elements apart (H: contiguous; 2H: one half
+   * of the MTP concatenation's gradient). */
   void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
-                           const float *rstd, int T, int H, uint16_t *dx_half, rc_compute ct);
+                           const float *rstd, int T, int H, int ld_dout, uint16_t *dx_half,
+                           rc_compute ct);
   /* qkv is [B*S, 3*nh*hd] = [q | k | v], head h of q at columns h*hd..(h+1)*hd.
    * Rotates q and k in place by position s (0..S-1) in each sequence, pairs
    * (2i, 2i+1) with angle s * theta^(-2i/hd) (GPT-NeoX "interleaved" RoPE).

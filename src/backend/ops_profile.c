@@ -290,10 +290,10 @@ static void p_rmsnorm_forward(float *out, float *rstd, const float *x, const flo
   end(OP_rmsnorm_forward, t0);
 }
 static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                               const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
-                               rc_compute ct) {
+                               const float *w, const float *rstd, int T, int H, int ld_dout,
+                               uint16_t *dx_half, rc_compute ct) {
   double t0 = begin();
-  inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H, dx_half, ct);
+  inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H, ld_dout, dx_half, ct);
   end(OP_rmsnorm_backward, t0);
 }
 static void p_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {

@@ -643,21 +643,20 @@ static void backward_mtp_depth(rc_model *m, int k) {
   uint16_t *top_h = rc_layer_takes_dy_half(m, trm) ? m->resid_half : NULL;
   uint16_t *eh_h = m->resid_half && rc_linear_is_half(m, mt->eh_proj) ? m->resid_half : NULL;
   o->rmsnorm_backward(d_x, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
-                      ma->hk_rstd, T, H, top_h, m->ct);
+                      ma->hk_rstd, T, H, H, top_h, m->ct);
   rc_layer_backward(m, trm, a, d_x, top_h, eh_h);
   rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
   float *d_cat = m->d_big;
   rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, eh_h, ma->cat_r, d_cat, T, NULL);
-  float *d_en = m->d_tmp, *d_hn = m->d_ln, *d_emb = m->d_xm;
-  o->copy2d(d_en, H, d_cat, 2 * H, T, H);
-  o->copy2d(d_hn, H, d_cat + H, 2 * H, T, H);
+  /* the two norms read their halves of d_cat in place (ops.h ld_dout) */
+  float *d_emb = m->d_xm;
   o->zero(d_emb, TH * sizeof(float));
-  o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_en, ma->emb, mt->enorm->weight, ma->en_rstd, T,
-                      H, NULL, m->ct);
+  o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_cat, ma->emb, mt->enorm->weight, ma->en_rstd,
+                      T, H, 2 * H, NULL, m->ct);
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
   const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
-  o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_hn, h_prev_k, mt->hnorm->weight,
-                      ma->hn_rstd, T, H, NULL, m->ct);
+  o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_cat + H, h_prev_k, mt->hnorm->weight,
+                      ma->hn_rstd, T, H, 2 * H, NULL, m->ct);
 }
 
 /* Backward: the final norm, decoder layers L..1, the embedding. */
@@ -673,7 +672,7 @@ static void backward_decoder(rc_model *m) {
    * layer's last norm for the layer below */
   uint16_t *top_h = L > 0 && rc_layer_takes_dy_half(m, &m->layers[L - 1]) ? m->resid_half : NULL;
   o->rmsnorm_backward(dy, m->final_norm->main_grad, m->d_h[0], dec_out, m->final_norm->weight,
-                      m->h0_rstd, T, H, top_h, m->ct);
+                      m->h0_rstd, T, H, H, top_h, m->ct);
   const uint16_t *dy_h = top_h;
   for (int l = L - 1; l >= 0; l--) {
     uint16_t *dx_h = l > 0 && rc_layer_takes_dy_half(m, &m->layers[l - 1]) ? m->resid_half : NULL;

@@ -61,10 +61,10 @@ void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float
 /* y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
  * dx_j = r w_j g_j - x_j r^3 / H * sum_i g_i w_i x_i and dw_j = sum_t g_j x_j r. */
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
-                             const float *w, const float *rstd, int T, int H, uint16_t *dx_half,
-                             rc_compute ct) {
+                             const float *w, const float *rstd, int T, int H, int ld_dout,
+                             uint16_t *dx_half, rc_compute ct) {
   for (int t = 0; t < T; t++) {
-    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * H;
+    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
     float r = rstd[t];
     double dot = 0.0;
     for (int j = 0; j < H; j++) dot += (double)g[j] * w[j] * xt[j];
