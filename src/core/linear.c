@@ -423,32 +423,32 @@ static const uint16_t *cast_dy(rc_model *m, const rc_linear *lin, const float *d
   return buf;
 }
 
+/* A backward call's event: its output (dx, or main_grad without one). */
+static void log_backward(rc_model *m, const rc_linear *lin, int call, const float *dx, int rows) {
+  log_event(m, "backward", lin, call, lin->passed[call], overwrites(m, lin, call) ? 0 : 1,
+            dx ? dx : lin->w->main_grad,
+            (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+}
+
 /* The wgrad of a half or fp32 linear and what follows it: the tail both
  * rc_linear_backward and rc_linear_backward_wgrad end with. */
 static void finish_wgrad(rc_model *m, rc_linear *lin, int call, const float *dy,
                          const uint16_t *dy_half, const float *x, const float *dx, int rows,
                          const int *group_rows) {
-  bool overwrite = overwrites(m, lin, call);
   const uint16_t *x_half = rc_linear_is_half(m, lin) ? lin->saved_half[call] : NULL;
   if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, dy_half, x_half, rows);
-  wgrad_gemm(m, lin, (operand){dy, dy_half}, (operand){x, x_half}, rows, group_rows, overwrite);
-  if (m->events.out)
-    log_event(m, "backward", lin, call, lin->passed[call], overwrite ? 0 : 1,
-              dx ? dx : lin->w->main_grad,
-              (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+  wgrad_gemm(m, lin, (operand){dy, dy_half}, (operand){x, x_half}, rows, group_rows,
+             overwrites(m, lin, call));
+  if (m->events.out) log_backward(m, lin, call, dx, rows);
 }
 
 void rc_linear_backward(rc_model *m, rc_linear *lin, int call, const float *dy,
                         const uint16_t *dy_half, const float *x, float *dx, int rows,
                         const int *group_rows) {
   if (is_quantised(m, lin)) {
-    bool overwrite = overwrites(m, lin, call);
     if (m->wgrad_hook) m->wgrad_hook(m->wgrad_hook_ctx, lin, call, dy, x, NULL, NULL, rows);
-    backward_fp8(m, lin, dy, x, dx, rows, group_rows, overwrite);
-    if (m->events.out)
-      log_event(m, "backward", lin, call, lin->passed[call], overwrite ? 0 : 1,
-                dx ? dx : lin->w->main_grad,
-                (dx ? (size_t)rows * lin->in : lin->w->numel) * sizeof(float));
+    backward_fp8(m, lin, dy, x, dx, rows, group_rows, overwrites(m, lin, call));
+    if (m->events.out) log_backward(m, lin, call, dx, rows);
     return;
   }
   if (rc_linear_is_half(m, lin))
