@@ -382,11 +382,6 @@ static void alloc_mtp_act(rc_model *m, int k) {
  * fc2s, unless RC_KEEP_SWIGLU_OUTPUT=1 asks for a saved output per layer
  * (the same bits: tests/core_swiglu_recompute.sh). Costs one 16-bit write
  * per layer in SwiGLU's backward; saves [rows, F] 16-bit values a layer. */
-bool rc_swiglu_recompute_on(void) {
-  const char *keep = getenv("RC_KEEP_SWIGLU_OUTPUT");
-  return !(keep && strcmp(keep, "1") == 0);
-}
-
 static void alloc_swiglu_recompute(rc_model *m) {
   if (!rc_swiglu_recompute_on()) return;
   size_t rows = 0, T = (size_t)m->T, K = (size_t)m->K;

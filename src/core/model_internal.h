@@ -52,7 +52,7 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
  * place: dy holds the result. */
 /* Whether a half fc2's SwiGLU output is recomputed in the backward (model.h
  * sw_half): unless RC_KEEP_SWIGLU_OUTPUT=1. model.c allocates by it,
- * model_memory.c counts by it. */
+ * model_memory.c (which defines it) counts by it. */
 bool rc_swiglu_recompute_on(void);
 /* dy_half (may be NULL): dy's 16-bit encoding, valid when
  * rc_layer_takes_dy_half (fc2 reads it instead of casting dy); dx_half (may

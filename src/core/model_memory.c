@@ -164,6 +164,13 @@ static void need_layer(need_acc *a, const rc_config *c, bool moe) {
 
 /* alloc_layer_act; the rounded copies (ln1_r, attn_r, ln2_r) are charged
  * always: whether a precision needs them depends on the linear */
+/* model_internal.h: here, where the memory bound and model.c's allocation
+ * (which calls into this file) both read it */
+bool rc_swiglu_recompute_on(void) {
+  const char *keep = getenv("RC_KEEP_SWIGLU_OUTPUT");
+  return !(keep && strcmp(keep, "1") == 0);
+}
+
 static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
   uint64_t T = (uint64_t)c->micro_batch * c->seq_len, H = (uint64_t)c->hidden;
   uint64_t F = (uint64_t)c->ffn, E = (uint64_t)c->experts, K = (uint64_t)c->topk;
