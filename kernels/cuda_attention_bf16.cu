@@ -39,7 +39,7 @@
  *  forward  per (128 query rows, head, batch), 8 warps: online softmax over
  *           the key tiles up to the diagonal, P = exp(s - running max);
  *           out = O / l.
- *  backward D = rowsum(bf16(dout) * out) first, in the pass that rounds
+ *  backward D = rowsum(bf16(dout) * bf16(out)) first, in the pass that rounds
  *           dout into heads (q, k, v come rounded from RoPE's pass when
  *           the caller kept its heads); then one kernel per block of 128
  *           keys (8 warps) looping over the query tiles that meet it:
@@ -52,7 +52,10 @@
  *           (4 warps, twice the partials). Session 17 also measured summing
  *           the shares in place, a chain of key tiles ordered by flags (in
  *           the compute warps, then in a fifth warp): 0.369 and 0.746 ms a
- *           call against the partials' 0.339 (bench/NOTES.md).
+ *           call against the partials' 0.339 (bench/NOTES.md). For a half
+ *           qkv linear (ops.h dqkv_half) the dK/dV stores and the dQ sum
+ *           apply RoPE's backward and write the 16-bit gradient the linear
+ *           reads: no fp32 dqkv, no rope_backward pass (session 18).
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
