@@ -34,7 +34,8 @@
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of gpu-small's GEMM shapes timed (bench/bench_gemm_algos.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each).
-# RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none).
+# RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none);
+# RC_PROFILE_MODE: "ops" (default, synchronised) or "events" (event-timed).
 set -u
 OUT="${OUT:-/tmp/gpu_session}"
 mkdir -p "$OUT"
@@ -120,8 +121,8 @@ tail -9 "$OUT/bench.log" | tee -a "$S"
 fi
 
 if want profile; then
-log "per-op profile (RC_PROFILE=ops, gpu-small, 4 steps; \$RC_PROFILE_FLAGS: ${RC_PROFILE_FLAGS:-})"
-RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
+log "per-op profile (RC_PROFILE=${RC_PROFILE_MODE:-ops}, gpu-small, 4 steps; \$RC_PROFILE_FLAGS: ${RC_PROFILE_FLAGS:-})"
+RC_PROFILE="${RC_PROFILE_MODE:-ops}" timeout 90 "$B/resumecheck" train --preset gpu-small --device cuda --steps 4 \
   ${RC_PROFILE_FLAGS:-} --out /tmp/rc_prof > /dev/null 2> "$OUT/profile_ops.txt"
 grep -v '^profile: memory:' "$OUT/profile_ops.txt" | head -40 | tee -a "$S"
 grep '^profile: memory:' "$OUT/profile_ops.txt" | head -30 | tee -a "$S"

@@ -113,6 +113,8 @@ void rc_cuda_host_free(void *ptr, size_t bytes);
 void rc_cuda_copy(void *dst, const void *src, size_t bytes);
 void rc_cuda_zero(void *dst, size_t bytes);
 void rc_cuda_sync(void);
+void rc_cuda_timer_mark(int slot);
+double rc_cuda_timer_seconds(int from, int to);
 int rc_cuda_device_usable(const char **why);
 /* The ops table (cuda_ops.cu), NULL with a reason without a usable GPU. */
 const rc_ops *rc_cuda_backend_ops(const char **why);

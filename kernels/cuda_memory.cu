@@ -27,6 +27,9 @@ typedef struct {
   /* two pinned bounce buffers for large host copies (created on first use) */
   void *bounce[2];
   cudaEvent_t bounce_free[2];
+  /* the profiler's timer marks (ops.h timer_mark), created on first use */
+  cudaEvent_t marks[RC_TIMER_SLOTS];
+  bool mark_made[RC_TIMER_SLOTS];
 } rc_cuda_ctx;
 
 static void ctx_destroy(void);
@@ -64,6 +67,8 @@ static void ctx_destroy(void) {
     (void)cudaFreeHost(c->bounce[b]);
     (void)cudaEventDestroy(c->bounce_free[b]);
   }
+  for (int m = 0; m < RC_TIMER_SLOTS; m++)
+    if (c->mark_made[m]) (void)cudaEventDestroy(c->marks[m]);
   (void)cudaFree(c->workspace);
   (void)cublasLtDestroy(c->lt);
   (void)cudaStreamDestroy(c->stream);
@@ -264,6 +269,26 @@ void rc_cuda_zero(void *dst, size_t bytes) {
 
 void rc_cuda_sync(void) {
   CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
+}
+
+void rc_cuda_timer_mark(int slot) {
+  if (slot < 0 || slot >= RC_TIMER_SLOTS) return;
+  rc_cuda_ctx *c = ctx();
+  if (!c->mark_made[slot]) {
+    CUDA_CHECK(cudaEventCreate(&c->marks[slot]));
+    c->mark_made[slot] = true;
+  }
+  CUDA_CHECK(cudaEventRecord(c->marks[slot], c->stream));
+}
+
+double rc_cuda_timer_seconds(int from, int to) {
+  if (from < 0 || to < 0 || from >= RC_TIMER_SLOTS || to >= RC_TIMER_SLOTS) return 0.0;
+  rc_cuda_ctx *c = ctx();
+  if (!c->mark_made[from] || !c->mark_made[to]) return 0.0;
+  CUDA_CHECK(cudaEventSynchronize(c->marks[to]));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, c->marks[from], c->marks[to]));
+  return 1e-3 * (double)ms;
 }
 
 /* A trivial kernel whose attributes tell us whether this binary carries code

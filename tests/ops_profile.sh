@@ -3,6 +3,7 @@
 # backend: the profiled run writes the same trace and shards as a plain one
 # (the wrapper only adds synchronisation), also when resuming; its stderr
 # holds the op table and the GEMM shape table; a plain run prints no report.
+# RC_PROFILE=events (timer marks instead of synchronisation) counts the same.
 set -u
 fail=0
 t=$(mktemp -d)
@@ -60,6 +61,27 @@ tg=$(awk '$1 == "total" && $2 == "gemm" {print $3}' "$e")
 grep -Eq '^  bf16 NT [0-9]+x[0-9]+x[0-9]+ beta=0 ->16 +[1-9]' "$e" && ok "a 16-bit output shape row" ||
   bad "no 16-bit output (->16) shape row"
 grep -q "^profile (RC_PROFILE=ops" "$e" && ok "ops turns the phase profile on" || bad "no phase profile"
+
+# (e) RC_PROFILE=events, the unsynchronised mode: the same bytes, the same
+# calls op by op and shape by shape as the synchronised mode (every op is
+# charged once its marks are read back, also the last ones, at the report),
+# and a header that says how it timed; control: the synchronised header
+# does not claim event timing
+RC_PROFILE=events "$RC_BIN" train --steps 4 --save-at 2,4 --out "$t/ev" 2>"$t/ev.err" ||
+  bad "events train failed: $(tail -3 "$t/ev.err")"
+for f in trace.csv ckpt/iter_0000004/$shard; do
+  same "$t/plain/$f" "$t/ev/$f" && ok "events: $f identical" || bad "events: $f differs"
+done
+table() { awk '$2 ~ /^[0-9]+$/ && NF >= 4 && $1 !~ /^profile/ {print $1, $2}' "$1" | sort; }
+[ -n "$(table "$t/ev.err")" ] && [ "$(table "$t/ev.err")" = "$(table "$e")" ] &&
+  ok "events: every op and shape row has the synchronised mode's calls" ||
+  bad "events: calls differ: $(diff <(table "$t/ev.err") <(table "$e") | head -5)"
+grep -q "^ops profile (event-timed" "$t/ev.err" && ok "events: header says event-timed" ||
+  bad "events: header: $(grep '^ops profile (' "$t/ev.err")"
+grep -q "^ops profile (event-timed" "$e" && bad "control: the synchronised header claims event timing" ||
+  ok "control: the synchronised header does not claim event timing"
+grep -q "^profile (RC_PROFILE=events" "$t/ev.err" && ok "events turns the phase profile on" ||
+  bad "events: no phase profile"
 
 # (c) negative controls: no report without RC_PROFILE, and none for RC_PROFILE=1
 grep -q "ops profile" "$t/plain.err" && bad "a plain run printed an ops report" || ok "plain run: no report"

@@ -976,6 +976,35 @@ static void test_fp8(void) {
 /* sumsq_many / fingerprint_many: on the GPU, what the single calls return,
  * for a count of tensors larger than the reduction's partials block (so the
  * scratch grows) and sizes on both sides of every partition boundary. */
+/* ops.h timer_mark / timer_seconds (the profiler's event-timed mode): a
+ * mark pair around queued work measures it without a sync in between —
+ * positive, below the host's wall time for the same span, and longer for
+ * eight times the work; control: a pair around nothing measures less than
+ * the pair around one memset. */
+static void test_timer_marks(void) {
+  printf("-- timer_mark, timer_seconds\n");
+  size_t bytes = (size_t)256 << 20;
+  void *buf = G->alloc(bytes);
+  G->sync();
+  double t0 = now_s();
+  G->timer_mark(0);
+  G->zero(buf, bytes);
+  G->timer_mark(1);
+  for (int i = 0; i < 8; i++) G->zero(buf, bytes);
+  G->timer_mark(2);
+  double one = G->timer_seconds(0, 1), eight = G->timer_seconds(1, 2);
+  double wall = now_s() - t0;
+  G->timer_mark(3);
+  G->timer_mark(4);
+  double none = G->timer_seconds(3, 4);
+  char name[128];
+  snprintf(name, sizeof name, "timer: one memset %.3f ms, eight %.3f ms (wall %.3f ms)", 1e3 * one,
+           1e3 * eight, 1e3 * wall);
+  check_true(name, one > 0 && eight > 2 * one && one + eight <= wall);
+  check_true("  control: a pair around nothing measures less", none >= 0 && none < one);
+  G->free(buf);
+}
+
 static void test_reductions_many(void) {
   printf("-- sumsq_many, fingerprint_many\n");
   enum { COUNT = 1500 };
@@ -2375,6 +2404,7 @@ int main(int argc, char **argv) {
   test_fp8();
   test_reductions();
   test_reductions_many();
+  test_timer_marks();
   test_basic();
   test_large_copies();
 

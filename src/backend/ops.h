@@ -49,6 +49,9 @@ typedef enum {
       1 /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
 } rc_moe_scoring;
 
+/* timer_mark slots a backend keeps (ops.h rc_ops timer_mark) */
+#define RC_TIMER_SLOTS 8192
+
 typedef struct rc_ops {
   const char *name; /* "cpu", "cuda" */
 
@@ -60,6 +63,14 @@ typedef struct rc_ops {
   void (*copy)(void *dst, const void *src, size_t bytes);
   void (*zero)(void *dst, size_t bytes);
   void (*sync)(void);
+  /* Timestamps for the per-op profiler's unsynchronised mode
+   * (backend/ops_profile.h): timer_mark(slot) queues a timestamp behind the
+   * work already issued (on a GPU an event on the backend's stream; on the
+   * CPU, whose ops are done when they return, the clock now), slot in
+   * [0, RC_TIMER_SLOTS); timer_seconds(from, to) waits for both and returns
+   * the seconds between them. Nothing else uses them. */
+  void (*timer_mark)(int slot);
+  double (*timer_seconds)(int from, int to);
   /* Host memory for staging checkpoint bytes (contents unspecified: every
    * byte is written before it is read), NULL when there is none; freed with
    * host_free(ptr, bytes). With page_locked, and where the backend can,

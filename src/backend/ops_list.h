@@ -13,6 +13,8 @@
   X(copy)                                                                                          \
   X(zero)                                                                                          \
   X(sync)                                                                                          \
+  X(timer_mark)                                                                                    \
+  X(timer_seconds)                                                                                 \
   X(host_alloc)                                                                                    \
   X(host_free)                                                                                     \
   X(gemm)                                                                                          \

@@ -58,14 +58,83 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Drains work queued before the op, so the op is charged for itself only. */
+/* ---- the event-timed mode (rc_ops_profiled_events) ----
+ * No synchronisation: each op is bracketed by two timer marks queued on the
+ * backend's stream (ops.h timer_mark) and charged when they are read back —
+ * at the next op that returns a value to the host (it waits for the stream
+ * anyway), when the marks run out, and before a report. An op's interval is
+ * then its own kernels' time while the device runs behind the host, which
+ * is the case the profile is for; where the host is behind, the wait for
+ * the op's launch counts too. Charges a wrapper makes after end() (GEMM
+ * shape, attention compute type) wait with the op. */
+typedef enum { CHARGE_OP, CHARGE_GEMM, CHARGE_CT } charge_kind;
+typedef struct {
+  int op;
+  charge_kind kind;
+  rc_compute ct;
+  bool ta, tb, beta_zero, out16;
+  int m, n, k;
+  tally *per_ct;
+} pending_op;
+
+static bool events;
+static pending_op pending[RC_TIMER_SLOTS / 2];
+static int npending;
+
+/* ops that hand a value back to the host, so the stream is drained anyway */
+static bool returns_to_host(int op) {
+  return op == OP_to_host || op == OP_sync || op == OP_amax || op == OP_sum || op == OP_sumsq ||
+         op == OP_count_nonfinite || op == OP_fingerprint || op == OP_sumsq_many ||
+         op == OP_fingerprint_many;
+}
+
+static void gemm_row_add(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
+                         bool out16, double dt);
+
+static void ct_row_add(tally *per_ct, rc_compute ct, double dt) {
+  if ((int)ct < 0 || (int)ct >= N_CT) return; /* invalid; the op total still counts it */
+  per_ct[ct].calls++;
+  per_ct[ct].seconds += dt;
+}
+
+/* Reads every pending op's marks back and charges them, in call order. */
+static void resolve(void) {
+  for (int i = 0; i < npending; i++) {
+    const pending_op *p = &pending[i];
+    double dt = inner->timer_seconds(2 * i, 2 * i + 1);
+    ops_tally[p->op].calls++;
+    ops_tally[p->op].seconds += dt;
+    if (p->kind == CHARGE_GEMM)
+      gemm_row_add(p->ct, p->ta, p->tb, p->m, p->n, p->k, p->beta_zero, p->out16, dt);
+    else if (p->kind == CHARGE_CT)
+      ct_row_add(p->per_ct, p->ct, dt);
+  }
+  npending = 0;
+}
+
+/* Drains work queued before the op, so the op is charged for itself only
+ * (events: marks the op's start instead; returns its pending index). */
 static double begin(void) {
+  if (events) {
+    if (npending == RC_TIMER_SLOTS / 2) resolve();
+    inner->timer_mark(2 * npending);
+    return (double)npending;
+  }
   inner->sync();
   return now_s();
 }
 
-/* Waits for the op to finish and charges it. Returns its seconds. */
+/* Waits for the op to finish and charges it. Returns its seconds (events:
+ * marks its end and returns -1, the charge to come). */
 static double end(int op, double t0) {
+  if (events) {
+    int i = (int)t0;
+    inner->timer_mark(2 * i + 1);
+    pending[i] = (pending_op){.op = op, .kind = CHARGE_OP};
+    npending = i + 1;
+    if (returns_to_host(op)) resolve();
+    return -1.0;
+  }
   inner->sync();
   double dt = now_s() - t0;
   ops_tally[op].calls++;
@@ -74,13 +143,35 @@ static double end(int op, double t0) {
 }
 
 static void charge_ct(tally *per_ct, rc_compute ct, double dt) {
-  if ((int)ct < 0 || (int)ct >= N_CT) return; /* invalid; the op total still counts it */
-  per_ct[ct].calls++;
-  per_ct[ct].seconds += dt;
+  if (dt < 0 && npending > 0) { /* events: with the op's own charge */
+    pending_op *p = &pending[npending - 1];
+    p->kind = CHARGE_CT, p->per_ct = per_ct, p->ct = ct;
+    return;
+  }
+  ct_row_add(per_ct, ct, dt);
 }
 
 static void charge_gemm(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
                         bool out16, double dt) {
+  if (dt < 0 && npending > 0) { /* events: with the op's own charge */
+    pending_op *p = &pending[npending - 1];
+    *p = (pending_op){.op = p->op,
+                      .kind = CHARGE_GEMM,
+                      .ct = ct,
+                      .ta = ta,
+                      .tb = tb,
+                      .beta_zero = beta_zero,
+                      .out16 = out16,
+                      .m = m,
+                      .n = n,
+                      .k = k};
+    return;
+  }
+  gemm_row_add(ct, ta, tb, m, n, k, beta_zero, out16, dt);
+}
+
+static void gemm_row_add(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
+                         bool out16, double dt) {
   gemm_shape *s = NULL;
   for (int i = 0; i < n_shapes && !s; i++) {
     gemm_shape *x = &shapes[i];
@@ -148,6 +239,14 @@ static void p_zero(void *dst, size_t bytes) {
   double t0 = begin();
   inner->zero(dst, bytes);
   end(OP_zero, t0);
+}
+/* The timer ops are the profiler's own instrument: passed through, not
+ * charged (and not used by the model). */
+static void p_timer_mark(int slot) {
+  inner->timer_mark(slot);
+}
+static double p_timer_seconds(int from, int to) {
+  return inner->timer_seconds(from, to);
 }
 /* With every op already synchronised, an explicit sync finds nothing to
  * wait for; it is counted so the call count is complete. */
@@ -408,6 +507,8 @@ static rc_ops profiled = {
     .host_alloc = p_host_alloc,
     .host_free = p_host_free,
     .copy = p_copy,
+    .timer_mark = p_timer_mark,
+    .timer_seconds = p_timer_seconds,
     .zero = p_zero,
     .sync = p_sync,
     .gemm = p_gemm,
@@ -456,10 +557,18 @@ const rc_ops *rc_ops_profiled(const rc_ops *in) {
   inner = in;
   /* the same name: code that branches on it (leg.c: "cpu") must not change */
   profiled.name = in->name;
+  events = false;
   return &profiled;
 }
 
+const rc_ops *rc_ops_profiled_events(const rc_ops *in) {
+  const rc_ops *p = rc_ops_profiled(in);
+  events = true;
+  return p;
+}
+
 void rc_ops_profile_reset(void) {
+  npending = 0; /* marks in flight: forgotten with the rest */
   memset(ops_tally, 0, sizeof ops_tally);
   memset(attn_fwd_ct, 0, sizeof attn_fwd_ct);
   memset(attn_bwd_ct, 0, sizeof attn_bwd_ct);
@@ -500,6 +609,7 @@ static void shape_row(FILE *f, const char *label, const gemm_shape *s, double ge
 }
 
 void rc_ops_profile_report(FILE *f) {
+  if (events) resolve(); /* the marks still pending */
   double total = 0;
   long calls = 0;
   by_time order[OP_COUNT];
@@ -509,7 +619,11 @@ void rc_ops_profile_report(FILE *f) {
     order[op] = (by_time){op, ops_tally[op].seconds};
   }
   qsort(order, OP_COUNT, sizeof order[0], cmp_by_time);
-  fprintf(f, "ops profile (each op synchronised before and after; totals are inflated)\n");
+  if (events)
+    fprintf(f, "ops profile (event-timed: marks queued before and after each op, no "
+               "synchronisation; an op's time includes any wait for its launch)\n");
+  else
+    fprintf(f, "ops profile (each op synchronised before and after; totals are inflated)\n");
   fprintf(f, "  %-34s %8s %11s %10s %7s\n", "op", "calls", "total ms", "ms/call", "share");
   for (int r = 0; r < OP_COUNT; r++) {
     int op = order[r].i;

@@ -32,6 +32,11 @@ extern "C" {
  * backends do). A second call re-targets the same table to the new inner;
  * wrapping the profiling table itself returns it unchanged. */
 const rc_ops *rc_ops_profiled(const rc_ops *inner);
+/* The same table in the event-timed mode: no synchronisation, each op timed
+ * between timer marks on the backend's stream (ops.h timer_mark), resolved
+ * when the host waits for the stream anyway (RC_PROFILE=events). Totals are
+ * then the device's time per op, not inflated by a round trip per op. */
+const rc_ops *rc_ops_profiled_events(const rc_ops *inner);
 
 /* Forgets every count and time (e.g. after a warm-up step). */
 void rc_ops_profile_reset(void);

@@ -506,8 +506,11 @@ static int leg_open_backend(leg_state *s, const char *kind, rc_err *err) {
    * op synchronised and timed by a wrapping table (backend/ops_profile.h),
    * installed before anything holds the ops so that everything goes through it */
   s->profile_env = getenv("RC_PROFILE");
-  s->profile_ops = s->profile_env && !strcmp(s->profile_env, "ops");
-  if (s->profile_ops) s->ops = rc_ops_profiled(s->ops);
+  /* RC_PROFILE=events: the same op table, each op timed between marks on
+   * the backend's stream instead of synchronised (backend/ops_profile.h) */
+  bool events = s->profile_env && !strcmp(s->profile_env, "events");
+  s->profile_ops = s->profile_env && (!strcmp(s->profile_env, "ops") || events);
+  if (s->profile_ops) s->ops = events ? rc_ops_profiled_events(s->ops) : rc_ops_profiled(s->ops);
   if ((rc = open_comm(kind, s->cfg, leg, &s->env, s->ops, &s->comm, err))) return rc;
   s->rank = s->comm ? s->comm->rank : 0;
   s->phase_s[PH_BACKEND] = now_s() - t_phase;
@@ -733,7 +736,7 @@ static void leg_profile_report(const leg_state *s, int first, int last_done) {
     double total = 0;
     for (int p = 0; p < RC_PROFILE_PHASES; p++) total += m->profile_s[p];
     fprintf(stderr, "profile (RC_PROFILE=%s, synchronised; mean per step over steps %d..%d):\n",
-            s->profile_ops ? "ops" : "1", first + 1, s->last);
+            s->profile_ops ? s->profile_env : "1", first + 1, s->last);
     for (int p = 0; p < RC_PROFILE_PHASES; p++)
       fprintf(stderr, "  %-36s %8.2f ms  %5.1f%%\n", rc_model_profile_phase_name(p),
               1e3 * m->profile_s[p] / (s->last - first),

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- memory ---- */
 
@@ -43,6 +44,21 @@ static void cpu_zero(void *dst, size_t bytes) {
 }
 
 static void cpu_sync(void) {}
+
+/* ops.h timer_mark: the clock now (a CPU op is done when it returns). The
+ * marks are the profiler's alone, so a file-static table like its own. */
+static double cpu_marks[RC_TIMER_SLOTS];
+
+static void cpu_timer_mark(int slot) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (slot >= 0 && slot < RC_TIMER_SLOTS) cpu_marks[slot] = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_timer_seconds(int from, int to) {
+  if (from < 0 || to < 0 || from >= RC_TIMER_SLOTS || to >= RC_TIMER_SLOTS) return 0.0;
+  return cpu_marks[to] - cpu_marks[from];
+}
 
 /* ---- elementwise ---- */
 
@@ -138,6 +154,8 @@ static const rc_ops cpu_ops = {
     .copy = cpu_memcpy,
     .zero = cpu_zero,
     .sync = cpu_sync,
+    .timer_mark = cpu_timer_mark,
+    .timer_seconds = cpu_timer_seconds,
     .host_alloc = rc_host_pages_alloc_any,
     .host_free = rc_host_pages_free,
     .gemm = rc_cpu_gemm,
