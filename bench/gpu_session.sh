@@ -33,7 +33,8 @@
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of gpu-small's GEMM shapes timed (bench/bench_gemm_algos.cu), "ncu"
-# Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each).
+# Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each),
+# "probe" the wgmma operand layouts (bench/wgmma_probe.cu).
 # RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none);
 # RC_PROFILE_MODE: "ops" (default, synchronised) or "events" (event-timed).
 set -u
@@ -149,6 +150,14 @@ if want variants; then
     echo "$v digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
       tee -a "$S"
   done
+fi
+
+if want probe; then
+  # the wgmma operand layouts the Hopper attention relies on, each alone
+  # (bench/wgmma_probe.cu: against the host, and S against mma.sync bit for bit)
+  log "wgmma probe"
+  nvcc -O2 -gencode arch=compute_90a,code=sm_90a -o /tmp/rc_wgmma_probe bench/wgmma_probe.cu &&
+    timeout 30 /tmp/rc_wgmma_probe 2>&1 | tee -a "$S"
 fi
 
 if want ncu; then

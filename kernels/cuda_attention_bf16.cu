@@ -59,260 +59,12 @@
  *
  * Head dims: multiples of 16 up to 128 (the config enforces it). HD is the
  * template bound; columns hd..HD-1 of every shared tile are zero, so a
- * smaller hd runs the HD kernel unchanged (its extra products add zeros). */
-#include <math.h>
-
-#include <cuda_bf16.h>
-
-#include "backend/numeric.h"
-#include "cuda_common.cuh"
-
-#define AB_BQ 64
-#define AB_BK 64
-#define AB_WARPS 4
-#define AB_THREADS (AB_WARPS * 32)
-
-typedef __nv_bfloat16 bf16;
-
-/* ---- PTX building blocks (layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix") ----
- * In a warp, lane = 4 g + t. A 16x8 fp32 accumulator c holds rows g (c[0],
- * c[1]) and g + 8 (c[2], c[3]), columns 2t and 2t + 1. */
-
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, asynchronously; zeros when !valid (src unread). */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit(void) {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_async_wait_all(void) {
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-
-/* Four 8x8 bf16 matrices; lane l gives the address of row l % 8 of matrix l / 8. */
-__device__ __forceinline__ void ldsm_x4(unsigned r[4], const bf16 *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_trans(unsigned r[4], const bf16 *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-/* 2^x for the softmax: the bare MUFU instruction, results below 2^-126
- * flushed to zero (exp2f wraps it in a denormal-preserving sequence: three
- * more instructions an element, 4% of the forward). Every row has a
- * probability of 1 (its max) in the forward and sums to 1 in the backward,
- * so a flushed one is 2^-126 of the row or less: far below fp32's 2^-24. */
-__device__ __forceinline__ float ex2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
-}
-
-/* c += a (16x16, row) * b (16x8, col) */
-__device__ __forceinline__ void mma_bf16(float c[4], const unsigned a[4], unsigned b0,
-                                         unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* two fp32 -> one register of two bf16 (lo in the low half), round to nearest even */
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *(unsigned *)&v;
-}
-
-/* A fragment (16 rows x 16 k) of a row-major shared tile whose row 0 is rows,
- * k columns from k0. */
-template <int LDS> __device__ __forceinline__ void load_a(unsigned a[4], const bf16 *rows, int k0) {
-  const int lane = threadIdx.x % 32;
-  ldsm_x4(a, rows + (lane % 16) * LDS + k0 + 8 * (lane / 16));
-}
-
-/* A fragment (16 rows x 16 k) of the transpose of a row-major shared tile:
- * A[r][k] = M[k0 + k][r0 + r], from M's rows (ldmatrix's transposing load
- * of each 8 x 8 block). */
-template <int LDS>
-__device__ __forceinline__ void load_a_trans(unsigned a[4], const bf16 *M, int r0, int k0) {
-  const int lane = threadIdx.x % 32;
-  ldsm_x4_trans(a, M + (k0 + lane % 8 + 8 * (lane / 16)) * LDS + r0 + 8 * ((lane / 8) % 2));
-}
-
-template <int N> __device__ __forceinline__ void zero_acc(float c[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.0f;
-}
-
-/* acc[nt] (16 x 64, 8 n-tiles) += A (16 x HD, fragments a[HD/16]) * B^T where
- * B is a shared [64 x HD] row-major tile: a score tile, S = Q K^T. */
-template <int HD, int LDS>
-__device__ __forceinline__ void mma_abt(float acc[8][4], const unsigned a[HD / 16][4],
-                                        const bf16 *B) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-    for (int np = 0; np < 4; np++) {
-      unsigned b[4];
-      ldsm_x4(b, B + (np * 16 + lane % 8 + 8 * (lane / 16)) * LDS + kk * 16 + 8 * ((lane / 8) % 2));
-      mma_bf16(acc[2 * np], a[kk], b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], a[kk], b[2], b[3]);
-    }
-}
-
-/* The backward's two score tiles, each from zero: sp = A1 B1^T (S or S^T)
- * and dp = A2 B2^T (dP or dP^T). */
-template <int HD, int LDS>
-__device__ __forceinline__ void score_tiles(float sp[8][4], float dp[8][4],
-                                            const unsigned a1[HD / 16][4], const bf16 *B1,
-                                            const unsigned a2[HD / 16][4], const bf16 *B2) {
-  zero_acc<8>(sp);
-  zero_acc<8>(dp);
-  mma_abt<HD, LDS>(sp, a1, B1);
-  mma_abt<HD, LDS>(dp, a2, B2);
-}
-
-/* acc[nt] (16 x HD) += P (16 x 64, fragments p[4]) * X where X is a shared
- * [64 x HD] row-major tile: P V, P^T dO, dS^T Q, dS K. */
-template <int HD, int LDS>
-__device__ __forceinline__ void mma_px(float acc[HD / 8][4], const unsigned p[4][4],
-                                       const bf16 *X) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-    for (int np = 0; np < HD / 16; np++) {
-      unsigned b[4];
-      ldsm_x4_trans(b, X + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LDS + np * 16 +
-                           8 * (lane / 16));
-      mma_bf16(acc[2 * np], p[kk], b[0], b[1]);
-      mma_bf16(acc[2 * np + 1], p[kk], b[2], b[3]);
-    }
-}
-
-/* A 16 x 64 fp32 accumulator tile as the A operand (4 k-steps of 16) of the
- * next MMA, rounded to bf16: column 16 kk + 2t of tile 2kk is k 2t of step kk. */
-__device__ __forceinline__ void acc_to_a(unsigned a[4][4], const float c[8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
-    a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
-    a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-    a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-  }
-}
-
-/* ---- tiles ---- */
-
-/* rows [r0, r0 + 64) of one head's [S x hd] bf16 block into a shared
- * [64 x LDS] tile, asynchronously; rows >= S become zeros. The loop runs
- * over the HD-wide tile's 16-byte pieces, a compile-time count, so its index
- * splits into row and column by shifts: with the runtime hd's pieces it took
- * two integer divisions a piece, the largest share of the forward's
- * instructions (Nsight Compute: the integer ALU its busiest pipe). Pieces
- * past hd are skipped (zero_pad_columns zeroed them once). */
-template <int HD, int LDS, int THREADS = AB_THREADS>
-__device__ __forceinline__ void load_tile_async(bf16 *dst, const bf16 *head, int r0, int S,
-                                                int hd) {
-  constexpr int CHUNKS = HD / 8; /* 16-byte pieces per tile row */
-#pragma unroll
-  for (int idx = threadIdx.x; idx < 64 * CHUNKS; idx += THREADS) {
-    const int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
-    if (HD != 16 && c >= hd) continue; /* hd is a multiple of 16, so hd >= 16 */
-    const bool valid = r0 + r < S;
-    cp_async16(dst + r * LDS + c, valid ? head + (size_t)(r0 + r) * hd + c : head, valid);
-  }
-}
-
-/* columns hd..HD-1 of ntiles consecutive shared tiles to zero (never written
- * by load_tile_async, read by the HD-wide fragments) */
-template <int HD, int LDS, int THREADS = AB_THREADS>
-__device__ void zero_pad_columns(bf16 *tiles, int ntiles, int hd) {
-  if (hd == HD) return;
-  const int w = HD - hd;
-  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += THREADS)
-    tiles[(idx / w) * LDS + hd + idx % w] = __float2bfloat16_rn(0.0f);
-}
-
-/* 16 rows x hd of fp32 fragments (times scale) to global rows row0.. of dst
- * (row stride ld); rows >= S skipped. */
-template <int HD>
-__device__ void store_rows(float *dst, size_t ld, int row0, int S, const float acc[HD / 8][4],
-                           float scale, int hd) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int r = row0 + g + 8 * half;
-    if (r >= S) continue;
-    float *d = dst + (size_t)r * ld;
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; nt++)
-      if (nt * 8 < hd)
-        *(float2 *)(d + nt * 8 + 2 * t) =
-            make_float2(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
-  }
-}
-
-/* store_rows' values (scale 1) in a 16-bit encoding: bitwise cast_half of
- * what store_rows wrote */
-template <int HD>
-__device__ void store_rows_half(uint16_t *dst, size_t ld, int row0, int S,
-                                const float acc[HD / 8][4], int hd, int fp16) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int r = row0 + g + 8 * half;
-    if (r >= S) continue;
-    uint16_t *d = dst + (size_t)r * ld;
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; nt++)
-      if (nt * 8 < hd) {
-        const float x = acc[nt][2 * half], y = acc[nt][2 * half + 1];
-        *(unsigned *)(d + nt * 8 + 2 * t) =
-            fp16 ? (unsigned)rc_fp16_encode(x) | (unsigned)rc_fp16_encode(y) << 16
-                 : (unsigned)rc_bf16_encode(x) | (unsigned)rc_bf16_encode(y) << 16;
-      }
-  }
-}
-
-/* store_rows' values (times scale) as rope_backward's 16-bit gradient gives
- * them (ops.h attention_backward's dqkv_half): rotated back by RoPE where
- * rotate (dq, dk; row r is position r of the sequence: the table's row),
- * then encoded. The rotation is rc_rope_rotate on the value store_rows
- * would have written, so the bits are store_rows then rope_backward's. */
-template <int HD>
-__device__ void store_rows_rope_half(uint16_t *dst, size_t ld, int row0, int S,
-                                     const float acc[HD / 8][4], float scale, int hd,
-                                     const float *cs, bool rotate, int fp16) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, half_hd = hd / 2;
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int r = row0 + g + 8 * half;
-    if (r >= S) continue;
-    uint16_t *d = dst + (size_t)r * ld;
-    const float *c = cs + (size_t)r * half_hd, *sn = c + (size_t)S * half_hd;
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; nt++)
-      if (nt * 8 < hd) {
-        float2 v = make_float2(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
-        const int i = nt * 4 + t; /* the pair (2i, 2i + 1) */
-        if (rotate) v = rc_rope_rotate(v.x, v.y, c[i], -1.0f * sn[i]);
-        *(unsigned *)(d + nt * 8 + 2 * t) =
-            fp16 ? (unsigned)rc_fp16_encode(v.x) | (unsigned)rc_fp16_encode(v.y) << 16
-                 : (unsigned)rc_bf16_encode(v.x) | (unsigned)rc_bf16_encode(v.y) << 16;
-      }
-  }
-}
+ * smaller hd runs the HD kernel unchanged (its extra products add zeros).
+ *
+ * On Hopper (sm_90a code loaded, hd <= 64) the forward and the dK/dV kernel
+ * are cuda_attention_wgmma.cu's, with this file's rounding pass, partials
+ * and reduction; the helpers both share are in cuda_attention_bf16.cuh. */
+#include "cuda_attention_bf16.cuh"
 
 /* ---- forward ---- */
 
@@ -337,7 +89,7 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
   constexpr int LDS = HD + 8, TILE = 64 * LDS, QTILES = AF_BQ / 64;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *Qs = (bf16 *)smem, *Ks = Qs + QTILES * TILE, *Vs = Ks + 2 * TILE; /* K, V: two stages */
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const int qb = gridDim.x - 1 - blockIdx.x;       /* the longest rows start first */
   const float scale_log2 = scale * (float)M_LOG2E; /* exp(x scale) = exp2(x scale log2 e) */
   const int h = blockIdx.y, b = blockIdx.z, q0 = qb * AF_BQ;
@@ -380,94 +132,16 @@ __global__ void __launch_bounds__(AF_THREADS, HD <= 64 ? 2 : 1) /* two blocks an
     zero_acc<8>(s);
     mma_abt<HD, LDS>(s, qa, Kb);
 
-    /* online softmax: mask, then the new row max over the quad, of the
-     * unscaled scores (c = scale log2 e > 0 keeps the max: p = 2^(s c - m c)
-     * is one FFMA). Only a tile reaching past the warp's first row has
-     * masked keys: before it every key j < k0 + 64 <= i, and j < S. */
-    float mx[2] = {-INFINITY, -INFINITY};
-    if (k0 + AB_BK > wrow0) {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int j = k0 + nt * 8 + 2 * t + (e & 1), i = row[e / 2];
-          if (!(j <= i && j < S)) s[nt][e] = -INFINITY;
-          mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
-    }
-    float alpha[2], mc[2];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      const float m_new = fmaxf(m[hr], mx[hr]); /* finite: key 0 <= every row is valid */
-      mc[hr] = m_new * scale_log2;
-      alpha[hr] = ex2(m[hr] * scale_log2 - mc[hr]); /* 0 on the first tile: m = -inf */
-      m[hr] = m_new;
-    }
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        s[nt][e] = ex2(fmaf(s[nt][e], scale_log2, -mc[e / 2]));
-        sum[e / 2] += s[nt][e]; /* the unrounded P */
-      }
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) l[hr] = l[hr] * alpha[hr] + sum[hr];
-#pragma unroll
-    for (int nt = 0; nt < HD / 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) o[nt][e] *= alpha[e / 2];
-
+    online_softmax_tile<HD>(s, o, m, l, k0, wrow0, row, S, scale_log2);
     unsigned pa[4][4];
     acc_to_a(pa, s);
     mma_px<HD, LDS>(o, pa, Vb);
   }
 
-  /* the row sums over the quad, then out = O / l and lse = m + log l */
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
-    l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
-  }
-  if (wrow0 >= S) return; /* rows past S: nothing to write */
-  const size_t orow = (size_t)nh * hd;
-  float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-#pragma unroll
-  for (int nt = 0; nt < HD / 8; nt++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) o[nt][e] *= inv[e / 2];
-  if (out) /* NULL when only the half copy is kept (ops.h) */
-    store_rows<HD>(out + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, 1.0f, hd);
-  if (out_half) /* a half out-projection's input, without a cast pass over out */
-    store_rows_half<HD>(out_half + (size_t)b * S * orow + (size_t)h * hd, orow, wrow0, S, o, hd,
-                        fp16);
-  if (t == 0)
-    for (int hr = 0; hr < 2; hr++)
-      if (row[hr] < S)
-        lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * scale_log2 * (float)M_LN2 + logf(l[hr]);
+  forward_store<HD>(out, out_half, lse, o, m, l, row, wrow0, b, h, S, nh, hd, scale_log2, fp16);
 }
 
 /* ---- backward ---- */
-
-/* Key rows a dK/dV block owns: 64 R, a warp per 16 (R = 2 since session 17:
- * each Q and dO tile staged serves 128 keys, and there are half as many dQ
- * partials to write and sum: 107 MB at gpu-small instead of 214). */
-#define AB_DKV_R 2
-
-/* dQ partials before query tile qt's: sum over q < qt of its key blocks,
- * q / R + 1 each (R = 1: qt (qt + 1) / 2). */
-__host__ __device__ __forceinline__ size_t dq_pairs_before(int qt, int R) {
-  if (R == 1) return (size_t)qt * (qt + 1) / 2;
-  const size_t m = (size_t)qt / 2;
-  return qt % 2 ? (m + 1) * (m + 1) : m * (m + 1);
-}
 
 /* acc (16 rows x NCOLS) += dS^T[r0.., keys] K[keys, col0..]: dQ's share of a
  * key block, KSTEPS k-steps of 16 keys in increasing order, the A fragments
@@ -565,31 +239,7 @@ __global__ void __launch_bounds__(R *AB_THREADS)
     }
     float sp[8][4], dp[8][4];
     score_tiles<HD, LDS>(sp, dp, ka, Qb, va, dOb);
-    /* masked pairs only where the query tile meets the block's keys and
-     * past S: after them every query i >= q0 >= k0 + BK > j, and i < S when
-     * the tile is whole */
-    if (qt < qt0 + R || q0 + AB_BQ > S) {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
-          const bool valid = j <= i && i < S && j < S;
-          const float p = valid ? ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c])) : 0.0f;
-          sp[nt][e] = p;
-          dp[nt][e] = p * (dp[nt][e] - D_b[c]);
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int c = nt * 8 + 2 * t + (e & 1);
-          const float p = ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c]));
-          sp[nt][e] = p;
-          dp[nt][e] = p * (dp[nt][e] - D_b[c]);
-        }
-    }
+    dkv_probs(sp, dp, q0, krow, S, lse_b, D_b, scale_log2, qt < qt0 + R || q0 + AB_BQ > S);
     unsigned pa[4][4];
     acc_to_a(pa, sp);
     mma_px<HD, LDS>(dv, pa, dOb);
@@ -788,6 +438,11 @@ static void forward_bf16(float *out, float *lse, const float *qkv, const uint16_
   static bool opted = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = qkv_heads(qkv, heads, B, S, nh, hd);
+  if (HD <= 64 && rc_cuda_attention_wgmma_on()) { /* Hopper: cuda_attention_wgmma.cu */
+    rc_cuda_attention_wgmma_forward(out, lse, (const uint16_t *)qh, B, S, nh, hd, out_half,
+                                    half_ct);
+    return;
+  }
   const size_t sm = (AF_BQ / 64 + 4) * tile_bytes<HD>(); /* Q, two stages of K and V */
   rc_allow_smem(attention_bf16_forward_kernel<HD>, sm, &opted);
   dim3 grid((unsigned int)((S + AF_BQ - 1) / AF_BQ), (unsigned int)nh, (unsigned int)B);
@@ -832,9 +487,14 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   /* dqkv_half: RoPE's backward in both kernels' stores (ops.h), its table */
   const float *rope_cs = dqkv_half ? rc_cuda_rope_table(S, hd, rope_theta) : NULL;
   const int half_fp16 = half_ct == RC_COMPUTE_FP16;
-  attention_bf16_dkv_kernel<HD, R>
-      <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
-          dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale, dqkv_half, rope_cs, half_fp16);
+  if (HD <= 64 && rc_cuda_attention_wgmma_on()) /* Hopper: cuda_attention_wgmma.cu */
+    rc_cuda_attention_wgmma_dkv(dqkv, dq_part, lse, Dd, (const uint16_t *)qh, (const uint16_t *)doh,
+                                B, S, nh, hd, dqkv_half, rope_cs, half_ct);
+  else
+    attention_bf16_dkv_kernel<HD, R>
+        <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
+            dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale, dqkv_half, rope_cs,
+            half_fp16);
   KERNEL_CHECK();
   attention_bf16_dq_reduce_kernel<<<dim3((unsigned int)ntiles, (unsigned int)nh, (unsigned int)B),
                                     dim3(DQ_REDUCE_X, DQ_REDUCE_Y), 0, s>>>(

@@ -207,6 +207,17 @@ void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float
                                      int B, int S, int nh, int hd, const uint16_t *out_bf16,
                                      float rope_theta, uint16_t *dqkv_half, rc_compute half_ct);
 
+/* cuda_attention_wgmma.cu: the BF16 forward on Hopper's wgmma (hd <= 64),
+ * when the module's sm_90a code runs and RC_CUDA_ATTENTION is not "mma" */
+bool rc_cuda_attention_wgmma_on(void);
+const char *rc_cuda_attention_path(void);
+void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
+                                     int nh, int hd, uint16_t *out_half, rc_compute half_ct);
+void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+                                 const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
+                                 int hd, uint16_t *dqkv_half, const float *rope_cs,
+                                 rc_compute half_ct);
+
 /* cuda_loss.cu */
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
                            const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct);

@@ -2,7 +2,9 @@
  * algorithm and so change the bits of a run (docs/cuda-backend.md).
  *
  * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
- * (kernels/cuda_attention.cu); RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's
+ * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
+ * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu);
+ * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's
  * first algorithm for the keys kernels/cuda_gemm.cu pins. Logging switches (RC_CUDA_GEMM_LOG) and
  * ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh; RC_KEEP_SWIGLU_OUTPUT,
  * tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set in its args.json and

@@ -1,0 +1,535 @@
+/* cuda_attention_wgmma.cu — the BF16 attention forward on Hopper's warpgroup
+ * MMA (wgmma), for head dims up to 64: the same contract, tiles, order and
+ * row arithmetic as the mma.sync forward (cuda_attention_bf16.cu), with the
+ * two products of each key tile issued by a warpgroup from shared memory.
+ *
+ * Why: mma.sync feeds every 16 x 8 product from registers that ldmatrix
+ * loaded, one warp's copy of each K and V fragment per 16 query rows, so the
+ * forward spends its issue slots on loads and runs at about a third of the
+ * tensor cores' rate (bench/NOTES.md, session 16: 130 TFLOP/s against
+ * cuDNN's 270 at gpu-small). wgmma reads K and V straight from shared memory
+ * for 64 rows at a time and frees those slots for the softmax.
+ *
+ * Layout: every tile is [64 rows][64 bf16] = 128-byte rows in the 128-byte
+ * swizzle (row r's 16-byte chunk c stored at chunk c ^ (r % 8)), written by
+ * cp.async, read by wgmma through matrix descriptors. S = Q K^T takes both
+ * operands K-major from shared memory; O += P V takes P from registers (the
+ * accumulator's layout rounded to bf16, as mma.sync's A operand) and V
+ * MN-major (the transposed B). bench/wgmma_probe.cu checks those layouts on
+ * their own.
+ *
+ * Determinism: each product is a fixed sequence of wgmma k-steps in
+ * increasing k, as the mma.sync kernel's; the row arithmetic is the shared
+ * online_softmax_tile and forward_store, so per row the two paths differ only
+ * where the two instructions' products are summed differently inside a
+ * k-step (bench/wgmma_probe.cu prints whether they do). Which path ran is in
+ * the run's record (cuda_module.cu describe(); RC_CUDA_ATTENTION=mma selects
+ * the mma.sync kernels).
+ *
+ * The wgmma instructions exist only in sm_90a code. The build adds that
+ * target for the module when it is asked for sm_90 (CMakeLists.txt); a
+ * module whose sm_90a code did not load (another GPU, another build) reports
+ * the path unavailable through wgmma_compiled_kernel, and the mma.sync
+ * kernels run. */
+#include <string.h>
+
+#include "cuda_attention_bf16.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RC_WGMMA_CODE 1
+#else
+#define RC_WGMMA_CODE 0
+#endif
+
+/* ---- wgmma building blocks (PTX ISA, "Asynchronous Warpgroup Level Matrix
+ * Multiply-Accumulate"; the descriptor's bit fields: "Matrix Descriptor
+ * Format") ---- */
+
+/* element (r, c) of a [64][64] bf16 tile in the 128-byte swizzle */
+__device__ __forceinline__ int sw128(int r, int c) {
+  return r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
+}
+
+/* The descriptor of a 128-byte-swizzled tile from p (p's tile 1024-byte
+ * aligned; p itself may sit 32-byte k-steps into a K-major row or 16-row
+ * k-steps down an MN-major tile). Both byte offsets are 1024, one group of
+ * eight 128-byte rows: the stride between 8-row groups, the only one a 64-wide
+ * tile has in either major, whichever of the two fields the hardware reads. */
+__device__ __forceinline__ uint64_t desc_sw128(const void *p) {
+  const uint64_t a = smem_addr(p);
+  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+#define WG_D32                                                                                     \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"    \
+  "%25,%26,%27,%28,%29,%30,%31}"
+#define WG_D32_OPS(d)                                                                              \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),        \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),    \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),    \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),    \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),    \
+      "+f"(d[7][2]), "+f"(d[7][3])
+
+/* d (the warpgroup's 64 x 64 fp32 tile, this thread's 8 x 4) += A B, A
+ * [64 m][16 k] and B [64 n][16 k] both K-major in shared memory; ACC false:
+ * d = A B (the first k-step of a product: no zeroed registers, whose writes
+ * the compiler may place after the fence and so make it fence again) */
+template <bool ACC = true>
+__device__ __forceinline__ void wgmma_ss_kk(float d[8][4], uint64_t da, uint64_t db) {
+#if RC_WGMMA_CODE
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32
+               ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : WG_D32_OPS(d)
+               : "l"(da), "l"(db), "n"(ACC ? 1 : 0));
+#else
+  (void)d, (void)da, (void)db;
+#endif
+}
+
+/* d += A B, A [64 m][16 k] from registers (mma.sync's A layout, warp w
+ * holding rows 16w..16w+15), B [16 k][64 n] MN-major in shared memory */
+__device__ __forceinline__ void wgmma_rs_mn(float d[8][4], const unsigned a[4], uint64_t db) {
+#if RC_WGMMA_CODE
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32
+               ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+               : WG_D32_OPS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#else
+  (void)d, (void)a, (void)db;
+#endif
+}
+
+/* d += A B, A [16 k][64 m] and B [16 k][64 n] both MN-major in shared memory
+ * (the transposes of their stored tiles: dQ = dS K from dS^T's tile) */
+template <bool ACC = true>
+__device__ __forceinline__ void wgmma_ss_mm(float d[8][4], uint64_t da, uint64_t db) {
+#if RC_WGMMA_CODE
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32
+               ", %32, %33, p, 1, 1, 1, 1;\n}\n"
+               : WG_D32_OPS(d)
+               : "l"(da), "l"(db), "n"(ACC ? 1 : 0));
+#else
+  (void)d, (void)da, (void)db;
+#endif
+}
+
+/* Registers written by ordinary instructions become wgmma operands only
+ * after this fence; commit then wait 0 makes the group's results readable. */
+__device__ __forceinline__ void wgmma_fence(void) {
+#if RC_WGMMA_CODE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit(void) {
+#if RC_WGMMA_CODE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_wait(void) {
+#if RC_WGMMA_CODE
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+/* every group but the last committed */
+__device__ __forceinline__ void wgmma_wait_all_but_last(void) {
+#if RC_WGMMA_CODE
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_wait(void) {
+  wgmma_commit();
+  wgmma_wait();
+}
+/* shared memory written by cp.async (the generic proxy) made visible to
+ * wgmma's reads (the async proxy); a barrier follows */
+__device__ __forceinline__ void fence_proxy_async(void) {
+#if RC_WGMMA_CODE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* ---- tiles ---- */
+
+#define AW_TILE (64 * 64) /* elements of a swizzled tile: 8 KB */
+
+/* rows [r0, r0 + 64) of one head's [S x hd] block (hd <= 64) into a
+ * swizzled tile, asynchronously; rows >= S become zeros, chunks past hd are
+ * never written (zeroed once by zero_pad_sw128). */
+template <int THREADS>
+__device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *head, int r0, int S,
+                                                int hd) {
+#pragma unroll
+  for (int idx = threadIdx.x; idx < 64 * 8; idx += THREADS) {
+    const int r = idx / 8, c = (idx % 8) * 8;
+    if (c >= hd) continue;
+    const bool valid = r0 + r < S;
+    cp_async16(dst + sw128(r, c), valid ? head + (size_t)(r0 + r) * hd + c : head, valid);
+  }
+}
+
+template <int THREADS> __device__ void zero_pad_sw128(bf16 *tiles, int ntiles, int hd) {
+  if (hd == 64) return;
+  const int w = 64 - hd;
+  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += THREADS) {
+    const int tile = idx / (64 * w), r = idx / w % 64, c = hd + idx % w;
+    tiles[tile * AW_TILE + sw128(r, c)] = __float2bfloat16_rn(0.0f);
+  }
+}
+
+/* ---- forward ---- */
+
+#define AW_WARPGROUPS 2
+#define AW_THREADS (AW_WARPGROUPS * 128)
+#define AW_BQ (AW_WARPGROUPS * 64) /* query rows a block owns: 64 per warpgroup */
+
+/* One block per (query block of 128 rows, head, batch); warpgroup wg owns
+ * rows 64 wg.., its warp w (of 8) rows 16 w.. as in the mma.sync kernel.
+ * Key tiles of 64 up to the warpgroup's last row, K and V staged in pairs,
+ * three stages deep. A warp inside a warpgroup whose 16 rows all precede a
+ * tile computes it masked: p = 0 and a rescale by exactly 1, the bits of
+ * skipping it.
+ *
+ * The products overlap the softmax (FlashAttention-3's intra-warpgroup
+ * pipelining): tile kt's P V and tile kt + 1's scores are issued together,
+ * and tile kt + 1's max, exponentials and sums run while P V does; only the
+ * rescale of O waits for it. Every row sees the same operations in the same
+ * order as without the overlap: O *= alpha(kt), then O += P(kt) V(kt). */
+#define AW_STAGES 3
+__global__ void __launch_bounds__(AW_THREADS, 2)
+    attention_wgmma_forward_kernel(float *out, float *lse, const bf16 *qh, const bf16 *kh,
+                                   const bf16 *vh, int S, int nh, int hd, float scale,
+                                   uint16_t *out_half, int fp16) {
+  extern __shared__ unsigned char smem_raw[];
+  /* the swizzle is a function of address bits: tiles start 1024-aligned */
+  bf16 *Qs = (bf16 *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *KVs = Qs + AW_WARPGROUPS * AW_TILE; /* stage st: K at 2 st, V at 2 st + 1 */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, wg = warp / 4;
+  /* blocks start in increasing linear index, x fastest: the query block is
+   * z, longest rows first, so the short blocks fill the last wave's gaps
+   * (with it x, a quarter of the SMs' cycles were idle tail: Nsight Compute) */
+  const int qb = gridDim.z - 1 - blockIdx.z;
+  const float scale_log2 = scale * (float)M_LOG2E; /* exp(x scale) = exp2(x scale log2 e) */
+  const int h = blockIdx.x, b = blockIdx.y, q0 = qb * AW_BQ;
+  const size_t head = ((size_t)b * nh + h) * S * hd;
+  const int wrow0 = q0 + warp * 16, grow0 = q0 + wg * 64; /* this warp's, warpgroup's first row */
+  const int last = (min(q0 + AW_BQ, S) - 1) / AB_BK;      /* the block's last key tile */
+  const int wlast = min(last, (grow0 + 63) / AB_BK);      /* the warpgroup's */
+
+  zero_pad_sw128<AW_THREADS>(Qs, AW_WARPGROUPS + 2 * AW_STAGES, hd);
+#pragma unroll
+  for (int i = 0; i < AW_WARPGROUPS; i++)
+    load_tile_sw128<AW_THREADS>(Qs + i * AW_TILE, qh + head, q0 + 64 * i, S, hd);
+  for (int j = 0; j <= min(last, 1); j++) {
+    load_tile_sw128<AW_THREADS>(KVs + 2 * j * AW_TILE, kh + head, j * AB_BK, S, hd);
+    load_tile_sw128<AW_THREADS>(KVs + (2 * j + 1) * AW_TILE, vh + head, j * AB_BK, S, hd);
+    cp_async_commit();
+  }
+
+  float o[8][4], s[8][4];
+  zero_acc<8>(o);
+  const int row[2] = {wrow0 + g, wrow0 + g + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* l: this thread's columns */
+  const bf16 *Qw = Qs + wg * AW_TILE;
+
+  /* tile 0's scores (Q and pair 0 are the first group) */
+  if (last >= 1)
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  else
+    cp_async_wait_all();
+  fence_proxy_async();
+  __syncthreads();
+  wgmma_fence();
+  wgmma_ss_kk<false>(s, desc_sw128(Qw), desc_sw128(KVs));
+#pragma unroll
+  for (int kk = 1; kk < 4; kk++) /* k-steps of 16 head dims: 32 bytes along the rows */
+    wgmma_ss_kk(s, desc_sw128(Qw + 16 * kk), desc_sw128(KVs + 16 * kk));
+  wgmma_commit_wait();
+
+  /* Each tile kt of the block takes one barrier, whoever needs it: pair
+   * kt + 1 is visible after it, and every P V of tile kt - 1 is done, so
+   * pair kt + 2 may take that stage. */
+  auto stage_step = [&](int kt) {
+    if (kt < last) cp_async_wait_all(); /* pair kt + 1 (the only group in flight) */
+    fence_proxy_async();
+    __syncthreads();
+    if (kt + 2 <= last) {
+      const int st = (kt + 2) % AW_STAGES;
+      load_tile_sw128<AW_THREADS>(KVs + 2 * st * AW_TILE, kh + head, (kt + 2) * AB_BK, S, hd);
+      load_tile_sw128<AW_THREADS>(KVs + (2 * st + 1) * AW_TILE, vh + head, (kt + 2) * AB_BK, S, hd);
+      cp_async_commit();
+    }
+  };
+  /* tile kt's softmax; the rescale waits for tile kt - 1's P V */
+  auto softmax_step = [&](int kt, unsigned pa[4][4]) {
+    float alpha[2];
+    online_softmax_probs(s, m, l, alpha, kt * AB_BK, wrow0, row, S, scale_log2);
+    wgmma_wait();
+    rescale_rows<64>(o, alpha);
+    acc_to_a(pa, s);
+  };
+  /* The loops below issue every wgmma unconditionally: a wgmma under a
+   * branch the compiler cannot prove warpgroup-uniform is serialized. */
+  int kt = 0;
+  for (; kt < wlast; kt++) {
+    unsigned pa[4][4];
+    softmax_step(kt, pa);
+    stage_step(kt);
+    const bf16 *Kn = KVs + 2 * ((kt + 1) % AW_STAGES) * AW_TILE;
+    const bf16 *Vb = KVs + (2 * (kt % AW_STAGES) + 1) * AW_TILE;
+    wgmma_fence();
+    wgmma_ss_kk<false>(s, desc_sw128(Qw), desc_sw128(Kn));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++)
+      wgmma_ss_kk(s, desc_sw128(Qw + 16 * kk), desc_sw128(Kn + 16 * kk));
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) /* k-steps of 16 keys: 16 rows down V */
+      wgmma_rs_mn(o, pa[kk], desc_sw128(Vb + 16 * 64 * kk));
+    wgmma_commit();
+    wgmma_wait_all_but_last(); /* the scores */
+  }
+  { /* the warpgroup's last tile: P V only */
+    unsigned pa[4][4];
+    softmax_step(kt, pa);
+    stage_step(kt);
+    const bf16 *Vb = KVs + (2 * (kt % AW_STAGES) + 1) * AW_TILE;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(o, pa[kk], desc_sw128(Vb + 16 * 64 * kk));
+    wgmma_commit_wait();
+  }
+  for (kt++; kt <= last; kt++) stage_step(kt); /* the other warpgroup's tiles */
+  forward_store<64>(out, out_half, lse, o, m, l, row, wrow0, b, h, S, nh, hd, scale_log2, fp16);
+}
+
+/* ---- backward: dK and dV (dQ's partials) ---- */
+
+/* One block per (key block of 128 keys, head, batch), warpgroup wg owning
+ * keys 64 wg.., its warp w (of 8) keys 16 w.. as in the mma.sync kernel
+ * (cuda_attention_bf16.cu, R = 2, the same partials layout and reduction).
+ * Per query tile (64) meeting the keys: S^T = K Q^T and dP^T = V dO^T from
+ * shared memory, dkv_probs, then dV += bf16(P^T) dO and dK += bf16(dS^T) Q
+ * with the probabilities as register operands, issued without waiting while
+ * dS^T goes to shared memory; dQ's share dS K is each warpgroup's 64 keys
+ * (dS^T's tile read transposed), warpgroup 1's sum handed to warpgroup 0
+ * through shared memory and added to its own: share = keys 0..63 + keys
+ * 64..127, a fixed order. */
+#define AW_DKV_BK 128
+__global__ void __launch_bounds__(AW_THREADS, 1)
+    attention_wgmma_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+                               const bf16 *qh, const bf16 *kh, const bf16 *vh, const bf16 *doh,
+                               int S, int nh, int hd, float scale, uint16_t *dqkv_half,
+                               const float *rope_cs, int half_fp16) {
+  constexpr int R = AW_DKV_BK / 64;
+  extern __shared__ unsigned char smem_raw[];
+  bf16 *Ks = (bf16 *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + 2 * AW_TILE; /* two stages */
+  bf16 *dSs = dOs + 2 * AW_TILE;              /* dS^T, a [64 keys][64 queries] tile per wg */
+  float *dq_s = (float *)(dSs + R * AW_TILE); /* warpgroup 1's dQ share: [32][128] */
+  float *lse_s = dq_s + 32 * 128, *D_s = lse_s + 2 * AB_BQ;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4, wt = threadIdx.x % 128; /* thread in the warpgroup */
+  const int kb = blockIdx.z; /* the first key blocks see the most queries: z, so they start first */
+  const float scale_log2 = scale * (float)M_LOG2E;
+  const int h = blockIdx.x, b = blockIdx.y, k0 = kb * AW_DKV_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const int qt0 = kb * R; /* the first query tile meeting the block's keys */
+  const size_t head = ((size_t)b * nh + h) * S * hd;
+  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
+  float *part_bh = dq_part + ((size_t)b * nh + h) * dq_pairs_before(ntiles, R) * 64 * hd;
+
+  zero_pad_sw128<AW_THREADS>(Ks, 2 * R + 4 + R, hd);
+#pragma unroll
+  for (int i = 0; i < R; i++) {
+    load_tile_sw128<AW_THREADS>(Ks + i * AW_TILE, kh + head, k0 + 64 * i, S, hd);
+    load_tile_sw128<AW_THREADS>(Vs + i * AW_TILE, vh + head, k0 + 64 * i, S, hd);
+  }
+  const int q00 = qt0 * AB_BQ;
+  load_tile_sw128<AW_THREADS>(Qs, qh + head, q00, S, hd);
+  load_tile_sw128<AW_THREADS>(dOs, doh + head, q00, S, hd);
+  cp_async_commit();
+  for (int c = threadIdx.x; c < AB_BQ; c += AW_THREADS) {
+    lse_s[c] = q00 + c < S ? lse_bh[q00 + c] * (float)M_LOG2E : 0.0f;
+    D_s[c] = q00 + c < S ? D_bh[q00 + c] : 0.0f;
+  }
+
+  float dk[8][4], dv[8][4];
+  zero_acc<8>(dk);
+  zero_acc<8>(dv);
+  const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const bf16 *Kw = Ks + wg * AW_TILE, *Vw = Vs + wg * AW_TILE;
+  bf16 *dSw = dSs + wg * AW_TILE;
+
+  for (int qt = qt0; qt < ntiles; qt++) {
+    const int q0 = qt * AB_BQ, st = (qt - qt0) % 2;
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads(); /* tile qt landed; every warp is done with the other stage and dS, dq_s */
+    if (qt + 1 < ntiles) {
+      const int nx = 1 - st, q1 = q0 + AB_BQ;
+      load_tile_sw128<AW_THREADS>(Qs + nx * AW_TILE, qh + head, q1, S, hd);
+      load_tile_sw128<AW_THREADS>(dOs + nx * AW_TILE, doh + head, q1, S, hd);
+      cp_async_commit();
+      for (int c = threadIdx.x; c < AB_BQ; c += AW_THREADS) {
+        lse_s[nx * AB_BQ + c] = q1 + c < S ? lse_bh[q1 + c] * (float)M_LOG2E : 0.0f;
+        D_s[nx * AB_BQ + c] = q1 + c < S ? D_bh[q1 + c] : 0.0f;
+      }
+    }
+    const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
+    const float *lse_b = lse_s + st * AB_BQ, *D_b = D_s + st * AB_BQ;
+
+    float sp[8][4], dp[8][4];
+    wgmma_fence();
+    wgmma_ss_kk<false>(sp, desc_sw128(Kw), desc_sw128(Qb));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++)
+      wgmma_ss_kk(sp, desc_sw128(Kw + 16 * kk), desc_sw128(Qb + 16 * kk));
+    wgmma_ss_kk<false>(dp, desc_sw128(Vw), desc_sw128(dOb));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++)
+      wgmma_ss_kk(dp, desc_sw128(Vw + 16 * kk), desc_sw128(dOb + 16 * kk));
+    wgmma_commit_wait();
+    dkv_probs(sp, dp, q0, krow, S, lse_b, D_b, scale_log2, qt < qt0 + R || q0 + AB_BQ > S);
+
+    unsigned pa[4][4], pb[4][4];
+    acc_to_a(pa, sp);
+    acc_to_a(pb, dp);
+    /* dS^T's bf16 (dK's operand below) into the warpgroup's tile for dQ:
+     * row = key, column = query. Stored before the products are issued: a
+     * register an in-flight wgmma reads is not read by anything else. */
+    const int r = (warp % 4) * 16 + g;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      const int c = kk * 16 + 2 * t;
+      *(unsigned *)(dSw + sw128(r, c)) = pb[kk][0];
+      *(unsigned *)(dSw + sw128(r + 8, c)) = pb[kk][1];
+      *(unsigned *)(dSw + sw128(r, c + 8)) = pb[kk][2];
+      *(unsigned *)(dSw + sw128(r + 8, c + 8)) = pb[kk][3];
+    }
+    fence_proxy_async();
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dv, pa[kk], desc_sw128(dOb + 16 * 64 * kk));
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
+    wgmma_commit();
+    /* the warpgroup's own dS^T rows are all it reads: a barrier of its 128 threads */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+    float dq[8][4];
+    wgmma_fence();
+    wgmma_ss_mm<false>(dq, desc_sw128(dSw), desc_sw128(Kw));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++) /* 16 keys a step: 16 rows down dS^T and K */
+      wgmma_ss_mm(dq, desc_sw128(dSw + 16 * 64 * kk), desc_sw128(Kw + 16 * 64 * kk));
+    wgmma_commit_wait();
+    if (wg == 1) {
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dq_s[(i * 4 + e) * 128 + wt] = dq[i][e];
+    }
+    __syncthreads(); /* warpgroup 1's share is in dq_s */
+    if (wg == 0) {
+      float *part = part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd;
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        float *d = part + (size_t)(16 * warp + g + 8 * half) * hd;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+          if (nt * 8 < hd) {
+            const float x = dq[nt][2 * half] + dq_s[(nt * 4 + 2 * half) * 128 + wt];
+            const float y = dq[nt][2 * half + 1] + dq_s[(nt * 4 + 2 * half + 1) * 128 + wt];
+            *(float2 *)(d + nt * 8 + 2 * t) = make_float2(x, y);
+          }
+      }
+    }
+  }
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  if (dqkv_half) { /* RoPE's backward fused: dk rotated back, dv as it is */
+    uint16_t *dst = dqkv_half + (size_t)b * S * row + (size_t)h * hd;
+    store_rows_rope_half<64>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd, rope_cs, true,
+                             half_fp16);
+    store_rows_rope_half<64>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd, rope_cs, false,
+                             half_fp16);
+    return;
+  }
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
+  store_rows<64>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
+  store_rows<64>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
+}
+
+/* 1 when this module's code for the running GPU holds the wgmma kernels
+ * (sm_90a code loaded), 0 when the driver chose other code */
+__device__ int wgmma_compiled_flag;
+__global__ void wgmma_compiled_kernel(void) {
+  wgmma_compiled_flag = RC_WGMMA_CODE;
+}
+
+/* ---- host side ---- */
+
+/* Whether the wgmma path runs: asked once per process (the answer must not
+ * change inside a run). RC_CUDA_ATTENTION=mma keeps the mma.sync kernels. */
+bool rc_cuda_attention_wgmma_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("RC_CUDA_ATTENTION");
+    on = 0;
+    if (!(e && !strcmp(e, "mma"))) {
+      int host = 0;
+      wgmma_compiled_kernel<<<1, 1, 0, rc_cuda_stream()>>>();
+      KERNEL_CHECK();
+      CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
+      CUDA_CHECK(cudaMemcpyFromSymbol(&host, wgmma_compiled_flag, sizeof host));
+      on = host == 1;
+    }
+  }
+  return on == 1;
+}
+
+const char *rc_cuda_attention_path(void) {
+  return rc_cuda_attention_wgmma_on() ? "bf16 attention wgmma (hd <= 64), mma.sync"
+                                      : "bf16 attention mma.sync";
+}
+
+void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
+                                     int nh, int hd, uint16_t *out_half, rc_compute half_ct) {
+  static bool opted = false;
+  const size_t per_part = (size_t)B * nh * S * hd;
+  const bf16 *qh = (const bf16 *)heads;
+  /* Q, three stages of K and V, and the alignment */
+  const size_t sm = (AW_WARPGROUPS + 2 * AW_STAGES) * AW_TILE * sizeof(bf16) + 1024;
+  rc_allow_smem(attention_wgmma_forward_kernel, sm, &opted);
+  dim3 grid((unsigned int)nh, (unsigned int)B, (unsigned int)((S + AW_BQ - 1) / AW_BQ));
+  attention_wgmma_forward_kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(
+      out, lse, qh, qh + per_part, qh + 2 * per_part, S, nh, hd, 1.0f / sqrtf((float)hd), out_half,
+      half_ct == RC_COMPUTE_FP16);
+  KERNEL_CHECK();
+}
+
+/* dK, dV and dQ's partials (in the mma.sync kernel's layout, key blocks of
+ * 128: the caller's reduction sums them); the caller made doh, Dd and the
+ * partials' buffer */
+void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+                                 const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
+                                 int hd, uint16_t *dqkv_half, const float *rope_cs,
+                                 rc_compute half_ct) {
+  static bool opted = false;
+  const size_t per_part = (size_t)B * nh * S * hd;
+  const bf16 *qh = (const bf16 *)heads;
+  constexpr int R = AW_DKV_BK / 64;
+  static_assert(R == AB_DKV_R, "the partials' layout and reduction are the mma.sync kernel's");
+  /* K, V, dS^T: R tiles each; Q, dO: two stages; warpgroup 1's dQ share; lse and D */
+  const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 32 * 128 * sizeof(float) +
+                    4 * AB_BQ * sizeof(float) + 1024;
+  rc_allow_smem(attention_wgmma_dkv_kernel, sm, &opted);
+  const int nkb = (S + AW_DKV_BK - 1) / AW_DKV_BK;
+  attention_wgmma_dkv_kernel<<<dim3((unsigned int)nh, (unsigned int)B, (unsigned int)nkb),
+                               AW_THREADS, sm, rc_cuda_stream()>>>(
+      dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
+      1.0f / sqrtf((float)hd), dqkv_half, rope_cs, half_ct == RC_COMPUTE_FP16);
+  KERNEL_CHECK();
+}
