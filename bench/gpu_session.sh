@@ -156,7 +156,8 @@ if want probe; then
   # the wgmma operand layouts the Hopper attention relies on, each alone
   # (bench/wgmma_probe.cu: against the host, and S against mma.sync bit for bit)
   log "wgmma probe"
-  nvcc -O2 -gencode arch=compute_90a,code=sm_90a -o /tmp/rc_wgmma_probe bench/wgmma_probe.cu &&
+  nvcc -O2 -std=c++20 -gencode arch=compute_90a,code=sm_90a -Isrc -Ikernels \
+    -o /tmp/rc_wgmma_probe bench/wgmma_probe.cu &&
     timeout 30 /tmp/rc_wgmma_probe 2>&1 | tee -a "$S"
 fi
 

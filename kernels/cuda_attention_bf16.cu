@@ -275,18 +275,8 @@ __global__ void __launch_bounds__(R *AB_THREADS)
       }
     }
   }
-  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
-  if (dqkv_half) { /* RoPE's backward fused: dk rotated back, dv as it is */
-    uint16_t *dst = dqkv_half + (size_t)b * S * row + (size_t)h * hd;
-    store_rows_rope_half<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd, rope_cs, true,
-                             half_fp16);
-    store_rows_rope_half<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd, rope_cs, false,
-                             half_fp16);
-    return;
-  }
-  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
-  store_rows<HD>(dst + orow, row, k0 + warp * 16, S, dk, scale, hd);
-  store_rows<HD>(dst + 2 * orow, row, k0 + warp * 16, S, dv, 1.0f, hd);
+  dkv_store<HD>(dqkv, dqkv_half, dk, dv, b, h, S, nh, hd, k0 + warp * 16, scale, rope_cs,
+                half_fp16);
 }
 
 /* dQ[b, q, h, :] = scale * the sum over key blocks kb <= q's tile / R, in

@@ -275,6 +275,26 @@ __host__ __device__ __forceinline__ size_t dq_pairs_before(int qt, int R) {
   return qt % 2 ? (m + 1) * (m + 1) : m * (m + 1);
 }
 
+/* The end of a dK/dV warp's 16 keys from row0: dK (times scale) and dV
+ * into dqkv's k and v parts, or for a half qkv linear (ops.h dqkv_half)
+ * RoPE's backward fused: dK rotated back, dV as it is, both encoded. */
+template <int HD>
+__device__ __forceinline__ void dkv_store(float *dqkv, uint16_t *dqkv_half,
+                                          const float dk[HD / 8][4], const float dv[HD / 8][4],
+                                          int b, int h, int S, int nh, int hd, int row0,
+                                          float scale, const float *rope_cs, int half_fp16) {
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  if (dqkv_half) {
+    uint16_t *dst = dqkv_half + (size_t)b * S * row + (size_t)h * hd;
+    store_rows_rope_half<HD>(dst + orow, row, row0, S, dk, scale, hd, rope_cs, true, half_fp16);
+    store_rows_rope_half<HD>(dst + 2 * orow, row, row0, S, dv, 1.0f, hd, rope_cs, false, half_fp16);
+    return;
+  }
+  float *dst = dqkv + (size_t)b * S * row + (size_t)h * hd;
+  store_rows<HD>(dst + orow, row, row0, S, dk, scale, hd);
+  store_rows<HD>(dst + 2 * orow, row, row0, S, dv, 1.0f, hd);
+}
+
 /* ---- the forward's row arithmetic (both paths: the same bits for the same scores) ---- */
 
 /* One key tile of the online softmax for a warp's 16 rows (row[0], row[1]:
