@@ -7,7 +7,8 @@
  * keeps results deterministic) is decided from measurements. Not a test:
  * one process, CUDA events, one line per (shape, algorithm).
  *
- *   nvcc -O2 -arch=sm_90 -o /tmp/bga bench/bench_gemm_algos.cu -lcublasLt && /tmp/bga [reps]
+ *   nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/bga bench/bench_gemm_algos.cu \
+ *     -lcublasLt && /tmp/bga [reps]
  *
  * Shapes are row-major C[m,n] = op(A) op(B) as ops.h writes them; beta 1 is
  * the wgrad accumulation into main_grad (C = D, in place), out16 the
@@ -18,22 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));           \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define LT(x)                                                                                      \
-  do {                                                                                             \
-    cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s:%d %s: status %d\n", __FILE__, __LINE__, #x, (int)s_);                   \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+/* CUDA_CHECK, CUBLAS_CHECK: the backend's checks (kernels/cuda_common.cuh) */
+#include "cuda_common.cuh"
 
 #define MAX_ALGOS 16
 
@@ -78,58 +65,62 @@ static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
   cublasLtHandle_t lt;
-  LT(cublasLtCreate(&lt));
+  CUBLAS_CHECK(cublasLtCreate(&lt));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("# %s, %d SMs, cuBLASLt %zu; %d reps per algorithm after 3 warm-ups\n", prop.name,
          prop.multiProcessorCount, cublasLtGetVersion(), reps);
   printf("# shape | algorithm index (0 = the core's) | ms | TFLOP/s | id tile stages splitk "
          "reduction swizzle custom cluster; operands uniform in [-1, 1)\n");
   size_t maxbytes = (size_t)32768 * 8192 * 4;
   void *A, *B, *D, *ws;
-  CK(cudaMalloc(&A, maxbytes));
-  CK(cudaMalloc(&B, maxbytes));
-  CK(cudaMalloc(&D, maxbytes));
-  CK(cudaMalloc(&ws, WS_BYTES));
+  CUDA_CHECK(cudaMalloc(&A, maxbytes));
+  CUDA_CHECK(cudaMalloc(&B, maxbytes));
+  CUDA_CHECK(cudaMalloc(&D, maxbytes));
+  CUDA_CHECK(cudaMalloc(&ws, WS_BYTES));
   fill_bf16<<<1024, 256>>>((unsigned short *)A, maxbytes / 2, 1u);
   fill_bf16<<<1024, 256>>>((unsigned short *)B, maxbytes / 2, 2u);
-  CK(cudaGetLastError());
-  CK(cudaMemset(D, 0, maxbytes));
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemset(D, 0, maxbytes));
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
     const shape *sh = &SHAPES[s];
     int rows_a = sh->ta ? sh->k : sh->m, cols_a = sh->ta ? sh->m : sh->k;
     int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
     cublasLtMatmulDesc_t desc;
-    LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
     cublasLtMatrixLayout_t la, lb, ld;
-    LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
-    LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
-    LT(cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n, sh->m, sh->n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
+    CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n, sh->m, sh->n));
     cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t wsb = WS_BYTES;
     uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
                        (sh->out16 ? 0u : (uint32_t)CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
     uint32_t align = 16;
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                            sizeof wsb));
-    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                            &schemes, sizeof schemes));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
     cublasLtMatmulPreferenceAttributes_t aligns[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4; i++)
-      LT(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
     cublasLtMatmulHeuristicResult_t res[MAX_ALGOS];
     int found = 0;
-    LT(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, MAX_ALGOS, res, &found));
+    CUBLAS_CHECK(
+        cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, MAX_ALGOS, res, &found));
     double flops = 2.0 * sh->m * sh->n * (double)sh->k;
     const float one = 1.0f, zero = 0.0f;
     const float *beta = sh->beta1 ? &one : &zero;
@@ -137,14 +128,16 @@ int main(int argc, char **argv) {
       if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
       const cublasLtMatmulAlgo_t *al = &res[i].algo;
       for (int r = 0; r < 3; r++)
-        LT(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
-      CK(cudaEventRecord(e0, 0));
+        CUBLAS_CHECK(
+            cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
+      CUDA_CHECK(cudaEventRecord(e0, 0));
       for (int r = 0; r < reps; r++)
-        LT(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
-      CK(cudaEventRecord(e1, 0));
-      CK(cudaEventSynchronize(e1));
+        CUBLAS_CHECK(
+            cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
+      CUDA_CHECK(cudaEventRecord(e1, 0));
+      CUDA_CHECK(cudaEventSynchronize(e1));
       float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       ms /= reps;
       printf(
           "%-10s %s%s %5dx%5dx%5d | %2d | %.4f | %6.1f | %d %d %d %d %d %d %d %d\n", sh->what,
@@ -156,11 +149,11 @@ int main(int argc, char **argv) {
           cfg(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
       fflush(stdout);
     }
-    LT(cublasLtMatmulPreferenceDestroy(pref));
-    LT(cublasLtMatrixLayoutDestroy(la));
-    LT(cublasLtMatrixLayoutDestroy(lb));
-    LT(cublasLtMatrixLayoutDestroy(ld));
-    LT(cublasLtMatmulDescDestroy(desc));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
   }
   return 0;
 }

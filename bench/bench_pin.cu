@@ -7,7 +7,8 @@
  * as it ends (on the run's critical path: 0.3-0.45 s measured). Not a test:
  * one process, its own timers, one line per variant.
  *
- *   nvcc -O2 -arch=sm_90 -o /tmp/bench_pin bench/bench_pin.cu && /tmp/bench_pin [GiB]
+ *   nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/bench_pin bench/bench_pin.cu \
+ *     -lcublasLt && /tmp/bench_pin [GiB]
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -16,14 +17,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define CK(x)                                                                                      \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));           \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+/* CUDA_CHECK, CUBLAS_CHECK: the backend's checks (kernels/cuda_common.cuh) */
+#include "cuda_common.cuh"
 
 static double now(void) {
   struct timespec ts;
@@ -37,7 +32,7 @@ static void touch(char *p, size_t n) {
 
 static double h2d(void *dev, const void *host, size_t n) {
   double t = now();
-  CK(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dev, host, n, cudaMemcpyHostToDevice));
   return now() - t;
 }
 
@@ -50,11 +45,11 @@ static void mapped(size_t n, void *dev, int huge) {
   madvise(p, len, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   touch(p, len);
   double t1 = now();
-  CK(cudaHostRegister(p, len, cudaHostRegisterPortable));
+  CUDA_CHECK(cudaHostRegister(p, len, cudaHostRegisterPortable));
   double t2 = now();
   double copy = h2d(dev, p, n);
   double t3 = now();
-  CK(cudaHostUnregister(p));
+  CUDA_CHECK(cudaHostUnregister(p));
   double t4 = now();
   munmap(raw, len + a);
   double t5 = now();
@@ -67,18 +62,18 @@ int main(int argc, char **argv) {
   double gib = argc > 1 ? atof(argv[1]) : 2.35;
   size_t n = (size_t)(gib * (1 << 30));
   void *dev;
-  CK(cudaMalloc(&dev, n));
-  CK(cudaFree(0));
+  CUDA_CHECK(cudaMalloc(&dev, n));
+  CUDA_CHECK(cudaFree(0));
   for (int round = 0; round < 2; round++) {
     double t0 = now();
     void *h;
-    CK(cudaHostAlloc(&h, n, cudaHostAllocPortable));
+    CUDA_CHECK(cudaHostAlloc(&h, n, cudaHostAllocPortable));
     double t1 = now();
     touch((char *)h, n);
     double t2 = now();
     double copy = h2d(dev, h, n);
     double t3 = now();
-    CK(cudaFreeHost(h));
+    CUDA_CHECK(cudaFreeHost(h));
     double t4 = now();
     printf("round %d: cudaHostAlloc %.3f s, touch %.3f s, H2D %.3f s (%.1f GB/s), cudaFreeHost "
            "%.3f s\n",
@@ -91,6 +86,6 @@ int main(int argc, char **argv) {
     printf("pageable malloc: H2D %.3f s (%.1f GB/s)\n", c, n / c / 1e9);
     free(pg);
   }
-  CK(cudaFree(dev));
+  CUDA_CHECK(cudaFree(dev));
   return 0;
 }

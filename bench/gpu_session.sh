@@ -188,7 +188,7 @@ fi
 if want gemmalgos; then
   log "every heuristic algorithm for gpu-small's GEMM shapes (bench/bench_gemm_algos.cu)"
   bga="$B/bench_gemm_algos"
-  [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -arch=sm_90 -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
+  [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
   timeout 180 "$bga" 20 > "$OUT/gemm_algos.txt" 2>&1
   echo "bench_gemm_algos exit $?" | tee -a "$S"
 fi
@@ -334,7 +334,7 @@ fi
 
 if want pin; then
   log "page-locking a staging buffer: cudaHostAlloc vs mmap (+THP) + cudaHostRegister (bench/bench_pin.cu)"
-  { nvcc -O2 -arch=sm_90 -o /tmp/rc_bench_pin bench/bench_pin.cu && timeout 120 /tmp/rc_bench_pin 2.35; } 2>&1 | tee -a "$S"
+  { nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/rc_bench_pin bench/bench_pin.cu -lcublasLt && timeout 120 /tmp/rc_bench_pin 2.35; } 2>&1 | tee -a "$S"
 fi
 
 if want compare; then
