@@ -1,30 +1,35 @@
-/* cuda_attention_wgmma.cu — the BF16 attention forward on Hopper's warpgroup
- * MMA (wgmma), for head dims up to 64: the same contract, tiles, order and
- * row arithmetic as the mma.sync forward (cuda_attention_bf16.cu), with the
- * two products of each key tile issued by a warpgroup from shared memory.
+/* cuda_attention_wgmma.cu — the BF16 attention's forward and dK/dV kernels
+ * on Hopper's warpgroup MMA (wgmma), for head dims up to 64: the same
+ * contract, tiles, order and row arithmetic as the mma.sync kernels
+ * (cuda_attention_bf16.cu, whose rounding pass, dQ partials and reduction
+ * this path shares), with each tile product issued by a warpgroup (4 warps,
+ * 64 rows) from shared memory.
  *
  * Why: mma.sync feeds every 16 x 8 product from registers that ldmatrix
- * loaded, one warp's copy of each K and V fragment per 16 query rows, so the
- * forward spends its issue slots on loads and runs at about a third of the
- * tensor cores' rate (bench/NOTES.md, session 16: 130 TFLOP/s against
- * cuDNN's 270 at gpu-small). wgmma reads K and V straight from shared memory
- * for 64 rows at a time and frees those slots for the softmax.
+ * loaded, each warp its own copy of every K and V fragment, and its forward
+ * ran at about half of cuDNN's rate. wgmma reads both operands from shared
+ * memory for 64 rows at a time. Measured at gpu-small (bench/NOTES.md,
+ * session 19): forward 0.091 -> 0.071 ms, backward 0.331 -> 0.308 ms a call,
+ * with the heaviest blocks launched first; both kernels stay bound by
+ * latency and barriers rather than by the tensor pipe.
  *
  * Layout: every tile is [64 rows][64 bf16] = 128-byte rows in the 128-byte
- * swizzle (row r's 16-byte chunk c stored at chunk c ^ (r % 8)), written by
- * cp.async, read by wgmma through matrix descriptors. S = Q K^T takes both
- * operands K-major from shared memory; O += P V takes P from registers (the
- * accumulator's layout rounded to bf16, as mma.sync's A operand) and V
- * MN-major (the transposed B). bench/wgmma_probe.cu checks those layouts on
- * their own.
+ * swizzle (cuda_wgmma.cuh), written by cp.async, read through matrix
+ * descriptors. S = Q K^T and S^T = K Q^T take both operands K-major; P V,
+ * P^T dO and dS^T Q take the probabilities from registers (the accumulator's
+ * layout rounded to bf16, as mma.sync's A operand) and the tile MN-major;
+ * dQ = dS K reads dS^T's tile and K both MN-major. bench/wgmma_probe.cu
+ * checks each layout alone.
  *
  * Determinism: each product is a fixed sequence of wgmma k-steps in
- * increasing k, as the mma.sync kernel's; the row arithmetic is the shared
- * online_softmax_tile and forward_store, so per row the two paths differ only
- * where the two instructions' products are summed differently inside a
- * k-step (bench/wgmma_probe.cu prints whether they do). Which path ran is in
- * the run's record (cuda_module.cu describe(); RC_CUDA_ATTENTION=mma selects
- * the mma.sync kernels).
+ * increasing k. A k-step's products sum as mma.sync's do (the probe: S
+ * bitwise equal), and the row arithmetic is the shared online_softmax_probs,
+ * rescale_rows and forward_store, so the forward gives the mma.sync
+ * forward's bits. The dK/dV kernel sums dQ's share of a 128-key block as
+ * keys 0..63 plus keys 64..127 (one warpgroup each) where mma.sync runs one
+ * chain over 128: other bits, fixed run to run. Which path ran is in the
+ * run's record (cuda_module.cu describe(); RC_CUDA_ATTENTION=mma selects the
+ * mma.sync kernels).
  *
  * The wgmma instructions exist only in sm_90a code. The build adds that
  * target for the module when it is asked for sm_90 (CMakeLists.txt); a
