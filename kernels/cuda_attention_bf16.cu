@@ -204,10 +204,7 @@ __global__ void __launch_bounds__(R *AB_THREADS)
   load_tile_async<HD, LDS, THREADS>(Qs, qh + head, q00, S, hd);
   load_tile_async<HD, LDS, THREADS>(dOs, doh + head, q00, S, hd);
   cp_async_commit();
-  for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
-    lse_s[c] = q00 + c < S ? lse_bh[q00 + c] * (float)M_LOG2E : 0.0f;
-    D_s[c] = q00 + c < S ? D_bh[q00 + c] : 0.0f;
-  }
+  stage_lse_D<THREADS>(lse_s, D_s, lse_bh, D_bh, q00, S);
 
   float dk[HD / 8][4], dv[HD / 8][4];
   zero_acc<HD / 8>(dk);
@@ -223,10 +220,7 @@ __global__ void __launch_bounds__(R *AB_THREADS)
       load_tile_async<HD, LDS, THREADS>(Qs + nx * TILE, qh + head, q1, S, hd);
       load_tile_async<HD, LDS, THREADS>(dOs + nx * TILE, doh + head, q1, S, hd);
       cp_async_commit();
-      for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
-        lse_s[nx * AB_BQ + c] = q1 + c < S ? lse_bh[q1 + c] * (float)M_LOG2E : 0.0f;
-        D_s[nx * AB_BQ + c] = q1 + c < S ? D_bh[q1 + c] : 0.0f;
-      }
+      stage_lse_D<THREADS>(lse_s + nx * AB_BQ, D_s + nx * AB_BQ, lse_bh, D_bh, q1, S);
     }
     const bf16 *Qb = Qs + st * TILE, *dOb = dOs + st * TILE;
     const float *lse_b = lse_s + st * AB_BQ, *D_b = D_s + st * AB_BQ;

@@ -397,6 +397,17 @@ __device__ __forceinline__ void forward_store(float *out, uint16_t *out_half, fl
         lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * scale_log2 * (float)M_LN2 + logf(l[hr]);
 }
 
+/* lse (times log2 e, as dkv_probs reads it) and D of query rows [q0, q0 +
+ * AB_BQ) into shared memory; rows >= S read as zeros */
+template <int THREADS>
+__device__ __forceinline__ void stage_lse_D(float *lse_dst, float *D_dst, const float *lse_bh,
+                                            const float *D_bh, int q0, int S) {
+  for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
+    lse_dst[c] = q0 + c < S ? lse_bh[q0 + c] * (float)M_LOG2E : 0.0f;
+    D_dst[c] = q0 + c < S ? D_bh[q0 + c] : 0.0f;
+  }
+}
+
 /* ---- the backward's pair arithmetic (both paths) ---- */
 
 /* A key tile's scores and dP for one query tile (q0..q0+63; a warp's 16
