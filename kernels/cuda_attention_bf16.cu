@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(R *AB_THREADS)
   const int q00 = qt0 * AB_BQ;
   load_tile_async<HD, LDS, THREADS>(Qs, qh + head, q00, S, hd);
   load_tile_async<HD, LDS, THREADS>(dOs, doh + head, q00, S, hd);
-  cp_async_commit();
   stage_lse_D<THREADS>(lse_s, D_s, lse_bh, D_bh, q00, S);
+  cp_async_commit();
 
   float dk[HD / 8][4], dv[HD / 8][4];
   zero_acc<HD / 8>(dk);
@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(R *AB_THREADS)
       const int nx = 1 - st, q1 = q0 + AB_BQ;
       load_tile_async<HD, LDS, THREADS>(Qs + nx * TILE, qh + head, q1, S, hd);
       load_tile_async<HD, LDS, THREADS>(dOs + nx * TILE, doh + head, q1, S, hd);
-      cp_async_commit();
       stage_lse_D<THREADS>(lse_s + nx * AB_BQ, D_s + nx * AB_BQ, lse_bh, D_bh, q1, S);
+      cp_async_commit();
     }
     const bf16 *Qb = Qs + st * TILE, *dOb = dOs + st * TILE;
     const float *lse_b = lse_s + st * AB_BQ, *D_b = D_s + st * AB_BQ;
@@ -355,22 +355,35 @@ static void heads_to_bf16(bf16 *dst, const float *src, int B, int S, int nparts,
 
 /* dout's bf16 heads [B][nh][S][hd] and D[b, h, i] = rowsum(bf16(dout) *
  * bf16(out)) in one pass over dout (a rounding pass and the D kernel each
- * read it before): a thread per (row, head), heads fastest so that a warp's
- * reads stay within a few rows, 32-byte pieces. D folds in increasing d,
- * each product rounded before its add, as the CPU does; hd % 8 == 0. out is
- * the forward's fp32 output (rounded here) or, with out_bf16, its bf16 copy
- * (the same values: no fp32 output need be kept). */
+ * read it before). Eight lanes per (row, head), each with 8 columns (two
+ * pieces at hd > 64): a warp reads four heads' whole rows, 1 KB of dout in
+ * one go, where a thread per (row, head) read 32 scattered bytes at a time
+ * and waited on each (session 20: the 64 x 8 columns of gpu-small's rows
+ * now land coalesced). D folds in increasing d, each product rounded before
+ * its add, as the CPU does: the lanes' products are summed by their owners
+ * in turn, the running sum handed on by a shuffle, so the order is the CPU's
+ * and the bits the one-thread loop's. hd % 8 == 0. out is the forward's fp32
+ * output (rounded here) or, with out_bf16, its bf16 copy (the same values: no
+ * fp32 output need be kept). */
+template <int HD>
 __global__ void dout_heads_rowdot_kernel(bf16 *doh, float *Dd, const float *dout, const float *out,
                                          const uint16_t *out_bf16, int B, int S, int nh, int hd) {
-  const size_t n = (size_t)B * S * nh;
-  for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n;
-       idx += (size_t)gridDim.x * blockDim.x) {
-    const size_t row = idx / nh;
-    const int h = (int)(idx % nh), b = (int)(row / S), i = (int)(row % S);
+  constexpr int PIECES = (HD + 63) / 64; /* pieces of 8 columns a lane */
+  const size_t n = (size_t)B * S * nh * 8;
+  const int lane = threadIdx.x % 32, sub = lane % 8, npieces = hd / 8;
+  /* the loop bound is the warp's, so every lane reaches every shuffle */
+  for (size_t warp0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x - lane; warp0 < n;
+       warp0 += (size_t)gridDim.x * blockDim.x) {
+    const size_t idx = warp0 + lane, pair = idx / 8, row = pair / nh;
+    const bool live = idx < n;
+    const int h = (int)(pair % nh), b = (int)(row / S), i = (int)(row % S);
     const size_t src = row * nh * hd + (size_t)h * hd;
     bf16 *dst = doh + (((size_t)b * nh + h) * S + i) * hd;
-    float acc = 0.0f;
-    for (int d = 0; d < hd; d += 8) {
+    float prod[PIECES][8] = {};
+#pragma unroll
+    for (int k = 0; k < PIECES; k++) {
+      const int d = 8 * (sub + 8 * k);
+      if (!live || d >= hd) continue;
       const float4 x0 = *(const float4 *)(dout + src + d),
                    x1 = *(const float4 *)(dout + src + d + 4);
       const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
@@ -390,13 +403,24 @@ __global__ void dout_heads_rowdot_kernel(bf16 *doh, float *Dd, const float *dout
         for (int e = 0; e < 8; e++) ys[e] = rc_round_bf16(yf[e]);
       }
 #pragma unroll
-      for (int e = 0; e < 8; e++) acc = __fadd_rn(acc, __fmul_rn(rc_round_bf16(xs[e]), ys[e]));
+      for (int e = 0; e < 8; e++) prod[k][e] = __fmul_rn(rc_round_bf16(xs[e]), ys[e]);
       uint4 v;
       v.x = pack_bf16(x0.x, x0.y), v.y = pack_bf16(x0.z, x0.w);
       v.z = pack_bf16(x1.x, x1.y), v.w = pack_bf16(x1.z, x1.w);
       *(uint4 *)(dst + d) = v;
     }
-    Dd[((size_t)b * nh + h) * S + i] = acc;
+    /* piece j's owner adds its 8 products to the sum so far, then hands it on */
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < HD / 8; j++) {
+      if (j >= npieces) break; /* npieces is the whole warp's */
+      if (sub == j % 8) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc = __fadd_rn(acc, prod[j / 8][e]);
+      }
+      acc = __shfl_sync(0xffffffffu, acc, (lane & ~7) + j % 8);
+    }
+    if (live && sub == 0) Dd[((size_t)b * nh + h) * S + i] = acc;
   }
 }
 
@@ -456,8 +480,8 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   /* dout's heads and D = rowsum(bf16(dout) * bf16(out)), the CPU's loop */
   const size_t nrows = (size_t)B * S * nh;
   float *Dd = (float *)rc_cuda_scratch(RC_SCRATCH_ATTN, nrows * sizeof(float));
-  dout_heads_rowdot_kernel<<<rc_grid_1d(nrows, 256), 256, 0, s>>>(doh, Dd, dout, out, out_bf16, B,
-                                                                  S, nh, hd);
+  dout_heads_rowdot_kernel<HD>
+      <<<rc_grid_1d(nrows * 8, 256), 256, 0, s>>>(doh, Dd, dout, out, out_bf16, B, S, nh, hd);
   KERNEL_CHECK();
   constexpr int R = AB_DKV_R;
   const size_t sm_dkv = (2 * R + 4) * tile_bytes<HD>() + (size_t)64 * R * (64 + 8) * sizeof(bf16) +

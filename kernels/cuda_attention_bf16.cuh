@@ -243,18 +243,30 @@ __device__ void store_rows_rope_half(uint16_t *dst, size_t ld, int row0, int S,
                                      const float acc[HD / 8][4], float scale, int hd,
                                      const float *cs, bool rotate, int fp16) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, half_hd = hd / 2;
+  /* the table's values first, all loads in flight together: loaded between
+   * the stores, each waited a memory latency (the stores may alias them) */
+  float cv[2][HD / 8], sv[2][HD / 8];
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int r = row0 + g + 8 * half;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++) {
+      const bool ok = rotate && r < S && nt * 8 < hd;
+      const float *c = cs + (size_t)r * half_hd + nt * 4 + t; /* the pair (2i, 2i + 1) */
+      cv[half][nt] = ok ? c[0] : 0.0f;
+      sv[half][nt] = ok ? c[(size_t)S * half_hd] : 0.0f;
+    }
+  }
 #pragma unroll
   for (int half = 0; half < 2; half++) {
     const int r = row0 + g + 8 * half;
     if (r >= S) continue;
     uint16_t *d = dst + (size_t)r * ld;
-    const float *c = cs + (size_t)r * half_hd, *sn = c + (size_t)S * half_hd;
 #pragma unroll
     for (int nt = 0; nt < HD / 8; nt++)
       if (nt * 8 < hd) {
         float2 v = make_float2(acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
-        const int i = nt * 4 + t; /* the pair (2i, 2i + 1) */
-        if (rotate) v = rc_rope_rotate(v.x, v.y, c[i], -1.0f * sn[i]);
+        if (rotate) v = rc_rope_rotate(v.x, v.y, cv[half][nt], -1.0f * sv[half][nt]);
         *(unsigned *)(d + nt * 8 + 2 * t) =
             fp16 ? (unsigned)rc_fp16_encode(v.x) | (unsigned)rc_fp16_encode(v.y) << 16
                  : (unsigned)rc_bf16_encode(v.x) | (unsigned)rc_bf16_encode(v.y) << 16;
@@ -397,14 +409,25 @@ __device__ __forceinline__ void forward_store(float *out, uint16_t *out_half, fl
         lse[((size_t)b * nh + h) * S + row[hr]] = m[hr] * scale_log2 * (float)M_LN2 + logf(l[hr]);
 }
 
-/* lse (times log2 e, as dkv_probs reads it) and D of query rows [q0, q0 +
- * AB_BQ) into shared memory; rows >= S read as zeros */
+/* 4 bytes global -> shared, asynchronously; zero when !valid (src unread) */
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+
+/* lse and D of query rows [q0, q0 + AB_BQ) into shared memory as cp.async
+ * copies of the caller's next group (rows >= S read as zeros). Asynchronous
+ * because a plain load stalls the warps that stage them for a whole memory
+ * latency each tile, and their warpgroup's products with them (Nsight
+ * Compute, session 20: 4% of the dK/dV kernel's samples). */
 template <int THREADS>
 __device__ __forceinline__ void stage_lse_D(float *lse_dst, float *D_dst, const float *lse_bh,
                                             const float *D_bh, int q0, int S) {
-  for (int c = threadIdx.x; c < AB_BQ; c += THREADS) {
-    lse_dst[c] = q0 + c < S ? lse_bh[q0 + c] * (float)M_LOG2E : 0.0f;
-    D_dst[c] = q0 + c < S ? D_bh[q0 + c] : 0.0f;
+  for (int c = threadIdx.x; c < 2 * AB_BQ; c += THREADS) {
+    const int i = c % AB_BQ;
+    const bool valid = q0 + i < S;
+    const float *src = c < AB_BQ ? lse_bh : D_bh;
+    cp_async4((c < AB_BQ ? lse_dst : D_dst) + i, valid ? src + q0 + i : src, valid);
   }
 }
 
@@ -412,10 +435,10 @@ __device__ __forceinline__ void stage_lse_D(float *lse_dst, float *D_dst, const 
 
 /* A key tile's scores and dP for one query tile (q0..q0+63; a warp's 16
  * keys, krow[] this thread's two) into P^T = exp(S^T scale - lse) and
- * dS^T = P^T (dP^T - D), in place. masked: the tile may hold pairs with a
- * key after its query or past S (only where the query tile meets the key
- * block's, and at S's end: everywhere else every query i >= q0 >= the
- * block's last key, and i < S). */
+ * dS^T = P^T (dP^T - D), in place; lse_b as the forward wrote it (its
+ * product with log2 e is rounded as a separate fp32 multiply). masked: the tile may hold pairs with
+ * a key after its query or past S (only where the query tile meets the key block's, and at S's end:
+ * everywhere else every query i >= q0 >= the block's last key, and i < S). */
 __device__ __forceinline__ void dkv_probs(float sp[8][4], float dp[8][4], int q0, const int krow[2],
                                           int S, const float *lse_b, const float *D_b,
                                           float scale_log2, bool masked) {
@@ -427,7 +450,8 @@ __device__ __forceinline__ void dkv_probs(float sp[8][4], float dp[8][4], int q0
       for (int e = 0; e < 4; e++) {
         const int c = nt * 8 + 2 * t + (e & 1), i = q0 + c, j = krow[e / 2];
         const bool valid = j <= i && i < S && j < S;
-        const float p = valid ? ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c])) : 0.0f;
+        const float p =
+            valid ? ex2(fmaf(sp[nt][e], scale_log2, -(lse_b[c] * (float)M_LOG2E))) : 0.0f;
         sp[nt][e] = p;
         dp[nt][e] = p * (dp[nt][e] - D_b[c]);
       }
@@ -437,7 +461,7 @@ __device__ __forceinline__ void dkv_probs(float sp[8][4], float dp[8][4], int q0
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int c = nt * 8 + 2 * t + (e & 1);
-        const float p = ex2(fmaf(sp[nt][e], scale_log2, -lse_b[c]));
+        const float p = ex2(fmaf(sp[nt][e], scale_log2, -(lse_b[c] * (float)M_LOG2E)));
         sp[nt][e] = p;
         dp[nt][e] = p * (dp[nt][e] - D_b[c]);
       }

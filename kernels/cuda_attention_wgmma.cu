@@ -45,27 +45,20 @@
 
 #define AW_TILE (64 * 64) /* elements of a swizzled tile: 8 KB */
 
-/* rows [r0, r0 + 64) of one head's [S x hd] block (hd <= 64) into a
- * swizzled tile, asynchronously; rows >= S become zeros, chunks past hd are
- * never written (zeroed once by zero_pad_sw128). */
+/* rows [r0, r0 + 64) of one head's [S x hd] block (hd <= 64, a multiple of
+ * 8) into a swizzled tile, asynchronously; rows >= S and columns >= hd
+ * become zeros. A fixed count of copies a thread, no branches: the loop it
+ * replaced (a bound per thread, a skip per chunk) was a tenth of the dK/dV
+ * kernel's samples (session 20). */
 template <int THREADS>
 __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *head, int r0, int S,
                                                 int hd) {
+  static_assert(64 * 8 % THREADS == 0, "whole rounds of 16-byte chunks");
 #pragma unroll
-  for (int idx = threadIdx.x; idx < 64 * 8; idx += THREADS) {
-    const int r = idx / 8, c = (idx % 8) * 8;
-    if (c >= hd) continue;
-    const bool valid = r0 + r < S;
+  for (int k = 0; k < 64 * 8 / THREADS; k++) {
+    const int idx = (int)threadIdx.x + k * THREADS, r = idx / 8, c = (idx % 8) * 8;
+    const bool valid = r0 + r < S && c < hd;
     cp_async16(dst + sw128(r, c), valid ? head + (size_t)(r0 + r) * hd + c : head, valid);
-  }
-}
-
-template <int THREADS> __device__ void zero_pad_sw128(bf16 *tiles, int ntiles, int hd) {
-  if (hd == 64) return;
-  const int w = 64 - hd;
-  for (int idx = threadIdx.x; idx < ntiles * 64 * w; idx += THREADS) {
-    const int tile = idx / (64 * w), r = idx / w % 64, c = hd + idx % w;
-    tiles[tile * AW_TILE + sw128(r, c)] = __float2bfloat16_rn(0.0f);
   }
 }
 
@@ -93,8 +86,7 @@ __global__ void __launch_bounds__(AW_THREADS, 2)
                                    const bf16 *vh, int S, int nh, int hd, float scale,
                                    uint16_t *out_half, int fp16) {
   extern __shared__ unsigned char smem_raw[];
-  /* the swizzle is a function of address bits: tiles start 1024-aligned */
-  bf16 *Qs = (bf16 *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *Qs = (bf16 *)smem_align1024(smem_raw);
   bf16 *KVs = Qs + AW_WARPGROUPS * AW_TILE; /* stage st: K at 2 st, V at 2 st + 1 */
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, wg = warp / 4;
   /* blocks start in increasing linear index, x fastest: the query block is
@@ -108,7 +100,6 @@ __global__ void __launch_bounds__(AW_THREADS, 2)
   const int last = (min(q0 + AW_BQ, S) - 1) / AB_BK;      /* the block's last key tile */
   const int wlast = min(last, (grow0 + 63) / AB_BK);      /* the warpgroup's */
 
-  zero_pad_sw128<AW_THREADS>(Qs, AW_WARPGROUPS + 2 * AW_STAGES, hd);
 #pragma unroll
   for (int i = 0; i < AW_WARPGROUPS; i++)
     load_tile_sw128<AW_THREADS>(Qs + i * AW_TILE, qh + head, q0 + 64 * i, S, hd);
@@ -215,7 +206,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
                                const float *rope_cs, int half_fp16) {
   constexpr int R = AW_DKV_BK / 64;
   extern __shared__ unsigned char smem_raw[];
-  bf16 *Ks = (bf16 *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *Ks = (bf16 *)smem_align1024(smem_raw);
   bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + 2 * AW_TILE; /* two stages */
   bf16 *dSs = dOs + 2 * AW_TILE;              /* dS^T, a [64 keys][64 queries] tile per wg */
   float *dq_s = (float *)(dSs + R * AW_TILE); /* warpgroup 1's dQ share: [32][128] */
@@ -230,7 +221,6 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
   float *part_bh = dq_part + ((size_t)b * nh + h) * dq_pairs_before(ntiles, R) * 64 * hd;
 
-  zero_pad_sw128<AW_THREADS>(Ks, 2 * R + 4 + R, hd);
 #pragma unroll
   for (int i = 0; i < R; i++) {
     load_tile_sw128<AW_THREADS>(Ks + i * AW_TILE, kh + head, k0 + 64 * i, S, hd);
@@ -239,8 +229,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   const int q00 = qt0 * AB_BQ;
   load_tile_sw128<AW_THREADS>(Qs, qh + head, q00, S, hd);
   load_tile_sw128<AW_THREADS>(dOs, doh + head, q00, S, hd);
-  cp_async_commit();
   stage_lse_D<AW_THREADS>(lse_s, D_s, lse_bh, D_bh, q00, S);
+  cp_async_commit();
 
   float dk[8][4], dv[8][4];
   zero_acc<8>(dk);
@@ -258,8 +248,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
       const int nx = 1 - st, q1 = q0 + AB_BQ;
       load_tile_sw128<AW_THREADS>(Qs + nx * AW_TILE, qh + head, q1, S, hd);
       load_tile_sw128<AW_THREADS>(dOs + nx * AW_TILE, doh + head, q1, S, hd);
-      cp_async_commit();
       stage_lse_D<AW_THREADS>(lse_s + nx * AB_BQ, D_s + nx * AB_BQ, lse_bh, D_bh, q1, S);
+      cp_async_commit();
     }
     const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
     const float *lse_b = lse_s + st * AB_BQ, *D_b = D_s + st * AB_BQ;

@@ -23,6 +23,15 @@
  * Multiply-Accumulate"; the descriptor's bit fields: "Matrix Descriptor
  * Format") ---- */
 
+/* The first 1024-byte boundary in a kernel's dynamic shared memory (the
+ * swizzle is a function of address bits: tiles start 1024-aligned), as an
+ * offset from raw so the pointer stays a shared one: aligned through an
+ * integer, the compiler lost that and issued generic loads and stores for
+ * every shared access the kernels make outside the async copies. */
+__device__ __forceinline__ unsigned char *smem_align1024(unsigned char *raw) {
+  return raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
+}
+
 /* element (r, c) of a [64][64] bf16 tile in the 128-byte swizzle */
 __device__ __forceinline__ int sw128(int r, int c) {
   return r * 64 + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
