@@ -10,6 +10,8 @@
  *   ss_kk  D = A B^T, A [m][k] and B [n][k] both K-major (S = Q K^T)
  *   rs_mn  D = P B, P from registers, B [k][n] MN-major (O = P V)
  *   ss_mm  D = A^T B, A stored [k][m], B [k][n], both MN-major (dQ = dS K)
+ *   ss_mm_n32  the same as two n = 32 halves, columns 32.. from a descriptor
+ *          64 bytes into B's rows (the dK/dV kernel's split of dQ)
  *
  *   nvcc -O2 -std=c++20 -gencode arch=compute_90a,code=sm_90a -Isrc -Ikernels \
  *     -o wgmma_probe bench/wgmma_probe.cu && ./wgmma_probe
@@ -31,7 +33,8 @@ __device__ __forceinline__ void acc_rc(int w, int lane, int i, int e, int *r, in
   *c = 8 * i + 2 * (lane % 4) + (e & 1);
 }
 
-/* mode 0: ss_kk, 1: rs_mn, 2: ss_mm; 3: ss_kk by mma.sync (A, B row-major [m][k], [n][k]) */
+/* mode 0: ss_kk, 1: rs_mn, 2: ss_mm; 3: ss_kk by mma.sync (A, B row-major [m][k], [n][k]);
+ * 4: ss_mm as two n = 32 halves */
 __global__ void probe_kernel(int mode, const bf16 *A, const bf16 *B, float *D) {
   __shared__ __align__(1024) bf16 As[64 * 64];
   __shared__ __align__(1024) bf16 Bs[64 * 64];
@@ -66,6 +69,18 @@ __global__ void probe_kernel(int mode, const bf16 *A, const bf16 *B, float *D) {
     for (int kk = 0; kk < 4; kk++)
       wgmma_ss_mm(d, desc_sw128(As + 16 * 64 * kk), desc_sw128(Bs + 16 * 64 * kk));
     wgmma_commit_wait();
+  } else if (mode == 4) { /* ss_mm by halves: columns 0..31, then 32..63 at +64 bytes */
+    for (int half = 0; half < 2; half++) {
+      float h[4][4];
+      wgmma_fence();
+      wgmma_ss_mm_n32<false>(h, desc_sw128(As), desc_sw128(Bs + 32 * half));
+      for (int kk = 1; kk < 4; kk++)
+        wgmma_ss_mm_n32(h, desc_sw128(As + 16 * 64 * kk),
+                        desc_sw128(Bs + 16 * 64 * kk + 32 * half));
+      wgmma_commit_wait();
+      for (int i = 0; i < 4; i++)
+        for (int e = 0; e < 4; e++) d[4 * half + i][e] = h[i][e];
+    }
   } else { /* mma.sync, the attention kernels' order: k-steps 0..3 per n-tile */
     for (int i = 0; i < 8; i++)
       for (int kk = 0; kk < 4; kk++) {
@@ -113,10 +128,10 @@ int main(void) {
   CUDA_CHECK(cudaMalloc(&dD, n * 4));
   CUDA_CHECK(cudaMemcpy(dA, hA, n * 2, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(dB, hB, n * 2, cudaMemcpyHostToDevice));
-  static float got[4][64 * 64];
-  const char *names[4] = {"ss_kk", "rs_mn", "ss_mm", "mma.sync ss_kk"};
+  static float got[5][64 * 64];
+  const char *names[5] = {"ss_kk", "rs_mn", "ss_mm", "mma.sync ss_kk", "ss_mm_n32"};
   int bad = 0;
-  for (int mode = 0; mode < 4; mode++) {
+  for (int mode = 0; mode < 5; mode++) {
     CUDA_CHECK(cudaMemset(dD, 0xff, n * 4));
     probe_kernel<<<1, 128>>>(mode, dA, dB, dD);
     CUDA_CHECK(cudaGetLastError());
@@ -127,8 +142,8 @@ int main(void) {
       for (int c = 0; c < 64; c++) {
         double ref = 0;
         for (int k = 0; k < 64; k++) {
-          const double a =
-              mode == 2 ? bf16_to_float(hA[k * 64 + r]) : bf16_to_float(hA[r * 64 + k]);
+          const double a = mode == 2 || mode == 4 ? bf16_to_float(hA[k * 64 + r])
+                                                  : bf16_to_float(hA[r * 64 + k]);
           const double b = mode == 0 || mode == 3 ? bf16_to_float(hB[c * 64 + k])
                                                   : bf16_to_float(hB[k * 64 + c]);
           ref += a * b;
@@ -144,5 +159,7 @@ int main(void) {
   }
   printf("wgmma_probe ss_kk vs mma.sync: %s\n",
          memcmp(got[0], got[3], sizeof got[0]) ? "bits differ" : "bitwise equal");
+  printf("wgmma_probe ss_mm_n32 vs ss_mm: %s\n",
+         memcmp(got[2], got[4], sizeof got[2]) ? "bits differ" : "bitwise equal");
   return bad ? 1 : 0;
 }

@@ -25,9 +25,9 @@
  * increasing k. A k-step's products sum as mma.sync's do (the probe: S
  * bitwise equal), and the row arithmetic is the shared online_softmax_probs,
  * rescale_rows and forward_store, so the forward gives the mma.sync
- * forward's bits. The dK/dV kernel sums dQ's share of a 128-key block as
- * keys 0..63 plus keys 64..127 (one warpgroup each) where mma.sync runs one
- * chain over 128: other bits, fixed run to run. Which path ran is in the
+ * forward's bits; the dK/dV kernel's dQ share is the same chain over 128
+ * keys as mma.sync's, and dK, dV the same k-steps: the backward gives the
+ * mma.sync backward's bits too (session 20). Which path ran is in the
  * run's record (cuda_module.cu describe(); RC_CUDA_ATTENTION=mma selects the
  * mma.sync kernels).
  *
@@ -188,16 +188,83 @@ __global__ void __launch_bounds__(AW_THREADS, 2)
 
 /* ---- backward: dK and dV (dQ's partials) ---- */
 
+/* The end of the dK/dV kernel: the block's dK (times scale) and dV, 128
+ * keys x hd each, through shared memory (stage: 2 x 128 x AW_STAGE_LD
+ * floats, free once every warp is past the loop) and out by rows, eight
+ * threads a row's 64 columns, 16- or 32-byte stores. The same values and
+ * operations as dkv_store's fragment-wise stores (the scale multiply, RoPE's
+ * rotation back for dK, the encoding), in a loop that is not unrolled: the
+ * fragment-wise form was ~4000 instructions run once a warp, whose
+ * instruction-cache misses and scattered 4-byte stores made a tenth of the
+ * kernel's samples (session 20). */
+#define AW_STAGE_LD 72 /* floats a staged row: 64-bit stores of a half-warp hit 16 banks */
+__device__ void dkv_store_staged(float *stage, const float dk[8][4], const float dv[8][4],
+                                 float *dqkv, uint16_t *dqkv_half, int b, int h, int S, int nh,
+                                 int hd, int k0, float scale, const float *rope_cs, int half_fp16) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  __syncthreads(); /* every warpgroup's last products have read the tiles */
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    float *rk = stage + (16 * warp + g + 8 * half) * AW_STAGE_LD + 2 * t;
+    float *rv = rk + 128 * AW_STAGE_LD;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+      *(float2 *)(rk + nt * 8) = make_float2(dk[nt][2 * half], dk[nt][2 * half + 1]);
+      *(float2 *)(rv + nt * 8) = make_float2(dv[nt][2 * half], dv[nt][2 * half + 1]);
+    }
+  }
+  __syncthreads();
+  const size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
+  const int half_hd = hd / 2;
+#pragma unroll 1
+  for (int idx = threadIdx.x; idx < 2 * 128 * 8; idx += AW_THREADS) {
+    const int is_v = idx / (128 * 8), r = idx / 8 % 128, c = idx % 8 * 8, key = k0 + r;
+    if (key >= S || c >= hd) continue;
+    const float *src = stage + (is_v * 128 + r) * AW_STAGE_LD + c;
+    const float4 x0 = *(const float4 *)src, x1 = *(const float4 *)(src + 4);
+    const float sc = is_v ? 1.0f : scale;
+    float v[8] = {x0.x * sc, x0.y * sc, x0.z * sc, x0.w * sc,
+                  x1.x * sc, x1.y * sc, x1.z * sc, x1.w * sc};
+    const size_t at = ((size_t)b * S + key) * row + (1 + is_v) * orow + (size_t)h * hd + c;
+    if (!dqkv_half) {
+      *(float4 *)(dqkv + at) = make_float4(v[0], v[1], v[2], v[3]);
+      *(float4 *)(dqkv + at + 4) = make_float4(v[4], v[5], v[6], v[7]);
+      continue;
+    }
+    if (!is_v) { /* RoPE's backward: pairs c/2.. of position key rotated back */
+      const float *cs = rope_cs + (size_t)key * half_hd + c / 2;
+      const float4 cv = *(const float4 *)cs, sv = *(const float4 *)(cs + (size_t)S * half_hd);
+      const float cc[4] = {cv.x, cv.y, cv.z, cv.w}, ss[4] = {sv.x, sv.y, sv.z, sv.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float2 o = rc_rope_rotate(v[2 * j], v[2 * j + 1], cc[j], -1.0f * ss[j]);
+        v[2 * j] = o.x, v[2 * j + 1] = o.y;
+      }
+    }
+    unsigned w[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      w[j] = half_fp16
+                 ? (unsigned)rc_fp16_encode(v[2 * j]) | (unsigned)rc_fp16_encode(v[2 * j + 1]) << 16
+                 : (unsigned)rc_bf16_encode(v[2 * j]) | (unsigned)rc_bf16_encode(v[2 * j + 1])
+                                                            << 16;
+    *(uint4 *)(dqkv_half + at) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 /* One block per (key block of 128 keys, head, batch), warpgroup wg owning
  * keys 64 wg.., its warp w (of 8) keys 16 w.. as in the mma.sync kernel
  * (cuda_attention_bf16.cu, R = 2, the same partials layout and reduction).
  * Per query tile (64) meeting the keys: S^T = K Q^T and dP^T = V dO^T from
  * shared memory, dkv_probs, then dV += bf16(P^T) dO and dK += bf16(dS^T) Q
  * with the probabilities as register operands, issued without waiting while
- * dS^T goes to shared memory; dQ's share dS K is each warpgroup's 64 keys
- * (dS^T's tile read transposed), warpgroup 1's sum handed to warpgroup 0
- * through shared memory and added to its own: share = keys 0..63 + keys
- * 64..127, a fixed order. */
+ * dS^T goes to shared memory; after a block barrier dQ's share dS K
+ * (both warpgroups' dS^T tiles read transposed) is split by columns:
+ * warpgroup wg sums all 128 keys for head dims 32 wg.., one chain in
+ * increasing key as the mma.sync kernel's, and stores its half. (Until
+ * session 20 each warpgroup summed its own 64 keys for all 64 columns and
+ * warpgroup 1 handed its share to warpgroup 0 through shared memory: a
+ * second block barrier, 16 KB of shared traffic and other bits.) */
 #define AW_DKV_BK 128
 __global__ void __launch_bounds__(AW_THREADS, 1)
     attention_wgmma_dkv_kernel(float *dqkv, float *dq_part, const float *lse, const float *Dd,
@@ -208,11 +275,10 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   extern __shared__ unsigned char smem_raw[];
   bf16 *Ks = (bf16 *)smem_align1024(smem_raw);
   bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + 2 * AW_TILE; /* two stages */
-  bf16 *dSs = dOs + 2 * AW_TILE;              /* dS^T, a [64 keys][64 queries] tile per wg */
-  float *dq_s = (float *)(dSs + R * AW_TILE); /* warpgroup 1's dQ share: [32][128] */
-  float *lse_s = dq_s + 32 * 128, *D_s = lse_s + 2 * AB_BQ;
+  bf16 *dSs = dOs + 2 * AW_TILE; /* dS^T, a [64 keys][64 queries] tile per wg */
+  float *lse_s = (float *)(dSs + R * AW_TILE), *D_s = lse_s + 2 * AB_BQ;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg = warp / 4, wt = threadIdx.x % 128; /* thread in the warpgroup */
+  const int wg = warp / 4;
   const int kb = blockIdx.z; /* the first key blocks see the most queries: z, so they start first */
   const float scale_log2 = scale * (float)M_LOG2E;
   const int h = blockIdx.x, b = blockIdx.y, k0 = kb * AW_DKV_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
@@ -243,7 +309,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     const int q0 = qt * AB_BQ, st = (qt - qt0) % 2;
     cp_async_wait_all();
     fence_proxy_async();
-    __syncthreads(); /* tile qt landed; every warp is done with the other stage and dS, dq_s */
+    __syncthreads(); /* tile qt landed; every warp is done with the other stage and dS */
     if (qt + 1 < ntiles) {
       const int nx = 1 - st, q1 = q0 + AB_BQ;
       load_tile_sw128<AW_THREADS>(Qs + nx * AW_TILE, qh + head, q1, S, hd);
@@ -289,39 +355,32 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
     wgmma_commit();
-    /* the warpgroup's own dS^T rows are all it reads: a barrier of its 128 threads */
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-    float dq[8][4];
+    __syncthreads(); /* both warpgroups' dS^T tiles are in place */
+    /* dQ's share dS K over all 128 keys, 16 a k-step in increasing key (the
+     * mma.sync kernel's chain), columns 32 wg..32 wg + 31 of it */
+    float dq[4][4];
     wgmma_fence();
-    wgmma_ss_mm<false>(dq, desc_sw128(dSw), desc_sw128(Kw));
+    wgmma_ss_mm_n32<false>(dq, desc_sw128(dSs), desc_sw128(Ks + 32 * wg));
 #pragma unroll
-    for (int kk = 1; kk < 4; kk++) /* 16 keys a step: 16 rows down dS^T and K */
-      wgmma_ss_mm(dq, desc_sw128(dSw + 16 * 64 * kk), desc_sw128(Kw + 16 * 64 * kk));
-    wgmma_commit_wait();
-    if (wg == 1) {
-#pragma unroll
-      for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dq_s[(i * 4 + e) * 128 + wt] = dq[i][e];
+    for (int kk = 1; kk < 4 * R; kk++) { /* tile kk / 4, 16 rows down dS^T and K a step */
+      const int off = kk / 4 * AW_TILE + 16 * 64 * (kk % 4);
+      wgmma_ss_mm_n32(dq, desc_sw128(dSs + off), desc_sw128(Ks + off + 32 * wg));
     }
-    __syncthreads(); /* warpgroup 1's share is in dq_s */
-    if (wg == 0) {
-      float *part = part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd;
+    wgmma_commit_wait();
+    float *part = part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd;
 #pragma unroll
-      for (int half = 0; half < 2; half++) {
-        float *d = part + (size_t)(16 * warp + g + 8 * half) * hd;
+    for (int half = 0; half < 2; half++) {
+      float *d = part + (size_t)(16 * (warp % 4) + g + 8 * half) * hd + 32 * wg;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-          if (nt * 8 < hd) {
-            const float x = dq[nt][2 * half] + dq_s[(nt * 4 + 2 * half) * 128 + wt];
-            const float y = dq[nt][2 * half + 1] + dq_s[(nt * 4 + 2 * half + 1) * 128 + wt];
-            *(float2 *)(d + nt * 8 + 2 * t) = make_float2(x, y);
-          }
-      }
+      for (int nt = 0; nt < 4; nt++)
+        if (32 * wg + nt * 8 < hd)
+          *(float2 *)(d + nt * 8 + 2 * t) = make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
     }
   }
-  dkv_store<64>(dqkv, dqkv_half, dk, dv, b, h, S, nh, hd, k0 + warp * 16, scale, rope_cs,
-                half_fp16);
+  static_assert(2 * 128 * AW_STAGE_LD * sizeof(float) <= (3 * R + 4) * AW_TILE * sizeof(bf16),
+                "the staged dK, dV fit in the tiles");
+  dkv_store_staged((float *)Ks, dk, dv, dqkv, dqkv_half, b, h, S, nh, hd, k0, scale, rope_cs,
+                   half_fp16);
 }
 
 /* 1 when this module's code for the running GPU holds the wgmma kernels
@@ -384,9 +443,8 @@ void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
   const bf16 *qh = (const bf16 *)heads;
   constexpr int R = AW_DKV_BK / 64;
   static_assert(R == AB_DKV_R, "the partials' layout and reduction are the mma.sync kernel's");
-  /* K, V, dS^T: R tiles each; Q, dO: two stages; warpgroup 1's dQ share; lse and D */
-  const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 32 * 128 * sizeof(float) +
-                    4 * AB_BQ * sizeof(float) + 1024;
+  /* K, V, dS^T: R tiles each; Q, dO: two stages; lse and D */
+  const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 4 * AB_BQ * sizeof(float) + 1024;
   rc_allow_smem(attention_wgmma_dkv_kernel, sm, &opted);
   const int nkb = (S + AW_DKV_BK - 1) / AW_DKV_BK;
   attention_wgmma_dkv_kernel<<<dim3((unsigned int)nh, (unsigned int)B, (unsigned int)nkb),

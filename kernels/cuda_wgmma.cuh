@@ -105,6 +105,28 @@ __device__ __forceinline__ void wgmma_ss_mm(float d[8][4], uint64_t da, uint64_t
 #endif
 }
 
+/* d (a 64 x 32 fp32 tile, this thread's 4 x 4) += A B as wgmma_ss_mm with
+ * n = 32: B's 32 columns from db, which may start 64 bytes into the tile's
+ * rows (columns 32..63: the swizzle is applied to the address, as for a
+ * K-major k-step). Two warpgroups split dQ = dS K by columns this way, each
+ * summing all of a block's keys in one chain. */
+template <bool ACC = true>
+__device__ __forceinline__ void wgmma_ss_mm_n32(float d[4][4], uint64_t da, uint64_t db) {
+#if RC_WGMMA_CODE
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+               ", %16, %17, p, 1, 1, 1, 1;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                 "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                 "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                 "+f"(d[3][3])
+               : "l"(da), "l"(db), "n"(ACC ? 1 : 0));
+#else
+  (void)d, (void)da, (void)db;
+#endif
+}
+
 /* Registers written by ordinary instructions become wgmma operands only
  * after this fence; commit then wait 0 makes the group's results readable. */
 __device__ __forceinline__ void wgmma_fence(void) {
