@@ -34,7 +34,8 @@
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of gpu-small's GEMM shapes timed (bench/bench_gemm_algos.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each),
-# "probe" the wgmma operand layouts (bench/wgmma_probe.cu).
+# "probe" the wgmma operand layouts (bench/wgmma_probe.cu), "ncusass" one
+# kernel's per-instruction samples (RC_NCU_KERNEL, a regex) as SASS in CSV.
 # RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none);
 # RC_PROFILE_MODE: "ops" (default, synchronised) or "events" (event-timed).
 set -u
@@ -177,6 +178,23 @@ if want ncu; then
   done
   grep -E "^  [a-z_ ]*(void )?[a-z_]+(<[0-9]+>)?\(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|highest-utilized|Issue Slots Busy" \
     "$OUT/ncu.txt" | cut -c1-160 | tee -a "$S"
+fi
+
+if want ncusass; then
+  # Nsight Compute's per-instruction warp-state samples (SourceCounters) of
+  # the first kernel matching $RC_NCU_KERNEL in a dense gpu-small leg (its
+  # third launch), as SASS with counts and stall reasons: ncusass.csv.gz.
+  # What found session 20's generic shared accesses, copy loop and branches.
+  log "ncu per-instruction samples: ${RC_NCU_KERNEL:-attention_wgmma_dkv}"
+  timeout 200 ncu -f -k "regex:${RC_NCU_KERNEL:-attention_wgmma_dkv}" --launch-skip 2 \
+    --launch-count 1 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+    -o /tmp/rc_ncusass "$B/resumecheck" train --preset gpu-small --moe-layers none \
+    --device cuda --steps 2 --out /tmp/rc_ncu > /dev/null 2>&1
+  echo "ncu exit $?" | tee -a "$S"
+  ncu -i /tmp/rc_ncusass.ncu-rep --page source --csv --print-source sass 2> /dev/null |
+    gzip > "$OUT/ncusass.csv.gz"
+  ncu -i /tmp/rc_ncusass.ncu-rep --page details 2>&1 | grep -E "Duration|Throughput|Issue" |
+    tee -a "$S"
 fi
 
 if want plans; then

@@ -9,9 +9,9 @@
  * loaded, each warp its own copy of every K and V fragment, and its forward
  * ran at about half of cuDNN's rate. wgmma reads both operands from shared
  * memory for 64 rows at a time. Measured at gpu-small (bench/NOTES.md,
- * session 19): forward 0.091 -> 0.071 ms, backward 0.331 -> 0.308 ms a call,
- * with the heaviest blocks launched first; both kernels stay bound by
- * latency and barriers rather than by the tensor pipe.
+ * sessions 19 and 20, event-timed): forward 0.091 -> 0.056 ms, backward
+ * 0.331 -> 0.211 ms a call; the dK/dV kernel stays bound by latency and its
+ * two block barriers a tile rather than by the tensor pipe.
  *
  * Layout: every tile is [64 rows][64 bf16] = 128-byte rows in the 128-byte
  * swizzle (cuda_wgmma.cuh), written by cp.async, read through matrix

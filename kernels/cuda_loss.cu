@@ -250,10 +250,15 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
  * takes a row and nothing more, so eight rows share an SM: pass 1 reads the
  * row once (16-byte loads) and keeps per thread, in increasing v, the
  * running maximum with its lowest index and the sum of exp(x - running
- * maximum) (one expf an element; the sum rescaled when the maximum moves;
- * each float4's four terms added in fp32, then folded into a double); the
- * block combines the threads' (max, index) and their sums rescaled to the
- * row's maximum in fixed trees. Pass 2 reads the row again and writes the
+ * maximum), a float4 at a time: the four elements move the maximum first
+ * (selects, no branch), then the sum so far is rescaled to it (one 2^x,
+ * exactly 1 when it did not move) and the four terms at the new maximum
+ * (2^x, ce_ex2), added in fp32, are folded into the double. (Until session 20 the maximum moved an
+ * element at a time under a branch, half of whose warps diverged, and the
+ * fp16 flag was a run-time one: 69 instructions an element, the kernel
+ * bound by issue at 0.64 ms a call for gpu-small's 8192 x 32768 bf16
+ * logits.) The block combines the threads' (max, index) and their sums
+ * rescaled to the row's maximum in fixed trees. Pass 2 reads the row again and writes the
  * gradient, fp32 in place or 16-bit (numeric.h's encoding of the same fp32
  * value) into dlogits_half, so the separate cast over [T, V] goes too.
  * HALF_IN: the logits are dlogits_half's 16-bit values (decoded exactly,
@@ -265,21 +270,42 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
 #define CE2_WARPS (CE2_THREADS / 32)
 
 /* elements 4*i4 .. 4*i4+3 of row t, from fp32 logits or 16-bit ones */
-template <bool HALF_IN>
+template <bool HALF_IN, bool FP16>
 __device__ __forceinline__ float4 ce_load4(const float *logits, const uint16_t *half, size_t t,
-                                           int V, int i4, int fp16) {
+                                           int V, int i4) {
   if (HALF_IN) {
     ushort4 h = ((const ushort4 *)(half + t * (size_t)V))[i4];
-    return make_float4(rc_half_decode(h.x, fp16), rc_half_decode(h.y, fp16),
-                       rc_half_decode(h.z, fp16), rc_half_decode(h.w, fp16));
+    return make_float4(rc_half_decode(h.x, FP16), rc_half_decode(h.y, FP16),
+                       rc_half_decode(h.z, FP16), rc_half_decode(h.w, FP16));
   }
   return ((const float4 *)(logits + t * (size_t)V))[i4];
 }
 
-template <bool HALF, bool HALF_IN>
+/* 2^x by the special function unit (relative error ~2^-22, subnormal results
+ * flushed to 0): pass 1's terms exp(x - m) as 2^(x log2 e - m log2 e), one
+ * FFMA and one MUFU where expf takes ten instructions. The row's sum moves
+ * by ~1e-7 relative; the gradient (pass 2) keeps expf. */
+#define CE_LOG2E 1.4426950408889634f
+__device__ __forceinline__ float ce_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* rc_bf16_encode's bits without its branches (round to nearest even; NaN
+ * kept quiet with its sign and top payload bits): numeric.h's form branched
+ * on every element of pass 2 */
+__device__ __forceinline__ uint16_t ce_bf16_encode(float x) {
+  const uint32_t u = __float_as_uint(x);
+  const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t special = (u | ((u & 0x7fffffu) ? 0x400000u : 0u)) >> 16;
+  return (uint16_t)((u & 0x7f800000u) == 0x7f800000u ? special : rne);
+}
+
+template <bool HALF, bool HALF_IN, bool FP16>
 __global__ void __launch_bounds__(CE2_THREADS)
     cross_entropy_2pass_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
-                               const float *dloss, int V, uint16_t *dlogits_half, int fp16) {
+                               const float *dloss, int V, uint16_t *dlogits_half) {
   __shared__ float sh_val[CE2_WARPS];
   __shared__ int sh_idx[CE2_WARPS];
   __shared__ double sh_sum[CE2_WARPS];
@@ -289,25 +315,27 @@ __global__ void __launch_bounds__(CE2_THREADS)
   const size_t t = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V4 = V / 4;
 
-  float m = -INFINITY;
+  float m = -INFINITY, mc = -INFINITY; /* mc: m log2 e */
   int mi = INT_MAX;
   double se = 0.0;
   for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
-    float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
-    float xs[4] = {q.x, q.y, q.z, q.w};
+    const float4 q = ce_load4<HALF_IN, FP16>(logits, dlogits_half, t, V, i4);
+    const float xs[4] = {q.x, q.y, q.z, q.w};
+    float m4 = m;
+    int mi4 = mi;
+    if (mi == INT_MAX) m4 = xs[0], mi4 = 4 * i4; /* the thread's first element, whatever it is */
+#pragma unroll
+    for (int e = 0; e < 4; e++) /* increasing v, strict >: the lowest index wins */
+      if (xs[e] > m4) m4 = xs[e], mi4 = 4 * i4 + e;
+    /* the sum so far at the new maximum (2^0 = 1 exactly when it did not
+     * move; nothing before the first element): a select, no branch */
+    const float mc4 = m4 * CE_LOG2E, moved = ce_ex2(mc - mc4);
+    const double rescale = mi == INT_MAX ? 0.0 : (double)moved;
     float part = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-      if (mi == INT_MAX || xs[e] > m) { /* increasing v, strict >: the lowest index wins */
-        double rescale = mi == INT_MAX ? 0.0 : (double)expf(m - xs[e]);
-        se = (se + (double)part) * rescale;
-        part = 0.0f;
-        m = xs[e];
-        mi = 4 * i4 + e;
-      }
-      part += expf(xs[e] - m);
-    }
-    se += (double)part;
+    for (int e = 0; e < 4; e++) part += ce_ex2(fmaf(xs[e], CE_LOG2E, -mc4));
+    se = se * rescale + (double)part;
+    m = m4, mc = mc4, mi = mi4;
   }
   /* the row's maximum and its lowest index */
   float best = m;
@@ -338,7 +366,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
   const int y = labels[t];
   if (tid == 0) {
     float ly =
-        HALF_IN ? rc_half_decode(dlogits_half[t * (size_t)V + y], fp16) : logits[t * (size_t)V + y];
+        HALF_IN ? rc_half_decode(dlogits_half[t * (size_t)V + y], FP16) : logits[t * (size_t)V + y];
     losses[t] = (float)(lse - (double)ly);
     correct[t] = sh_amax == y ? 1.0f : 0.0f;
   }
@@ -349,7 +377,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
     if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
       g[0] = g[1] = g[2] = g[3] = 0.0f;
     } else {
-      float4 q = ce_load4<HALF_IN>(logits, dlogits_half, t, V, i4, fp16);
+      float4 q = ce_load4<HALF_IN, FP16>(logits, dlogits_half, t, V, i4);
       float xs[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -359,10 +387,10 @@ __global__ void __launch_bounds__(CE2_THREADS)
     }
     if (HALF) {
       ushort4 h;
-      h.x = fp16 ? rc_fp16_encode(g[0]) : rc_bf16_encode(g[0]);
-      h.y = fp16 ? rc_fp16_encode(g[1]) : rc_bf16_encode(g[1]);
-      h.z = fp16 ? rc_fp16_encode(g[2]) : rc_bf16_encode(g[2]);
-      h.w = fp16 ? rc_fp16_encode(g[3]) : rc_bf16_encode(g[3]);
+      h.x = FP16 ? rc_fp16_encode(g[0]) : ce_bf16_encode(g[0]);
+      h.y = FP16 ? rc_fp16_encode(g[1]) : ce_bf16_encode(g[1]);
+      h.z = FP16 ? rc_fp16_encode(g[2]) : ce_bf16_encode(g[2]);
+      h.w = FP16 ? rc_fp16_encode(g[3]) : ce_bf16_encode(g[3]);
       ((ushort4 *)(dlogits_half + t * (size_t)V))[i4] = h;
     } else {
       ((float4 *)(logits + t * (size_t)V))[i4] = make_float4(g[0], g[1], g[2], g[3]);
@@ -396,15 +424,23 @@ void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const i
   cudaStream_t s = rc_cuda_stream();
   bool fp16 = ct == RC_COMPUTE_FP16;
   if (V % 4 == 0 && ((uintptr_t)logits & 15u) == 0 && ((uintptr_t)dlogits_half & 7u) == 0) {
-    if (!logits)
-      cross_entropy_2pass_kernel<true, true>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half, fp16);
+    /* the 16-bit form is a template argument: a run-time flag left a branch
+     * around every decode and encode */
+    if (!logits && fp16)
+      cross_entropy_2pass_kernel<true, true, true>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half);
+    else if (!logits)
+      cross_entropy_2pass_kernel<true, true, false>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half);
+    else if (dlogits_half && fp16)
+      cross_entropy_2pass_kernel<true, false, true>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half);
     else if (dlogits_half)
-      cross_entropy_2pass_kernel<true, false>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half, fp16);
+      cross_entropy_2pass_kernel<true, false, false>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, dlogits_half);
     else
-      cross_entropy_2pass_kernel<false, false>
-          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, NULL, 0);
+      cross_entropy_2pass_kernel<false, false, false>
+          <<<T, CE2_THREADS, 0, s>>>(losses, correct, logits, labels, dloss, V, NULL);
     KERNEL_CHECK();
     return;
   }
