@@ -93,6 +93,31 @@ template <typename K> static void rc_allow_smem(K kernel, size_t bytes, bool *do
   *done = true;
 }
 
+/* Row pieces for the kernels that move whole rows a warp at a time (the
+ * embedding, the MoE gather and combine): VEC consecutive floats, one float4
+ * when every row is 16-byte aligned (rc_rows_vec4), else one float. The
+ * arithmetic on a piece is per element, so VEC never changes a result. */
+template <int VEC> struct rc_piece {
+  float v[VEC];
+  __device__ __forceinline__ void load(const float *p) {
+    if constexpr (VEC == 4) {
+      const float4 f = *(const float4 *)p;
+      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+      for (int e = 0; e < VEC; e++) v[e] = p[e];
+    }
+  }
+  __device__ __forceinline__ void store(float *p) const {
+    if constexpr (VEC == 4)
+      *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    else
+      for (int e = 0; e < VEC; e++) p[e] = v[e];
+  }
+};
+static inline bool rc_rows_vec4(const void *a, const void *b, int H) {
+  return H % 4 == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0;
+}
+
 /* Grid for a 1-D elementwise kernel with a grid-stride loop: the element
  * partition does not affect results (elementwise), only coverage. */
 static inline unsigned int rc_grid_1d(size_t n, int threads) {

@@ -97,6 +97,8 @@ void *rc_cuda_scratch(int slot, size_t bytes) {
     size_t want = c->scratch_bytes[slot] * 2;
     if (want < bytes) want = bytes;
     want = (want + 255) & ~(size_t)255;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));
     c->scratch[slot] = NULL;
     cudaError_t err = cudaMalloc(&c->scratch[slot], want);
@@ -107,6 +109,10 @@ void *rc_cuda_scratch(int slot, size_t bytes) {
     }
     c->scratch_bytes[slot] = want;
     c->scratch_keyed[slot] = false;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (getenv("RC_CUDA_SCRATCH_LOG"))
+      fprintf(stderr, "resumecheck: scratch slot %d grows to %zu bytes (%.3f ms)\n", slot, want,
+              1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
   }
   return c->scratch[slot];
 }

@@ -164,8 +164,17 @@ __global__ void rmsnorm_backward_dw_final_kernel(float *dw, const float *partial
   __shared__ float sums[NORM_FINAL_LANES][32];
   const int j = blockIdx.x * 32 + threadIdx.x, y = threadIdx.y;
   float acc = 0.0f;
-  if (j < H)
-    for (int c = y; c < nchunks; c += NORM_FINAL_LANES) acc += partial[(size_t)c * H + j];
+  if (j < H) { /* eight loads in flight, then their adds in increasing chunk: the same sum */
+    int c = y;
+    for (; c + 7 * NORM_FINAL_LANES < nchunks; c += 8 * NORM_FINAL_LANES) {
+      float p[8];
+#pragma unroll
+      for (int b = 0; b < 8; b++) p[b] = partial[(size_t)(c + b * NORM_FINAL_LANES) * H + j];
+#pragma unroll
+      for (int b = 0; b < 8; b++) acc += p[b];
+    }
+    for (; c < nchunks; c += NORM_FINAL_LANES) acc += partial[(size_t)c * H + j];
+  }
   sums[y][threadIdx.x] = acc;
   __syncthreads();
   if (y == 0 && j < H) {

@@ -116,6 +116,7 @@ static int gradcheck(void) {
     }
     rc_model m;
     new_model(&m, &c);
+    m.track_aux_loss = true; /* the objective includes the load-balancing loss's value */
     rc_data d;
     rc_data_open(&d, &c, NULL);
     batch b;

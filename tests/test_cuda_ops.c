@@ -2411,7 +2411,8 @@ int main(int argc, char **argv) {
   printf("-- layers\n");
   test_embedding(1000, 72, 37, -1);
   test_embedding(5000, 40, 300, -1); /* several sort chunks */
-  test_embedding(3000, 768, 500, 5); /* a run of 2250 adds, a thread per column */
+  test_embedding(3000, 768, 500, 5); /* a run of 2250 adds, batched loads per column */
+  test_embedding(700, 37, 60, 2);    /* H % 4 != 0: the rows a float at a time */
   test_rmsnorm(300, 200);
   test_rmsnorm(130, 768);
   test_rmsnorm(50, 1000);
@@ -2470,6 +2471,7 @@ int main(int argc, char **argv) {
   test_moe_dispatch(3000, 16, 4, 40, 0);
   test_moe_dispatch(2000, 8, 2, 24, 1);
   test_moe_dispatch(77, 1, 1, 8, 0);
+  test_moe_dispatch(300, 4, 2, 13, 1); /* H % 4 != 0: the rows a float at a time */
 
   printf("-- optimizer\n");
   test_adamw(100003);

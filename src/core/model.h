@@ -280,7 +280,13 @@ typedef struct rc_model {
   rc_dist_opt dist;
   int dist_rc; /* first collective failure, 0 if none; the leg stops on it */
   rc_err dist_err;
-  double aux_loss; /* load-balancing loss of the last microbatch (sum over MoE calls) */
+  /* The load-balancing loss's value of the last microbatch (sum over MoE
+   * calls), kept only when track_aux_loss is set: its gradient never needs
+   * it, and the value needs the router's probabilities on the host, one more
+   * device synchronisation and download per MoE forward. The gradient check
+   * (tests/test_core.c) sets it; nothing reports it. */
+  bool track_aux_loss;
+  double aux_loss;
   /* Tests of the mechanism: called before each weight-gradient GEMM with that
    * call's operands, so a test can compute per-call contributions itself: a
    * half linear's are dy_half and x_half (dy and x may then be stale or

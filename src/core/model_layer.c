@@ -63,7 +63,7 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
    * so d J / d probs[t,e] = coeff * E * f_e / (T * M), f_e = tokens_e / (T*k) */
   float aux[1024];
-  if (m->cfg.moe_aux_loss_coeff > 0) { /* the loss value itself, for reports and gradient checks */
+  if (m->cfg.moe_aux_loss_coeff > 0 && m->track_aux_loss) { /* the value (model.h) */
     float *probs = malloc(sizeof(float) * (size_t)T * E);
     if (!probs) abort();
     o->to_host(probs, a->probs, sizeof(float) * (size_t)T * E);
