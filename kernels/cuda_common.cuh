@@ -69,6 +69,7 @@ enum {
   RC_SCRATCH_ROPE,      /* RoPE's cos/sin table (keyed by S, hd, theta) */
   RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
   RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
+  RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -265,5 +266,8 @@ void rc_cuda_moe_combine_backward(float *drows, float *dw, const float *dout, co
 void rc_cuda_adamw(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
                    float lr, float beta1, float beta2, float eps, float weight_decay,
                    float grad_scale, float bias_correction1, float bias_correction2);
+void rc_cuda_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float beta1, float beta2,
+                        float eps, float grad_scale, float bias_correction1, float bias_correction2,
+                        uint64_t *fp);
 
 #endif

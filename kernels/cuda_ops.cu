@@ -64,6 +64,7 @@ static const rc_ops cuda_ops = {
     .moe_combine = rc_cuda_moe_combine,
     .moe_combine_backward = rc_cuda_moe_combine_backward,
     .adamw = rc_cuda_adamw,
+    .adamw_many = rc_cuda_adamw_many,
 };
 
 const rc_ops *rc_cuda_backend_ops(const char **why) {

@@ -1574,6 +1574,54 @@ static void test_adamw(const rc_ops *ops) {
   CHECK(p2 == 1.875f, "adamw weight decay only: %.9g, want 1.875", p2);
 }
 
+/* adamw_many: each tensor as adamw with its own weight decay, and the
+ * fingerprints of its grad and of the updated param and moments. */
+static void test_adamw_many(const rc_ops *ops) {
+  enum { NT = 3 };
+  const size_t n[NT] = {5, 0, 9};
+  const float wd[NT] = {0.25f, 0.5f, 0.0f};
+  float buf[2][4][9]; /* [many or single][param, grad, m, v][element] */
+  for (int k = 0; k < 4; k++)
+    for (int e = 0; e < 9; e++)
+      buf[0][k][e] = buf[1][k][e] = (float)(k + 1) * 0.125f * (float)(e + 1);
+  float *t[2][NT][4];
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < NT; i++)
+      for (int k = 0; k < 4; k++) t[r][i][k] = ops->alloc(n[i] * sizeof(float) + 4);
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < NT; i++)
+      for (int k = 0; k < 4; k++) ops->to_device(t[r][i][k], buf[r][k], n[i] * sizeof(float));
+  rc_adamw_tensor ts[NT];
+  for (int i = 0; i < NT; i++)
+    ts[i] = (rc_adamw_tensor){t[0][i][0], t[0][i][2], t[0][i][3], t[0][i][1], n[i], wd[i]};
+  uint64_t fp[4 * NT];
+  ops->adamw_many(ts, NT, 0.125f, 0.75f, 0.9375f, 1e-8f, 0.5f, 0.25f, 0.0625f, fp);
+  bool same = true, fps = true;
+  for (int i = 0; i < NT; i++) {
+    float **o = t[1][i];
+    ops->adamw(o[0], o[1], o[2], o[3], n[i], 0.125f, 0.75f, 0.9375f, 1e-8f, wd[i], 0.5f, 0.25f,
+               0.0625f);
+    for (int k = 0; k < 4; k++) {
+      float a[9], b[9];
+      ops->to_host(a, t[0][i][k], n[i] * sizeof(float));
+      ops->to_host(b, o[k], n[i] * sizeof(float));
+      same = same && memcmp(a, b, n[i] * sizeof(float)) == 0;
+    }
+    fps = fps && fp[4 * i] == ops->fingerprint(o[1], n[i] * 4) &&
+          fp[4 * i + 1] == ops->fingerprint(o[0], n[i] * 4) &&
+          fp[4 * i + 2] == ops->fingerprint(o[2], n[i] * 4) &&
+          fp[4 * i + 3] == ops->fingerprint(o[3], n[i] * 4);
+  }
+  CHECK(same, "adamw_many updates each tensor as adamw does");
+  CHECK(fps, "adamw_many fingerprints grad, param, exp_avg, exp_avg_sq after the update");
+  /* negative control: the fingerprint before the update is another value */
+  CHECK(fp[1] != ops->fingerprint(buf[0][0], n[0] * 4),
+        "negative control: the param's fingerprint is the updated one, not the old");
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < NT; i++)
+      for (int k = 0; k < 4; k++) ops->free(t[r][i][k]);
+}
+
 int main(void) {
   const rc_ops *ops = rc_cpu_ops();
   if (!ops || strcmp(ops->name, "cpu") != 0) {
@@ -1612,6 +1660,7 @@ int main(void) {
   test_moe_permute(ops);
   test_moe_combine(ops);
   test_adamw(ops);
+  test_adamw_many(ops);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

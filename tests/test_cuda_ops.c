@@ -2270,6 +2270,73 @@ static void test_adamw(size_t n) {
   free(v);
 }
 
+/* adamw_many: every tensor's update bitwise the GPU's adamw (and within
+ * adamw's tolerance of the CPU's), its four fingerprints those of fingerprint()
+ * on the GPU; tensors of odd sizes (the scalar tail), one starting 4 bytes
+ * into its buffers (no float4 path), one empty, and several blocks each (the
+ * segment search). */
+static void test_adamw_many(void) {
+  enum { NT = 5 };
+  const size_t n[NT] = {100003, 7, 0, 4096 * 3 + 1, 50000};
+  const float wd[NT] = {0.1f, 0.0f, 0.1f, 0.05f, 0.1f};
+  const float b1 = 0.9f, b2 = 0.95f, bc1 = (float)(1.0 - pow(b1, 7)),
+              bc2 = (float)(1.0 - pow(b2, 7));
+  float *host[NT][4], *cb[NT][4], *gb[NT][4], *rb[NT][4]; /* CPU, GPU many, GPU adamw */
+  rc_adamw_tensor ct[NT], gt[NT];
+  for (int i = 0; i < NT; i++) {
+    const size_t off = i == 4 ? 1 : 0, bytes = (n[i] + 1) * 4;
+    for (int k = 0; k < 4; k++) {
+      host[i][k] = rand_host(n[i] + 1, k == 0 ? 1.0f : k == 1 ? 0.1f : 0.01f);
+      if (k == 3)
+        for (size_t e = 0; e <= n[i]; e++) host[i][k][e] = fabsf(host[i][k][e]);
+      cb[i][k] = put(C, host[i][k], bytes);
+      gb[i][k] = put(G, host[i][k], bytes);
+      rb[i][k] = put(G, host[i][k], bytes);
+    }
+    ct[i] = (rc_adamw_tensor){cb[i][0] + off, cb[i][2] + off, cb[i][3] + off,
+                              cb[i][1] + off, n[i],           wd[i]};
+    gt[i] = (rc_adamw_tensor){gb[i][0] + off, gb[i][2] + off, gb[i][3] + off,
+                              gb[i][1] + off, n[i],           wd[i]};
+    G->adamw(rb[i][0] + off, rb[i][1] + off, rb[i][2] + off, rb[i][3] + off, n[i], 3e-4f, b1, b2,
+             1e-8f, wd[i], 0.5f, bc1, bc2);
+  }
+  uint64_t cfp[4 * NT], gfp[4 * NT];
+  C->adamw_many(ct, NT, 3e-4f, b1, b2, 1e-8f, 0.5f, bc1, bc2, cfp);
+  G->adamw_many(gt, NT, 3e-4f, b1, b2, 1e-8f, 0.5f, bc1, bc2, gfp);
+  int single = 0;
+  for (int i = 0; i < NT; i++) {
+    const size_t bytes = (n[i] + 1) * 4;
+    char name[96];
+    for (int k = 0; k < 4; k++) {
+      float *r = get(G, rb[i][k], bytes), *h = get(G, gb[i][k], bytes),
+            *c = get(C, cb[i][k], bytes);
+      snprintf(name, sizeof name, "adamw_many tensor %d (n=%zu) buffer %d vs adamw", i, n[i], k);
+      check_bits(name, h, r, bytes);
+      snprintf(name, sizeof name, "adamw_many tensor %d buffer %d vs the CPU", i, k);
+      check_rel(name, h, c, n[i] + 1, 1e-5);
+      free(r), free(h), free(c);
+    }
+    single += gfp[4 * i] == G->fingerprint(gt[i].grad, n[i] * 4);
+    single += gfp[4 * i + 1] == G->fingerprint(gt[i].param, n[i] * 4);
+    single += gfp[4 * i + 2] == G->fingerprint(gt[i].exp_avg, n[i] * 4);
+    single += gfp[4 * i + 3] == G->fingerprint(gt[i].exp_avg_sq, n[i] * 4);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "adamw_many fingerprints: %d of %d equal fingerprint()'s", single,
+           4 * NT);
+  check_true(what, single == 4 * NT);
+  /* control: the param's fingerprint before the update is another value */
+  float *before = put(G, host[0][0], n[0] * 4);
+  check_true("  control: the old param's fingerprint differs",
+             gfp[1] != G->fingerprint(before, n[0] * 4));
+  G->free(before);
+  for (int i = 0; i < NT; i++)
+    for (int k = 0; k < 4; k++) {
+      C->free(cb[i][k]), G->free(gb[i][k]), G->free(rb[i][k]);
+      free(host[i][k]);
+    }
+}
+
 /* ======================= production-sized timing ======================= */
 
 static void bench(void) {
@@ -2475,6 +2542,7 @@ int main(int argc, char **argv) {
 
   printf("-- optimizer\n");
   test_adamw(100003);
+  test_adamw_many();
 
   if (!quick) bench();
 

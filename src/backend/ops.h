@@ -49,6 +49,14 @@ typedef enum {
       1 /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
 } rc_moe_scoring;
 
+/* One tensor of adamw_many: adamw's arguments that differ between tensors. */
+typedef struct {
+  float *param, *exp_avg, *exp_avg_sq;
+  const float *grad;
+  size_t n;
+  float weight_decay;
+} rc_adamw_tensor;
+
 /* timer_mark slots a backend keeps (ops.h rc_ops timer_mark) */
 #define RC_TIMER_SLOTS 8192
 
@@ -319,6 +327,14 @@ typedef struct rc_ops {
   void (*adamw)(float *param, const float *grad, float *exp_avg, float *exp_avg_sq, size_t n,
                 float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                 float bias_correction1, float bias_correction2);
+  /* adamw on every tensor ts[0..count) (each with its own weight decay), and
+   * the fingerprints (as `fingerprint`) of each tensor's grad and of its
+   * param, exp_avg and exp_avg_sq after the update: fp[4 i + 0..3] (host).
+   * The same bits as adamw and four fingerprint calls per tensor, in one pass
+   * over the four tensors instead of five. */
+  void (*adamw_many)(const rc_adamw_tensor *ts, int count, float lr, float beta1, float beta2,
+                     float eps, float grad_scale, float bias_correction1, float bias_correction2,
+                     uint64_t *fp);
 } rc_ops;
 
 /* Backends. rc_cuda_ops() returns NULL when built without CUDA or when no GPU

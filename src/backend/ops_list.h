@@ -55,6 +55,7 @@
   X(moe_gather)                                                                                    \
   X(moe_combine)                                                                                   \
   X(moe_combine_backward)                                                                          \
-  X(adamw)
+  X(adamw)                                                                                         \
+  X(adamw_many)
 
 #endif

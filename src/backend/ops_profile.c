@@ -85,7 +85,7 @@ static int npending;
 static bool returns_to_host(int op) {
   return op == OP_to_host || op == OP_sync || op == OP_amax || op == OP_sum || op == OP_sumsq ||
          op == OP_count_nonfinite || op == OP_fingerprint || op == OP_sumsq_many ||
-         op == OP_fingerprint_many;
+         op == OP_fingerprint_many || op == OP_adamw_many;
 }
 
 static void gemm_row_add(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
@@ -498,6 +498,15 @@ static void p_adamw(float *param, const float *grad, float *exp_avg, float *exp_
   end(OP_adamw, t0);
 }
 
+static void p_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float beta1, float beta2,
+                         float eps, float grad_scale, float bias_correction1,
+                         float bias_correction2, uint64_t *fp) {
+  double t0 = begin();
+  inner->adamw_many(ts, count, lr, beta1, beta2, eps, grad_scale, bias_correction1,
+                    bias_correction2, fp);
+  end(OP_adamw_many, t0);
+}
+
 /* name is filled in from inner by rc_ops_profiled */
 static rc_ops profiled = {
     .alloc = p_alloc,
@@ -550,6 +559,7 @@ static rc_ops profiled = {
     .moe_combine = p_moe_combine,
     .moe_combine_backward = p_moe_combine_backward,
     .adamw = p_adamw,
+    .adamw_many = p_adamw_many,
 };
 
 const rc_ops *rc_ops_profiled(const rc_ops *in) {

@@ -205,6 +205,12 @@ static bool reduce_across_ranks(rc_model *m, rc_step_stats *st) {
   return overflow;
 }
 
+/* One rank without an event log: the optimizer is adamw_many, which also
+ * fingerprints main_grad, the weights and the moments (optimizer_update). */
+static bool fused_optimizer(const rc_model *m) {
+  return !m->comm && !m->events.out;
+}
+
 /* One rank: unscale once, before the grad norm. Returns overflow. */
 static bool unscale_local(rc_model *m, rc_step_stats *st) {
   const rc_ops *o = m->ops;
@@ -216,14 +222,43 @@ static bool unscale_local(rc_model *m, rc_step_stats *st) {
     for (int i = 0; i < m->nparams && !overflow; i++)
       overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
   st->grad_norm = sqrt(grad_sumsq(m));
-  st->fp_main_grad = rc_model_fp_main_grad(m);
+  /* else the optimizer fingerprints main_grad as it reads it */
+  if (overflow || !fused_optimizer(m)) st->fp_main_grad = rc_model_fp_main_grad(m);
   return overflow;
+}
+
+/* AdamW on every parameter in one batched op, which also returns the
+ * fingerprints the step reports (main_grad as the update read it; the
+ * weights and moments it wrote), folded as rc_model_fp_main_grad,
+ * rc_model_fp_params and rc_model_fp_optim fold them: the same values. */
+static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, float bc2) {
+  const rc_config *c = &m->cfg;
+  int n = m->nparams;
+  rc_adamw_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
+  uint64_t *fp = calloc(4 * (size_t)n + 1, sizeof *fp);
+  if (!ts || !fp) abort();
+  for (int i = 0; i < n; i++) {
+    const rc_param *p = &m->params[i];
+    ts[i] = (rc_adamw_tensor){p->weight,    p->exp_avg, p->exp_avg_sq,
+                              p->main_grad, p->numel,   p->decay ? (float)c->weight_decay : 0.0f};
+  }
+  m->ops->adamw_many(ts, n, (float)st->lr, (float)c->adam_beta1, (float)c->adam_beta2,
+                     (float)c->adam_eps, clip, bc1, bc2, fp);
+  uint64_t grad = 0, params = 0, optim = rc_mix64((uint64_t)m->optimizer_step);
+  for (int i = 0; i < n; i++) {
+    grad = rc_fingerprint_combine(grad, fp[4 * i]);
+    params = rc_fingerprint_combine(params, fp[4 * i + 1]);
+    optim = rc_fingerprint_combine(optim, fp[4 * i + 2]);
+    optim = rc_fingerprint_combine(optim, fp[4 * i + 3]);
+  }
+  st->fp_main_grad = grad, st->fp_params = params, st->fp_optim = optim;
+  free(ts), free(fp);
 }
 
 /* The optimizer step of a step that did not overflow: clipping, the
  * scheduler, bias corrections, AdamW on every parameter (or this rank's
  * slice, then the all-gather). */
-static void optimizer_update(rc_model *m, rc_step_stats *st) {
+static bool optimizer_update(rc_model *m, rc_step_stats *st) {
   const rc_ops *o = m->ops;
   const rc_config *c = &m->cfg;
   double clip = 1.0;
@@ -241,7 +276,11 @@ static void optimizer_update(rc_model *m, rc_step_stats *st) {
   if (m->comm) {
     rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
     rc_dist_gather_weights(m);
-    return;
+    return false;
+  }
+  if (fused_optimizer(m)) {
+    adamw_fused(m, st, (float)clip, (float)bc1, (float)bc2);
+    return true;
   }
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
@@ -259,6 +298,7 @@ static void optimizer_update(rc_model *m, rc_step_stats *st) {
               (unsigned long long)o->fingerprint(p->exp_avg, p->numel * 4),
               (unsigned long long)o->fingerprint(p->exp_avg_sq, p->numel * 4));
   }
+  return false;
 }
 
 void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
@@ -280,11 +320,12 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   run_microbatches(m, data, st);
   m->weights_frozen = false;
   bool overflow = m->comm ? reduce_across_ranks(m, st) : unscale_local(m, st);
+  bool fingerprinted = false; /* the state's fingerprints came with the update */
   if (overflow) {
     st->skipped = 1;
     st->lr = rc_model_lr(m, m->scheduler_steps + 1);
   } else {
-    optimizer_update(m, st);
+    fingerprinted = optimizer_update(m, st);
   }
   if (m->events.out)
     fprintf(m->events.out,
@@ -297,8 +338,10 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   m->iteration += 1;
   rc_model_end_step(m);
   st->consumed_samples = m->consumed_samples;
-  st->fp_params = rc_model_fp_params(m);
-  st->fp_optim = m->comm ? rc_dist_fp_optim(m) : rc_model_fp_optim(m);
+  if (!fingerprinted) {
+    st->fp_params = rc_model_fp_params(m);
+    st->fp_optim = m->comm ? rc_dist_fp_optim(m) : rc_model_fp_optim(m);
+  }
   rc_model_profile_mark(m, RC_PROF_OPTIMIZER);
 }
 

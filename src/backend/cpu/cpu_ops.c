@@ -143,6 +143,20 @@ static void cpu_adamw(float *param, const float *grad, float *exp_avg, float *ex
                      weight_decay, grad_scale, bias_correction1, bias_correction2);
 }
 
+static void cpu_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float beta1, float beta2,
+                           float eps, float grad_scale, float bias_correction1,
+                           float bias_correction2, uint64_t *fp) {
+  for (int i = 0; i < count; i++) {
+    const rc_adamw_tensor *t = &ts[i];
+    cpu_adamw(t->param, t->grad, t->exp_avg, t->exp_avg_sq, t->n, lr, beta1, beta2, eps,
+              t->weight_decay, grad_scale, bias_correction1, bias_correction2);
+    fp[4 * i + 0] = cpu_fingerprint(t->grad, t->n * sizeof(float));
+    fp[4 * i + 1] = cpu_fingerprint(t->param, t->n * sizeof(float));
+    fp[4 * i + 2] = cpu_fingerprint(t->exp_avg, t->n * sizeof(float));
+    fp[4 * i + 3] = cpu_fingerprint(t->exp_avg_sq, t->n * sizeof(float));
+  }
+}
+
 /* ---- the table ---- */
 
 static const rc_ops cpu_ops = {
@@ -197,6 +211,7 @@ static const rc_ops cpu_ops = {
     .moe_combine = rc_cpu_moe_combine,
     .moe_combine_backward = rc_cpu_moe_combine_backward,
     .adamw = cpu_adamw,
+    .adamw_many = cpu_adamw_many,
 };
 
 /* The table is checked on every call (42 comparisons, a few calls per
