@@ -46,7 +46,7 @@ grep -q "ops profile: 3 step(s) profiled, steps 2..4 (the leg's first step not c
   ok "header: 3 steps profiled" || bad "header: $(grep 'ops profile:' "$e")"
 calls() { awk -v op="$1" '$1 == op && $2 ~ /^[0-9]+$/ {print $2; exit}' "$e"; }
 for op in gemm gemm_half gemm_to_half cast_half attention_forward attention_backward "attention_forward[fp32]" \
-  adamw rmsnorm_forward swiglu_backward cross_entropy fingerprint_many sumsq_many round_to to_host \
+  adamw_many rmsnorm_forward swiglu_backward cross_entropy fingerprint_many sumsq_many round_to to_host \
   total; do
   n=$(calls "$op")
   [ -n "$n" ] && [ "$n" -gt 0 ] && ok "$op: $n calls" || bad "no $op row with calls > 0"
