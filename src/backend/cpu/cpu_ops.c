@@ -214,7 +214,7 @@ static const rc_ops cpu_ops = {
     .adamw_many = cpu_adamw_many,
 };
 
-/* The table is checked on every call (42 comparisons, a few calls per
+/* The table is checked on every call (a comparison per op, a few calls per
  * process): a member left NULL is an internal error of this build, stated
  * once by name, rather than a crash at the first call of the missing op.
  * 70 is RC_EXIT_SOFTWARE (base/error.h, which the backend does not use). */
