@@ -119,6 +119,22 @@ static inline bool rc_rows_vec4(const void *a, const void *b, int H) {
   return H % 4 == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0;
 }
 
+/* The batched kernels' segment search (reduce_many, adamw_many): segments
+ * sorted by `first`, their first block in the batch, and the index of the
+ * last one starting at or before this block — the segment the block works
+ * on. One thread asks; the caller shares the answer. */
+template <class Seg> __device__ int rc_block_segment(const Seg *seg, int count) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (seg[mid].first <= (int)blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 /* Grid for a 1-D elementwise kernel with a grid-stride loop: the element
  * partition does not affect results (elementwise), only coverage. */
 static inline unsigned int rc_grid_1d(size_t n, int threads) {
@@ -157,6 +173,8 @@ void rc_cuda_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m
 void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                           const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                           int ldc);
+void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
+                            const rc_gemm_half_call *calls, int count);
 void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
                        float beta, float *C, int ldc);
 

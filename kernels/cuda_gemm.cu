@@ -68,6 +68,7 @@ static int aligned16(const void *p) {
 /* ---- plan cache: one cuBLASLt configuration per GEMM key ---- */
 typedef struct {
   int ct, ta, tb, m, n, k;
+  int group; /* a grouped linear's typical row count (grouped_bucket), 0 for any other GEMM */
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t lay_a, lay_b, lay_d; /* cuBLASLt's A = our B, its B = our A */
   cublasLtMatmulAlgo_t algo;
@@ -333,6 +334,19 @@ static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta,
   return b;
 }
 
+/* A grouped linear's row dimension (gemm_half_many: m, or k for trans_a)
+ * takes one of two buckets, its typical row count `group` (a power of two,
+ * the rows per group of the call rounded up) or twice that, however the
+ * routing falls. Each new bucket shape brings algorithms with kernels of
+ * their own, and cuBLASLt loads a kernel on its first launch, 2-4 ms of host
+ * time while the GPU idles (RC_CUDA_GEMM_LOG=2 on the H200, session 22):
+ * with power-of-two buckets every rare expert load (24 rows, 366, 4800) was
+ * such a launch, a whole step slower each time. Two buckets are both met in
+ * the first steps. An algorithm stays a function of the key (group in it). */
+static int grouped_bucket(int rows, int group) {
+  return rows <= group ? group : 2 * group;
+}
+
 /* Builds the descriptor and chooses one algorithm (the bucket's, when it is
  * valid for this shape, else the heuristic's for the shape). Returns 0 when
  * there is none for this compute type. */
@@ -352,6 +366,10 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   rc_cuda_gemm_workspace(&ws_bytes);
   double t0 = getenv("RC_CUDA_GEMM_LOG") ? plan_clock_ms() : 0.0;
   int mb = bucket_dim(p->m), kb = bucket_dim(p->k);
+  if (p->group && p->ta)
+    kb = grouped_bucket(p->k, p->group);
+  else if (p->group)
+    mb = grouped_bucket(p->m, p->group);
   if (mb != p->m || kb != p->k) {
     const algo_bucket *b = bucket_algo(p->desc, p->ct, p->ta, p->tb, mb, p->n, kb, compute);
     for (int i = 0; i < b->found; i++) {
@@ -387,10 +405,12 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
   return 0;
 }
 
-static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) {
+/* The plan of key (ct, ta, tb, m, n, k, group); group: grouped_bucket's, or 0. */
+static const gemm_plan *get_plan_grouped(int ct, bool ta, bool tb, int m, int n, int k, int group) {
   for (int i = 0; i < g_nplans; i++) {
     const gemm_plan *p = &g_plans[i];
-    if (p->ct == ct && p->ta == (int)ta && p->tb == (int)tb && p->m == m && p->n == n && p->k == k)
+    if (p->ct == ct && p->ta == (int)ta && p->tb == (int)tb && p->m == m && p->n == n &&
+        p->k == k && p->group == group)
       return p;
   }
   if (g_nplans == g_capplans) {
@@ -410,6 +430,7 @@ static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) 
   p->m = m;
   p->n = n;
   p->k = k;
+  p->group = group;
   /* fp32: pedantic first (no TF32, no emulation). The plain 32F compute type
    * with fp32 inputs is also true fp32 in cuBLASLt, so it is the fallback. */
   int ok = ct == RC_COMPUTE_FP32
@@ -438,6 +459,54 @@ static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) 
                                        sizeof p->splitk, &w);
   g_nplans++;
   return p;
+}
+
+static const gemm_plan *get_plan(int ct, bool ta, bool tb, int m, int n, int k) {
+  return get_plan_grouped(ct, ta, tb, m, n, k, 0);
+}
+
+/* cublasLtMatmul of plan p in cuBLASLt's operand order (its A is our B):
+ * D = alpha op(a) op(b) + beta C on the stream, with the fixed workspace.
+ * RC_CUDA_GEMM_LOG=2 also times each launch — the host call, and the GPU's
+ * time by events with a synchronisation (so it slows the run) — and reports
+ * those over 0.5 ms: what a GEMM's first use of a kernel costs, say. */
+static void plan_matmul(const gemm_plan *p, const float *alpha, const void *b, const void *a,
+                        const float *beta, const void *C, void *D) {
+  static int level = -1;
+  if (level < 0) {
+    const char *v = getenv("RC_CUDA_GEMM_LOG");
+    level = v ? atoi(v) : 0;
+  }
+  size_t ws_bytes = 0;
+  void *ws = rc_cuda_gemm_workspace(&ws_bytes);
+  cudaStream_t s = rc_cuda_stream();
+  cudaEvent_t ev[2];
+  double t0 = 0.0;
+  if (level >= 2) {
+    CUDA_CHECK(cudaEventCreate(&ev[0]));
+    CUDA_CHECK(cudaEventCreate(&ev[1]));
+    CUDA_CHECK(cudaEventRecord(ev[0], s));
+    t0 = plan_clock_ms();
+  }
+  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, alpha, b, p->lay_a, a, p->lay_b, beta, C,
+                              p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
+  if (level >= 2) {
+    double host = plan_clock_ms() - t0;
+    float gpu = 0.0f;
+    CUDA_CHECK(cudaEventRecord(ev[1], s));
+    CUDA_CHECK(cudaEventSynchronize(ev[1]));
+    CUDA_CHECK(cudaEventElapsedTime(&gpu, ev[0], ev[1]));
+    static double first = 0.0;
+    if (first == 0.0) first = t0;
+    if (host > 0.5 || gpu > 0.5)
+      fprintf(stderr,
+              "resumecheck: gemm launch ct=%d ta=%d tb=%d m=%d n=%d k=%d tile=%d: host %.3f ms, "
+              "GPU %.3f ms (%.1f ms after the first launch)\n",
+              p->ct, p->ta, p->tb, p->m, p->n, p->k,
+              algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID), host, (double)gpu, t0 - first);
+    CUDA_CHECK(cudaEventDestroy(ev[0]));
+    CUDA_CHECK(cudaEventDestroy(ev[1]));
+  }
 }
 
 /* ---- kernels ---- */
@@ -583,12 +652,8 @@ static void run_plan(const gemm_plan *p, int m, int n, float alpha, const void *
   int direct = (canonical_c && beta == 0.0f) || accumulate;
   float *D = direct ? C : (float *)rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 4);
 
-  size_t ws_bytes = 0;
-  void *ws = rc_cuda_gemm_workspace(&ws_bytes);
   const float zero = 0.0f, one = 1.0f;
-  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &alpha, b, p->lay_a, a, p->lay_b,
-                              accumulate ? &one : &zero, D, p->lay_d, D, p->lay_d, &p->algo, ws,
-                              ws_bytes, s));
+  plan_matmul(p, &alpha, b, a, accumulate ? &one : &zero, D, D);
   if (!direct) {
     if (ldc == n && ldd == n)
       gemm_epilogue_flat_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(C, D, total, beta);
@@ -631,21 +696,27 @@ static const void *canonical_half(const uint16_t *X, int ldx, int rows, int cols
 /* gemm on operands already in ct's 16-bit form: the plan of the same key as
  * rc_cuda_gemm's and the same epilogue, on the same values, so the same bits
  * (ops.h) — only the per-call conversion is gone. */
-void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
-                       int ldc) {
+static void gemm_half_grouped(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                              float alpha, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                              float beta, float *C, int ldc, int group) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     gemm_zero_k(m, n, alpha, beta, C, ldc);
     return;
   }
   if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
-  const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
+  const gemm_plan *p = get_plan_grouped(ct, trans_a, trans_b, m, n, k, group);
   int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
   int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
   const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
   const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
+}
+
+void rc_cuda_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                       int ldc) {
+  gemm_half_grouped(ct, trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, 0);
 }
 
 /* C[r, c] = R[r, c] + C[r, c] (ld both ldc): the add after a beta = 0 GEMM */
@@ -677,11 +748,8 @@ void rc_cuda_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m
       int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
       const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
       const void *b = canonical_half(B, ldb, rows_b, cols_b, RC_SCRATCH_GEMM_B);
-      size_t ws_bytes = 0;
-      void *ws = rc_cuda_gemm_workspace(&ws_bytes);
       const float one = 1.0f;
-      CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &one, b, p->lay_a, a, p->lay_b, &one, R,
-                                  p->lay_d, C, p->lay_d, &p->algo, ws, ws_bytes, s));
+      plan_matmul(p, &one, b, a, &one, R, C);
       return;
     }
   }
@@ -694,9 +762,9 @@ void rc_cuda_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m
  * of its own (GEMM_OUT16), cuBLASLt rounding its fp32 accumulator to nearest
  * even in the epilogue (split-K partials, if any, summed in fp32 first). A
  * C that is not canonical gets the result through scratch. */
-void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
-                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
-                          int ldc) {
+static void gemm_to_half_grouped(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                                 const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                                 uint16_t *C, int ldc, int group) {
   if (m <= 0 || n <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   if (k <= 0) { /* 0 encodes as 0 in both 16-bit forms */
@@ -704,7 +772,7 @@ void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int 
     return;
   }
   if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
-  const gemm_plan *p = get_plan((int)ct | GEMM_OUT16, trans_a, trans_b, m, n, k);
+  const gemm_plan *p = get_plan_grouped((int)ct | GEMM_OUT16, trans_a, trans_b, m, n, k, group);
   int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
   int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
   const void *a = canonical_half(A, lda, rows_a, cols_a, RC_SCRATCH_GEMM_A);
@@ -712,14 +780,17 @@ void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int 
   int ldd = canon_ld(n);
   bool direct = ldc == ldd && aligned16(C);
   void *D = direct ? (void *)C : rc_cuda_scratch(RC_SCRATCH_GEMM_D, (size_t)m * ldd * 2);
-  size_t ws_bytes = 0;
-  void *ws = rc_cuda_gemm_workspace(&ws_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUBLAS_CHECK(cublasLtMatmul(rc_cuda_lt(), p->desc, &one, b, p->lay_a, a, p->lay_b, &zero, D,
-                              p->lay_d, D, p->lay_d, &p->algo, ws, ws_bytes, s));
+  plan_matmul(p, &one, b, a, &zero, D, D);
   if (!direct)
     CUDA_CHECK(cudaMemcpy2DAsync(C, (size_t)ldc * 2, D, (size_t)ldd * 2, (size_t)n * 2, (size_t)m,
                                  cudaMemcpyDeviceToDevice, s));
+}
+
+void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
+                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
+                          int ldc) {
+  gemm_to_half_grouped(ct, trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc, 0);
 }
 
 /* Operand bytes in a caller's buffer that is not 16-byte aligned, copied
@@ -759,4 +830,31 @@ void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const
     b = aligned_bytes(B, (size_t)n * (size_t)k, RC_SCRATCH_GEMM_B);
   }
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
+}
+
+/* gemm_half_many (ops.h): the calls one after another on the stream, their
+ * row dimension (m, or k when trans_a: the weight gradient) bucketed as a
+ * grouped linear's (grouped_bucket) around the call's rows per group. Side
+ * streams were tried (session 22: four and eight lanes, each call bitwise
+ * the same) and bought nothing measurable at gpu-small: cuBLASLt's Hopper
+ * kernels here are persistent, their grid min(tiles, SMs), and most expert
+ * GEMMs already cover all 132 SMs. The op is also the seam where a grouped
+ * kernel (every expert's tiles in one launch) would go. */
+void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
+                            const rc_gemm_half_call *calls, int count) {
+  if (count <= 0) return;
+  long long rows = 0;
+  for (int i = 0; i < count; i++) rows += trans_a ? calls[i].k : calls[i].m;
+  long long per_group = (rows + count - 1) / count;
+  int group = 64;
+  while (group < per_group && group < (1 << 29)) group <<= 1;
+  for (int i = 0; i < count; i++) {
+    const rc_gemm_half_call *c = &calls[i];
+    if (c->C)
+      gemm_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B, c->ldb,
+                        c->beta, c->C, c->ldc, group);
+    else
+      gemm_to_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
+                           c->C_half, c->ldc, group);
+  }
 }

@@ -30,6 +30,7 @@ static const rc_ops cuda_ops = {
     .gemm_half = rc_cuda_gemm_half,
     .gemm_half_residual = rc_cuda_gemm_half_residual,
     .gemm_to_half = rc_cuda_gemm_to_half,
+    .gemm_half_many = rc_cuda_gemm_half_many,
     .cast_e4m3 = rc_cuda_cast_e4m3,
     .gemm_e4m3 = rc_cuda_gemm_e4m3,
     .amax_update = rc_cuda_amax_update,

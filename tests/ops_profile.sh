@@ -45,7 +45,7 @@ e="$t/prof.err"
 grep -q "ops profile: 3 step(s) profiled, steps 2..4 (the leg's first step not counted)" "$e" &&
   ok "header: 3 steps profiled" || bad "header: $(grep 'ops profile:' "$e")"
 calls() { awk -v op="$1" '$1 == op && $2 ~ /^[0-9]+$/ {print $2; exit}' "$e"; }
-for op in gemm gemm_half gemm_to_half cast_half attention_forward attention_backward "attention_forward[fp32]" \
+for op in gemm gemm_half gemm_to_half gemm_half_many cast_half attention_forward attention_backward "attention_forward[fp32]" \
   adamw_many rmsnorm_forward swiglu_backward cross_entropy fingerprint_many sumsq_many round_to to_host \
   total; do
   n=$(calls "$op")
@@ -53,11 +53,14 @@ for op in gemm gemm_half gemm_to_half cast_half attention_forward attention_back
 done
 grep -Eq '^  (fp32|bf16|fp16) [NT][NT] [0-9]+x[0-9]+x[0-9]+ beta(=0|!=0) +[1-9][0-9]* ' "$e" &&
   ok "a gemm shape row" || bad "no gemm shape row"
-# the table covers the three (and gemm_e4m3, none here)
-g=$(($(calls gemm) + $(calls gemm_half) + $(calls gemm_to_half)))
+# the table covers the four (and gemm_e4m3, none here); gemm_half_many, a
+# grouped linear's expert GEMMs, as one row of its own
+g=$(($(calls gemm) + $(calls gemm_half) + $(calls gemm_to_half) + $(calls gemm_half_many)))
 tg=$(awk '$1 == "total" && $2 == "gemm" {print $3}' "$e")
-[ "$g" = "$tg" ] && ok "shape table total = gemm + gemm_half + gemm_to_half calls ($g)" ||
-  bad "shape total $tg != gemm + gemm_half + gemm_to_half calls $g"
+[ "$g" = "$tg" ] && ok "shape table total = gemm + gemm_half + gemm_to_half + gemm_half_many calls ($g)" ||
+  bad "shape total $tg != gemm + gemm_half + gemm_to_half + gemm_half_many calls $g"
+grep -Eq "^  grouped \(gemm_half_many\) +$(calls gemm_half_many) " "$e" &&
+  ok "the grouped row has gemm_half_many's calls" || bad "no grouped row with gemm_half_many's calls"
 grep -Eq '^  bf16 NT [0-9]+x[0-9]+x[0-9]+ beta=0 ->16 +[1-9]' "$e" && ok "a 16-bit output shape row" ||
   bad "no 16-bit output (->16) shape row"
 grep -q "^profile (RC_PROFILE=ops" "$e" && ok "ops turns the phase profile on" || bad "no phase profile"

@@ -1574,6 +1574,76 @@ static void test_adamw(const rc_ops *ops) {
   CHECK(p2 == 1.875f, "adamw weight decay only: %.9g, want 1.875", p2);
 }
 
+/* gemm_half_many: each call bitwise the gemm_half (beta 0 and 1) or
+ * gemm_to_half it describes; three groups of a grouped linear, one empty. */
+static void test_gemm_half_many(const rc_ops *ops) {
+  enum { GR = 3, IN = 16, OUT = 8, ROWS = 11 };
+  const int rows[GR] = {4, 0, 7};
+  float fx[ROWS * IN], fw[GR * OUT * IN];
+  for (int i = 0; i < ROWS * IN; i++) fx[i] = (float)((i * 37) % 23 - 11) * 0.0625f;
+  for (int i = 0; i < GR * OUT * IN; i++) fw[i] = (float)((i * 53) % 29 - 14) * 0.03125f;
+  float *dx = ops->alloc(sizeof fx), *dw = ops->alloc(sizeof fw);
+  ops->to_device(dx, fx, sizeof fx), ops->to_device(dw, fw, sizeof fw);
+  uint16_t *x = ops->alloc(sizeof fx / 2), *w = ops->alloc(sizeof fw / 2);
+  ops->cast_half(x, dx, ROWS * IN, RC_COMPUTE_BF16);
+  ops->cast_half(w, dw, GR * OUT * IN, RC_COMPUTE_BF16);
+  float *y[2], init[ROWS * OUT];
+  uint16_t *yh[2];
+  for (int i = 0; i < ROWS * OUT; i++) init[i] = (float)i;
+  for (int r = 0; r < 2; r++) {
+    y[r] = ops->alloc(sizeof init), yh[r] = ops->alloc(sizeof init / 2);
+    ops->to_device(y[r], init, sizeof init);
+  }
+  bool same = true, differs = false;
+  for (int form = 0; form < 3; form++) { /* beta 0, beta 1, 16-bit output */
+    rc_gemm_half_call calls[GR];
+    for (int g = 0, r0 = 0; g < GR; r0 += rows[g], g++)
+      calls[g] = (rc_gemm_half_call){rows[g],
+                                     OUT,
+                                     IN,
+                                     x + r0 * IN,
+                                     w + g * OUT * IN,
+                                     IN,
+                                     IN,
+                                     OUT,
+                                     form == 1 ? 1.0f : 0.0f,
+                                     form == 2 ? NULL : y[0] + r0 * OUT,
+                                     form == 2 ? yh[0] + r0 * OUT : NULL};
+    ops->gemm_half_many(RC_COMPUTE_BF16, false, true, calls, GR);
+    for (int g = 0, r0 = 0; g < GR; r0 += rows[g], g++) {
+      /* control: group 2 given group 0's weights */
+      const uint16_t *wg = w + (g == 2 ? 0 : g) * OUT * IN;
+      if (form == 2)
+        ops->gemm_to_half(RC_COMPUTE_BF16, false, true, rows[g], OUT, IN, x + r0 * IN, IN,
+                          w + g * OUT * IN, IN, yh[1] + r0 * OUT, OUT);
+      else
+        ops->gemm_half(RC_COMPUTE_BF16, false, true, rows[g], OUT, IN, 1.0f, x + r0 * IN, IN,
+                       w + g * OUT * IN, IN, form == 1 ? 1.0f : 0.0f, y[1] + r0 * OUT, OUT);
+      if (g == 2 && form == 0) {
+        float *dctl = ops->alloc(7 * OUT * sizeof(float)), ctl[7 * OUT], got[7 * OUT];
+        ops->gemm_half(RC_COMPUTE_BF16, false, true, rows[g], OUT, IN, 1.0f, x + r0 * IN, IN, wg,
+                       IN, 0.0f, dctl, OUT);
+        ops->to_host(ctl, dctl, sizeof ctl);
+        ops->to_host(got, y[0] + r0 * OUT, sizeof got);
+        differs = memcmp(got, ctl, sizeof got) != 0;
+        ops->free(dctl);
+      }
+    }
+    float a[ROWS * OUT], b[ROWS * OUT];
+    if (form == 2) {
+      ops->to_host(a, yh[0], sizeof a / 2), ops->to_host(b, yh[1], sizeof b / 2);
+      same = same && memcmp(a, b, sizeof a / 2) == 0;
+    } else {
+      ops->to_host(a, y[0], sizeof a), ops->to_host(b, y[1], sizeof b);
+      same = same && memcmp(a, b, sizeof a) == 0;
+    }
+  }
+  CHECK(same, "gemm_half_many differs from its calls made one by one");
+  CHECK(differs, "negative control: a group given another group's weights is not detected");
+  for (int r = 0; r < 2; r++) ops->free(y[r]), ops->free(yh[r]);
+  ops->free(dx), ops->free(dw), ops->free(x), ops->free(w);
+}
+
 /* adamw_many: each tensor as adamw with its own weight decay, and the
  * fingerprints of its grad and of the updated param and moments. */
 static void test_adamw_many(const rc_ops *ops) {
@@ -1660,6 +1730,7 @@ int main(void) {
   test_moe_permute(ops);
   test_moe_combine(ops);
   test_adamw(ops);
+  test_gemm_half_many(ops);
   test_adamw_many(ops);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);

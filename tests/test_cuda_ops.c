@@ -682,6 +682,195 @@ static void test_gemm_to_half(void) {
   free(z), G->free(gz);
 }
 
+/* gemm_half_many: the GEMMs of a grouped linear, each the gemm_half /
+ * gemm_to_half call it describes up to the algorithm — a grouped row count
+ * takes one of two buckets (cuda_gemm.cu grouped_bucket), so a rare expert
+ * load may run another algorithm than the same call alone: within a
+ * summation-order tolerance of the calls made one by one (1e-5 for fp32
+ * outputs, 4e-3 for 16-bit ones, as gemm_to_half against the CPU), the same
+ * bits run to run. An expert's three GEMM forms at the model's widths
+ * (forward NT into 16 or 32 bits, dgrad NN, wgrad TN with beta 0 and 1),
+ * eight groups of uneven rows (one empty: k = 0 for the wgrad), every output
+ * poisoned first; against the CPU's on a small case. Control: group 1 given
+ * group 3's weights (or one row short) is outside the tolerance. */
+typedef struct {
+  int ta, tb, out16, in, out, groups;
+  const int *rows;
+  float beta;
+  const uint16_t *x, *y, *w;
+} many_shape;
+
+/* The calls of one grouped GEMM into dst; control: group 1 given group 3's
+ * weights (forward, dgrad) or one row fewer (wgrad). */
+static void many_calls(rc_gemm_half_call *calls, const many_shape *s, void *dst, int control) {
+  int wgrad = s->ta, dgrad = !s->ta && !s->tb, in = s->in, out = s->out;
+  for (int g = 0, r0 = 0; g < s->groups; r0 += s->rows[g], g++) {
+    int wg = control && g == 1 ? 3 : g;
+    size_t wo = (size_t)wg * out * in;
+    if (wgrad)
+      calls[g] = (rc_gemm_half_call){out,
+                                     in,
+                                     s->rows[g],
+                                     s->y + (size_t)r0 * out,
+                                     s->x + (size_t)r0 * in,
+                                     out,
+                                     in,
+                                     in,
+                                     s->beta,
+                                     (float *)dst + (size_t)g * out * in,
+                                     NULL};
+    else if (dgrad)
+      calls[g] = (rc_gemm_half_call){
+          s->rows[g], in, out,     s->x + (size_t)r0 * out,        s->w + wo, out,
+          in,         in, s->beta, (float *)dst + (size_t)r0 * in, NULL};
+    else if (s->out16)
+      calls[g] = (rc_gemm_half_call){s->rows[g],
+                                     out,
+                                     in,
+                                     s->x + (size_t)r0 * in,
+                                     s->w + wo,
+                                     in,
+                                     in,
+                                     out,
+                                     0.0f,
+                                     NULL,
+                                     (uint16_t *)dst + (size_t)r0 * out};
+    else
+      calls[g] = (rc_gemm_half_call){
+          s->rows[g], out, in,      s->x + (size_t)r0 * in,          s->w + wo, in,
+          in,         out, s->beta, (float *)dst + (size_t)r0 * out, NULL};
+    if (control && g == 1 && wgrad) calls[g].k = s->rows[g] - 1;
+  }
+}
+
+static void many_one_by_one(const many_shape *s, const rc_gemm_half_call *calls) {
+  for (int g = 0; g < s->groups; g++) {
+    const rc_gemm_half_call *c = &calls[g];
+    if (c->C)
+      G->gemm_half(RC_COMPUTE_BF16, s->ta, s->tb, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B,
+                   c->ldb, c->beta, c->C, c->ldc);
+    else
+      G->gemm_to_half(RC_COMPUTE_BF16, s->ta, s->tb, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
+                      c->C_half, c->ldc);
+  }
+}
+
+static void gemm_many_case(const char *form, int ta, int tb, int out16, float beta, int in, int out,
+                           const int *rows, int groups) {
+  rc_compute ct = RC_COMPUTE_BF16;
+  int total = 0;
+  for (int g = 0; g < groups; g++) total += rows[g];
+  int wgrad = ta, dgrad = !ta && !tb;
+  size_t nx = (size_t)total * (dgrad ? out : in), ny = wgrad ? (size_t)total * out : 1;
+  size_t nw = (size_t)groups * out * in;
+  size_t nc = wgrad ? nw : (size_t)total * (dgrad ? in : out);
+  float *hx = rand_host(nx, 1.0f), *hy = rand_host(ny, 1.0f), *hw = rand_host(nw, 0.05f),
+        *hc = rand_host(nc, 1.0f);
+  float *gx = put(G, hx, nx * 4), *gy = put(G, hy, ny * 4), *gw = put(G, hw, nw * 4);
+  uint16_t *x = G->alloc(nx * 2), *y = G->alloc(ny * 2), *w = G->alloc(nw * 2);
+  G->cast_half(x, gx, nx, ct), G->cast_half(y, gy, ny, ct), G->cast_half(w, gw, nw, ct);
+  many_shape sh = {ta, tb, out16, in, out, groups, rows, beta, x, y, w};
+  size_t cbytes = nc * (out16 ? 2 : 4);
+  void *buf[4]; /* many, many again, one by one, the control one by one */
+  rc_gemm_half_call calls[16];
+  for (int b = 0; b < 4; b++) {
+    buf[b] = put(G, hc, cbytes);
+    if (beta == 0.0f) poison(G, buf[b], cbytes);
+    many_calls(calls, &sh, buf[b], b == 3);
+    if (b < 2)
+      G->gemm_half_many(ct, ta, tb, calls, groups);
+    else
+      many_one_by_one(&sh, calls);
+  }
+  void *h[4];
+  for (int b = 0; b < 4; b++) h[b] = get(G, buf[b], cbytes);
+  char name[192];
+  snprintf(name, sizeof name,
+           "gemm_half_many %s, %d groups (%d rows) in=%d out=%d beta=%g == one by one", form,
+           groups, total, in, out, (double)beta);
+  float *f[4];
+  for (int b = 0; b < 4; b++) {
+    f[b] = malloc(nc * 4);
+    for (size_t i = 0; i < nc; i++)
+      f[b][i] = out16 ? rc_bf16_decode(((uint16_t *)h[b])[i]) : ((float *)h[b])[i];
+  }
+  double tol = out16 ? 4e-3 : 1e-5;
+  check_rel(name, f[0], f[2], nc, tol);
+  printf("      (many vs one by one: %s)\n",
+         memcmp(h[0], h[2], cbytes) ? "another algorithm for some group" : "bitwise equal");
+  check_bits("  run-to-run", h[0], h[1], cbytes);
+  double ctl = rel_err(f[3], f[2], nc);
+  char what[128];
+  snprintf(what, sizeof what, "  control: %s is off by %.3g",
+           wgrad ? "a group one row short" : "a group given another's weights", ctl);
+  check_true(what, ctl > 10 * tol);
+  for (int b = 0; b < 4; b++) free(f[b]);
+  if (beta == 0.0f) { /* every element written: none of the poison left */
+    size_t left = 0;
+    for (size_t i = 0; i < nc; i++)
+      left += out16 ? ((uint16_t *)h[0])[i] == 0xffff : isnan(((float *)h[0])[i]);
+    check_true("  every element written", left == 0);
+  }
+  for (int b = 0; b < 4; b++) free(h[b]), G->free(buf[b]);
+  free(hx), free(hy), free(hw), free(hc);
+  G->free(gx), G->free(gy), G->free(gw), G->free(x), G->free(y), G->free(w);
+}
+
+/* The CPU's gemm_half_many (its gemm_half / gemm_to_half one after another)
+ * against the GPU's, within gemm_half's bf16 tolerance. */
+static void gemm_many_vs_cpu(void) {
+  enum { GR = 3, IN = 64, OUT = 48 };
+  const int rows[GR] = {37, 0, 70};
+  int total = 107;
+  float *hx = rand_host((size_t)total * IN, 1.0f), *hw = rand_host((size_t)GR * OUT * IN, 0.1f);
+  const rc_ops *be[2] = {G, C};
+  float *res[2];
+  for (int b = 0; b < 2; b++) {
+    const rc_ops *o = be[b];
+    float *fx = put(o, hx, (size_t)total * IN * 4), *fw = put(o, hw, (size_t)GR * OUT * IN * 4);
+    uint16_t *x = o->alloc((size_t)total * IN * 2), *w = o->alloc((size_t)GR * OUT * IN * 2);
+    o->cast_half(x, fx, (size_t)total * IN, RC_COMPUTE_BF16);
+    o->cast_half(w, fw, (size_t)GR * OUT * IN, RC_COMPUTE_BF16);
+    float *y = o->alloc((size_t)total * OUT * 4);
+    poison(o, y, (size_t)total * OUT * 4);
+    rc_gemm_half_call calls[GR];
+    for (int g = 0, r0 = 0; g < GR; r0 += rows[g], g++)
+      calls[g] = (rc_gemm_half_call){rows[g],
+                                     OUT,
+                                     IN,
+                                     x + (size_t)r0 * IN,
+                                     w + (size_t)g * OUT * IN,
+                                     IN,
+                                     IN,
+                                     OUT,
+                                     0.0f,
+                                     y + (size_t)r0 * OUT,
+                                     NULL};
+    o->gemm_half_many(RC_COMPUTE_BF16, false, true, calls, GR);
+    res[b] = get(o, y, (size_t)total * OUT * 4);
+    o->free(fx), o->free(fw), o->free(x), o->free(w), o->free(y);
+  }
+  check_rel("gemm_half_many 3 groups (one empty) vs the CPU", res[0], res[1], (size_t)total * OUT,
+            1e-2);
+  free(res[0]), free(res[1]), free(hx), free(hw);
+}
+
+static void test_gemm_half_many(void) {
+  printf("-- gemm_half_many\n");
+  /* an MoE layer's eight experts: uneven, one empty, rows not multiples of 8 */
+  const int rows[8] = {2048, 366, 24, 0, 1500, 3001, 1221, 7};
+  const int few[2] = {300, 129};
+  int H = quick ? 128 : 768, F2 = quick ? 256 : 4096, F = quick ? 128 : 2048;
+  gemm_many_case("fc1 forward NT 16-bit", 0, 1, 1, 0.0f, H, F2, rows, 8);
+  gemm_many_case("fc2 forward NT", 0, 1, 0, 0.0f, F, H, rows, 8);
+  gemm_many_case("fc1 dgrad NN", 0, 0, 0, 0.0f, H, F2, rows, 8);
+  gemm_many_case("fc2 dgrad NN", 0, 0, 0, 0.0f, F, H, rows, 8);
+  gemm_many_case("fc1 wgrad TN", 1, 0, 0, 0.0f, H, F2, rows, 8);
+  gemm_many_case("fc2 wgrad TN", 1, 0, 0, 1.0f, F, H, rows, 8);
+  gemm_many_case("fc1 wgrad TN, fewer groups than lanes", 1, 0, 0, 1.0f, H, F2, few, 2);
+  gemm_many_vs_cpu();
+}
+
 /* ======================= FP8 (E4M3) ======================= */
 
 /* cast_e4m3 of a rows x cols source (row stride ld_src; src_off floats into
@@ -2539,6 +2728,8 @@ int main(int argc, char **argv) {
   test_moe_dispatch(2000, 8, 2, 24, 1);
   test_moe_dispatch(77, 1, 1, 8, 0);
   test_moe_dispatch(300, 4, 2, 13, 1); /* H % 4 != 0: the rows a float at a time */
+
+  test_gemm_half_many();
 
   printf("-- optimizer\n");
   test_adamw(100003);

@@ -57,6 +57,18 @@ typedef struct {
   float weight_decay;
 } rc_adamw_tensor;
 
+/* One GEMM of gemm_half_many: gemm_half's arguments that differ between the
+ * calls (alpha is 1). C with beta: a gemm_half; C_half (C NULL): a
+ * gemm_to_half. */
+typedef struct {
+  int m, n, k;
+  const uint16_t *A, *B;
+  int lda, ldb, ldc;
+  float beta;
+  float *C;
+  uint16_t *C_half;
+} rc_gemm_half_call;
+
 /* timer_mark slots a backend keeps (ops.h rc_ops timer_mark) */
 #define RC_TIMER_SLOTS 8192
 
@@ -133,6 +145,17 @@ typedef struct rc_ops {
   void (*gemm_to_half)(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                        const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                        int ldc);
+  /* count GEMMs of one compute type and one pair of transposes: the expert
+   * GEMMs of a grouped (MoE) linear, their row counts in m (k when trans_a:
+   * the weight gradient). Each is the gemm_half (alpha 1) or gemm_to_half
+   * call it describes, up to the GEMM algorithm: a backend may choose it for
+   * the call's row counts together (the GPU buckets them around the rows per
+   * group, so that rare loads do not bring new kernels), giving the calls'
+   * results within gemm_half's tolerance; the same calls give the same bits.
+   * The CPU: bitwise its calls one by one. No call may write what another
+   * reads or writes, so they may run in any order. */
+  void (*gemm_half_many)(rc_compute ct, bool trans_a, bool trans_b, const rc_gemm_half_call *calls,
+                         int count);
 
   /* ---- FP8 (E4M3), the tensor-core form Transformer Engine uses ----
    * Bytes are rc_e4m3_encode's (numeric.h). A scaled cast and a GEMM on the

@@ -22,6 +22,7 @@
   X(gemm_half)                                                                                     \
   X(gemm_half_residual)                                                                            \
   X(gemm_to_half)                                                                                  \
+  X(gemm_half_many)                                                                                \
   X(cast_e4m3)                                                                                     \
   X(gemm_e4m3)                                                                                     \
   X(amax_update)                                                                                   \

@@ -50,7 +50,8 @@ static tally ops_tally[OP_COUNT];
 static tally attn_fwd_ct[N_CT], attn_bwd_ct[N_CT];
 static gemm_shape shapes[RC_OPS_PROFILE_GEMM_SHAPES];
 static int n_shapes;
-static gemm_shape other; /* all calls of shapes beyond the table; m, n, k unused */
+static gemm_shape other;   /* all calls of shapes beyond the table; m, n, k unused */
+static gemm_shape grouped; /* gemm_half_many's calls: a grouped linear's GEMMs, one row */
 
 static double now_s(void) {
   struct timespec ts;
@@ -67,13 +68,14 @@ static double now_s(void) {
  * is the case the profile is for; where the host is behind, the wait for
  * the op's launch counts too. Charges a wrapper makes after end() (GEMM
  * shape, attention compute type) wait with the op. */
-typedef enum { CHARGE_OP, CHARGE_GEMM, CHARGE_CT } charge_kind;
+typedef enum { CHARGE_OP, CHARGE_GEMM, CHARGE_CT, CHARGE_MANY } charge_kind;
 typedef struct {
   int op;
   charge_kind kind;
   rc_compute ct;
   bool ta, tb, beta_zero, out16;
   int m, n, k;
+  double flops; /* CHARGE_MANY */
   tally *per_ct;
 } pending_op;
 
@@ -90,6 +92,12 @@ static bool returns_to_host(int op) {
 
 static void gemm_row_add(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
                          bool out16, double dt);
+
+static void many_row_add(double flops, double dt) {
+  grouped.calls++;
+  grouped.seconds += dt;
+  grouped.flops += flops;
+}
 
 static void ct_row_add(tally *per_ct, rc_compute ct, double dt) {
   if ((int)ct < 0 || (int)ct >= N_CT) return; /* invalid; the op total still counts it */
@@ -108,6 +116,8 @@ static void resolve(void) {
       gemm_row_add(p->ct, p->ta, p->tb, p->m, p->n, p->k, p->beta_zero, p->out16, dt);
     else if (p->kind == CHARGE_CT)
       ct_row_add(p->per_ct, p->ct, dt);
+    else if (p->kind == CHARGE_MANY)
+      many_row_add(p->flops, dt);
   }
   npending = 0;
 }
@@ -168,6 +178,15 @@ static void charge_gemm(rc_compute ct, bool ta, bool tb, int m, int n, int k, bo
     return;
   }
   gemm_row_add(ct, ta, tb, m, n, k, beta_zero, out16, dt);
+}
+
+static void charge_many(double flops, double dt) {
+  if (dt < 0 && npending > 0) { /* events: with the op's own charge */
+    pending_op *p = &pending[npending - 1];
+    p->kind = CHARGE_MANY, p->flops = flops;
+    return;
+  }
+  many_row_add(flops, dt);
 }
 
 static void gemm_row_add(rc_compute ct, bool ta, bool tb, int m, int n, int k, bool beta_zero,
@@ -291,6 +310,17 @@ static void p_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int
   inner->gemm_to_half(ct, trans_a, trans_b, m, n, k, A, lda, B, ldb, C, ldc);
   double dt = end(OP_gemm_to_half, t0);
   charge_gemm(ct, trans_a, trans_b, m, n, k, true, true, dt);
+}
+/* Charged as one op and one row of the shape table (its GEMMs' shapes
+ * change with every routing decision, so one row a shape would be noise). */
+static void p_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
+                             const rc_gemm_half_call *calls, int count) {
+  double flops = 0;
+  for (int i = 0; i < count; i++)
+    flops += 2.0 * calls[i].m * calls[i].n * (calls[i].k > 0 ? calls[i].k : 0);
+  double t0 = begin();
+  inner->gemm_half_many(ct, trans_a, trans_b, calls, count);
+  charge_many(flops, end(OP_gemm_half_many, t0));
 }
 static void p_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
                         float scale, bool transpose) {
@@ -525,6 +555,7 @@ static rc_ops profiled = {
     .gemm_half = p_gemm_half,
     .gemm_half_residual = p_gemm_half_residual,
     .gemm_to_half = p_gemm_to_half,
+    .gemm_half_many = p_gemm_half_many,
     .cast_e4m3 = p_cast_e4m3,
     .gemm_e4m3 = p_gemm_e4m3,
     .amax_update = p_amax_update,
@@ -585,6 +616,7 @@ void rc_ops_profile_reset(void) {
   memset(shapes, 0, sizeof shapes);
   n_shapes = 0;
   memset(&other, 0, sizeof other);
+  memset(&grouped, 0, sizeof grouped);
 }
 
 /* ---- the report ---- */
@@ -657,15 +689,17 @@ void rc_ops_profile_report(FILE *f) {
   fprintf(f, "  %-34s %8ld %11.3f %10s %6.1f%%\n", "total", calls, 1e3 * total, "",
           total > 0 ? 100.0 : 0.0);
 
-  /* the shape table covers the four GEMM ops; shares are of their sum */
+  /* the shape table covers the five GEMM ops; shares are of their sum */
   tally gemms = {ops_tally[OP_gemm].calls + ops_tally[OP_gemm_half].calls +
-                     ops_tally[OP_gemm_to_half].calls + ops_tally[OP_gemm_e4m3].calls,
+                     ops_tally[OP_gemm_to_half].calls + ops_tally[OP_gemm_e4m3].calls +
+                     ops_tally[OP_gemm_half_many].calls,
                  ops_tally[OP_gemm].seconds + ops_tally[OP_gemm_half].seconds +
-                     ops_tally[OP_gemm_to_half].seconds + ops_tally[OP_gemm_e4m3].seconds};
+                     ops_tally[OP_gemm_to_half].seconds + ops_tally[OP_gemm_e4m3].seconds +
+                     ops_tally[OP_gemm_half_many].seconds};
   const tally *g = &gemms;
   if (!g->calls) return;
   by_time sorder[RC_OPS_PROFILE_GEMM_SHAPES];
-  double flops = other.flops;
+  double flops = other.flops + grouped.flops;
   for (int i = 0; i < n_shapes; i++) {
     sorder[i] = (by_time){i, shapes[i].seconds};
     flops += shapes[i].flops;
@@ -696,6 +730,7 @@ void rc_ops_profile_report(FILE *f) {
     snprintf(label, sizeof label, "other (beyond %d shapes)", RC_OPS_PROFILE_GEMM_SHAPES);
     shape_row(f, label, &other, g->seconds);
   }
+  if (grouped.calls) shape_row(f, "grouped (gemm_half_many)", &grouped, g->seconds);
   gemm_shape all = {.calls = g->calls, .seconds = g->seconds, .flops = flops};
   shape_row(f, "total gemm", &all, g->seconds);
 }

@@ -260,6 +260,28 @@ static void log_event(rc_model *m, const char *dir, const rc_linear *lin, int ca
   fputc('\n', ev->out);
 }
 
+/* A grouped half linear's GEMMs (the experts of an MoE layer), handed to
+ * gemm_half_many together, so that the backend sees their row counts at once
+ * (the GPU picks their algorithms by the rows per group); at most
+ * GROUP_BATCH per call. Each GEMM writes its own group's rows or weights, so
+ * none reads or writes what another writes (ops.h). */
+#define GROUP_BATCH 64
+typedef struct {
+  bool trans_a, trans_b;
+  int n;
+  rc_gemm_half_call calls[GROUP_BATCH];
+} group_batch;
+
+static void batch_flush(rc_model *m, group_batch *b) {
+  if (b->n) m->ops->gemm_half_many(m->ct, b->trans_a, b->trans_b, b->calls, b->n);
+  b->n = 0;
+}
+
+static void batch_add(rc_model *m, group_batch *b, rc_gemm_half_call call) {
+  if (b->n == GROUP_BATCH) batch_flush(m, b);
+  b->calls[b->n++] = call;
+}
+
 /* y = x W^T: in fp32, or (half) on x cast once into x_half, which the
  * call's backward reads again; y_half (a half linear): the output in the
  * compute type's 16-bit form instead of y. R (a half linear with one group,
@@ -270,12 +292,26 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
   size_t wsz = (size_t)lin->out * lin->in;
   bool half = lin->wq_half != NULL;
   if (half && x) o->cast_half(x_half, x, (size_t)rows * lin->in, m->ct); /* else its producer did */
+  group_batch batch = {.trans_a = false, .trans_b = true, .n = 0};
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
     if (R)
       o->gemm_half_residual(m->ct, false, true, rows, lin->out, lin->in, x_half, lin->in,
                             lin->wq_half, lin->in, R, y, lin->out);
+    else if (r > 0 && half && lin->groups > 1)
+      batch_add(m, &batch,
+                (rc_gemm_half_call){.m = r,
+                                    .n = lin->out,
+                                    .k = lin->in,
+                                    .A = x_half + (size_t)r0 * lin->in,
+                                    .lda = lin->in,
+                                    .B = lin->wq_half + g * wsz,
+                                    .ldb = lin->in,
+                                    .ldc = lin->out,
+                                    .beta = 0.0f,
+                                    .C = y_half ? NULL : y + (size_t)r0 * lin->out,
+                                    .C_half = y_half ? y_half + (size_t)r0 * lin->out : NULL});
     else if (r > 0 && y_half)
       o->gemm_to_half(m->ct, false, true, r, lin->out, lin->in, x_half + (size_t)r0 * lin->in,
                       lin->in, lin->wq_half + g * wsz, lin->in, y_half + (size_t)r0 * lin->out,
@@ -289,6 +325,7 @@ static void forward_gemm(rc_model *m, rc_linear *lin, const float *x, uint16_t *
               lin->in, lin->wq + g * wsz, lin->in, 0.0f, y + (size_t)r0 * lin->out, lin->out);
     r0 += r;
   }
+  batch_flush(m, &batch);
 }
 
 /* R (may be NULL): y = R + x W^T, as the forward into y and then add(y, R,
@@ -368,14 +405,28 @@ static void dgrad_gemm(rc_model *m, rc_linear *lin, operand dy, float *dx, int r
   bool half = lin->wq_half != NULL;
   operand w = {lin->wq, lin->wq_half};
   size_t wsz = (size_t)lin->out * lin->in;
+  group_batch batch = {.trans_a = false, .trans_b = false, .n = 0};
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
-    if (dx && r > 0)
+    if (dx && r > 0 && half && lin->groups > 1)
+      batch_add(m, &batch,
+                (rc_gemm_half_call){.m = r,
+                                    .n = lin->in,
+                                    .k = lin->out,
+                                    .A = dy.half + (size_t)r0 * lin->out,
+                                    .lda = lin->out,
+                                    .B = w.half + g * wsz,
+                                    .ldb = lin->in,
+                                    .ldc = lin->in,
+                                    .beta = 0.0f,
+                                    .C = dx + (size_t)r0 * lin->in});
+    else if (dx && r > 0)
       gemm_either(m, half, false, false, r, lin->in, lin->out, dy, (size_t)r0 * lin->out, lin->out,
                   w, g * wsz, lin->in, 0.0f, dx + (size_t)r0 * lin->in, lin->in);
     r0 += r;
   }
+  batch_flush(m, &batch);
 }
 
 /* main_grad (+)= dy^T x, on the half operands (dy, the saved input) or in
@@ -385,12 +436,26 @@ static void wgrad_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, int r
   const rc_ops *o = m->ops;
   bool half = lin->wq_half != NULL;
   size_t wsz = (size_t)lin->out * lin->in;
+  group_batch batch = {.trans_a = true, .trans_b = false, .n = 0};
   int r0 = 0;
   for (int g = 0; g < lin->groups; g++) {
     int r = group_rows ? group_rows[g] : rows;
     size_t dy0 = (size_t)r0 * lin->out, x0 = (size_t)r0 * lin->in;
     float *main_grad = lin->w->main_grad + g * wsz;
-    if (!lin->te_style || m->cfg.grad_accum_fusion) {
+    bool fused = !lin->te_style || m->cfg.grad_accum_fusion;
+    if (fused && half && lin->groups > 1) { /* the same GEMM, beside the other groups' */
+      batch_add(m, &batch,
+                (rc_gemm_half_call){.m = lin->out,
+                                    .n = lin->in,
+                                    .k = r,
+                                    .A = dy.half + dy0,
+                                    .lda = lin->out,
+                                    .B = x.half + x0,
+                                    .ldb = lin->in,
+                                    .ldc = lin->in,
+                                    .beta = overwrite ? 0.0f : 1.0f,
+                                    .C = main_grad});
+    } else if (fused) {
       /* fused: one GEMM into the fp32 main_grad, beta picked by the flag */
       gemm_either(m, half, true, false, lin->out, lin->in, r, dy, dy0, lin->out, x, x0, lin->in,
                   overwrite ? 0.0f : 1.0f, main_grad, lin->in);
@@ -402,6 +467,7 @@ static void wgrad_gemm(rc_model *m, rc_linear *lin, operand dy, operand x, int r
     }
     r0 += r;
   }
+  batch_flush(m, &batch);
 }
 
 static bool overwrites(const rc_model *m, const rc_linear *lin, int call) {

@@ -212,3 +212,17 @@ void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n
     rc_cpu_cast_half(C + (size_t)i * ldc, c + (size_t)i * n, (size_t)n, ct);
   free(c);
 }
+
+/* One after another, each exactly its own gemm_half or gemm_to_half. */
+void rc_cpu_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
+                           const rc_gemm_half_call *calls, int count) {
+  for (int i = 0; i < count; i++) {
+    const rc_gemm_half_call *c = &calls[i];
+    if (c->C)
+      rc_cpu_gemm_half(ct, trans_a, trans_b, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B, c->ldb,
+                       c->beta, c->C, c->ldc);
+    else
+      rc_cpu_gemm_to_half(ct, trans_a, trans_b, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
+                          c->C_half, c->ldc);
+  }
+}

@@ -41,6 +41,8 @@ void rc_cpu_gemm_half_residual(rc_compute ct, bool trans_a, bool trans_b, int m,
 void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                          int ldc);
+void rc_cpu_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
+                           const rc_gemm_half_call *calls, int count);
 void rc_cpu_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols,
                       float scale, bool transpose);
 void rc_cpu_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,

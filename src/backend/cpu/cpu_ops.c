@@ -177,6 +177,7 @@ static const rc_ops cpu_ops = {
     .gemm_half = rc_cpu_gemm_half,
     .gemm_half_residual = rc_cpu_gemm_half_residual,
     .gemm_to_half = rc_cpu_gemm_to_half,
+    .gemm_half_many = rc_cpu_gemm_half_many,
     .cast_e4m3 = rc_cpu_cast_e4m3,
     .gemm_e4m3 = rc_cpu_gemm_e4m3,
     .amax_update = rc_cpu_amax_update,
