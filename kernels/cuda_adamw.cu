@@ -68,22 +68,30 @@ __device__ __forceinline__ void adamw_one(const rc_adamw_tensor &t, const adamw_
                    h.bc1, h.bc2);
 }
 
+/* out[k] = the block's sum of acc[k] over its threads, k < 4: wrapping sums,
+ * so any order gives the same bits (both stages end with it). */
+__device__ __forceinline__ void block_sum4(unsigned long long acc[4], unsigned long long *out) {
+  __shared__ unsigned long long sh[ADAMW_THREADS / 32][4];
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    for (int off = 16; off > 0; off >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (lane == 0)
+#pragma unroll
+    for (int k = 0; k < 4; k++) sh[warp][k] = acc[k];
+  __syncthreads();
+  if (threadIdx.x < 4) {
+    unsigned long long sum = 0ull;
+    for (int w = 0; w < ADAMW_THREADS / 32; w++) sum += sh[w][threadIdx.x];
+    out[threadIdx.x] = sum;
+  }
+}
+
 __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_many_stage1(const adamw_segment *seg, int count, adamw_hyper h,
                       unsigned long long *partials) {
   __shared__ int which;
-  __shared__ unsigned long long sh[ADAMW_THREADS / 32][4];
-  if (threadIdx.x == 0) { /* the last segment starting at or before this block */
-    int lo = 0, hi = count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (seg[mid].first <= (int)blockIdx.x)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    which = lo;
-  }
+  if (threadIdx.x == 0) which = rc_block_segment(seg, count);
   __syncthreads();
   const adamw_segment s = seg[which];
   const rc_adamw_tensor &t = s.t;
@@ -117,44 +125,18 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     t.param[e] = p, t.exp_avg[e] = m, t.exp_avg_sq[e] = v;
     adamw_fold(acc, e, g, p, m, v);
   }
-  /* wrapping sums: any order gives the same bits */
-#pragma unroll
-  for (int k = 0; k < 4; k++)
-    for (int off = 16; off > 0; off >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  if (lane == 0)
-#pragma unroll
-    for (int k = 0; k < 4; k++) sh[warp][k] = acc[k];
-  __syncthreads();
-  if (threadIdx.x < 4) {
-    unsigned long long sum = 0ull;
-    for (int w = 0; w < ADAMW_THREADS / 32; w++) sum += sh[w][threadIdx.x];
-    partials[4 * (size_t)blockIdx.x + threadIdx.x] = sum;
-  }
+  block_sum4(acc, partials + 4 * (size_t)blockIdx.x);
 }
 
 /* fp[4 i + k] = the sum of tensor i's partials k. */
 __global__ void adamw_many_stage2(const adamw_segment *seg, const unsigned long long *partials,
                                   unsigned long long *fp) {
-  __shared__ unsigned long long sh[ADAMW_THREADS / 32][4];
   const adamw_segment s = seg[blockIdx.x];
   unsigned long long acc[4] = {0ull, 0ull, 0ull, 0ull};
   for (int b = threadIdx.x; b < s.blocks; b += ADAMW_THREADS)
 #pragma unroll
     for (int k = 0; k < 4; k++) acc[k] += partials[4 * (size_t)(s.first + b) + k];
-#pragma unroll
-  for (int k = 0; k < 4; k++)
-    for (int off = 16; off > 0; off >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], off);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  if (lane == 0)
-#pragma unroll
-    for (int k = 0; k < 4; k++) sh[warp][k] = acc[k];
-  __syncthreads();
-  if (threadIdx.x < 4) {
-    unsigned long long sum = 0ull;
-    for (int w = 0; w < ADAMW_THREADS / 32; w++) sum += sh[w][threadIdx.x];
-    fp[4 * (size_t)blockIdx.x + threadIdx.x] = sum;
-  }
+  block_sum4(acc, fp + 4 * (size_t)blockIdx.x);
 }
 
 static bool aligned16(const void *p) {

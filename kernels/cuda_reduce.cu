@@ -203,17 +203,7 @@ template <class Op>
 __global__ void reduce_many_stage1(const Segment<Op> *seg, int count, typename Op::T *partials) {
   __shared__ typename Op::T sh[RED_THREADS];
   __shared__ int which;
-  if (threadIdx.x == 0) { /* the last segment starting at or before this block */
-    int lo = 0, hi = count - 1;
-    while (lo < hi) {
-      int mid = (lo + hi + 1) / 2;
-      if (seg[mid].first <= (int)blockIdx.x)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    which = lo;
-  }
+  if (threadIdx.x == 0) which = rc_block_segment(seg, count);
   __syncthreads();
   const Segment<Op> s = seg[which];
   const size_t local = blockIdx.x - (unsigned int)s.first;
