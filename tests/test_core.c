@@ -2,7 +2,7 @@
  * finite differences, the first-microbatch mechanism of the seed, fusion-arm
  * equality, and the fp8 weight cache (issue: training core, show 1, 4-6).
  *
- * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache | fp8-vs-bf16 */
+ * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache | fp8-vs-bf16 | aux-loss */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,6 +467,76 @@ static int fp8_vs_bf16(void) {
   return failures;
 }
 
+/* ---- aux-loss: the load-balancing loss's value only when tracked ----
+ * The value (a download of the router's probabilities per MoE forward) is
+ * read by the gradient check alone, so the model computes it only under
+ * track_aux_loss. Tracked: aux_loss is coeff * E * sum_e f_e * mean_t p[t,e]
+ * summed over the MoE layers' forwards, recomputed here from each one's
+ * probabilities and top-k choices; not tracked: 0. Either way the same
+ * gradients (the loss's gradient needs only the counts). */
+static int aux_loss_tracking(void) {
+  static const char *flags[] = {"--microbatches",       "1",  "--mtp-depths",  "2",
+                                "--moe-layers",         "1",  "--moe-scoring", "softmax",
+                                "--moe-aux-loss-coeff", "0.5"};
+  rc_config c;
+  make_config(&c, flags, 10);
+  rc_model m;
+  new_model(&m, &c);
+  rc_data d;
+  rc_data_open(&d, &c, NULL);
+  batch b;
+  get_batch(&m, &d, &b);
+  double value[2];
+  uint64_t grads[2];
+  double expected = 0;
+  int moe_forwards = 0;
+  for (int tracked = 0; tracked <= 1; tracked++) {
+    m.track_aux_loss = tracked;
+    rc_model_zero_grads(&m);
+    objective(&m, &b);
+    value[tracked] = m.aux_loss;
+    grads[tracked] = 0;
+    for (int i = 0; i < m.nparams; i++)
+      grads[tracked] = rc_fingerprint_combine(
+          grads[tracked], m.ops->fingerprint(m.params[i].main_grad, m.params[i].numel * 4));
+  }
+  int T = m.T, E = m.E, K = m.K;
+  float *probs = malloc(sizeof(float) * (size_t)T * E);
+  int32_t *idx = malloc(sizeof(int32_t) * (size_t)T * K);
+  for (int l = 0; l < m.cfg.layers + m.D; l++) {
+    bool moe = l < m.cfg.layers ? m.cfg.is_moe_layer[l] : m.cfg.is_moe_layer[m.cfg.layers - 1];
+    if (!moe) continue;
+    moe_forwards++;
+    m.ops->to_host(probs, m.acts[l].probs, sizeof(float) * (size_t)T * E);
+    m.ops->to_host(idx, m.acts[l].topk_idx, sizeof(int32_t) * (size_t)T * K);
+    double v = 0;
+    for (int e = 0; e < E; e++) {
+      int tokens = 0;
+      for (int t = 0; t < T * K; t++) tokens += idx[t] == e;
+      double pe = 0;
+      for (int t = 0; t < T; t++) pe += probs[(size_t)t * E + e];
+      v += (tokens / ((double)T * K)) * (pe / T);
+    }
+    expected += c.moe_aux_loss_coeff * E * v;
+  }
+  free(probs), free(idx);
+  printf("aux loss: tracked %.12g, recomputed %.12g over %d MoE forwards, untracked %g\n", value[1],
+         expected, moe_forwards, value[0]);
+  CHECK(moe_forwards == 3, "%d MoE forwards, want 3 (layer 1 and the MTP layer twice)",
+        moe_forwards);
+  CHECK(fabs(value[1] - expected) <= 1e-9 * expected,
+        "tracked aux loss %.12g != %.12g recomputed from the probabilities", value[1], expected);
+  CHECK(value[0] == 0.0, "untracked aux loss is %g, want 0", value[0]);
+  /* control: the value is not trivially small (it would equal an untracked 0) */
+  CHECK(expected > 0.1 * c.moe_aux_loss_coeff, "control: recomputed aux loss %g is near 0",
+        expected);
+  CHECK(grads[0] == grads[1], "tracking the aux loss's value changed the gradients");
+  free_batch(&m, &b);
+  rc_model_free(&m);
+  rc_data_close(&d);
+  return failures;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   int f = !strcmp(argv[1], "gradcheck")     ? gradcheck()
@@ -474,6 +544,7 @@ int main(int argc, char **argv) {
           : !strcmp(argv[1], "fusion-arms") ? fusion_arms()
           : !strcmp(argv[1], "fp8-cache")   ? fp8_cache()
           : !strcmp(argv[1], "fp8-vs-bf16") ? fp8_vs_bf16()
+          : !strcmp(argv[1], "aux-loss")    ? aux_loss_tracking()
                                             : -1;
   if (f < 0) return 2;
   printf("%s: %s\n", argv[1], f ? "FAILED" : "passed");
