@@ -33,7 +33,8 @@
 #
 # tokens/s: the median step time of steps 4..23 for PyTorch (20 timed after 3
 # warm-up), of steps 3..12 for the core (from its timing.csv), B*S*M tokens a
-# step. Peak memory, the same way for every run: nvidia-smi's used-memory
+# step; step_ms_mean, the mean of the same steps, shows what the median hides
+# (occasional slow steps). Peak memory, the same way for every run: nvidia-smi's used-memory
 # peak above the idle baseline taken just before the run (sampled every
 # 200 ms; peak_mem_smi_gib, "peak GiB (smi)"), which includes the CUDA context
 # (~0.5 GiB) and, for PyTorch, its caching allocator's reserve. PyTorch's
@@ -100,6 +101,8 @@ line, smi, base, rc, shape, rnd, mode = sys.argv[1:8]
 try:
     d = json.loads(line)
     d.update(peer=mode, shape_name=shape, round=int(rnd))
+    if d.get("step_ms"):
+        d["step_ms_mean"] = sum(d["step_ms"]) / len(d["step_ms"])
     d["peak_mem_alloc_gib"] = d.get("peak_mem_gib")  # max_memory_allocated, kept as peak_mem_gib too
 except ValueError:
     d = {"peer": mode, "shape_name": shape, "round": int(rnd), "error": "exit %s" % rc}
@@ -127,7 +130,8 @@ try:
     rows = [r for r in csv.DictReader(open(timing))
             if r.get("phase", "step") == "step" and 3 <= int(r["step"]) <= 12]
     med = statistics.median(float(r["seconds"]) for r in rows)
-    d.update(tokens_per_s=int(B) * 1024 * int(M) / med, step_ms_median=med * 1e3, steps_timed=len(rows))
+    d.update(tokens_per_s=int(B) * 1024 * int(M) / med, step_ms_median=med * 1e3, steps_timed=len(rows),
+             step_ms_mean=1e3 * statistics.mean(float(r["seconds"]) for r in rows))
 except Exception as e:
     d["error"] = "exit %s: %s" % (rc, e)
 vals = [int(x) for x in open(smi).read().split() if x.strip().isdigit()]
@@ -157,8 +161,8 @@ echo
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 med = lambda v: statistics.median(v) if v else float("nan")
-print("%-8s %-18s %6s %10s %9s %14s %9s %10s  %s" % ("shape", "peer", "rounds", "tokens/s", "step ms",
-      "peak GiB (smi)", "alloc GiB", "core/peer", "notes"))
+print("%-8s %-18s %6s %10s %9s %9s %14s %9s %10s  %s" % ("shape", "peer", "rounds", "tokens/s", "step ms",
+      "mean ms", "peak GiB (smi)", "alloc GiB", "core/peer", "notes"))
 for shape in dict.fromkeys(r["shape_name"] for r in rows):
     core = {r["round"]: r["tokens_per_s"] for r in rows
             if r["shape_name"] == shape and r["peer"] == "resumecheck" and r.get("tokens_per_s")}
@@ -173,11 +177,14 @@ for shape in dict.fromkeys(r["shape_name"] for r in rows):
         smi = [r["peak_mem_smi_gib"] for r in rs if r.get("peak_mem_smi_gib") is not None]
         alloc = [r["peak_mem_alloc_gib"] for r in rs if r.get("peak_mem_alloc_gib") is not None]
         notes = rs[0].get("moe_path") or ""
-        print("%-8s %-18s %6d %10.0f %9.1f %14s %9s %10s  %s" % (
+        means = [r["step_ms_mean"] for r in rs if r.get("step_ms_mean") is not None]
+        print("%-8s %-18s %6d %10.0f %9.1f %9s %14s %9s %10s  %s" % (
             shape, peer, len(rs), med([r["tokens_per_s"] for r in rs]), med([r["step_ms_median"] for r in rs]),
+            "%.1f" % med(means) if means else "-",
             "%.1f" % med(smi) if smi else "-", "%.1f" % med(alloc) if alloc else "-",
             "-" if peer == "resumecheck" else "%.2fx" % ratio, notes))
-print("medians over rounds; core/peer: median of the per-round ratios of tokens/s; peak GiB (smi): nvidia-smi's")
+print("medians over rounds; step ms: the median step; mean ms: the mean of the same steps (slow steps show);")
+print("core/peer: median of the per-round ratios of tokens/s; peak GiB (smi): nvidia-smi's")
 print("used-memory peak above the idle baseline (CUDA context and allocator reserve included); alloc GiB:")
 print("torch.cuda.max_memory_allocated")
 EOF
