@@ -298,11 +298,15 @@ typedef struct {
 static algo_bucket *g_buckets = NULL;
 static int g_nbuckets = 0, g_capbuckets = 0;
 
-static int bucket_dim(int x) {
-  if (x % 64 == 0) return x;
+/* The least power of two >= x, at least 64, at most 2^cap_log2. */
+static int pow2_bucket(long long x, int cap_log2) {
   int b = 64;
-  while (b < x && b < (1 << 30)) b <<= 1;
+  while (b < x && b < (1 << cap_log2)) b <<= 1;
   return b;
+}
+
+static int bucket_dim(int x) {
+  return x % 64 == 0 ? x : pow2_bucket(x, 30);
 }
 
 static const algo_bucket *bucket_algo(cublasLtMatmulDesc_t desc, int ct, int ta, int tb, int m,
@@ -845,9 +849,7 @@ void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
   if (count <= 0) return;
   long long rows = 0;
   for (int i = 0; i < count; i++) rows += trans_a ? calls[i].k : calls[i].m;
-  long long per_group = (rows + count - 1) / count;
-  int group = 64;
-  while (group < per_group && group < (1 << 29)) group <<= 1;
+  int group = pow2_bucket((rows + count - 1) / count, 29); /* 2 * group fits an int */
   for (int i = 0; i < count; i++) {
     const rc_gemm_half_call *c = &calls[i];
     if (c->C)
