@@ -2,7 +2,7 @@
 # the fp8 cache, and the `train` CLI.
 add_executable(test_core ${CMAKE_CURRENT_SOURCE_DIR}/test_core.c)
 target_link_libraries(test_core PRIVATE rc)
-foreach(mode gradcheck mechanism fusion-arms fp8-cache fp8-vs-bf16 aux-loss)
+foreach(mode gradcheck mechanism fusion-arms fp8-cache fp8-vs-bf16 aux-loss heads-order)
   add_test(NAME core_${mode} COMMAND test_core ${mode})
 endforeach()
 rc_add_sh_test(core_cli core_cli.sh)

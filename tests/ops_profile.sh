@@ -92,9 +92,10 @@ RC_PROFILE=1 "$RC_BIN" train --steps 3 --out "$t/one" 2>"$t/one.err" || bad "RC_
 grep -q "^profile (RC_PROFILE=1" "$t/one.err" && ok "RC_PROFILE=1: phase profile" || bad "RC_PROFILE=1: no phase profile"
 grep -q "ops profile" "$t/one.err" && bad "RC_PROFILE=1 printed an ops report" || ok "RC_PROFILE=1: no ops report"
 # (d) the memory table (core/model_memory.c): the allocation record by kind
-# and name; it follows the config (one dlogits buffer per head, D + 1) and
-# is printed only under RC_PROFILE (a vocabulary large enough that the
-# heads' buffers pass the table's 1% floor at any depth)
+# and name; it follows the config (one dlogits buffer for the plain head,
+# whose depths run one at a time; D + 1 for a TE-style head) and is
+# printed only under RC_PROFILE (a vocabulary large enough that the heads'
+# buffers pass the table's 1% floor at any depth)
 mem() { grep '^profile: memory:' "$1"; }
 row_count() { mem "$1" | awk -v n="$2" '$3 == n && $NF ~ /^buffers?$/ {print $(NF - 1); exit}'; }
 kind_size() { mem "$1" | awk -v k="$2" '$3 == k && NF == 5 {print $4 $5; exit}'; }
@@ -109,11 +110,15 @@ ne=$(row_count "$t/one.err" exp_avg)
   ok "memory: one weight, main_grad and exp_avg buffer per parameter ($nw)" ||
   bad "memory: weight $nw, main_grad $ng, exp_avg $ne buffers"
 for d in 1 3; do
-  RC_PROFILE=1 "$RC_BIN" train --steps 2 --vocab 4096 --mtp-depths $d --out "$t/d$d" 2>"$t/d$d.err" ||
-    bad "--mtp-depths $d failed"
-  n=$(row_count "$t/d$d.err" dlogits_half)
-  [ "$n" = $((d + 1)) ] && ok "memory: --mtp-depths $d: $n dlogits buffers" ||
-    bad "memory: --mtp-depths $d: '$n' dlogits buffers, want $((d + 1))"
+  for head in plain te; do
+    extra=() want=1
+    [ $head = te ] && extra=(--te-output-head) want=$((d + 1))
+    RC_PROFILE=1 "$RC_BIN" train --steps 2 --vocab 4096 --mtp-depths $d "${extra[@]}" \
+      --out "$t/d$d$head" 2>"$t/d$d$head.err" || bad "--mtp-depths $d $head head failed"
+    n=$(row_count "$t/d$d$head.err" dlogits_half)
+    [ "$n" = $want ] && ok "memory: --mtp-depths $d, $head head: $n dlogits buffers" ||
+      bad "memory: --mtp-depths $d, $head head: '$n' dlogits buffers, want $want"
+  done
 done
 mem "$t/plain.err" | grep -q . && bad "a plain run printed the memory table" ||
   ok "plain run: no memory table"

@@ -2,7 +2,8 @@
  * finite differences, the first-microbatch mechanism of the seed, fusion-arm
  * equality, and the fp8 weight cache (issue: training core, show 1, 4-6).
  *
- * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache | fp8-vs-bf16 | aux-loss */
+ * Usage: test_core gradcheck | mechanism | fusion-arms | fp8-cache | fp8-vs-bf16 | aux-loss |
+ *        heads-order */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,6 +538,97 @@ static int aux_loss_tracking(void) {
   return failures;
 }
 
+/* ---- 8. heads one at a time: the default head's order, one logits buffer ---- */
+
+/* The record's buffers named `what`, and their bytes. */
+static int blocks_named(const rc_model *m, const char *what, size_t *bytes) {
+  int n = 0;
+  *bytes = 0;
+  for (int i = 0; i < m->n_blocks; i++)
+    if (m->blocks[i].what && !strcmp(m->blocks[i].what, what)) n++, *bytes += m->blocks[i].bytes;
+  return n;
+}
+
+/* A plain head (no flag, its wgrad always accumulates) runs each depth's
+ * forward and backward back to back; a TE-style head keeps Megatron's
+ * forward order. With a policy that passes no flag (untracked-none) the
+ * TE-style head also only accumulates, so both models must reach the same
+ * bits: the interleaving changes when the head's GEMMs run, not what
+ * main_grad sees. The plain head holds one [T, V] logits buffer, the
+ * TE-style head D + 1, and the memory need says the same. Negative control:
+ * the TE-style head under legacy (its first forward passes TRUE, and with
+ * fusion that call's backward, the last, overwrites) differs. */
+static int heads_order(void) {
+  const char *plain[] = {"--precision",
+                         "bf16",
+                         "--mtp-depths",
+                         "2",
+                         "--microbatches",
+                         "2",
+                         "--first-microbatch-policy",
+                         "untracked-none"};
+  const char *te[] = {"--precision",
+                      "bf16",
+                      "--mtp-depths",
+                      "2",
+                      "--microbatches",
+                      "2",
+                      "--first-microbatch-policy",
+                      "untracked-none",
+                      "--te-output-head"};
+  const char *bad[] = {"--precision",
+                       "bf16",
+                       "--mtp-depths",
+                       "2",
+                       "--microbatches",
+                       "2",
+                       "--first-microbatch-policy",
+                       "legacy",
+                       "--te-output-head"};
+  rc_config cp, ct, cb;
+  make_config(&cp, plain, 8), make_config(&ct, te, 9), make_config(&cb, bad, 9);
+  rc_model p, t, b;
+  new_model(&p, &cp), new_model(&t, &ct), new_model(&b, &cb);
+  CHECK(rc_model_heads_one_at_a_time(&cp) && !rc_model_heads_one_at_a_time(&ct),
+        "the plain head should run one depth at a time, the TE-style head not");
+  size_t tv = (size_t)p.T * p.V * 2, pb, tb;
+  int pn = blocks_named(&p, "dlogits_half", &pb), tn = blocks_named(&t, "dlogits_half", &tb);
+  CHECK(pn == 1 && pb == tv, "plain head: %d logits buffers of %zu bytes, want 1 of %zu", pn, pb,
+        tv);
+  CHECK(tn == p.D + 1 && tb == (size_t)(p.D + 1) * tv,
+        "TE-style head: %d logits buffers (%zu bytes), want %d", tn, tb, p.D + 1);
+  rc_memory_need np, nt;
+  rc_model_memory_need(&cp, &np), rc_model_memory_need(&ct, &nt);
+  CHECK(nt.activations - np.activations == (uint64_t)p.D * tv,
+        "memory need: TE-style head's activations exceed the plain head's by %llu, want %zu",
+        (unsigned long long)(nt.activations - np.activations), (size_t)p.D * tv);
+  rc_data d;
+  rc_data_open(&d, &cp, NULL);
+  int bad_differs = 0;
+  for (int step = 1; step <= 3; step++) {
+    rc_step_stats sp, st, sb;
+    rc_model_train_step(&p, &d, &sp);
+    rc_model_train_step(&t, &d, &st);
+    rc_model_train_step(&b, &d, &sb);
+    for (int i = 0; i < p.nparams; i++) {
+      CHECK(same_bytes(p.ops, p.params[i].main_grad, t.params[i].main_grad, p.params[i].numel),
+            "step %d %s: main_grad differs between the plain and the TE-style head", step,
+            p.params[i].name);
+      bad_differs +=
+          !same_bytes(p.ops, p.params[i].main_grad, b.params[i].main_grad, p.params[i].numel);
+    }
+    CHECK(sp.fp_params == st.fp_params && sp.loss == st.loss,
+          "step %d: parameters or loss differ between the head orders", step);
+  }
+  CHECK(bad_differs > 0, "control: the TE-style head under legacy changed no main_grad");
+  printf("3 steps, 2 microbatches, D = %d: the head orders agree; legacy differs in %d (param, "
+         "step) pairs\n",
+         p.D, bad_differs);
+  rc_model_free(&p), rc_model_free(&t), rc_model_free(&b);
+  rc_data_close(&d);
+  return failures;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) return 2;
   int f = !strcmp(argv[1], "gradcheck")     ? gradcheck()
@@ -545,6 +637,7 @@ int main(int argc, char **argv) {
           : !strcmp(argv[1], "fp8-cache")   ? fp8_cache()
           : !strcmp(argv[1], "fp8-vs-bf16") ? fp8_vs_bf16()
           : !strcmp(argv[1], "aux-loss")    ? aux_loss_tracking()
+          : !strcmp(argv[1], "heads-order") ? heads_order()
                                             : -1;
   if (f < 0) return 2;
   printf("%s: %s\n", argv[1], f ? "FAILED" : "passed");

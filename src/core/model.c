@@ -5,7 +5,10 @@
  * MTP heads 1..D, then the main head. Backward is the reverse: main head,
  * MTP heads D..1, MTP layer calls D..1, decoder layers L..1, embedding. The
  * order matters: it decides which forward call of a shared module pairs with
- * which backward, and that pairing is the seed's bug.
+ * which backward, and that pairing is the seed's bug. A plain output head
+ * (no flag) runs each depth's forward and backward back to back instead,
+ * in the backward's order: nothing observes its forward order, and one
+ * logits buffer serves every depth (rc_model_heads_one_at_a_time).
  *
  * Every buffer of the model, backend or host, is made by the one allocator
  * of model_memory.c, which records it (m->blocks). */
@@ -418,16 +421,34 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   return RC_OK;
 }
 
+/* A head whose forward order nothing observes — a plain linear: no flag,
+ * its fused wgrad always accumulates — runs each depth's forward and
+ * backward back to back, in the backward's order (0, D..1): main_grad sees
+ * the same wgrads in the same order, and one [T, V] logits buffer serves
+ * every depth. A TE-style head (--te-output-head) keeps Megatron's forward
+ * order, MTP heads 1..D then the main head: its first forward's flag pairs
+ * with its last backward, the pairing under test; its depths' logits all
+ * live from the forward's cross-entropy to their backward. */
+bool rc_model_heads_one_at_a_time(const rc_config *c) {
+  return !c->te_output_head;
+}
+
 /* The heads' logits and the backward's scratch, sized for the largest use. */
 static void alloc_scratch(rc_model *m) {
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
   bool half_head = rc_linear_is_half(m, m->head);
+  int n_logits = rc_model_heads_one_at_a_time(&m->cfg) ? 1 : m->D + 1;
   for (int k = 0; k <= m->D; k++) {
     /* a half head's logits are 16-bit (gemm_to_half), and the cross-entropy
-     * writes their gradient over them: one [T, V] 16-bit buffer per depth */
-    m->logits[k] = half_head ? NULL : rc_model_alloc(m, A, T * V, "logits");
-    m->dlogits_half[k] = half_head ? rc_model_alloc_bytes(m, A, T * V * 2, "dlogits_half") : NULL;
+     * writes their gradient over them: one [T, V] 16-bit buffer per depth,
+     * or one for all */
+    if (k < n_logits) {
+      m->logits[k] = half_head ? NULL : rc_model_alloc(m, A, T * V, "logits");
+      m->dlogits_half[k] = half_head ? rc_model_alloc_bytes(m, A, T * V * 2, "dlogits_half") : NULL;
+    } else {
+      m->logits[k] = m->logits[0], m->dlogits_half[k] = m->dlogits_half[0];
+    }
     m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
     m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
     m->d_h[k] = rc_model_alloc(m, SCR, T * H, "d_h");
@@ -447,8 +468,6 @@ static void alloc_scratch(rc_model *m) {
   m->d_tmp = rc_model_alloc(m, SCR, T * H, "d_tmp"),
   m->d_xm = rc_model_alloc(m, SCR, T * H, "d_xm"), m->d_ln = rc_model_alloc(m, SCR, T * H, "d_ln");
   m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
-  /* the logits' gradient, rounded */
-  m->scratch_round = alloc_rounded(m, m->head, SCR, T * V, "scratch_round");
   /* the half linears' output gradients: any linear but the head */
   m->dy_half_elems = 0;
   for (int i = 0; i < m->nlinears; i++) {
@@ -523,18 +542,30 @@ rc_param *rc_model_find_param(rc_model *m, const char *name) {
  * replaced by the 16-bit gradient its backward GEMMs read. The per-token
  * losses and correct flags go to depth c's rows of ce_losses / ce_correct,
  * read back once for all depths (no stall of the stream per head). */
-static int head_forward(rc_model *m, int c, const float *h_r, uint16_t *h_half) {
+static int head_forward(rc_model *m, int c) {
   const rc_ops *o = m->ops;
   int T = m->T;
   size_t c0 = (size_t)c * T;
+  const float *h = c == 0 ? m->head_in0 : m->mtp_acts[c].head_in;
+  uint16_t *h_half = c == 0 ? m->head_h0 : m->mtp_acts[c].head_h;
   /* a half head's input is already in h_half: the final norm wrote it */
-  int call = m->dlogits_half[c] ? rc_linear_forward_to_half(m, m->head, h_half ? NULL : h_r, h_half,
-                                                            m->dlogits_half[c], T, NULL)
-                                : rc_linear_forward(m, m->head, h_half ? NULL : h_r, h_half,
-                                                    m->logits[c], T, NULL);
+  int call = m->dlogits_half[c]
+                 ? rc_linear_forward_to_half(m, m->head, h_half ? NULL : h, h_half,
+                                             m->dlogits_half[c], T, NULL)
+                 : rc_linear_forward(m, m->head, h_half ? NULL : h, h_half, m->logits[c], T, NULL);
   o->cross_entropy(m->ce_losses + c0, m->ce_correct + c0, m->logits[c], m->labels_dev[c],
                    m->ce_dloss + c0, T, m->V, m->dlogits_half[c], m->ct);
   return call;
+}
+
+/* Head call `call` (depth c) backward: the head's input gradient into
+ * d_h[c], its wgrad into main_grad, from the dlogits the forward's
+ * cross-entropy left (the head rounds nothing: its GEMMs take the 16-bit
+ * logits' gradient, or the fp32 one at fp32). */
+static void head_backward(rc_model *m, int c, int call) {
+  const float *h = c == 0 ? m->head_in0 : m->mtp_acts[c].head_in;
+  rc_linear_backward(m, m->head, call, m->dlogits_half[c] ? NULL : m->logits[c], m->dlogits_half[c],
+                     h, m->d_h[c], m->T, NULL);
 }
 
 /* Depth c's masked loss sum and correct count from the heads' host copies. */
@@ -695,13 +726,35 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   rc_model_profile_mark(m, RC_PROF_FWD_DECODER);
   forward_mtp(m);
   rc_model_profile_mark(m, RC_PROF_FWD_MTP);
-  /* forward: MTP heads 1..D, then the main head (loss and dlogits in place) */
-  int head_call[RC_MAX_MTP_DEPTH + 1];
   const rc_ops *o = m->ops;
   o->to_device(m->ce_dloss, dloss, sizeof(float) * heads_T);
-  for (int k = 1; k <= D; k++)
-    head_call[k] = head_forward(m, k, m->mtp_acts[k].head_in, m->mtp_acts[k].head_h);
-  head_call[0] = head_forward(m, 0, m->head_in0, m->head_h0);
+  if (rc_model_heads_one_at_a_time(&m->cfg)) {
+    for (int i = 0; i <= D; i++) { /* main head, then MTP heads D..1 */
+      int k = i == 0 ? 0 : D + 1 - i;
+      int call = head_forward(m, k);
+      rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
+      head_backward(m, k, call);
+      rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
+    }
+  } else {
+    /* forward: MTP heads 1..D, then the main head (loss and dlogits in
+     * place); backward: main head, then MTP heads D..1 */
+    int head_call[RC_MAX_MTP_DEPTH + 1];
+    for (int k = 1; k <= D; k++) head_call[k] = head_forward(m, k);
+    head_call[0] = head_forward(m, 0);
+    rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
+    for (int i = 0; i <= D; i++) {
+      int k = i == 0 ? 0 : D + 1 - i;
+      head_backward(m, k, head_call[k]);
+    }
+    rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
+  }
+  for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
+  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
+  backward_decoder(m);
+  rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
+  /* the losses read back after the backward: the read drains the stream,
+   * and the last microbatch's drain is the one the step's end has anyway */
   o->to_host(losses_host, m->ce_losses, sizeof(float) * heads_T);
   o->to_host(correct_host, m->ce_correct, sizeof(float) * heads_T);
   for (int k = 1; k <= D; k++) {
@@ -714,21 +767,6 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   head_sums(m, 0, losses_host, correct_host, mask[0], &ls, &cs);
   *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
-  /* backward: main head, then MTP heads D..1 */
-  for (int i = 0; i <= D; i++) {
-    int k = i == 0 ? 0 : D + 1 - i;
-    const float *dlogits =
-        m->dlogits_half[k]
-            ? NULL
-            : rc_linear_round_input(m, m->head, m->scratch_round, m->logits[k], (size_t)T * m->V);
-    rc_linear_backward(m, m->head, head_call[k], dlogits, m->dlogits_half[k],
-                       k == 0 ? m->head_in0 : m->mtp_acts[k].head_in, m->d_h[k], T, NULL);
-  }
-  rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
-  for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
-  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
-  backward_decoder(m);
-  rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
   free(dloss);
 }

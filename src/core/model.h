@@ -197,7 +197,9 @@ typedef struct rc_model {
   const float *head_in0;                           /* h0 or h0_r: the main head's GEMM input */
   /* D+1 heads' logits [T, V], dlogits after the forward's CE. A half head
    * has no fp32 logits (NULL): each depth's logits and then their gradient
-   * are 16-bit in dlogits_half[k]; otherwise fp32 logits, one per depth. */
+   * are 16-bit in dlogits_half[k]; otherwise fp32 logits. One buffer per
+   * depth, or one that every depth's entry names when the heads run one at
+   * a time (rc_model_heads_one_at_a_time). */
   float *logits[RC_MAX_MTP_DEPTH + 1];
   uint16_t *dlogits_half[RC_MAX_MTP_DEPTH + 1];
   uint16_t *head_h0; /* what the half head's main-depth call saved [T,H], or NULL */
@@ -210,7 +212,6 @@ typedef struct rc_model {
   size_t fwd_shared_n[RC_FWD_SHARED_SLOTS];
   /* backward scratch */
   float *d_resid, *d_tmp, *d_xm, *d_ln, *d_topk_w, *d_big, *d_big2, *d_h[RC_MAX_MTP_DEPTH + 1];
-  float *scratch_round; /* the logits' gradient rounded for the head, or NULL (see h0_r) */
   /* a half linear's output gradient in the compute type, cast once for its
    * dgrad and wgrad (linear.c); dy_half_elems elements, the largest [rows,
    * out] of a half linear other than the head */
@@ -348,6 +349,11 @@ typedef struct {
 } rc_memory_need;
 #define RC_ALLOC_OVERHEAD 4096u /* page rounding of a large (mmap'd) allocation */
 void rc_model_memory_need(const rc_config *cfg, rc_memory_need *need);
+
+/* Whether each depth's head runs its forward and backward back to back, in
+ * the backward's order, with one logits buffer for all depths: unless the
+ * head is TE-style, whose forward order is part of the mechanism (model.c). */
+bool rc_model_heads_one_at_a_time(const rc_config *cfg);
 /* RC_OK if `need` fits, else RC_EXIT_RESOURCES naming the need and what is
  * available. device_is_host: one memory (the CPU backend): device + host must
  * fit in host_available. Otherwise each in its own; an available value of 0

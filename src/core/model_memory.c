@@ -266,11 +266,12 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
   if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h0 */
+  uint64_t n_logits = rc_model_heads_one_at_a_time(c) ? 1 : D + 1;
   for (uint64_t k = 0; k <= D; k++) {
-    /* logits: fp32 per depth, or (a half head) 16-bit logits that the
-     * cross-entropy turns into the 16-bit dlogits in place */
-    if (!half_head) need_dev(&a, act, T * V);
-    if (half_head) need_dev_bytes(&a, act, 2 * T * V);
+    /* logits: fp32, or (a half head) 16-bit logits that the cross-entropy
+     * turns into the 16-bit dlogits in place; per depth, or one for all */
+    if (k < n_logits && !half_head) need_dev(&a, act, T * V);
+    if (k < n_logits && half_head) need_dev_bytes(&a, act, 2 * T * V);
     need_dev(&a, scr, T), need_dev(&a, scr, T); /* ids, labels (int32) */
     need_dev(&a, scr, T * H);                   /* d_h */
   }
@@ -283,7 +284,6 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   need_dev(&a, scr, T * H); /* d_resid */
   need_dev(&a, scr, T * H), need_dev(&a, scr, T * H), need_dev(&a, scr, T * H);
   need_dev(&a, scr, T * K);
-  need_dev(&a, scr, T * V);          /* scratch_round */
   if (half_linear(c, true, false)) { /* dy_half: the largest [rows, out] but the head's */
     uint64_t dy = T * 3 * H > T * 2 * F ? T * 3 * H : T * 2 * F;
     bool any_moe = false;
