@@ -421,18 +421,6 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   return RC_OK;
 }
 
-/* A head whose forward order nothing observes — a plain linear: no flag,
- * its fused wgrad always accumulates — runs each depth's forward and
- * backward back to back, in the backward's order (0, D..1): main_grad sees
- * the same wgrads in the same order, and one [T, V] logits buffer serves
- * every depth. A TE-style head (--te-output-head) keeps Megatron's forward
- * order, MTP heads 1..D then the main head: its first forward's flag pairs
- * with its last backward, the pairing under test; its depths' logits all
- * live from the forward's cross-entropy to their backward. */
-bool rc_model_heads_one_at_a_time(const rc_config *c) {
-  return !c->te_output_head;
-}
-
 /* The heads' logits and the backward's scratch, sized for the largest use. */
 static void alloc_scratch(rc_model *m) {
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
@@ -749,12 +737,10 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
     }
     rc_model_profile_mark(m, RC_PROF_BWD_HEADS);
   }
-  for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
-  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
-  backward_decoder(m);
-  rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
-  /* the losses read back after the backward: the read drains the stream,
-   * and the last microbatch's drain is the one the step's end has anyway */
+  /* the losses read back once the heads are done: the read drains the
+   * stream, and what the host queues next (the backward of the MTP layers
+   * and the decoder) keeps the GPU busy while it returns and prepares the
+   * next microbatch; read at the end, the GPU would idle through that */
   o->to_host(losses_host, m->ce_losses, sizeof(float) * heads_T);
   o->to_host(correct_host, m->ce_correct, sizeof(float) * heads_T);
   for (int k = 1; k <= D; k++) {
@@ -767,6 +753,10 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   head_sums(m, 0, losses_host, correct_host, mask[0], &ls, &cs);
   *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
   rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
+  for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
+  rc_model_profile_mark(m, RC_PROF_BWD_MTP);
+  backward_decoder(m);
+  rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
   free(dloss);
 }

@@ -171,6 +171,20 @@ bool rc_swiglu_recompute_on(void) {
   return !(keep && strcmp(keep, "1") == 0);
 }
 
+/* A head whose forward order nothing observes — a plain linear: no flag,
+ * its fused wgrad always accumulates — runs each depth's forward and
+ * backward back to back, in the backward's order (0, D..1): main_grad sees
+ * the same wgrads in the same order, and one [T, V] logits buffer serves
+ * every depth. A TE-style head (--te-output-head) keeps Megatron's forward
+ * order, MTP heads 1..D then the main head: its first forward's flag pairs
+ * with its last backward, the pairing under test; its depths' logits all
+ * live from the forward's cross-entropy to their backward. Here, where the
+ * memory bound and model.c's allocation (which calls into this file) both
+ * read it. */
+bool rc_model_heads_one_at_a_time(const rc_config *c) {
+  return !c->te_output_head;
+}
+
 static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
   uint64_t T = (uint64_t)c->micro_batch * c->seq_len, H = (uint64_t)c->hidden;
   uint64_t F = (uint64_t)c->ffn, E = (uint64_t)c->experts, K = (uint64_t)c->topk;
