@@ -1403,10 +1403,25 @@ static void test_basic(void) {
 /* ======================= layers ======================= */
 
 /* hot >= 0: three tokens in four are id `hot`, one long run of adds (a
- * frequent token; the backward batches its loads) */
+ * frequent token; the backward batches its loads). hot == EMB_RUN_LENGTHS:
+ * ids 0, 1, ... repeated 1, 2, 31, 32, 33, 34, 65, 100, 1, ... times (runs on
+ * both sides of RC_CUDA_EMBEDDING=split's 32-row boundary between a warp's
+ * runs and the long ones), then shuffled in t */
+#define EMB_RUN_LENGTHS (-2)
 static void test_embedding(int T, int H, int V, int hot) {
   int32_t *ids = malloc((size_t)T * 4);
   for (int t = 0; t < T; t++) ids[t] = hot >= 0 && t % 4 != 0 ? hot : rndi(V);
+  if (hot == EMB_RUN_LENGTHS) {
+    static const int len[] = {1, 2, 31, 32, 33, 34, 65, 100};
+    for (int t = 0, id = 0, left = len[0]; t < T; t++) {
+      ids[t] = id % V;
+      if (--left == 0) id++, left = len[id % 8];
+    }
+    for (int t = T - 1; t > 0; t--) {
+      int u = rndi(t + 1), x = ids[t];
+      ids[t] = ids[u], ids[u] = x;
+    }
+  }
   float *table = rand_host((size_t)V * H, 1.0f), *dout = rand_host((size_t)T * H, 1.0f);
   float *dtab0 = rand_host((size_t)V * H, 0.1f);
   char name[96];
@@ -1433,8 +1448,12 @@ static void test_embedding(int T, int H, int V, int hot) {
     G->embedding_backward(gdt, gid, gdo, T, H, V);
     got[rep] = get(G, gdt, (size_t)V * H * 4);
   }
-  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s", T, H, V,
-           hot >= 0 ? " (one hot id)" : "");
+  const char *split = getenv("RC_CUDA_EMBEDDING");
+  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s%s", T, H, V,
+           hot >= 0                 ? " (one hot id)"
+           : hot == EMB_RUN_LENGTHS ? " (runs of 1..100)"
+                                    : "",
+           split && !strcmp(split, "split") ? " (split)" : "");
   check_rel(name, got[0], r, (size_t)V * H, 1e-5);
   /* rows sum in increasing t, one rounding per term, as on the CPU */
   check_bits("  same order as the CPU", got[0], r, (size_t)V * H * 4);
@@ -2101,8 +2120,12 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
       G->cross_entropy(gls, gcr, NULL, glab, gdl, T, V, gin, ct);
       uint16_t *h = get(G, gin, n * 2);
       float *hls = get(G, gls, (size_t)T * 4), *hcr = get(G, gcr, (size_t)T * 4);
-      snprintf(name, sizeof name, "cross_entropy on %s logits in place T=%d V=%d%s", ct_name(ct), T,
-               V, rep ? " (again)" : "");
+      /* RC_CUDA_CE=staged: the rows this stages (V % 8 == 0, 2V bytes up
+       * to 112 KiB) read from shared memory, bitwise the fp32 path's */
+      const char *ce = getenv("RC_CUDA_CE");
+      bool staged = ce && !strcmp(ce, "staged") && V % 8 == 0 && (size_t)V * 2 <= 112 * 1024;
+      snprintf(name, sizeof name, "cross_entropy on %s logits in place T=%d V=%d%s%s", ct_name(ct),
+               T, V, staged ? " (staged)" : "", rep ? " (again)" : "");
       check_bits(name, h, w, n * 2);
       check_bits("  the decoded logits' losses", hls, wls, (size_t)T * 4);
       check_bits("  the decoded logits' correct flags", hcr, wcr, (size_t)T * 4);
@@ -2669,6 +2692,9 @@ int main(int argc, char **argv) {
   test_embedding(5000, 40, 300, -1); /* several sort chunks */
   test_embedding(3000, 768, 500, 5); /* a run of 2250 adds, batched loads per column */
   test_embedding(700, 37, 60, 2);    /* H % 4 != 0: the rows a float at a time */
+  test_embedding(3000, 768, 500, EMB_RUN_LENGTHS);
+  test_embedding(2000, 37, 400, EMB_RUN_LENGTHS);
+  test_embedding(8192, 768, 32768, -1); /* gpu-small: runs of one or two */
   test_rmsnorm(300, 200);
   test_rmsnorm(130, 768);
   test_rmsnorm(50, 1000);
