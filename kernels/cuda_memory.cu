@@ -12,6 +12,11 @@
 #include "base/host_pages.h"
 #include "cuda_common.cuh"
 
+/* Small uploads go through this many pinned slots of this size
+ * (rc_cuda_to_device). */
+#define RC_UPLOAD_SLOTS 16
+#define RC_UPLOAD_SLOT_BYTES ((size_t)256 << 10)
+
 /* 32 MiB is what NVIDIA recommends for cuBLASLt on Hopper. It is fixed: the
  * algorithm chosen for a GEMM shape may depend on it. */
 #define RC_GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -27,6 +32,10 @@ typedef struct {
   /* two pinned bounce buffers for large host copies (created on first use) */
   void *bounce[2];
   cudaEvent_t bounce_free[2];
+  /* pinned slots for small uploads, used in turn (created on first use) */
+  void *upload;
+  cudaEvent_t upload_done[RC_UPLOAD_SLOTS];
+  int upload_next;
   /* the profiler's timer marks (ops.h timer_mark), created on first use */
   cudaEvent_t marks[RC_TIMER_SLOTS];
   bool mark_made[RC_TIMER_SLOTS];
@@ -66,6 +75,10 @@ static void ctx_destroy(void) {
   for (int b = 0; b < 2 && c->bounce[b]; b++) {
     (void)cudaFreeHost(c->bounce[b]);
     (void)cudaEventDestroy(c->bounce_free[b]);
+  }
+  if (c->upload) {
+    (void)cudaFreeHost(c->upload);
+    for (int k = 0; k < RC_UPLOAD_SLOTS; k++) (void)cudaEventDestroy(c->upload_done[k]);
   }
   for (int m = 0; m < RC_TIMER_SLOTS; m++)
     if (c->mark_made[m]) (void)cudaEventDestroy(c->marks[m]);
@@ -242,10 +255,52 @@ void rc_cuda_host_free(void *ptr, size_t bytes) {
   rc_host_pages_free(ptr, bytes);
 }
 
+/* A small upload (the microbatch's ids and labels, the heads' loss
+ * weights, an MoE layer's aux gradient: up to RC_UPLOAD_SLOT_BYTES) is
+ * copied into the next pinned slot and DMA'd from there without waiting:
+ * the caller may reuse its buffer at once, and the copy is ordered on the
+ * stream before every later op. A synchronising copy drains the stream —
+ * the GPU idles from the end of the queued work until the host's next
+ * launch arrives — and there were about eight a microbatch. A slot is
+ * written again only once its previous DMA is done (its event; one never
+ * recorded counts as done). */
+static void to_device_staged(void *dst, const void *src_host, size_t bytes) {
+  rc_cuda_ctx *c = ctx();
+  if (!c->upload) {
+    CUDA_CHECK(
+        cudaHostAlloc(&c->upload, RC_UPLOAD_SLOTS * RC_UPLOAD_SLOT_BYTES, cudaHostAllocDefault));
+    for (int k = 0; k < RC_UPLOAD_SLOTS; k++)
+      CUDA_CHECK(cudaEventCreateWithFlags(&c->upload_done[k], cudaEventDisableTiming));
+  }
+  const int k = c->upload_next;
+  c->upload_next = (k + 1) % RC_UPLOAD_SLOTS;
+  char *slot = (char *)c->upload + (size_t)k * RC_UPLOAD_SLOT_BYTES;
+  CUDA_CHECK(cudaEventSynchronize(c->upload_done[k]));
+  memcpy(slot, src_host, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, c->stream));
+  CUDA_CHECK(cudaEventRecord(c->upload_done[k], c->stream));
+}
+
+/* RC_CUDA_UPLOAD=async opts into the staged uploads until a device has run
+ * them (bench/NOTES.md, session 23). Not a kernel switch: the same bytes
+ * reach the device in the same stream order either way. */
+static bool upload_async_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("RC_CUDA_UPLOAD");
+    on = e && !strcmp(e, "async");
+  }
+  return on == 1;
+}
+
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return;
   if (bytes >= 2 * RC_BOUNCE_BYTES && !is_pinned(src_host)) {
     to_device_bounced((char *)dst, (const char *)src_host, bytes);
+    return;
+  }
+  if (bytes <= RC_UPLOAD_SLOT_BYTES && upload_async_on() && !is_pinned(src_host)) {
+    to_device_staged(dst, src_host, bytes);
     return;
   }
   cudaStream_t s = rc_cuda_stream();

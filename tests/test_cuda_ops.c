@@ -1341,6 +1341,44 @@ static void test_large_copies(void) {
   free(back);
 }
 
+/* Small uploads from one host buffer rewritten after each call, every one
+ * followed at once by a device copy out of its landing place, which the
+ * next upload then overwrites: with RC_CUDA_UPLOAD=async the uploads run
+ * from pinned slots without a stream sync (more uploads than slots, so
+ * slots are reused while copies may be in flight), and each copy must still
+ * see its own upload. Sizes 4 B .. 256 KiB (the largest staged). Control:
+ * the host buffer really was rewritten before each copy ran (the last
+ * upload's bytes differ from the first's). */
+static void test_small_uploads(void) {
+  const char *up = getenv("RC_CUDA_UPLOAD");
+  printf("-- small uploads%s\n", up && !strcmp(up, "async") ? " (async: pinned slots)" : "");
+  enum { N = 40 };
+  const size_t max = (size_t)256 << 10;
+  unsigned char *h = malloc(max), *back = malloc(max), *want[N];
+  size_t len[N];
+  void *landing = G->alloc(max), *out[N];
+  for (int i = 0; i < N; i++) {
+    len[i] = i == 0 ? 4 : i == N - 1 ? max : (size_t)1 + (size_t)rndi((int)max);
+    want[i] = malloc(len[i]);
+    for (size_t j = 0; j < len[i]; j++) h[j] = want[i][j] = (unsigned char)rndi(256);
+    out[i] = G->alloc(len[i]);
+    G->to_device(landing, h, len[i]);
+    memset(h, 0xEE, max); /* the caller reuses its buffer at once */
+    G->copy(out[i], landing, len[i]);
+  }
+  int ok = 1;
+  for (int i = 0; i < N; i++) {
+    G->to_host(back, out[i], len[i]);
+    ok &= memcmp(back, want[i], len[i]) == 0;
+  }
+  check_true("40 uploads of 4 B .. 256 KiB from one reused buffer, each copied out before the next",
+             ok);
+  check_true("  control: the uploads' contents differ", memcmp(want[0], want[N - 1], 4) != 0);
+  for (int i = 0; i < N; i++) G->free(out[i]), free(want[i]);
+  G->free(landing);
+  free(h), free(back);
+}
+
 static void test_basic(void) {
   printf("-- add, scale, copy2d\n");
   size_t n = 100003;
@@ -2686,6 +2724,7 @@ int main(int argc, char **argv) {
   test_timer_marks();
   test_basic();
   test_large_copies();
+  test_small_uploads();
 
   printf("-- layers\n");
   test_embedding(1000, 72, 37, -1);

@@ -78,6 +78,8 @@ typedef struct rc_ops {
   /* ---- memory ---- */
   void *(*alloc)(size_t bytes); /* zero-filled; aborts with a message on failure */
   void (*free)(void *ptr);
+  /* to_device returns once src_host may be reused; the copy is ordered
+   * before every later op (on a GPU it may still be in flight) */
   void (*to_device)(void *dst, const void *src_host, size_t bytes);
   void (*to_host)(void *dst_host, const void *src, size_t bytes);
   void (*copy)(void *dst, const void *src, size_t bytes);
