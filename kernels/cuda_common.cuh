@@ -144,6 +144,17 @@ static inline unsigned int rc_grid_1d(size_t n, int threads) {
   return (unsigned int)blocks;
 }
 
+/* The device's SM count, asked once (for grids of one or two blocks an SM). */
+static inline int rc_sm_count(void) {
+  static int n = 0;
+  if (!n) {
+    int dev;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  }
+  return n;
+}
+
 /* ---- host launchers (one file per family) ---- */
 /* cuda_memory.cu */
 void *rc_cuda_alloc(size_t bytes);

@@ -275,16 +275,6 @@ static bool embedding_split_on(void) {
   return on == 1;
 }
 
-static int sm_count(void) {
-  static int n = 0;
-  if (!n) {
-    int dev;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  }
-  return n;
-}
-
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                 int V) {
   (void)V;
@@ -307,7 +297,7 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
           <<<warps, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
     KERNEL_CHECK();
     /* at most T / (EMB_SHORT + 1) long runs; two blocks an SM at most */
-    const int most = T / (EMB_SHORT + 1), two_an_sm = 2 * sm_count();
+    const int most = T / (EMB_SHORT + 1), two_an_sm = 2 * rc_sm_count();
     const unsigned int grid = (unsigned int)(most < two_an_sm ? most : two_an_sm);
     if (grid > 0) {
       embedding_backward_long_kernel<<<grid, EMB_LONG_THREADS, 0, s>>>(dtable, keys, dout, T, H);

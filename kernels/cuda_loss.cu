@@ -436,16 +436,6 @@ __global__ void decode_half_kernel(float *dst, const uint16_t *src, size_t n, in
     dst[i] = rc_half_decode(src[i], fp16);
 }
 
-static int sm_count(void) {
-  static int n = 0;
-  if (!n) {
-    int dev;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  }
-  return n;
-}
-
 static void cross_entropy_held_rows(float *losses, float *correct, float *logits,
                                     const int32_t *labels, const float *dloss, int T, int V);
 
@@ -522,7 +512,7 @@ static void cross_entropy_held_rows(float *losses, float *correct, float *logits
   if (V % 4 == 0 && per_thread <= 32) {
     static bool opted[4]; /* per template, for its largest row: P * CE_ROW_THREADS floats */
     size_t sm = (size_t)V * sizeof(float);
-    unsigned int grid = (unsigned int)(T < sm_count() ? T : sm_count());
+    unsigned int grid = (unsigned int)(T < rc_sm_count() ? T : rc_sm_count());
 #define CE_STREAM(P, slot)                                                                         \
   do {                                                                                             \
     rc_allow_smem(cross_entropy_stream_kernel<P>, (size_t)(P)*CE_ROW_THREADS * sizeof(float),      \

@@ -226,7 +226,7 @@ static int init_weights(rc_model *m, rc_err *err) {
       std /= sqrtf(2.0f * c->layers);
     init_param(m, p, i, std, p->ndim == 1 ? ones : NULL);
   }
-  m->ops->sync(); /* ops.h lets to_device return before it has read `ones` */
+  m->ops->sync(); /* the draws and uploads done, so the time noted below is theirs */
   free(ones);
   rc_model_profile_note("model init: weight draws on the backend", rc_model_wall_s() - t_init);
   return RC_OK;
