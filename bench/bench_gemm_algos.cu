@@ -8,7 +8,13 @@
  * one process, CUDA events, one line per (shape, algorithm).
  *
  *   nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/bga bench/bench_gemm_algos.cu \
- *     -lcublasLt && /tmp/bga [reps]
+ *     -lcublasLt && /tmp/bga [reps [gpu-small|dense16|experts|all]]
+ *
+ * The sets: gpu-small's dense step (the default; T 8192, V 32768), the
+ * second dense shape of issue 19 (B16 x M1: T 16384, V 50304; its own
+ * buckets, none of them pinned so far), and one expert's GEMMs at the two
+ * row buckets a grouped linear plans with at gpu-small MoE (2048 and 4096
+ * rows: kernels/cuda_gemm.cu, gemm_half_many).
  *
  * Shapes are row-major C[m,n] = op(A) op(B) as ops.h writes them; beta 1 is
  * the wgrad accumulation into main_grad (C = D, in place), out16 the
@@ -43,7 +49,7 @@ typedef struct {
   int ta, tb, m, n, k, beta1, out16;
 } shape;
 
-static const shape SHAPES[] = {
+static const shape GPU_SMALL[] = {
     {"head fwd", 0, 1, 8192, 32768, 768, 0, 1},   {"head wgrad", 1, 0, 32768, 768, 8192, 1, 0},
     {"head dgrad", 0, 0, 8192, 768, 32768, 0, 0}, {"fc1 fwd", 0, 1, 8192, 4096, 768, 0, 1},
     {"fc1 wgrad", 1, 0, 4096, 768, 8192, 1, 0},   {"fc1 dgrad", 0, 0, 8192, 768, 4096, 0, 0},
@@ -55,6 +61,40 @@ static const shape SHAPES[] = {
     {"eh wgrad", 1, 0, 768, 1536, 8192, 1, 0},    {"eh dgrad", 0, 0, 8192, 1536, 768, 0, 0},
 };
 
+static const shape DENSE16[] = {
+    {"head fwd", 0, 1, 16384, 50304, 768, 0, 1},   {"head wgrad", 1, 0, 50304, 768, 16384, 1, 0},
+    {"head dgrad", 0, 0, 16384, 768, 50304, 0, 0}, {"fc1 fwd", 0, 1, 16384, 4096, 768, 0, 1},
+    {"fc1 wgrad", 1, 0, 4096, 768, 16384, 1, 0},   {"fc1 dgrad", 0, 0, 16384, 768, 4096, 0, 0},
+    {"qkv fwd", 0, 1, 16384, 2304, 768, 0, 0},     {"qkv wgrad", 1, 0, 2304, 768, 16384, 1, 0},
+    {"qkv dgrad", 0, 0, 16384, 768, 2304, 0, 0},   {"fc2 fwd", 0, 1, 16384, 768, 2048, 1, 0},
+    {"fc2 wgrad", 1, 0, 768, 2048, 16384, 1, 0},   {"fc2 dgrad", 0, 0, 16384, 2048, 768, 0, 0},
+    {"proj fwd", 0, 1, 16384, 768, 768, 1, 0},     {"proj wgrad", 1, 0, 768, 768, 16384, 1, 0},
+    {"proj dgrad", 0, 0, 16384, 768, 768, 0, 0},   {"eh fwd", 0, 1, 16384, 768, 1536, 0, 0},
+    {"eh wgrad", 1, 0, 768, 1536, 16384, 1, 0},    {"eh dgrad", 0, 0, 16384, 1536, 768, 0, 0},
+};
+
+/* one expert's GEMMs (fc1 H -> 2F with a 16-bit output, fc2 F -> H) at
+ * each row bucket; the wgrads accumulate (beta 1) */
+static const shape EXPERTS[] = {
+    {"x fc1 fwd", 0, 1, 2048, 4096, 768, 0, 1},   {"x fc1 wgrad", 1, 0, 4096, 768, 2048, 1, 0},
+    {"x fc1 dgrad", 0, 0, 2048, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, 2048, 768, 2048, 0, 0},
+    {"x fc2 wgrad", 1, 0, 768, 2048, 2048, 1, 0}, {"x fc2 dgrad", 0, 0, 2048, 2048, 768, 0, 0},
+    {"x fc1 fwd", 0, 1, 4096, 4096, 768, 0, 1},   {"x fc1 wgrad", 1, 0, 4096, 768, 4096, 1, 0},
+    {"x fc1 dgrad", 0, 0, 4096, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, 4096, 768, 2048, 0, 0},
+    {"x fc2 wgrad", 1, 0, 768, 2048, 4096, 1, 0}, {"x fc2 dgrad", 0, 0, 4096, 2048, 768, 0, 0},
+};
+
+typedef struct {
+  const char *name;
+  const shape *shapes;
+  size_t count;
+} shape_set;
+
+#define SET(name, a)                                                                               \
+  { name, a, sizeof a / sizeof a[0] }
+static const shape_set SETS[] = {SET("gpu-small", GPU_SMALL), SET("dense16", DENSE16),
+                                 SET("experts", EXPERTS)};
+
 static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
   int v = -1;
   size_t w = 0;
@@ -62,8 +102,28 @@ static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes
   return v;
 }
 
+/* the largest operand or output of a set's shapes, in bytes */
+static size_t set_bytes(const shape_set *set) {
+  size_t most = 0;
+  for (size_t i = 0; i < set->count; i++) {
+    const shape *sh = &set->shapes[i];
+    size_t a = (size_t)sh->m * sh->k * 2, b = (size_t)sh->k * sh->n * 2,
+           d = (size_t)sh->m * sh->n * (sh->out16 ? 2 : 4);
+    most = a > most ? a : most, most = b > most ? b : most, most = d > most ? d : most;
+  }
+  return most;
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20;
+  const char *which = argc > 2 ? argv[2] : "gpu-small";
+  bool any = !strcmp(which, "all");
+  for (size_t i = 0; i < sizeof SETS / sizeof SETS[0]; i++)
+    any = any || !strcmp(which, SETS[i].name);
+  if (reps < 1 || !any) {
+    fprintf(stderr, "usage: %s [reps >= 1 [gpu-small|dense16|experts|all]]\n", argv[0]);
+    return 2;
+  }
   cublasLtHandle_t lt;
   CUBLAS_CHECK(cublasLtCreate(&lt));
   cudaDeviceProp prop;
@@ -72,7 +132,12 @@ int main(int argc, char **argv) {
          prop.multiProcessorCount, cublasLtGetVersion(), reps);
   printf("# shape | algorithm index (0 = the core's) | ms | TFLOP/s | id tile stages splitk "
          "reduction swizzle custom cluster; operands uniform in [-1, 1)\n");
-  size_t maxbytes = (size_t)32768 * 8192 * 4;
+  size_t maxbytes = 0;
+  for (size_t i = 0; i < sizeof SETS / sizeof SETS[0]; i++)
+    if (!strcmp(which, "all") || !strcmp(which, SETS[i].name)) {
+      size_t b = set_bytes(&SETS[i]);
+      maxbytes = b > maxbytes ? b : maxbytes;
+    }
   void *A, *B, *D, *ws;
   CUDA_CHECK(cudaMalloc(&A, maxbytes));
   CUDA_CHECK(cudaMalloc(&B, maxbytes));
@@ -85,75 +150,80 @@ int main(int argc, char **argv) {
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
-  for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++) {
-    const shape *sh = &SHAPES[s];
-    int rows_a = sh->ta ? sh->k : sh->m, cols_a = sh->ta ? sh->m : sh->k;
-    int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
-    cublasLtMatmulDesc_t desc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t op_a = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_b = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-    cublasLtMatrixLayout_t la, lb, ld;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
-    CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n, sh->m, sh->n));
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t wsb = WS_BYTES;
-    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
-                       (sh->out16 ? 0u : (uint32_t)CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
-    uint32_t align = 16;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
-    cublasLtMatmulPreferenceAttributes_t aligns[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
-    cublasLtMatmulHeuristicResult_t res[MAX_ALGOS];
-    int found = 0;
-    CUBLAS_CHECK(
-        cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, MAX_ALGOS, res, &found));
-    double flops = 2.0 * sh->m * sh->n * (double)sh->k;
-    const float one = 1.0f, zero = 0.0f;
-    const float *beta = sh->beta1 ? &one : &zero;
-    for (int i = 0; i < found; i++) {
-      if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      const cublasLtMatmulAlgo_t *al = &res[i].algo;
-      for (int r = 0; r < 3; r++)
-        CUBLAS_CHECK(
-            cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
-      CUDA_CHECK(cudaEventRecord(e0, 0));
-      for (int r = 0; r < reps; r++)
-        CUBLAS_CHECK(
-            cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws, WS_BYTES, 0));
-      CUDA_CHECK(cudaEventRecord(e1, 0));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      ms /= reps;
-      printf(
-          "%-10s %s%s %5dx%5dx%5d | %2d | %.4f | %6.1f | %d %d %d %d %d %d %d %d\n", sh->what,
-          sh->ta ? "T" : "N", sh->tb ? "T" : "N", sh->m, sh->n, sh->k, i, ms,
-          flops / (ms * 1e-3) / 1e12, cfg(al, CUBLASLT_ALGO_CONFIG_ID),
-          cfg(al, CUBLASLT_ALGO_CONFIG_TILE_ID), cfg(al, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-          cfg(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), cfg(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-          cfg(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), cfg(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
-          cfg(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
-      fflush(stdout);
+  for (size_t q = 0; q < sizeof SETS / sizeof SETS[0]; q++) {
+    if (strcmp(which, "all") && strcmp(which, SETS[q].name)) continue;
+    printf("# set %s\n", SETS[q].name);
+    for (size_t s = 0; s < SETS[q].count; s++) {
+      const shape *sh = &SETS[q].shapes[s];
+      int rows_a = sh->ta ? sh->k : sh->m, cols_a = sh->ta ? sh->m : sh->k;
+      int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
+      cublasLtMatmulDesc_t desc;
+      CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      cublasOperation_t op_a = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+      cublasOperation_t op_b = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+      CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+      cublasLtMatrixLayout_t la, lb, ld;
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n,
+                                              sh->m, sh->n));
+      cublasLtMatmulPreference_t pref;
+      CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      uint64_t wsb = WS_BYTES;
+      uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
+                         (sh->out16 ? 0u : (uint32_t)CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE);
+      uint32_t align = 16;
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+      cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      for (int i = 0; i < 4; i++)
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
+      cublasLtMatmulHeuristicResult_t res[MAX_ALGOS];
+      int found = 0;
+      CUBLAS_CHECK(
+          cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, MAX_ALGOS, res, &found));
+      double flops = 2.0 * sh->m * sh->n * (double)sh->k;
+      const float one = 1.0f, zero = 0.0f;
+      const float *beta = sh->beta1 ? &one : &zero;
+      for (int i = 0; i < found; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        const cublasLtMatmulAlgo_t *al = &res[i].algo;
+        for (int r = 0; r < 3; r++)
+          CUBLAS_CHECK(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws,
+                                      WS_BYTES, 0));
+        CUDA_CHECK(cudaEventRecord(e0, 0));
+        for (int r = 0; r < reps; r++)
+          CUBLAS_CHECK(cublasLtMatmul(lt, desc, &one, B, la, A, lb, beta, D, ld, D, ld, al, ws,
+                                      WS_BYTES, 0));
+        CUDA_CHECK(cudaEventRecord(e1, 0));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= reps;
+        printf("%-10s %s%s %5dx%5dx%5d | %2d | %.4f | %6.1f | %d %d %d %d %d %d %d %d\n", sh->what,
+               sh->ta ? "T" : "N", sh->tb ? "T" : "N", sh->m, sh->n, sh->k, i, ms,
+               flops / (ms * 1e-3) / 1e12, cfg(al, CUBLASLT_ALGO_CONFIG_ID),
+               cfg(al, CUBLASLT_ALGO_CONFIG_TILE_ID), cfg(al, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+               cfg(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+               cfg(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+               cfg(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+               cfg(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+               cfg(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
+        fflush(stdout);
+      }
+      CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+      CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+      CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+      CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
+      CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
     }
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
-    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
   }
   return 0;
 }

@@ -32,7 +32,8 @@
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
-# every heuristic algorithm of gpu-small's GEMM shapes timed (bench/bench_gemm_algos.cu), "ncu"
+# every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
+# RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each),
 # "probe" the wgmma operand layouts (bench/wgmma_probe.cu), "ncusass" one
 # kernel's per-instruction samples (RC_NCU_KERNEL, a regex) as SASS in CSV.
@@ -204,10 +205,10 @@ if want plans; then
 fi
 
 if want gemmalgos; then
-  log "every heuristic algorithm for gpu-small's GEMM shapes (bench/bench_gemm_algos.cu)"
+  log "every heuristic algorithm for the GEMM shapes of ${RC_GEMM_SET:-gpu-small} (bench/bench_gemm_algos.cu)"
   bga="$B/bench_gemm_algos"
   [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
-  timeout 180 "$bga" 20 > "$OUT/gemm_algos.txt" 2>&1
+  timeout 240 "$bga" 20 "${RC_GEMM_SET:-gpu-small}" > "$OUT/gemm_algos.txt" 2>&1
   echo "bench_gemm_algos exit $?" | tee -a "$S"
 fi
 
