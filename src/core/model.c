@@ -446,6 +446,8 @@ static void alloc_scratch(rc_model *m) {
   m->ce_losses = rc_model_alloc(m, SCR, heads_T, "ce_losses");
   m->ce_correct = rc_model_alloc(m, SCR, heads_T, "ce_correct");
   m->ce_dloss = rc_model_alloc(m, SCR, heads_T, "ce_dloss");
+  /* the host's side of them: dloss, then the losses and flags read back */
+  m->heads_host = rc_model_host_alloc(m, 3 * heads_T, sizeof(float), "heads_host");
   size_t K = (size_t)m->K, F = (size_t)m->F, E = (size_t)m->E;
   size_t big =
       max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
@@ -702,9 +704,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   for (int i = 0; i < m->nlinears; i++) m->linears[i].ncalls = 0;
   m->aux_loss = 0;
   size_t heads_T = (size_t)T * (D + 1);
-  float *dloss =
-      malloc(sizeof(float) * heads_T * 3); /* dloss, then the losses and flags read back */
-  if (!dloss) abort();
+  float *dloss = m->heads_host;
   float *losses_host = dloss + heads_T, *correct_host = losses_host + heads_T;
   double n_valid[RC_MAX_MTP_DEPTH + 1];
   microbatch_upload(m, ids, labels, mask, dloss, n_valid);
@@ -758,5 +758,4 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   backward_decoder(m);
   rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
-  free(dloss);
 }

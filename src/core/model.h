@@ -204,6 +204,7 @@ typedef struct rc_model {
   uint16_t *dlogits_half[RC_MAX_MTP_DEPTH + 1];
   uint16_t *head_h0; /* what the half head's main-depth call saved [T,H], or NULL */
   float *ce_losses, *ce_correct, *ce_dloss;
+  float *heads_host; /* host [3][D+1][T]: dloss, then the losses and flags read back */
   int32_t *ids_dev[RC_MAX_MTP_DEPTH + 1], *labels_dev[RC_MAX_MTP_DEPTH + 1];
   /* forward buffers nothing reads after the layer's forward (model.c
    * own_or_shared): one buffer per slot for all layers, NULL when no layer

@@ -291,6 +291,7 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   }
   need_dev(&a, scr, (D + 1) * T), need_dev(&a, scr, (D + 1) * T); /* CE: losses, correct */
   need_dev(&a, scr, (D + 1) * T);                                 /* CE: dloss */
+  need_host(&a, 3 * (D + 1) * T * sizeof(float));                 /* heads_host */
   uint64_t big = T * 3 * H;
   uint64_t cand[] = {T * 2 * F, T * K * 2 * F, T * K * H, T * E, T * 2 * H};
   for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) big = cand[i] > big ? cand[i] : big;
