@@ -49,40 +49,31 @@ typedef struct {
   int ta, tb, m, n, k, beta1, out16;
 } shape;
 
-static const shape GPU_SMALL[] = {
-    {"head fwd", 0, 1, 8192, 32768, 768, 0, 1},   {"head wgrad", 1, 0, 32768, 768, 8192, 1, 0},
-    {"head dgrad", 0, 0, 8192, 768, 32768, 0, 0}, {"fc1 fwd", 0, 1, 8192, 4096, 768, 0, 1},
-    {"fc1 wgrad", 1, 0, 4096, 768, 8192, 1, 0},   {"fc1 dgrad", 0, 0, 8192, 768, 4096, 0, 0},
-    {"qkv fwd", 0, 1, 8192, 2304, 768, 0, 0},     {"qkv wgrad", 1, 0, 2304, 768, 8192, 1, 0},
-    {"qkv dgrad", 0, 0, 8192, 768, 2304, 0, 0},   {"fc2 fwd", 0, 1, 8192, 768, 2048, 1, 0},
-    {"fc2 wgrad", 1, 0, 768, 2048, 8192, 1, 0},   {"fc2 dgrad", 0, 0, 8192, 2048, 768, 0, 0},
-    {"proj fwd", 0, 1, 8192, 768, 768, 1, 0},     {"proj wgrad", 1, 0, 768, 768, 8192, 1, 0},
-    {"proj dgrad", 0, 0, 8192, 768, 768, 0, 0},   {"eh fwd", 0, 1, 8192, 768, 1536, 0, 0},
-    {"eh wgrad", 1, 0, 768, 1536, 8192, 1, 0},    {"eh dgrad", 0, 0, 8192, 1536, 768, 0, 0},
-};
+/* a dense step's GEMMs at T tokens a microbatch and vocabulary V (H 768,
+ * F 2048, as gpu-small): head, fc1, qkv, fc2, proj and eh_proj, each
+ * forward, wgrad and dgrad */
+#define DENSE_SHAPES(T, V)                                                                         \
+  {"head fwd", 0, 1, T, V, 768, 0, 1}, {"head wgrad", 1, 0, V, 768, T, 1, 0},                      \
+      {"head dgrad", 0, 0, T, 768, V, 0, 0}, {"fc1 fwd", 0, 1, T, 4096, 768, 0, 1},                \
+      {"fc1 wgrad", 1, 0, 4096, 768, T, 1, 0}, {"fc1 dgrad", 0, 0, T, 768, 4096, 0, 0},            \
+      {"qkv fwd", 0, 1, T, 2304, 768, 0, 0}, {"qkv wgrad", 1, 0, 2304, 768, T, 1, 0},              \
+      {"qkv dgrad", 0, 0, T, 768, 2304, 0, 0}, {"fc2 fwd", 0, 1, T, 768, 2048, 1, 0},              \
+      {"fc2 wgrad", 1, 0, 768, 2048, T, 1, 0}, {"fc2 dgrad", 0, 0, T, 2048, 768, 0, 0},            \
+      {"proj fwd", 0, 1, T, 768, 768, 1, 0}, {"proj wgrad", 1, 0, 768, 768, T, 1, 0},              \
+      {"proj dgrad", 0, 0, T, 768, 768, 0, 0}, {"eh fwd", 0, 1, T, 768, 1536, 0, 0},               \
+      {"eh wgrad", 1, 0, 768, 1536, T, 1, 0}, {"eh dgrad", 0, 0, T, 1536, 768, 0, 0},
 
-static const shape DENSE16[] = {
-    {"head fwd", 0, 1, 16384, 50304, 768, 0, 1},   {"head wgrad", 1, 0, 50304, 768, 16384, 1, 0},
-    {"head dgrad", 0, 0, 16384, 768, 50304, 0, 0}, {"fc1 fwd", 0, 1, 16384, 4096, 768, 0, 1},
-    {"fc1 wgrad", 1, 0, 4096, 768, 16384, 1, 0},   {"fc1 dgrad", 0, 0, 16384, 768, 4096, 0, 0},
-    {"qkv fwd", 0, 1, 16384, 2304, 768, 0, 0},     {"qkv wgrad", 1, 0, 2304, 768, 16384, 1, 0},
-    {"qkv dgrad", 0, 0, 16384, 768, 2304, 0, 0},   {"fc2 fwd", 0, 1, 16384, 768, 2048, 1, 0},
-    {"fc2 wgrad", 1, 0, 768, 2048, 16384, 1, 0},   {"fc2 dgrad", 0, 0, 16384, 2048, 768, 0, 0},
-    {"proj fwd", 0, 1, 16384, 768, 768, 1, 0},     {"proj wgrad", 1, 0, 768, 768, 16384, 1, 0},
-    {"proj dgrad", 0, 0, 16384, 768, 768, 0, 0},   {"eh fwd", 0, 1, 16384, 768, 1536, 0, 0},
-    {"eh wgrad", 1, 0, 768, 1536, 16384, 1, 0},    {"eh dgrad", 0, 0, 16384, 1536, 768, 0, 0},
-};
+static const shape GPU_SMALL[] = {DENSE_SHAPES(8192, 32768)};
+static const shape DENSE16[] = {DENSE_SHAPES(16384, 50304)};
 
 /* one expert's GEMMs (fc1 H -> 2F with a 16-bit output, fc2 F -> H) at
  * each row bucket; the wgrads accumulate (beta 1) */
-static const shape EXPERTS[] = {
-    {"x fc1 fwd", 0, 1, 2048, 4096, 768, 0, 1},   {"x fc1 wgrad", 1, 0, 4096, 768, 2048, 1, 0},
-    {"x fc1 dgrad", 0, 0, 2048, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, 2048, 768, 2048, 0, 0},
-    {"x fc2 wgrad", 1, 0, 768, 2048, 2048, 1, 0}, {"x fc2 dgrad", 0, 0, 2048, 2048, 768, 0, 0},
-    {"x fc1 fwd", 0, 1, 4096, 4096, 768, 0, 1},   {"x fc1 wgrad", 1, 0, 4096, 768, 4096, 1, 0},
-    {"x fc1 dgrad", 0, 0, 4096, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, 4096, 768, 2048, 0, 0},
-    {"x fc2 wgrad", 1, 0, 768, 2048, 4096, 1, 0}, {"x fc2 dgrad", 0, 0, 4096, 2048, 768, 0, 0},
-};
+#define EXPERT_SHAPES(R)                                                                           \
+  {"x fc1 fwd", 0, 1, R, 4096, 768, 0, 1}, {"x fc1 wgrad", 1, 0, 4096, 768, R, 1, 0},              \
+      {"x fc1 dgrad", 0, 0, R, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, R, 768, 2048, 0, 0},          \
+      {"x fc2 wgrad", 1, 0, 768, 2048, R, 1, 0}, {"x fc2 dgrad", 0, 0, R, 2048, 768, 0, 0},
+
+static const shape EXPERTS[] = {EXPERT_SHAPES(2048) EXPERT_SHAPES(4096)};
 
 typedef struct {
   const char *name;

@@ -775,11 +775,7 @@ template <int HD> static size_t dq_rt_smem(void) {
  * changes bits, so it must not change inside a run. */
 static bool use_simple(void) {
   static int v = -1;
-  if (v < 0) {
-    const char *e = getenv("RC_CUDA_ATTENTION");
-    v = e && !strcmp(e, "simple");
-  }
-  return v == 1;
+  return rc_env_once(&v, "RC_CUDA_ATTENTION", "simple");
 }
 
 template <int HD>

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/ops.h"
 
@@ -142,6 +143,17 @@ static inline unsigned int rc_grid_1d(size_t n, int threads) {
   if (blocks < 1) blocks = 1;
   if (blocks > 65535u * 16u) blocks = 65535u * 16u;
   return (unsigned int)blocks;
+}
+
+/* Whether environment variable `name` is `value`, asked once per call site:
+ * *state starts at -1 and keeps the answer (a switch that selects a kernel
+ * must not change inside a run). */
+static inline bool rc_env_once(int *state, const char *name, const char *value) {
+  if (*state < 0) {
+    const char *e = getenv(name);
+    *state = e && !strcmp(e, value);
+  }
+  return *state == 1;
 }
 
 /* The device's SM count, asked once (for grids of one or two blocks an SM). */

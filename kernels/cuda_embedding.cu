@@ -126,30 +126,46 @@ static void bitonic_sort(unsigned long long *keys, size_t n) {
 
 #define EMB_BATCH 16
 
+__device__ __forceinline__ unsigned int key_id(unsigned long long k) {
+  return (unsigned int)(k >> 32);
+}
+__device__ __forceinline__ int key_row(unsigned long long k) {
+  return (int)(k & 0xffffffffull);
+}
+
+/* Column h of id's table row plus the rows of its run from sorted key s on,
+ * in increasing t, one rounding per term: BATCH rows' loads are issued
+ * before their adds, which keeps the sum's bits. */
+template <int BATCH>
+__device__ __forceinline__ void add_run_column(float *dtable, const unsigned long long *keys,
+                                               const float *dout, int s, unsigned int id, int T,
+                                               int H, int h) {
+  float acc = dtable[(size_t)id * H + h];
+  for (int q = s;; q += BATCH) {
+    float row[BATCH];
+    int in_run = 0; /* keys are sorted, so the run is a prefix of the batch */
+#pragma unroll
+    for (int b = 0; b < BATCH; b++) {
+      const int qb = q + b;
+      const bool in = qb < T && key_id(keys[qb]) == id;
+      row[b] = in ? dout[(size_t)key_row(keys[qb]) * H + h] : 0.0f;
+      in_run += in;
+    }
+#pragma unroll
+    for (int b = 0; b < BATCH; b++)
+      if (b < in_run) acc += row[b];
+    if (in_run < BATCH) break;
+  }
+  dtable[(size_t)id * H + h] = acc;
+}
+
 __global__ void embedding_backward_kernel(float *dtable, const unsigned long long *keys,
                                           const float *dout, int T, int H) {
   int i = blockIdx.x;
-  unsigned int id = (unsigned int)(keys[i] >> 32);
-  if (i > 0 && (unsigned int)(keys[i - 1] >> 32) == id) return; /* not the first of its run */
-  for (int h = threadIdx.x; h < H; h += blockDim.x) {
-    float acc = dtable[(size_t)id * H + h];
-    for (int q = i;; q += EMB_BATCH) {
-      float row[EMB_BATCH];
-      int in_run = 0; /* keys are sorted, so the run is a prefix of the batch */
-#pragma unroll
-      for (int b = 0; b < EMB_BATCH; b++) {
-        int qb = q + b;
-        bool in = qb < T && (unsigned int)(keys[qb] >> 32) == id;
-        row[b] = in ? dout[(size_t)(keys[qb] & 0xffffffffull) * H + h] : 0.0f;
-        in_run += in;
-      }
-#pragma unroll
-      for (int b = 0; b < EMB_BATCH; b++)
-        if (b < in_run) acc += row[b];
-      if (in_run < EMB_BATCH) break;
-    }
-    dtable[(size_t)id * H + h] = acc;
-  }
+  unsigned int id = key_id(keys[i]);
+  if (i > 0 && key_id(keys[i - 1]) == id) return; /* not the first of its run */
+  for (int h = threadIdx.x; h < H; h += blockDim.x)
+    add_run_column<EMB_BATCH>(dtable, keys, dout, i, id, T, H, h);
 }
 
 /* ---- backward, runs split by length (RC_CUDA_EMBEDDING=split) ----
@@ -170,13 +186,6 @@ __global__ void embedding_backward_kernel(float *dtable, const unsigned long lon
 #define EMB_SHORT_BATCH 8 /* a warp's rows in flight per piece of columns */
 #define EMB_LONG_THREADS 1024
 #define EMB_LONG_BATCH 32
-
-__device__ __forceinline__ unsigned int key_id(unsigned long long k) {
-  return (unsigned int)(k >> 32);
-}
-__device__ __forceinline__ int key_row(unsigned long long k) {
-  return (int)(k & 0xffffffffull);
-}
 
 /* whether sorted key i starts a run longer than EMB_SHORT rows */
 __device__ __forceinline__ bool starts_long_run(const unsigned long long *keys, int i, int T) {
@@ -238,25 +247,8 @@ __global__ void __launch_bounds__(EMB_LONG_THREADS)
         if (ordinal % (int)gridDim.x != (int)blockIdx.x) continue;
         const int s = base + wd * 32 + __ffs(f) - 1;
         const unsigned int id = key_id(keys[s]);
-        for (int h = tid; h < H; h += EMB_LONG_THREADS) {
-          float acc = dtable[(size_t)id * H + h];
-          for (int q = s;; q += EMB_LONG_BATCH) {
-            float row[EMB_LONG_BATCH];
-            int in_run = 0; /* the run is a prefix of the batch */
-#pragma unroll
-            for (int b = 0; b < EMB_LONG_BATCH; b++) {
-              const int qb = q + b;
-              const bool in = qb < T && key_id(keys[qb]) == id;
-              row[b] = in ? dout[(size_t)key_row(keys[qb]) * H + h] : 0.0f;
-              in_run += in;
-            }
-#pragma unroll
-            for (int b = 0; b < EMB_LONG_BATCH; b++)
-              if (b < in_run) acc += row[b];
-            if (in_run < EMB_LONG_BATCH) break;
-          }
-          dtable[(size_t)id * H + h] = acc;
-        }
+        for (int h = tid; h < H; h += EMB_LONG_THREADS)
+          add_run_column<EMB_LONG_BATCH>(dtable, keys, dout, s, id, T, H, h);
       }
     }
     __syncthreads(); /* flags read by all before the next chunk's */
@@ -268,11 +260,7 @@ __global__ void __launch_bounds__(EMB_LONG_THREADS)
  * process and recorded as a kernel switch. */
 static bool embedding_split_on(void) {
   static int on = -1;
-  if (on < 0) {
-    const char *e = getenv("RC_CUDA_EMBEDDING");
-    on = e && !strcmp(e, "split");
-  }
-  return on == 1;
+  return rc_env_once(&on, "RC_CUDA_EMBEDDING", "split");
 }
 
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,

@@ -445,11 +445,7 @@ static void cross_entropy_held_rows(float *losses, float *correct, float *logits
  * kernel is one until shown to change no bit. */
 static bool ce_staged_on(void) {
   static int on = -1;
-  if (on < 0) {
-    const char *e = getenv("RC_CUDA_CE");
-    on = e && !strcmp(e, "staged");
-  }
-  return on == 1;
+  return rc_env_once(&on, "RC_CUDA_CE", "staged");
 }
 
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,

@@ -286,11 +286,7 @@ static void to_device_staged(void *dst, const void *src_host, size_t bytes) {
  * reach the device in the same stream order either way. */
 static bool upload_async_on(void) {
   static int on = -1;
-  if (on < 0) {
-    const char *e = getenv("RC_CUDA_UPLOAD");
-    on = e && !strcmp(e, "async");
-  }
-  return on == 1;
+  return rc_env_once(&on, "RC_CUDA_UPLOAD", "async");
 }
 
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {

@@ -309,6 +309,33 @@ static int mechanism(void) {
   return failures;
 }
 
+/* Steps a, b and a control model together for `steps` steps on one data
+ * stream: b's every main_grad, its parameters' fingerprint and its loss
+ * must equal a's (`what` names the pair in a failure); returns how many
+ * (param, step) pairs of the control's main_grad differ from a's. */
+static int step_together(rc_model *a, rc_model *b, rc_model *control, const rc_config *c, int steps,
+                         const char *what) {
+  rc_data d;
+  rc_data_open(&d, c, NULL);
+  int control_differs = 0;
+  for (int step = 1; step <= steps; step++) {
+    rc_step_stats sa, sb, sc;
+    rc_model_train_step(a, &d, &sa);
+    rc_model_train_step(b, &d, &sb);
+    rc_model_train_step(control, &d, &sc);
+    for (int i = 0; i < a->nparams; i++) {
+      CHECK(same_bytes(a->ops, a->params[i].main_grad, b->params[i].main_grad, a->params[i].numel),
+            "step %d %s: main_grad differs between %s", step, a->params[i].name, what);
+      control_differs += !same_bytes(a->ops, a->params[i].main_grad, control->params[i].main_grad,
+                                     a->params[i].numel);
+    }
+    CHECK(sa.fp_params == sb.fp_params && sa.loss == sb.loss,
+          "step %d: parameters or loss differ between %s", step, what);
+  }
+  rc_data_close(&d);
+  return control_differs;
+}
+
 /* ---- 5. resolve: fusion on and off give bitwise equal main_grad ---- */
 
 static int fusion_arms(void) {
@@ -321,27 +348,11 @@ static int fusion_arms(void) {
   make_config(&cc, bad, 4);
   rc_model a, b, l;
   new_model(&a, &ca), new_model(&b, &cb), new_model(&l, &cc);
-  rc_data d;
-  rc_data_open(&d, &ca, NULL);
-  int legacy_differs = 0;
-  for (int step = 1; step <= 5; step++) {
-    rc_step_stats sa, sb, sl;
-    rc_model_train_step(&a, &d, &sa);
-    rc_model_train_step(&b, &d, &sb);
-    rc_model_train_step(&l, &d, &sl);
-    for (int i = 0; i < a.nparams; i++) {
-      CHECK(same_bytes(a.ops, a.params[i].main_grad, b.params[i].main_grad, a.params[i].numel),
-            "step %d %s: main_grad differs between fusion on and off", step, a.params[i].name);
-      legacy_differs +=
-          !same_bytes(a.ops, a.params[i].main_grad, l.params[i].main_grad, a.params[i].numel);
-    }
-    CHECK(sa.fp_params == sb.fp_params, "step %d: parameters differ between arms", step);
-  }
+  int legacy_differs = step_together(&a, &b, &l, &ca, 5, "fusion on and off");
   /* negative control: the seed's bug (legacy, fusion on) makes main_grad differ */
   CHECK(legacy_differs > 0, "legacy + fusion on did not change any main_grad: comparison is blind");
   printf("5 steps compared, legacy differs in %d (param, step) pairs\n", legacy_differs);
   rc_model_free(&a), rc_model_free(&b), rc_model_free(&l);
-  rc_data_close(&d);
   return failures;
 }
 
@@ -559,34 +570,21 @@ static int blocks_named(const rc_model *m, const char *what, size_t *bytes) {
  * the TE-style head under legacy (its first forward passes TRUE, and with
  * fusion that call's backward, the last, overwrites) differs. */
 static int heads_order(void) {
-  const char *plain[] = {"--precision",
-                         "bf16",
-                         "--mtp-depths",
-                         "2",
-                         "--microbatches",
-                         "2",
-                         "--first-microbatch-policy",
-                         "untracked-none"};
-  const char *te[] = {"--precision",
-                      "bf16",
-                      "--mtp-depths",
-                      "2",
-                      "--microbatches",
-                      "2",
-                      "--first-microbatch-policy",
-                      "untracked-none",
-                      "--te-output-head"};
-  const char *bad[] = {"--precision",
-                       "bf16",
-                       "--mtp-depths",
-                       "2",
-                       "--microbatches",
-                       "2",
-                       "--first-microbatch-policy",
-                       "legacy",
-                       "--te-output-head"};
+  /* the same flags for all three but the policy (f[7]) and, last, the
+   * TE-style head */
+  const char *f[] = {"--precision",
+                     "bf16",
+                     "--mtp-depths",
+                     "2",
+                     "--microbatches",
+                     "2",
+                     "--first-microbatch-policy",
+                     "untracked-none",
+                     "--te-output-head"};
   rc_config cp, ct, cb;
-  make_config(&cp, plain, 8), make_config(&ct, te, 9), make_config(&cb, bad, 9);
+  make_config(&cp, f, 8), make_config(&ct, f, 9);
+  f[7] = "legacy";
+  make_config(&cb, f, 9);
   rc_model p, t, b;
   new_model(&p, &cp), new_model(&t, &ct), new_model(&b, &cb);
   CHECK(rc_model_heads_one_at_a_time(&cp) && !rc_model_heads_one_at_a_time(&ct),
@@ -602,30 +600,12 @@ static int heads_order(void) {
   CHECK(nt.activations - np.activations == (uint64_t)p.D * tv,
         "memory need: TE-style head's activations exceed the plain head's by %llu, want %zu",
         (unsigned long long)(nt.activations - np.activations), (size_t)p.D * tv);
-  rc_data d;
-  rc_data_open(&d, &cp, NULL);
-  int bad_differs = 0;
-  for (int step = 1; step <= 3; step++) {
-    rc_step_stats sp, st, sb;
-    rc_model_train_step(&p, &d, &sp);
-    rc_model_train_step(&t, &d, &st);
-    rc_model_train_step(&b, &d, &sb);
-    for (int i = 0; i < p.nparams; i++) {
-      CHECK(same_bytes(p.ops, p.params[i].main_grad, t.params[i].main_grad, p.params[i].numel),
-            "step %d %s: main_grad differs between the plain and the TE-style head", step,
-            p.params[i].name);
-      bad_differs +=
-          !same_bytes(p.ops, p.params[i].main_grad, b.params[i].main_grad, p.params[i].numel);
-    }
-    CHECK(sp.fp_params == st.fp_params && sp.loss == st.loss,
-          "step %d: parameters or loss differ between the head orders", step);
-  }
+  int bad_differs = step_together(&p, &t, &b, &cp, 3, "the plain and the TE-style head");
   CHECK(bad_differs > 0, "control: the TE-style head under legacy changed no main_grad");
   printf("3 steps, 2 microbatches, D = %d: the head orders agree; legacy differs in %d (param, "
          "step) pairs\n",
          p.D, bad_differs);
   rc_model_free(&p), rc_model_free(&t), rc_model_free(&b);
-  rc_data_close(&d);
   return failures;
 }
 
