@@ -33,7 +33,8 @@
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
-# RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "ncu"
+# RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's
+# expert GEMMs per expert against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each),
 # "probe" the wgmma operand layouts (bench/wgmma_probe.cu), "ncusass" one
 # kernel's per-instruction samples (RC_NCU_KERNEL, a regex) as SASS in CSV.
@@ -210,6 +211,14 @@ if want gemmalgos; then
   [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
   timeout 240 "$bga" 20 "${RC_GEMM_SET:-gpu-small}" > "$OUT/gemm_algos.txt" 2>&1
   echo "bench_gemm_algos exit $?" | tee -a "$S"
+fi
+
+if want grouped; then
+  log "one MoE layer's expert GEMMs: per-expert cuBLASLt against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu)"
+  bgg=/tmp/rc_bgg
+  nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bgg" bench/bench_grouped_gemm.cu -lcublasLt -lcublas &&
+    timeout 120 "$bgg" 20 > "$OUT/grouped_gemm.txt" 2>&1
+  echo "bench_grouped_gemm exit $?" | tee -a "$S"
 fi
 
 if want profile_fp8; then
