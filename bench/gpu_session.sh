@@ -31,6 +31,9 @@
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
+# "switches" cuda_ops, the gpu-small digests and the event-timed rows of the ops the opt-in
+# switches touch, under each set in RC_SWITCH_SETS (e.g. "none|RC_CUDA_CE=staged
+# RC_CUDA_EMBEDDING=split RC_CUDA_UPLOAD=async"),
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
 # RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's
@@ -152,6 +155,39 @@ if want variants; then
     grep -E "attention|^  (gemm|forward|backward) " "/tmp/rc_var_$v.txt" | sed "s/^/$v /" | tee -a "$S"
     echo "$v digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
       tee -a "$S"
+  done
+fi
+
+if want switches; then
+  # the same build under each set of environment switches in RC_SWITCH_SETS
+  # ("|"-separated sets, each a space-separated list of VAR=value, "none"
+  # for none): cuda_ops, the 4-step gpu-small digests (dense and MoE: a
+  # switch meant to change no bit must give the same hashes) and the
+  # event-timed rows of the ops the session-23 opt-ins touch, 6-step dense
+  IFS='|' read -ra sets <<< "${RC_SWITCH_SETS:-none}"
+  for set in "${sets[@]}"; do
+    sw=()
+    [ "$set" = none ] || read -ra sw <<< "$set"
+    tag=$(echo "$set" | tr ' =' '_-')
+    env "${sw[@]}" timeout 240 "$B/tests/test_cuda_ops" > "/tmp/rc_sw_ops_$tag.log" 2>&1
+    echo "[$set] cuda_ops exit $?: $(tail -1 "/tmp/rc_sw_ops_$tag.log")" | tee -a "$S"
+    grep -E "^FAIL" "/tmp/rc_sw_ops_$tag.log" | head -5 | tee -a "$S"
+    for shape in dense moe; do
+      flags=(--preset gpu-small --device cuda --steps 4 --save-at 4)
+      [ $shape = dense ] && flags+=(--moe-layers none)
+      rm -rf /tmp/rc_sw
+      env "${sw[@]}" timeout 120 "$B/resumecheck" train "${flags[@]}" --out /tmp/rc_sw > /dev/null 2>&1
+      if [ -n "$(find /tmp/rc_sw -name '*.h5' 2> /dev/null)" ]; then
+        echo "[$set] $shape digest $(find /tmp/rc_sw -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)"
+      else
+        echo "[$set] $shape: the leg wrote no shards"
+      fi | tee -a "$S"
+    done
+    rm -rf /tmp/rc_sw_p
+    env "${sw[@]}" RC_PROFILE=events timeout 120 "$B/resumecheck" train --preset gpu-small \
+      --moe-layers none --device cuda --steps 6 --out /tmp/rc_sw_p > /dev/null 2> "/tmp/rc_sw_prof_$tag.txt"
+    grep -E "^  (cross_entropy|embedding_backward|to_device|total) " "/tmp/rc_sw_prof_$tag.txt" |
+      sed "s/^/[$set] /" | tee -a "$S"
   done
 fi
 
