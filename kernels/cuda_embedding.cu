@@ -276,13 +276,13 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
   KERNEL_CHECK();
   bitonic_sort(keys, n);
   if (embedding_split_on()) {
-    const unsigned int warps = rc_cdiv((size_t)T, EMB_SHORT_WARPS);
+    const unsigned int blocks = rc_cdiv((size_t)T, EMB_SHORT_WARPS); /* a warp a key */
     if (rc_rows_vec4(dtable, dout, H))
       embedding_backward_short_kernel<4>
-          <<<warps, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
+          <<<blocks, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
     else
       embedding_backward_short_kernel<1>
-          <<<warps, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
+          <<<blocks, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
     KERNEL_CHECK();
     /* at most T / (EMB_SHORT + 1) long runs; two blocks an SM at most */
     const int most = T / (EMB_SHORT + 1), two_an_sm = 2 * rc_sm_count();

@@ -312,7 +312,7 @@ __device__ __forceinline__ uint16_t ce_bf16_encode(float x) {
 }
 
 /* STAGED (HALF_IN only): the row's 16-bit logits are first copied into
- * shared memory (row_smem, 2V bytes: 16-byte cp.async, the whole row in
+ * shared memory (ce_row_smem, 2V bytes: 16-byte cp.async, the whole row in
  * flight at once), and both passes read them there, so the row is read from
  * global memory once instead of twice (gpu-small's 8192 x 32768 bf16
  * logits: 1.07 GB moved a call instead of 1.61). Every thread reads and
