@@ -27,6 +27,8 @@
 
 #include "cuda_common.cuh"
 
+#include "bench_operands.cuh"
+
 #define E 8
 #define H 768
 #define F 2048
@@ -46,16 +48,6 @@ static const form FORMS[] = {
     {"fc1 wgrad", 1, 0, 2 * F, H, -1, 0, 1}, {"fc2 fwd", 0, 1, -1, H, F, 0, 0},
     {"fc2 dgrad", 0, 0, -1, F, H, 0, 0},     {"fc2 wgrad", 1, 0, H, F, -1, 0, 1},
 };
-
-__global__ void fill_bf16(unsigned short *x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    unsigned h = (unsigned)i * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-    float v = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-    x[i] = (unsigned short)(__float_as_uint(v) >> 16);
-  }
-}
 
 /* expert e's GEMM of form f: operands and output in the three buffers,
  * each expert's rows (or its weight) at its own offset */
