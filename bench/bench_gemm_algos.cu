@@ -28,7 +28,7 @@
 /* CUDA_CHECK, CUBLAS_CHECK: the backend's checks (kernels/cuda_common.cuh) */
 #include "cuda_common.cuh"
 
-#include "bench_operands.cuh"
+#include "bench_gemm.cuh"
 
 #define MAX_ALGOS 16
 
@@ -138,14 +138,7 @@ int main(int argc, char **argv) {
       const shape *sh = &SETS[q].shapes[s];
       int rows_a = sh->ta ? sh->k : sh->m, cols_a = sh->ta ? sh->m : sh->k;
       int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
-      cublasLtMatmulDesc_t desc;
-      CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      cublasOperation_t op_a = sh->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-      cublasOperation_t op_b = sh->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-      CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-      CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+      cublasLtMatmulDesc_t desc = row_major_desc(sh->ta, sh->tb);
       cublasLtMatrixLayout_t la, lb, ld;
       CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
       CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));

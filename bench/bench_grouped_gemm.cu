@@ -27,7 +27,7 @@
 
 #include "cuda_common.cuh"
 
-#include "bench_operands.cuh"
+#include "bench_gemm.cuh"
 
 #define E 8
 #define H 768
@@ -118,14 +118,7 @@ int main(int argc, char **argv) {
       flops += 2.0 * p[e].m * p[e].n * (double)p[e].k;
     }
     /* way 1: a cuBLASLt matmul per expert, the heuristic's first algorithm */
-    cublasLtMatmulDesc_t desc;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t op_a = f->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t op_b = f->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+    cublasLtMatmulDesc_t desc = row_major_desc(f->ta, f->tb);
     cublasLtMatrixLayout_t la[E], lb[E], ld[E];
     cublasLtMatmulHeuristicResult_t algo[E];
     cublasLtMatmulPreference_t pref;
@@ -170,7 +163,8 @@ int main(int argc, char **argv) {
     void *hc[E];
     for (int e = 0; e < E; e++) {
       problem q = expert_problem(f, e, A, B, D1);
-      tra[e] = op_a, trb[e] = op_b, m[e] = q.n, n[e] = q.m, k[e] = q.k;
+      tra[e] = f->tb ? CUBLAS_OP_T : CUBLAS_OP_N, trb[e] = f->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+      m[e] = q.n, n[e] = q.m, k[e] = q.k;
       lda[e] = q.cols_b, ldb[e] = q.cols_a, ldc[e] = q.n, size[e] = 1;
       alphas[e] = 1.0f, betas[e] = *beta;
       ha[e] = q.b, hb[e] = q.a, hc[e] = q.d;
