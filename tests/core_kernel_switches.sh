@@ -5,8 +5,8 @@
 # whatever the backend: a CPU leg ignores it (its shards and trace are the
 # bytes of a leg without it) but the record says what was set. `run` records
 # it in report.json ("kernel_switches") and says so in its text report.
-# Negative controls: a leg and a run without the switch record an empty
-# object and note nothing.
+# Every switch in the list is recorded. Negative controls: a leg and a run
+# without the switch record an empty object and note nothing.
 set -u
 : "${RC_BIN:?RC_BIN is not set}"
 T=$(mktemp -d /tmp/rc_kernel_switches.XXXXXX)
@@ -37,6 +37,14 @@ tr -d ' \n' <"$args_unset" | grep -q '"kernel_switches":{}' ||
 grep -q 'kernel switch' "$T/unset.err" && fail "a note of a switch that was not set"
 # the CPU backend does not read it: the same bytes either way
 [ "$(bytes set)" = "$(bytes unset)" ] || fail "RC_CUDA_ATTENTION changed the CPU leg's bytes"
+
+# every switch of src/base/kernel_switches.h is recorded, not only the first
+# (the embedding's was once described there but missing from the list)
+leg all RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0 RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split
+for sw in RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0 RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split; do
+  tr -d ' \n' <"$T/all/ckpt/iter_0000002/args.json" | grep -q "\"${sw%%=*}\":\"${sw#*=}\"" ||
+    fail "args.json of a leg with $sw does not record it"
+done
 
 # run: report.json and the text report
 run() { # NAME ENV...

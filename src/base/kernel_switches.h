@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
-                                                 "RC_CUDA_CE"};
+                                                 "RC_CUDA_CE", "RC_CUDA_EMBEDDING"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
