@@ -32,8 +32,8 @@
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
 # "switches" cuda_ops, the gpu-small digests and the event-timed rows of the ops the opt-in
-# switches touch, under each set in RC_SWITCH_SETS (e.g. "none|RC_CUDA_CE=staged
-# RC_CUDA_EMBEDDING=split RC_CUDA_UPLOAD=async"),
+# switches touch (6-step dense and MoE legs), under each set in RC_SWITCH_SETS (e.g.
+# "none|RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split RC_CUDA_UPLOAD=async"),
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
 # RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's
@@ -163,7 +163,7 @@ if want switches; then
   # ("|"-separated sets, each a space-separated list of VAR=value, "none"
   # for none): cuda_ops, the 4-step gpu-small digests (dense and MoE: a
   # switch meant to change no bit must give the same hashes) and the
-  # event-timed rows of the ops the session-23 opt-ins touch, 6-step dense
+  # event-timed rows of the ops the opt-ins touch, 6-step dense and MoE legs
   IFS='|' read -ra sets <<< "${RC_SWITCH_SETS:-none}"
   for set in "${sets[@]}"; do
     sw=()
@@ -183,11 +183,15 @@ if want switches; then
         echo "[$set] $shape: the leg wrote no shards"
       fi | tee -a "$S"
     done
-    rm -rf /tmp/rc_sw_p
-    env "${sw[@]}" RC_PROFILE=events timeout 120 "$B/resumecheck" train --preset gpu-small \
-      --moe-layers none --device cuda --steps 6 --out /tmp/rc_sw_p > /dev/null 2> "/tmp/rc_sw_prof_$tag.txt"
-    grep -E "^  (cross_entropy|embedding_backward|to_device|total) " "/tmp/rc_sw_prof_$tag.txt" |
-      sed "s/^/[$set] /" | tee -a "$S"
+    for shape in dense moe; do
+      flags=(--preset gpu-small --device cuda --steps 6)
+      [ $shape = dense ] && flags+=(--moe-layers none)
+      rm -rf /tmp/rc_sw_p
+      env "${sw[@]}" RC_PROFILE=events timeout 120 "$B/resumecheck" train "${flags[@]}" \
+        --out /tmp/rc_sw_p > /dev/null 2> "/tmp/rc_sw_prof_$tag.txt"
+      grep -E "^  (cross_entropy|embedding_backward|to_device|gemm_half_many|total) " \
+        "/tmp/rc_sw_prof_$tag.txt" | sed "s/^/[$set] $shape /" | tee -a "$S"
+    done
   done
 fi
 

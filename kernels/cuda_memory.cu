@@ -24,6 +24,7 @@
 typedef struct {
   cudaStream_t stream;
   cublasLtHandle_t lt;
+  cublasHandle_t blas; /* created on first use (rc_cuda_blas) */
   void *workspace;
   void *scratch[RC_SCRATCH_COUNT];
   size_t scratch_bytes[RC_SCRATCH_COUNT];
@@ -83,6 +84,7 @@ static void ctx_destroy(void) {
   for (int m = 0; m < RC_TIMER_SLOTS; m++)
     if (c->mark_made[m]) (void)cudaEventDestroy(c->marks[m]);
   (void)cudaFree(c->workspace);
+  if (c->blas) (void)cublasDestroy(c->blas);
   (void)cublasLtDestroy(c->lt);
   (void)cudaStreamDestroy(c->stream);
   free(c);
@@ -93,6 +95,20 @@ cudaStream_t rc_cuda_stream(void) {
 }
 cublasLtHandle_t rc_cuda_lt(void) {
   return ctx()->lt;
+}
+
+/* cuBLAS shares the stream and the workspace with cuBLASLt: the two never
+ * run at once (one stream). Host pointer mode; the default math mode (tensor
+ * cores for 16-bit inputs with fp32 accumulation, no atomics). */
+cublasHandle_t rc_cuda_blas(void) {
+  rc_cuda_ctx *c = ctx();
+  if (!c->blas) {
+    CUBLAS_CHECK(cublasCreate(&c->blas));
+    CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, RC_GEMM_WORKSPACE_BYTES));
+    CUBLAS_CHECK(cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+  }
+  return c->blas;
 }
 
 void *rc_cuda_gemm_workspace(size_t *bytes) {

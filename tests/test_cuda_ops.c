@@ -691,8 +691,11 @@ static void test_gemm_to_half(void) {
  * bits run to run. An expert's three GEMM forms at the model's widths
  * (forward NT into 16 or 32 bits, dgrad NN, wgrad TN with beta 0 and 1),
  * eight groups of uneven rows (one empty: k = 0 for the wgrad), every output
- * poisoned first; against the CPU's on a small case. Control: group 1 given
- * group 3's weights (or one row short) is outside the tolerance. */
+ * poisoned first; against the CPU's on a small case. With beta 1, bit for bit
+ * the beta 0 calls followed by an add. Control: group 1 given group 3's
+ * weights (or one row short) is outside the tolerance. Under
+ * RC_CUDA_GEMM_MANY=grouped (one cuBLAS grouped GEMM, another kernel) the same
+ * checks hold: the tolerance is a summation order's. */
 typedef struct {
   int ta, tb, out16, in, out, groups;
   const int *rows;
@@ -805,6 +808,22 @@ static void gemm_many_case(const char *form, int ta, int tb, int out16, float be
            wgrad ? "a group one row short" : "a group given another's weights", ctl);
   check_true(what, ctl > 10 * tol);
   for (int b = 0; b < 4; b++) free(f[b]);
+  if (beta == 1.0f) {
+    /* ops.h's fusion property, for the op as a whole: accumulating (beta 1)
+     * is bit for bit the beta = 0 calls into fresh outputs followed by an
+     * fp32 add (the host's add rounds as the device's). Control: the add
+     * against another starting C (hc + 1) differs. */
+    void *fresh = G->alloc(cbytes);
+    poison(G, fresh, cbytes);
+    many_calls(calls, &sh, fresh, 0);
+    for (int g = 0; g < groups; g++) calls[g].beta = 0.0f;
+    G->gemm_half_many(ct, ta, tb, calls, groups);
+    float *d = get(G, fresh, cbytes), *sum = malloc(cbytes), *ctl_sum = malloc(cbytes);
+    for (size_t i = 0; i < nc; i++) sum[i] = d[i] + hc[i], ctl_sum[i] = d[i] + (hc[i] + 1.0f);
+    check_bits("  beta 1 == beta 0 then add", h[0], sum, cbytes);
+    check_true("  control: the add on another C differs", memcmp(h[0], ctl_sum, cbytes) != 0);
+    free(d), free(sum), free(ctl_sum), G->free(fresh);
+  }
   if (beta == 0.0f) { /* every element written: none of the poison left */
     size_t left = 0;
     for (size_t i = 0; i < nc; i++)
