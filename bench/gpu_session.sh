@@ -71,6 +71,18 @@ export RC_CUDA_MODULE="$PWD/$B/libresumecheck_cuda.so"
 case "$B" in /*) RC_CUDA_MODULE="$B/libresumecheck_cuda.so" ;; esac
 PARTS=" ${RC_SESSION_PARTS:-ops parity bench profile harness attention sanitizer} "
 want() { [[ "$PARTS" == *" $1 "* ]]; }
+# bench_prog NAME [NVCC FLAGS...]: the path of bench program NAME, the one the
+# build made ($B/bench, CMakeLists.txt) or else compiled here into /tmp
+bench_prog() {
+  local name=$1
+  shift
+  if [ -x "$B/bench/$name" ]; then
+    echo "$B/bench/$name"
+  else
+    nvcc -O2 -std=c++20 "$@" -Isrc -Ikernels -o "/tmp/rc_$name" "bench/$name.cu" -lcublasLt -lcublas >&2 &&
+      echo "/tmp/rc_$name"
+  fi
+}
 
 if want rootcause; then
   log "root cause: compute-sanitizer memcheck on an events-on leg (bisect's through replay)"
@@ -199,9 +211,8 @@ if want probe; then
   # the wgmma operand layouts the Hopper attention relies on, each alone
   # (bench/wgmma_probe.cu: against the host, and S against mma.sync bit for bit)
   log "wgmma probe"
-  nvcc -O2 -std=c++20 -gencode arch=compute_90a,code=sm_90a -Isrc -Ikernels \
-    -o /tmp/rc_wgmma_probe bench/wgmma_probe.cu &&
-    timeout 30 /tmp/rc_wgmma_probe 2>&1 | tee -a "$S"
+  probe_bin=$(bench_prog wgmma_probe -gencode arch=compute_90a,code=sm_90a) &&
+    timeout 30 "$probe_bin" 2>&1 | tee -a "$S"
 fi
 
 if want ncu; then
@@ -247,16 +258,14 @@ fi
 
 if want gemmalgos; then
   log "every heuristic algorithm for the GEMM shapes of ${RC_GEMM_SET:-gpu-small} (bench/bench_gemm_algos.cu)"
-  bga="$B/bench_gemm_algos"
-  [ -x "$bga" ] || { bga=/tmp/rc_bga && nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bga" bench/bench_gemm_algos.cu -lcublasLt; }
-  timeout 240 "$bga" 20 "${RC_GEMM_SET:-gpu-small}" > "$OUT/gemm_algos.txt" 2>&1
+  bga=$(bench_prog bench_gemm_algos -arch=sm_90) &&
+    timeout 240 "$bga" 20 "${RC_GEMM_SET:-gpu-small}" > "$OUT/gemm_algos.txt" 2>&1
   echo "bench_gemm_algos exit $?" | tee -a "$S"
 fi
 
 if want grouped; then
   log "one MoE layer's expert GEMMs: per-expert cuBLASLt against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu)"
-  bgg=/tmp/rc_bgg
-  nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o "$bgg" bench/bench_grouped_gemm.cu -lcublasLt -lcublas &&
+  bgg=$(bench_prog bench_grouped_gemm -arch=sm_90) &&
     timeout 120 "$bgg" 20 > "$OUT/grouped_gemm.txt" 2>&1
   echo "bench_grouped_gemm exit $?" | tee -a "$S"
 fi
@@ -402,7 +411,7 @@ fi
 
 if want pin; then
   log "page-locking a staging buffer: cudaHostAlloc vs mmap (+THP) + cudaHostRegister (bench/bench_pin.cu)"
-  { nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/rc_bench_pin bench/bench_pin.cu -lcublasLt && timeout 120 /tmp/rc_bench_pin 2.35; } 2>&1 | tee -a "$S"
+  { pin_bin=$(bench_prog bench_pin -arch=sm_90) && timeout 120 "$pin_bin" 2.35; } 2>&1 | tee -a "$S"
 fi
 
 if want compare; then
