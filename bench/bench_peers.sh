@@ -30,6 +30,9 @@
 # PEER_BASE_BIN, PEER_BASE_MODULE: an earlier build of the core (binary and
 #   CUDA module) run beside this one in every round as the peer
 #   "resumecheck-base", so a change is measured before and after in one run.
+# PEER_CORE_ENV: "VAR=value ..." set for this build's runs only, not the
+#   base's (an opt-in measured against the same build without it: then
+#   PEER_BASE_BIN is this build).
 #
 # tokens/s: the median step time of steps 4..23 for PyTorch (20 timed after 3
 # warm-up), of steps 3..12 for the core (from its timing.csv), B*S*M tokens a
@@ -118,7 +121,9 @@ run_core() { # SHAPE ROUND COREFLAGS B M [PEERNAME BIN MODULE]
   rm -rf "$dir"
   smi_start "$smi"
   # shellcheck disable=SC2086
-  env ${module:+RC_CUDA_MODULE="$module"} timeout "$TMO" "$bin" train --device cuda --steps 12 --out "$dir" $3 \
+  local extra=()
+  [ "$peer" = resumecheck ] && read -ra extra <<< "${PEER_CORE_ENV:-}"
+  env ${extra[@]+"${extra[@]}"} ${module:+RC_CUDA_MODULE="$module"} timeout "$TMO" "$bin" train --device cuda --steps 12 --out "$dir" $3 \
     > "$OUT_DIR/${peer}_$1_r$2.out" 2> "$OUT_DIR/${peer}_$1_r$2.err"
   local rc=$?
   smi_stop

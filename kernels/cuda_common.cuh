@@ -15,7 +15,6 @@
 #define RC_KERNELS_CUDA_COMMON_CUH
 
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,9 +49,6 @@ static inline void rc_cublas_check(cublasStatus_t st, const char *what, const ch
  * Created lazily on first use; lives until the process ends. */
 cudaStream_t rc_cuda_stream(void);
 cublasLtHandle_t rc_cuda_lt(void);
-/* The cuBLAS handle (its grouped GEMM), on the same stream and workspace;
- * created on first use. */
-cublasHandle_t rc_cuda_blas(void);
 /* The fixed cuBLASLt workspace; its size is part of the GEMM algorithm key. */
 void *rc_cuda_gemm_workspace(size_t *bytes);
 
@@ -75,7 +71,6 @@ enum {
   RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
   RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
   RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
-  RC_SCRATCH_GEMM_MANY, /* the grouped gemm_half_many's operand pointers */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);

@@ -134,27 +134,26 @@ __device__ __forceinline__ int key_row(unsigned long long k) {
 }
 
 /* Column h of id's table row plus the rows of its run from sorted key s on,
- * in increasing t, one rounding per term: BATCH rows' loads are issued
+ * in increasing t, one rounding per term: EMB_BATCH rows' loads are issued
  * before their adds, which keeps the sum's bits. */
-template <int BATCH>
 __device__ __forceinline__ void add_run_column(float *dtable, const unsigned long long *keys,
                                                const float *dout, int s, unsigned int id, int T,
                                                int H, int h) {
   float acc = dtable[(size_t)id * H + h];
-  for (int q = s;; q += BATCH) {
-    float row[BATCH];
+  for (int q = s;; q += EMB_BATCH) {
+    float row[EMB_BATCH];
     int in_run = 0; /* keys are sorted, so the run is a prefix of the batch */
 #pragma unroll
-    for (int b = 0; b < BATCH; b++) {
+    for (int b = 0; b < EMB_BATCH; b++) {
       const int qb = q + b;
       const bool in = qb < T && key_id(keys[qb]) == id;
       row[b] = in ? dout[(size_t)key_row(keys[qb]) * H + h] : 0.0f;
       in_run += in;
     }
 #pragma unroll
-    for (int b = 0; b < BATCH; b++)
+    for (int b = 0; b < EMB_BATCH; b++)
       if (b < in_run) acc += row[b];
-    if (in_run < BATCH) break;
+    if (in_run < EMB_BATCH) break;
   }
   dtable[(size_t)id * H + h] = acc;
 }
@@ -165,102 +164,7 @@ __global__ void embedding_backward_kernel(float *dtable, const unsigned long lon
   unsigned int id = key_id(keys[i]);
   if (i > 0 && key_id(keys[i - 1]) == id) return; /* not the first of its run */
   for (int h = threadIdx.x; h < H; h += blockDim.x)
-    add_run_column<EMB_BATCH>(dtable, keys, dout, i, id, T, H, h);
-}
-
-/* ---- backward, runs split by length (RC_CUDA_EMBEDDING=split) ----
- * The kernel above launches a block of H threads per sorted key, and all
- * but a run's first exit at once: at gpu-small (8192 keys, H 768) that is
- * 31 waves of blocks that load two keys and leave, and a frequent token's
- * run (the padding token's ~1000 rows) is a chain of 16-row batches, each
- * waiting two load latencies. Here a run of at most EMB_SHORT rows is one
- * warp's (a warp per key, eight to a block: one wave for every key), and the
- * longer runs are found by every block of a small persistent grid scanning
- * the keys (ballots, in key order) and dealt out among the blocks, each run
- * a column a thread with EMB_LONG_BATCH rows' loads in flight. Every
- * (id, column) is still one chain in increasing t, one rounding per term:
- * the same bits as the kernel above and the CPU. */
-
-#define EMB_SHORT 32 /* the longest run a warp adds */
-#define EMB_SHORT_WARPS 8
-#define EMB_SHORT_BATCH 8 /* a warp's rows in flight per piece of columns */
-#define EMB_LONG_THREADS 1024
-#define EMB_LONG_BATCH 32
-
-/* whether sorted key i starts a run longer than EMB_SHORT rows */
-__device__ __forceinline__ bool starts_long_run(const unsigned long long *keys, int i, int T) {
-  const unsigned int id = key_id(keys[i]);
-  return (i == 0 || key_id(keys[i - 1]) != id) && i + EMB_SHORT < T &&
-         key_id(keys[i + EMB_SHORT]) == id;
-}
-
-template <int VEC>
-__global__ void __launch_bounds__(32 * EMB_SHORT_WARPS)
-    embedding_backward_short_kernel(float *dtable, const unsigned long long *keys,
-                                    const float *dout, int T, int H) {
-  __shared__ int rows[EMB_SHORT_WARPS][32];
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int i = blockIdx.x * EMB_SHORT_WARPS + w;
-  if (i >= T) return; /* the warp's every lane: i is the warp's */
-  const unsigned int id = key_id(keys[i]);
-  if (i > 0 && key_id(keys[i - 1]) == id) return; /* not the first of its run */
-  /* lane j: the run's (j+1)-th key, if the run has one (sorted: a prefix) */
-  const int j = i + lane;
-  const bool in = j < T && key_id(keys[j]) == id;
-  const int len = __popc(__ballot_sync(0xffffffffu, in));
-  if (len == 32 && i + EMB_SHORT < T && key_id(keys[i + EMB_SHORT]) == id) return; /* long */
-  rows[w][lane] = in ? key_row(keys[j]) : 0;
-  __syncwarp();
-  float *dst = dtable + (size_t)id * (size_t)H;
-  for (int h = VEC * lane; h < H; h += 32 * VEC) {
-    rc_piece<VEC> acc;
-    acc.load(dst + h);
-    for (int r0 = 0; r0 < len; r0 += EMB_SHORT_BATCH) {
-      rc_piece<VEC> x[EMB_SHORT_BATCH];
-#pragma unroll
-      for (int b = 0; b < EMB_SHORT_BATCH; b++)
-        if (r0 + b < len) x[b].load(dout + (size_t)rows[w][r0 + b] * (size_t)H + h);
-#pragma unroll
-      for (int b = 0; b < EMB_SHORT_BATCH; b++) /* in increasing t */
-        if (r0 + b < len)
-          for (int e = 0; e < VEC; e++) acc.v[e] += x[b].v[e];
-    }
-    acc.store(dst + h);
-  }
-}
-
-__global__ void __launch_bounds__(EMB_LONG_THREADS)
-    embedding_backward_long_kernel(float *dtable, const unsigned long long *keys, const float *dout,
-                                   int T, int H) {
-  __shared__ unsigned int flags[EMB_LONG_THREADS / 32];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-  int ordinal = 0; /* long runs seen so far, in key order */
-  for (int base = 0; base < T; base += EMB_LONG_THREADS) {
-    const int i = base + tid;
-    const unsigned int ballot = __ballot_sync(0xffffffffu, i < T && starts_long_run(keys, i, T));
-    if (lane == 0) flags[warp] = ballot;
-    __syncthreads();
-    /* the chunk's long runs in key order: run number `ordinal` is block
-     * ordinal % gridDim.x's */
-    for (int wd = 0; wd < EMB_LONG_THREADS / 32; wd++) {
-      for (unsigned int f = flags[wd]; f; f &= f - 1, ordinal++) {
-        if (ordinal % (int)gridDim.x != (int)blockIdx.x) continue;
-        const int s = base + wd * 32 + __ffs(f) - 1;
-        const unsigned int id = key_id(keys[s]);
-        for (int h = tid; h < H; h += EMB_LONG_THREADS)
-          add_run_column<EMB_LONG_BATCH>(dtable, keys, dout, s, id, T, H, h);
-      }
-    }
-    __syncthreads(); /* flags read by all before the next chunk's */
-  }
-}
-
-/* RC_CUDA_EMBEDDING=split opts into the kernels above until they have been
- * checked and timed on a GPU (bench/NOTES.md, session 23); read once per
- * process and recorded as a kernel switch. */
-static bool embedding_split_on(void) {
-  static int on = -1;
-  return rc_env_once(&on, "RC_CUDA_EMBEDDING", "split");
+    add_run_column(dtable, keys, dout, i, id, T, H, h);
 }
 
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
@@ -275,24 +179,6 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
   make_keys_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(keys, ids, T, n);
   KERNEL_CHECK();
   bitonic_sort(keys, n);
-  if (embedding_split_on()) {
-    const unsigned int blocks = rc_cdiv((size_t)T, EMB_SHORT_WARPS); /* a warp a key */
-    if (rc_rows_vec4(dtable, dout, H))
-      embedding_backward_short_kernel<4>
-          <<<blocks, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
-    else
-      embedding_backward_short_kernel<1>
-          <<<blocks, 32 * EMB_SHORT_WARPS, 0, s>>>(dtable, keys, dout, T, H);
-    KERNEL_CHECK();
-    /* at most T / (EMB_SHORT + 1) long runs; two blocks an SM at most */
-    const int most = T / (EMB_SHORT + 1), two_an_sm = 2 * rc_sm_count();
-    const unsigned int grid = (unsigned int)(most < two_an_sm ? most : two_an_sm);
-    if (grid > 0) {
-      embedding_backward_long_kernel<<<grid, EMB_LONG_THREADS, 0, s>>>(dtable, keys, dout, T, H);
-      KERNEL_CHECK();
-    }
-    return;
-  }
   /* one thread per column up to 1024: every column's chain runs at once */
   int threads = H >= 1024 ? 1024 : ((H + 31) / 32) * 32;
   embedding_backward_kernel<<<T, threads, 0, s>>>(dtable, keys, dout, T, H);

@@ -836,125 +836,20 @@ void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
 }
 
-/* ---- gemm_half_many through cuBLAS's grouped GEMM (RC_CUDA_GEMM_MANY=grouped) ----
- * One cublasGemmGroupedBatchedEx call runs every expert's GEMM, so their
- * tiles share one launch instead of each expert's launch ramping up and
- * draining on its own (bench/bench_grouped_gemm.cu measures the two ways).
- * cuBLAS picks the kernel from the whole call's shapes, with no algorithm to
- * pin: the bits are another function of (transposes, every group's m, n, k,
- * the values) than the per-call plans', the same run to run and in every
- * process that sees the same routing. So it is a kernel switch
- * (src/base/kernel_switches.h), and an opt-in until measured on a GPU.
- * A group with beta != 0 gets its product with beta 0 in scratch and then
- * gemm_epilogue_kernel's C = D + beta*C, as run_plan does without its one
- * exception: beta = 1 stays, bit for bit, the beta = 0 GEMM followed by
- * `add` (ops.h's fusion property; cuBLAS's epilogue might be a split-K's). */
-#define MANY_MAX 64 /* groups a launch; more run in several calls */
-typedef struct {
-  const void *a[MANY_MAX], *b[MANY_MAX];
-  void *c[MANY_MAX];
-} many_pointers;
-
-/* The grouped call reads its operand pointers from device memory: stored by
- * a kernel whose argument carries them, so the stream orders them after the
- * previous call's use and no host copy waits. */
-__global__ void store_many_pointers(many_pointers src, int count, many_pointers *dst) {
-  int i = threadIdx.x;
-  if (i < count) dst->a[i] = src.a[i], dst->b[i] = src.b[i], dst->c[i] = src.c[i];
-}
-
-static bool gemm_many_grouped_on(void) {
-  static int on = -1;
-  return rc_env_once(&on, "RC_CUDA_GEMM_MANY", "grouped");
-}
-
-/* Calls [0, count) with m, n, k > 0 and the same output type (count <=
- * MANY_MAX), in one grouped call. */
-static void gemm_many_grouped(rc_compute ct, bool trans_a, bool trans_b,
-                              const rc_gemm_half_call *calls, int count) {
-  cudaStream_t s = rc_cuda_stream();
-  bool out16 = calls[0].C == NULL;
-  cudaDataType_t in_type = ct == RC_COMPUTE_FP16 ? CUDA_R_16F : CUDA_R_16BF;
-  cudaDataType_t out_type = out16 ? in_type : CUDA_R_32F;
-  many_pointers ptr;
-  cublasOperation_t op_a[MANY_MAX], op_b[MANY_MAX];
-  int m[MANY_MAX], n[MANY_MAX], k[MANY_MAX], lda[MANY_MAX], ldb[MANY_MAX], ldc[MANY_MAX];
-  int size[MANY_MAX];
-  float alpha[MANY_MAX], beta[MANY_MAX];
-  size_t d_bytes = 0; /* the beta != 0 groups' products in scratch */
-  for (int i = 0; i < count; i++)
-    if (!out16 && calls[i].beta != 0.0f) d_bytes += (size_t)calls[i].m * calls[i].n * 4;
-  float *D = d_bytes ? (float *)rc_cuda_scratch(RC_SCRATCH_GEMM_D, d_bytes) : NULL;
-  size_t d_at = 0;
-  for (int i = 0; i < count; i++) {
-    const rc_gemm_half_call *c = &calls[i];
-    /* column-major: C^T = op(B)^T op(A)^T, cuBLAS's A is our B */
-    op_a[i] = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b[i] = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    m[i] = c->n, n[i] = c->m, k[i] = c->k, lda[i] = c->ldb, ldb[i] = c->lda, size[i] = 1;
-    alpha[i] = 1.0f, beta[i] = 0.0f;
-    ptr.a[i] = c->B, ptr.b[i] = c->A;
-    if (out16) {
-      ptr.c[i] = c->C_half, ldc[i] = c->ldc;
-    } else if (c->beta == 0.0f) {
-      ptr.c[i] = c->C, ldc[i] = c->ldc;
-    } else {
-      ptr.c[i] = D + d_at, ldc[i] = c->n;
-      d_at += (size_t)c->m * c->n;
-    }
-  }
-  many_pointers *dev = (many_pointers *)rc_cuda_scratch(RC_SCRATCH_GEMM_MANY, sizeof ptr);
-  store_many_pointers<<<1, MANY_MAX, 0, s>>>(ptr, count, dev);
-  KERNEL_CHECK();
-  CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
-      rc_cuda_blas(), op_a, op_b, m, n, k, alpha, (const void *const *)dev->a, in_type, lda,
-      (const void *const *)dev->b, in_type, ldb, beta, (void *const *)dev->c, out_type, ldc, count,
-      size, CUBLAS_COMPUTE_32F));
-  d_at = 0;
-  for (int i = 0; i < count && d_bytes; i++) {
-    const rc_gemm_half_call *c = &calls[i];
-    if (c->beta == 0.0f) continue;
-    size_t total = (size_t)c->m * (size_t)c->n;
-    gemm_epilogue_kernel<<<rc_grid_1d(total, 256), 256, 0, s>>>(c->C, c->ldc, D + d_at, c->n, c->m,
-                                                                c->n, 1.0f, c->beta, 0);
-    KERNEL_CHECK();
-    d_at += total;
-  }
-}
-
 /* gemm_half_many (ops.h): the calls one after another on the stream, their
  * row dimension (m, or k when trans_a: the weight gradient) bucketed as a
  * grouped linear's (grouped_bucket) around the call's rows per group. Side
  * streams were tried (session 22: four and eight lanes, each call bitwise
  * the same) and bought nothing measurable at gpu-small: cuBLASLt's Hopper
  * kernels here are persistent, their grid min(tiles, SMs), and most expert
- * GEMMs already cover all 132 SMs. RC_CUDA_GEMM_MANY=grouped runs them as
- * one grouped GEMM instead (above); an empty group (m, n or k 0) then still
- * goes alone, as do calls whose outputs are of mixed types. */
+ * GEMMs already cover all 132 SMs. The op is also the seam where a grouped
+ * kernel (every expert's tiles in one launch) would go; cuBLAS 13.1's
+ * cublasGemmGroupedBatchedEx is not it (session 24, bench/bench_grouped_gemm.cu
+ * on the H200): no fp32-output form, and the 16-bit forward at half the
+ * per-expert rate. */
 void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
                             const rc_gemm_half_call *calls, int count) {
   if (count <= 0) return;
-  if (ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_BF16;
-  if (gemm_many_grouped_on()) {
-    rc_gemm_half_call run[MANY_MAX];
-    int n_run = 0;
-    for (int i = 0; i < count; i++) {
-      const rc_gemm_half_call *c = &calls[i];
-      bool full = c->m > 0 && c->n > 0 && c->k > 0;
-      if (full && n_run > 0 && (c->C == NULL) != (run[0].C == NULL)) full = false;
-      if (full) run[n_run++] = *c;
-      if (n_run == MANY_MAX || (i == count - 1 && n_run > 0)) {
-        gemm_many_grouped(ct, trans_a, trans_b, run, n_run);
-        n_run = 0;
-      }
-      if (!full && c->C)
-        gemm_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B, c->ldb,
-                          c->beta, c->C, c->ldc, 0);
-      else if (!full)
-        gemm_to_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
-                             c->C_half, c->ldc, 0);
-    }
-    return;
-  }
   long long rows = 0;
   for (int i = 0; i < count; i++) rows += trans_a ? calls[i].k : calls[i].m;
   int group = pow2_bucket((rows + count - 1) / count, 29); /* 2 * group fits an int */

@@ -5,10 +5,9 @@
  * With V a multiple of 4 (every model vocabulary) a block per row makes two
  * passes over it without holding it (cross_entropy_2pass_kernel, below):
  * eight rows share an SM, one expf per element in the first pass, the
- * gradient written in the second. With RC_CUDA_CE=staged a half head's
- * 16-bit row (V a multiple of 8, up to 57344) is staged in shared memory
- * first, so both passes read it from there: the same arithmetic, one read
- * of the row. Otherwise rows up to V = 32768 are held in
+ * gradient written in the second (a row staged in shared memory first, so
+ * that it is read from global memory once, bought nothing: the second read
+ * hits L2; session 24). Otherwise rows up to V = 32768 are held in
  * registers, one block per row, and longer rows are re-read from global
  * memory. The argmax takes ties to the lowest index (exact, so `correct`
  * agrees with the CPU bit for bit). Exponentials are fp32 expf; the row sum
@@ -18,8 +17,6 @@
  * so it is the same on every run. */
 #include <limits.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/numeric.h"
 #include "cuda_common.cuh"
@@ -273,10 +270,6 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
  * Needs V % 4 == 0 and 16-byte aligned rows (8-byte for the 16-bit rows). */
 #define CE2_THREADS 256
 #define CE2_WARPS (CE2_THREADS / 32)
-/* the largest row staged in shared memory (STAGED below): two blocks an SM
- * (228 KiB), so one block's copy overlaps the other's passes; V up to 57344
- * (dense16's 50304 included) */
-#define CE_STAGE_MAX_BYTES (112 * 1024)
 
 /* elements 4*i4 .. 4*i4+3 of row t, from fp32 logits or 16-bit ones */
 template <bool HALF_IN, bool FP16>
@@ -311,29 +304,10 @@ __device__ __forceinline__ uint16_t ce_bf16_encode(float x) {
   return (uint16_t)((u & 0x7f800000u) == 0x7f800000u ? special : rne);
 }
 
-/* STAGED (HALF_IN only): the row's 16-bit logits are first copied into
- * shared memory (ce_row_smem, 2V bytes: 16-byte cp.async, the whole row in
- * flight at once), and both passes read them there, so the row is read from
- * global memory once instead of twice (gpu-small's 8192 x 32768 bf16
- * logits: 1.07 GB moved a call instead of 1.61). Every thread reads and
- * folds the same elements in the same order either way: the same bits. */
-extern __shared__ __align__(16) uint16_t ce_row_smem[];
-
-__device__ __forceinline__ void ce_stage_row(uint16_t *dst, const uint16_t *row, int V) {
-  for (int c = threadIdx.x * 8; c < V; c += CE2_THREADS * 8) {
-    unsigned sa = (unsigned)__cvta_generic_to_shared(dst + c);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(row + c));
-  }
-  asm volatile("cp.async.commit_group;\n" ::);
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-  __syncthreads();
-}
-
-template <bool HALF, bool HALF_IN, bool FP16, bool STAGED = false>
+template <bool HALF, bool HALF_IN, bool FP16>
 __global__ void __launch_bounds__(CE2_THREADS)
     cross_entropy_2pass_kernel(float *losses, float *correct, float *logits, const int32_t *labels,
                                const float *dloss, int V, uint16_t *dlogits_half) {
-  static_assert(!STAGED || HALF_IN, "only 16-bit logits are staged");
   __shared__ float sh_val[CE2_WARPS];
   __shared__ int sh_idx[CE2_WARPS];
   __shared__ double sh_sum[CE2_WARPS];
@@ -342,16 +316,12 @@ __global__ void __launch_bounds__(CE2_THREADS)
   __shared__ double sh_lse;
   const size_t t = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, V4 = V / 4;
-  /* where the passes read the row: row src_t of src (the staged copy, row 0) */
-  const uint16_t *src = STAGED ? ce_row_smem : dlogits_half;
-  const size_t src_t = STAGED ? 0 : t;
-  if (STAGED) ce_stage_row(ce_row_smem, dlogits_half + t * (size_t)V, V);
 
   float m = -INFINITY, mc = -INFINITY; /* mc: m log2 e */
   int mi = INT_MAX;
   double se = 0.0;
   for (int i4 = tid; i4 < V4; i4 += CE2_THREADS) {
-    const float4 q = ce_load4<HALF_IN, FP16>(logits, src, src_t, V, i4);
+    const float4 q = ce_load4<HALF_IN, FP16>(logits, dlogits_half, t, V, i4);
     const float xs[4] = {q.x, q.y, q.z, q.w};
     float m4 = m;
     int mi4 = mi;
@@ -398,7 +368,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
   const int y = labels[t];
   if (tid == 0) {
     float ly =
-        HALF_IN ? rc_half_decode(src[src_t * (size_t)V + y], FP16) : logits[t * (size_t)V + y];
+        HALF_IN ? rc_half_decode(dlogits_half[t * (size_t)V + y], FP16) : logits[t * (size_t)V + y];
     losses[t] = (float)(lse - (double)ly);
     correct[t] = sh_amax == y ? 1.0f : 0.0f;
   }
@@ -409,7 +379,7 @@ __global__ void __launch_bounds__(CE2_THREADS)
     if (d == 0.0f) { /* all +0.0: d*(p-1) would leave -0.0 at the label */
       g[0] = g[1] = g[2] = g[3] = 0.0f;
     } else {
-      float4 q = ce_load4<HALF_IN, FP16>(logits, src, src_t, V, i4);
+      float4 q = ce_load4<HALF_IN, FP16>(logits, dlogits_half, t, V, i4);
       float xs[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
@@ -439,15 +409,6 @@ __global__ void decode_half_kernel(float *dst, const uint16_t *src, size_t n, in
 static void cross_entropy_held_rows(float *losses, float *correct, float *logits,
                                     const int32_t *labels, const float *dloss, int T, int V);
 
-/* RC_CUDA_CE=staged opts into the staged 16-bit rows (STAGED above) until
- * they have been checked and timed on a GPU (bench/NOTES.md, session 23);
- * read once per process, and recorded as a kernel switch, since a choice of
- * kernel is one until shown to change no bit. */
-static bool ce_staged_on(void) {
-  static int on = -1;
-  return rc_env_once(&on, "RC_CUDA_CE", "staged");
-}
-
 void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const int32_t *labels,
                            const float *dloss, int T, int V, uint16_t *dlogits_half,
                            rc_compute ct) {
@@ -457,22 +418,7 @@ void rc_cuda_cross_entropy(float *losses, float *correct, float *logits, const i
   if (V % 4 == 0 && ((uintptr_t)logits & 15u) == 0 && ((uintptr_t)dlogits_half & 7u) == 0) {
     /* the 16-bit form is a template argument: a run-time flag left a branch
      * around every decode and encode */
-    size_t staged = (size_t)V * sizeof(uint16_t);
-    if (!logits && ce_staged_on() && V % 8 == 0 && staged <= CE_STAGE_MAX_BYTES &&
-        ((uintptr_t)dlogits_half & 15u) == 0) {
-      static bool opted[2];
-      if (fp16) {
-        rc_allow_smem(cross_entropy_2pass_kernel<true, true, true, true>, CE_STAGE_MAX_BYTES,
-                      &opted[1]);
-        cross_entropy_2pass_kernel<true, true, true, true>
-            <<<T, CE2_THREADS, staged, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half);
-      } else {
-        rc_allow_smem(cross_entropy_2pass_kernel<true, true, false, true>, CE_STAGE_MAX_BYTES,
-                      &opted[0]);
-        cross_entropy_2pass_kernel<true, true, false, true>
-            <<<T, CE2_THREADS, staged, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half);
-      }
-    } else if (!logits && fp16)
+    if (!logits && fp16)
       cross_entropy_2pass_kernel<true, true, true>
           <<<T, CE2_THREADS, 0, s>>>(losses, correct, NULL, labels, dloss, V, dlogits_half);
     else if (!logits)

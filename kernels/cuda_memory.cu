@@ -24,7 +24,6 @@
 typedef struct {
   cudaStream_t stream;
   cublasLtHandle_t lt;
-  cublasHandle_t blas; /* created on first use (rc_cuda_blas) */
   void *workspace;
   void *scratch[RC_SCRATCH_COUNT];
   size_t scratch_bytes[RC_SCRATCH_COUNT];
@@ -84,7 +83,6 @@ static void ctx_destroy(void) {
   for (int m = 0; m < RC_TIMER_SLOTS; m++)
     if (c->mark_made[m]) (void)cudaEventDestroy(c->marks[m]);
   (void)cudaFree(c->workspace);
-  if (c->blas) (void)cublasDestroy(c->blas);
   (void)cublasLtDestroy(c->lt);
   (void)cudaStreamDestroy(c->stream);
   free(c);
@@ -95,20 +93,6 @@ cudaStream_t rc_cuda_stream(void) {
 }
 cublasLtHandle_t rc_cuda_lt(void) {
   return ctx()->lt;
-}
-
-/* cuBLAS shares the stream and the workspace with cuBLASLt: the two never
- * run at once (one stream). Host pointer mode; the default math mode (tensor
- * cores for 16-bit inputs with fp32 accumulation, no atomics). */
-cublasHandle_t rc_cuda_blas(void) {
-  rc_cuda_ctx *c = ctx();
-  if (!c->blas) {
-    CUBLAS_CHECK(cublasCreate(&c->blas));
-    CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
-    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, RC_GEMM_WORKSPACE_BYTES));
-    CUBLAS_CHECK(cublasSetAtomicsMode(c->blas, CUBLAS_ATOMICS_NOT_ALLOWED));
-  }
-  return c->blas;
 }
 
 void *rc_cuda_gemm_workspace(size_t *bytes) {
@@ -297,21 +281,13 @@ static void to_device_staged(void *dst, const void *src_host, size_t bytes) {
   CUDA_CHECK(cudaEventRecord(c->upload_done[k], c->stream));
 }
 
-/* RC_CUDA_UPLOAD=async opts into the staged uploads until a device has run
- * them (bench/NOTES.md, session 23). Not a kernel switch: the same bytes
- * reach the device in the same stream order either way. */
-static bool upload_async_on(void) {
-  static int on = -1;
-  return rc_env_once(&on, "RC_CUDA_UPLOAD", "async");
-}
-
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return;
   if (bytes >= 2 * RC_BOUNCE_BYTES && !is_pinned(src_host)) {
     to_device_bounced((char *)dst, (const char *)src_host, bytes);
     return;
   }
-  if (bytes <= RC_UPLOAD_SLOT_BYTES && upload_async_on() && !is_pinned(src_host)) {
+  if (bytes <= RC_UPLOAD_SLOT_BYTES && !is_pinned(src_host)) {
     to_device_staged(dst, src_host, bytes);
     return;
   }

@@ -39,10 +39,9 @@ grep -q 'kernel switch' "$T/unset.err" && fail "a note of a switch that was not 
 [ "$(bytes set)" = "$(bytes unset)" ] || fail "RC_CUDA_ATTENTION changed the CPU leg's bytes"
 
 # every switch of src/base/kernel_switches.h is recorded, not only the first
-# (the embedding's was once described there but missing from the list)
-leg all RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0 RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split RC_CUDA_GEMM_MANY=grouped
-for sw in RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0 RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split \
-  RC_CUDA_GEMM_MANY=grouped; do
+# (one was once described there but missing from the list)
+leg all RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0
+for sw in RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0; do
   tr -d ' \n' <"$T/all/ckpt/iter_0000002/args.json" | grep -q "\"${sw%%=*}\":\"${sw#*=}\"" ||
     fail "args.json of a leg with $sw does not record it"
 done

@@ -13,11 +13,3 @@ set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRON
 add_test(NAME cuda_ops_mma COMMAND test_cuda_ops)
 set_tests_properties(cuda_ops_mma PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                      ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=mma")
-# The same checks with every opt-in that is not yet the default (kernel
-# switches and RC_CUDA_UPLOAD, docs/cuda-backend.md): the staged
-# cross-entropy, the split embedding backward, the uploads without a drain and
-# the grouped expert GEMMs, so they stay tested until they become the default
-# or go.
-add_test(NAME cuda_ops_optins COMMAND test_cuda_ops)
-set_tests_properties(cuda_ops_optins PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-                     ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_CE=staged;RC_CUDA_EMBEDDING=split;RC_CUDA_UPLOAD=async;RC_CUDA_GEMM_MANY=grouped")

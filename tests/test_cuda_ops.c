@@ -693,9 +693,7 @@ static void test_gemm_to_half(void) {
  * eight groups of uneven rows (one empty: k = 0 for the wgrad), every output
  * poisoned first; against the CPU's on a small case. With beta 1, bit for bit
  * the beta 0 calls followed by an add. Control: group 1 given group 3's
- * weights (or one row short) is outside the tolerance. Under
- * RC_CUDA_GEMM_MANY=grouped (one cuBLAS grouped GEMM, another kernel) the same
- * checks hold: the tolerance is a summation order's. */
+ * weights (or one row short) is outside the tolerance. */
 typedef struct {
   int ta, tb, out16, in, out, groups;
   const int *rows;
@@ -1362,15 +1360,14 @@ static void test_large_copies(void) {
 
 /* Small uploads from one host buffer rewritten after each call, every one
  * followed at once by a device copy out of its landing place, which the
- * next upload then overwrites: with RC_CUDA_UPLOAD=async the uploads run
- * from pinned slots without a stream sync (more uploads than slots, so
+ * next upload then overwrites: the uploads run from pinned slots without a
+ * stream sync (cuda_memory.cu; more uploads than slots, so
  * slots are reused while copies may be in flight), and each copy must still
  * see its own upload. Sizes 4 B .. 256 KiB (the largest staged). Control:
  * the landing place ends with the last upload's bytes, which differ from
  * the first's. */
 static void test_small_uploads(void) {
-  const char *up = getenv("RC_CUDA_UPLOAD");
-  printf("-- small uploads%s\n", up && !strcmp(up, "async") ? " (async: pinned slots)" : "");
+  printf("-- small uploads\n");
   enum { N = 40 };
   const size_t max = (size_t)256 << 10;
   unsigned char *h = malloc(max), *back = malloc(max), *want[N];
@@ -1465,9 +1462,9 @@ static void test_basic(void) {
 
 /* hot >= 0: three tokens in four are id `hot`, one long run of adds (a
  * frequent token; the backward batches its loads). hot == EMB_RUN_LENGTHS:
- * ids 0, 1, ... repeated 1, 2, 31, 32, 33, 34, 65, 100, 1, ... times (runs on
- * both sides of RC_CUDA_EMBEDDING=split's 32-row boundary between a warp's
- * runs and the long ones), then shuffled in t */
+ * ids 0, 1, ... repeated 1, 2, 31, 32, 33, 34, 65, 100, 1, ... times (runs
+ * shorter and longer than a load batch, on both sides of a warp's 32), then
+ * shuffled in t */
 #define EMB_RUN_LENGTHS (-2)
 static void test_embedding(int T, int H, int V, int hot) {
   int32_t *ids = malloc((size_t)T * 4);
@@ -1509,12 +1506,10 @@ static void test_embedding(int T, int H, int V, int hot) {
     G->embedding_backward(gdt, gid, gdo, T, H, V);
     got[rep] = get(G, gdt, (size_t)V * H * 4);
   }
-  const char *split = getenv("RC_CUDA_EMBEDDING");
-  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s%s", T, H, V,
+  snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s", T, H, V,
            hot >= 0                 ? " (one hot id)"
            : hot == EMB_RUN_LENGTHS ? " (runs of 1..100)"
-                                    : "",
-           split && !strcmp(split, "split") ? " (split)" : "");
+                                    : "");
   check_rel(name, got[0], r, (size_t)V * H, 1e-5);
   /* rows sum in increasing t, one rounding per term, as on the CPU */
   check_bits("  same order as the CPU", got[0], r, (size_t)V * H * 4);
@@ -2181,12 +2176,8 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
       G->cross_entropy(gls, gcr, NULL, glab, gdl, T, V, gin, ct);
       uint16_t *h = get(G, gin, n * 2);
       float *hls = get(G, gls, (size_t)T * 4), *hcr = get(G, gcr, (size_t)T * 4);
-      /* RC_CUDA_CE=staged: the rows this stages (V % 8 == 0, 2V bytes up
-       * to 112 KiB) read from shared memory, bitwise the fp32 path's */
-      const char *ce = getenv("RC_CUDA_CE");
-      bool staged = ce && !strcmp(ce, "staged") && V % 8 == 0 && (size_t)V * 2 <= 112 * 1024;
-      snprintf(name, sizeof name, "cross_entropy on %s logits in place T=%d V=%d%s%s", ct_name(ct),
-               T, V, staged ? " (staged)" : "", rep ? " (again)" : "");
+      snprintf(name, sizeof name, "cross_entropy on %s logits in place T=%d V=%d%s", ct_name(ct), T,
+               V, rep ? " (again)" : "");
       check_bits(name, h, w, n * 2);
       check_bits("  the decoded logits' losses", hls, wls, (size_t)T * 4);
       check_bits("  the decoded logits' correct flags", hcr, wcr, (size_t)T * 4);

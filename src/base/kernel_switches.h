@@ -4,12 +4,8 @@
  * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
  * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
  * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu);
- * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's
- * first algorithm for the keys kernels/cuda_gemm.cu pins; RC_CUDA_CE=staged the cross-entropy
- * that stages a 16-bit row in shared memory (kernels/cuda_loss.cu), RC_CUDA_EMBEDDING=split the
- * embedding backward with short and long runs apart (kernels/cuda_embedding.cu),
- * RC_CUDA_GEMM_MANY=grouped a grouped linear's GEMMs as one cuBLAS grouped GEMM
- * (kernels/cuda_gemm.cu): opt-ins until checked on a GPU. Logging switches
+ * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's first algorithm for the keys
+ * kernels/cuda_gemm.cu pins. Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
  * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
  * in its args.json and says so on stderr (src/leg/leg.c); `run` records them in report.json and its
@@ -19,9 +15,7 @@
 
 #include <stddef.h>
 
-static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
-                                                 "RC_CUDA_CE", "RC_CUDA_EMBEDDING",
-                                                 "RC_CUDA_GEMM_MANY"};
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
