@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu_gemm_pins.sh — the GEMM keys kernels/cuda_gemm.cu pins to a measured
 # algorithm take it: a gpu-small dense leg on a compute capability 9.0 GPU
-# plans each of the 10 pinned keys once, from the pin ("from=pinned" in the
-# plan log, none "not offered"); with RC_CUDA_GEMM_PINS=0 (a kernel switch)
+# plans each of its 10 pinned keys once, from the pin ("from=pinned" in the
+# plan log, none "not offered"), and so does a B16 x M1 V50304 leg its 10;
+# with RC_CUDA_GEMM_PINS=0 (a kernel switch)
 # none is pinned, args.json records the switch, and the losses agree with the
 # pinned leg's to bf16 tolerance (both are correct GEMMs, in other orders).
 # On another GPU no key is pinned. The pinned numerics themselves: cuda_ops.
@@ -14,21 +15,28 @@ T=$(mktemp -d /tmp/rc_gemm_pins.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+SHAPE=() # extra flags of the leg
 leg() { # NAME [ENV=VALUE...]: a 2-step gpu-small dense leg with the plan log
   local name=$1
   shift
   env "$@" RC_CUDA_GEMM_LOG=1 "$RC_BIN" train --preset gpu-small --moe-layers none --device cuda \
-    --steps 2 --save-at 2 --out "$T/$name" >"$T/$name.out" 2>"$T/$name.err" ||
-    fail "leg $name failed: $(tail -1 "$T/$name.err")"
+    ${SHAPE[@]+"${SHAPE[@]}"} --steps 2 --save-at 2 --out "$T/$name" >"$T/$name.out" \
+    2>"$T/$name.err" || fail "leg $name failed: $(tail -1 "$T/$name.err")"
 }
 leg pinned
 leg first RC_CUDA_GEMM_PINS=0
+SHAPE=(--micro-batch 16 --microbatches 1 --vocab 50304)
+leg pinned16
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
 want=0
 [ "$cc" = "9.0" ] && want=10
-got=$(grep -c "from=pinned " "$T/pinned.err")
-[ "$got" = "$want" ] || fail "compute capability $cc: $got keys planned from a pin, expected $want"
-grep -q "pinned configuration not offered" "$T/pinned.err" && fail "a pinned configuration was not offered"
+for name in pinned pinned16; do
+  got=$(grep -c "from=pinned " "$T/$name.err")
+  [ "$got" = "$want" ] ||
+    fail "$name: compute capability $cc: $got keys planned from a pin, expected $want"
+  grep -q "pinned configuration not offered" "$T/$name.err" &&
+    fail "$name: a pinned configuration was not offered"
+done
 n_off=$(grep -c "from=pinned " "$T/first.err")
 [ "$n_off" = 0 ] || fail "RC_CUDA_GEMM_PINS=0: $n_off keys still pinned"
 grep -q '"RC_CUDA_GEMM_PINS"' "$T/first/ckpt/iter_0000002/args.json" ||
