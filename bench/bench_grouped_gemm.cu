@@ -6,7 +6,9 @@
  * dense MLP's reach ~593 (bench/NOTES.md, session 22): one launch per
  * expert leaves each launch's ramp and tail, and one expert's fc2 forward
  * is 48 tiles of 128 x 256 for 132 SMs. This says whether cuBLAS's grouped
- * GEMM is the way to all experts' tiles in one launch. Not a test: one
+ * GEMM is the way to all experts' tiles in one launch (session 24, cuBLAS
+ * 13.1 on the H200: no, bench/NOTES.md: every fp32-output form "not
+ * supported", the 16-bit forward at 0.53x). Not a test: one
  * process, CUDA events, one line per (GEMM form, way); the two ways' largest
  * relative difference is printed as a sanity check (they need not agree
  * bitwise: other kernels, other summation blocks).

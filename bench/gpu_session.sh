@@ -31,9 +31,10 @@
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
 # profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
-# "switches" cuda_ops, the gpu-small digests and the event-timed rows of the ops the opt-in
-# switches touch (6-step dense and MoE legs), under each set in RC_SWITCH_SETS (e.g.
-# "none|RC_CUDA_CE=staged RC_CUDA_EMBEDDING=split RC_CUDA_UPLOAD=async"),
+# "switches" cuda_ops, the gpu-small digests and the event-timed rows of the ops opt-in
+# switches have touched (6-step dense and MoE legs), under each set in RC_SWITCH_SETS
+# (e.g. "none|RC_CUDA_GEMM_PINS=0"; an opt-in is measured this way before it becomes
+# the default or goes),
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
 # RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's

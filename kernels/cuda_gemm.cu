@@ -196,13 +196,13 @@ static int heuristic_algos(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayo
  * (bench/bench_gemm_algos.cu: cuBLASLt 13.1, random operands, two passes of
  * 30 calls; bench/NOTES.md session 18; B16 x M1's in session 24), and where
  * another one was faster by more than the noise it is pinned here by its
- * configuration. On a GPU of
- * compute capability 9.0 a pinned key takes the algorithm of the heuristic's
- * list (the same list, in the same order, as the unpinned choice sees) with
- * that configuration; when the list has none (another library), the first.
- * The choice stays a function of the GPU model, the library and the key, so
- * every process makes the same one. RC_CUDA_GEMM_PINS=0 ignores the table (a
- * kernel switch: it changes bits; base/kernel_switches.h). */
+ * configuration. On a GPU of compute capability 9.0 a pinned key takes the
+ * algorithm of the heuristic's list (the same list, in the same order, as
+ * the unpinned choice sees) with that configuration; when the list has
+ * none (another library), the first. The choice stays a function of the GPU
+ * model, the library and the key, so every process makes the same one.
+ * RC_CUDA_GEMM_PINS=0 ignores the table (a kernel switch: it changes bits;
+ * base/kernel_switches.h). */
 typedef struct {
   int ct, ta, tb, m, n, k;                              /* the plan key (ct with GEMM_OUT16) */
   int tile, stages, splitk, reduction, swizzle, custom; /* CUBLASLT_ALGO_CONFIG_* */
