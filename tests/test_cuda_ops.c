@@ -1463,8 +1463,8 @@ static void test_basic(void) {
 /* hot >= 0: three tokens in four are id `hot`, one long run of adds (a
  * frequent token; the backward batches its loads). hot == EMB_RUN_LENGTHS:
  * ids 0, 1, ... repeated 1, 2, 31, 32, 33, 34, 65, 100, 1, ... times (runs
- * shorter and longer than a load batch, on both sides of a warp's 32), then
- * shuffled in t */
+ * shorter than the backward's 16-row load batch, and runs across one or
+ * several batch boundaries), then shuffled in t */
 #define EMB_RUN_LENGTHS (-2)
 static void test_embedding(int T, int H, int V, int hot) {
   int32_t *ids = malloc((size_t)T * 4);
