@@ -2212,6 +2212,83 @@ static void test_cross_entropy(int T, int V, int with_dloss) {
   free(labels);
 }
 
+/* The streamed cross-entropy's edges (session 25: the maximum moves a float4
+ * at a time after a thread's first, bf16 is encoded two at an instruction):
+ * ties inside one float4 and across a thread's float4s, a NaN and an inf
+ * logit, and a row whose gradient is subnormal. V = 8192 and 256 threads a
+ * row: element 4 * (256 * g + tid) + e is thread tid's float4 g. */
+static void test_cross_entropy_edges(void) {
+  const int T = 6, V = 8192;
+  const size_t n = (size_t)T * V;
+  float *logits = rand_host(n, 4.0f), *dloss = rand_host((size_t)T, 1.0f);
+  int32_t labels[6] = {5, 7, 11, 0, 0, 13};
+  const int in_group = 4 * (256 * 3 + 7) + 1, across_a = 4 * (256 * 2 + 9),
+            across_b = 4 * (256 * 5 + 9) + 2;
+  logits[0 * (size_t)V + 4 * (256 * 2 + 1) + 1] = NAN;
+  logits[1 * (size_t)V + 4 * (256 * 4 + 3) + 3] = INFINITY;
+  logits[2 * (size_t)V + 4 * (256 * 6 + 2)] = 100.0f; /* exp(-104): subnormal gradients */
+  logits[3 * (size_t)V + in_group] = logits[3 * (size_t)V + in_group + 1] = 9.0f;
+  labels[3] = in_group; /* the lower of a tie inside one float4: correct */
+  logits[4 * (size_t)V + across_a] = logits[4 * (size_t)V + across_b] = 9.0f;
+  labels[4] = across_b; /* the later float4 of the same thread: incorrect */
+  dloss[2] = 1.0f;
+  float *gl = G->alloc(n * 4), *gls = G->alloc((size_t)T * 4), *gcr = G->alloc((size_t)T * 4);
+  float *gdl = put(G, dloss, (size_t)T * 4);
+  int32_t *glab = put(G, labels, (size_t)T * 4);
+  upload(G, gl, logits, n * 4);
+  G->cross_entropy(gls, gcr, gl, glab, gdl, T, V, NULL, RC_COMPUTE_FP32);
+  float *l = get(G, gl, n * 4), *ls = get(G, gls, (size_t)T * 4), *cr = get(G, gcr, (size_t)T * 4);
+  check_true("cross_entropy edges: ties (in a float4: correct; across: not)",
+             cr[3] == 1.0f && cr[4] == 0.0f);
+  check_true("  control: the NaN row's loss is NaN, the others finite",
+             isnan(ls[0]) && isfinite(ls[2]) && isfinite(ls[3]) && isfinite(ls[5]));
+  int subnormals = 0;
+  for (int v = 0; v < V; v++) {
+    const float g = l[2 * (size_t)V + v];
+    subnormals += g != 0.0f && fabsf(g) < 1.17549435e-38f;
+  }
+  check_true("  the subnormal row has subnormal gradients", subnormals > 100);
+  for (int k = 0; k < 2; k++) {
+    const rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *gh = G->alloc(n * 2), *gw = G->alloc(n * 2), *gin = G->alloc(n * 2);
+    float *gf = put(G, l, n * 4);
+    G->cast_half(gw, gf, n, ct); /* the fp32 gradient, encoded */
+    poison(G, gh, n * 2);
+    upload(G, gl, logits, n * 4);
+    G->cross_entropy(gls, gcr, gl, glab, gdl, T, V, gh, ct);
+    uint16_t *h = get(G, gh, n * 2), *w = get(G, gw, n * 2);
+    float *hcr = get(G, gcr, (size_t)T * 4);
+    char name[96];
+    snprintf(name, sizeof name, "  %s gradient == cast_half(fp32 gradient), edge rows",
+             ct_name(ct));
+    check_bits(name, h, w, n * 2);
+    check_bits("  the same correct flags", hcr, cr, (size_t)T * 4);
+    /* 16-bit logits in place: what the fp32 path gives on the decoded values */
+    upload(G, gf, logits, n * 4);
+    G->cast_half(gin, gf, n, ct);
+    uint16_t *in_host = get(G, gin, n * 2);
+    float *dec = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+      dec[i] = k ? rc_fp16_decode(in_host[i]) : rc_bf16_decode(in_host[i]);
+    upload(G, gf, dec, n * 4);
+    G->cross_entropy(gls, gcr, gf, glab, gdl, T, V, gw, ct);
+    uint16_t *w2 = get(G, gw, n * 2);
+    float *wcr = get(G, gcr, (size_t)T * 4);
+    G->cross_entropy(gls, gcr, NULL, glab, gdl, T, V, gin, ct);
+    uint16_t *h2 = get(G, gin, n * 2);
+    float *h2cr = get(G, gcr, (size_t)T * 4);
+    snprintf(name, sizeof name, "  %s logits in place == the decoded logits, edge rows",
+             ct_name(ct));
+    check_bits(name, h2, w2, n * 2);
+    check_bits("  the same correct flags", h2cr, wcr, (size_t)T * 4);
+    free(h), free(w), free(hcr), free(in_host), free(dec), free(w2), free(wcr), free(h2),
+        free(h2cr);
+    G->free(gh), G->free(gw), G->free(gin), G->free(gf);
+  }
+  free(l), free(ls), free(cr), free(logits), free(dloss);
+  G->free(gl), G->free(gls), G->free(gcr), G->free(gdl), G->free(glab);
+}
+
 static void test_dropout(size_t n, float p, uint64_t seed, uint64_t offset) {
   float *x = rand_host(n, 1.0f);
   for (size_t i = 0; i < n; i++)
@@ -2785,6 +2862,7 @@ int main(int argc, char **argv) {
   test_cross_entropy(300, 4096, 1); /* more rows than SMs: a block streams several */
   test_cross_entropy(8, 50304, 1);  /* dense16's vocabulary */
   test_cross_entropy(4, 70000, 1);  /* a row longer than 64K elements */
+  test_cross_entropy_edges();
   test_dropout(10003, 0.1f, 42, 12345);
   test_dropout(4096, 0.5f, 0xdeadbeefcafef00dull, 0);
 
