@@ -39,9 +39,16 @@ grep -q 'kernel switch' "$T/unset.err" && fail "a note of a switch that was not 
 [ "$(bytes set)" = "$(bytes unset)" ] || fail "RC_CUDA_ATTENTION changed the CPU leg's bytes"
 
 # every switch of src/base/kernel_switches.h is recorded, not only the first
-# (one was once described there but missing from the list)
-leg all RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0
-for sw in RC_CUDA_ATTENTION=mma RC_CUDA_GEMM_PINS=0; do
+# (one was once described there but missing from the list): the names read
+# from the list itself, each set to a value of its own
+: "${RC_SRC:?RC_SRC is not set}"
+switches=$(sed -n '/RC_KERNEL_SWITCHES\[\]/,/;/p' "$RC_SRC/src/base/kernel_switches.h" |
+  grep -o '"RC_[A-Z0-9_]*"' | tr -d '"')
+[ "$(echo "$switches" | wc -w)" -ge 3 ] || fail "read $(echo "$switches" | wc -w) switches from the list"
+settings=()
+for name in $switches; do settings+=("$name=probe_$name"); done
+leg all "${settings[@]}"
+for sw in "${settings[@]}"; do
   tr -d ' \n' <"$T/all/ckpt/iter_0000002/args.json" | grep -q "\"${sw%%=*}\":\"${sw#*=}\"" ||
     fail "args.json of a leg with $sw does not record it"
 done

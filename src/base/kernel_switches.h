@@ -5,7 +5,9 @@
  * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
  * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu);
  * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's first algorithm for the keys
- * kernels/cuda_gemm.cu pins. Logging switches
+ * kernels/cuda_gemm.cu pins; RC_CUDA_EMBEDDING=vec the embedding backward a
+ * float4 of columns a thread (kernels/cuda_embedding.cu: an opt-in, the same
+ * bits by construction, listed until a GPU has shown it). Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
  * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
  * in its args.json and says so on stderr (src/leg/leg.c); `run` records them in report.json and its
@@ -15,7 +17,8 @@
 
 #include <stddef.h>
 
-static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS"};
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
+                                                 "RC_CUDA_EMBEDDING"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
