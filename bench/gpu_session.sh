@@ -39,7 +39,8 @@
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
 # RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's
 # expert GEMMs per expert against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu), "ncu"
-# Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each),
+# Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each), "kernels"
+# every kernel of a 2-step leg timed by Nsight Compute and summed by name (RC_KERNELS_FLAGS),
 # "probe" the wgmma operand layouts (bench/wgmma_probe.cu), "ncusass" one
 # kernel's per-instruction samples (RC_NCU_KERNEL, a regex) as SASS in CSV.
 # RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none);
@@ -202,7 +203,7 @@ if want switches; then
       rm -rf /tmp/rc_sw_p
       env "${sw[@]}" RC_PROFILE=events timeout 120 "$B/resumecheck" train "${flags[@]}" \
         --out /tmp/rc_sw_p > /dev/null 2> "/tmp/rc_sw_prof_$tag.txt"
-      grep -E "^  (cross_entropy|embedding_backward|to_device|gemm_half_many|total) " \
+      grep -E "^  (cross_entropy|embedding_backward|to_device|gemm_half_many|gemm|total|fp32) " \
         "/tmp/rc_sw_prof_$tag.txt" | sed "s/^/[$set] $shape /" | tee -a "$S"
     done
   done
@@ -232,6 +233,34 @@ if want ncu; then
   done
   grep -E "^  [a-z_ ]*(void )?[a-z_]+(<[0-9]+>)?\(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|highest-utilized|Issue Slots Busy" \
     "$OUT/ncu.txt" | cut -c1-160 | tee -a "$S"
+fi
+
+if want kernels; then
+  # every kernel of a 2-step gpu-small leg timed by Nsight Compute (one
+  # metric, one replay each: ~35 s for an MoE leg), summed by name: where
+  # the GPU's time goes, GEMM algorithms and glue kernels included.
+  # RC_KERNELS_FLAGS: the leg's flags (e.g. --moe-layers none); ncu's clocks
+  # are its own (locked), so compare rows with each other, not with step times
+  log "ncu kernel durations (2-step gpu-small leg ${RC_KERNELS_FLAGS:-})"
+  # shellcheck disable=SC2086
+  timeout 300 ncu --metrics gpu__time_duration.sum --csv "$B/resumecheck" train --preset gpu-small \
+    --device cuda --steps 2 ${RC_KERNELS_FLAGS:-} --out /tmp/rc_kern 2> /dev/null > /tmp/rc_kern.csv
+  echo "ncu exit $?" | tee -a "$S"
+  python3 - /tmp/rc_kern.csv << 'EOF' > "$OUT/kernels.txt"
+import collections, csv, re, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))][1:]
+total, count = collections.Counter(), collections.Counter()
+for r in rows:
+    name = re.sub(r"\(.*", "", r[4])[:80]
+    total[name] += float(r[-1].replace(",", "")) / 1e3
+    count[name] += 1
+print("# %d kernels, %.0f us under ncu (2 steps, the first with the model's set-up)"
+      % (len(rows), sum(total.values())))
+print("%10s %6s %9s  %s" % ("us", "calls", "us/call", "kernel"))
+for name, us in total.most_common(60):
+    print("%10.1f %6d %9.1f  %s" % (us, count[name], us / count[name], name))
+EOF
+  head -25 "$OUT/kernels.txt" | tee -a "$S"
 fi
 
 if want ncusass; then

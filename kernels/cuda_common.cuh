@@ -206,6 +206,11 @@ void rc_cuda_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, i
                        float scale, bool transpose);
 void rc_cuda_amax_update(float *amax, const float *x, size_t n);
 
+/* cuda_gemm_small.cu: an fp32 GEMM with a dimension of at most 16 by plain
+ * kernels when RC_CUDA_GEMM_SMALL=1 (true: done; false: not taken) */
+bool rc_cuda_gemm_small(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc);
+
 /* cuda_elementwise.cu */
 void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);
 void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct);

@@ -689,6 +689,9 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
     return;
   }
   if (ct != RC_COMPUTE_BF16 && ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_FP32;
+  if (ct == RC_COMPUTE_FP32 &&
+      rc_cuda_gemm_small(trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
+    return; /* RC_CUDA_GEMM_SMALL=1 and a dimension of at most 16 (cuda_gemm_small.cu) */
   const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
 
   int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;

@@ -407,12 +407,26 @@ static void test_gemm(void) {
   gemm_case(RC_COMPUTE_BF16, 1, 0, 256, 192, 245, 0, 1.0f);
   gemm_case(RC_COMPUTE_FP32, 1, 0, 128, 96, 4096, 0, 1.0f); /* wgrad-like */
   gemm_case(RC_COMPUTE_BF16, 1, 0, 128, 96, 4096, 0, 1.0f);
+  /* an MoE router's fp32 GEMMs (E = 8; cuda_gemm_small.cu under
+   * RC_CUDA_GEMM_SMALL=1): forward, dgrad, wgrad; then each small dimension
+   * at odd sizes under every transpose, padded */
+  gemm_case(RC_COMPUTE_FP32, 0, 1, quick ? 1024 : 8192, 8, 768, 0, 1.0f);
+  gemm_case(RC_COMPUTE_FP32, 0, 0, quick ? 1024 : 8192, 768, 8, 0, 1.0f);
+  gemm_case(RC_COMPUTE_FP32, 1, 0, 8, 768, quick ? 1024 : 8192, 0, 1.0f);
+  for (int ta = 0; ta <= 1; ta++)
+    for (int tb = 0; tb <= 1; tb++) {
+      gemm_case(RC_COMPUTE_FP32, ta, tb, 5, 300, 2000, 3, 1.0f); /* m small */
+      gemm_case(RC_COMPUTE_FP32, ta, tb, 300, 3, 700, 3, 0.75f); /* n small */
+      gemm_case(RC_COMPUTE_FP32, ta, tb, 70, 90, 7, 3, 1.0f);    /* k small */
+      gemm_case(RC_COMPUTE_FP32, ta, tb, 16, 16, 100, 3, -1.5f); /* all at the limit */
+    }
   gemm_k0();
   for (int c = 0; c < 3; c++) {
     gemm_fusion_property(cts[c], 1, 0, 64, 64, quick ? 2048 : 16384, 1.0f);
     if (!quick) gemm_fusion_property(cts[c], 1, 0, 768, 768, 8192, 1.0f);
     gemm_fusion_property(cts[c], 0, 1, 96, 80, 777, 0.5f);
   }
+  gemm_fusion_property(RC_COMPUTE_FP32, 1, 0, 8, 768, 8192, 1.0f); /* a router's wgrad */
   /* gpu-small's wgrad shapes (beta = 1 into main_grad: cuBLASLt's own
    * epilogue where the algorithm has no split-K, cuda_gemm.cu run_plan) */
   int wgrad[][2] = {{2304, 768}, {768, 768}, {4096, 768}, {768, 2048}, {768, 1536}};
