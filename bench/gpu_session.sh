@@ -203,7 +203,7 @@ if want switches; then
       rm -rf /tmp/rc_sw_p
       env "${sw[@]}" RC_PROFILE=events timeout 120 "$B/resumecheck" train "${flags[@]}" \
         --out /tmp/rc_sw_p > /dev/null 2> "/tmp/rc_sw_prof_$tag.txt"
-      grep -E "^  (cross_entropy|embedding_backward|to_device|gemm_half_many|gemm|total|fp32) " \
+      grep -E "^  (cross_entropy|embedding_backward|rmsnorm_backward|to_device|gemm_half_many|gemm|total|fp32) " \
         "/tmp/rc_sw_prof_$tag.txt" | sed "s/^/[$set] $shape /" | tee -a "$S"
     done
   done

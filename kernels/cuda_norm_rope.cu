@@ -115,6 +115,24 @@ __global__ void rmsnorm_backward_dw_partial_kernel(float *partial, const float *
 #define NORM_FOLD_WAYS 8      /* the fold's outer sum */
 #define NORM_FUSED_MAX_H 1536 /* 32 rows x H floats of shared memory: 192 KB */
 
+/* The chunk's dw partial from its rows' g x r in shared memory, every
+ * thread of the block taking columns: partial[chunk] = sum over w < 8 of
+ * (sum over k < 4 of row t0 + w + 8k), inner sums in increasing k, outer in
+ * increasing w. */
+__device__ __forceinline__ void fold_chunk_partial(float *partial, const float *rows_s, int T,
+                                                   int H, int t0) {
+  const int nrows = T - t0 < NORM_FUSED_CHUNK ? T - t0 : NORM_FUSED_CHUNK; /* rows past T: none */
+  for (int j = threadIdx.x; j < H; j += blockDim.x) {
+    float sum = 0.0f;
+    for (int wy = 0; wy < NORM_FOLD_WAYS; wy++) {
+      float a = 0.0f;
+      for (int k = wy; k < nrows; k += NORM_FOLD_WAYS) a += rows_s[(size_t)k * H + j];
+      sum += a;
+    }
+    partial[(size_t)blockIdx.x * H + j] = sum;
+  }
+}
+
 __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     rmsnorm_backward_fused_kernel(float *dx, float *partial, const float *dout, const float *x,
                                   const float *w, const float *rstd, int T, int H, int ld_dout,
@@ -141,16 +159,74 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     }
   }
   __syncthreads();
-  const int nrows = T - t0 < NORM_FUSED_CHUNK ? T - t0 : NORM_FUSED_CHUNK; /* rows past T: none */
-  for (int j = threadIdx.x; j < H; j += blockDim.x) {
-    float sum = 0.0f;
-    for (int wy = 0; wy < NORM_FOLD_WAYS; wy++) {
-      float a = 0.0f;
-      for (int k = wy; k < nrows; k += NORM_FOLD_WAYS) a += rows_s[(size_t)k * H + j];
-      sum += a;
+  fold_chunk_partial(partial, rows_s, T, H, t0);
+}
+
+/* RC_CUDA_NORM=regs (an opt-in kernel switch until a GPU has measured it;
+ * session 25): the fused kernel's rows with each lane's elements of g and x
+ * held in registers, so the dx pass reads neither again, and all of a row's
+ * loads of a kind issued together. Nsight Compute (H200, gpu-small): the
+ * fused kernel runs as one wave whose warps load, reduce and fold in lock
+ * step, DRAM at 68%, and its dx pass re-reads g and x mostly from L2 and
+ * DRAM (L1 hit 35%: the 96 KB of rows in shared memory leave little L1),
+ * 147 MB moved where 114 are needed. Here a block has NORM_REG_WARPS warps,
+ * each taking two rows of the same 32-row chunk in turn; the per-row
+ * arithmetic (the dot in double over j = lane + 32 i in increasing i, the
+ * xor tree, the float formulas) and the fold are the fused kernel's: the
+ * same bits by construction. PER = the elements a lane holds (H <= 32 PER). */
+#define NORM_REG_WARPS 16
+#define NORM_REG_MAX_PER 24 /* H up to 768 */
+
+template <int PER>
+__global__ void __launch_bounds__(32 * NORM_REG_WARPS)
+    rmsnorm_backward_regs_kernel(float *dx, float *partial, const float *dout, const float *x,
+                                 const float *w, const float *rstd, int T, int H, int ld_dout,
+                                 uint16_t *dx_half, int fp16) {
+  extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int t0 = blockIdx.x * NORM_FUSED_CHUNK;
+  for (int pass = 0; pass < NORM_FUSED_CHUNK / NORM_REG_WARPS; pass++) {
+    const int row = warp + pass * NORM_REG_WARPS, t = t0 + row;
+    if (t >= T) break; /* the same for the whole warp */
+    const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
+    float gr[PER], xr[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+      const int j = lane + 32 * i;
+      gr[i] = j < H ? g[j] : 0.0f;
+      xr[i] = j < H ? xt[j] : 0.0f;
     }
-    partial[(size_t)blockIdx.x * H + j] = sum;
+    const float r = rstd[t];
+    double dot = 0.0;
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+      const int j = lane + 32 * i;
+      if (j < H) dot += (double)gr[i] * w[j] * xr[i];
+    }
+    dot = warp_sum_double(dot);
+    const float c = (float)(dot * r * r * r / H);
+    float *dxt = dx + (size_t)t * H, *v = rows_s + (size_t)row * H;
+    uint16_t *dht = dx_half ? dx_half + (size_t)t * H : NULL;
+    float before[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+      const int j = lane + 32 * i;
+      before[i] = j < H ? dxt[j] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+      const int j = lane + 32 * i;
+      if (j < H) {
+        const float gj = gr[i], xj = xr[i];
+        const float d = before[i] + (r * w[j] * gj - xj * c);
+        dxt[j] = d;
+        if (dht) dht[j] = norm_encode(d, fp16);
+        v[j] = gj * xj * r;
+      }
+    }
   }
+  __syncthreads();
+  fold_chunk_partial(partial, rows_s, T, H, t0);
 }
 
 /* dw[j] += the chunks' partials: thread (x, y) of a 32 x 8 block sums
@@ -197,6 +273,32 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int nchunks;
+  static int regs_switch = -1; /* RC_CUDA_NORM=regs: the register kernel above */
+  if (H <= 32 * NORM_REG_MAX_PER && rc_env_once(&regs_switch, "RC_CUDA_NORM", "regs")) {
+    nchunks = (T + NORM_FUSED_CHUNK - 1) / NORM_FUSED_CHUNK;
+    float *partial =
+        (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));
+    const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
+    const int per = (H + 31) / 32;
+#define NORM_REGS(P)                                                                               \
+  do {                                                                                             \
+    static bool opted = false;                                                                     \
+    rc_allow_smem(rmsnorm_backward_regs_kernel<P>,                                                 \
+                  (size_t)NORM_FUSED_CHUNK * 32 * (P) * sizeof(float), &opted);                    \
+    rmsnorm_backward_regs_kernel<P><<<(unsigned int)nchunks, 32 * NORM_REG_WARPS, sm, s>>>(        \
+        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);                              \
+  } while (0)
+    if (per <= 8)
+      NORM_REGS(8);
+    else if (per <= 16)
+      NORM_REGS(16);
+    else
+      NORM_REGS(24);
+#undef NORM_REGS
+    KERNEL_CHECK();
+    rmsnorm_dw_final(dw, partial, nchunks, H, s);
+    return;
+  }
   if (H <= NORM_FUSED_MAX_H) {
     nchunks = (T + NORM_FUSED_CHUNK - 1) / NORM_FUSED_CHUNK;
     float *partial =
