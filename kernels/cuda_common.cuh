@@ -302,7 +302,8 @@ void rc_cuda_moe_route_backward(float *dlogits, const float *dtopk_w, const floa
                                 const float *probs, int T, int E, int k, rc_moe_scoring scoring);
 void rc_cuda_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets,
                          const int32_t *topk_idx, int T, int E, int k);
-void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
+void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
+                        uint16_t *dst_half, rc_compute ct);
 void rc_cuda_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
                          int T, int k, int H);
 void rc_cuda_moe_combine_backward(float *drows, float *dw, const float *dout, const float *rows,

@@ -164,31 +164,45 @@ void rc_cuda_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets,
  * division per element: gather 911 GB/s, combine's backward 684 (ncu). */
 #define MOE_ROW_WARPS 8
 
+/* dst (may be NULL) and/or dst_half, ct's 16 bits of the same values
+ * (numeric.h's encodings, cast_half's bits): a half fc1's input gathered
+ * straight into its 16-bit form, where a gather and a cast_half moved the
+ * fp32 rows twice (31 + 24 us a gpu-small MoE forward on the H100, ncu). */
 template <int VEC>
 __global__ void moe_gather_kernel(float *dst, const float *src, const int32_t *perm, int k, int H,
-                                  size_t nrows) {
+                                  size_t nrows, uint16_t *dst_half, int fp16) {
   const size_t i = blockIdx.x * (size_t)MOE_ROW_WARPS + threadIdx.x / 32;
   const int lane = threadIdx.x & 31;
   if (i >= nrows) return;
   const float *from = src + (size_t)(perm[i] / k) * H;
-  float *to = dst + i * H;
   for (int h = VEC * lane; h < H; h += 32 * VEC) {
     rc_piece<VEC> p;
     p.load(from + h);
-    p.store(to + h);
+    if (dst) p.store(dst + i * H + h);
+    if (dst_half) {
+      uint16_t q[VEC];
+      for (int e = 0; e < VEC; e++) q[e] = fp16 ? rc_fp16_encode(p.v[e]) : rc_bf16_encode(p.v[e]);
+      if constexpr (VEC == 4) /* one 8-byte store */
+        *(ushort4 *)(dst_half + i * H + h) = make_ushort4(q[0], q[1], q[2], q[3]);
+      else
+        for (int e = 0; e < VEC; e++) dst_half[i * H + h + e] = q[e];
+    }
   }
 }
 
-void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H) {
+void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
+                        uint16_t *dst_half, rc_compute ct) {
   if (T <= 0 || k <= 0 || H <= 0) return;
   const size_t nrows = (size_t)T * (size_t)k;
   const unsigned int blocks = rc_cdiv(nrows, MOE_ROW_WARPS);
-  if (rc_rows_vec4(dst, src, H))
-    moe_gather_kernel<4>
-        <<<blocks, 32 * MOE_ROW_WARPS, 0, rc_cuda_stream()>>>(dst, src, perm, k, H, nrows);
+  const int fp16 = ct == RC_COMPUTE_FP16;
+  if (rc_rows_vec4(dst ? (const void *)dst : (const void *)src, src, H) &&
+      ((uintptr_t)dst_half & 7u) == 0)
+    moe_gather_kernel<4><<<blocks, 32 * MOE_ROW_WARPS, 0, rc_cuda_stream()>>>(
+        dst, src, perm, k, H, nrows, dst_half, fp16);
   else
-    moe_gather_kernel<1>
-        <<<blocks, 32 * MOE_ROW_WARPS, 0, rc_cuda_stream()>>>(dst, src, perm, k, H, nrows);
+    moe_gather_kernel<1><<<blocks, 32 * MOE_ROW_WARPS, 0, rc_cuda_stream()>>>(
+        dst, src, perm, k, H, nrows, dst_half, fp16);
   KERNEL_CHECK();
 }
 

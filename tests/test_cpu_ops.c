@@ -1495,10 +1495,29 @@ static void test_moe_combine(const rc_ops *ops) {
 
   /* gather: row i is token perm[i] / k. */
   float *src = frand(T * H, &rng, -1, 1), *g = falloc(N * H);
-  ops->moe_gather(g, src, perm, T, K, H);
+  ops->moe_gather(g, src, perm, T, K, H, NULL, RC_COMPUTE_BF16);
   int ok = 1;
   for (int i = 0; i < N; i++) ok &= bits_equal(g + i * H, src + (perm[i] / K) * H, H);
   CHECK(ok, "moe_gather rows");
+  /* the 16-bit form alone (dst NULL) and beside the fp32 rows: cast_half's
+   * encoding of the same rows, for both 16-bit types */
+  for (int f = 0; f < 2; f++) {
+    const rc_compute ct = f ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t alone[N * H], both[N * H], want[N * H];
+    float *g2 = falloc(N * H);
+    ops->moe_gather(NULL, src, perm, T, K, H, alone, ct);
+    ops->moe_gather(g2, src, perm, T, K, H, both, ct);
+    ops->cast_half(want, g, N * H, ct);
+    CHECK(memcmp(alone, want, sizeof want) == 0, "moe_gather's 16-bit rows alone != cast_half");
+    CHECK(memcmp(both, want, sizeof want) == 0 && bits_equal(g2, g, N * H),
+          "moe_gather's 16-bit rows beside fp32 != cast_half, or the fp32 rows changed");
+    /* negative control: the tokens' rows in their own order (row 2 is token
+     * 3's in the gather) encode differently */
+    ops->cast_half(want, src, T * H, ct);
+    CHECK(memcmp(alone, want, sizeof(uint16_t) * (size_t)(T * H)) != 0,
+          "negative control: unpermuted rows matched the gather's");
+    free(g2);
+  }
   /* combine with w = NULL is gather's adjoint: <gather(x), r> == <x, combine(r)>. */
   float *rr = frand(N * H, &rng, -1, 1), *back = falloc(T * H);
   ops->moe_combine(back, rr, NULL, inv, T, K, H);

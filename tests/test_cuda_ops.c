@@ -2501,10 +2501,30 @@ static void test_moe_dispatch(int T, int E, int k, int H, int skew) {
   float *cx = put(C, x, nx * 4), *gx = put(G, x, nx * 4);
   float *cdst = C->alloc(nr * 4), *gdst = G->alloc(nr * 4);
   poison(G, gdst, nr * 4);
-  C->moe_gather(cdst, cx, cperm, T, k, H);
-  G->moe_gather(gdst, gx, gperm, T, k, H);
+  C->moe_gather(cdst, cx, cperm, T, k, H, NULL, RC_COMPUTE_BF16);
+  G->moe_gather(gdst, gx, gperm, T, k, H, NULL, RC_COMPUTE_BF16);
   float *r1 = get(C, cdst, nr * 4), *h1 = get(G, gdst, nr * 4);
   check_bits("moe_gather", h1, r1, nr * 4);
+  /* the 16-bit rows (alone, and beside the fp32 ones): bitwise the CPU's,
+   * which are cast_half's encoding of the gathered rows (test_cpu_ops) */
+  for (int f = 0; f < 2; f++) {
+    const rc_compute ct = f ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *ch = C->alloc(nr * 2), *gh = G->alloc(nr * 2);
+    C->moe_gather(NULL, cx, cperm, T, k, H, ch, ct);
+    poison(G, gh, nr * 2);
+    G->moe_gather(NULL, gx, gperm, T, k, H, gh, ct);
+    uint16_t *rh = get(C, ch, nr * 2), *hh = get(G, gh, nr * 2);
+    check_bits(f ? "  moe_gather fp16 rows alone" : "  moe_gather bf16 rows alone", hh, rh, nr * 2);
+    poison(G, gh, nr * 2);
+    poison(G, gdst, nr * 4);
+    G->moe_gather(gdst, gx, gperm, T, k, H, gh, ct);
+    uint16_t *hb = get(G, gh, nr * 2);
+    float *fb = get(G, gdst, nr * 4);
+    check_bits("  the 16-bit rows beside fp32 ones", hb, rh, nr * 2);
+    check_bits("  the fp32 rows beside 16-bit ones", fb, r1, nr * 4);
+    free(rh), free(hh), free(hb), free(fb);
+    C->free(ch), G->free(gh);
+  }
   free(r1);
   free(h1);
 

@@ -332,8 +332,11 @@ typedef struct rc_ops {
    * expert e owns rows offsets[e]..offsets[e+1]). */
   void (*moe_permute)(int32_t *perm, int32_t *inv_perm, int32_t *offsets, const int32_t *topk_idx,
                       int T, int E, int k);
-  /* dst[i,:] = src[perm[i] / k, :] for i < T*k (writes). */
-  void (*moe_gather)(float *dst, const float *src, const int32_t *perm, int T, int k, int H);
+  /* dst[i,:] = src[perm[i] / k, :] for i < T*k (writes); dst_half (ct's
+   * 16-bit form; dst NULL, or both): those rows as cast_half encodes them, the
+   * input a half linear reads, so no fp32 copy need exist. */
+  void (*moe_gather)(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
+                     uint16_t *dst_half, rc_compute ct);
   /* out[t,:] (writes) = sum over s = 0..k-1 in order of w[t,s] * rows[inv_perm[t*k+s], :];
    * w == NULL means weight 1 (the backward's scatter of token gradients). */
   void (*moe_combine)(float *out, const float *rows, const float *w, const int32_t *inv_perm, int T,

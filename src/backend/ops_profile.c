@@ -502,9 +502,10 @@ static void p_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets,
   inner->moe_permute(perm, inv_perm, offsets, topk_idx, T, E, k);
   end(OP_moe_permute, t0);
 }
-static void p_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H) {
+static void p_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
+                         uint16_t *dst_half, rc_compute ct) {
   double t0 = begin();
-  inner->moe_gather(dst, src, perm, T, k, H);
+  inner->moe_gather(dst, src, perm, T, k, H, dst_half, ct);
   end(OP_moe_gather, t0);
 }
 static void p_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,

@@ -197,7 +197,8 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
     a->router_logits = rc_model_alloc(m, A, T * E, "router_logits");
     a->probs = rc_model_alloc(m, A, T * E, "probs");
     a->topk_w = rc_model_alloc(m, A, T * K, "topk_w");
-    a->xs = own_or_shared(m, rc_linear_is_half(m, L->fc1), RC_FWD_SHARED_XS, T * K * H, "xs");
+    /* a half fc1 reads the rows the gather writes in 16 bits (fc1_h): no fp32 copy */
+    a->xs = rc_linear_is_half(m, L->fc1) ? NULL : rc_model_alloc(m, A, T * K * H, "xs");
     a->e_out = rc_model_alloc(m, A, T * K * H, "e_out");
     a->aux_grad = rc_model_alloc(m, A, E, "aux_grad");
     a->topk_idx = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "topk_idx");
@@ -406,9 +407,8 @@ static int alloc_activations(rc_model *m, rc_err *err) {
   m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
   if (!m->acts || !m->mtp_acts)
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
-  size_t T = (size_t)m->T, H = (size_t)m->H, K = (size_t)m->K;
+  size_t T = (size_t)m->T, H = (size_t)m->H;
   m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
-  m->fwd_shared_n[RC_FWD_SHARED_XS] = T * K * H;
   m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H;
   alloc_swiglu_recompute(m);
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);

@@ -47,11 +47,11 @@ typedef struct {
 enum { RC_FP8_AMAX_INPUT = 0, RC_FP8_AMAX_GRAD = 1, RC_FP8_AMAX_WEIGHT = 2, RC_FP8_AMAX_SLOT = 3 };
 
 /* The slots of rc_model.fwd_shared: the attention and MLP outputs before
- * their residual adds [T,H], MoE's gathered rows [T*k,H] once a half fc1
- * has cast them, and the qkv GEMM's output [T,3H] once RoPE has written the
- * BF16 attention's heads from it. (A half eh_proj's input has no fp32 form:
- * the MTP norms write its 16-bit halves.) */
-enum { RC_FWD_SHARED_OUT = 0, RC_FWD_SHARED_XS, RC_FWD_SHARED_QKV, RC_FWD_SHARED_SLOTS };
+ * their residual adds [T,H], and the qkv GEMM's output [T,3H] once RoPE has
+ * written the BF16 attention's heads from it. (A half eh_proj's input has no
+ * fp32 form: the MTP norms write its 16-bit halves; nor has a half fc1's in
+ * an MoE layer: the gather writes fc1_h.) */
+enum { RC_FWD_SHARED_OUT = 0, RC_FWD_SHARED_QKV, RC_FWD_SHARED_SLOTS };
 
 /* is_first_microbatch: tri-state. NONE exists only as a value passed. */
 typedef enum { RC_FLAG_FALSE = 0, RC_FLAG_TRUE = 1, RC_FLAG_NONE = 2 } rc_flag;

@@ -52,7 +52,8 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
     a->group_rows[e] = offsets[e + 1] - offsets[e];
     L->token_counts[e] += a->group_rows[e];
   }
-  o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H);
+  /* a half fc1's input gathered straight into its 16-bit form (a->xs NULL) */
+  o->moe_gather(a->xs, a->fc1_in, a->perm, T, K, H, a->xs ? NULL : a->fc1_h, m->ct);
   a->call_fc1 = fc1_forward(m, L, a, a->xs, T * K, a->group_rows);
   /* a half fc2's saved input straight from SwiGLU (no fp32 copy, no cast) */
   o->swiglu_forward(a->fc2_h ? NULL : a->sw_r, a->fc1, a->fc1_out_h, T * K, F, a->fc2_h, m->ct);

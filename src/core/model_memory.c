@@ -227,7 +227,7 @@ static void need_layer_act(need_acc *a, const rc_config *c, bool moe) {
   if (moe) {
     uint64_t mo[] = {T * E, T * E, T * K, T * K * H, T * K * H, E, T * K, T * K, T * K, E + 1};
     for (size_t i = 0; i < sizeof mo / sizeof mo[0]; i++)
-      if (!(hl && i == 3)) need_dev(a, act, mo[i]); /* xs: shared */
+      if (!(hl && i == 3)) need_dev(a, act, mo[i]); /* xs: none with a half fc1 */
     need_host(a, E * sizeof(int));
   }
 }
@@ -272,11 +272,6 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
   if (L + D > 0) need_dev(&a, scr, T * H); /* RC_FWD_SHARED_OUT */
   if (L + D > 0 && c->attention_precision == RC_PREC_BF16)
     need_dev(&a, scr, 3 * T * H); /* RC_FWD_SHARED_QKV */
-  if (hl && L + D > 0) {          /* model.c own_or_shared: one buffer per slot in use */
-    bool any_moe = D > 0 && last_moe;
-    for (uint64_t l = 0; l < L; l++) any_moe = any_moe || c->is_moe_layer[l];
-    if (any_moe) need_dev(&a, scr, T * K * H); /* RC_FWD_SHARED_XS */
-  }
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
   if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h0 */

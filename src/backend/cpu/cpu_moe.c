@@ -49,10 +49,14 @@ void rc_cpu_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets, cons
   free(cursor);
 }
 
-void rc_cpu_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H) {
+void rc_cpu_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
+                       uint16_t *dst_half, rc_compute ct) {
   size_t n = (size_t)T * k;
-  for (size_t i = 0; i < n; i++)
-    memcpy(dst + i * H, src + (size_t)(perm[i] / k) * H, (size_t)H * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    const float *from = src + (size_t)(perm[i] / k) * H;
+    if (dst) memcpy(dst + i * H, from, (size_t)H * sizeof(float));
+    if (dst_half) rc_cpu_cast_half(dst_half + i * H, from, (size_t)H, ct);
+  }
 }
 
 /* The sum starts from slot 0's term rather than from zero so that a single
