@@ -305,7 +305,7 @@ void rc_cuda_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets,
 void rc_cuda_moe_gather(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
                         uint16_t *dst_half, rc_compute ct);
 void rc_cuda_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
-                         int T, int k, int H);
+                         int T, int k, int H, const float *residual);
 void rc_cuda_moe_combine_backward(float *drows, float *dw, const float *dout, const float *rows,
                                   const float *w, const int32_t *inv_perm, int T, int k, int H);
 

@@ -1483,7 +1483,7 @@ typedef struct {
 
 static double combine_loss(void *p) {
   combine_ctx *c = p;
-  c->ops->moe_combine(c->out, c->rows, c->w, c->inv, c->T, c->k, c->H);
+  c->ops->moe_combine(c->out, c->rows, c->w, c->inv, c->T, c->k, c->H, NULL);
   return proj(c->out, c->r, (size_t)c->T * c->H);
 }
 
@@ -1520,13 +1520,24 @@ static void test_moe_combine(const rc_ops *ops) {
   }
   /* combine with w = NULL is gather's adjoint: <gather(x), r> == <x, combine(r)>. */
   float *rr = frand(N * H, &rng, -1, 1), *back = falloc(T * H);
-  ops->moe_combine(back, rr, NULL, inv, T, K, H);
+  ops->moe_combine(back, rr, NULL, inv, T, K, H, NULL);
   double lhs = proj(g, rr, N * H), rhs = proj(src, back, T * H);
   CHECK(fabs(lhs - rhs) < 1e-5 * (1 + fabs(lhs)), "moe_combine(w=NULL) is not gather's adjoint");
   /* Negative control: dropping one slot breaks it. */
-  ops->moe_combine(back, rr, NULL, inv, T, 1, H); /* wrong k: only slot 0 */
+  ops->moe_combine(back, rr, NULL, inv, T, 1, H, NULL); /* wrong k: only slot 0 */
   CHECK(!(fabs(lhs - proj(src, back, T * H)) < 1e-5 * (1 + fabs(lhs))),
         "negative control: a partial combine passed as the adjoint");
+  /* with a residual: bitwise the combine followed by add(out, residual, out) */
+  {
+    float *ww = frand(N, &rng, 0, 1), *res = frand(T * H, &rng, -1, 1);
+    float *fused = falloc(T * H), *sum = falloc(T * H), *want = falloc(T * H);
+    ops->moe_combine(fused, rr, ww, inv, T, K, H, res);
+    ops->moe_combine(sum, rr, ww, inv, T, K, H, NULL);
+    ops->add(want, res, sum, (size_t)T * H);
+    CHECK(bits_equal(fused, want, T * H), "moe_combine with a residual != combine then add");
+    CHECK(!bits_equal(fused, sum, T * H), "negative control: the residual changed nothing");
+    free(ww), free(res), free(fused), free(sum), free(want);
+  }
 
   combine_ctx c = {ops,
                    frand(N * H, &rng, -1, 1),

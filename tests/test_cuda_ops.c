@@ -2533,18 +2533,28 @@ static void test_moe_dispatch(int T, int E, int k, int H, int skew) {
   float *cw = put(C, w, nk * 4), *gw = put(G, w, nk * 4);
   float *cout = C->alloc(nx * 4), *gout = G->alloc(nx * 4);
   for (int weighted = 1; weighted >= 0; weighted--) {
-    C->moe_combine(cout, crows, weighted ? cw : NULL, cinv, T, k, H);
+    C->moe_combine(cout, crows, weighted ? cw : NULL, cinv, T, k, H, NULL);
     float *r = get(C, cout, nx * 4);
     float *h[2];
     for (int rep = 0; rep < 2; rep++) {
       poison(G, gout, nx * 4);
-      G->moe_combine(gout, grows, weighted ? gw : NULL, ginv, T, k, H);
+      G->moe_combine(gout, grows, weighted ? gw : NULL, ginv, T, k, H, NULL);
       h[rep] = get(G, gout, nx * 4);
     }
     snprintf(name, sizeof name, "moe_combine%s", weighted ? " weighted" : " w=NULL");
     check_rel(name, h[0], r, nx, 1e-5);
     note_bits(name, h[0], r, nx * 4);
     check_bits("  run-to-run", h[0], h[1], nx * 4);
+    /* with a residual (the MoE layer's y = xm + its output): bitwise the
+     * combine above followed by add */
+    float *gres = put(G, dout, nx * 4), *gsum = put(G, h[0], nx * 4), *gy = G->alloc(nx * 4);
+    poison(G, gout, nx * 4);
+    G->moe_combine(gout, grows, weighted ? gw : NULL, ginv, T, k, H, gres);
+    G->add(gy, gres, gsum, nx);
+    float *fy = get(G, gout, nx * 4), *wy = get(G, gy, nx * 4);
+    check_bits("  with a residual == combine then add", fy, wy, nx * 4);
+    free(fy), free(wy);
+    G->free(gres), G->free(gsum), G->free(gy);
     free(r);
     free(h[0]);
     free(h[1]);

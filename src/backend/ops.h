@@ -338,9 +338,11 @@ typedef struct rc_ops {
   void (*moe_gather)(float *dst, const float *src, const int32_t *perm, int T, int k, int H,
                      uint16_t *dst_half, rc_compute ct);
   /* out[t,:] (writes) = sum over s = 0..k-1 in order of w[t,s] * rows[inv_perm[t*k+s], :];
-   * w == NULL means weight 1 (the backward's scatter of token gradients). */
+   * w == NULL means weight 1 (the backward's scatter of token gradients). residual (may be
+   * NULL; never out itself): out = residual + that sum, add's one rounding (add(out,
+   * residual, sum)'s bits). */
   void (*moe_combine)(float *out, const float *rows, const float *w, const int32_t *inv_perm, int T,
-                      int k, int H);
+                      int k, int H, const float *residual);
   /* Backward of moe_combine with weights: drows[inv_perm[t*k+s],:] = w[t,s]*dout[t,:]
    * (writes all T*k rows), dw[t,s] = dot(dout[t,:], rows[inv_perm[t*k+s],:]) (writes). */
   void (*moe_combine_backward)(float *drows, float *dw, const float *dout, const float *rows,

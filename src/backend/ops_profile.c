@@ -509,9 +509,9 @@ static void p_moe_gather(float *dst, const float *src, const int32_t *perm, int 
   end(OP_moe_gather, t0);
 }
 static void p_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
-                          int T, int k, int H) {
+                          int T, int k, int H, const float *residual) {
   double t0 = begin();
-  inner->moe_combine(out, rows, w, inv_perm, T, k, H);
+  inner->moe_combine(out, rows, w, inv_perm, T, k, H, residual);
   end(OP_moe_combine, t0);
 }
 static void p_moe_combine_backward(float *drows, float *dw, const float *dout, const float *rows,

@@ -60,7 +60,10 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   if (!a->fc2_h) rc_linear_round_input(m, L->fc2, a->sw_r, a->sw_r, (size_t)T * K * F);
   a->call_fc2 = rc_linear_forward(m, L->fc2, a->fc2_h ? NULL : a->sw_r, a->fc2_h, a->e_out, T * K,
                                   a->group_rows);
-  o->moe_combine(a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H);
+  /* without dropout, y = xm + the experts' sum in the combine (the add's bits) */
+  const bool fused = m->cfg.dropout <= 0;
+  o->moe_combine(fused ? a->y : a->mlp_out, a->e_out, a->topk_w, a->inv_perm, T, K, H,
+                 fused ? a->xm : NULL);
   /* load-balancing loss: J += coeff * E * sum_e f_e * mean_t probs[t,e] / M,
    * so d J / d probs[t,e] = coeff * E * f_e / (T * M), f_e = tokens_e / (T*k) */
   float aux[1024];
@@ -112,6 +115,7 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
     o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, H, m->ct);
     a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
     moe_forward(m, L, a);
+    if (m->cfg.dropout <= 0) return; /* y written by the combine */
   } else {
     o->rmsnorm_forward(a->fc1_h ? NULL : a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps,
                        a->fc1_h, H, m->ct);
@@ -178,7 +182,7 @@ static void moe_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const
   float *d_xs = m->d_big2;
   rc_linear_backward(m, L->fc1, a->call_fc1, d_fc1_h ? NULL : d_fc1, d_fc1_h, a->xs, d_xs, T * K,
                      a->group_rows);
-  o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H);
+  o->moe_combine(d_ln2, d_xs, NULL, a->inv_perm, T, K, H, NULL);
   /* router: through the routing weights and the load-balancing loss */
   float *d_logits = m->d_big;
   o->moe_route_backward(d_logits, d_topk_w, a->aux_grad, a->router_logits, a->topk_idx, a->topk_w,

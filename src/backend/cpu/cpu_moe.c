@@ -62,21 +62,23 @@ void rc_cpu_moe_gather(float *dst, const float *src, const int32_t *perm, int T,
 /* The sum starts from slot 0's term rather than from zero so that a single
  * slot is passed through exactly (0 + -0.0 would give +0.0). */
 void rc_cpu_moe_combine(float *out, const float *rows, const float *w, const int32_t *inv_perm,
-                        int T, int k, int H) {
+                        int T, int k, int H, const float *residual) {
   for (int t = 0; t < T; t++) {
     float *o = out + (size_t)t * H;
     if (k <= 0) {
       memset(o, 0, (size_t)H * sizeof(float));
-      continue;
-    }
-    for (int s = 0; s < k; s++) {
-      const float *r = rows + (size_t)inv_perm[(size_t)t * k + s] * H;
-      float ws = w ? w[(size_t)t * k + s] : 1.0f;
-      for (int j = 0; j < H; j++) {
-        float term = w ? ws * r[j] : r[j];
-        o[j] = s == 0 ? term : o[j] + term;
+    } else {
+      for (int s = 0; s < k; s++) {
+        const float *r = rows + (size_t)inv_perm[(size_t)t * k + s] * H;
+        float ws = w ? w[(size_t)t * k + s] : 1.0f;
+        for (int j = 0; j < H; j++) {
+          float term = w ? ws * r[j] : r[j];
+          o[j] = s == 0 ? term : o[j] + term;
+        }
       }
     }
+    if (residual) /* as add(out, residual, out): residual first */
+      for (int j = 0; j < H; j++) o[j] = residual[(size_t)t * H + j] + o[j];
   }
 }
 
