@@ -71,6 +71,7 @@ enum {
   RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
   RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
   RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
+  RC_SCRATCH_ZERO,      /* zero_many's segments */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -177,6 +178,7 @@ void *rc_cuda_host_alloc(size_t bytes, int page_locked);
 void rc_cuda_host_free(void *ptr, size_t bytes);
 void rc_cuda_copy(void *dst, const void *src, size_t bytes);
 void rc_cuda_zero(void *dst, size_t bytes);
+void rc_cuda_zero_many(void *const *dst, const size_t *bytes, int count);
 void rc_cuda_sync(void);
 void rc_cuda_timer_mark(int slot);
 double rc_cuda_timer_seconds(int from, int to);

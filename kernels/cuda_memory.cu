@@ -316,6 +316,64 @@ void rc_cuda_zero(void *dst, size_t bytes) {
   CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, rc_cuda_stream()));
 }
 
+/* zero_many: one launch for every buffer. Segment i takes blocks first ..
+ * first + blocks - 1 (rc_block_segment), each ZERO_CHUNK bytes of it, 16 bytes
+ * a store where the segment is 16-byte aligned (every allocation is), bytes
+ * a store for the tail. The table goes up through a pinned upload slot (no
+ * drain). */
+#define ZERO_THREADS 256
+#define ZERO_CHUNK ((size_t)ZERO_THREADS * 16 * 8) /* bytes a block: 8 stores a thread */
+
+typedef struct {
+  unsigned char *p;
+  size_t n;
+  int first, blocks;
+} zero_segment;
+
+__global__ void zero_many_kernel(const zero_segment *seg, int count) {
+  __shared__ int which;
+  if (threadIdx.x == 0) which = rc_block_segment(seg, count);
+  __syncthreads();
+  const zero_segment z = seg[which];
+  const size_t b0 = (size_t)(blockIdx.x - z.first) * ZERO_CHUNK;
+  const size_t b1 = b0 + ZERO_CHUNK < z.n ? b0 + ZERO_CHUNK : z.n;
+  if (((uintptr_t)z.p & 15u) == 0) {
+    const size_t v1 = b0 + (b1 - b0) / 16 * 16; /* whole 16-byte words of the chunk */
+    for (size_t o = b0 + 16 * threadIdx.x; o < v1; o += 16 * ZERO_THREADS)
+      *(uint4 *)(z.p + o) = make_uint4(0u, 0u, 0u, 0u);
+    for (size_t o = v1 + threadIdx.x; o < b1; o += ZERO_THREADS) z.p[o] = 0;
+  } else {
+    for (size_t o = b0 + threadIdx.x; o < b1; o += ZERO_THREADS) z.p[o] = 0;
+  }
+}
+
+void rc_cuda_zero_many(void *const *dst, const size_t *bytes, int count) {
+  if (count <= 0) return;
+  zero_segment *seg = (zero_segment *)malloc((size_t)count * sizeof *seg);
+  if (!seg) {
+    fprintf(stderr, "resumecheck: out of host memory in zero_many\n");
+    abort();
+  }
+  int n = 0;
+  size_t total = 0;
+  for (int i = 0; i < count; i++) {
+    if (bytes[i] == 0) continue;
+    seg[n].p = (unsigned char *)dst[i];
+    seg[n].n = bytes[i];
+    seg[n].first = (int)total;
+    seg[n].blocks = (int)((bytes[i] + ZERO_CHUNK - 1) / ZERO_CHUNK);
+    total += (size_t)seg[n].blocks;
+    n++;
+  }
+  if (n > 0) {
+    zero_segment *dseg = (zero_segment *)rc_cuda_scratch(RC_SCRATCH_ZERO, (size_t)n * sizeof *seg);
+    rc_cuda_to_device(dseg, seg, (size_t)n * sizeof *seg);
+    zero_many_kernel<<<(unsigned int)total, ZERO_THREADS, 0, rc_cuda_stream()>>>(dseg, n);
+    KERNEL_CHECK();
+  }
+  free(seg);
+}
+
 void rc_cuda_sync(void) {
   CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
 }

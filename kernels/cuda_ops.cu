@@ -20,6 +20,7 @@ static const rc_ops cuda_ops = {
     .to_host = rc_cuda_to_host,
     .copy = rc_cuda_copy,
     .zero = rc_cuda_zero,
+    .zero_many = rc_cuda_zero_many,
     .sync = rc_cuda_sync,
     .timer_mark = rc_cuda_timer_mark,
     .timer_seconds = rc_cuda_timer_seconds,

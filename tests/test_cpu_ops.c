@@ -1722,6 +1722,23 @@ static void test_adamw_many(const rc_ops *ops) {
       for (int k = 0; k < 4; k++) ops->free(t[r][i][k]);
 }
 
+/* zero_many: each buffer's bytes zero, nothing beside them touched, an empty
+ * one allowed */
+static void test_zero_many(const rc_ops *ops) {
+  unsigned char buf[200];
+  memset(buf, 0xab, sizeof buf);
+  void *dst[3] = {buf + 8, buf + 50, buf + 120};
+  size_t bytes[3] = {20, 0, 33};
+  ops->zero_many(dst, bytes, 3);
+  int ok = 1;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    const int inside = (i >= 8 && i < 28) || (i >= 120 && i < 153);
+    ok &= buf[i] == (inside ? 0 : 0xab);
+  }
+  CHECK(ok, "zero_many: the named bytes zero, the rest untouched");
+  ops->zero_many(dst, bytes, 0); /* none: nothing to do */
+}
+
 int main(void) {
   const rc_ops *ops = rc_cpu_ops();
   if (!ops || strcmp(ops->name, "cpu") != 0) {
@@ -1759,6 +1776,7 @@ int main(void) {
   test_moe_route(ops);
   test_moe_permute(ops);
   test_moe_combine(ops);
+  test_zero_many(ops);
   test_adamw(ops);
   test_gemm_half_many(ops);
   test_adamw_many(ops);

@@ -1413,6 +1413,35 @@ static void test_small_uploads(void) {
   free(h), free(back);
 }
 
+/* zero_many: buffers of many sizes (empty, a few bytes, aligned and not,
+ * several blocks' chunks) zeroed in one call, the bytes around each kept;
+ * control: a buffer left out keeps its bytes */
+static void test_zero_many(void) {
+  const size_t total = (size_t)3 << 20;
+  unsigned char *host = malloc(total), *want = malloc(total);
+  for (size_t i = 0; i < total; i++) host[i] = (unsigned char)(i * 7 + 1) | 1u; /* never 0 */
+  memcpy(want, host, total);
+  unsigned char *g = put(G, host, total);
+  const size_t off[] = {0, 100, 256, 4096 + 3, 70001, 1 << 20, (size_t)2 << 20};
+  const size_t len[] = {16, 0, 1, 999, 40000, 600000, 1000003};
+  void *dst[7];
+  for (int i = 0; i < 7; i++) {
+    dst[i] = g + off[i];
+    memset(want + off[i], 0, len[i]);
+  }
+  G->zero_many(dst, len, 6); /* the last one left out */
+  unsigned char *got = get(G, g, total);
+  check_true("zero_many: six buffers zero, every other byte kept", memcmp(got, want, off[6]) == 0);
+  check_true("  control: the buffer left out keeps its bytes",
+             memcmp(got + off[6], host + off[6], len[6]) == 0);
+  free(got);
+  G->zero_many(dst + 6, len + 6, 1);
+  got = get(G, g, total);
+  check_true("  then alone: zero too", memcmp(got, want, total) == 0);
+  free(got), free(host), free(want);
+  G->free(g);
+}
+
 static void test_basic(void) {
   printf("-- add, scale, copy2d\n");
   size_t n = 100003;
@@ -2858,6 +2887,7 @@ int main(int argc, char **argv) {
   test_reductions_many();
   test_timer_marks();
   test_basic();
+  test_zero_many();
   test_large_copies();
   test_small_uploads();
 

@@ -84,6 +84,10 @@ typedef struct rc_ops {
   void (*to_host)(void *dst_host, const void *src, size_t bytes);
   void (*copy)(void *dst, const void *src, size_t bytes);
   void (*zero)(void *dst, size_t bytes);
+  /* zero for each of count buffers (dst[i], bytes[i] bytes; none overlapping),
+   * in one launch where a backend can: a step's main_grad buffers, a memset
+   * each, were ~100 launches a step */
+  void (*zero_many)(void *const *dst, const size_t *bytes, int count);
   void (*sync)(void);
   /* Timestamps for the per-op profiler's unsynchronised mode
    * (backend/ops_profile.h): timer_mark(slot) queues a timestamp behind the

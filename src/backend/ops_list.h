@@ -12,6 +12,7 @@
   X(to_host)                                                                                       \
   X(copy)                                                                                          \
   X(zero)                                                                                          \
+  X(zero_many)                                                                                     \
   X(sync)                                                                                          \
   X(timer_mark)                                                                                    \
   X(timer_seconds)                                                                                 \

@@ -259,6 +259,11 @@ static void p_zero(void *dst, size_t bytes) {
   inner->zero(dst, bytes);
   end(OP_zero, t0);
 }
+static void p_zero_many(void *const *dst, const size_t *bytes, int count) {
+  double t0 = begin();
+  inner->zero_many(dst, bytes, count);
+  end(OP_zero_many, t0);
+}
 /* The timer ops are the profiler's own instrument: passed through, not
  * charged (and not used by the model). */
 static void p_timer_mark(int slot) {
@@ -550,6 +555,7 @@ static rc_ops profiled = {
     .timer_mark = p_timer_mark,
     .timer_seconds = p_timer_seconds,
     .zero = p_zero,
+    .zero_many = p_zero_many,
     .sync = p_sync,
     .gemm = p_gemm,
     .cast_half = p_cast_half,

@@ -43,6 +43,10 @@ static void cpu_zero(void *dst, size_t bytes) {
   if (bytes) memset(dst, 0, bytes);
 }
 
+static void cpu_zero_many(void *const *dst, const size_t *bytes, int count) {
+  for (int i = 0; i < count; i++) cpu_zero(dst[i], bytes[i]);
+}
+
 static void cpu_sync(void) {}
 
 /* ops.h timer_mark: the clock now (a CPU op is done when it returns). The
@@ -167,6 +171,7 @@ static const rc_ops cpu_ops = {
     .to_host = cpu_memcpy,
     .copy = cpu_memcpy,
     .zero = cpu_zero,
+    .zero_many = cpu_zero_many,
     .sync = cpu_sync,
     .timer_mark = cpu_timer_mark,
     .timer_seconds = cpu_timer_seconds,
