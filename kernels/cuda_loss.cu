@@ -285,8 +285,8 @@ __global__ void __launch_bounds__(CE_ROW_THREADS)
 template <bool HALF_IN, bool FP16>
 __device__ __forceinline__ float4 ce_load4(const float *logits, const uint16_t *half, size_t t,
                                            int V, int i4) {
-  if (HALF_IN &&
-      !FP16) { /* bf16: a word's low half shifted up, its high half masked: one op each */
+  /* bf16: a word's low half shifted up, its high half masked: one op each */
+  if (HALF_IN && !FP16) {
     const uint2 w = ((const uint2 *)(half + t * (size_t)V))[i4];
     return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
                        __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u));
