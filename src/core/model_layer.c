@@ -37,7 +37,8 @@ static int fc1_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const f
   return rc_linear_forward(m, L->fc1, x, a->fc1_h, a->fc1, rows, group_rows);
 }
 
-static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
+/* Returns whether the combine wrote y = xm + the layer's output (no dropout). */
+static bool moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, E = m->E, K = m->K, F = m->F;
   /* router in fp32 on the unrounded normalised input */
@@ -83,6 +84,7 @@ static void moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   double scale = m->cfg.moe_aux_loss_coeff * E / ((double)T * m->cfg.microbatches) * m->loss_scale;
   for (int e = 0; e < E; e++) aux[e] = (float)(scale * a->group_rows[e] / ((double)T * K));
   o->to_device(a->aux_grad, aux, sizeof(float) * (size_t)E);
+  return fused;
 }
 
 void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const float *x) {
@@ -114,8 +116,7 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   if (L->moe) { /* ln2 feeds the fp32 router and the gather as it is */
     o->rmsnorm_forward(a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps, NULL, H, m->ct);
     a->fc1_in = rc_linear_round_input(m, L->fc1, a->ln2_r, a->ln2, TH);
-    moe_forward(m, L, a);
-    if (m->cfg.dropout <= 0) return; /* y written by the combine */
+    if (moe_forward(m, L, a)) return; /* y written by the combine */
   } else {
     o->rmsnorm_forward(a->fc1_h ? NULL : a->ln2, a->ln2_rstd, a->xm, L->ln2->weight, T, H, eps,
                        a->fc1_h, H, m->ct);
