@@ -38,6 +38,8 @@
  * kernels run. */
 #include <string.h>
 
+#include <type_traits>
+
 #include "cuda_attention_bf16.cuh"
 #include "cuda_wgmma.cuh"
 
@@ -252,6 +254,36 @@ __device__ void dkv_store_staged(float *stage, const float dk[8][4], const float
   }
 }
 
+/* A warp's bf16 dS^T fragments (dK's A operand) into its warpgroup's
+ * [64 keys][64 queries] swizzled tile for dQ: row = key, column = query. */
+__device__ __forceinline__ void store_dS_tile(bf16 *dSw, const unsigned pb[4][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int r = (warp % 4) * 16 + g;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    const int c = kk * 16 + 2 * t;
+    *(unsigned *)(dSw + sw128(r, c)) = pb[kk][0];
+    *(unsigned *)(dSw + sw128(r + 8, c)) = pb[kk][1];
+    *(unsigned *)(dSw + sw128(r, c + 8)) = pb[kk][2];
+    *(unsigned *)(dSw + sw128(r + 8, c + 8)) = pb[kk][3];
+  }
+}
+
+/* A warpgroup's dQ share (64 queries x head dims 32 wg..32 wg + 31) into
+ * its partial tile [64 queries][hd] */
+__device__ __forceinline__ void store_dq_partial(float *part, const float dq[4][4], int hd) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wg = warp / 4;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    float *d = part + (size_t)(16 * (warp % 4) + g + 8 * half) * hd + 32 * wg;
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+      if (32 * wg + nt * 8 < hd)
+        *(float2 *)(d + nt * 8 + 2 * t) = make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
+  }
+}
+
 /* One block per (key block of 128 keys, head, batch), warpgroup wg owning
  * keys 64 wg.., its warp w (of 8) keys 16 w.. as in the mma.sync kernel
  * (cuda_attention_bf16.cu, R = 2, the same partials layout and reduction).
@@ -277,7 +309,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + 2 * AW_TILE; /* two stages */
   bf16 *dSs = dOs + 2 * AW_TILE; /* dS^T, a [64 keys][64 queries] tile per wg */
   float *lse_s = (float *)(dSs + R * AW_TILE), *D_s = lse_s + 2 * AB_BQ;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const int wg = warp / 4;
   const int kb = blockIdx.z; /* the first key blocks see the most queries: z, so they start first */
   const float scale_log2 = scale * (float)M_LOG2E;
@@ -339,15 +371,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     /* dS^T's bf16 (dK's operand below) into the warpgroup's tile for dQ:
      * row = key, column = query. Stored before the products are issued: a
      * register an in-flight wgmma reads is not read by anything else. */
-    const int r = (warp % 4) * 16 + g;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-      const int c = kk * 16 + 2 * t;
-      *(unsigned *)(dSw + sw128(r, c)) = pb[kk][0];
-      *(unsigned *)(dSw + sw128(r + 8, c)) = pb[kk][1];
-      *(unsigned *)(dSw + sw128(r, c + 8)) = pb[kk][2];
-      *(unsigned *)(dSw + sw128(r + 8, c + 8)) = pb[kk][3];
-    }
+    store_dS_tile(dSw, pb);
     fence_proxy_async();
     wgmma_fence();
 #pragma unroll
@@ -367,17 +391,155 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
       wgmma_ss_mm_n32(dq, desc_sw128(dSs + off), desc_sw128(Ks + off + 32 * wg));
     }
     wgmma_commit_wait();
-    float *part = part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-      float *d = part + (size_t)(16 * (warp % 4) + g + 8 * half) * hd + 32 * wg;
-#pragma unroll
-      for (int nt = 0; nt < 4; nt++)
-        if (32 * wg + nt * 8 < hd)
-          *(float2 *)(d + nt * 8 + 2 * t) = make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
-    }
+    store_dq_partial(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
   }
   static_assert(2 * 128 * AW_STAGE_LD * sizeof(float) <= (3 * R + 4) * AW_TILE * sizeof(bf16),
+                "the staged dK, dV fit in the tiles");
+  dkv_store_staged((float *)Ks, dk, dv, dqkv, dqkv_half, b, h, S, nh, hd, k0, scale, rope_cs,
+                   half_fp16);
+}
+
+/* RC_CUDA_ATTENTION=pipelined (an opt-in kernel switch until a GPU has
+ * measured it; session 26): the dK/dV kernel above with its query tiles
+ * software-pipelined. The kernel above waits twice a tile for the tensor
+ * pipe to drain (after S^T and dP^T, and after dQ's share, whose wait also
+ * covers dV and dK) and takes two block barriers a tile; between them the
+ * pipe idles while the probabilities are formed and the partial is stored.
+ * Here tile qt's dQ share and tile qt + 1's S^T and dP^T are issued
+ * together after one barrier, dQ's partial is stored while S^T and dP^T run,
+ * and dV and dK (issued before the barrier) run through it:
+ *
+ *   probs(qt); dS^T(qt) to shared; issue dV, dK(qt)              [group 1]
+ *   wait for tile qt + 1's copies; barrier
+ *   issue dQ(qt) [group 2], S^T and dP^T(qt + 1) [group 3]; copies of qt + 2
+ *   wait until group 3 alone is in flight; store dQ(qt)'s partial
+ *   wait for group 3
+ *
+ * The barrier is the only one a tile: both warpgroups' dS^T(qt) are in
+ * place after it, and every warp has waited for its products of tile qt - 1
+ * (groups 1 and 3 before it), so the stage tile qt + 2 takes is free. Hence
+ * three stages of Q, dO, lse and D, and two buffers of dS^T: a warpgroup
+ * writes dS^T(qt + 1) while the other's dQ(qt) may still read dS^T(qt).
+ * Every product is the kernel above's (the same operands, k-steps and
+ * accumulators); only when each is issued and waited for moves, so the bits
+ * are the same by construction (tests/gpu_attention_path.sh compares the
+ * checkpoints' bytes). */
+#define AW_PIPE_STAGES 3
+__global__ void __launch_bounds__(AW_THREADS, 1)
+    attention_wgmma_dkv_pipelined_kernel(float *dqkv, float *dq_part, const float *lse,
+                                         const float *Dd, const bf16 *qh, const bf16 *kh,
+                                         const bf16 *vh, const bf16 *doh, int S, int nh, int hd,
+                                         float scale, uint16_t *dqkv_half, const float *rope_cs,
+                                         int half_fp16) {
+  constexpr int R = AW_DKV_BK / 64, NS = AW_PIPE_STAGES;
+  extern __shared__ unsigned char smem_raw[];
+  bf16 *Ks = (bf16 *)smem_align1024(smem_raw);
+  bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + NS * AW_TILE;
+  bf16 *dSs = dOs + NS * AW_TILE; /* two buffers of R [64 keys][64 queries] tiles */
+  float *lse_s = (float *)(dSs + 2 * R * AW_TILE), *D_s = lse_s + NS * AB_BQ;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int wg = warp / 4;
+  const int kb = blockIdx.z;
+  const float scale_log2 = scale * (float)M_LOG2E;
+  const int h = blockIdx.x, b = blockIdx.y, k0 = kb * AW_DKV_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
+  const int qt0 = kb * R; /* < ntiles for every key block */
+  const size_t head = ((size_t)b * nh + h) * S * hd;
+  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
+  float *part_bh = dq_part + ((size_t)b * nh + h) * dq_pairs_before(ntiles, R) * 64 * hd;
+  /* query tile qt's copies into stage st */
+  auto load_q_tile = [&](int qt, int st) {
+    const int q0 = qt * AB_BQ;
+    load_tile_sw128<AW_THREADS>(Qs + st * AW_TILE, qh + head, q0, S, hd);
+    load_tile_sw128<AW_THREADS>(dOs + st * AW_TILE, doh + head, q0, S, hd);
+    stage_lse_D<AW_THREADS>(lse_s + st * AB_BQ, D_s + st * AB_BQ, lse_bh, D_bh, q0, S);
+  };
+  const bf16 *Kw = Ks + wg * AW_TILE, *Vw = Vs + wg * AW_TILE;
+  /* S^T = K Q^T and dP^T = V dO^T of the tile in stage st, issued */
+  float sp[8][4], dp[8][4];
+  auto issue_scores = [&](int st) {
+    const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
+    wgmma_ss_kk<false>(sp, desc_sw128(Kw), desc_sw128(Qb));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++)
+      wgmma_ss_kk(sp, desc_sw128(Kw + 16 * kk), desc_sw128(Qb + 16 * kk));
+    wgmma_ss_kk<false>(dp, desc_sw128(Vw), desc_sw128(dOb));
+#pragma unroll
+    for (int kk = 1; kk < 4; kk++)
+      wgmma_ss_kk(dp, desc_sw128(Vw + 16 * kk), desc_sw128(dOb + 16 * kk));
+    wgmma_commit();
+  };
+
+  /* the prologue: K, V and tile qt0 (one group), tile qt0 + 1 (another),
+   * tile qt0's scores */
+#pragma unroll
+  for (int i = 0; i < R; i++) {
+    load_tile_sw128<AW_THREADS>(Ks + i * AW_TILE, kh + head, k0 + 64 * i, S, hd);
+    load_tile_sw128<AW_THREADS>(Vs + i * AW_TILE, vh + head, k0 + 64 * i, S, hd);
+  }
+  load_q_tile(qt0, 0);
+  cp_async_commit();
+  if (qt0 + 1 < ntiles) load_q_tile(qt0 + 1, 1);
+  cp_async_commit(); /* an empty group when there is no next tile */
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  fence_proxy_async();
+  __syncthreads();
+  wgmma_fence();
+  issue_scores(0);
+  wgmma_wait();
+
+  float dk[8][4], dv[8][4];
+  zero_acc<8>(dk);
+  zero_acc<8>(dv);
+  const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  /* tile qt, whose S^T and dP^T are in sp and dp; NEXT: tile qt + 1 exists.
+   * The last tile is its own instance: no wgmma sits under a branch. */
+  auto tile = [&](int qt, auto next) {
+    constexpr bool NEXT = decltype(next)::value;
+    const int q0 = qt * AB_BQ, i = qt - qt0, st = i % NS;
+    const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
+    bf16 *dSb = dSs + (i % 2) * R * AW_TILE;
+    dkv_probs(sp, dp, q0, krow, S, lse_s + st * AB_BQ, D_s + st * AB_BQ, scale_log2,
+              qt < qt0 + R || q0 + AB_BQ > S);
+    unsigned pa[4][4], pb[4][4];
+    acc_to_a(pa, sp);
+    acc_to_a(pb, dp);
+    store_dS_tile(dSb + wg * AW_TILE, pb);
+    fence_proxy_async();
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dv, pa[kk], desc_sw128(dOb + 16 * 64 * kk));
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
+    wgmma_commit();                /* group 1 */
+    if (NEXT) cp_async_wait_all(); /* tile qt + 1's copies, the only group in flight */
+    fence_proxy_async();
+    __syncthreads();
+    float dq[4][4];
+    wgmma_fence();
+    wgmma_ss_mm_n32<false>(dq, desc_sw128(dSb), desc_sw128(Ks + 32 * wg));
+#pragma unroll
+    for (int kk = 1; kk < 4 * R; kk++) {
+      const int off = kk / 4 * AW_TILE + 16 * 64 * (kk % 4);
+      wgmma_ss_mm_n32(dq, desc_sw128(dSb + off), desc_sw128(Ks + off + 32 * wg));
+    }
+    wgmma_commit(); /* group 2 */
+    if constexpr (NEXT) {
+      issue_scores((i + 1) % NS); /* group 3 */
+      if (qt + 2 < ntiles) {
+        load_q_tile(qt + 2, (i + 2) % NS);
+        cp_async_commit();
+      }
+      wgmma_wait_all_but_last();
+    } else {
+      wgmma_wait();
+    }
+    store_dq_partial(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
+    if constexpr (NEXT) wgmma_wait(); /* group 3: tile qt + 1's scores */
+  };
+  int qt = qt0;
+  for (; qt + 1 < ntiles; qt++) tile(qt, std::true_type{});
+  tile(qt, std::false_type{});
+  static_assert(2 * 128 * AW_STAGE_LD * sizeof(float) <= (4 * R + 2 * NS) * AW_TILE * sizeof(bf16),
                 "the staged dK, dV fit in the tiles");
   dkv_store_staged((float *)Ks, dk, dv, dqkv, dqkv_half, b, h, S, nh, hd, k0, scale, rope_cs,
                    half_fp16);
@@ -411,9 +573,17 @@ bool rc_cuda_attention_wgmma_on(void) {
   return on == 1;
 }
 
+/* RC_CUDA_ATTENTION=pipelined: the wgmma path with the pipelined dK/dV
+ * kernel (asked once per process, as the path) */
+static bool dkv_pipelined(void) {
+  static int on = -1;
+  return rc_env_once(&on, "RC_CUDA_ATTENTION", "pipelined");
+}
+
 const char *rc_cuda_attention_path(void) {
-  return rc_cuda_attention_wgmma_on() ? "bf16 attention wgmma (hd <= 64), mma.sync"
-                                      : "bf16 attention mma.sync";
+  if (!rc_cuda_attention_wgmma_on()) return "bf16 attention mma.sync";
+  return dkv_pipelined() ? "bf16 attention wgmma (hd <= 64, dK/dV pipelined), mma.sync"
+                         : "bf16 attention wgmma (hd <= 64), mma.sync";
 }
 
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
@@ -438,18 +608,31 @@ void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
                                  const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
                                  int hd, uint16_t *dqkv_half, const float *rope_cs,
                                  rc_compute half_ct) {
-  static bool opted = false;
+  static bool opted = false, opted_pipelined = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = (const bf16 *)heads;
   constexpr int R = AW_DKV_BK / 64;
   static_assert(R == AB_DKV_R, "the partials' layout and reduction are the mma.sync kernel's");
+  const int nkb = (S + AW_DKV_BK - 1) / AW_DKV_BK;
+  const dim3 grid((unsigned int)nh, (unsigned int)B, (unsigned int)nkb);
+  const float scale = 1.0f / sqrtf((float)hd);
+  const int fp16 = half_ct == RC_COMPUTE_FP16;
+  if (dkv_pipelined()) {
+    /* K, V: R tiles each; Q, dO, lse and D: three stages; dS^T: two buffers of R tiles */
+    const size_t sm = (size_t)(4 * R + 2 * AW_PIPE_STAGES) * AW_TILE * sizeof(bf16) +
+                      2 * AW_PIPE_STAGES * AB_BQ * sizeof(float) + 1024;
+    rc_allow_smem(attention_wgmma_dkv_pipelined_kernel, sm, &opted_pipelined);
+    attention_wgmma_dkv_pipelined_kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(
+        dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
+        scale, dqkv_half, rope_cs, fp16);
+    KERNEL_CHECK();
+    return;
+  }
   /* K, V, dS^T: R tiles each; Q, dO: two stages; lse and D */
   const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 4 * AB_BQ * sizeof(float) + 1024;
   rc_allow_smem(attention_wgmma_dkv_kernel, sm, &opted);
-  const int nkb = (S + AW_DKV_BK - 1) / AW_DKV_BK;
-  attention_wgmma_dkv_kernel<<<dim3((unsigned int)nh, (unsigned int)B, (unsigned int)nkb),
-                               AW_THREADS, sm, rc_cuda_stream()>>>(
+  attention_wgmma_dkv_kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(
       dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
-      1.0f / sqrtf((float)hd), dqkv_half, rope_cs, half_ct == RC_COMPUTE_FP16);
+      scale, dqkv_half, rope_cs, fp16);
   KERNEL_CHECK();
 }
