@@ -289,7 +289,6 @@ __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
   const size_t tile = (size_t)64 * hd;
   const float *part =
       dq_part + (((size_t)b * nh + h) * dq_pairs_before(ntiles, R) + dq_pairs_before(qt, R)) * tile;
-  const size_t row = 3 * (size_t)nh * hd;
   const int nkb = qt / R + 1;
   for (int r = threadIdx.y; r < AB_BQ && qt * AB_BQ + r < S; r += DQ_REDUCE_Y)
     for (int c = 4 * threadIdx.x; c < hd; c += 4 * DQ_REDUCE_X) {
@@ -299,24 +298,8 @@ __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
         const float4 v = *(const float4 *)(p + (size_t)kb * tile);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
       }
-      const size_t at = ((size_t)b * S + qt * AB_BQ + r) * row + (size_t)h * hd + c;
-      const float4 v = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
-      if (!dqkv_half) {
-        *(float4 *)(dqkv + at) = v;
-        continue;
-      }
-      /* RoPE's backward fused (ops.h): pairs c/2 and c/2 + 1 of position s
-       * rotated back as rope_backward rotates the fp32 values above */
-      const int s = qt * AB_BQ + r, half_hd = hd / 2, i = c / 2;
-      const float *cs = rope_cs + (size_t)s * half_hd, *sn = cs + (size_t)S * half_hd;
-      const float2 a = rc_rope_rotate(v.x, v.y, cs[i], -1.0f * sn[i]),
-                   e = rc_rope_rotate(v.z, v.w, cs[i + 1], -1.0f * sn[i + 1]);
-      *(uint2 *)(dqkv_half + at) =
-          half_fp16
-              ? make_uint2((unsigned)rc_fp16_encode(a.x) | (unsigned)rc_fp16_encode(a.y) << 16,
-                           (unsigned)rc_fp16_encode(e.x) | (unsigned)rc_fp16_encode(e.y) << 16)
-              : make_uint2((unsigned)rc_bf16_encode(a.x) | (unsigned)rc_bf16_encode(a.y) << 16,
-                           (unsigned)rc_bf16_encode(e.x) | (unsigned)rc_bf16_encode(e.y) << 16);
+      dq_store4(dqkv, dqkv_half, acc, b, qt * AB_BQ + r, h, c, S, nh, hd, scale, rope_cs,
+                half_fp16);
     }
 }
 
@@ -495,10 +478,12 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   /* dqkv_half: RoPE's backward in both kernels' stores (ops.h), its table */
   const float *rope_cs = dqkv_half ? rc_cuda_rope_table(S, hd, rope_theta) : NULL;
   const int half_fp16 = half_ct == RC_COMPUTE_FP16;
-  if (HD <= 64 && rc_cuda_attention_wgmma_on()) /* Hopper: cuda_attention_wgmma.cu */
-    rc_cuda_attention_wgmma_dkv(dqkv, dq_part, lse, Dd, (const uint16_t *)qh, (const uint16_t *)doh,
-                                B, S, nh, hd, dqkv_half, rope_cs, half_ct);
-  else
+  if (HD <= 64 && rc_cuda_attention_wgmma_on()) { /* Hopper: cuda_attention_wgmma.cu */
+    if (rc_cuda_attention_wgmma_dkv(dqkv, dq_part, lse, Dd, (const uint16_t *)qh,
+                                    (const uint16_t *)doh, B, S, nh, hd, dqkv_half, rope_cs,
+                                    half_ct))
+      return; /* dQ reduced in the kernel (RC_CUDA_ATTENTION=pipelined-dq) */
+  } else
     attention_bf16_dkv_kernel<HD, R>
         <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
             dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale, dqkv_half, rope_cs,

@@ -287,6 +287,31 @@ __host__ __device__ __forceinline__ size_t dq_pairs_before(int qt, int R) {
   return qt % 2 ? (m + 1) * (m + 1) : m * (m + 1);
 }
 
+/* Four columns c..c + 3 of query s's dQ, the sum of its partials acc: times
+ * scale into dqkv's q part, or for a half qkv linear (ops.h dqkv_half) RoPE's
+ * backward fused (pairs c/2 and c/2 + 1 of position s rotated back as
+ * rope_backward rotates the fp32 values) and encoded. The reduction kernel's
+ * and the fused one's (cuda_attention_wgmma.cu) one epilogue. */
+__device__ __forceinline__ void dq_store4(float *dqkv, uint16_t *dqkv_half, float4 acc, int b,
+                                          int s, int h, int c, int S, int nh, int hd, float scale,
+                                          const float *rope_cs, int half_fp16) {
+  const size_t at = ((size_t)b * S + s) * 3 * (size_t)nh * hd + (size_t)h * hd + c;
+  const float4 v = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+  if (!dqkv_half) {
+    *(float4 *)(dqkv + at) = v;
+    return;
+  }
+  const int half_hd = hd / 2, i = c / 2;
+  const float *cs = rope_cs + (size_t)s * half_hd, *sn = cs + (size_t)S * half_hd;
+  const float2 a = rc_rope_rotate(v.x, v.y, cs[i], -1.0f * sn[i]),
+               e = rc_rope_rotate(v.z, v.w, cs[i + 1], -1.0f * sn[i + 1]);
+  *(uint2 *)(dqkv_half + at) =
+      half_fp16 ? make_uint2((unsigned)rc_fp16_encode(a.x) | (unsigned)rc_fp16_encode(a.y) << 16,
+                             (unsigned)rc_fp16_encode(e.x) | (unsigned)rc_fp16_encode(e.y) << 16)
+                : make_uint2((unsigned)rc_bf16_encode(a.x) | (unsigned)rc_bf16_encode(a.y) << 16,
+                             (unsigned)rc_bf16_encode(e.x) | (unsigned)rc_bf16_encode(e.y) << 16);
+}
+
 /* The end of a dK/dV warp's 16 keys from row0: dK (times scale) and dV
  * into dqkv's k and v parts, or for a half qkv linear (ops.h dqkv_half)
  * RoPE's backward fused: dK rotated back, dV as it is, both encoded. */

@@ -425,12 +425,58 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
  * are the same by construction (tests/gpu_attention_path.sh compares the
  * checkpoints' bytes). */
 #define AW_PIPE_STAGES 3
+
+/* FUSED_DQ (RC_CUDA_ATTENTION=pipelined-dq, an opt-in as above): the dQ
+ * reduction in the dK/dV kernel, without a kernel of its own and its second
+ * pass over the partials in DRAM (107 MB at gpu-small, read back by
+ * attention_bf16_dq_reduce_kernel at ~2.5 TB/s: 50 us of the backward's 250
+ * on the H100, ncu). A warp's share of a query tile's partial (16 queries x
+ * 32 head dims) is counted in when stored: each writing lane fences, then
+ * lane 0 adds one to the slice's counter, and the warp that brings the count
+ * to the tile's key blocks (qt / R + 1) sums the slice's partials in
+ * increasing key block from zero, reading them through L2, and stores dQ
+ * through the reduction kernel's epilogue (dq_store4). Which warp sums
+ * depends on timing; what it sums, and in what order, does not: the bits
+ * are the reduction kernel's. The sums sit on the summing warp's path, but
+ * they are small: 1 536 slices of a warp at gpu-small, each up to eight
+ * 2 KB partials out of L2. The counters are reset by the warp that sums, so
+ * they are zero between launches (zeroed when their buffer is made). */
+__device__ __forceinline__ void dq_count_and_reduce(int *count, const float *part_qt, int nkb,
+                                                    float *dqkv, uint16_t *dqkv_half, int qt, int b,
+                                                    int h, int S, int nh, int hd, float scale,
+                                                    const float *rope_cs, int half_fp16) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __threadfence(); /* this lane's partial stores before the count (the classic pattern) */
+  __syncwarp();
+  int last = 0;
+  if (lane == 0) last = atomicAdd(count, 1) == nkb - 1;
+  last = __shfl_sync(0xffffffffu, last, 0);
+  if (!last) return;
+  __threadfence(); /* every other key block's slice, counted before ours, is visible */
+  const int r0 = 16 * (warp % 4), c = 32 * (warp / 4) + 4 * (lane % 8);
+  const size_t tile = (size_t)64 * hd;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const int r = r0 + lane / 8 + 4 * i, s = qt * AB_BQ + r;
+    if (c >= hd || s >= S) continue;
+    const float *p = part_qt + (size_t)r * hd + c;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int kb = 0; kb < nkb; kb++) {
+      const float4 v = __ldcg((const float4 *)(p + (size_t)kb * tile));
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    dq_store4(dqkv, dqkv_half, acc, b, s, h, c, S, nh, hd, scale, rope_cs, half_fp16);
+  }
+  if (lane == 0) *count = 0; /* nobody else counts this slice in this launch */
+}
+
+template <bool FUSED_DQ>
 __global__ void __launch_bounds__(AW_THREADS, 1)
     attention_wgmma_dkv_pipelined_kernel(float *dqkv, float *dq_part, const float *lse,
                                          const float *Dd, const bf16 *qh, const bf16 *kh,
                                          const bf16 *vh, const bf16 *doh, int S, int nh, int hd,
                                          float scale, uint16_t *dqkv_half, const float *rope_cs,
-                                         int half_fp16) {
+                                         int half_fp16, int *dq_count) {
   constexpr int R = AW_DKV_BK / 64, NS = AW_PIPE_STAGES;
   extern __shared__ unsigned char smem_raw[];
   bf16 *Ks = (bf16 *)smem_align1024(smem_raw);
@@ -533,7 +579,12 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     } else {
       wgmma_wait();
     }
-    store_dq_partial(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
+    float *part_qt = part_bh + dq_pairs_before(qt, R) * 64 * hd;
+    store_dq_partial(part_qt + (size_t)kb * 64 * hd, dq, hd);
+    if constexpr (FUSED_DQ)
+      dq_count_and_reduce(
+          dq_count + (((size_t)b * nh + h) * ntiles + qt) * (AW_THREADS / 32) + warp, part_qt,
+          qt / R + 1, dqkv, dqkv_half, qt, b, h, S, nh, hd, scale, rope_cs, half_fp16);
     if constexpr (NEXT) wgmma_wait(); /* group 3: tile qt + 1's scores */
   };
   int qt = qt0;
@@ -574,16 +625,25 @@ bool rc_cuda_attention_wgmma_on(void) {
 }
 
 /* RC_CUDA_ATTENTION=pipelined: the wgmma path with the pipelined dK/dV
- * kernel (asked once per process, as the path) */
-static bool dkv_pipelined(void) {
-  static int on = -1;
-  return rc_env_once(&on, "RC_CUDA_ATTENTION", "pipelined");
+ * kernel; =pipelined-dq: that kernel with the dQ reduction fused (asked
+ * once per process, as the path) */
+enum { DKV_DEFAULT, DKV_PIPELINED, DKV_PIPELINED_DQ };
+static int dkv_variant(void) {
+  static int pipelined = -1, fused = -1;
+  if (rc_env_once(&fused, "RC_CUDA_ATTENTION", "pipelined-dq")) return DKV_PIPELINED_DQ;
+  return rc_env_once(&pipelined, "RC_CUDA_ATTENTION", "pipelined") ? DKV_PIPELINED : DKV_DEFAULT;
 }
 
 const char *rc_cuda_attention_path(void) {
   if (!rc_cuda_attention_wgmma_on()) return "bf16 attention mma.sync";
-  return dkv_pipelined() ? "bf16 attention wgmma (hd <= 64, dK/dV pipelined), mma.sync"
-                         : "bf16 attention wgmma (hd <= 64), mma.sync";
+  switch (dkv_variant()) {
+  case DKV_PIPELINED:
+    return "bf16 attention wgmma (hd <= 64, dK/dV pipelined), mma.sync";
+  case DKV_PIPELINED_DQ:
+    return "bf16 attention wgmma (hd <= 64, dK/dV pipelined, dQ reduced in it), mma.sync";
+  default:
+    return "bf16 attention wgmma (hd <= 64), mma.sync";
+  }
 }
 
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
@@ -602,13 +662,14 @@ void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *hea
 }
 
 /* dK, dV and dQ's partials (in the mma.sync kernel's layout, key blocks of
- * 128: the caller's reduction sums them); the caller made doh, Dd and the
- * partials' buffer */
-void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+ * 128: the caller's reduction sums them), or with RC_CUDA_ATTENTION=
+ * pipelined-dq dQ itself; returns whether dQ was written. The caller made
+ * doh, Dd and the partials' buffer. */
+bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                                  const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
                                  int hd, uint16_t *dqkv_half, const float *rope_cs,
                                  rc_compute half_ct) {
-  static bool opted = false, opted_pipelined = false;
+  static bool opted = false, opted_pipelined = false, opted_fused = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = (const bf16 *)heads;
   constexpr int R = AW_DKV_BK / 64;
@@ -617,16 +678,30 @@ void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
   const dim3 grid((unsigned int)nh, (unsigned int)B, (unsigned int)nkb);
   const float scale = 1.0f / sqrtf((float)hd);
   const int fp16 = half_ct == RC_COMPUTE_FP16;
-  if (dkv_pipelined()) {
+  const int variant = dkv_variant();
+  if (variant != DKV_DEFAULT) {
     /* K, V: R tiles each; Q, dO, lse and D: three stages; dS^T: two buffers of R tiles */
     const size_t sm = (size_t)(4 * R + 2 * AW_PIPE_STAGES) * AW_TILE * sizeof(bf16) +
                       2 * AW_PIPE_STAGES * AB_BQ * sizeof(float) + 1024;
-    rc_allow_smem(attention_wgmma_dkv_pipelined_kernel, sm, &opted_pipelined);
-    attention_wgmma_dkv_pipelined_kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(
-        dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
-        scale, dqkv_half, rope_cs, fp16);
+    const bool fused = variant == DKV_PIPELINED_DQ;
+    int *count = NULL;
+    if (fused) { /* a counter a warp's slice of each query tile, zero between launches */
+      const size_t n = (size_t)B * nh * ((S + AB_BQ - 1) / AB_BQ) * (AW_THREADS / 32);
+      const uint64_t key[2] = {0x6471636f756e74ull /* "dqcount" */, 0};
+      bool stale = false;
+      count = (int *)rc_cuda_scratch_keyed(RC_SCRATCH_ATTN_COUNT, n * sizeof(int), key, &stale);
+      if (stale) CUDA_CHECK(cudaMemsetAsync(count, 0, n * sizeof(int), rc_cuda_stream()));
+      rc_allow_smem(attention_wgmma_dkv_pipelined_kernel<true>, sm, &opted_fused);
+    } else {
+      rc_allow_smem(attention_wgmma_dkv_pipelined_kernel<false>, sm, &opted_pipelined);
+    }
+    auto kernel = fused ? attention_wgmma_dkv_pipelined_kernel<true>
+                        : attention_wgmma_dkv_pipelined_kernel<false>;
+    kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(dqkv, dq_part, lse, Dd, qh, qh + per_part,
+                                                       qh + 2 * per_part, (const bf16 *)doh, S, nh,
+                                                       hd, scale, dqkv_half, rope_cs, fp16, count);
     KERNEL_CHECK();
-    return;
+    return fused;
   }
   /* K, V, dS^T: R tiles each; Q, dO: two stages; lse and D */
   const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 4 * AB_BQ * sizeof(float) + 1024;
@@ -635,4 +710,5 @@ void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
       dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
       scale, dqkv_half, rope_cs, fp16);
   KERNEL_CHECK();
+  return false;
 }

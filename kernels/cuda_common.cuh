@@ -66,12 +66,13 @@ enum {
   RC_SCRATCH_ATTN_BF16,
   RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ partials, one per (query tile, key tile) */
   RC_SCRATCH_MOE,
-  RC_SCRATCH_FP8,       /* amax_update's partials */
-  RC_SCRATCH_ROPE,      /* RoPE's cos/sin table (keyed by S, hd, theta) */
-  RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
-  RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
-  RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
-  RC_SCRATCH_ZERO,      /* zero_many's segments */
+  RC_SCRATCH_FP8,        /* amax_update's partials */
+  RC_SCRATCH_ROPE,       /* RoPE's cos/sin table (keyed by S, hd, theta) */
+  RC_SCRATCH_CE,         /* 16-bit logits decoded for cross_entropy's held-row path */
+  RC_SCRATCH_ATTN_DQKV,  /* the fp32 attention's dqkv before a fused RoPE backward */
+  RC_SCRATCH_ADAMW,      /* adamw_many's segments and fingerprint partials */
+  RC_SCRATCH_ZERO,       /* zero_many's segments */
+  RC_SCRATCH_ATTN_COUNT, /* the fused dQ reduction's counters (zero between launches) */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -287,7 +288,7 @@ bool rc_cuda_attention_wgmma_on(void);
 const char *rc_cuda_attention_path(void);
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
                                      int nh, int hd, uint16_t *out_half, rc_compute half_ct);
-void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                                  const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
                                  int hd, uint16_t *dqkv_half, const float *rope_cs,
                                  rc_compute half_ct);

@@ -8,8 +8,9 @@
 # kernels reproduce the mma.sync kernels' bits (the same k-steps, the same
 # dQ chain over 128 keys; since session 20), against a control leg with
 # another seed whose bytes differ. RC_CUDA_ATTENTION=pipelined (the dK/dV
-# kernel's tiles software-pipelined, an opt-in) names it and writes the
-# default leg's bytes too. On another GPU no leg names wgmma. The
+# kernel's tiles software-pipelined, an opt-in) and =pipelined-dq (that
+# kernel with dQ's reduction fused) name themselves and write the default
+# leg's bytes too. On another GPU no leg names wgmma. The
 # kernels' numerics: cuda_ops (wgmma where it runs) and cuda_ops_mma.
 # Skips without a GPU.
 set -u
@@ -32,11 +33,14 @@ device_line() { tr -d '\n' <"$T/$1/ckpt/iter_0000002/args.json" | grep -o '"cuda
 leg default
 leg mma RC_CUDA_ATTENTION=mma
 leg pipelined RC_CUDA_ATTENTION=pipelined
+leg fused RC_CUDA_ATTENTION=pipelined-dq
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
 d_default=$(device_line default) d_mma=$(device_line mma) d_pipelined=$(device_line pipelined)
+d_fused=$(device_line fused)
 echo "default:   $d_default"
 echo "mma:       $d_mma"
 echo "pipelined: $d_pipelined"
+echo "fused:     $d_fused"
 if [ "$cc" = "9.0" ]; then
   grep -q "attention wgmma" <<<"$d_default" || fail "compute capability 9.0: the default leg did not run wgmma"
   grep -q "pipelined" <<<"$d_default" && fail "the default leg claims the pipelined dK/dV kernel"
@@ -44,6 +48,11 @@ if [ "$cc" = "9.0" ]; then
     fail "RC_CUDA_ATTENTION=pipelined: the device line does not name the pipelined dK/dV kernel"
   [ "$(bytes default)" = "$(bytes pipelined)" ] ||
     fail "the pipelined dK/dV kernel wrote other bytes than the default wgmma kernel"
+  grep -q "dQ reduced in it" <<<"$d_fused" ||
+    fail "RC_CUDA_ATTENTION=pipelined-dq: the device line does not name the fused dQ reduction"
+  grep -q "dQ reduced" <<<"$d_pipelined" && fail "RC_CUDA_ATTENTION=pipelined claims the fused dQ"
+  [ "$(bytes default)" = "$(bytes fused)" ] ||
+    fail "the dK/dV kernel with dQ's reduction fused wrote other bytes than the default kernels"
 else
   grep -q "wgmma" <<<"$d_default" && fail "compute capability $cc: a leg claims wgmma"
 fi

@@ -5,7 +5,8 @@
  * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
  * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu),
  * RC_CUDA_ATTENTION=pipelined the wgmma path with its dK/dV kernel's tiles
- * software-pipelined (an opt-in, the same bits by construction);
+ * software-pipelined and =pipelined-dq that kernel with dQ's reduction fused
+ * (opt-ins, the same bits by construction);
  * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's first algorithm for the keys
  * kernels/cuda_gemm.cu pins; RC_CUDA_EMBEDDING=vec the embedding backward a
  * float4 of columns a thread (kernels/cuda_embedding.cu: an opt-in, the same
