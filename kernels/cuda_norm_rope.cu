@@ -56,9 +56,85 @@ __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, 
   }
 }
 
+/* RC_CUDA_NORM=regs, the forward (session 26; an opt-in with the backward's
+ * below): the kernel above with a lane's elements of the row loaded into
+ * registers together, summed, and scaled from there, where the kernel above
+ * has one 4-byte load a lane in flight at a time and reads the row twice.
+ * At gpu-small its 12.6 MB in and 12.6 MB out a call took 24 us on the H100
+ * (ncu, session 25): about half the bandwidth, the latency of one load at a
+ * time. The same elements a lane (j = lane + 32 i), the same double sum in
+ * increasing i and xor tree, the same float formulas: the same bits. */
+template <int PER, bool EXACT>
+__global__ void rmsnorm_forward_regs_kernel(float *out, float *rstd, const float *x, const float *w,
+                                            int T, int H, float eps, uint16_t *out_half,
+                                            int ld_half, int fp16) {
+  size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (t >= (size_t)T) return;
+  const float *xt = x + t * H;
+  float xr[PER], wr[PER];
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int j = lane + 32 * i;
+    xr[i] = EXACT || j < H ? xt[j] : 0.0f;
+    wr[i] = EXACT || j < H ? w[j] : 0.0f;
+  }
+  double ss = 0.0;
+#pragma unroll
+  for (int i = 0; i < PER; i++)
+    if (EXACT || lane + 32 * i < H) ss += (double)xr[i] * (double)xr[i];
+  ss = warp_sum_double(ss);
+  float r = 1.0f / sqrtf((float)(ss / H) + eps);
+  if (lane == 0) rstd[t] = r;
+#pragma unroll
+  for (int i = 0; i < PER; i++) xr[i] = xr[i] * r * wr[i]; /* the value stored */
+  /* the stores, each kind in its own loop: no per-element branch */
+  if (out)
+#pragma unroll
+    for (int i = 0; i < PER; i++)
+      if (EXACT || lane + 32 * i < H) out[t * H + lane + 32 * i] = xr[i];
+  if (out_half) {
+    uint16_t *oh = out_half + t * ld_half + lane;
+    if (fp16) {
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (EXACT || lane + 32 * i < H) oh[32 * i] = rc_fp16_encode(xr[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < PER; i++)
+        if (EXACT || lane + 32 * i < H) oh[32 * i] = rc_bf16_encode(xr[i]);
+    }
+  }
+}
+
+static int norm_regs_switch = -1; /* RC_CUDA_NORM=regs: the register kernels, both ways */
+#define NORM_REG_MAX_PER 24       /* H up to 768 */
+
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
                              float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
   if (T <= 0) return;
+  const int per = (H + 31) / 32, fp16 = ct == RC_COMPUTE_FP16;
+  if (per <= NORM_REG_MAX_PER && rc_env_once(&norm_regs_switch, "RC_CUDA_NORM", "regs")) {
+    const unsigned int grid = rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK);
+    cudaStream_t s = rc_cuda_stream();
+    /* EXACT: H = 32 PER (gpu-small's 768), no bound tests, so the compiler
+     * issues all of a lane's loads before the first use (with them it
+     * interleaved loads and sums, a few round trips a row) */
+#define NORM_FWD_REGS(P, E)                                                                        \
+  rmsnorm_forward_regs_kernel<P, E><<<grid, 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(                     \
+      out, rstd, x, w, T, H, eps, out_half, ld_half, fp16)
+    if (H == 32 * 24)
+      NORM_FWD_REGS(24, true);
+    else if (per <= 8)
+      NORM_FWD_REGS(8, false);
+    else if (per <= 16)
+      NORM_FWD_REGS(16, false);
+    else
+      NORM_FWD_REGS(24, false);
+#undef NORM_FWD_REGS
+    KERNEL_CHECK();
+    return;
+  }
   rmsnorm_forward_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
                            rc_cuda_stream()>>>(out, rstd, x, w, T, H, eps, out_half, ld_half,
                                                ct == RC_COMPUTE_FP16);
@@ -175,9 +251,8 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
  * xor tree, the float formulas) and the fold are the fused kernel's: the
  * same bits by construction. PER = the elements a lane holds (H <= 32 PER). */
 #define NORM_REG_WARPS 16
-#define NORM_REG_MAX_PER 24 /* H up to 768 */
 
-template <int PER>
+template <int PER, bool EXACT>
 __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
     rmsnorm_backward_regs_kernel(float *dx, float *partial, const float *dout, const float *x,
                                  const float *w, const float *rstd, int T, int H, int ld_dout,
@@ -189,19 +264,27 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
     const int row = warp + pass * NORM_REG_WARPS, t = t0 + row;
     if (t >= T) break; /* the same for the whole warp */
     const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
-    float gr[PER], xr[PER];
+    /* w too when EXACT (its registers would spill at PER = 24 otherwise) */
+    float gr[PER], xr[PER], wr[EXACT ? PER : 1];
 #pragma unroll
     for (int i = 0; i < PER; i++) {
       const int j = lane + 32 * i;
-      gr[i] = j < H ? g[j] : 0.0f;
-      xr[i] = j < H ? xt[j] : 0.0f;
+      gr[i] = EXACT || j < H ? g[j] : 0.0f;
+      xr[i] = EXACT || j < H ? xt[j] : 0.0f;
+      if constexpr (EXACT) wr[i] = w[j];
     }
+    auto w_at = [&](int i, int j) {
+      if constexpr (EXACT)
+        return wr[i];
+      else
+        return w[j];
+    };
     const float r = rstd[t];
     double dot = 0.0;
 #pragma unroll
     for (int i = 0; i < PER; i++) {
       const int j = lane + 32 * i;
-      if (j < H) dot += (double)gr[i] * w[j] * xr[i];
+      if (EXACT || j < H) dot += (double)gr[i] * w_at(i, j) * xr[i];
     }
     dot = warp_sum_double(dot);
     const float c = (float)(dot * r * r * r / H);
@@ -211,14 +294,14 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
 #pragma unroll
     for (int i = 0; i < PER; i++) {
       const int j = lane + 32 * i;
-      before[i] = j < H ? dxt[j] : 0.0f;
+      before[i] = EXACT || j < H ? dxt[j] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < PER; i++) {
       const int j = lane + 32 * i;
-      if (j < H) {
+      if (EXACT || j < H) {
         const float gj = gr[i], xj = xr[i];
-        const float d = before[i] + (r * w[j] * gj - xj * c);
+        const float d = before[i] + (r * w_at(i, j) * gj - xj * c);
         dxt[j] = d;
         if (dht) dht[j] = norm_encode(d, fp16);
         v[j] = gj * xj * r;
@@ -273,27 +356,28 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int nchunks;
-  static int regs_switch = -1; /* RC_CUDA_NORM=regs: the register kernel above */
-  if (H <= 32 * NORM_REG_MAX_PER && rc_env_once(&regs_switch, "RC_CUDA_NORM", "regs")) {
+  if (H <= 32 * NORM_REG_MAX_PER && rc_env_once(&norm_regs_switch, "RC_CUDA_NORM", "regs")) {
     nchunks = (T + NORM_FUSED_CHUNK - 1) / NORM_FUSED_CHUNK;
     float *partial =
         (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));
     const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
     const int per = (H + 31) / 32;
-#define NORM_REGS(P)                                                                               \
+#define NORM_REGS(P, E)                                                                            \
   do {                                                                                             \
     static bool opted = false;                                                                     \
-    rc_allow_smem(rmsnorm_backward_regs_kernel<P>,                                                 \
+    rc_allow_smem(rmsnorm_backward_regs_kernel<P, E>,                                              \
                   (size_t)NORM_FUSED_CHUNK * 32 * (P) * sizeof(float), &opted);                    \
-    rmsnorm_backward_regs_kernel<P><<<(unsigned int)nchunks, 32 * NORM_REG_WARPS, sm, s>>>(        \
+    rmsnorm_backward_regs_kernel<P, E><<<(unsigned int)nchunks, 32 * NORM_REG_WARPS, sm, s>>>(     \
         dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);                              \
   } while (0)
-    if (per <= 8)
-      NORM_REGS(8);
+    if (H == 32 * 24) /* as the forward's EXACT */
+      NORM_REGS(24, true);
+    else if (per <= 8)
+      NORM_REGS(8, false);
     else if (per <= 16)
-      NORM_REGS(16);
+      NORM_REGS(16, false);
     else
-      NORM_REGS(24);
+      NORM_REGS(24, false);
 #undef NORM_REGS
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);

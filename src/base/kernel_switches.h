@@ -13,7 +13,7 @@
  * bits by construction, listed until a GPU has shown it); RC_CUDA_GEMM_SMALL=1
  * fp32 GEMMs with a dimension of at most 16 (an MoE router's) by plain
  * kernels (kernels/cuda_gemm_small.cu); RC_CUDA_NORM=regs the RMSNorm
- * backward with each row held in registers (kernels/cuda_norm_rope.cu: an
+ * forward and backward with each row held in registers (kernels/cuda_norm_rope.cu: an
  * opt-in, the same bits by construction). Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
  * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
