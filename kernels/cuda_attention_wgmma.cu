@@ -125,10 +125,7 @@ __global__ void __launch_bounds__(AW_THREADS, 2)
   fence_proxy_async();
   __syncthreads();
   wgmma_fence();
-  wgmma_ss_kk<false>(s, desc_sw128(Qw), desc_sw128(KVs));
-#pragma unroll
-  for (int kk = 1; kk < 4; kk++) /* k-steps of 16 head dims: 32 bytes along the rows */
-    wgmma_ss_kk(s, desc_sw128(Qw + 16 * kk), desc_sw128(KVs + 16 * kk));
+  wgmma_tile_kk(s, Qw, KVs);
   wgmma_commit_wait();
 
   /* Each tile kt of the block takes one barrier, whoever needs it: pair
@@ -163,10 +160,7 @@ __global__ void __launch_bounds__(AW_THREADS, 2)
     const bf16 *Kn = KVs + 2 * ((kt + 1) % AW_STAGES) * AW_TILE;
     const bf16 *Vb = KVs + (2 * (kt % AW_STAGES) + 1) * AW_TILE;
     wgmma_fence();
-    wgmma_ss_kk<false>(s, desc_sw128(Qw), desc_sw128(Kn));
-#pragma unroll
-    for (int kk = 1; kk < 4; kk++)
-      wgmma_ss_kk(s, desc_sw128(Qw + 16 * kk), desc_sw128(Kn + 16 * kk));
+    wgmma_tile_kk(s, Qw, Kn);
     wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) /* k-steps of 16 keys: 16 rows down V */
@@ -354,14 +348,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
 
     float sp[8][4], dp[8][4];
     wgmma_fence();
-    wgmma_ss_kk<false>(sp, desc_sw128(Kw), desc_sw128(Qb));
-#pragma unroll
-    for (int kk = 1; kk < 4; kk++)
-      wgmma_ss_kk(sp, desc_sw128(Kw + 16 * kk), desc_sw128(Qb + 16 * kk));
-    wgmma_ss_kk<false>(dp, desc_sw128(Vw), desc_sw128(dOb));
-#pragma unroll
-    for (int kk = 1; kk < 4; kk++)
-      wgmma_ss_kk(dp, desc_sw128(Vw + 16 * kk), desc_sw128(dOb + 16 * kk));
+    wgmma_tile_kk(sp, Kw, Qb);
+    wgmma_tile_kk(dp, Vw, dOb);
     wgmma_commit_wait();
     dkv_probs(sp, dp, q0, krow, S, lse_b, D_b, scale_log2, qt < qt0 + R || q0 + AB_BQ > S);
 
@@ -504,14 +492,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   float sp[8][4], dp[8][4];
   auto issue_scores = [&](int st) {
     const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
-    wgmma_ss_kk<false>(sp, desc_sw128(Kw), desc_sw128(Qb));
-#pragma unroll
-    for (int kk = 1; kk < 4; kk++)
-      wgmma_ss_kk(sp, desc_sw128(Kw + 16 * kk), desc_sw128(Qb + 16 * kk));
-    wgmma_ss_kk<false>(dp, desc_sw128(Vw), desc_sw128(dOb));
-#pragma unroll
-    for (int kk = 1; kk < 4; kk++)
-      wgmma_ss_kk(dp, desc_sw128(Vw + 16 * kk), desc_sw128(dOb + 16 * kk));
+    wgmma_tile_kk(sp, Kw, Qb);
+    wgmma_tile_kk(dp, Vw, dOb);
     wgmma_commit();
   };
 

@@ -76,6 +76,16 @@ __device__ __forceinline__ void wgmma_ss_kk(float d[8][4], uint64_t da, uint64_t
 #endif
 }
 
+/* d = A B^T over a 64-wide k: four k-steps of 16 in increasing k (the
+ * first without accumulating), A [64 m][64 k] and B [64 n][64 k] swizzled
+ * K-major tiles. A score tile: S = Q K^T, S^T = K Q^T, dP^T = V dO^T. */
+__device__ __forceinline__ void wgmma_tile_kk(float d[8][4], const bf16 *a, const bf16 *b) {
+  wgmma_ss_kk<false>(d, desc_sw128(a), desc_sw128(b));
+#pragma unroll
+  for (int kk = 1; kk < 4; kk++) /* k-steps of 16 head dims: 32 bytes along the rows */
+    wgmma_ss_kk(d, desc_sw128(a + 16 * kk), desc_sw128(b + 16 * kk));
+}
+
 /* d += A B, A [64 m][16 k] from registers (mma.sync's A layout, warp w
  * holding rows 16w..16w+15), B [16 k][64 n] MN-major in shared memory */
 __device__ __forceinline__ void wgmma_rs_mn(float d[8][4], const unsigned a[4], uint64_t db) {
