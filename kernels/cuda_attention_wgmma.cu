@@ -278,6 +278,32 @@ __device__ __forceinline__ void store_dq_partial(float *part, const float dq[4][
   }
 }
 
+/* dV += bf16(P^T) dO and dK += bf16(dS^T) Q for a warpgroup's 64 keys, the
+ * probabilities as register operands, dO's and Q's tiles MN-major: issued,
+ * not committed */
+__device__ __forceinline__ void issue_dv_dk(float dv[8][4], float dk[8][4], const unsigned pa[4][4],
+                                            const unsigned pb[4][4], const bf16 *dOb,
+                                            const bf16 *Qb) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dv, pa[kk], desc_sw128(dOb + 16 * 64 * kk));
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
+}
+
+/* dQ's share dS K over the block's R x 64 keys, 16 a k-step in increasing
+ * key (the mma.sync kernel's chain; tile kk / 4, 16 rows down dS^T and K a
+ * step), head dims 32 wg..32 wg + 31: issued, not committed */
+template <int R>
+__device__ __forceinline__ void issue_dq_share(float dq[4][4], const bf16 *dS, const bf16 *Ks,
+                                               int wg) {
+  wgmma_ss_mm_n32<false>(dq, desc_sw128(dS), desc_sw128(Ks + 32 * wg));
+#pragma unroll
+  for (int kk = 1; kk < 4 * R; kk++) {
+    const int off = kk / 4 * AW_TILE + 16 * 64 * (kk % 4);
+    wgmma_ss_mm_n32(dq, desc_sw128(dS + off), desc_sw128(Ks + off + 32 * wg));
+  }
+}
+
 /* One block per (key block of 128 keys, head, batch), warpgroup wg owning
  * keys 64 wg.., its warp w (of 8) keys 16 w.. as in the mma.sync kernel
  * (cuda_attention_bf16.cu, R = 2, the same partials layout and reduction).
@@ -362,22 +388,14 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     store_dS_tile(dSw, pb);
     fence_proxy_async();
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dv, pa[kk], desc_sw128(dOb + 16 * 64 * kk));
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
+    issue_dv_dk(dv, dk, pa, pb, dOb, Qb);
     wgmma_commit();
     __syncthreads(); /* both warpgroups' dS^T tiles are in place */
     /* dQ's share dS K over all 128 keys, 16 a k-step in increasing key (the
      * mma.sync kernel's chain), columns 32 wg..32 wg + 31 of it */
     float dq[4][4];
     wgmma_fence();
-    wgmma_ss_mm_n32<false>(dq, desc_sw128(dSs), desc_sw128(Ks + 32 * wg));
-#pragma unroll
-    for (int kk = 1; kk < 4 * R; kk++) { /* tile kk / 4, 16 rows down dS^T and K a step */
-      const int off = kk / 4 * AW_TILE + 16 * 64 * (kk % 4);
-      wgmma_ss_mm_n32(dq, desc_sw128(dSs + off), desc_sw128(Ks + off + 32 * wg));
-    }
+    issue_dq_share<R>(dq, dSs, Ks, wg);
     wgmma_commit_wait();
     store_dq_partial(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
   }
@@ -534,22 +552,14 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     store_dS_tile(dSb + wg * AW_TILE, pb);
     fence_proxy_async();
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dv, pa[kk], desc_sw128(dOb + 16 * 64 * kk));
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_rs_mn(dk, pb[kk], desc_sw128(Qb + 16 * 64 * kk));
+    issue_dv_dk(dv, dk, pa, pb, dOb, Qb);
     wgmma_commit();                /* group 1 */
     if (NEXT) cp_async_wait_all(); /* tile qt + 1's copies, the only group in flight */
     fence_proxy_async();
     __syncthreads();
     float dq[4][4];
     wgmma_fence();
-    wgmma_ss_mm_n32<false>(dq, desc_sw128(dSb), desc_sw128(Ks + 32 * wg));
-#pragma unroll
-    for (int kk = 1; kk < 4 * R; kk++) {
-      const int off = kk / 4 * AW_TILE + 16 * 64 * (kk % 4);
-      wgmma_ss_mm_n32(dq, desc_sw128(dSb + off), desc_sw128(Ks + off + 32 * wg));
-    }
+    issue_dq_share<R>(dq, dSb, Ks, wg);
     wgmma_commit(); /* group 2 */
     if constexpr (NEXT) {
       issue_scores((i + 1) % NS); /* group 3 */
