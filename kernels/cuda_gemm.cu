@@ -201,6 +201,11 @@ static int heuristic_algos(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayo
  * the unpinned choice sees) with that configuration; when the list has
  * none (another library), the first. The choice stays a function of the GPU
  * model, the library and the key, so every process makes the same one.
+ * A key may also be a grouped linear's bucket shape (an expert GEMM's row
+ * dimension at 2048 or 4096 at gpu-small: plan_try, grouped_bucket): its
+ * pinned algorithm then goes first in the bucket's list, the others keep the
+ * heuristic's order (since session 26; no such key is pinned yet: the expert
+ * shapes were timed on an H100 only, bench/NOTES.md session 25).
  * RC_CUDA_GEMM_PINS=0 ignores the table (a kernel switch: it changes bits;
  * base/kernel_switches.h). */
 typedef struct {
@@ -389,15 +394,28 @@ static int plan_try(gemm_plan *p, cublasComputeType_t compute) {
     mb = grouped_bucket(p->m, p->group);
   if (mb != p->m || kb != p->k) {
     const algo_bucket *b = bucket_algo(p->desc, p->ct, p->ta, p->tb, mb, p->n, kb, compute);
-    for (int i = 0; i < b->found; i++) {
+    /* A pin of the bucket's shape (the expert GEMMs' are timed at their two
+     * row buckets) puts its algorithm of the bucket's list first; the rest
+     * keep the heuristic's order. Still a function of the shape. */
+    const gemm_pin *bpin = find_pin(p->ct, p->ta, p->tb, mb, p->n, kb);
+    int pinned_i = -1, order[GEMM_BUCKET_ALGOS], n_order = 0;
+    for (int i = 0; i < b->found && bpin && pinned_i < 0; i++)
+      if (pin_matches(bpin, &b->algos[i])) pinned_i = i;
+    const bool bucket_pinned = pinned_i >= 0;
+    if (bucket_pinned) order[n_order++] = pinned_i;
+    for (int i = 0; i < b->found; i++)
+      if (i != pinned_i) order[n_order++] = i;
+    for (int j = 0; j < n_order; j++) {
+      const int i = order[j];
       cublasLtMatmulHeuristicResult_t check;
       if (cublasLtMatmulAlgoCheck(rc_cuda_lt(), p->desc, p->lay_a, p->lay_b, p->lay_d, p->lay_d,
                                   &b->algos[i], &check) == CUBLAS_STATUS_SUCCESS &&
           check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws_bytes) {
         p->algo = b->algos[i];
         if (getenv("RC_CUDA_GEMM_LOG")) {
-          char source[32];
-          snprintf(source, sizeof source, "bucket#%d", i);
+          char source[40];
+          snprintf(source, sizeof source, "bucket#%d%s", i,
+                   bucket_pinned && j == 0 ? " (pinned)" : "");
           log_plan(p, compute, check.workspaceSize, source, plan_clock_ms() - t0);
         }
         return 1;
