@@ -448,7 +448,13 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid
 template <int THREADS>
 __device__ __forceinline__ void stage_lse_D(float *lse_dst, float *D_dst, const float *lse_bh,
                                             const float *D_bh, int q0, int S) {
-  for (int c = threadIdx.x; c < 2 * AB_BQ; c += THREADS) {
+  /* a fixed count of rounds (one for 128 threads or more): a loop bounded by
+   * threadIdx.x compiled to ~150 instructions of unrolling and remainder
+   * in the wgmma dK/dV kernel's tile loop (SASS, session 26) */
+#pragma unroll
+  for (int k = 0; k < (2 * AB_BQ + THREADS - 1) / THREADS; k++) {
+    const int c = (int)threadIdx.x + k * THREADS;
+    if (c >= 2 * AB_BQ) break;
     const int i = c % AB_BQ;
     const bool valid = q0 + i < S;
     const float *src = c < AB_BQ ? lse_bh : D_bh;

@@ -263,19 +263,34 @@ __device__ __forceinline__ void store_dS_tile(bf16 *dSw, const unsigned pb[4][4]
   }
 }
 
-/* A warpgroup's dQ share (64 queries x head dims 32 wg..32 wg + 31) into
- * its partial tile [64 queries][hd] */
-__device__ __forceinline__ void store_dq_partial(float *part, const float dq[4][4], int hd) {
+/* This thread's first element of a warpgroup's dQ share (64 queries x head
+ * dims 32 wg..32 wg + 31) in a partial tile [64 queries][hd] at part */
+__device__ __forceinline__ float *dq_partial_slot(float *part, int hd) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg = warp / 4;
+  return part + (size_t)(16 * (warp % 4) + g) * hd + 32 * (warp / 4) + 2 * t;
+}
+
+/* The share's fragments from this thread's slot d (dq_partial_slot). With
+ * hd = 64 (gpu-small's) no store is tested: under a test each one had its
+ * own copy of the slot's address arithmetic (~40 instructions a store). */
+__device__ __forceinline__ void store_dq_partial(float *d, const float dq[4][4], int hd) {
+  const int wg = threadIdx.x / 128;
+  if (hd == 64) {
 #pragma unroll
-  for (int half = 0; half < 2; half++) {
-    float *d = part + (size_t)(16 * (warp % 4) + g + 8 * half) * hd + 32 * wg;
+    for (int half = 0; half < 2; half++)
+#pragma unroll
+      for (int nt = 0; nt < 4; nt++)
+        *(float2 *)(d + 8 * 64 * half + nt * 8) =
+            make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
+    return;
+  }
+#pragma unroll
+  for (int half = 0; half < 2; half++)
 #pragma unroll
     for (int nt = 0; nt < 4; nt++)
       if (32 * wg + nt * 8 < hd)
-        *(float2 *)(d + nt * 8 + 2 * t) = make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
-  }
+        *(float2 *)(d + (size_t)(8 * half) * hd + nt * 8) =
+            make_float2(dq[nt][2 * half], dq[nt][2 * half + 1]);
 }
 
 /* dV += bf16(P^T) dO and dK += bf16(dS^T) Q for a warpgroup's 64 keys, the
@@ -397,7 +412,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     wgmma_fence();
     issue_dq_share<R>(dq, dSs, Ks, wg);
     wgmma_commit_wait();
-    store_dq_partial(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
+    store_dq_partial(dq_partial_slot(part_bh + (dq_pairs_before(qt, R) + kb) * 64 * hd, hd), dq,
+                     hd);
   }
   static_assert(2 * 128 * AW_STAGE_LD * sizeof(float) <= (3 * R + 4) * AW_TILE * sizeof(bf16),
                 "the staged dK, dV fit in the tiles");
@@ -537,6 +553,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
   zero_acc<8>(dk);
   zero_acc<8>(dv);
   const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  float *const dq_slot = dq_partial_slot(part_bh, hd); /* + a tile's offset */
   /* tile qt, whose S^T and dP^T are in sp and dp; NEXT: tile qt + 1 exists.
    * The last tile is its own instance: no wgmma sits under a branch. */
   auto tile = [&](int qt, auto next) {
@@ -572,7 +589,7 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
       wgmma_wait();
     }
     float *part_qt = part_bh + dq_pairs_before(qt, R) * 64 * hd;
-    store_dq_partial(part_qt + (size_t)kb * 64 * hd, dq, hd);
+    store_dq_partial(dq_slot + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
     if constexpr (FUSED_DQ)
       dq_count_and_reduce(
           dq_count + (((size_t)b * nh + h) * ntiles + qt) * (AW_THREADS / 32) + warp, part_qt,
