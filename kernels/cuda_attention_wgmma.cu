@@ -570,8 +570,8 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     fence_proxy_async();
     wgmma_fence();
     issue_dv_dk(dv, dk, pa, pb, dOb, Qb);
-    wgmma_commit();                /* group 1 */
-    if (NEXT) cp_async_wait_all(); /* tile qt + 1's copies, the only group in flight */
+    wgmma_commit();                          /* group 1 */
+    if constexpr (NEXT) cp_async_wait_all(); /* tile qt + 1's copies, the only group in flight */
     fence_proxy_async();
     __syncthreads();
     float dq[4][4];
@@ -588,12 +588,12 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
     } else {
       wgmma_wait();
     }
-    float *part_qt = part_bh + dq_pairs_before(qt, R) * 64 * hd;
     store_dq_partial(dq_slot + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
     if constexpr (FUSED_DQ)
-      dq_count_and_reduce(
-          dq_count + (((size_t)b * nh + h) * ntiles + qt) * (AW_THREADS / 32) + warp, part_qt,
-          qt / R + 1, dqkv, dqkv_half, qt, b, h, S, nh, hd, scale, rope_cs, half_fp16);
+      dq_count_and_reduce(dq_count + (((size_t)b * nh + h) * ntiles + qt) * (AW_THREADS / 32) +
+                              warp,
+                          part_bh + dq_pairs_before(qt, R) * 64 * hd, qt / R + 1, dqkv, dqkv_half,
+                          qt, b, h, S, nh, hd, scale, rope_cs, half_fp16);
     if constexpr (NEXT) wgmma_wait(); /* group 3: tile qt + 1's scores */
   };
   int qt = qt0;
