@@ -477,8 +477,8 @@ if want optins; then
   # memcheck and racecheck with every same-bits opt-in set
   log "gpu_attention_path (default, mma, pipelined, pipelined-dq)"
   RC_BIN="$B/resumecheck" timeout 300 bash tests/gpu_attention_path.sh 2>&1 | tail -12 | tee -a "$S"
-  log "gpu_sanitizer under RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_NORM=regs RC_CUDA_EMBEDDING=vec"
-  RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_NORM=regs RC_CUDA_EMBEDDING=vec RC_BIN="$B/resumecheck" \
+  log "gpu_sanitizer under RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_EMBEDDING=vec"
+  RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_EMBEDDING=vec RC_BIN="$B/resumecheck" \
     timeout 400 bash tests/gpu_sanitizer.sh > /tmp/rc_san_optins.log 2>&1
   echo "gpu_sanitizer (opt-ins) exit $?" | tee -a "$S"
   grep -E "^(ok|FAIL)" /tmp/rc_san_optins.log | tee -a "$S"

@@ -218,15 +218,16 @@ __global__ void swiglu_backward_kernel(float *din, const float *dout, const floa
   }
 }
 
-/* The 16-bit-input forms (fc1's gemm_to_half output, the model's path) with
+/* The 16-bit-input forward (fc1's gemm_to_half output, the model's path) with
  * eight elements a thread from one 16-byte load of gate and of up, where
  * F % 8 == 0 and the rows are 16-byte aligned: at gpu-small (F = 2048) a
  * thread's one load pair covers its share of the row, twice the bytes in
  * flight of the four-at-a-time path above, which stayed at ~60-70% of the
- * bandwidth (ncu, session 25: 47.5 and 95 us a call on the H100 for 96 and
- * 224 MB). Each element is the same element_math.h expression of the same
- * decoded inputs, so the bits are the other paths' (cuda_ops compares the
- * 16-bit input's outputs bitwise with its decoded fp32 input's). */
+ * bandwidth (ncu, session 25: 47.5 us a call on the H100 for 96 MB; on the
+ * H200, session 26: 0.0379 -> 0.0360 ms a dense call, event-timed; the same
+ * form of the backward measured 0.0631 -> 0.0642 and was not kept). Each element is the same
+ * element_math.h expression of the same decoded inputs, so the bits are the other paths' (cuda_ops
+ * compares the 16-bit input's outputs bitwise with its decoded fp32 input's). */
 template <bool FP16> __device__ __forceinline__ void decode_half8(float v[8], uint4 w) {
   const unsigned u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -271,39 +272,6 @@ __global__ void swiglu_forward_half8_kernel(float *out, const uint16_t *in_half,
   }
 }
 
-template <bool FP16>
-__global__ void swiglu_backward_half8_kernel(float *din, const float *dout, const uint16_t *in_half,
-                                             int T, int F, uint16_t *din_half, uint16_t *out_half) {
-  for (size_t t = blockIdx.x; t < (size_t)T; t += gridDim.x) {
-    const uint16_t *gr = in_half + t * 2 * (size_t)F, *ur = gr + F;
-    const float *d = dout + t * (size_t)F;
-    for (int j = 8 * threadIdx.x; j < F; j += 8 * blockDim.x) {
-      const uint4 gw = *(const uint4 *)(gr + j), uw = *(const uint4 *)(ur + j);
-      const float4 d0 = *(const float4 *)(d + j), d1 = *(const float4 *)(d + j + 4);
-      const float dv[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
-      float g[8], u[8], dg[8], du[8];
-      decode_half8<FP16>(g, gw);
-      decode_half8<FP16>(u, uw);
-#pragma unroll
-      for (int e = 0; e < 8; e++) rc_swiglu_backward_element(&dg[e], &du[e], g[e], u[e], dv[e]);
-      if (din) {
-        store_float8(din + t * 2 * (size_t)F + j, dg);
-        store_float8(din + t * 2 * (size_t)F + F + j, du);
-      }
-      if (din_half) {
-        store_half8(din_half + t * 2 * (size_t)F + j, encode_half8<FP16>(dg));
-        store_half8(din_half + t * 2 * (size_t)F + F + j, encode_half8<FP16>(du));
-      }
-      if (out_half) { /* the forward's output, recomputed */
-        float r[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) r[e] = rc_swiglu_forward_element(g[e], u[e]);
-        store_half8(out_half + t * (size_t)F + j, encode_half8<FP16>(r));
-      }
-    }
-  }
-}
-
 /* Rows per launch: enough blocks to fill the GPU several times over. */
 static unsigned int swiglu_grid(int T) {
   return (unsigned int)(T < 65535 ? T : 65535);
@@ -334,19 +302,17 @@ static int swiglu_vec(int F, const void *a, const void *b, const void *c, const 
     KERNEL_CHECK();                                                                                \
   } while (0)
 
-/* the eight-wide 16-bit-input path: F % 8 == 0 and every operand (NULL ones
- * aside) 16-byte aligned */
-static bool swiglu_half8(int F, const void *a, const void *b, const void *c, const void *d,
-                         const void *e) {
-  return F % 8 == 0 &&
-         (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & 15u) == 0;
+/* the forward's eight-wide 16-bit-input path: F % 8 == 0 and every operand
+ * (NULL ones aside) 16-byte aligned */
+static bool swiglu_half8(int F, const void *a, const void *b, const void *c) {
+  return F % 8 == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
 }
 
 void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
                             uint16_t *out_half, rc_compute ct) {
   if ((size_t)T * (size_t)F == 0) return;
   const uint16_t *hin = in ? NULL : in_half;
-  if (hin && swiglu_half8(F, hin, out, out_half, NULL, NULL)) {
+  if (hin && swiglu_half8(F, hin, out, out_half)) {
     if (ct == RC_COMPUTE_FP16)
       swiglu_forward_half8_kernel<true>
           <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(out, hin, T, F, out_half);
@@ -366,16 +332,6 @@ void rc_cuda_swiglu_backward(float *din, const float *dout, const float *in,
                              uint16_t *out_half, rc_compute ct) {
   if ((size_t)T * (size_t)F == 0) return;
   const uint16_t *hin = in ? NULL : in_half;
-  if (hin && swiglu_half8(F, hin, din, dout, din_half, out_half)) {
-    if (ct == RC_COMPUTE_FP16)
-      swiglu_backward_half8_kernel<true><<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(
-          din, dout, hin, T, F, din_half, out_half);
-    else
-      swiglu_backward_half8_kernel<false><<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(
-          din, dout, hin, T, F, din_half, out_half);
-    KERNEL_CHECK();
-    return;
-  }
   int vec = swiglu_vec(F, din, dout, in, din_half, hin) &&
             ((uintptr_t)out_half & 7u) == 0; /* NULL counts as aligned */
   SWIGLU_LAUNCH(swiglu_backward_kernel, ct == RC_COMPUTE_FP16, hin != NULL, din, dout, in, hin, T,

@@ -56,14 +56,13 @@ __global__ void rmsnorm_forward_kernel(float *out, float *rstd, const float *x, 
   }
 }
 
-/* RC_CUDA_NORM=regs, the forward (session 26; an opt-in with the backward's
- * below): the kernel above with a lane's elements of the row loaded into
- * registers together, summed, and scaled from there, where the kernel above
- * has one 4-byte load a lane in flight at a time and reads the row twice.
- * At gpu-small its 12.6 MB in and 12.6 MB out a call took 24 us on the H100
- * (ncu, session 25): about half the bandwidth, the latency of one load at a
- * time. The same elements a lane (j = lane + 32 i), the same double sum in
- * increasing i and xor tree, the same float formulas: the same bits. */
+/* The forward for H <= 768 (session 26; the default since its H200
+ * measurement, 0.0204 -> 0.0142 ms a gpu-small call, event-timed): the kernel above with a lane's
+ * elements of the row loaded into registers together, summed, and scaled from there, where the
+ * kernel above has one 4-byte load a lane in flight at a time and reads the row twice. At gpu-small
+ * its 12.6 MB in and 12.6 MB out a call took 24 us on the H100 (ncu, session 25): about half the
+ * bandwidth, the latency of one load at a time. The same elements a lane (j = lane + 32 i), the
+ * same double sum in increasing i and xor tree, the same float formulas: the same bits. */
 template <int PER, bool EXACT>
 __global__ void rmsnorm_forward_regs_kernel(float *out, float *rstd, const float *x, const float *w,
                                             int T, int H, float eps, uint16_t *out_half,
@@ -107,14 +106,13 @@ __global__ void rmsnorm_forward_regs_kernel(float *out, float *rstd, const float
   }
 }
 
-static int norm_regs_switch = -1; /* RC_CUDA_NORM=regs: the register kernels, both ways */
-#define NORM_REG_MAX_PER 24       /* H up to 768 */
+#define NORM_REG_MAX_PER 24 /* the register kernels take H up to 768 */
 
 void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
                              float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
   if (T <= 0) return;
   const int per = (H + 31) / 32, fp16 = ct == RC_COMPUTE_FP16;
-  if (per <= NORM_REG_MAX_PER && rc_env_once(&norm_regs_switch, "RC_CUDA_NORM", "regs")) {
+  if (per <= NORM_REG_MAX_PER) {
     const unsigned int grid = rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK);
     cudaStream_t s = rc_cuda_stream();
     /* EXACT: H = 32 PER (gpu-small's 768), no bound tests, so the compiler
@@ -238,18 +236,16 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
   fold_chunk_partial(partial, rows_s, T, H, t0);
 }
 
-/* RC_CUDA_NORM=regs (an opt-in kernel switch until a GPU has measured it;
- * session 25): the fused kernel's rows with each lane's elements of g and x
- * held in registers, so the dx pass reads neither again, and all of a row's
- * loads of a kind issued together. Nsight Compute (H200, gpu-small): the
- * fused kernel runs as one wave whose warps load, reduce and fold in lock
- * step, DRAM at 68%, and its dx pass re-reads g and x mostly from L2 and
- * DRAM (L1 hit 35%: the 96 KB of rows in shared memory leave little L1),
- * 147 MB moved where 114 are needed. Here a block has NORM_REG_WARPS warps,
- * each taking two rows of the same 32-row chunk in turn; the per-row
- * arithmetic (the dot in double over j = lane + 32 i in increasing i, the
- * xor tree, the float formulas) and the fold are the fused kernel's: the
- * same bits by construction. PER = the elements a lane holds (H <= 32 PER). */
+/* The backward for H <= 768 (session 25; the default since session 26's
+ * H200 measurement, 0.0517 -> 0.0425 ms a gpu-small call, event-timed): the fused kernel's rows
+ * with each lane's elements of g and x held in registers, so the dx pass reads neither again, and
+ * all of a row's loads of a kind issued together. Nsight Compute (H200, gpu-small): the fused
+ * kernel runs as one wave whose warps load, reduce and fold in lock step, DRAM at 68%, and its dx
+ * pass re-reads g and x mostly from L2 and DRAM (L1 hit 35%: the 96 KB of rows in shared memory
+ * leave little L1), 147 MB moved where 114 are needed. Here a block has NORM_REG_WARPS warps, each
+ * taking two rows of the same 32-row chunk in turn; the per-row arithmetic (the dot in double over
+ * j = lane + 32 i in increasing i, the xor tree, the float formulas) and the fold are the fused
+ * kernel's: the same bits by construction. PER = the elements a lane holds (H <= 32 PER). */
 #define NORM_REG_WARPS 16
 
 template <int PER, bool EXACT>
@@ -356,7 +352,7 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int nchunks;
-  if (H <= 32 * NORM_REG_MAX_PER && rc_env_once(&norm_regs_switch, "RC_CUDA_NORM", "regs")) {
+  if (H <= 32 * NORM_REG_MAX_PER) {
     nchunks = (T + NORM_FUSED_CHUNK - 1) / NORM_FUSED_CHUNK;
     float *partial =
         (float *)rc_cuda_scratch(RC_SCRATCH_NORM, (size_t)nchunks * (size_t)H * sizeof(float));

@@ -12,9 +12,9 @@
  * float4 of columns a thread (kernels/cuda_embedding.cu: an opt-in, the same
  * bits by construction, listed until a GPU has shown it); RC_CUDA_GEMM_SMALL=1
  * fp32 GEMMs with a dimension of at most 16 (an MoE router's) by plain
- * kernels (kernels/cuda_gemm_small.cu); RC_CUDA_NORM=regs the RMSNorm
- * forward and backward with each row held in registers (kernels/cuda_norm_rope.cu: an
- * opt-in, the same bits by construction). Logging switches
+ * kernels (kernels/cuda_gemm_small.cu). (RC_CUDA_NORM=regs, the RMSNorm
+ * kernels holding rows in registers, became their default path in session 26
+ * and is gone.) Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
  * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
  * in its args.json and says so on stderr (src/leg/leg.c); `run` records them in report.json and its
@@ -25,8 +25,7 @@
 #include <stddef.h>
 
 static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
-                                                 "RC_CUDA_EMBEDDING", "RC_CUDA_GEMM_SMALL",
-                                                 "RC_CUDA_NORM"};
+                                                 "RC_CUDA_EMBEDDING", "RC_CUDA_GEMM_SMALL"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
