@@ -121,14 +121,14 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
 #define NORM_FWD_REGS(P, E)                                                                        \
   rmsnorm_forward_regs_kernel<P, E><<<grid, 32 * NORM_ROWS_PER_BLOCK, 0, s>>>(                     \
       out, rstd, x, w, T, H, eps, out_half, ld_half, fp16)
-    if (H == 32 * 24)
-      NORM_FWD_REGS(24, true);
+    if (H == 32 * NORM_REG_MAX_PER)
+      NORM_FWD_REGS(NORM_REG_MAX_PER, true);
     else if (per <= 8)
       NORM_FWD_REGS(8, false);
     else if (per <= 16)
       NORM_FWD_REGS(16, false);
     else
-      NORM_FWD_REGS(24, false);
+      NORM_FWD_REGS(NORM_REG_MAX_PER, false);
 #undef NORM_FWD_REGS
     KERNEL_CHECK();
     return;
@@ -366,14 +366,14 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
     rmsnorm_backward_regs_kernel<P, E><<<(unsigned int)nchunks, 32 * NORM_REG_WARPS, sm, s>>>(     \
         dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);                              \
   } while (0)
-    if (H == 32 * 24) /* as the forward's EXACT */
-      NORM_REGS(24, true);
+    if (H == 32 * NORM_REG_MAX_PER) /* as the forward's EXACT */
+      NORM_REGS(NORM_REG_MAX_PER, true);
     else if (per <= 8)
       NORM_REGS(8, false);
     else if (per <= 16)
       NORM_REGS(16, false);
     else
-      NORM_REGS(24, false);
+      NORM_REGS(NORM_REG_MAX_PER, false);
 #undef NORM_REGS
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);
