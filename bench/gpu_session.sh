@@ -41,8 +41,6 @@
 # expert GEMMs per expert against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each), "kernels"
 # every kernel of a 2-step leg timed by Nsight Compute and summed by name (RC_KERNELS_FLAGS),
-# "optins" the same-bits opt-ins' attention paths and bytes (tests/gpu_attention_path.sh) and
-# compute-sanitizer with all of them set,
 # "probe" the wgmma operand layouts (bench/wgmma_probe.cu), "ncusass" one
 # kernel's per-instruction samples (RC_NCU_KERNEL, a regex) as SASS in CSV.
 # RC_PROFILE_FLAGS: flags added to the profile part's leg (e.g. --moe-layers none);
@@ -468,20 +466,6 @@ fi
 if want attention; then
 log "attention peer (PyTorch SDPA at gpu-small's shape)"
 timeout 60 python3 bench/torch_attention.py 2>&1 | tail -1 | tee -a "$S"
-fi
-
-if want optins; then
-  # the same-bits opt-ins (src/base/kernel_switches.h) on a GPU: which
-  # attention path each leg names and that the pipelined dK/dV kernels write
-  # the default's bytes (tests/gpu_attention_path.sh), then compute-sanitizer
-  # memcheck and racecheck with every same-bits opt-in set
-  log "gpu_attention_path (default, mma, pipelined, pipelined-dq)"
-  RC_BIN="$B/resumecheck" timeout 300 bash tests/gpu_attention_path.sh 2>&1 | tail -12 | tee -a "$S"
-  log "gpu_sanitizer under RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_EMBEDDING=vec"
-  RC_CUDA_ATTENTION=pipelined-dq RC_CUDA_EMBEDDING=vec RC_BIN="$B/resumecheck" \
-    timeout 400 bash tests/gpu_sanitizer.sh > /tmp/rc_san_optins.log 2>&1
-  echo "gpu_sanitizer (opt-ins) exit $?" | tee -a "$S"
-  grep -E "^(ok|FAIL)" /tmp/rc_san_optins.log | tee -a "$S"
 fi
 
 if want sanitizer && [ "${RC_SESSION_SANITIZER:-1}" = 1 ]; then

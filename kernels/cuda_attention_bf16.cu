@@ -478,12 +478,10 @@ static void backward_bf16(float *dqkv, const float *dout, const float *out, cons
   /* dqkv_half: RoPE's backward in both kernels' stores (ops.h), its table */
   const float *rope_cs = dqkv_half ? rc_cuda_rope_table(S, hd, rope_theta) : NULL;
   const int half_fp16 = half_ct == RC_COMPUTE_FP16;
-  if (HD <= 64 && rc_cuda_attention_wgmma_on()) { /* Hopper: cuda_attention_wgmma.cu */
-    if (rc_cuda_attention_wgmma_dkv(dqkv, dq_part, lse, Dd, (const uint16_t *)qh,
-                                    (const uint16_t *)doh, B, S, nh, hd, dqkv_half, rope_cs,
-                                    half_ct))
-      return; /* dQ reduced in the kernel (RC_CUDA_ATTENTION=pipelined-dq) */
-  } else
+  if (HD <= 64 && rc_cuda_attention_wgmma_on()) /* Hopper: cuda_attention_wgmma.cu */
+    rc_cuda_attention_wgmma_dkv(dqkv, dq_part, lse, Dd, (const uint16_t *)qh, (const uint16_t *)doh,
+                                B, S, nh, hd, dqkv_half, rope_cs, half_ct);
+  else
     attention_bf16_dkv_kernel<HD, R>
         <<<dim3((unsigned int)nkb, (unsigned int)nh, (unsigned int)B), R * AB_THREADS, sm_dkv, s>>>(
             dqkv, dq_part, lse, Dd, qh, kh, vh, doh, S, nh, hd, scale, dqkv_half, rope_cs,

@@ -290,8 +290,8 @@ __host__ __device__ __forceinline__ size_t dq_pairs_before(int qt, int R) {
 /* Four columns c..c + 3 of query s's dQ, the sum of its partials acc: times
  * scale into dqkv's q part, or for a half qkv linear (ops.h dqkv_half) RoPE's
  * backward fused (pairs c/2 and c/2 + 1 of position s rotated back as
- * rope_backward rotates the fp32 values) and encoded. The reduction kernel's
- * and the fused one's (cuda_attention_wgmma.cu) one epilogue. */
+ * rope_backward rotates the fp32 values) and encoded: the reduction
+ * kernel's epilogue. */
 __device__ __forceinline__ void dq_store4(float *dqkv, uint16_t *dqkv_half, float4 acc, int b,
                                           int s, int h, int c, int S, int nh, int hd, float scale,
                                           const float *rope_cs, int half_fp16) {

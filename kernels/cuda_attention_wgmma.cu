@@ -11,7 +11,10 @@
  * memory for 64 rows at a time. Measured at gpu-small (bench/NOTES.md,
  * sessions 19 and 20, event-timed): forward 0.091 -> 0.056 ms, backward
  * 0.331 -> 0.211 ms a call; the dK/dV kernel stays bound by latency and its
- * two block barriers a tile rather than by the tensor pipe.
+ * two block barriers a tile rather than by the tensor pipe. (A variant with
+ * its query tiles software-pipelined, one barrier a tile, was 1-1.5% faster
+ * on the H200, and with dQ's reduction fused into it 39% slower: measured
+ * in session 26 (bench/NOTES.md), removed in session 27.)
  *
  * Layout: every tile is [64 rows][64 bf16] = 128-byte rows in the 128-byte
  * swizzle (cuda_wgmma.cuh), written by cp.async, read through matrix
@@ -37,8 +40,6 @@
  * the path unavailable through wgmma_compiled_kernel, and the mma.sync
  * kernels run. */
 #include <string.h>
-
-#include <type_traits>
 
 #include "cuda_attention_bf16.cuh"
 #include "cuda_wgmma.cuh"
@@ -421,190 +422,6 @@ __global__ void __launch_bounds__(AW_THREADS, 1)
                    half_fp16);
 }
 
-/* RC_CUDA_ATTENTION=pipelined (an opt-in kernel switch until a GPU has
- * measured it; session 26): the dK/dV kernel above with its query tiles
- * software-pipelined. The kernel above waits twice a tile for the tensor
- * pipe to drain (after S^T and dP^T, and after dQ's share, whose wait also
- * covers dV and dK) and takes two block barriers a tile; between them the
- * pipe idles while the probabilities are formed and the partial is stored.
- * Here tile qt's dQ share and tile qt + 1's S^T and dP^T are issued
- * together after one barrier, dQ's partial is stored while S^T and dP^T run,
- * and dV and dK (issued before the barrier) run through it:
- *
- *   probs(qt); dS^T(qt) to shared; issue dV, dK(qt)              [group 1]
- *   wait for tile qt + 1's copies; barrier
- *   issue dQ(qt) [group 2], S^T and dP^T(qt + 1) [group 3]; copies of qt + 2
- *   wait until group 3 alone is in flight; store dQ(qt)'s partial
- *   wait for group 3
- *
- * The barrier is the only one a tile: both warpgroups' dS^T(qt) are in
- * place after it, and every warp has waited for its products of tile qt - 1
- * (groups 1 and 3 before it), so the stage tile qt + 2 takes is free. Hence
- * three stages of Q, dO, lse and D, and two buffers of dS^T: a warpgroup
- * writes dS^T(qt + 1) while the other's dQ(qt) may still read dS^T(qt).
- * Every product is the kernel above's (the same operands, k-steps and
- * accumulators); only when each is issued and waited for moves, so the bits
- * are the same by construction (tests/gpu_attention_path.sh compares the
- * checkpoints' bytes). */
-#define AW_PIPE_STAGES 3
-
-/* FUSED_DQ (RC_CUDA_ATTENTION=pipelined-dq, an opt-in as above): the dQ
- * reduction in the dK/dV kernel, without a kernel of its own and its second
- * pass over the partials in DRAM (107 MB at gpu-small, read back by
- * attention_bf16_dq_reduce_kernel at ~2.5 TB/s: 50 us of the backward's 250
- * on the H100, ncu). A warp's share of a query tile's partial (16 queries x
- * 32 head dims) is counted in when stored: each writing lane fences, then
- * lane 0 adds one to the slice's counter, and the warp that brings the count
- * to the tile's key blocks (qt / R + 1) sums the slice's partials in
- * increasing key block from zero, reading them through L2, and stores dQ
- * through the reduction kernel's epilogue (dq_store4). Which warp sums
- * depends on timing; what it sums, and in what order, does not: the bits
- * are the reduction kernel's. The sums sit on the summing warp's path, but
- * they are small: 1 536 slices of a warp at gpu-small, each up to eight
- * 2 KB partials out of L2. The counters are reset by the warp that sums, so
- * they are zero between launches (zeroed when their buffer is made). */
-__device__ __forceinline__ void dq_count_and_reduce(int *count, const float *part_qt, int nkb,
-                                                    float *dqkv, uint16_t *dqkv_half, int qt, int b,
-                                                    int h, int S, int nh, int hd, float scale,
-                                                    const float *rope_cs, int half_fp16) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __threadfence(); /* this lane's partial stores before the count (the classic pattern) */
-  __syncwarp();
-  int last = 0;
-  if (lane == 0) last = atomicAdd(count, 1) == nkb - 1;
-  last = __shfl_sync(0xffffffffu, last, 0);
-  if (!last) return;
-  __threadfence(); /* every other key block's slice, counted before ours, is visible */
-  const int r0 = 16 * (warp % 4), c = 32 * (warp / 4) + 4 * (lane % 8);
-  const size_t tile = (size_t)64 * hd;
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const int r = r0 + lane / 8 + 4 * i, s = qt * AB_BQ + r;
-    if (c >= hd || s >= S) continue;
-    const float *p = part_qt + (size_t)r * hd + c;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int kb = 0; kb < nkb; kb++) {
-      const float4 v = __ldcg((const float4 *)(p + (size_t)kb * tile));
-      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-    }
-    dq_store4(dqkv, dqkv_half, acc, b, s, h, c, S, nh, hd, scale, rope_cs, half_fp16);
-  }
-  if (lane == 0) *count = 0; /* nobody else counts this slice in this launch */
-}
-
-template <bool FUSED_DQ>
-__global__ void __launch_bounds__(AW_THREADS, 1)
-    attention_wgmma_dkv_pipelined_kernel(float *dqkv, float *dq_part, const float *lse,
-                                         const float *Dd, const bf16 *qh, const bf16 *kh,
-                                         const bf16 *vh, const bf16 *doh, int S, int nh, int hd,
-                                         float scale, uint16_t *dqkv_half, const float *rope_cs,
-                                         int half_fp16, int *dq_count) {
-  constexpr int R = AW_DKV_BK / 64, NS = AW_PIPE_STAGES;
-  extern __shared__ unsigned char smem_raw[];
-  bf16 *Ks = (bf16 *)smem_align1024(smem_raw);
-  bf16 *Vs = Ks + R * AW_TILE, *Qs = Vs + R * AW_TILE, *dOs = Qs + NS * AW_TILE;
-  bf16 *dSs = dOs + NS * AW_TILE; /* two buffers of R [64 keys][64 queries] tiles */
-  float *lse_s = (float *)(dSs + 2 * R * AW_TILE), *D_s = lse_s + NS * AB_BQ;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-  const int wg = warp / 4;
-  const int kb = blockIdx.z;
-  const float scale_log2 = scale * (float)M_LOG2E;
-  const int h = blockIdx.x, b = blockIdx.y, k0 = kb * AW_DKV_BK, ntiles = (S + AB_BQ - 1) / AB_BQ;
-  const int qt0 = kb * R; /* < ntiles for every key block */
-  const size_t head = ((size_t)b * nh + h) * S * hd;
-  const float *lse_bh = lse + ((size_t)b * nh + h) * S, *D_bh = Dd + ((size_t)b * nh + h) * S;
-  float *part_bh = dq_part + ((size_t)b * nh + h) * dq_pairs_before(ntiles, R) * 64 * hd;
-  /* query tile qt's copies into stage st */
-  auto load_q_tile = [&](int qt, int st) {
-    const int q0 = qt * AB_BQ;
-    load_tile_sw128<AW_THREADS>(Qs + st * AW_TILE, qh + head, q0, S, hd);
-    load_tile_sw128<AW_THREADS>(dOs + st * AW_TILE, doh + head, q0, S, hd);
-    stage_lse_D<AW_THREADS>(lse_s + st * AB_BQ, D_s + st * AB_BQ, lse_bh, D_bh, q0, S);
-  };
-  const bf16 *Kw = Ks + wg * AW_TILE, *Vw = Vs + wg * AW_TILE;
-  /* S^T = K Q^T and dP^T = V dO^T of the tile in stage st, issued */
-  float sp[8][4], dp[8][4];
-  auto issue_scores = [&](int st) {
-    const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
-    wgmma_tile_kk(sp, Kw, Qb);
-    wgmma_tile_kk(dp, Vw, dOb);
-    wgmma_commit();
-  };
-
-  /* the prologue: K, V and tile qt0 (one group), tile qt0 + 1 (another),
-   * tile qt0's scores */
-#pragma unroll
-  for (int i = 0; i < R; i++) {
-    load_tile_sw128<AW_THREADS>(Ks + i * AW_TILE, kh + head, k0 + 64 * i, S, hd);
-    load_tile_sw128<AW_THREADS>(Vs + i * AW_TILE, vh + head, k0 + 64 * i, S, hd);
-  }
-  load_q_tile(qt0, 0);
-  cp_async_commit();
-  if (qt0 + 1 < ntiles) load_q_tile(qt0 + 1, 1);
-  cp_async_commit(); /* an empty group when there is no next tile */
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-  fence_proxy_async();
-  __syncthreads();
-  wgmma_fence();
-  issue_scores(0);
-  wgmma_wait();
-
-  float dk[8][4], dv[8][4];
-  zero_acc<8>(dk);
-  zero_acc<8>(dv);
-  const int krow[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
-  float *const dq_slot = dq_partial_slot(part_bh, hd); /* + a tile's offset */
-  /* tile qt, whose S^T and dP^T are in sp and dp; NEXT: tile qt + 1 exists.
-   * The last tile is its own instance: no wgmma sits under a branch. */
-  auto tile = [&](int qt, auto next) {
-    constexpr bool NEXT = decltype(next)::value;
-    const int q0 = qt * AB_BQ, i = qt - qt0, st = i % NS;
-    const bf16 *Qb = Qs + st * AW_TILE, *dOb = dOs + st * AW_TILE;
-    bf16 *dSb = dSs + (i % 2) * R * AW_TILE;
-    dkv_probs(sp, dp, q0, krow, S, lse_s + st * AB_BQ, D_s + st * AB_BQ, scale_log2,
-              qt < qt0 + R || q0 + AB_BQ > S);
-    unsigned pa[4][4], pb[4][4];
-    acc_to_a(pa, sp);
-    acc_to_a(pb, dp);
-    store_dS_tile(dSb + wg * AW_TILE, pb);
-    fence_proxy_async();
-    wgmma_fence();
-    issue_dv_dk(dv, dk, pa, pb, dOb, Qb);
-    wgmma_commit();                          /* group 1 */
-    if constexpr (NEXT) cp_async_wait_all(); /* tile qt + 1's copies, the only group in flight */
-    fence_proxy_async();
-    __syncthreads();
-    float dq[4][4];
-    wgmma_fence();
-    issue_dq_share<R>(dq, dSb, Ks, wg);
-    wgmma_commit(); /* group 2 */
-    if constexpr (NEXT) {
-      issue_scores((i + 1) % NS); /* group 3 */
-      if (qt + 2 < ntiles) {
-        load_q_tile(qt + 2, (i + 2) % NS);
-        cp_async_commit();
-      }
-      wgmma_wait_all_but_last();
-    } else {
-      wgmma_wait();
-    }
-    store_dq_partial(dq_slot + (dq_pairs_before(qt, R) + kb) * 64 * hd, dq, hd);
-    if constexpr (FUSED_DQ)
-      dq_count_and_reduce(dq_count + (((size_t)b * nh + h) * ntiles + qt) * (AW_THREADS / 32) +
-                              warp,
-                          part_bh + dq_pairs_before(qt, R) * 64 * hd, qt / R + 1, dqkv, dqkv_half,
-                          qt, b, h, S, nh, hd, scale, rope_cs, half_fp16);
-    if constexpr (NEXT) wgmma_wait(); /* group 3: tile qt + 1's scores */
-  };
-  int qt = qt0;
-  for (; qt + 1 < ntiles; qt++) tile(qt, std::true_type{});
-  tile(qt, std::false_type{});
-  static_assert(2 * 128 * AW_STAGE_LD * sizeof(float) <= (4 * R + 2 * NS) * AW_TILE * sizeof(bf16),
-                "the staged dK, dV fit in the tiles");
-  dkv_store_staged((float *)Ks, dk, dv, dqkv, dqkv_half, b, h, S, nh, hd, k0, scale, rope_cs,
-                   half_fp16);
-}
-
 /* 1 when this module's code for the running GPU holds the wgmma kernels
  * (sm_90a code loaded), 0 when the driver chose other code */
 __device__ int wgmma_compiled_flag;
@@ -633,26 +450,9 @@ bool rc_cuda_attention_wgmma_on(void) {
   return on == 1;
 }
 
-/* RC_CUDA_ATTENTION=pipelined: the wgmma path with the pipelined dK/dV
- * kernel; =pipelined-dq: that kernel with the dQ reduction fused (asked
- * once per process, as the path) */
-enum { DKV_DEFAULT, DKV_PIPELINED, DKV_PIPELINED_DQ };
-static int dkv_variant(void) {
-  static int pipelined = -1, fused = -1;
-  if (rc_env_once(&fused, "RC_CUDA_ATTENTION", "pipelined-dq")) return DKV_PIPELINED_DQ;
-  return rc_env_once(&pipelined, "RC_CUDA_ATTENTION", "pipelined") ? DKV_PIPELINED : DKV_DEFAULT;
-}
-
 const char *rc_cuda_attention_path(void) {
-  if (!rc_cuda_attention_wgmma_on()) return "bf16 attention mma.sync";
-  switch (dkv_variant()) {
-  case DKV_PIPELINED:
-    return "bf16 attention wgmma (hd <= 64, dK/dV pipelined), mma.sync";
-  case DKV_PIPELINED_DQ:
-    return "bf16 attention wgmma (hd <= 64, dK/dV pipelined, dQ reduced in it), mma.sync";
-  default:
-    return "bf16 attention wgmma (hd <= 64), mma.sync";
-  }
+  return rc_cuda_attention_wgmma_on() ? "bf16 attention wgmma (hd <= 64), mma.sync"
+                                      : "bf16 attention mma.sync";
 }
 
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
@@ -671,14 +471,13 @@ void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *hea
 }
 
 /* dK, dV and dQ's partials (in the mma.sync kernel's layout, key blocks of
- * 128: the caller's reduction sums them), or with RC_CUDA_ATTENTION=
- * pipelined-dq dQ itself; returns whether dQ was written. The caller made
- * doh, Dd and the partials' buffer. */
-bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+ * 128: the caller's reduction sums them). The caller made doh, Dd and the
+ * partials' buffer. */
+void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                                  const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
                                  int hd, uint16_t *dqkv_half, const float *rope_cs,
                                  rc_compute half_ct) {
-  static bool opted = false, opted_pipelined = false, opted_fused = false;
+  static bool opted = false;
   const size_t per_part = (size_t)B * nh * S * hd;
   const bf16 *qh = (const bf16 *)heads;
   constexpr int R = AW_DKV_BK / 64;
@@ -687,31 +486,6 @@ bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
   const dim3 grid((unsigned int)nh, (unsigned int)B, (unsigned int)nkb);
   const float scale = 1.0f / sqrtf((float)hd);
   const int fp16 = half_ct == RC_COMPUTE_FP16;
-  const int variant = dkv_variant();
-  if (variant != DKV_DEFAULT) {
-    /* K, V: R tiles each; Q, dO, lse and D: three stages; dS^T: two buffers of R tiles */
-    const size_t sm = (size_t)(4 * R + 2 * AW_PIPE_STAGES) * AW_TILE * sizeof(bf16) +
-                      2 * AW_PIPE_STAGES * AB_BQ * sizeof(float) + 1024;
-    const bool fused = variant == DKV_PIPELINED_DQ;
-    int *count = NULL;
-    if (fused) { /* a counter a warp's slice of each query tile, zero between launches */
-      const size_t n = (size_t)B * nh * ((S + AB_BQ - 1) / AB_BQ) * (AW_THREADS / 32);
-      const uint64_t key[2] = {0x6471636f756e74ull /* "dqcount" */, 0};
-      bool stale = false;
-      count = (int *)rc_cuda_scratch_keyed(RC_SCRATCH_ATTN_COUNT, n * sizeof(int), key, &stale);
-      if (stale) CUDA_CHECK(cudaMemsetAsync(count, 0, n * sizeof(int), rc_cuda_stream()));
-      rc_allow_smem(attention_wgmma_dkv_pipelined_kernel<true>, sm, &opted_fused);
-    } else {
-      rc_allow_smem(attention_wgmma_dkv_pipelined_kernel<false>, sm, &opted_pipelined);
-    }
-    auto kernel = fused ? attention_wgmma_dkv_pipelined_kernel<true>
-                        : attention_wgmma_dkv_pipelined_kernel<false>;
-    kernel<<<grid, AW_THREADS, sm, rc_cuda_stream()>>>(dqkv, dq_part, lse, Dd, qh, qh + per_part,
-                                                       qh + 2 * per_part, (const bf16 *)doh, S, nh,
-                                                       hd, scale, dqkv_half, rope_cs, fp16, count);
-    KERNEL_CHECK();
-    return fused;
-  }
   /* K, V, dS^T: R tiles each; Q, dO: two stages; lse and D */
   const size_t sm = (size_t)(3 * R + 4) * AW_TILE * sizeof(bf16) + 4 * AB_BQ * sizeof(float) + 1024;
   rc_allow_smem(attention_wgmma_dkv_kernel, sm, &opted);
@@ -719,5 +493,4 @@ bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, 
       dqkv, dq_part, lse, Dd, qh, qh + per_part, qh + 2 * per_part, (const bf16 *)doh, S, nh, hd,
       scale, dqkv_half, rope_cs, fp16);
   KERNEL_CHECK();
-  return false;
 }

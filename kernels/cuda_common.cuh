@@ -66,13 +66,12 @@ enum {
   RC_SCRATCH_ATTN_BF16,
   RC_SCRATCH_ATTN_DQ, /* the bf16 backward's dQ partials, one per (query tile, key tile) */
   RC_SCRATCH_MOE,
-  RC_SCRATCH_FP8,        /* amax_update's partials */
-  RC_SCRATCH_ROPE,       /* RoPE's cos/sin table (keyed by S, hd, theta) */
-  RC_SCRATCH_CE,         /* 16-bit logits decoded for cross_entropy's held-row path */
-  RC_SCRATCH_ATTN_DQKV,  /* the fp32 attention's dqkv before a fused RoPE backward */
-  RC_SCRATCH_ADAMW,      /* adamw_many's segments and fingerprint partials */
-  RC_SCRATCH_ZERO,       /* zero_many's segments */
-  RC_SCRATCH_ATTN_COUNT, /* the fused dQ reduction's counters (zero between launches) */
+  RC_SCRATCH_FP8,       /* amax_update's partials */
+  RC_SCRATCH_ROPE,      /* RoPE's cos/sin table (keyed by S, hd, theta) */
+  RC_SCRATCH_CE,        /* 16-bit logits decoded for cross_entropy's held-row path */
+  RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
+  RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
+  RC_SCRATCH_ZERO,      /* zero_many's segments */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -209,11 +208,6 @@ void rc_cuda_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, i
                        float scale, bool transpose);
 void rc_cuda_amax_update(float *amax, const float *x, size_t n);
 
-/* cuda_gemm_small.cu: an fp32 GEMM with a dimension of at most 16 by plain
- * kernels when RC_CUDA_GEMM_SMALL=1 (true: done; false: not taken) */
-bool rc_cuda_gemm_small(bool ta, bool tb, int m, int n, int k, float alpha, const float *A, int lda,
-                        const float *B, int ldb, float beta, float *C, int ldc);
-
 /* cuda_elementwise.cu */
 void rc_cuda_round_to(float *dst, const float *src, size_t n, rc_compute ct);
 void rc_cuda_cast_half(uint16_t *dst, const float *src, size_t n, rc_compute ct);
@@ -288,7 +282,7 @@ bool rc_cuda_attention_wgmma_on(void);
 const char *rc_cuda_attention_path(void);
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
                                      int nh, int hd, uint16_t *out_half, rc_compute half_ct);
-bool rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
+void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,
                                  const uint16_t *heads, const uint16_t *doh, int B, int S, int nh,
                                  int hd, uint16_t *dqkv_half, const float *rope_cs,
                                  rc_compute half_ct);

@@ -122,7 +122,9 @@ static void bitonic_sort(unsigned long long *keys, size_t n) {
  * term, as on the CPU), so a frequent token is a long serial chain. What can
  * overlap are the loads: each thread fetches the next EMB_BATCH rows of its
  * column at once, then adds them in order. The sum is the same, bit for bit,
- * as adding them one at a time. */
+ * as adding them one at a time. (Four columns a thread with a batch's keys
+ * loaded together was within 1% on the H200: measured in session 26,
+ * bench/NOTES.md, removed in session 27.) */
 
 #define EMB_BATCH 16
 
@@ -167,61 +169,6 @@ __global__ void embedding_backward_kernel(float *dtable, const unsigned long lon
     add_run_column(dtable, keys, dout, i, id, T, H, h);
 }
 
-/* RC_CUDA_EMBEDDING=vec (an opt-in kernel switch until a GPU has measured it;
- * session 25 wrote it when the device was withdrawn): a thread takes VEC
- * columns (float4 loads where rows are 16-byte aligned), and a batch's keys
- * are loaded together before any is tested. Nsight Compute found the kernel
- * above at 31 waves of 768-thread blocks, most of them one token's run, each
- * waiting on sixteen dependent loads of keys (its ISETPs on one register in
- * turn; 154 us a gpu-small call on the H200). Same columns, same adds in the
- * same order: the same bits by construction. */
-
-/* Columns h .. h + VEC - 1 of id's table row plus the rows of its run from
- * sorted key s on, in increasing t, one rounding per term: a batch's keys
- * are loaded, then its rows, then added in order (keys are sorted, so the
- * run is a prefix of the batch). */
-template <int VEC>
-__device__ __forceinline__ void add_run_columns(float *dtable, const unsigned long long *keys,
-                                                const float *dout, int s, unsigned int id, int T,
-                                                int H, int h) {
-  rc_piece<VEC> acc;
-  acc.load(dtable + (size_t)id * H + h);
-  for (int q = s;; q += EMB_BATCH) {
-    int rows[EMB_BATCH]; /* the batch's rows in the run, or -1 */
-#pragma unroll
-    for (int b = 0; b < EMB_BATCH; b++) {
-      const unsigned long long k = q + b < T ? keys[q + b] : ~0ull; /* ~0: no token's id */
-      rows[b] = key_id(k) == id ? key_row(k) : -1;
-    }
-    rc_piece<VEC> row[EMB_BATCH];
-    int in_run = 0;
-#pragma unroll
-    for (int b = 0; b < EMB_BATCH; b++) {
-      if (rows[b] >= 0)
-        row[b].load(dout + (size_t)rows[b] * H + h);
-      else
-        for (int e = 0; e < VEC; e++) row[b].v[e] = 0.0f;
-      in_run += rows[b] >= 0;
-    }
-#pragma unroll
-    for (int b = 0; b < EMB_BATCH; b++)
-      if (b < in_run)
-        for (int e = 0; e < VEC; e++) acc.v[e] += row[b].v[e];
-    if (in_run < EMB_BATCH) break;
-  }
-  acc.store(dtable + (size_t)id * H + h);
-}
-
-template <int VEC>
-__global__ void embedding_backward_vec_kernel(float *dtable, const unsigned long long *keys,
-                                              const float *dout, int T, int H) {
-  int i = blockIdx.x;
-  unsigned int id = key_id(keys[i]);
-  if (i > 0 && key_id(keys[i - 1]) == id) return; /* not the first of its run */
-  for (int h = VEC * threadIdx.x; h < H; h += VEC * blockDim.x)
-    add_run_columns<VEC>(dtable, keys, dout, i, id, T, H, h);
-}
-
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                 int V) {
   (void)V;
@@ -234,17 +181,6 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
   make_keys_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(keys, ids, T, n);
   KERNEL_CHECK();
   bitonic_sort(keys, n);
-  static int vec_switch = -1; /* RC_CUDA_EMBEDDING=vec: the kernel above, a kernel switch */
-  if (rc_env_once(&vec_switch, "RC_CUDA_EMBEDDING", "vec")) {
-    const int vec = rc_rows_vec4(dtable, dout, H) ? 4 : 1, pieces = (H + vec - 1) / vec;
-    const int threads = pieces >= 1024 ? 1024 : ((pieces + 31) / 32) * 32;
-    if (vec == 4)
-      embedding_backward_vec_kernel<4><<<T, threads, 0, s>>>(dtable, keys, dout, T, H);
-    else
-      embedding_backward_vec_kernel<1><<<T, threads, 0, s>>>(dtable, keys, dout, T, H);
-    KERNEL_CHECK();
-    return;
-  }
   /* one thread per column up to 1024: every column's chain runs at once */
   int threads = H >= 1024 ? 1024 : ((H + 31) / 32) * 32;
   embedding_backward_kernel<<<T, threads, 0, s>>>(dtable, keys, dout, T, H);

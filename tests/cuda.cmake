@@ -13,14 +13,3 @@ set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRON
 add_test(NAME cuda_ops_mma COMMAND test_cuda_ops)
 set_tests_properties(cuda_ops_mma PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                      ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=mma")
-# The same checks under the opt-in kernel switches that promise the default
-# path's bits (src/base/kernel_switches.h): the pipelined dK/dV attention
-# kernel with dQ's reduction fused, the embedding backward
-# a float4 a thread. Each op is checked against the CPU as under cuda_ops;
-# the same-bits promise itself is checked on checkpoints (gpu_attention_path,
-# bench/gpu_session.sh's switches part).
-add_test(NAME cuda_ops_opt_ins COMMAND test_cuda_ops)
-set_tests_properties(
-  cuda_ops_opt_ins
-  PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-             ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=pipelined-dq;RC_CUDA_EMBEDDING=vec")

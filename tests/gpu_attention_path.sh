@@ -7,10 +7,7 @@
 # the switch, and its checkpoint's bytes are the default leg's: the wgmma
 # kernels reproduce the mma.sync kernels' bits (the same k-steps, the same
 # dQ chain over 128 keys; since session 20), against a control leg with
-# another seed whose bytes differ. RC_CUDA_ATTENTION=pipelined (the dK/dV
-# kernel's tiles software-pipelined, an opt-in) and =pipelined-dq (that
-# kernel with dQ's reduction fused) name themselves and write the default
-# leg's bytes too. On another GPU no leg names wgmma. The
+# another seed whose bytes differ. On another GPU no leg names wgmma. The
 # kernels' numerics: cuda_ops (wgmma where it runs) and cuda_ops_mma.
 # Skips without a GPU.
 set -u
@@ -28,31 +25,15 @@ leg() { # NAME [ENV=VALUE...]: a 2-step gpu-small dense leg, saved at 2 ($extra:
     --steps 2 --save-at 2 ${extra:-} --out "$T/$name" >"$T/$name.out" 2>"$T/$name.err" ||
     fail "leg $name failed: $(tail -1 "$T/$name.err")"
 }
-bytes() { find "$T/$1/ckpt" -name '*.h5' | sort | xargs -r cat | sha256sum | cut -c1-16; }
 device_line() { tr -d '\n' <"$T/$1/ckpt/iter_0000002/args.json" | grep -o '"cuda_device": *"[^"]*"'; }
 leg default
 leg mma RC_CUDA_ATTENTION=mma
-leg pipelined RC_CUDA_ATTENTION=pipelined
-leg fused RC_CUDA_ATTENTION=pipelined-dq
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' ')
-d_default=$(device_line default) d_mma=$(device_line mma) d_pipelined=$(device_line pipelined)
-d_fused=$(device_line fused)
-echo "default:   $d_default"
-echo "mma:       $d_mma"
-echo "pipelined: $d_pipelined"
-echo "fused:     $d_fused"
+d_default=$(device_line default) d_mma=$(device_line mma)
+echo "default: $d_default"
+echo "mma:     $d_mma"
 if [ "$cc" = "9.0" ]; then
   grep -q "attention wgmma" <<<"$d_default" || fail "compute capability 9.0: the default leg did not run wgmma"
-  grep -q "pipelined" <<<"$d_default" && fail "the default leg claims the pipelined dK/dV kernel"
-  grep -q "dK/dV pipelined" <<<"$d_pipelined" ||
-    fail "RC_CUDA_ATTENTION=pipelined: the device line does not name the pipelined dK/dV kernel"
-  [ "$(bytes default)" = "$(bytes pipelined)" ] ||
-    fail "the pipelined dK/dV kernel wrote other bytes than the default wgmma kernel"
-  grep -q "dQ reduced in it" <<<"$d_fused" ||
-    fail "RC_CUDA_ATTENTION=pipelined-dq: the device line does not name the fused dQ reduction"
-  grep -q "dQ reduced" <<<"$d_pipelined" && fail "RC_CUDA_ATTENTION=pipelined claims the fused dQ"
-  [ "$(bytes default)" = "$(bytes fused)" ] ||
-    fail "the dK/dV kernel with dQ's reduction fused wrote other bytes than the default kernels"
 else
   grep -q "wgmma" <<<"$d_default" && fail "compute capability $cc: a leg claims wgmma"
 fi
@@ -62,6 +43,7 @@ tr -d ' \n' <"$T/mma/ckpt/iter_0000002/args.json" | grep -q '"RC_CUDA_ATTENTION"
   fail "RC_CUDA_ATTENTION=mma not recorded in args.json's kernel_switches"
 tr -d ' \n' <"$T/default/ckpt/iter_0000002/args.json" | grep -q '"RC_CUDA_ATTENTION"' &&
   fail "control: args.json records RC_CUDA_ATTENTION though it was not set"
+bytes() { find "$T/$1/ckpt" -name '*.h5' | sort | xargs -r cat | sha256sum | cut -c1-16; }
 extra="--seed 4321" leg seed # the control below: the default path, another seed
 empty=$(printf '' | sha256sum | cut -c1-16)
 [ "$(bytes default)" != "$empty" ] || fail "the default leg wrote no shards"

@@ -407,9 +407,8 @@ static void test_gemm(void) {
   gemm_case(RC_COMPUTE_BF16, 1, 0, 256, 192, 245, 0, 1.0f);
   gemm_case(RC_COMPUTE_FP32, 1, 0, 128, 96, 4096, 0, 1.0f); /* wgrad-like */
   gemm_case(RC_COMPUTE_BF16, 1, 0, 128, 96, 4096, 0, 1.0f);
-  /* an MoE router's fp32 GEMMs (E = 8; cuda_gemm_small.cu under
-   * RC_CUDA_GEMM_SMALL=1): forward, dgrad, wgrad; then each small dimension
-   * at odd sizes under every transpose, padded */
+  /* an MoE router's fp32 GEMMs (E = 8): forward, dgrad, wgrad; then each
+   * small dimension at odd sizes under every transpose, padded */
   gemm_case(RC_COMPUTE_FP32, 0, 1, quick ? 1024 : 8192, 8, 768, 0, 1.0f);
   gemm_case(RC_COMPUTE_FP32, 0, 0, quick ? 1024 : 8192, 768, 8, 0, 1.0f);
   gemm_case(RC_COMPUTE_FP32, 1, 0, 8, 768, quick ? 1024 : 8192, 0, 1.0f);

@@ -3,18 +3,13 @@
  *
  * RC_CUDA_ATTENTION=simple picks the one-row-per-thread attention kernels
  * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
- * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu),
- * RC_CUDA_ATTENTION=pipelined the wgmma path with its dK/dV kernel's tiles
- * software-pipelined and =pipelined-dq that kernel with dQ's reduction fused
- * (opt-ins, the same bits by construction);
+ * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu);
  * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's first algorithm for the keys
- * kernels/cuda_gemm.cu pins; RC_CUDA_EMBEDDING=vec the embedding backward a
- * float4 of columns a thread (kernels/cuda_embedding.cu: an opt-in, the same
- * bits by construction, listed until a GPU has shown it); RC_CUDA_GEMM_SMALL=1
- * fp32 GEMMs with a dimension of at most 16 (an MoE router's) by plain
- * kernels (kernels/cuda_gemm_small.cu). (RC_CUDA_NORM=regs, the RMSNorm
- * kernels holding rows in registers, became their default path in session 26
- * and is gone.) Logging switches
+ * kernels/cuda_gemm.cu pins. (RC_CUDA_NORM=regs, the RMSNorm kernels holding
+ * rows in registers, became their default path in session 26 and is gone;
+ * RC_CUDA_ATTENTION=pipelined and =pipelined-dq, RC_CUDA_EMBEDDING=vec and
+ * RC_CUDA_GEMM_SMALL=1 lost on the H200 in session 26 and were removed in
+ * session 27.) Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
  * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
  * in its args.json and says so on stderr (src/leg/leg.c); `run` records them in report.json and its
@@ -24,8 +19,7 @@
 
 #include <stddef.h>
 
-static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
-                                                 "RC_CUDA_EMBEDDING", "RC_CUDA_GEMM_SMALL"};
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
