@@ -72,6 +72,7 @@ enum {
   RC_SCRATCH_ATTN_DQKV, /* the fp32 attention's dqkv before a fused RoPE backward */
   RC_SCRATCH_ADAMW,     /* adamw_many's segments and fingerprint partials */
   RC_SCRATCH_ZERO,      /* zero_many's segments */
+  RC_SCRATCH_GROUPED,   /* the grouped GEMM's argument arrays and CUTLASS workspace */
   RC_SCRATCH_COUNT
 };
 void *rc_cuda_scratch(int slot, size_t bytes);
@@ -200,6 +201,13 @@ void rc_cuda_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int 
                           int ldc);
 void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
                             const rc_gemm_half_call *calls, int count);
+/* cuda_gemm_grouped.cu (built with CUTLASS only, RC_HAVE_CUTLASS): the calls
+ * as one CUTLASS grouped GEMM; false when it does not take them (the caller
+ * then runs them one by one). */
+bool rc_cuda_gemm_grouped(rc_compute ct, bool trans_a, bool trans_b, const rc_gemm_half_call *calls,
+                          int count);
+/* which kernels run the expert GEMMs, for the module's description */
+const char *rc_cuda_grouped_gemm_path(void);
 void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const uint8_t *B,
                        float beta, float *C, int ldc);
 

@@ -204,8 +204,8 @@ static int heuristic_algos(int ct, cublasLtMatmulDesc_t desc, cublasLtMatrixLayo
  * A key may also be a grouped linear's bucket shape (an expert GEMM's row
  * dimension at 2048 or 4096 at gpu-small: plan_try, grouped_bucket): its
  * pinned algorithm then goes first in the bucket's list, the others keep the
- * heuristic's order (since session 26; no such key is pinned yet: the expert
- * shapes were timed on an H100 only, bench/NOTES.md session 25).
+ * heuristic's order (since session 26; the expert keys below since
+ * session 27).
  * RC_CUDA_GEMM_PINS=0 ignores the table (a kernel switch: it changes bits;
  * base/kernel_switches.h). */
 typedef struct {
@@ -237,6 +237,15 @@ static const gemm_pin PINS[] = {
     {RC_COMPUTE_BF16, 0, 0, 16384, 768, 768, 20, 35, 1, 0, 0, 1, 38.0, 33.1},
     {RC_COMPUTE_BF16, 0, 1, 16384, 768, 1536, 20, 35, 1, 0, 0, 1, 59.8, 56.4},
     {RC_COMPUTE_BF16, 0, 0, 16384, 1536, 768, 20, 35, 1, 0, 0, 1, 67.7, 60.4},
+    /* MoE expert GEMMs at their row buckets (E8 top-2 at gpu-small: 2048
+     * rows an expert, or 4096; session 26, three passes of 30 calls on the
+     * H200, bench/results/gemm_algos_h200_session26_experts.txt; kept where
+     * all three passes agree on a gain over 5%) */
+    {RC_COMPUTE_BF16, 0, 0, 2048, 768, 4096, 208, 35, 1, 0, 0, 3, 21.5, 19.6},
+    {RC_COMPUTE_BF16, 0, 0, 2048, 2048, 768, 20, 35, 1, 0, 0, 1, 14.0, 12.3},
+    {RC_COMPUTE_BF16 | GEMM_OUT16, 0, 1, 4096, 4096, 768, 20, 35, 1, 0, 0, 1, 40.1, 37.0},
+    {RC_COMPUTE_BF16, 1, 0, 768, 2048, 4096, 116, 35, 1, 0, 0, 0, 22.2, 19.7},
+    {RC_COMPUTE_BF16, 0, 0, 4096, 2048, 768, 20, 35, 1, 0, 0, 1, 25.3, 22.6},
 };
 
 static int algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
@@ -707,9 +716,6 @@ void rc_cuda_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k
     return;
   }
   if (ct != RC_COMPUTE_BF16 && ct != RC_COMPUTE_FP16) ct = RC_COMPUTE_FP32;
-  if (ct == RC_COMPUTE_FP32 &&
-      rc_cuda_gemm_small(trans_a, trans_b, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
-    return; /* RC_CUDA_GEMM_SMALL=1 and a dimension of at most 16 (cuda_gemm_small.cu) */
   const gemm_plan *p = get_plan(ct, trans_a, trans_b, m, n, k);
 
   int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
@@ -870,30 +876,56 @@ void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const
   run_plan(p, m, n, alpha, a, b, beta, C, ldc);
 }
 
-/* gemm_half_many (ops.h): the calls one after another on the stream, their
- * row dimension (m, or k when trans_a: the weight gradient) bucketed as a
- * grouped linear's (grouped_bucket) around the call's rows per group. Side
- * streams were tried (session 22: four and eight lanes, each call bitwise
- * the same) and bought nothing measurable at gpu-small: cuBLASLt's Hopper
- * kernels here are persistent, their grid min(tiles, SMs), and most expert
- * GEMMs already cover all 132 SMs. The op is also the seam where a grouped
- * kernel (every expert's tiles in one launch) would go; cuBLAS 13.1's
- * cublasGemmGroupedBatchedEx is not it (session 24, bench/bench_grouped_gemm.cu
- * on the H200): no fp32-output form, and the 16-bit forward at half the
- * per-expert rate. */
+/* gemm_half_many (ops.h). On sm_90a code built with CUTLASS the calls with
+ * work are one grouped GEMM (cuda_gemm_grouped.cu: every expert's tiles in
+ * one persistent launch); an empty one needs none (m or n 0) or is written
+ * here (k 0: beta 0 zeroes C). Otherwise, or where the grouped kernel does
+ * not take the calls (RC_CUDA_GROUPED_GEMM=cublas, fp16, ...), one cuBLASLt
+ * GEMM a call on the stream, its row dimension (m, or k when trans_a: the
+ * weight gradient) bucketed as a grouped linear's (grouped_bucket) around the
+ * call's rows per group. Side streams for that loop were tried (session 22:
+ * four and eight lanes, each call bitwise the same) and bought nothing at
+ * gpu-small: cuBLASLt's Hopper kernels here are persistent, their grid
+ * min(tiles, SMs), and most expert GEMMs already cover all 132 SMs; cuBLAS
+ * 13.1's cublasGemmGroupedBatchedEx is no grouped kernel for it (session 24,
+ * bench/bench_grouped_gemm.cu on the H200): no fp32-output form, and the
+ * 16-bit forward at half the per-expert rate. */
+static void gemm_half_call(rc_compute ct, bool trans_a, bool trans_b, const rc_gemm_half_call *c,
+                           int group) {
+  if (c->C)
+    gemm_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B, c->ldb,
+                      c->beta, c->C, c->ldc, group);
+  else
+    gemm_to_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
+                         c->C_half, c->ldc, group);
+}
+
 void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
                             const rc_gemm_half_call *calls, int count) {
   if (count <= 0) return;
+  rc_gemm_half_call work[64];
+  int n_work = 0;
+  bool grouped = count <= 64;
+  for (int i = 0; i < count && grouped; i++)
+    if (calls[i].m > 0 && calls[i].n > 0 && calls[i].k > 0) work[n_work++] = calls[i];
+  if (grouped && n_work > 0) grouped = rc_cuda_gemm_grouped(ct, trans_a, trans_b, work, n_work);
+  if (grouped) { /* the empty calls' outputs: k 0 writes beta * C (gemm_half's zero_k) */
+    for (int i = 0; i < count; i++)
+      if (calls[i].m > 0 && calls[i].n > 0 && calls[i].k <= 0)
+        gemm_half_call(ct, trans_a, trans_b, &calls[i], 0);
+    return;
+  }
   long long rows = 0;
   for (int i = 0; i < count; i++) rows += trans_a ? calls[i].k : calls[i].m;
   int group = pow2_bucket((rows + count - 1) / count, 29); /* 2 * group fits an int */
-  for (int i = 0; i < count; i++) {
-    const rc_gemm_half_call *c = &calls[i];
-    if (c->C)
-      gemm_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, 1.0f, c->A, c->lda, c->B, c->ldb,
-                        c->beta, c->C, c->ldc, group);
-    else
-      gemm_to_half_grouped(ct, trans_a, trans_b, c->m, c->n, c->k, c->A, c->lda, c->B, c->ldb,
-                           c->C_half, c->ldc, group);
-  }
+  for (int i = 0; i < count; i++) gemm_half_call(ct, trans_a, trans_b, &calls[i], group);
 }
+
+#ifndef RC_HAVE_CUTLASS
+bool rc_cuda_gemm_grouped(rc_compute, bool, bool, const rc_gemm_half_call *, int) {
+  return false;
+}
+const char *rc_cuda_grouped_gemm_path(void) {
+  return "expert GEMMs cuBLASLt one by one (built without CUTLASS)";
+}
+#endif

@@ -25,9 +25,10 @@ static const char *describe(void) {
   (void)cudaGetDeviceProperties(&prop, dev);
   (void)cudaDriverGetVersion(&driver);
   (void)cudaRuntimeGetVersion(&runtime);
-  snprintf(line, sizeof line, "%.200s sm_%d%d, driver %d.%d, runtime %d.%d, cuBLASLt %zu, %s",
+  snprintf(line, sizeof line, "%.200s sm_%d%d, driver %d.%d, runtime %d.%d, cuBLASLt %zu, %s, %s",
            prop.name, prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000,
-           runtime % 1000 / 10, cublasLtGetVersion(), rc_cuda_attention_path());
+           runtime % 1000 / 10, cublasLtGetVersion(), rc_cuda_attention_path(),
+           rc_cuda_grouped_gemm_path());
   return line;
 }
 

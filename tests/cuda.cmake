@@ -7,9 +7,12 @@ target_link_libraries(test_cuda_ops PRIVATE rc)
 target_include_directories(test_cuda_ops PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME cuda_ops COMMAND test_cuda_ops)
 set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRONMENT "${RC_TEST_ENV}")
-# The same checks on the mma.sync BF16 attention where Hopper's wgmma kernels
-# would run by default (RC_CUDA_ATTENTION=mma, kernels/cuda_attention_wgmma.cu):
-# both paths stay tested on an H100/H200. Which path ran: gpu_attention_path.
+# The same checks on the other paths an H100/H200 has: the mma.sync BF16
+# attention where Hopper's wgmma kernels would run by default
+# (RC_CUDA_ATTENTION=mma, kernels/cuda_attention_wgmma.cu) and the expert
+# GEMMs one cuBLASLt call each where the CUTLASS grouped kernel would
+# (RC_CUDA_GROUPED_GEMM=cublas, kernels/cuda_gemm_grouped.cu), so both paths
+# of each stay tested. Which path ran: gpu_attention_path, gpu_gemm_pins.
 add_test(NAME cuda_ops_mma COMMAND test_cuda_ops)
 set_tests_properties(cuda_ops_mma PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-                     ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=mma")
+                     ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=mma;RC_CUDA_GROUPED_GEMM=cublas")

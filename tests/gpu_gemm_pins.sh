@@ -6,6 +6,10 @@
 # with RC_CUDA_GEMM_PINS=0 (a kernel switch)
 # none is pinned, args.json records the switch, and the losses agree with the
 # pinned leg's to bf16 tolerance (both are correct GEMMs, in other orders).
+# A gpu-small MoE leg with the expert GEMMs on cuBLASLt (RC_CUDA_GROUPED_GEMM=
+# cublas: by default sm_90a runs them as one CUTLASS grouped GEMM, which its
+# args.json names) plans some of them from a pinned bucket shape
+# ("from=bucket#i (pinned)", the pin's tile), none with the switch at 0.
 # On another GPU no key is pinned. The pinned numerics themselves: cuda_ops.
 # A/A with the pins: gpu_harness (gpu_small_dense_aa). Skips without a GPU.
 set -u
@@ -37,6 +41,45 @@ for name in pinned pinned16; do
   grep -q "pinned configuration not offered" "$T/$name.err" &&
     fail "$name: a pinned configuration was not offered"
 done
+# the MoE leg: expert GEMMs planned at their row buckets (2048 or 4096 rows)
+moe_leg() { # NAME [ENV=VALUE...]
+  local name=$1
+  shift
+  env "$@" RC_CUDA_GEMM_LOG=1 "$RC_BIN" train --preset gpu-small --device cuda --steps 2 \
+    --save-at 2 --out "$T/$name" >"$T/$name.out" 2>"$T/$name.err" ||
+    fail "leg $name failed: $(tail -1 "$T/$name.err")"
+}
+moe_leg moe RC_CUDA_GROUPED_GEMM=cublas
+moe_leg moe_first RC_CUDA_GROUPED_GEMM=cublas RC_CUDA_GEMM_PINS=0
+moe_leg moe_grouped
+grep -q 'expert GEMMs cuBLASLt one by one' "$T/moe/ckpt/iter_0000002/args.json" ||
+  fail "RC_CUDA_GROUPED_GEMM=cublas: args.json does not say the expert GEMMs ran on cuBLASLt"
+if [ "$cc" = "9.0" ]; then
+  grep -q 'expert GEMMs CUTLASS [0-9.]* grouped' "$T/moe_grouped/ckpt/iter_0000002/args.json" ||
+    fail "sm_90: args.json does not name the CUTLASS grouped expert GEMMs"
+  # another kernel, another summation order: other bytes, the same loss to bf16 tolerance
+  digest() { find "$T/$1/ckpt" -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16; }
+  [ "$(digest moe_grouped)" != "$(digest moe)" ] ||
+    fail "sm_90: the grouped and the cuBLASLt expert GEMMs wrote the same bytes (did the grouped kernel run?)"
+  python3 - "$T/moe_grouped/trace.csv" "$T/moe/trace.csv" <<'PY' || fail "grouped and cuBLASLt expert GEMMs: losses disagree"
+import csv, sys
+a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    la, lb = float(x["loss"]), float(y["loss"])
+    assert abs(la - lb) <= 1e-3 * abs(lb), (la, lb)
+PY
+fi
+got=$(grep -c "from=bucket#[0-9]* (pinned)" "$T/moe.err")
+if [ "$cc" = "9.0" ]; then
+  [ "$got" -ge 1 ] || fail "MoE leg: no expert GEMM planned from a pinned bucket"
+  bad=$(grep "from=bucket#[0-9]* (pinned)" "$T/moe.err" | grep -cvE " tile=(208|20|116) ")
+  [ "$bad" = 0 ] || fail "MoE leg: $bad bucket plans marked pinned with another tile"
+else
+  [ "$got" = 0 ] || fail "MoE leg on compute capability $cc: $got bucket plans pinned"
+fi
+n_moe_off=$(grep -c "(pinned)" "$T/moe_first.err")
+[ "$n_moe_off" = 0 ] || fail "RC_CUDA_GEMM_PINS=0: $n_moe_off MoE bucket plans still pinned"
 n_off=$(grep -c "from=pinned " "$T/first.err")
 [ "$n_off" = 0 ] || fail "RC_CUDA_GEMM_PINS=0: $n_off keys still pinned"
 grep -q '"RC_CUDA_GEMM_PINS"' "$T/first/ckpt/iter_0000002/args.json" ||

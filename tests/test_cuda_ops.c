@@ -696,9 +696,11 @@ static void test_gemm_to_half(void) {
 }
 
 /* gemm_half_many: the GEMMs of a grouped linear, each the gemm_half /
- * gemm_to_half call it describes up to the algorithm — a grouped row count
- * takes one of two buckets (cuda_gemm.cu grouped_bucket), so a rare expert
- * load may run another algorithm than the same call alone: within a
+ * gemm_to_half call it describes up to the algorithm — on sm_90a one CUTLASS
+ * grouped GEMM for all of them (cuda_gemm_grouped.cu: another summation
+ * order than cuBLASLt's), else one cuBLASLt call each with the row count in
+ * one of two buckets (cuda_gemm.cu grouped_bucket), so a rare expert load
+ * may run another algorithm than the same call alone: within a
  * summation-order tolerance of the calls made one by one (1e-5 for fp32
  * outputs, 4e-3 for 16-bit ones, as gemm_to_half against the CPU), the same
  * bits run to run. An expert's three GEMM forms at the model's widths

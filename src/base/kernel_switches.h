@@ -5,7 +5,9 @@
  * (kernels/cuda_attention.cu), RC_CUDA_ATTENTION=mma the mma.sync BF16
  * kernels where Hopper's wgmma ones would run (kernels/cuda_attention_wgmma.cu);
  * RC_CUDA_GEMM_PINS=0 the cuBLASLt heuristic's first algorithm for the keys
- * kernels/cuda_gemm.cu pins. (RC_CUDA_NORM=regs, the RMSNorm kernels holding
+ * kernels/cuda_gemm.cu pins; RC_CUDA_GROUPED_GEMM=cublas the expert GEMMs
+ * one cuBLASLt call an expert where the CUTLASS grouped kernel would run
+ * (kernels/cuda_gemm_grouped.cu). (RC_CUDA_NORM=regs, the RMSNorm kernels holding
  * rows in registers, became their default path in session 26 and is gone;
  * RC_CUDA_ATTENTION=pipelined and =pipelined-dq, RC_CUDA_EMBEDDING=vec and
  * RC_CUDA_GEMM_SMALL=1 lost on the H200 in session 26 and were removed in
@@ -19,7 +21,8 @@
 
 #include <stddef.h>
 
-static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS"};
+static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
+                                                 "RC_CUDA_GROUPED_GEMM"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 
 #endif
