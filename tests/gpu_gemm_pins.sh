@@ -20,6 +20,16 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 SHAPE=() # extra flags of the leg
+losses_agree() { # NAME NAME: the two legs' 2 losses agree to bf16 tolerance
+  python3 - "$T/$1/trace.csv" "$T/$2/trace.csv" <<'PY'
+import csv, sys
+a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    la, lb = float(x["loss"]), float(y["loss"])
+    assert abs(la - lb) <= 1e-3 * abs(lb), (la, lb)
+PY
+}
 leg() { # NAME [ENV=VALUE...]: a 2-step gpu-small dense leg with the plan log
   local name=$1
   shift
@@ -61,14 +71,7 @@ if [ "$cc" = "9.0" ]; then
   digest() { find "$T/$1/ckpt" -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16; }
   [ "$(digest moe_grouped)" != "$(digest moe)" ] ||
     fail "sm_90: the grouped and the cuBLASLt expert GEMMs wrote the same bytes (did the grouped kernel run?)"
-  python3 - "$T/moe_grouped/trace.csv" "$T/moe/trace.csv" <<'PY' || fail "grouped and cuBLASLt expert GEMMs: losses disagree"
-import csv, sys
-a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
-assert len(a) == len(b) == 2, (len(a), len(b))
-for x, y in zip(a, b):
-    la, lb = float(x["loss"]), float(y["loss"])
-    assert abs(la - lb) <= 1e-3 * abs(lb), (la, lb)
-PY
+  losses_agree moe_grouped moe || fail "grouped and cuBLASLt expert GEMMs: losses disagree"
 fi
 got=$(grep -c "from=bucket#[0-9]* (pinned)" "$T/moe.err")
 if [ "$cc" = "9.0" ]; then
@@ -86,13 +89,6 @@ grep -q '"RC_CUDA_GEMM_PINS"' "$T/first/ckpt/iter_0000002/args.json" ||
   fail "RC_CUDA_GEMM_PINS=0 not recorded in args.json's kernel_switches"
 grep -q '"RC_CUDA_GEMM_PINS"' "$T/pinned/ckpt/iter_0000002/args.json" &&
   fail "control: args.json records RC_CUDA_GEMM_PINS though it was not set"
-python3 - "$T/pinned/trace.csv" "$T/first/trace.csv" <<'PY' || fail "losses of the pinned and unpinned legs disagree"
-import csv, sys
-a, b = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
-assert len(a) == len(b) == 2, (len(a), len(b))
-for x, y in zip(a, b):
-    la, lb = float(x["loss"]), float(y["loss"])
-    assert abs(la - lb) <= 1e-3 * abs(lb), (la, lb)
-PY
+losses_agree pinned first || fail "losses of the pinned and unpinned legs disagree"
 [ "$fails" = 0 ] && echo "ok"
 exit $((fails > 0))
