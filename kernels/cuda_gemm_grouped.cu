@@ -44,11 +44,19 @@
 
 #define GROUPED_MAX 64 /* calls a launch: linear.c's GROUP_BATCH */
 
+#ifndef GROUPED_TILE /* a build may try another tile (bench/NOTES.md session 27) */
+#define GROUPED_TILE 128, 256, 64
+#define GROUPED_CLUSTER 2, 1, 1
+#endif
+#define GROUPED_STR_(...) #__VA_ARGS__
+#define GROUPED_STR(...) GROUPED_STR_(__VA_ARGS__)
+template <int... V> using shape_of = cute::Shape<cute::Int<V>...>;
+
 /* One grouped GEMM type: row-major C/D, A and B in the given layouts
  * (CUTLASS's: A is M x K, B is K x N; ColumnMajor B = our [n][k] weights). */
 template <class LayoutA, class LayoutB, class ElementD, class ElementC> struct grouped_gemm {
-  using Tile = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  using Cluster = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using Tile = shape_of<GROUPED_TILE>;
+  using Cluster = shape_of<GROUPED_CLUSTER>;
   using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
@@ -161,8 +169,9 @@ static bool grouped_on(void) {
 const char *rc_cuda_grouped_gemm_path(void) {
   static char line[96];
   if (grouped_on())
-    snprintf(line, sizeof line, "expert GEMMs CUTLASS %d.%d.%d grouped (128x256x64, 2x1)",
-             CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH);
+    snprintf(line, sizeof line, "expert GEMMs CUTLASS %d.%d.%d grouped (tile %s, cluster %s)",
+             CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, GROUPED_STR(GROUPED_TILE),
+             GROUPED_STR(GROUPED_CLUSTER));
   else
     snprintf(line, sizeof line, "expert GEMMs cuBLASLt one by one");
   return line;
