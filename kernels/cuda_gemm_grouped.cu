@@ -14,9 +14,12 @@
  *
  * Bits: no split-K or stream-K. Each output tile is one CTA's, its k loop in
  * increasing k, so the result is a function of the call, whichever CTA takes
- * a tile. They are not cuBLASLt's (another order inside the tensor cores'
- * k-steps): ops.h lets a backend choose gemm_half_many's algorithm, within
- * gemm_half's tolerance. The epilogue is D = acc (beta 0: C is never read)
+ * a tile. They are cuBLASLt's wherever its algorithm does not split k
+ * (measured on the H200, session 27: bitwise for six of cuda_ops' seven
+ * grouped cases and every gpu-small MoE digest; both sum a tile's k in
+ * increasing order in wgmma's fp32 accumulator), but that is not promised:
+ * ops.h lets a backend choose gemm_half_many's algorithm, within gemm_half's
+ * tolerance. The epilogue is D = acc (beta 0: C is never read)
  * or D = C + acc (beta 1: alpha 1 and beta 1 are exact, so one rounding, the
  * fused-accumulation property of ops.h), a 16-bit D rounded to nearest even.
  *
