@@ -431,21 +431,29 @@ __global__ void wgmma_compiled_kernel(void) {
 
 /* ---- host side ---- */
 
+/* Whether the running GPU loaded this module's sm_90a code (the one code
+ * with wgmma; every file of the module is built for the same targets, so the
+ * answer holds for CUTLASS's Hopper kernels too): asked once per process. */
+bool rc_cuda_sm90a_code(void) {
+  static int loaded = -1;
+  if (loaded < 0) {
+    int host = 0;
+    wgmma_compiled_kernel<<<1, 1, 0, rc_cuda_stream()>>>();
+    KERNEL_CHECK();
+    CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
+    CUDA_CHECK(cudaMemcpyFromSymbol(&host, wgmma_compiled_flag, sizeof host));
+    loaded = host == 1;
+  }
+  return loaded == 1;
+}
+
 /* Whether the wgmma path runs: asked once per process (the answer must not
  * change inside a run). RC_CUDA_ATTENTION=mma keeps the mma.sync kernels. */
 bool rc_cuda_attention_wgmma_on(void) {
   static int on = -1;
   if (on < 0) {
     const char *e = getenv("RC_CUDA_ATTENTION");
-    on = 0;
-    if (!(e && !strcmp(e, "mma"))) {
-      int host = 0;
-      wgmma_compiled_kernel<<<1, 1, 0, rc_cuda_stream()>>>();
-      KERNEL_CHECK();
-      CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
-      CUDA_CHECK(cudaMemcpyFromSymbol(&host, wgmma_compiled_flag, sizeof host));
-      on = host == 1;
-    }
+    on = !(e && !strcmp(e, "mma")) && rc_cuda_sm90a_code();
   }
   return on == 1;
 }

@@ -288,6 +288,8 @@ void rc_cuda_attention_bf16_backward(float *dqkv, const float *dout, const float
  * when the module's sm_90a code runs and RC_CUDA_ATTENTION is not "mma" */
 bool rc_cuda_attention_wgmma_on(void);
 const char *rc_cuda_attention_path(void);
+/* whether the running GPU loaded the module's sm_90a code (cuda_attention_wgmma.cu) */
+bool rc_cuda_sm90a_code(void);
 void rc_cuda_attention_wgmma_forward(float *out, float *lse, const uint16_t *heads, int B, int S,
                                      int nh, int hd, uint16_t *out_half, rc_compute half_ct);
 void rc_cuda_attention_wgmma_dkv(float *dqkv, float *dq_part, const float *lse, const float *Dd,

@@ -137,34 +137,18 @@ template <class G> __global__ void grouped_args_kernel(grouped_arrays<G> *out, g
   out->sd[i] = with_ld(typename G::StrideD{}, c.ldc[i]);
 }
 
-/* Whether this process runs the module's sm_90a code (CUTLASS's Hopper
- * kernels are empty in the compute_90 PTX a newer GPU would JIT). */
-__device__ int grouped_code_flag;
-__global__ void grouped_code_kernel(void) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  grouped_code_flag = 1;
-#else
-  grouped_code_flag = 2;
-#endif
-}
-
+/* Whether the grouped kernel runs: asked once per process. It needs a GPU
+ * of compute capability 9.0 running the module's sm_90a code (CUTLASS's
+ * Hopper kernels are empty in the compute_90 PTX a newer GPU would JIT). */
 static bool grouped_on(void) {
   static int on = -1;
   if (on < 0) {
-    on = 0;
     const char *e = getenv("RC_CUDA_GROUPED_GEMM");
     int dev = 0, major = 0, minor = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (!(e && !strcmp(e, "cublas")) && major == 9 && minor == 0) {
-      int host = 0;
-      grouped_code_kernel<<<1, 1, 0, rc_cuda_stream()>>>();
-      KERNEL_CHECK();
-      CUDA_CHECK(cudaStreamSynchronize(rc_cuda_stream()));
-      CUDA_CHECK(cudaMemcpyFromSymbol(&host, grouped_code_flag, sizeof host));
-      on = host == 1;
-    }
+    on = !(e && !strcmp(e, "cublas")) && major == 9 && minor == 0 && rc_cuda_sm90a_code();
   }
   return on == 1;
 }
