@@ -890,6 +890,7 @@ void rc_cuda_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const
  * 13.1's cublasGemmGroupedBatchedEx is no grouped kernel for it (session 24,
  * bench/bench_grouped_gemm.cu on the H200): no fp32-output form, and the
  * 16-bit forward at half the per-expert rate. */
+#define GEMM_MANY_MAX 64 /* calls the grouped kernel takes at once (linear.c's GROUP_BATCH) */
 static void gemm_half_call(rc_compute ct, bool trans_a, bool trans_b, const rc_gemm_half_call *c,
                            int group) {
   if (c->C)
@@ -903,9 +904,9 @@ static void gemm_half_call(rc_compute ct, bool trans_a, bool trans_b, const rc_g
 void rc_cuda_gemm_half_many(rc_compute ct, bool trans_a, bool trans_b,
                             const rc_gemm_half_call *calls, int count) {
   if (count <= 0) return;
-  rc_gemm_half_call work[64];
+  rc_gemm_half_call work[GEMM_MANY_MAX];
   int n_work = 0;
-  bool grouped = count <= 64;
+  bool grouped = count <= GEMM_MANY_MAX;
   for (int i = 0; i < count && grouped; i++)
     if (calls[i].m > 0 && calls[i].n > 0 && calls[i].k > 0) work[n_work++] = calls[i];
   if (grouped && n_work > 0) grouped = rc_cuda_gemm_grouped(ct, trans_a, trans_b, work, n_work);

@@ -28,8 +28,8 @@
  * main_grad). rc_cuda_gemm_grouped returns false for anything else — fp16, a
  * beta other than 0 or 1 or differing between calls, an empty dimension, an
  * operand not 16-byte aligned, more than GROUPED_MAX calls, code other than
- * sm_90a, RC_CUDA_GROUPED_GEMM=cublas — and the caller runs its cuBLASLt
- * loop. Built only where CMake found CUTLASS (RC_HAVE_CUTLASS). */
+ * sm_90a, RC_CUDA_GROUPED_GEMM=cublas, a problem CUTLASS says it cannot
+ * implement — and the caller runs its cuBLASLt loop. Built only where CMake found CUTLASS (RC_HAVE_CUTLASS). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,14 +164,14 @@ const char *rc_cuda_grouped_gemm_path(void) {
   return line;
 }
 
-static int sm_count(void) {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+/* The hardware CUTLASS sizes its persistent grid for: this process's GPU. */
+static cutlass::KernelHardwareInfo hardware(void) {
+  static cutlass::KernelHardwareInfo hw;
+  if (hw.sm_count == 0) {
+    CUDA_CHECK(cudaGetDevice(&hw.device_id));
+    CUDA_CHECK(cudaDeviceGetAttribute(&hw.sm_count, cudaDevAttrMultiProcessorCount, hw.device_id));
   }
-  return n;
+  return hw;
 }
 
 static bool aligned16_ptr(const void *p) {
@@ -179,9 +179,11 @@ static bool aligned16_ptr(const void *p) {
 }
 
 /* Launches G over the calls (already checked): the argument arrays and
- * CUTLASS's workspace in one scratch slot, both stream-ordered. */
+ * CUTLASS's workspace in one scratch slot, both stream-ordered. false when
+ * CUTLASS says it cannot implement them (nothing was computed: the caller
+ * runs its loop); a failure after that is an error, as a CUDA error is. */
 template <class G, bool HAS_C>
-static void run_grouped(const grouped_calls &c, const cute::Shape<int, int, int> *host_shapes,
+static bool run_grouped(const grouped_calls &c, const cute::Shape<int, int, int> *host_shapes,
                         float beta) {
   using Gemm = typename G::Gemm;
   cudaStream_t s = rc_cuda_stream();
@@ -189,8 +191,7 @@ static void run_grouped(const grouped_calls &c, const cute::Shape<int, int, int>
 
   typename Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-  args.hw_info.device_id = 0;
-  args.hw_info.sm_count = sm_count();
+  args.hw_info = hardware();
   /* the pointers below are filled in once the slot is known */
   typename Gemm::Arguments probe = args;
   probe.problem_shape = {c.count, nullptr, const_cast<cute::Shape<int, int, int> *>(host_shapes)};
@@ -226,8 +227,8 @@ static void run_grouped(const grouped_calls &c, const cute::Shape<int, int, int>
   args.epilogue.dD = arr->sd;
 
   Gemm gemm;
-  cutlass::Status st = gemm.can_implement(args);
-  if (st == cutlass::Status::kSuccess) st = gemm.initialize(args, slot + arrays_bytes, s);
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+  cutlass::Status st = gemm.initialize(args, slot + arrays_bytes, s);
   if (st == cutlass::Status::kSuccess) st = gemm.run(s);
   if (st != cutlass::Status::kSuccess) {
     fprintf(stderr, "resumecheck: CUTLASS grouped GEMM failed: %s (%d calls)\n",
@@ -235,6 +236,7 @@ static void run_grouped(const grouped_calls &c, const cute::Shape<int, int, int>
     abort();
   }
   KERNEL_CHECK();
+  return true;
 }
 
 bool rc_cuda_gemm_grouped(rc_compute ct, bool trans_a, bool trans_b, const rc_gemm_half_call *calls,
@@ -266,13 +268,8 @@ bool rc_cuda_gemm_grouped(rc_compute ct, bool trans_a, bool trans_b, const rc_ge
     host_shapes[i] = cute::make_shape(q->m, q->n, q->k);
   }
   if (!grouped_on()) return false;
-  if (half_out)
-    run_grouped<gemm_nt16, false>(c, host_shapes, 0.0f);
-  else if (!trans_a && trans_b)
-    run_grouped<gemm_nt, true>(c, host_shapes, beta);
-  else if (!trans_a)
-    run_grouped<gemm_nn, true>(c, host_shapes, beta);
-  else
-    run_grouped<gemm_tn, true>(c, host_shapes, beta);
-  return true;
+  if (half_out) return run_grouped<gemm_nt16, false>(c, host_shapes, 0.0f);
+  if (!trans_a && trans_b) return run_grouped<gemm_nt, true>(c, host_shapes, beta);
+  if (!trans_a) return run_grouped<gemm_nn, true>(c, host_shapes, beta);
+  return run_grouped<gemm_tn, true>(c, host_shapes, beta);
 }
