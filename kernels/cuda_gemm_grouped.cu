@@ -29,7 +29,8 @@
  * beta other than 0 or 1 or differing between calls, an empty dimension, an
  * operand not 16-byte aligned, more than GROUPED_MAX calls, code other than
  * sm_90a, RC_CUDA_GROUPED_GEMM=cublas, a problem CUTLASS says it cannot
- * implement — and the caller runs its cuBLASLt loop. Built only where CMake found CUTLASS (RC_HAVE_CUTLASS). */
+ * implement — and the caller runs its cuBLASLt loop. Built only where CMake
+ * found CUTLASS (RC_HAVE_CUTLASS). */
 #include <stdlib.h>
 #include <string.h>
 
