@@ -78,7 +78,6 @@ template <class LayoutA, class LayoutB, class ElementD, class ElementC> struct g
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
-  using StrideC = typename Kernel::InternalStrideC;
   using StrideD = typename Kernel::InternalStrideD;
 };
 
@@ -193,10 +192,9 @@ static bool run_grouped(const grouped_calls &c, const cute::Shape<int, int, int>
   typename Gemm::Arguments args;
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.hw_info = hardware();
-  /* the pointers below are filled in once the slot is known */
-  typename Gemm::Arguments probe = args;
-  probe.problem_shape = {c.count, nullptr, const_cast<cute::Shape<int, int, int> *>(host_shapes)};
-  size_t ws = Gemm::get_workspace_size(probe);
+  /* the workspace's size needs only the shapes; the device arrays come once the slot is known */
+  args.problem_shape = {c.count, nullptr, const_cast<cute::Shape<int, int, int> *>(host_shapes)};
+  const size_t ws = Gemm::get_workspace_size(args);
 
   unsigned char *slot = (unsigned char *)rc_cuda_scratch(RC_SCRATCH_GROUPED, arrays_bytes + ws);
   grouped_arrays<G> *arr = (grouped_arrays<G> *)slot;
