@@ -12,7 +12,7 @@
 # Files written to $OUT (at most 8: what the GPU machine hands back): session.log,
 # cuda_ops.log, gpu_parity.log, bench.log, results.jsonl, profile_ops.txt,
 # gpu_harness.log, sanitizer.log (build.log instead of the rest when the
-# build fails). RC_SESSION_SANITIZER=0 leaves the sanitizer test out;
+# build fails); parts outside the default add their own (variants.txt, ncu.txt, ...). RC_SESSION_SANITIZER=0 leaves the sanitizer test out;
 # RC_SESSION_STOP_ON_FAIL=1 stops after a failing cuda_ops (saves device time).
 # RC_SESSION_PARTS (default "ops parity bench profile harness attention
 # sanitizer") picks the parts; "module" runs core_cuda_module, "verdict"
@@ -29,8 +29,9 @@
 # "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu),
 # "loadscan" the pieces of a verified load under the load's thread knobs,
 # "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
-# "profile_fp8" the per-op profile at --precision fp8, "variants" the dense
-# profile and checkpoint digest under each CUDA module in $RC_VARIANTS,
+# "profile_fp8" the per-op profile at --precision fp8, "variants" the event-timed
+# op rows and checkpoint digest under the build's CUDA module and each variant
+# module in $RC_VARIANTS (bench/build_variants.sh), interleaved rounds, one table,
 # "switches" cuda_ops, the gpu-small digests and the event-timed rows of the ops opt-in
 # switches have touched (6-step dense and MoE legs), under each set in RC_SWITCH_SETS
 # (e.g. "none|RC_CUDA_GEMM_PINS=0"; an opt-in is measured this way before it becomes
@@ -150,26 +151,53 @@ grep '^profile: memory:' "$OUT/profile_ops.txt" | head -30 | tee -a "$S"
 fi
 
 if want variants; then
-  # the same binary with each CUDA module of $RC_VARIANTS (a directory of
-  # .so files built from variants of one kernel file): the dense profile's
-  # op rows, and the checkpoint's digest (a variant meant to be bitwise the
-  # same must give the same hashes). One throwaway leg first: the first leg
-  # on a fresh machine ran some ops up to 6x slow (session 17: the first
-  # variant's forward 0.62 ms a call, 0.10 in every other leg)
-  timeout 60 "$B/resumecheck" train --preset gpu-small --moe-layers none --device cuda --steps 2 \
+  # the same binary with the build's own CUDA module ("base") and each module
+  # of $RC_VARIANTS (a directory of .so or .so.gz files from
+  # bench/build_variants.sh: one kernel file's tuning constants changed), in RC_VARIANT_ROUNDS
+  # interleaved rounds (default 2): the event-timed op rows of a 6-step
+  # gpu-small leg (RC_VARIANT_FLAGS, default MoE; "--moe-layers none" for
+  # dense) and the digest of its checkpoint at step 6 (a variant meant to be
+  # bitwise the same must give base's). RC_VARIANT_OPS=1 runs cuda_ops under
+  # each variant too (for one meant to change bits). One throwaway leg first:
+  # the first leg on a fresh machine ran some ops up to 6x slow (session 17).
+  read -ra vflags <<< "${RC_VARIANT_FLAGS:-}"
+  timeout 60 "$B/resumecheck" train --preset gpu-small --device cuda --steps 2 \
     --out /tmp/rc_var_warm > /dev/null 2>&1
-  for so in "${RC_VARIANTS:-$B/var}"/*.so; do
+  mods=("base=$(cd "$B" && pwd)/libresumecheck_cuda.so")
+  mkdir -p /tmp/rc_variants
+  for so in "${RC_VARIANTS:-$B/var}"/*.so "${RC_VARIANTS:-$B/var}"/*.so.gz; do
     [ -f "$so" ] || continue
-    v=$(basename "$so" .so)
-    log "variant $v: dense profile (RC_PROFILE=ops, 4 steps, save at 4)"
-    rm -rf /tmp/rc_var
-    RC_CUDA_MODULE="$PWD/$so" RC_PROFILE=ops timeout 90 "$B/resumecheck" train --preset gpu-small \
-      --moe-layers none --device cuda --steps 4 --save-at 4 --out /tmp/rc_var > /dev/null \
-      2> "/tmp/rc_var_$v.txt"
-    grep -E "attention|^  (gemm|forward|backward) " "/tmp/rc_var_$v.txt" | sed "s/^/$v /" | tee -a "$S"
-    echo "$v digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
-      tee -a "$S"
+    v=$(basename "${so%.gz}" .so)
+    if [ "${so%.gz}" != "$so" ]; then # packed by build_variants.sh: unpacked here
+      gzip -dc "$so" > "/tmp/rc_variants/$v.so" || continue
+      so=/tmp/rc_variants/$v.so
+    fi
+    mods+=("$v=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")")
   done
+  for m in "${mods[@]}"; do
+    [ "${RC_VARIANT_OPS:-0}" = 1 ] || break
+    v=${m%%=*}
+    RC_CUDA_MODULE="${m#*=}" timeout 240 "$B/tests/test_cuda_ops" > "/tmp/rc_var_ops_$v.log" 2>&1
+    echo "variant $v cuda_ops exit $?: $(tail -1 "/tmp/rc_var_ops_$v.log")" | tee -a "$S"
+    grep -E "^FAIL" "/tmp/rc_var_ops_$v.log" | head -5 | tee -a "$S"
+  done
+  : > "$OUT/variants.txt"
+  for round in $(seq 1 "${RC_VARIANT_ROUNDS:-2}"); do
+    for m in "${mods[@]}"; do
+      v=${m%%=*}
+      log "variant $v, round $round: RC_PROFILE=events, 6 steps, save at 6 ${vflags[*]}"
+      rm -rf /tmp/rc_var
+      RC_CUDA_MODULE="${m#*=}" RC_PROFILE=events timeout 120 "$B/resumecheck" train \
+        --preset gpu-small --device cuda --steps 6 --save-at 6 "${vflags[@]}" --out /tmp/rc_var \
+        > /dev/null 2> "/tmp/rc_var_$v.txt"
+      grep -E "^  [a-z_0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$" "/tmp/rc_var_$v.txt" |
+        sed "s/^/$v r$round /" >> "$OUT/variants.txt"
+      echo "$v r$round digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
+        tee -a "$S" "$OUT/variants.txt"
+    done
+  done
+  # per op, each variant's median ms a call over the rounds (and its ratio to base's)
+  python3 bench/variants_table.py "$OUT/variants.txt" | tee -a "$S"
 fi
 
 if want switches; then

@@ -278,8 +278,17 @@ __global__ void __launch_bounds__(R *AB_THREADS)
  * head, batch), a thread per four columns of a row: no index division (the
  * thread-per-element form divided a 64-bit index by S, nh and hd for every
  * element, and that integer work, not the partials' bytes, bounded it). */
+#ifndef DQ_REDUCE_X    /* tuning constants a variant build may set (bench/build_variants.sh) */
 #define DQ_REDUCE_X 16 /* threads across a row: 4 columns each */
+#endif
+#ifndef DQ_REDUCE_Y
 #define DQ_REDUCE_Y 16 /* rows at a time */
+#endif
+/* partials a thread loads before adding them (still in increasing kb: the same sums); 1 leaves
+ * the loop to the compiler */
+#ifndef DQ_REDUCE_UNROLL
+#define DQ_REDUCE_UNROLL 1
+#endif
 __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
     attention_bf16_dq_reduce_kernel(float *dqkv, const float *dq_part, int S, int nh, int hd,
                                     float scale, int R, uint16_t *dqkv_half, const float *rope_cs,
@@ -294,7 +303,18 @@ __global__ void __launch_bounds__(DQ_REDUCE_X *DQ_REDUCE_Y)
     for (int c = 4 * threadIdx.x; c < hd; c += 4 * DQ_REDUCE_X) {
       const float *p = part + (size_t)r * hd + c;
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int kb = 0; kb < nkb; kb++) {
+      int kb = 0;
+      if constexpr (DQ_REDUCE_UNROLL > 1)
+        for (; kb + DQ_REDUCE_UNROLL <= nkb; kb += DQ_REDUCE_UNROLL) {
+          float4 v[DQ_REDUCE_UNROLL];
+#pragma unroll
+          for (int u = 0; u < DQ_REDUCE_UNROLL; u++)
+            v[u] = *(const float4 *)(p + (size_t)(kb + u) * tile);
+#pragma unroll
+          for (int u = 0; u < DQ_REDUCE_UNROLL; u++)
+            acc.x += v[u].x, acc.y += v[u].y, acc.z += v[u].z, acc.w += v[u].w;
+        }
+      for (; kb < nkb; kb++) {
         const float4 v = *(const float4 *)(p + (size_t)kb * tile);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
       }

@@ -272,6 +272,12 @@ __global__ void swiglu_forward_half8_kernel(float *out, const uint16_t *in_half,
   }
 }
 
+/* threads a SwiGLU block (a row): a tuning constant a variant build may set
+ * (bench/build_variants.sh); every element is computed alike whatever it is */
+#ifndef SWIGLU_THREADS
+#define SWIGLU_THREADS EW_THREADS
+#endif
+
 /* Rows per launch: enough blocks to fill the GPU several times over. */
 static unsigned int swiglu_grid(int T) {
   return (unsigned int)(T < 65535 ? T : 65535);
@@ -289,7 +295,7 @@ static int swiglu_vec(int F, const void *a, const void *b, const void *c, const 
 /* launches KERNEL<FP16, HALF_IN> for ct and whether the input is 16-bit */
 #define SWIGLU_LAUNCH(KERNEL, fp16, half_in, ...)                                                  \
   do {                                                                                             \
-    dim3 grid(swiglu_grid(T)), block(EW_THREADS);                                                  \
+    dim3 grid(swiglu_grid(T)), block(SWIGLU_THREADS);                                              \
     cudaStream_t s_ = rc_cuda_stream();                                                            \
     if (fp16 && half_in)                                                                           \
       KERNEL<true, true><<<grid, block, 0, s_>>>(__VA_ARGS__);                                     \
@@ -315,10 +321,10 @@ void rc_cuda_swiglu_forward(float *out, const float *in, const uint16_t *in_half
   if (hin && swiglu_half8(F, hin, out, out_half)) {
     if (ct == RC_COMPUTE_FP16)
       swiglu_forward_half8_kernel<true>
-          <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(out, hin, T, F, out_half);
+          <<<swiglu_grid(T), SWIGLU_THREADS, 0, rc_cuda_stream()>>>(out, hin, T, F, out_half);
     else
       swiglu_forward_half8_kernel<false>
-          <<<swiglu_grid(T), EW_THREADS, 0, rc_cuda_stream()>>>(out, hin, T, F, out_half);
+          <<<swiglu_grid(T), SWIGLU_THREADS, 0, rc_cuda_stream()>>>(out, hin, T, F, out_half);
     KERNEL_CHECK();
     return;
   }

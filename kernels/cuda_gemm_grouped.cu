@@ -52,6 +52,12 @@
 #define GROUPED_TILE 128, 256, 64
 #define GROUPED_CLUSTER 2, 1, 1
 #endif
+/* GROUPED_PINGPONG=1 (a variant build, bench/build_variants.sh): CUTLASS's ping-pong schedule,
+ * two consumer warpgroups on two output tiles in turn (one's epilogue under the other's main
+ * loop), instead of both on one tile. Either way each tile is one CTA's, k in increasing order. */
+#ifndef GROUPED_PINGPONG
+#define GROUPED_PINGPONG 0
+#endif
 #define GROUPED_STR_(...) #__VA_ARGS__
 #define GROUPED_STR(...) GROUPED_STR_(__VA_ARGS__)
 template <int... V> using shape_of = cute::Shape<cute::Int<V>...>;
@@ -62,18 +68,24 @@ template <class LayoutA, class LayoutB, class ElementD, class ElementC> struct g
   using Tile = shape_of<GROUPED_TILE>;
   using Cluster = shape_of<GROUPED_CLUSTER>;
   using Problem = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  using EpilogueSchedule =
+      std::conditional_t<GROUPED_PINGPONG, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
+                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  using MainloopSchedule =
+      std::conditional_t<GROUPED_PINGPONG, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC,
       cutlass::layout::RowMajor *, 16 / sizeof(ElementD), ElementD, cutlass::layout::RowMajor *,
-      16 / sizeof(ElementD), cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+      16 / sizeof(ElementD), EpilogueSchedule,
       cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, LayoutA *, 8,
       cutlass::bfloat16_t, LayoutB *, 8, float, Tile, Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+      MainloopSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Problem, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -156,9 +168,9 @@ static bool grouped_on(void) {
 const char *rc_cuda_grouped_gemm_path(void) {
   static char line[96];
   if (grouped_on())
-    snprintf(line, sizeof line, "expert GEMMs CUTLASS %d.%d.%d grouped (tile %s, cluster %s)",
+    snprintf(line, sizeof line, "expert GEMMs CUTLASS %d.%d.%d grouped (tile %s, cluster %s%s)",
              CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, GROUPED_STR(GROUPED_TILE),
-             GROUPED_STR(GROUPED_CLUSTER));
+             GROUPED_STR(GROUPED_CLUSTER), GROUPED_PINGPONG ? ", ping-pong" : "");
   else
     snprintf(line, sizeof line, "expert GEMMs cuBLASLt one by one");
   return line;

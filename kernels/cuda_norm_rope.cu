@@ -246,7 +246,16 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
  * taking two rows of the same 32-row chunk in turn; the per-row arithmetic (the dot in double over
  * j = lane + 32 i in increasing i, the xor tree, the float formulas) and the fold are the fused
  * kernel's: the same bits by construction. PER = the elements a lane holds (H <= 32 PER). */
+#ifndef NORM_REG_WARPS /* a tuning constant a variant build may set (bench/build_variants.sh) */
 #define NORM_REG_WARPS 16
+#endif
+/* NORM_BWD_PRELOAD (a variant, off by default): a row's dx is loaded with its g and x, so a row
+ * costs one round trip to memory instead of two; w is then read through L1 where it is used
+ * instead of being held (the registers it frees hold dx). The same values into the same
+ * formulas: the same bits. */
+#ifndef NORM_BWD_PRELOAD
+#define NORM_BWD_PRELOAD 0
+#endif
 
 template <int PER, bool EXACT>
 __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
@@ -261,16 +270,19 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
     if (t >= T) break; /* the same for the whole warp */
     const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
     /* w too when EXACT (its registers would spill at PER = 24 otherwise) */
-    float gr[PER], xr[PER], wr[EXACT ? PER : 1];
+    constexpr bool HOLD_W = EXACT && !NORM_BWD_PRELOAD;
+    float *dxt = dx + (size_t)t * H;
+    float gr[PER], xr[PER], wr[HOLD_W ? PER : 1], before[PER];
 #pragma unroll
     for (int i = 0; i < PER; i++) {
       const int j = lane + 32 * i;
       gr[i] = EXACT || j < H ? g[j] : 0.0f;
       xr[i] = EXACT || j < H ? xt[j] : 0.0f;
-      if constexpr (EXACT) wr[i] = w[j];
+      if constexpr (HOLD_W) wr[i] = w[j];
+      if constexpr (NORM_BWD_PRELOAD) before[i] = EXACT || j < H ? dxt[j] : 0.0f;
     }
     auto w_at = [&](int i, int j) {
-      if constexpr (EXACT)
+      if constexpr (HOLD_W)
         return wr[i];
       else
         return w[j];
@@ -284,13 +296,14 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
     }
     dot = warp_sum_double(dot);
     const float c = (float)(dot * r * r * r / H);
-    float *dxt = dx + (size_t)t * H, *v = rows_s + (size_t)row * H;
+    float *v = rows_s + (size_t)row * H;
     uint16_t *dht = dx_half ? dx_half + (size_t)t * H : NULL;
-    float before[PER];
+    if constexpr (!NORM_BWD_PRELOAD) {
 #pragma unroll
-    for (int i = 0; i < PER; i++) {
-      const int j = lane + 32 * i;
-      before[i] = EXACT || j < H ? dxt[j] : 0.0f;
+      for (int i = 0; i < PER; i++) {
+        const int j = lane + 32 * i;
+        before[i] = EXACT || j < H ? dxt[j] : 0.0f;
+      }
     }
 #pragma unroll
     for (int i = 0; i < PER; i++) {
@@ -420,7 +433,9 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
  * (a flat pair index split by runtime hd and nh cost more than the bytes).
  * Three forms: in place (fp32), forward into the BF16 attention's heads (q,
  * k rotated, v as it is), backward into a half linear's 16-bit gradient. */
+#ifndef ROPE_WARPS /* a tuning constant a variant build may set (bench/build_variants.sh) */
 #define ROPE_WARPS 8
+#endif
 
 __global__ void rope_table_kernel(float *cs, float *sn, int S, int hd, float theta) {
   const int half = hd / 2;
