@@ -157,8 +157,9 @@ if want variants; then
   # interleaved rounds (default 2): the event-timed op rows of a 6-step
   # gpu-small leg (RC_VARIANT_FLAGS, default MoE; "--moe-layers none" for
   # dense) and the digest of its checkpoint at step 6 (a variant meant to be
-  # bitwise the same must give base's). RC_VARIANT_OPS=1 runs cuda_ops under
-  # each variant too (for one meant to change bits). One throwaway leg first:
+  # bitwise the same must give base's). RC_VARIANT_OPS (variant names, or
+  # "all") runs cuda_ops under those modules too: for a variant meant to
+  # change bits, or whose kernel the default module's cuda_ops never runs. One throwaway leg first:
   # the first leg on a fresh machine ran some ops up to 6x slow (session 17).
   read -ra vflags <<< "${RC_VARIANT_FLAGS:-}"
   timeout 60 "$B/resumecheck" train --preset gpu-small --device cuda --steps 2 \
@@ -175,8 +176,8 @@ if want variants; then
     mods+=("$v=$(cd "$(dirname "$so")" && pwd)/$(basename "$so")")
   done
   for m in "${mods[@]}"; do
-    [ "${RC_VARIANT_OPS:-0}" = 1 ] || break
     v=${m%%=*}
+    [ "${RC_VARIANT_OPS:-}" = all ] || [[ " ${RC_VARIANT_OPS:-} " == *" $v "* ]] || continue
     RC_CUDA_MODULE="${m#*=}" timeout 240 "$B/tests/test_cuda_ops" > "/tmp/rc_var_ops_$v.log" 2>&1
     echo "variant $v cuda_ops exit $?: $(tail -1 "/tmp/rc_var_ops_$v.log")" | tee -a "$S"
     grep -E "^FAIL" "/tmp/rc_var_ops_$v.log" | head -5 | tee -a "$S"

@@ -160,13 +160,93 @@ __device__ __forceinline__ void add_run_column(float *dtable, const unsigned lon
   dtable[(size_t)id * H + h] = acc;
 }
 
+/* EMB_LONG_RUNS=1 (a variant build until a GPU has measured it, bench/variants.spec): runs of
+ * more than EMB_LONG rows go to embedding_backward_long_kernel below, the rest stay here. */
+#ifndef EMB_LONG_RUNS
+#define EMB_LONG_RUNS 0
+#endif
+#define EMB_LONG 64
+
+/* A block per run (a block per sorted key; all but each run's first return
+ * at once); with EMB_LONG_RUNS, only the runs of at most EMB_LONG rows. */
 __global__ void embedding_backward_kernel(float *dtable, const unsigned long long *keys,
                                           const float *dout, int T, int H) {
   int i = blockIdx.x;
   unsigned int id = key_id(keys[i]);
   if (i > 0 && key_id(keys[i - 1]) == id) return; /* not the first of its run */
+  if (EMB_LONG_RUNS && i + EMB_LONG < T && key_id(keys[i + EMB_LONG]) == id) return; /* long */
   for (int h = threadIdx.x; h < H; h += blockDim.x)
     add_run_column(dtable, keys, dout, i, id, T, H, h);
+}
+
+/* ---- backward of the long runs (more than EMB_LONG rows) ----
+ * The kernel above walks a run with one thread a column, sixteen rows' keys,
+ * then their rows, a batch: two dependent round trips to memory per sixteen
+ * rows. gpu-small's documents are padded with token 0, about a thousand
+ * times in each microbatch's 8192 tokens: ~60 batches in a row for that
+ * run's block, which by this count alone is ~0.1 ms of the 0.15 ms the
+ * kernel takes (Nsight Compute, session 25, whose SM throughput of 28%
+ * fits most SMs idling behind one block). Session 23's long-run kernel (32
+ * rows in flight) and session 26's four columns a thread each kept a
+ * run's chain of batches about as long, and neither moved the time. Here a
+ * long run is spread over its columns: block (b, y) takes the run whose
+ * first multiple of EMB_LONG is b * EMB_LONG (every run longer than
+ * EMB_LONG has one; shorter runs and a long run's later multiples return at
+ * once, with no list to build), and its warp w the 32 columns from
+ * 32 (EMB_LONG_WARPS y + w). A warp holds EMB_CHUNK rows' keys, two a lane,
+ * issues all the chunk's row loads before adding them and the next chunk's
+ * key loads with them: one round trip per EMB_CHUNK rows, for each of the
+ * run's H / 32 warps at once (~16 for the padding run where the kernel above
+ * makes ~120). Each column is still table + rows in increasing t, one
+ * rounding per term: the same bits as the kernel above and as the CPU. */
+#define EMB_CHUNK 64 /* rows a warp has in flight: two keys a lane */
+#define EMB_LONG_WARPS 4
+
+__global__ void __launch_bounds__(32 * EMB_LONG_WARPS)
+    embedding_backward_long_kernel(float *dtable, const unsigned long long *keys, const float *dout,
+                                   int T, int H) {
+  static_assert(EMB_CHUNK == 64 && EMB_LONG == 64, "two keys a lane; a run's first multiple is "
+                                                   "found among the EMB_LONG keys before it");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int q = blockIdx.x * EMB_LONG;
+  const unsigned int id = key_id(keys[q]);
+  if (q >= EMB_LONG && key_id(keys[q - EMB_LONG]) == id) return; /* not the run's first multiple */
+  /* the run's first key: among q - 63 .. q (it cannot start earlier) */
+  const int from = q >= EMB_LONG ? q - EMB_LONG + 1 : 0;
+  const bool in0 = key_id(keys[from + lane]) == id,
+             in1 = from + 32 + lane <= q && key_id(keys[from + 32 + lane]) == id;
+  const unsigned int b0 = __ballot_sync(0xffffffffu, in0), b1 = __ballot_sync(0xffffffffu, in1);
+  const int s = b0 ? from + __ffs(b0) - 1 : from + 32 + __ffs(b1) - 1;
+  if (s + EMB_LONG >= T || key_id(keys[s + EMB_LONG]) != id) return; /* a short run */
+  const int col = 32 * (EMB_LONG_WARPS * blockIdx.y + warp) + lane;
+  const bool live = col < H;
+  float acc = live ? dtable[(size_t)id * H + col] : 0.0f;
+  /* this chunk's keys, two a lane: rows q0 + lane and q0 + 32 + lane */
+  int q0 = s;
+  unsigned long long k0 = q0 + lane < T ? keys[q0 + lane] : ~0ull;
+  unsigned long long k1 = q0 + 32 + lane < T ? keys[q0 + 32 + lane] : ~0ull;
+  for (;;) {
+    /* the chunk's rows in the run: a prefix (keys are sorted; ~0 is no token's id) */
+    const int n = __popc(__ballot_sync(0xffffffffu, key_id(k0) == id)) +
+                  __popc(__ballot_sync(0xffffffffu, key_id(k1) == id));
+    const int q1 = q0 + EMB_CHUNK; /* the next chunk's keys, loaded while this one's rows are */
+    const unsigned long long n0 = n == EMB_CHUNK && q1 + lane < T ? keys[q1 + lane] : ~0ull;
+    const unsigned long long n1 =
+        n == EMB_CHUNK && q1 + 32 + lane < T ? keys[q1 + 32 + lane] : ~0ull;
+    const int r0 = key_row(k0), r1 = key_row(k1);
+    float v[EMB_CHUNK];
+#pragma unroll
+    for (int b = 0; b < EMB_CHUNK; b++) {
+      const int row = __shfl_sync(0xffffffffu, b < 32 ? r0 : r1, b % 32);
+      v[b] = live && b < n ? dout[(size_t)row * H + col] : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < EMB_CHUNK; b++)
+      if (b < n) acc += v[b];
+    if (n < EMB_CHUNK) break;
+    q0 = q1, k0 = n0, k1 = n1;
+  }
+  if (live) dtable[(size_t)id * H + col] = acc;
 }
 
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
@@ -181,6 +261,12 @@ void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *
   make_keys_kernel<<<rc_grid_1d(n, 256), 256, 0, s>>>(keys, ids, T, n);
   KERNEL_CHECK();
   bitonic_sort(keys, n);
+  if (EMB_LONG_RUNS) { /* the long runs first (few of its blocks do anything) */
+    const dim3 long_grid(rc_cdiv((size_t)T, EMB_LONG), rc_cdiv((size_t)H, 32 * EMB_LONG_WARPS));
+    embedding_backward_long_kernel<<<long_grid, 32 * EMB_LONG_WARPS, 0, s>>>(dtable, keys, dout, T,
+                                                                             H);
+    KERNEL_CHECK();
+  }
   /* one thread per column up to 1024: every column's chain runs at once */
   int threads = H >= 1024 ? 1024 : ((H + 31) / 32) * 32;
   embedding_backward_kernel<<<T, threads, 0, s>>>(dtable, keys, dout, T, H);

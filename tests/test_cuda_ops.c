@@ -1506,18 +1506,28 @@ static void test_basic(void) {
 
 /* hot >= 0: three tokens in four are id `hot`, one long run of adds (a
  * frequent token; the backward batches its loads). hot == EMB_RUN_LENGTHS:
- * ids 0, 1, ... repeated 1, 2, 31, 32, 33, 34, 65, 100, 1, ... times (runs
- * shorter than the backward's 16-row load batch, and runs across one or
- * several batch boundaries), then shuffled in t */
+ * ids 0, 1, ... repeated 1, 2, 31, 32, ..., 129, 1, ... times (runs shorter
+ * than the backward's 16-row load batch, runs across one or several batch
+ * boundaries, and around the long-run kernel's 64: at most 64 rows, just
+ * over, exactly two of its 64-row chunks and one more), then shuffled in t.
+ * hot == EMB_PADDED: gpu-small's data, documents of 1024 tokens whose last
+ * 0..255 are the padding token 0 (a run of ~T/8 rows) */
 #define EMB_RUN_LENGTHS (-2)
+#define EMB_PADDED (-3)
 static void test_embedding(int T, int H, int V, int hot) {
   int32_t *ids = malloc((size_t)T * 4);
   for (int t = 0; t < T; t++) ids[t] = hot >= 0 && t % 4 != 0 ? hot : rndi(V);
+  if (hot == EMB_PADDED)
+    for (int d = 0; d < T; d += 1024) {
+      const int pad = rndi(256), end = d + 1024 < T ? d + 1024 : T;
+      for (int t = end - pad; t < end; t++) ids[t] = 0;
+    }
   if (hot == EMB_RUN_LENGTHS) {
-    static const int len[] = {1, 2, 31, 32, 33, 34, 65, 100};
+    static const int len[] = {1, 2, 31, 32, 33, 34, 63, 64, 65, 100, 128, 129};
+    const int nlen = (int)(sizeof len / sizeof len[0]);
     for (int t = 0, id = 0, left = len[0]; t < T; t++) {
       ids[t] = id % V;
-      if (--left == 0) id++, left = len[id % 8];
+      if (--left == 0) id++, left = len[id % nlen];
     }
     for (int t = T - 1; t > 0; t--) {
       int u = rndi(t + 1), x = ids[t];
@@ -1552,7 +1562,8 @@ static void test_embedding(int T, int H, int V, int hot) {
   }
   snprintf(name, sizeof name, "embedding_backward T=%d H=%d V=%d%s", T, H, V,
            hot >= 0                 ? " (one hot id)"
-           : hot == EMB_RUN_LENGTHS ? " (runs of 1..100)"
+           : hot == EMB_RUN_LENGTHS ? " (runs of 1..129)"
+           : hot == EMB_PADDED      ? " (padded documents)"
                                     : "");
   check_rel(name, got[0], r, (size_t)V * H, 1e-5);
   /* rows sum in increasing t, one rounding per term, as on the CPU */
@@ -2899,7 +2910,9 @@ int main(int argc, char **argv) {
   test_embedding(700, 37, 60, 2);    /* H % 4 != 0: the rows a float at a time */
   test_embedding(3000, 768, 500, EMB_RUN_LENGTHS);
   test_embedding(2000, 37, 400, EMB_RUN_LENGTHS);
-  test_embedding(8192, 768, 32768, -1); /* gpu-small: runs of one or two */
+  test_embedding(8192, 768, 32768, -1);             /* gpu-small: runs of one or two */
+  test_embedding(8192, 768, 32768, EMB_PADDED);     /* and its padding token's run */
+  test_embedding(5000, 200, 3000, EMB_RUN_LENGTHS); /* H not a multiple of the long runs' 128 */
   test_rmsnorm(300, 200);
   test_rmsnorm(130, 768);
   test_rmsnorm(50, 1000);
