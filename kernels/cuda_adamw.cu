@@ -39,14 +39,19 @@ void rc_cuda_adamw(float *param, const float *grad, float *exp_avg, float *exp_a
  * the new param, exp_avg and exp_avg_sq are hashed while they are in
  * registers. A fingerprint is a wrapping sum of rc_fingerprint_word(index,
  * word) (numeric.h), exact in any order, so the partition cannot change it;
- * stage 2, a block per tensor, adds the blocks' partials. One read-back. */
+ * stage 2, a block per tensor, adds the blocks' partials. One read-back.
+ * A tensor with a param_half also gets its updated weight's 16-bit copy
+ * from the same registers (numeric.h's encoding, cast_half's bits): the
+ * model params' copy the next step's forward would otherwise cast (session
+ * 28; not yet timed on a GPU: ~2 more bytes a weight here against a read
+ * of 4 and a write of 2 a weight and ~55 launches in cast_half). */
 #define ADAMW_THREADS 256
 #define ADAMW_BLOCK_ELEMS 4096 /* four float4 a thread */
 
 typedef struct {
   rc_adamw_tensor t;
   int first, blocks; /* its first stage-1 block, and how many */
-  int vec;           /* all four tensors 16-byte aligned: float4 loads */
+  int vec;           /* all four tensors 16-byte aligned (param_half 8): float4 loads */
 } adamw_segment;
 
 typedef struct {
@@ -66,6 +71,11 @@ __device__ __forceinline__ void adamw_one(const rc_adamw_tensor &t, const adamw_
                                           float &m, float &v, float g) {
   rc_adamw_element(&p, &m, &v, g, h.lr, h.beta1, h.beta2, h.eps, t.weight_decay, h.grad_scale,
                    h.bc1, h.bc2);
+}
+
+/* param_half's element: cast_half's encoding of the updated param (numeric.h) */
+__device__ __forceinline__ uint16_t adamw_half(const rc_adamw_tensor &t, float p) {
+  return t.half_ct == RC_COMPUTE_FP16 ? rc_fp16_encode(p) : rc_bf16_encode(p);
 }
 
 /* out[k] = the block's sum of acc[k] over its threads, k < 4: wrapping sums,
@@ -111,6 +121,9 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
       adamw_one(t, h, p.w, m.w, v.w, g.w);
       *(float4 *)(t.param + e) = p, *(float4 *)(t.exp_avg + e) = m;
       *(float4 *)(t.exp_avg_sq + e) = v;
+      if (t.param_half)
+        *(ushort4 *)(t.param_half + e) = make_ushort4(adamw_half(t, p.x), adamw_half(t, p.y),
+                                                      adamw_half(t, p.z), adamw_half(t, p.w));
       adamw_fold(acc, e, g.x, p.x, m.x, v.x);
       adamw_fold(acc, e + 1, g.y, p.y, m.y, v.y);
       adamw_fold(acc, e + 2, g.z, p.z, m.z, v.z);
@@ -123,6 +136,7 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     const float g = t.grad[e];
     adamw_one(t, h, p, m, v, g);
     t.param[e] = p, t.exp_avg[e] = m, t.exp_avg_sq[e] = v;
+    if (t.param_half) t.param_half[e] = adamw_half(t, p);
     adamw_fold(acc, e, g, p, m, v);
   }
   block_sum4(acc, partials + 4 * (size_t)blockIdx.x);
@@ -158,7 +172,7 @@ void rc_cuda_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float be
     seg[i].first = (int)total;
     seg[i].blocks = (int)((ts[i].n + ADAMW_BLOCK_ELEMS - 1) / ADAMW_BLOCK_ELEMS);
     seg[i].vec = aligned16(ts[i].param) && aligned16(ts[i].grad) && aligned16(ts[i].exp_avg) &&
-                 aligned16(ts[i].exp_avg_sq);
+                 aligned16(ts[i].exp_avg_sq) && ((uintptr_t)ts[i].param_half & 7u) == 0;
     total += (size_t)seg[i].blocks;
   }
   /* scratch: [partials: 4 total][results: 4 count][segments: count] */

@@ -1692,8 +1692,13 @@ static void test_adamw_many(const rc_ops *ops) {
     for (int i = 0; i < NT; i++)
       for (int k = 0; k < 4; k++) ops->to_device(t[r][i][k], buf[r][k], n[i] * sizeof(float));
   rc_adamw_tensor ts[NT];
+  uint16_t half[NT][9]; /* the model params copy: bf16 of tensor 0, fp16 of tensor 2 */
+  memset(half, 0xab, sizeof half);
   for (int i = 0; i < NT; i++)
-    ts[i] = (rc_adamw_tensor){t[0][i][0], t[0][i][2], t[0][i][3], t[0][i][1], n[i], wd[i]};
+    ts[i] = (rc_adamw_tensor){t[0][i][0], t[0][i][2], t[0][i][3], t[0][i][1],
+                              n[i],       wd[i],      NULL,       RC_COMPUTE_FP32};
+  ts[0].param_half = half[0], ts[0].half_ct = RC_COMPUTE_BF16;
+  ts[2].param_half = half[2], ts[2].half_ct = RC_COMPUTE_FP16;
   uint64_t fp[4 * NT];
   ops->adamw_many(ts, NT, 0.125f, 0.75f, 0.9375f, 1e-8f, 0.5f, 0.25f, 0.0625f, fp);
   bool same = true, fps = true;
@@ -1713,6 +1718,17 @@ static void test_adamw_many(const rc_ops *ops) {
           fp[4 * i + 3] == ops->fingerprint(o[3], n[i] * 4);
   }
   CHECK(same, "adamw_many updates each tensor as adamw does");
+  bool copies = true;
+  for (int i = 0; i < NT; i += 2) {
+    uint16_t want[9];
+    ops->cast_half(want, t[1][i][0], n[i], ts[i].half_ct);
+    copies = copies && memcmp(half[i], want, n[i] * 2) == 0;
+  }
+  CHECK(copies, "adamw_many's param_half is cast_half of the updated param (bf16, fp16)");
+  uint16_t old_copy[9];
+  ops->cast_half(old_copy, buf[0][0], n[0], RC_COMPUTE_BF16);
+  CHECK(memcmp(old_copy, half[0], n[0] * 2) != 0,
+        "negative control: the copy of the param before the update is another value");
   CHECK(fps, "adamw_many fingerprints grad, param, exp_avg, exp_avg_sq after the update");
   /* negative control: the fingerprint before the update is another value */
   CHECK(fp[1] != ops->fingerprint(buf[0][0], n[0] * 4),

@@ -2700,7 +2700,9 @@ static void test_adamw(size_t n) {
  * adamw's tolerance of the CPU's), its four fingerprints those of fingerprint()
  * on the GPU; tensors of odd sizes (the scalar tail), one starting 4 bytes
  * into its buffers (no float4 path), one empty, and several blocks each (the
- * segment search). */
+ * segment search). The model params copy (param_half: bf16 on tensors 0 and
+ * 4, fp16 on 3, none on 1, bf16 on the empty 2) bitwise cast_half of the
+ * updated param, on the float4 path and off it. */
 static void test_adamw_many(void) {
   enum { NT = 5 };
   const size_t n[NT] = {100003, 7, 0, 4096 * 3 + 1, 50000};
@@ -2709,6 +2711,9 @@ static void test_adamw_many(void) {
               bc2 = (float)(1.0 - pow(b2, 7));
   float *host[NT][4], *cb[NT][4], *gb[NT][4], *rb[NT][4]; /* CPU, GPU many, GPU adamw */
   rc_adamw_tensor ct[NT], gt[NT];
+  const rc_compute half_ct[NT] = {RC_COMPUTE_BF16, RC_COMPUTE_FP32, RC_COMPUTE_BF16,
+                                  RC_COMPUTE_FP16, RC_COMPUTE_BF16};
+  uint16_t *gh[NT]; /* the GPU's param_half, one element of slack */
   for (int i = 0; i < NT; i++) {
     const size_t off = i == 4 ? 1 : 0, bytes = (n[i] + 1) * 4;
     for (int k = 0; k < 4; k++) {
@@ -2719,10 +2724,13 @@ static void test_adamw_many(void) {
       gb[i][k] = put(G, host[i][k], bytes);
       rb[i][k] = put(G, host[i][k], bytes);
     }
-    ct[i] = (rc_adamw_tensor){cb[i][0] + off, cb[i][2] + off, cb[i][3] + off,
-                              cb[i][1] + off, n[i],           wd[i]};
-    gt[i] = (rc_adamw_tensor){gb[i][0] + off, gb[i][2] + off, gb[i][3] + off,
-                              gb[i][1] + off, n[i],           wd[i]};
+    ct[i] = (rc_adamw_tensor){cb[i][0] + off, cb[i][2] + off, cb[i][3] + off, cb[i][1] + off,
+                              n[i],           wd[i],          NULL,           RC_COMPUTE_FP32};
+    gt[i] = (rc_adamw_tensor){gb[i][0] + off, gb[i][2] + off, gb[i][3] + off, gb[i][1] + off,
+                              n[i],           wd[i],          NULL,           RC_COMPUTE_FP32};
+    gh[i] = G->alloc((n[i] + 1) * 2);
+    poison(G, gh[i], (n[i] + 1) * 2);
+    if (half_ct[i] != RC_COMPUTE_FP32) gt[i].param_half = gh[i] + off, gt[i].half_ct = half_ct[i];
     G->adamw(rb[i][0] + off, rb[i][1] + off, rb[i][2] + off, rb[i][3] + off, n[i], 3e-4f, b1, b2,
              1e-8f, wd[i], 0.5f, bc1, bc2);
   }
@@ -2751,16 +2759,38 @@ static void test_adamw_many(void) {
   snprintf(what, sizeof what, "adamw_many fingerprints: %d of %d equal fingerprint()'s", single,
            4 * NT);
   check_true(what, single == 4 * NT);
+  /* the model params copy: cast_half of the param the update wrote */
+  for (int i = 0; i < NT; i++) {
+    if (half_ct[i] == RC_COMPUTE_FP32 || n[i] == 0) continue;
+    uint16_t *ref = G->alloc(n[i] * 2);
+    G->cast_half(ref, gt[i].param, n[i], half_ct[i]);
+    uint16_t *a = get(G, gt[i].param_half, n[i] * 2), *b = get(G, ref, n[i] * 2);
+    snprintf(what, sizeof what, "adamw_many tensor %d param_half (%s) = cast_half of the update", i,
+             half_ct[i] == RC_COMPUTE_FP16 ? "fp16" : "bf16");
+    check_bits(what, a, b, n[i] * 2);
+    if (i == 0) { /* control: the old param's cast is another value */
+      float *old = put(G, host[0][0], n[0] * 4);
+      G->cast_half(ref, old, n[0], half_ct[0]);
+      uint16_t *c = get(G, ref, n[0] * 2);
+      check_true("  control: the old param's copy differs", memcmp(a, c, n[0] * 2) != 0);
+      free(c);
+      G->free(old);
+    }
+    free(a), free(b);
+    G->free(ref);
+  }
   /* control: the param's fingerprint before the update is another value */
   float *before = put(G, host[0][0], n[0] * 4);
   check_true("  control: the old param's fingerprint differs",
              gfp[1] != G->fingerprint(before, n[0] * 4));
   G->free(before);
-  for (int i = 0; i < NT; i++)
+  for (int i = 0; i < NT; i++) {
     for (int k = 0; k < 4; k++) {
       C->free(cb[i][k]), G->free(gb[i][k]), G->free(rb[i][k]);
       free(host[i][k]);
     }
+    G->free(gh[i]);
+  }
 }
 
 /* ======================= production-sized timing ======================= */

@@ -49,12 +49,17 @@ typedef enum {
       1 /* s = sigmoid(logit); select by s + expert_bias; weights = s / sum(selected s) */
 } rc_moe_scoring;
 
-/* One tensor of adamw_many: adamw's arguments that differ between tensors. */
+/* One tensor of adamw_many: adamw's arguments that differ between tensors.
+ * param_half (NULL: none) also receives the updated param in half_ct's
+ * 16-bit form, cast_half's bits: Megatron's copy of the main params (fp32)
+ * to the model params (bf16/fp16), made while the update holds them. */
 typedef struct {
   float *param, *exp_avg, *exp_avg_sq;
   const float *grad;
   size_t n;
   float weight_decay;
+  uint16_t *param_half;
+  rc_compute half_ct;
 } rc_adamw_tensor;
 
 /* One GEMM of gemm_half_many: gemm_half's arguments that differ between the
@@ -365,7 +370,8 @@ typedef struct rc_ops {
    * the fingerprints (as `fingerprint`) of each tensor's grad and of its
    * param, exp_avg and exp_avg_sq after the update: fp[4 i + 0..3] (host).
    * The same bits as adamw and four fingerprint calls per tensor, in one pass
-   * over the four tensors instead of five. */
+   * over the four tensors instead of five; and where a tensor has a
+   * param_half, the same bits as a cast_half of its updated param. */
   void (*adamw_many)(const rc_adamw_tensor *ts, int count, float lr, float beta1, float beta2,
                      float eps, float grad_scale, float bias_correction1, float bias_correction2,
                      uint64_t *fp);

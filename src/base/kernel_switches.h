@@ -13,7 +13,8 @@
  * RC_CUDA_GEMM_SMALL=1 lost on the H200 in session 26 and were removed in
  * session 27.) Logging switches
  * (RC_CUDA_GEMM_LOG) and ones shown to change no bit (RC_INIT_THREADS, tests/core_init_threads.sh;
- * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh) are not listed. A leg records the ones set
+ * RC_KEEP_SWIGLU_OUTPUT, tests/core_swiglu_recompute.sh; RC_MODEL_PARAMS_FROM_OPTIMIZER,
+ * tests/core_model_params_copy.sh) are not listed. A leg records the ones set
  * in its args.json and says so on stderr (src/leg/leg.c); `run` records them in report.json and its
  * text report (its legs inherit its environment). One list, read by both. */
 #ifndef RC_BASE_KERNEL_SWITCHES_H

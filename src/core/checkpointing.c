@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/numeric.h"
+#include "core/linear.h"
 #include "core/model_internal.h"
 #include "dist/comm.h"
 #include "io/checkpoint.h"
@@ -528,6 +529,7 @@ static long long resume_iteration(const rc_model *m, const char *iter_dir, char 
 static int after_load(rc_model *m, const state_list *l, long long iteration, rc_err *err) {
   int rc = RC_OK;
   m->iteration = iteration;
+  for (int i = 0; i < m->nlinears; i++) rc_linear_copy_stale(&m->linears[i]); /* new weights */
   if (m->comm) rc = broadcast_replicated(m, l, err);
   /* The injected bug: the Adam step is recomputed from the iteration, as
    * if every step had updated the weights; a skipped fp16 step makes them

@@ -232,6 +232,27 @@ bool rc_linear_is_half(const rc_model *m, const rc_linear *lin) {
   return lin->wq_half != NULL && !is_quantised(m, lin);
 }
 
+bool rc_model_params_from_optimizer(void) {
+  const char *v = getenv("RC_MODEL_PARAMS_FROM_OPTIMIZER");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+uint16_t *rc_linear_optimizer_copy(const rc_model *m, const rc_linear *lin) {
+  return rc_linear_is_half(m, lin) ? lin->wq_half : NULL;
+}
+
+/* The next span's serial (train_step.c takes it when the span starts), so
+ * prepare_weight finds the copy current there as if its first call had cast
+ * it. Nothing writes a weight between the optimizer and that span; a load
+ * marks every copy stale (rc_linear_copy_stale) all the same. */
+void rc_linear_copy_written(rc_model *m, rc_linear *lin) {
+  lin->wq_half_serial = m->weights_serial + 1;
+}
+
+void rc_linear_copy_stale(rc_linear *lin) {
+  lin->wq_half_serial = 0; /* spans count from 1 */
+}
+
 /* fp8 linears cast their fp32 inputs to e4m3 themselves. A bf16 rounding
  * first (what Transformer Engine's bf16 activations would give) is one more
  * pass over every input, and differs only where it lands a value exactly on

@@ -26,6 +26,21 @@ void rc_linear_end_step(rc_model *m, rc_linear *lin);
 /* Whether lin is a half linear: its GEMMs run on 16-bit operands in the
  * model's compute type (bf16/fp16; not fp8, not an fp32 linear). */
 bool rc_linear_is_half(const rc_model *m, const rc_linear *lin);
+/* Megatron's copy of the main params (the fp32 weights) to the model params
+ * (a half linear's weight copy, wq_half), made by the optimizer where it
+ * updates a weight in one op (adamw_many's param_half) instead of by the
+ * next step's first forward call (cast_half): the same bits, one pass over
+ * the weights fewer a step. On unless RC_MODEL_PARAMS_FROM_OPTIMIZER=0
+ * (tests/core_model_params_copy.sh: the same bytes either way). */
+bool rc_model_params_from_optimizer(void);
+/* The copy the optimizer may write for lin: its wq_half, or NULL (fp32 and
+ * fp8 linears). */
+uint16_t *rc_linear_optimizer_copy(const rc_model *m, const rc_linear *lin);
+/* The optimizer has written lin's copy from the updated weight: it serves
+ * the next step's span (model.h weights_serial). */
+void rc_linear_copy_written(rc_model *m, rc_linear *lin);
+/* The weight changed otherwise (a load): the next forward casts again. */
+void rc_linear_copy_stale(rc_linear *lin);
 /* y[rows, out] = x[rows, in] W^T (x already rounded to the compute type).
  * A half linear casts x into x_half ([rows, in], the caller's, kept until the
  * call's backward, which reads it for the wgrad), or with x NULL takes x_half

@@ -242,20 +242,40 @@ static bool unscale_local(rc_model *m, rc_step_stats *st) {
 /* AdamW on every parameter in one batched op, which also returns the
  * fingerprints the step reports (main_grad as the update read it; the
  * weights and moments it wrote), folded as rc_model_fp_main_grad,
- * rc_model_fp_params and rc_model_fp_optim fold them: the same values. */
+ * rc_model_fp_params and rc_model_fp_optim fold them: the same values. It
+ * also writes each half linear's weight copy from the updated weight
+ * (linear.h rc_model_params_from_optimizer), so the next step's forward
+ * casts none; a weight two linears copy (none at present) is written for
+ * the first, and the other casts its own. */
 static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, float bc2) {
   const rc_config *c = &m->cfg;
   int n = m->nparams;
   rc_adamw_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
   uint64_t *fp = calloc(4 * (size_t)n + 1, sizeof *fp);
-  if (!ts || !fp) abort();
+  bool *copied = calloc((size_t)m->nlinears + 1, sizeof *copied);
+  if (!ts || !fp || !copied) abort();
   for (int i = 0; i < n; i++) {
     const rc_param *p = &m->params[i];
-    ts[i] = (rc_adamw_tensor){p->weight,    p->exp_avg, p->exp_avg_sq,
-                              p->main_grad, p->numel,   p->decay ? (float)c->weight_decay : 0.0f};
+    ts[i] = (rc_adamw_tensor){.param = p->weight,
+                              .exp_avg = p->exp_avg,
+                              .exp_avg_sq = p->exp_avg_sq,
+                              .grad = p->main_grad,
+                              .n = p->numel,
+                              .weight_decay = p->decay ? (float)c->weight_decay : 0.0f};
+  }
+  const bool copy_params = rc_model_params_from_optimizer();
+  for (int l = 0; l < m->nlinears && copy_params; l++) {
+    rc_linear *lin = &m->linears[l];
+    uint16_t *copy = rc_linear_optimizer_copy(m, lin);
+    rc_adamw_tensor *t = &ts[lin->w - m->params];
+    if (!copy || t->param_half) continue;
+    t->param_half = copy, t->half_ct = m->ct;
+    copied[l] = true;
   }
   m->ops->adamw_many(ts, n, (float)st->lr, (float)c->adam_beta1, (float)c->adam_beta2,
                      (float)c->adam_eps, clip, bc1, bc2, fp);
+  for (int l = 0; l < m->nlinears; l++)
+    if (copied[l]) rc_linear_copy_written(m, &m->linears[l]);
   uint64_t grad = 0, params = 0, optim = rc_mix64((uint64_t)m->optimizer_step);
   for (int i = 0; i < n; i++) {
     grad = rc_fingerprint_combine(grad, fp[4 * i]);
@@ -264,7 +284,7 @@ static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, f
     optim = rc_fingerprint_combine(optim, fp[4 * i + 3]);
   }
   st->fp_main_grad = grad, st->fp_params = params, st->fp_optim = optim;
-  free(ts), free(fp);
+  free(ts), free(fp), free(copied);
 }
 
 /* The optimizer step of a step that did not overflow: clipping, the

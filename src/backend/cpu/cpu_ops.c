@@ -154,6 +154,7 @@ static void cpu_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float
     const rc_adamw_tensor *t = &ts[i];
     cpu_adamw(t->param, t->grad, t->exp_avg, t->exp_avg_sq, t->n, lr, beta1, beta2, eps,
               t->weight_decay, grad_scale, bias_correction1, bias_correction2);
+    if (t->param_half) rc_cpu_cast_half(t->param_half, t->param, t->n, t->half_ct);
     fp[4 * i + 0] = cpu_fingerprint(t->grad, t->n * sizeof(float));
     fp[4 * i + 1] = cpu_fingerprint(t->param, t->n * sizeof(float));
     fp[4 * i + 2] = cpu_fingerprint(t->exp_avg, t->n * sizeof(float));
