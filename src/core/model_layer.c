@@ -211,15 +211,20 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
    * half fc2 casts it for its GEMMs and leaves it. */
   float *dxm = dy, *d_branch = dy;
   bool branch_copy = dropout || L->moe || !rc_linear_rounds_inputs(m, L->fc2);
-  if (branch_copy) {
+  if (L->moe && !dropout) { /* the copy and MoE's rounding in one pass: the same values */
     d_branch = m->d_tmp;
-    o->copy(d_branch, dy, TH * sizeof(float));
+    o->round_to(d_branch, dy, TH, m->ct);
+  } else {
+    if (branch_copy) {
+      d_branch = m->d_tmp;
+      o->copy(d_branch, dy, TH * sizeof(float));
+    }
+    if (dropout) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
+    if (L->moe)
+      o->round_to(d_branch, d_branch, TH, m->ct);
+    else
+      rc_linear_round_input(m, L->fc2, d_branch, d_branch, TH);
   }
-  if (dropout) o->dropout(d_branch, TH, (float)m->cfg.dropout, m->rng_seed, a->drop_offset[1]);
-  if (L->moe)
-    o->round_to(d_branch, d_branch, TH, m->ct);
-  else
-    rc_linear_round_input(m, L->fc2, d_branch, d_branch, TH);
   float *d_ln2 = m->d_ln;
   if (L->moe) {
     moe_backward(m, L, a, d_branch, d_ln2);
