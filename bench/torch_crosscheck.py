@@ -38,7 +38,9 @@ bf16 (gemm_to_half), as is fc1's output; the router stays unrounded. Expect
 agreement to a few 1e-3. attention_precision bf16 (gpu-small's) is
 emulated too: ops.h's BF16 attention contract as the CPU backend writes it
 (BF16Attention below: q, k, v and dout rounded; P rounded before P V and
-P^T dout, dS before dS K and dS^T Q; statistics unrounded).
+P^T dout, dS before dS K and dS^T Q; statistics unrounded), and the qkv
+projection's output stored in 16 bits before RoPE (ops.h rope_forward
+qkv_half, as Megatron-LM's bf16 projection hands it on).
 
 Prints a table and one JSON line; exit 0 if every check is within
 tolerance, 1 otherwise, 2 on bad input.
@@ -205,7 +207,10 @@ class Core:
         return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
     def attention(self, a, p, B, S):
-        qkv = self.lin(a, p + "/self_attention/linear_qkv").view(B, S, 3, self.nh, self.hd)
+        qkv = self.lin(a, p + "/self_attention/linear_qkv")
+        if self.attn_bf16:  # under BF16 attention a half qkv stores its output in 16 bits for RoPE
+            qkv = RoundOut.apply(qkv, self.rnd_out)
+        qkv = qkv.view(B, S, 3, self.nh, self.hd)
         q = self.rope(qkv[:, :, 0]).transpose(1, 2)
         k = self.rope(qkv[:, :, 1]).transpose(1, 2)
         v = qkv[:, :, 2].transpose(1, 2)

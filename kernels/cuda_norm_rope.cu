@@ -539,9 +539,21 @@ __global__ void rope_backward_half_kernel(uint32_t *dst, const float *dqkv, cons
  * part and head: the only runtime divisions) computed once per block into
  * shared memory. The forms above move 8 bytes a lane and divide per
  * segment in every lane: twice the memory traffic's time at gpu-small. */
-template <int HD>
-__global__ void rope_heads_vec_kernel(uint2 *heads, const float *qkv, const float *cs, int B, int S,
-                                      int nh) {
+/* four elements of a row from fp32 qkv, or (HALF_IN) from its 16-bit form
+ * (a half qkv linear's output), decoded exactly */
+template <bool HALF_IN>
+__device__ __forceinline__ float4 rope_load4(const float *qkv, const uint16_t *qkv_half,
+                                             size_t unit, int fp16) {
+  if (!HALF_IN) return ((const float4 *)qkv)[unit];
+  const uint2 w = ((const uint2 *)qkv_half)[unit];
+  return make_float4(
+      rc_half_decode((uint16_t)(w.x & 0xffffu), fp16), rc_half_decode((uint16_t)(w.x >> 16), fp16),
+      rc_half_decode((uint16_t)(w.y & 0xffffu), fp16), rc_half_decode((uint16_t)(w.y >> 16), fp16));
+}
+
+template <int HD, bool HALF_IN>
+__global__ void rope_heads_vec_kernel(uint2 *heads, const float *qkv, const uint16_t *qkv_half,
+                                      int half_fp16, const float *cs, int B, int S, int nh) {
   constexpr int HALF = HD / 2, U = HD / 4; /* pairs, four-element units a segment */
   extern __shared__ size_t seg_base[];     /* [3 nh]: a segment's first unit in heads */
   const rope_row r = rope_row_of(cs, S, HALF);
@@ -551,10 +563,10 @@ __global__ void rope_heads_vec_kernel(uint2 *heads, const float *qkv, const floa
     seg_base[seg] = ((((size_t)part * B + b) * nh + h) * S + r.s) * U;
   }
   __syncthreads();
-  const float4 *x = (const float4 *)(qkv + r.row * 3 * nh * HD);
+  const size_t row_unit = r.row * 3 * nh * U; /* the row's first four-element unit */
   for (int u = threadIdx.x; u < 3 * nh * U; u += blockDim.x) {
     const int seg = u / U, i = (u % U) * 2;
-    const float4 v = x[u];
+    const float4 v = rope_load4<HALF_IN>(qkv, qkv_half, row_unit + u, half_fp16);
     float2 a = make_float2(v.x, v.y), c = make_float2(v.z, v.w);
     if (seg < 2 * nh) {
       a = rc_rope_rotate(a.x, a.y, r.c[i], r.sn[i]);
@@ -584,13 +596,18 @@ __global__ void rope_backward_half_vec_kernel(uint2 *dst, const float *dqkv, con
 }
 
 template <int HD>
-static void rope_fused_vec(uint16_t *heads, uint16_t *dqkv_half, const float *src, const float *cs,
-                           int B, int S, int nh, int fp16) {
+static void rope_fused_vec(uint16_t *heads, uint16_t *dqkv_half, const float *src,
+                           const uint16_t *src_half, const float *cs, int B, int S, int nh,
+                           int fp16) {
   const unsigned rows = (unsigned)((size_t)B * S);
   cudaStream_t st = rc_cuda_stream();
-  if (heads)
-    rope_heads_vec_kernel<HD><<<rows, 32 * ROPE_WARPS, 3 * (size_t)nh * sizeof(size_t), st>>>(
-        (uint2 *)heads, src, cs, B, S, nh);
+  const size_t sm = 3 * (size_t)nh * sizeof(size_t);
+  if (heads && src_half) /* fp16: the input's form; the heads are bf16 */
+    rope_heads_vec_kernel<HD, true>
+        <<<rows, 32 * ROPE_WARPS, sm, st>>>((uint2 *)heads, NULL, src_half, fp16, cs, B, S, nh);
+  else if (heads)
+    rope_heads_vec_kernel<HD, false>
+        <<<rows, 32 * ROPE_WARPS, sm, st>>>((uint2 *)heads, src, NULL, 0, cs, B, S, nh);
   else
     rope_backward_half_vec_kernel<HD>
         <<<rows, 32 * ROPE_WARPS, 0, st>>>((uint2 *)dqkv_half, src, cs, S, nh, fp16);
@@ -598,31 +615,45 @@ static void rope_fused_vec(uint16_t *heads, uint16_t *dqkv_half, const float *sr
 }
 
 /* The vector form where hd has one, true when it ran. */
-static bool rope_fused(uint16_t *heads, uint16_t *dqkv_half, const float *src, const float *cs,
-                       int B, int S, int nh, int hd, int fp16) {
+static bool rope_fused(uint16_t *heads, uint16_t *dqkv_half, const float *src,
+                       const uint16_t *src_half, const float *cs, int B, int S, int nh, int hd,
+                       int fp16) {
   switch (hd) {
   case 16:
-    rope_fused_vec<16>(heads, dqkv_half, src, cs, B, S, nh, fp16);
+    rope_fused_vec<16>(heads, dqkv_half, src, src_half, cs, B, S, nh, fp16);
     return true;
   case 32:
-    rope_fused_vec<32>(heads, dqkv_half, src, cs, B, S, nh, fp16);
+    rope_fused_vec<32>(heads, dqkv_half, src, src_half, cs, B, S, nh, fp16);
     return true;
   case 64:
-    rope_fused_vec<64>(heads, dqkv_half, src, cs, B, S, nh, fp16);
+    rope_fused_vec<64>(heads, dqkv_half, src, src_half, cs, B, S, nh, fp16);
     return true;
   case 128:
-    rope_fused_vec<128>(heads, dqkv_half, src, cs, B, S, nh, fp16);
+    rope_fused_vec<128>(heads, dqkv_half, src, src_half, cs, B, S, nh, fp16);
     return true;
   default:
     return false;
   }
 }
 
-void rc_cuda_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
+__global__ void rope_decode_kernel(float *dst, const uint16_t *src, size_t n, int fp16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = rc_half_decode(src[i], fp16);
+}
+
+void rc_cuda_rope_forward(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,
+                          int nh, int hd, float theta, uint16_t *heads) {
   const size_t rows = (size_t)B * S;
   if (rows == 0 || nh <= 0 || hd <= 0) return;
   const float *cs = rc_cuda_rope_table(S, hd, theta);
-  if (heads && rope_fused(heads, NULL, qkv, cs, B, S, nh, hd, 0)) return;
+  const int in_fp16 = half_ct == RC_COMPUTE_FP16;
+  if (heads && rope_fused(heads, NULL, qkv, qkv_half, cs, B, S, nh, hd, in_fp16)) return;
+  if (qkv_half) { /* no vector form for this hd: decoded into qkv (scratch then), rotated below */
+    const size_t n = rows * 3 * (size_t)nh * hd;
+    rope_decode_kernel<<<rc_grid_1d(n, 256), 256, 0, rc_cuda_stream()>>>(qkv, qkv_half, n, in_fp16);
+    KERNEL_CHECK();
+  }
   if (heads)
     rope_heads_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(
         (uint32_t *)heads, qkv, cs, B, S, nh, hd);
@@ -637,7 +668,7 @@ void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float thet
   if (rows == 0 || nh <= 0 || hd <= 0) return;
   const float *cs = rc_cuda_rope_table(S, hd, theta);
   const int fp16 = ct == RC_COMPUTE_FP16;
-  if (dqkv_half && rope_fused(NULL, dqkv_half, dqkv, cs, B, S, nh, hd, fp16)) return;
+  if (dqkv_half && rope_fused(NULL, dqkv_half, dqkv, NULL, cs, B, S, nh, hd, fp16)) return;
   if (dqkv_half)
     rope_backward_half_kernel<<<(unsigned)rows, 32 * ROPE_WARPS, 0, rc_cuda_stream()>>>(
         (uint32_t *)dqkv_half, dqkv, cs, S, nh, hd, fp16);

@@ -778,7 +778,7 @@ static void test_rope(const rc_ops *ops) {
   const float theta = 10000.0f;
   uint64_t rng = 41;
   float *x = frand(N, &rng, -1, 1), *y = fdup(x, N), *r = frand(N, &rng, -1, 1);
-  ops->rope_forward(y, B, S, NH, HD, theta, NULL);
+  ops->rope_forward(y, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, NULL);
   double *want = calloc(N, sizeof(double));
   if (!want) abort();
   for (int b = 0; b < B; b++)
@@ -805,7 +805,7 @@ static void test_rope(const rc_ops *ops) {
         rhs);
   /* Negative control: using the forward rotation as the backward fails it. */
   float *wrong = fdup(r, N);
-  ops->rope_forward(wrong, B, S, NH, HD, theta, NULL);
+  ops->rope_forward(wrong, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, NULL);
   double bad = proj(x, wrong, N);
   CHECK(!(fabs(lhs - bad) < 1e-5 * (1 + fabs(lhs))), "negative control: forward passed as adjoint");
   free(x), free(y), free(r), free(want), free(g), free(wrong);
@@ -985,8 +985,8 @@ static void test_rope_heads(const rc_ops *ops) {
   float *dout = frand(NO, &rng, -1, 1);
   uint16_t *heads = malloc(N * 2), *half = malloc(N * 2), *want = malloc(N * 2);
   if (!heads || !half || !want) abort();
-  ops->rope_forward(rot, B, S, NH, HD, theta, NULL);
-  ops->rope_forward(y, B, S, NH, HD, theta, heads);
+  ops->rope_forward(rot, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, NULL);
+  ops->rope_forward(y, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, heads);
   int ok = 1, moved = 0;
   for (int part = 0; part < 3; part++)
     for (int b = 0; b < B; b++)
@@ -1000,6 +1000,22 @@ static void test_rope_heads(const rc_ops *ops) {
           }
   CHECK(ok, "rope_forward heads are not the bf16 rotated qkv in head layout");
   CHECK(moved > 0, "negative control: heads equal the unrotated qkv's");
+  /* a 16-bit qkv (a half qkv linear's output): the heads of its decoded values */
+  for (int k = 0; k < 2; k++) {
+    rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *xh = malloc(N * 2), *h16 = malloc(N * 2);
+    float *dec = falloc(N), *scratch = falloc(N);
+    if (!xh || !h16) abort();
+    ops->cast_half(xh, x, N, ct);
+    for (size_t i = 0; i < N; i++) dec[i] = rc_half_decode(xh[i], k);
+    ops->rope_forward(dec, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, want);
+    ops->rope_forward(scratch, xh, ct, B, S, NH, HD, theta, h16);
+    CHECK(memcmp(h16, want, N * 2) == 0,
+          "rope_forward from a %s qkv: not the heads of its decoded values", k ? "fp16" : "bf16");
+    CHECK(memcmp(h16, heads, N * 2) != 0,
+          "negative control: the %s qkv's heads equal the fp32 qkv's", k ? "fp16" : "bf16");
+    free(xh), free(h16), free(dec), free(scratch);
+  }
   /* attention from heads: the bits of attention from the rotated qkv */
   float *o1 = falloc(NO), *o2 = falloc(NO), *l1 = falloc(NL), *l2 = falloc(NL);
   float *d1 = falloc(N), *d2 = falloc(N);
@@ -1022,7 +1038,7 @@ static void test_rope_heads(const rc_ops *ops) {
   CHECK(bits_equal(d1, d2, N), "attention_backward from heads differs");
   float *other = fdup(x, N);
   for (size_t i = 0; i < N; i++) other[i] *= 1.01f;
-  ops->rope_forward(other, B, S, NH, HD, theta, heads);
+  ops->rope_forward(other, NULL, RC_COMPUTE_FP32, B, S, NH, HD, theta, heads);
   ops->attention_forward(RC_COMPUTE_BF16, o2, l2, NULL, heads, B, S, NH, HD, NULL, RC_COMPUTE_FP32);
   CHECK(!bits_equal(o1, o2, NO), "negative control: heads of another qkv gave the same output");
   /* backward: half gradient = cast_half(rotated back), bf16 and fp16 */

@@ -1739,7 +1739,7 @@ static void test_rope(int B, int S, int nh, int hd) {
   for (int dir = 0; dir < 2; dir++) {
     float *c = put(C, x, n * 4), *g = put(G, x, n * 4);
     if (dir == 0)
-      C->rope_forward(c, B, S, nh, hd, 10000.0f, NULL);
+      C->rope_forward(c, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, NULL);
     else
       C->rope_backward(c, B, S, nh, hd, 10000.0f, NULL, RC_COMPUTE_FP32);
     float *r = get(C, c, n * 4);
@@ -1747,7 +1747,7 @@ static void test_rope(int B, int S, int nh, int hd) {
     for (int rep = 0; rep < 2; rep++) {
       upload(G, g, x, n * 4);
       if (dir == 0)
-        G->rope_forward(g, B, S, nh, hd, 10000.0f, NULL);
+        G->rope_forward(g, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, NULL);
       else
         G->rope_backward(g, B, S, nh, hd, 10000.0f, NULL, RC_COMPUTE_FP32);
       got[rep] = get(G, g, n * 4);
@@ -1778,7 +1778,7 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
   char name[128];
   /* the reference: in-place rotation on the GPU, then heads by hand */
   float *g = put(G, x, n * 4);
-  G->rope_forward(g, B, S, nh, hd, 10000.0f, NULL);
+  G->rope_forward(g, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, NULL);
   float *rot = get(G, g, n * 4);
   uint16_t *want = malloc(n * 2), *want_x = malloc(n * 2), *cpu_heads = malloc(n * 2);
   size_t row = 3 * (size_t)nh * hd;
@@ -1794,13 +1794,13 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
           }
   float *c = put(C, x, n * 4);
   uint16_t *ch = C->alloc(n * 2);
-  C->rope_forward(c, B, S, nh, hd, 10000.0f, ch);
+  C->rope_forward(c, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, ch);
   C->to_host(cpu_heads, ch, n * 2);
   uint16_t *gh = G->alloc(n * 2), *got[2];
   for (int rep = 0; rep < 2; rep++) {
     upload(G, g, x, n * 4);
     poison(G, gh, n * 2);
-    G->rope_forward(g, B, S, nh, hd, 10000.0f, gh);
+    G->rope_forward(g, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, gh);
     got[rep] = get(G, gh, n * 2);
   }
   snprintf(name, sizeof name, "rope_forward heads B=%d S=%d nh=%d hd=%d", B, S, nh, hd);
@@ -1819,6 +1819,30 @@ static void test_rope_fused(int B, int S, int nh, int hd) {
          "  against the CPU's heads", apart, n);
   printf("%s  %-52s %zu elements differ\n", unrotated ? "ok  " : "FAIL",
          "  negative control: unrotated heads differ", unrotated);
+  /* a 16-bit qkv (a half qkv linear's output, ops.h qkv_half): bitwise the
+   * heads of its decoded values on the GPU's fp32 path, every element written */
+  for (int k = 0; k < 2; k++) {
+    const rc_compute ct = k ? RC_COMPUTE_FP16 : RC_COMPUTE_BF16;
+    uint16_t *xh = malloc(n * 2);
+    float *dec = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+      xh[i] = k ? rc_fp16_encode(x[i]) : rc_bf16_encode(x[i]);
+      dec[i] = rc_half_decode(xh[i], k);
+    }
+    uint16_t *gxh = put(G, xh, n * 2), *gh16 = G->alloc(n * 2);
+    upload(G, g, dec, n * 4);
+    G->rope_forward(g, NULL, RC_COMPUTE_FP32, B, S, nh, hd, 10000.0f, gh);
+    uint16_t *ref = get(G, gh, n * 2);
+    poison(G, gh16, n * 2);
+    poison(G, g, n * 4); /* scratch now */
+    G->rope_forward(g, gxh, ct, B, S, nh, hd, 10000.0f, gh16);
+    uint16_t *h16 = get(G, gh16, n * 2);
+    snprintf(name, sizeof name, "  rope_forward heads from a %s qkv", k ? "fp16" : "bf16");
+    check_bits(name, h16, ref, n * 2);
+    check_true("  control: they differ from the fp32 qkv's", memcmp(h16, got[0], n * 2) != 0);
+    free(xh), free(dec), free(ref), free(h16);
+    G->free(gxh), G->free(gh16);
+  }
   if (hd % 16 == 0 && hd <= 128) { /* the bf16 attention from heads and from qkv */
     float *go = G->alloc(no * 4), *gl = G->alloc(nl * 4), *gdq = G->alloc(n * 4);
     float *gdo = put(G, dout, no * 4);

@@ -244,11 +244,17 @@ typedef struct rc_ops {
    * [3][B][nh][S][hd] (q, k, v; each element rc_bf16_encode of the rotated
    * value), which attention_forward/backward then read instead of qkv; qkv
    * itself is left unspecified (the CUDA backend writes only heads).
+   * qkv_half (may be NULL; with heads only): the un-rotated qkv in half_ct's
+   * 16-bit encoding (a half qkv linear's gemm_to_half output, rounded once as
+   * a bf16/fp16 layer's output is: Megatron-LM's QKV projection hands RoPE a
+   * bf16 tensor), read instead of qkv: heads are then those of its decoded
+   * values, bitwise, and qkv (not NULL) is scratch the backend may write.
    * dqkv_half (may be NULL): the rotated dqkv in ct's 16-bit encoding,
    * bitwise cast_half of it, for a half qkv linear; dqkv is then left
    * unspecified. One pass instead of a rotation and a cast (or a rotation and
    * the attention's own rounding into heads). */
-  void (*rope_forward)(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads);
+  void (*rope_forward)(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,
+                       int nh, int hd, float theta, uint16_t *heads);
   void (*rope_backward)(float *dqkv, int B, int S, int nh, int hd, float theta, uint16_t *dqkv_half,
                         rc_compute ct);
   /* Causal softmax attention, scale 1/sqrt(hd).

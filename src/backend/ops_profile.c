@@ -430,9 +430,10 @@ static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const fl
   inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H, ld_dout, dx_half, ct);
   end(OP_rmsnorm_backward, t0);
 }
-static void p_rope_forward(float *qkv, int B, int S, int nh, int hd, float theta, uint16_t *heads) {
+static void p_rope_forward(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,
+                           int nh, int hd, float theta, uint16_t *heads) {
   double t0 = begin();
-  inner->rope_forward(qkv, B, S, nh, hd, theta, heads);
+  inner->rope_forward(qkv, qkv_half, half_ct, B, S, nh, hd, theta, heads);
   end(OP_rope_forward, t0);
 }
 static void p_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,

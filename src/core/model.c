@@ -139,6 +139,13 @@ static uint16_t *alloc_half(rc_model *m, const rc_linear *lin, size_t n, const c
              : NULL;
 }
 
+/* Whether layer L's qkv GEMM writes its output in 16 bits (gemm_to_half) for
+ * RoPE, which then reads that: a half qkv under BF16 attention, whose heads
+ * hold the rotated q, k, v (ops.h rope_forward qkv_half). */
+static bool qkv_out_16(const rc_model *m, const rc_layer *L) {
+  return m->attn_ct == RC_COMPUTE_BF16 && rc_linear_is_half(m, L->qkv);
+}
+
 /* A forward buffer that nothing reads after the layer's forward: an fp32
  * GEMM input once a half linear has saved its 16-bit copy, or an output that
  * only feeds a residual add. All layers share one buffer per slot
@@ -167,6 +174,9 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
    * qkv is only the GEMM's output, one buffer for all layers */
   bool heads = m->attn_ct == RC_COMPUTE_BF16;
   a->qkv = own_or_shared(m, heads, RC_FWD_SHARED_QKV, T * 3 * H, "qkv");
+  /* a half qkv's output in 16 bits, what RoPE reads (rc_layer_forward): in
+   * the shared slot after the fp32 qkv, which is then the backend's scratch */
+  a->qkv_out_h = qkv_out_16(m, L) ? (uint16_t *)(a->qkv + T * 3 * H) : NULL;
   a->heads = heads ? rc_model_alloc_bytes(m, A, T * 3 * H * 2, "attn_heads") : NULL;
   /* the fp32 attention output feeds only the backward's D, which reads it
    * rounded to bf16 (ops.h): a bf16 proj's saved input is that copy */
@@ -409,7 +419,10 @@ static int alloc_activations(rc_model *m, rc_err *err) {
     return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
   size_t T = (size_t)m->T, H = (size_t)m->H;
   m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
-  m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H;
+  bool qkv_16 = false; /* any layer's qkv writes 16 bits: its slot holds them too */
+  for (int l = 0; l < c->layers; l++) qkv_16 = qkv_16 || qkv_out_16(m, &m->layers[l]);
+  for (int k = 1; k <= m->D; k++) qkv_16 = qkv_16 || qkv_out_16(m, mtp_trm(m, k));
+  m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H + (qkv_16 ? (T * 3 * H + 1) / 2 : 0);
   alloc_swiglu_recompute(m);
   for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
   for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);

@@ -13,6 +13,10 @@ struct rc_layer_act {
    * [3][B][nh][S][hd] (ops.h rope_forward), what its backward reads; NULL
    * for FP32 attention, which keeps qkv */
   uint16_t *heads;
+  /* a half qkv's output under BF16 attention: [T,3H] in the compute type
+   * (gemm_to_half), rounded once before RoPE as Megatron-LM's bf16 QKV
+   * projection's is; RoPE reads it into heads (shared, beside qkv) */
+  uint16_t *qkv_out_h;
   float *attn, *attn_r, *lse;
   float *proj; /* [T,H] after dropout */
   float *xm;   /* [T,H] residual after attention */

@@ -97,9 +97,14 @@ void rc_layer_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a, const fl
   o->rmsnorm_forward(a->qkv_h ? NULL : a->ln1, a->ln1_rstd, x, L->ln1->weight, T, H, eps, a->qkv_h,
                      H, m->ct);
   a->qkv_in = a->qkv_h ? NULL : rc_linear_round_input(m, L->qkv, a->ln1_r, a->ln1, TH);
-  a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
-  /* with heads, RoPE writes the attention's bf16 operands and qkv is spent */
-  o->rope_forward(a->qkv, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta, a->heads);
+  /* with heads, RoPE writes the attention's bf16 operands and qkv is spent;
+   * a half qkv hands it its output in 16 bits (model_internal.h qkv_out_h) */
+  if (a->qkv_out_h)
+    a->call_qkv = rc_linear_forward_to_half(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv_out_h, T, NULL);
+  else
+    a->call_qkv = rc_linear_forward(m, L->qkv, a->qkv_in, a->qkv_h, a->qkv, T, NULL);
+  o->rope_forward(a->qkv, a->qkv_out_h, m->ct, m->B, m->S, m->nh, m->hd, (float)m->cfg.rope_theta,
+                  a->heads);
   /* a half proj's saved input comes straight from the attention (alone,
    * when it is bf16: a->attn NULL) */
   o->attention_forward(m->attn_ct, a->attn, a->lse, a->heads ? NULL : a->qkv, a->heads, m->B, m->S,

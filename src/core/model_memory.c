@@ -269,9 +269,9 @@ void rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
     if (hl) need_dev_bytes(&a, act, 2 * 2 * T * H);    /* eh_h */
     if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h */
   }
-  if (L + D > 0) need_dev(&a, scr, T * H); /* RC_FWD_SHARED_OUT */
-  if (L + D > 0 && c->attention_precision == RC_PREC_BF16)
-    need_dev(&a, scr, 3 * T * H); /* RC_FWD_SHARED_QKV */
+  if (L + D > 0) need_dev(&a, scr, T * H);                 /* RC_FWD_SHARED_OUT */
+  if (L + D > 0 && c->attention_precision == RC_PREC_BF16) /* RC_FWD_SHARED_QKV, and qkv_out_h */
+    need_dev(&a, scr, 3 * T * H + (half_linear(c, true, false) ? (3 * T * H + 1) / 2 : 0));
   need_dev(&a, act, T * H), need_dev(&a, act, T * H), need_dev(&a, act, T);
   need_dev(&a, act, T * H);                          /* emb_out, h0, h0_rstd, h0_r */
   if (half_head) need_dev_bytes(&a, act, 2 * T * H); /* head_h0 */
