@@ -538,7 +538,9 @@ __global__ void rope_backward_half_kernel(uint32_t *dst, const float *dqkv, cons
  * position by compile-time shifts, and each segment's output offset (its
  * part and head: the only runtime divisions) computed once per block into
  * shared memory. The forms above move 8 bytes a lane and divide per
- * segment in every lane: twice the memory traffic's time at gpu-small. */
+ * segment in every lane: twice the memory traffic's time at gpu-small.
+ * From a 16-bit qkv (ops.h qkv_half) a thread's four elements are 8 bytes
+ * in, decoded exactly, and rotated as the fp32 ones are. */
 /* four elements of a row from fp32 qkv, or (HALF_IN) from its 16-bit form
  * (a half qkv linear's output), decoded exactly */
 template <bool HALF_IN>
