@@ -13,31 +13,16 @@
 # Negative control: another seed gives other bytes.
 source "$(dirname "$0")/run_lib.sh"
 need_train
-leg() { # NAME SWITCH FLAGS...: prints the sha256 of the step-3 shards and the trace
-  local name=$1 on=$2
-  shift 2
-  RC_MODEL_PARAMS_FROM_OPTIMIZER=$on "$RC_BIN" train --preset tiny --steps 3 --save-at 3 "$@" \
-    --out "$T/$name" >"$T/$name.log" 2>&1 || { fail "leg $name failed: $(tail -1 "$T/$name.log")"; return; }
-  cat "$T/$name"/ckpt/iter_0000003/*.h5 "$T/$name/trace.csv" | sha256sum | cut -c1-64
-}
-CASES=(
-  "bf16_dense|--precision bf16 --moe-layers none"
-  "bf16_moe|--precision bf16"
-  "fp16_moe_unfused|--precision fp16 --no-gradient-accumulation-fusion"
-  "bf16_mtp_shared|--precision bf16 --mtp-repeated-layer"
-  "bf16_tied|--precision bf16 --tie-embeddings"
+same_bytes_under RC_MODEL_PARAMS_FROM_OPTIMIZER 1 0 \
+  "bf16_dense|--precision bf16 --moe-layers none" \
+  "bf16_moe|--precision bf16" \
+  "fp16_moe_unfused|--precision fp16 --no-gradient-accumulation-fusion" \
+  "bf16_mtp_shared|--precision bf16 --mtp-repeated-layer" \
+  "bf16_tied|--precision bf16 --tie-embeddings" \
   "fp8|--precision fp8"
-)
-for c in "${CASES[@]}"; do
-  name=${c%%|*}
-  read -r -a flags <<<"${c#*|}"
-  a=$(leg "$name" 1 "${flags[@]}")
-  b=$(leg "${name}_cast" 0 "${flags[@]}")
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$name: optimizer's copy $a vs cast $b"
-done
-other=$(leg seed 1 --precision bf16 --seed 99)
-base=$(leg base 1 --precision bf16)
-[ "$other" != "$base" ] || fail "negative control: another seed gave the same bytes"
+other=$(leg_digest seed RC_MODEL_PARAMS_FROM_OPTIMIZER=1 --precision bf16 --seed 99)
+base=$(leg_digest base RC_MODEL_PARAMS_FROM_OPTIMIZER=1 --precision bf16)
+[ -n "$base" ] && [ "$other" != "$base" ] || fail "negative control: another seed gave the same bytes"
 
 # resumed in a new process: its first step casts what the through leg's optimizer wrote
 "$RC_BIN" run --preset tiny --precision bf16 --steps 4 --save-at 2 --out "$T/run" >"$T/run.out" 2>&1

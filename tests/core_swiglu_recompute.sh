@@ -9,29 +9,14 @@
 # switch. Negative control: another seed gives other bytes.
 source "$(dirname "$0")/run_lib.sh"
 need_train
-leg() { # NAME KEEP FLAGS...: prints the sha256 of the step-3 shards and the trace
-  local name=$1 keep=$2
-  shift 2
-  RC_KEEP_SWIGLU_OUTPUT=$keep "$RC_BIN" train --preset tiny --steps 3 --save-at 3 "$@" \
-    --out "$T/$name" >"$T/$name.log" 2>&1 || { fail "leg $name failed: $(tail -1 "$T/$name.log")"; return; }
-  cat "$T/$name"/ckpt/iter_0000003/*.h5 "$T/$name/trace.csv" | sha256sum | cut -c1-64
-}
-CASES=(
-  "bf16_dense|--precision bf16 --moe-layers none"
-  "bf16_moe|--precision bf16"
-  "fp16_moe_unfused|--precision fp16 --no-gradient-accumulation-fusion"
+same_bytes_under RC_KEEP_SWIGLU_OUTPUT 0 1 \
+  "bf16_dense|--precision bf16 --moe-layers none" \
+  "bf16_moe|--precision bf16" \
+  "fp16_moe_unfused|--precision fp16 --no-gradient-accumulation-fusion" \
   "bf16_mtp_shared|--precision bf16 --mtp-repeated-layer"
-)
-for c in "${CASES[@]}"; do
-  name=${c%%|*}
-  read -r -a flags <<<"${c#*|}"
-  a=$(leg "$name" 0 "${flags[@]}")
-  b=$(leg "${name}_kept" 1 "${flags[@]}")
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$name: recomputed $a vs kept $b"
-done
-other=$(leg seed 0 --precision bf16 --seed 99)
-base=$(leg base 0 --precision bf16)
-[ "$other" != "$base" ] || fail "negative control: another seed gave the same bytes"
+other=$(leg_digest seed RC_KEEP_SWIGLU_OUTPUT=0 --precision bf16 --seed 99)
+base=$(leg_digest base RC_KEEP_SWIGLU_OUTPUT=0 --precision bf16)
+[ -n "$base" ] && [ "$other" != "$base" ] || fail "negative control: another seed gave the same bytes"
 
 # the memory table: no fc2_h per layer by default, one per layer kept, and
 # fewer bytes of activations (an FFN wide enough for fc2_h to be listed)

@@ -93,6 +93,33 @@ need_train() {
   }
 }
 
+# For the tests of an environment switch meant to change no bit
+# (core_swiglu_recompute, core_model_params_copy).
+# leg_digest NAME VAR=VALUE FLAGS...: a 3-step tiny train leg saving at step
+# 3 under the assignment; prints the SHA-256 of its step-3 shards and its
+# trace, nothing (and a message) if the leg fails.
+leg_digest() {
+  local name=$1 assign=$2
+  shift 2
+  env "$assign" "$RC_BIN" train --preset tiny --steps 3 --save-at 3 "$@" --out "$T/$name" \
+    >"$T/$name.log" 2>&1 || { echo "leg $name failed: $(tail -1 "$T/$name.log")" >&2; return; }
+  cat "$T/$name"/ckpt/iter_0000003/*.h5 "$T/$name/trace.csv" | sha256sum | cut -c1-64
+}
+# same_bytes_under VAR VALUE_A VALUE_B "name|flags" ...: each case's legs
+# under VAR=VALUE_A and VAR=VALUE_B give the same bytes
+same_bytes_under() {
+  local var=$1 va=$2 vb=$3 c name a b
+  local -a flags
+  shift 3
+  for c in "$@"; do
+    name=${c%%|*}
+    read -r -a flags <<<"${c#*|}"
+    a=$(leg_digest "$name" "$var=$va" "${flags[@]}")
+    b=$(leg_digest "${name}_b" "$var=$vb" "${flags[@]}")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "$name: $var=$va gave ${a:-nothing}, $var=$vb ${b:-nothing}"
+  done
+}
+
 # flock(1) helpers of the lock tests (leg_step_lock, leg_start_gate).
 # at_least A B: A is a number >= B
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
