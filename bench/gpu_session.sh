@@ -193,8 +193,11 @@ if want variants; then
         > /dev/null 2> "/tmp/rc_var_$v.txt"
       grep -E "^  [a-z_0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$" "/tmp/rc_var_$v.txt" |
         sed "s/^/$v r$round /" >> "$OUT/variants.txt"
-      echo "$v r$round digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)" |
-        tee -a "$S" "$OUT/variants.txt"
+      if [ -n "$(find /tmp/rc_var -name '*.h5' 2> /dev/null)" ]; then
+        echo "$v r$round digest $(find /tmp/rc_var -name '*.h5' | sort | xargs cat | sha256sum | cut -c1-16)"
+      else
+        echo "$v r$round: the leg wrote no shards ($(tail -1 "/tmp/rc_var_$v.txt"))"
+      fi | tee -a "$S" "$OUT/variants.txt"
     done
   done
   # per op, each variant's median ms a call over the rounds (and its ratio to base's)

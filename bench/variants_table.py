@@ -31,8 +31,8 @@ def main(path):
             continue
         if f[0] not in order:
             order.append(f[0])
-    if "base" not in order:
-        sys.exit(f"{path}: no base rows")
+    if not totals["base"]:
+        sys.exit(f"{path}: no op rows of base (its legs failed?)")
     ops = sorted({op for (_, op) in calls}, key=lambda o: -statistics.median(op_ms.get(("base", o), [0.0])))
     print("ms a call (median of rounds; ratio to base)")
     print("op".ljust(24) + "".join(v.rjust(16) for v in order))
@@ -51,6 +51,9 @@ def main(path):
         print(row)
     base_total = statistics.median(totals["base"].values())
     for v in order:
+        if not totals[v]:
+            print(f"{v}: no op rows (its legs failed?)")
+            continue
         t = statistics.median(totals[v].values())
         same = digests[v] == digests["base"] and len(digests[v]) == 1
         print(f"{v}: all ops {t:.2f} ms over the leg (median of {len(totals[v])} rounds), "
