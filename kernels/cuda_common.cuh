@@ -251,7 +251,7 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
                              float eps, uint16_t *out_half, int ld_half, rc_compute ct);
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int T, int H, int ld_dout,
-                              uint16_t *dx_half, rc_compute ct);
+                              uint16_t *dx_half, rc_compute ct, bool dx_accumulate);
 void rc_cuda_rope_forward(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,
                           int nh, int hd, float theta, uint16_t *heads);
 void rc_cuda_rope_backward(float *dqkv, int B, int S, int nh, int hd, float theta,

@@ -142,7 +142,7 @@ void rc_cuda_rmsnorm_forward(float *out, float *rstd, const float *x, const floa
 /* dx_j += r w_j g_j - x_j c, c = r^3/H * sum_i g_i w_i x_i (in double). */
 __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const float *x,
                                            const float *w, const float *rstd, int T, int H,
-                                           int ld_dout, uint16_t *dx_half, int fp16) {
+                                           int ld_dout, uint16_t *dx_half, int fp16, int acc) {
   size_t t = (size_t)blockIdx.x * NORM_ROWS_PER_BLOCK + threadIdx.x / 32;
   int lane = threadIdx.x & 31;
   if (t >= (size_t)T) return;
@@ -155,7 +155,7 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dout, const f
   float *dxt = dx + t * H;
   uint16_t *dht = dx_half ? dx_half + t * H : NULL;
   for (int j = lane; j < H; j += 32) {
-    const float v = dxt[j] + (r * w[j] * g[j] - xt[j] * c);
+    const float v = (acc ? dxt[j] : 0.0f) + (r * w[j] * g[j] - xt[j] * c);
     dxt[j] = v;
     if (dht) dht[j] = norm_encode(v, fp16);
   }
@@ -210,7 +210,7 @@ __device__ __forceinline__ void fold_chunk_partial(float *partial, const float *
 __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     rmsnorm_backward_fused_kernel(float *dx, float *partial, const float *dout, const float *x,
                                   const float *w, const float *rstd, int T, int H, int ld_dout,
-                                  uint16_t *dx_half, int fp16) {
+                                  uint16_t *dx_half, int fp16, int acc) {
   extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int t0 = blockIdx.x * NORM_FUSED_CHUNK, t = t0 + warp;
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(32 * NORM_FUSED_CHUNK)
     uint16_t *dht = dx_half ? dx_half + (size_t)t * H : NULL;
     for (int j = lane; j < H; j += 32) {
       const float gj = g[j], xj = xt[j];
-      const float d = dxt[j] + (r * w[j] * gj - xj * c);
+      const float d = (acc ? dxt[j] : 0.0f) + (r * w[j] * gj - xj * c);
       dxt[j] = d;
       if (dht) dht[j] = norm_encode(d, fp16); /* the residual gradient for a half linear */
       v[j] = gj * xj * r;
@@ -261,7 +261,7 @@ template <int PER, bool EXACT>
 __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
     rmsnorm_backward_regs_kernel(float *dx, float *partial, const float *dout, const float *x,
                                  const float *w, const float *rstd, int T, int H, int ld_dout,
-                                 uint16_t *dx_half, int fp16) {
+                                 uint16_t *dx_half, int fp16, int acc) {
   extern __shared__ float rows_s[]; /* [NORM_FUSED_CHUNK][H]: g x r of each row */
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int t0 = blockIdx.x * NORM_FUSED_CHUNK;
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
       gr[i] = EXACT || j < H ? g[j] : 0.0f;
       xr[i] = EXACT || j < H ? xt[j] : 0.0f;
       if constexpr (HOLD_W) wr[i] = w[j];
-      if constexpr (NORM_BWD_PRELOAD) before[i] = EXACT || j < H ? dxt[j] : 0.0f;
+      if constexpr (NORM_BWD_PRELOAD) before[i] = acc && (EXACT || j < H) ? dxt[j] : 0.0f;
     }
     auto w_at = [&](int i, int j) {
       if constexpr (HOLD_W)
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(32 * NORM_REG_WARPS)
 #pragma unroll
       for (int i = 0; i < PER; i++) {
         const int j = lane + 32 * i;
-        before[i] = EXACT || j < H ? dxt[j] : 0.0f;
+        before[i] = acc && (EXACT || j < H) ? dxt[j] : 0.0f;
       }
     }
 #pragma unroll
@@ -360,8 +360,8 @@ static void rmsnorm_dw_final(float *dw, const float *partial, int nchunks, int H
 
 void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                               const float *w, const float *rstd, int T, int H, int ld_dout,
-                              uint16_t *dx_half, rc_compute ct) {
-  const int fp16 = ct == RC_COMPUTE_FP16;
+                              uint16_t *dx_half, rc_compute ct, bool dx_accumulate) {
+  const int fp16 = ct == RC_COMPUTE_FP16, acc = dx_accumulate;
   if (T <= 0 || H <= 0) return;
   cudaStream_t s = rc_cuda_stream();
   int nchunks;
@@ -377,7 +377,7 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
     rc_allow_smem(rmsnorm_backward_regs_kernel<P, E>,                                              \
                   (size_t)NORM_FUSED_CHUNK * 32 * (P) * sizeof(float), &opted);                    \
     rmsnorm_backward_regs_kernel<P, E><<<(unsigned int)nchunks, 32 * NORM_REG_WARPS, sm, s>>>(     \
-        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);                              \
+        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16, acc);                         \
   } while (0)
     if (H == 32 * NORM_REG_MAX_PER) /* as the forward's EXACT */
       NORM_REGS(NORM_REG_MAX_PER, true);
@@ -401,13 +401,13 @@ void rc_cuda_rmsnorm_backward(float *dx, float *dw, const float *dout, const flo
                   (size_t)NORM_FUSED_CHUNK * NORM_FUSED_MAX_H * sizeof(float), &opted);
     const size_t sm = (size_t)NORM_FUSED_CHUNK * H * sizeof(float);
     rmsnorm_backward_fused_kernel<<<(unsigned int)nchunks, 32 * NORM_FUSED_CHUNK, sm, s>>>(
-        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);
+        dx, partial, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16, acc);
     KERNEL_CHECK();
     rmsnorm_dw_final(dw, partial, nchunks, H, s);
     return;
   }
   rmsnorm_backward_dx_kernel<<<rc_cdiv((size_t)T, NORM_ROWS_PER_BLOCK), 32 * NORM_ROWS_PER_BLOCK, 0,
-                               s>>>(dx, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16);
+                               s>>>(dx, dout, x, w, rstd, T, H, ld_dout, dx_half, fp16, acc);
   KERNEL_CHECK();
   nchunks = (T + NORM_CHUNK - 1) / NORM_CHUNK;
   float *partial =

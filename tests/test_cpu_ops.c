@@ -731,23 +731,35 @@ static void test_rmsnorm(const rc_ops *ops) {
   }
 
   float *dx = falloc(T * H), *dw = falloc(H);
-  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32);
+  ops->rmsnorm_backward(dx, dw, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32, true);
   expect_grad("rmsnorm dx", rms_loss, &c, c.x, T * H, dx);
   expect_grad("rmsnorm dw", rms_loss, &c, c.w, H, dw);
 
   /* += : a second call into the same buffers adds the same amount again. */
   float *dx2 = fdup(dx, T * H), *dw2 = fdup(dw, H);
-  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32);
+  ops->rmsnorm_backward(dx2, dw2, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32, true);
   int ok = 1;
   for (int i = 0; i < T * H; i++) ok &= dx2[i] == dx[i] + dx[i];
   for (int i = 0; i < H; i++) ok &= fabsf(dw2[i] - 2 * dw[i]) <= 1e-6f * (1 + fabsf(dw[i]));
   CHECK(ok, "rmsnorm_backward does not accumulate");
+  { /* dx_accumulate false: dx written as from zero (bitwise the zeroed
+     * buffer's result), whatever it held, NaN included; dw still adds */
+    float *dx6 = falloc(T * H), *dw6 = fdup(dw, H);
+    for (int i = 0; i < T * H; i++) dx6[i] = i % 2 ? NAN : -7.0f;
+    ops->rmsnorm_backward(dx6, dw6, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32, false);
+    CHECK(memcmp(dx6, dx, sizeof(float) * T * H) == 0 && memcmp(dw6, dw2, sizeof(float) * H) == 0,
+          "rmsnorm_backward without dx_accumulate: not the zeroed buffer's dx (or dw not added)");
+    for (int i = 0; i < T * H; i++) dx6[i] = -7.0f;
+    ops->rmsnorm_backward(dx6, dw6, c.r, c.x, c.w, c.rstd, T, H, H, NULL, RC_COMPUTE_FP32, true);
+    CHECK(memcmp(dx6, dx, sizeof(float) * T * H) != 0, "control: accumulating onto -7 gives dx");
+    free(dx6), free(dw6);
+  }
   { /* dx_half: bitwise cast_half of the accumulated dx, whatever dx held;
      * control: the encoding of dx before the add differs */
     float *dx3 = fdup(dx, T * H), *dw3 = fdup(dw, H);
     uint16_t got[T * H], want_h[T * H], before[T * H];
     ops->cast_half(before, dx3, T * H, RC_COMPUTE_BF16);
-    ops->rmsnorm_backward(dx3, dw3, c.r, c.x, c.w, c.rstd, T, H, H, got, RC_COMPUTE_BF16);
+    ops->rmsnorm_backward(dx3, dw3, c.r, c.x, c.w, c.rstd, T, H, H, got, RC_COMPUTE_BF16, true);
     ops->cast_half(want_h, dx3, T * H, RC_COMPUTE_BF16);
     CHECK(memcmp(dx3, dx2, sizeof(float) * T * H) == 0 && memcmp(got, want_h, sizeof got) == 0,
           "rmsnorm_backward dx_half is not cast_half of the updated dx (or changed dx)");
@@ -759,8 +771,10 @@ static void test_rmsnorm(const rc_ops *ops) {
     for (int t = 0; t < T; t++)
       for (int j = 0; j < H; j++)
         cat[t * 2 * H + j] = -c.r[t * H + j], cat[t * 2 * H + H + j] = c.r[t * H + j];
-    ops->rmsnorm_backward(dx4, dw4, cat + H, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32);
-    ops->rmsnorm_backward(dx5, dw5, cat, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32);
+    ops->rmsnorm_backward(dx4, dw4, cat + H, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32,
+                          true);
+    ops->rmsnorm_backward(dx5, dw5, cat, c.x, c.w, c.rstd, T, H, 2 * H, NULL, RC_COMPUTE_FP32,
+                          true);
     CHECK(memcmp(dx4, dx2, sizeof(float) * T * H) == 0 && memcmp(dw4, dw2, sizeof(float) * H) == 0,
           "rmsnorm_backward with ld_dout 2H differs from the contiguous dout's");
     CHECK(memcmp(dx5, dx2, sizeof(float) * T * H) != 0,

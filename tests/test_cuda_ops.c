@@ -1647,13 +1647,13 @@ static void test_rmsnorm(int T, int H) {
   float *cdx = put(C, dx0, nx * 4), *cdw = put(C, dw0, (size_t)H * 4);
   float *gdx = G->alloc(nx * 4), *gdw = G->alloc((size_t)H * 4);
   upload(G, gr, rr, (size_t)T * 4);
-  C->rmsnorm_backward(cdx, cdw, cdo, cx, cw, cr, T, H, H, NULL, RC_COMPUTE_FP32);
+  C->rmsnorm_backward(cdx, cdw, cdo, cx, cw, cr, T, H, H, NULL, RC_COMPUTE_FP32, true);
   float *rdx = get(C, cdx, nx * 4), *rdw = get(C, cdw, (size_t)H * 4);
   float *dx[2], *dw[2];
   for (int rep = 0; rep < 2; rep++) {
     upload(G, gdx, dx0, nx * 4);
     upload(G, gdw, dw0, (size_t)H * 4);
-    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, NULL, RC_COMPUTE_FP32);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, NULL, RC_COMPUTE_FP32, true);
     dx[rep] = get(G, gdx, nx * 4);
     dw[rep] = get(G, gdw, (size_t)H * 4);
   }
@@ -1671,7 +1671,7 @@ static void test_rmsnorm(int T, int H) {
     G->cast_half(gdh, gdx, nx, hct);
     uint16_t *before = get(G, gdh, nx * 2);
     poison(G, gdh, nx * 2);
-    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, gdh, hct);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, gdh, hct, true);
     uint16_t *got = get(G, gdh, nx * 2);
     float *hdx = get(G, gdx, nx * 4), *hdw = get(G, gdw, (size_t)H * 4);
     G->cast_half(gdh, gdx, nx, hct);
@@ -1685,6 +1685,22 @@ static void test_rmsnorm(int T, int H) {
     free(before), free(got), free(hdx), free(hdw), free(want);
     G->free(gdh);
   }
+  { /* dx_accumulate false: dx written as from zero over whatever it held
+     * (poisoned: NaN bytes), bitwise the zeroed buffer's result; dw adds */
+    float *zero = calloc(nx, 4);
+    upload(G, gdx, zero, nx * 4);
+    upload(G, gdw, dw0, (size_t)H * 4);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, NULL, RC_COMPUTE_FP32, true);
+    float *zdx = get(G, gdx, nx * 4), *zdw = get(G, gdw, (size_t)H * 4);
+    poison(G, gdx, nx * 4);
+    upload(G, gdw, dw0, (size_t)H * 4);
+    G->rmsnorm_backward(gdx, gdw, gdo, gx, gw, gr, T, H, H, NULL, RC_COMPUTE_FP32, false);
+    float *wdx = get(G, gdx, nx * 4), *wdw = get(G, gdw, (size_t)H * 4);
+    check_bits("  dx written (no dx_accumulate) == onto zeros", wdx, zdx, nx * 4);
+    check_bits("  dw (no dx_accumulate) == onto zeros", wdw, zdw, (size_t)H * 4);
+    check_true("  control: onto dx0 differs", memcmp(wdx, dx[0], nx * 4) != 0);
+    free(zero), free(zdx), free(zdw), free(wdx), free(wdw);
+  }
   { /* ld_dout 2H (the MTP concatenation's gradient, second half): bitwise
      * the contiguous dout's dx and dw */
     float *cat = malloc(nx * 8);
@@ -1694,7 +1710,7 @@ static void test_rmsnorm(int T, int H) {
     float *gcat = put(G, cat, nx * 8);
     upload(G, gdx, dx0, nx * 4);
     upload(G, gdw, dw0, (size_t)H * 4);
-    G->rmsnorm_backward(gdx, gdw, gcat + H, gx, gw, gr, T, H, 2 * H, NULL, RC_COMPUTE_FP32);
+    G->rmsnorm_backward(gdx, gdw, gcat + H, gx, gw, gr, T, H, 2 * H, NULL, RC_COMPUTE_FP32, true);
     float *sdx = get(G, gdx, nx * 4), *sdw = get(G, gdw, (size_t)H * 4);
     check_bits("  dx with ld_dout 2H == contiguous", sdx, dx[0], nx * 4);
     check_bits("  dw with ld_dout 2H == contiguous", sdw, dw[0], (size_t)H * 4);

@@ -227,7 +227,9 @@ typedef struct rc_ops {
    * of eh_proj); the elements between rows are left alone. */
   void (*rmsnorm_forward)(float *out, float *rstd, const float *x, const float *w, int T, int H,
                           float eps, uint16_t *out_half, int ld_half, rc_compute ct);
-  /* dx += d/dx; dw += sum over t (fixed order) of d/dw. dx_half (may be
+  /* dx += d/dx (dx_accumulate), or dx = 0.0f + d/dx, the same values as
+   * zeroing dx first, without reading it; dw += sum over t (fixed order) of
+   * d/dw. dx_half (may be
    * NULL): the updated dx also in ct's 16-bit encoding, bitwise cast_half of
    * it, for the half linear whose output gradient it is (the residual
    * stream's gradient, which an fc2, proj or eh_proj backward would cast).
@@ -235,7 +237,7 @@ typedef struct rc_ops {
    * of the MTP concatenation's gradient). */
   void (*rmsnorm_backward)(float *dx, float *dw, const float *dout, const float *x, const float *w,
                            const float *rstd, int T, int H, int ld_dout, uint16_t *dx_half,
-                           rc_compute ct);
+                           rc_compute ct, bool dx_accumulate);
   /* qkv is [B*S, 3*nh*hd] = [q | k | v], head h of q at columns h*hd..(h+1)*hd.
    * Rotates q and k in place by position s (0..S-1) in each sequence, pairs
    * (2i, 2i+1) with angle s * theta^(-2i/hd) (GPT-NeoX "interleaved" RoPE).

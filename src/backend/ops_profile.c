@@ -425,9 +425,9 @@ static void p_rmsnorm_forward(float *out, float *rstd, const float *x, const flo
 }
 static void p_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                                const float *w, const float *rstd, int T, int H, int ld_dout,
-                               uint16_t *dx_half, rc_compute ct) {
+                               uint16_t *dx_half, rc_compute ct, bool dx_accumulate) {
   double t0 = begin();
-  inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H, ld_dout, dx_half, ct);
+  inner->rmsnorm_backward(dx, dw, dout, x, w, rstd, T, H, ld_dout, dx_half, ct, dx_accumulate);
   end(OP_rmsnorm_backward, t0);
 }
 static void p_rope_forward(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,

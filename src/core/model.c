@@ -665,43 +665,40 @@ static void backward_mtp_depth(rc_model *m, int k) {
   struct rc_mtp_act *ma = &m->mtp_acts[k];
   struct rc_layer_act *a = &m->acts[m->cfg.layers + k - 1];
   float *d_x = m->d_resid; /* the gradient at the layer's output, then at its input */
-  o->zero(d_x, TH * sizeof(float));
   /* the residual gradient in 16 bits for the half linear that takes it:
    * the layer's fc2, then eh_proj (model.h resid_half) */
   rc_layer *trm = mtp_trm(m, k);
   uint16_t *top_h = rc_layer_takes_dy_half(m, trm) ? m->resid_half : NULL;
   uint16_t *eh_h = m->resid_half && rc_linear_is_half(m, mt->eh_proj) ? m->resid_half : NULL;
+  /* written, not added to: as from zero, without zeroing d_x first */
   o->rmsnorm_backward(d_x, mt->final_norm->main_grad, m->d_h[k], a->y, mt->final_norm->weight,
-                      ma->hk_rstd, T, H, H, top_h, m->ct);
+                      ma->hk_rstd, T, H, H, top_h, m->ct, false);
   rc_layer_backward(m, trm, a, d_x, top_h, eh_h);
   rc_linear_round_input(m, mt->eh_proj, d_x, d_x, TH);
   float *d_cat = m->d_big;
   rc_linear_backward(m, mt->eh_proj, ma->call_eh, d_x, eh_h, ma->cat_r, d_cat, T, NULL);
   /* the two norms read their halves of d_cat in place (ops.h ld_dout) */
   float *d_emb = m->d_xm;
-  o->zero(d_emb, TH * sizeof(float));
   o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_cat, ma->emb, mt->enorm->weight, ma->en_rstd,
-                      T, H, 2 * H, NULL, m->ct);
+                      T, H, 2 * H, NULL, m->ct, false);
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
   const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
   o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_cat + H, h_prev_k, mt->hnorm->weight,
-                      ma->hn_rstd, T, H, 2 * H, NULL, m->ct);
+                      ma->hn_rstd, T, H, 2 * H, NULL, m->ct, true);
 }
 
 /* Backward: the final norm, decoder layers L..1, the embedding. */
 static void backward_decoder(rc_model *m) {
   const rc_ops *o = m->ops;
   int T = m->T, H = m->H, L = m->cfg.layers;
-  size_t TH = (size_t)T * H;
   float *dy = m->d_resid; /* each layer's backward turns it into its input's gradient */
-  o->zero(dy, TH * sizeof(float));
   const float *dec_out = L > 0 ? m->acts[L - 1].y : m->emb_out;
   /* each gradient that enters a layer also in 16 bits when that layer's fc2
    * takes it (model.h resid_half): from the final norm, then from each
    * layer's last norm for the layer below */
   uint16_t *top_h = L > 0 && rc_layer_takes_dy_half(m, &m->layers[L - 1]) ? m->resid_half : NULL;
   o->rmsnorm_backward(dy, m->final_norm->main_grad, m->d_h[0], dec_out, m->final_norm->weight,
-                      m->h0_rstd, T, H, H, top_h, m->ct);
+                      m->h0_rstd, T, H, H, top_h, m->ct, false); /* written: as from zero */
   const uint16_t *dy_h = top_h;
   for (int l = L - 1; l >= 0; l--) {
     uint16_t *dx_h = l > 0 && rc_layer_takes_dy_half(m, &m->layers[l - 1]) ? m->resid_half : NULL;

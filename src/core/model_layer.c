@@ -247,7 +247,7 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
    * the norm's backward, in dy_half (fc1's gradient is spent by now) */
   uint16_t *dxm_h = !dropout && rc_linear_is_half(m, L->proj) ? m->dy_half : NULL;
   o->rmsnorm_backward(dxm, L->ln2->main_grad, d_ln2, a->xm, L->ln2->weight, a->ln2_rstd, T, H, H,
-                      dxm_h, m->ct);
+                      dxm_h, m->ct, true);
   /* xm = x + dropout(proj): the branch is dxm as it is unless dropout or a
    * rounded copy changes it */
   d_branch = dxm;
@@ -277,5 +277,5 @@ void rc_layer_backward(rc_model *m, rc_layer *L, struct rc_layer_act *a, float *
   /* x feeds the residual and ln1: d x = dxm + ln1's backward, added in place
    * (the same bits as a copy and then the add, one [T,H] pass fewer) */
   o->rmsnorm_backward(dxm, L->ln1->main_grad, d_ln, a->x_in, L->ln1->weight, a->ln1_rstd, T, H, H,
-                      dx_half, m->ct);
+                      dx_half, m->ct, true);
 }

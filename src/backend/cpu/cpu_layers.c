@@ -62,7 +62,7 @@ void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float
  * dx_j = r w_j g_j - x_j r^3 / H * sum_i g_i w_i x_i and dw_j = sum_t g_j x_j r. */
 void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
                              const float *w, const float *rstd, int T, int H, int ld_dout,
-                             uint16_t *dx_half, rc_compute ct) {
+                             uint16_t *dx_half, rc_compute ct, bool dx_accumulate) {
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * H, *g = dout + (size_t)t * ld_dout;
     float r = rstd[t];
@@ -71,7 +71,7 @@ void rc_cpu_rmsnorm_backward(float *dx, float *dw, const float *dout, const floa
     float c = (float)(dot * r * r * r / H);
     float *dxt = dx + (size_t)t * H;
     for (int j = 0; j < H; j++) {
-      dxt[j] += r * w[j] * g[j] - xt[j] * c;
+      dxt[j] = (dx_accumulate ? dxt[j] : 0.0f) + (r * w[j] * g[j] - xt[j] * c);
       dw[j] += g[j] * xt[j] * r;
     }
     if (dx_half) rc_cpu_cast_half(dx_half + (size_t)t * H, dxt, (size_t)H, ct);
