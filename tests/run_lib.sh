@@ -120,6 +120,16 @@ same_bytes_under() {
   done
 }
 
+# seed_changes_bytes VAR=VALUE FLAGS...: the negative control of such a test,
+# the same leg with another seed gives other bytes
+seed_changes_bytes() {
+  local assign=$1 a b
+  shift
+  a=$(leg_digest seed_base "$assign" "$@")
+  b=$(leg_digest seed_other "$assign" "$@" --seed 99)
+  [ -n "$a" ] && [ "$a" != "$b" ] || fail "negative control: another seed gave the same bytes"
+}
+
 # flock(1) helpers of the lock tests (leg_step_lock, leg_start_gate).
 # at_least A B: A is a number >= B
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
