@@ -2,7 +2,8 @@
  * bench_grouped_gemm.cu) share: their operands, uniform bf16 in [-1, 1)
  * from a hash of the index (random-looking data, because constant operands
  * ran up to 20% faster: the tensor cores draw less power and the clocks
- * stay higher), and the matmul descriptor of a row-major product. */
+ * stay higher; fp32 for the fp32 GEMMs), and the matmul descriptor of a
+ * row-major product. */
 #ifndef RC_BENCH_GEMM_CUH
 #define RC_BENCH_GEMM_CUH
 
@@ -18,6 +19,16 @@ __global__ void fill_bf16(unsigned short *x, size_t n, unsigned seed) {
     h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
     float v = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
     x[i] = (unsigned short)(__float_as_uint(v) >> 16);
+  }
+}
+
+/* the same values as fp32 (the fp32 GEMMs: an MoE router's) */
+__global__ void fill_f32(float *x, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
+    x[i] = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
   }
 }
 

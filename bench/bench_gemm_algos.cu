@@ -8,13 +8,13 @@
  * one process, CUDA events, one line per (shape, algorithm).
  *
  *   nvcc -O2 -std=c++20 -arch=sm_90 -Isrc -Ikernels -o /tmp/bga bench/bench_gemm_algos.cu \
- *     -lcublasLt && /tmp/bga [reps [gpu-small|dense16|experts|all]]
+ *     -lcublasLt && /tmp/bga [reps [gpu-small|dense16|experts|router|all]]
  *
  * The sets: gpu-small's dense step (the default; T 8192, V 32768), the
  * second dense shape of issue 19 (B16 x M1: T 16384, V 50304; its own
  * buckets, none of them pinned so far), and one expert's GEMMs at the two
  * row buckets a grouped linear plans with at gpu-small MoE (2048 and 4096
- * rows: kernels/cuda_gemm.cu, gemm_half_many).
+ * rows: kernels/cuda_gemm.cu, gemm_half_many), and an MoE router's fp32 GEMMs.
  *
  * Shapes are row-major C[m,n] = op(A) op(B) as ops.h writes them; beta 1 is
  * the wgrad accumulation into main_grad (C = D, in place), out16 the
@@ -36,22 +36,22 @@
 
 typedef struct {
   const char *what;
-  int ta, tb, m, n, k, beta1, out16;
+  int ta, tb, m, n, k, beta1, out16, fp32; /* fp32: fp32 operands and output (the router) */
 } shape;
 
 /* a dense step's GEMMs at T tokens a microbatch and vocabulary V (H 768,
  * F 2048, as gpu-small): head, fc1, qkv, fc2, proj and eh_proj, each
  * forward, wgrad and dgrad */
 #define DENSE_SHAPES(T, V)                                                                         \
-  {"head fwd", 0, 1, T, V, 768, 0, 1}, {"head wgrad", 1, 0, V, 768, T, 1, 0},                      \
-      {"head dgrad", 0, 0, T, 768, V, 0, 0}, {"fc1 fwd", 0, 1, T, 4096, 768, 0, 1},                \
-      {"fc1 wgrad", 1, 0, 4096, 768, T, 1, 0}, {"fc1 dgrad", 0, 0, T, 768, 4096, 0, 0},            \
-      {"qkv fwd", 0, 1, T, 2304, 768, 0, 0}, {"qkv wgrad", 1, 0, 2304, 768, T, 1, 0},              \
-      {"qkv dgrad", 0, 0, T, 768, 2304, 0, 0}, {"fc2 fwd", 0, 1, T, 768, 2048, 1, 0},              \
-      {"fc2 wgrad", 1, 0, 768, 2048, T, 1, 0}, {"fc2 dgrad", 0, 0, T, 2048, 768, 0, 0},            \
-      {"proj fwd", 0, 1, T, 768, 768, 1, 0}, {"proj wgrad", 1, 0, 768, 768, T, 1, 0},              \
-      {"proj dgrad", 0, 0, T, 768, 768, 0, 0}, {"eh fwd", 0, 1, T, 768, 1536, 0, 0},               \
-      {"eh wgrad", 1, 0, 768, 1536, T, 1, 0}, {"eh dgrad", 0, 0, T, 1536, 768, 0, 0},
+  {"head fwd", 0, 1, T, V, 768, 0, 1, 0}, {"head wgrad", 1, 0, V, 768, T, 1, 0, 0},                \
+      {"head dgrad", 0, 0, T, 768, V, 0, 0, 0}, {"fc1 fwd", 0, 1, T, 4096, 768, 0, 1, 0},          \
+      {"fc1 wgrad", 1, 0, 4096, 768, T, 1, 0, 0}, {"fc1 dgrad", 0, 0, T, 768, 4096, 0, 0, 0},      \
+      {"qkv fwd", 0, 1, T, 2304, 768, 0, 0, 0}, {"qkv wgrad", 1, 0, 2304, 768, T, 1, 0, 0},        \
+      {"qkv dgrad", 0, 0, T, 768, 2304, 0, 0, 0}, {"fc2 fwd", 0, 1, T, 768, 2048, 1, 0, 0},        \
+      {"fc2 wgrad", 1, 0, 768, 2048, T, 1, 0, 0}, {"fc2 dgrad", 0, 0, T, 2048, 768, 0, 0, 0},      \
+      {"proj fwd", 0, 1, T, 768, 768, 1, 0, 0}, {"proj wgrad", 1, 0, 768, 768, T, 1, 0, 0},        \
+      {"proj dgrad", 0, 0, T, 768, 768, 0, 0, 0}, {"eh fwd", 0, 1, T, 768, 1536, 0, 0, 0},         \
+      {"eh wgrad", 1, 0, 768, 1536, T, 1, 0, 0}, {"eh dgrad", 0, 0, T, 1536, 768, 0, 0, 0},
 
 static const shape GPU_SMALL[] = {DENSE_SHAPES(8192, 32768)};
 static const shape DENSE16[] = {DENSE_SHAPES(16384, 50304)};
@@ -59,11 +59,19 @@ static const shape DENSE16[] = {DENSE_SHAPES(16384, 50304)};
 /* one expert's GEMMs (fc1 H -> 2F with a 16-bit output, fc2 F -> H) at
  * each row bucket; the wgrads accumulate (beta 1) */
 #define EXPERT_SHAPES(R)                                                                           \
-  {"x fc1 fwd", 0, 1, R, 4096, 768, 0, 1}, {"x fc1 wgrad", 1, 0, 4096, 768, R, 1, 0},              \
-      {"x fc1 dgrad", 0, 0, R, 768, 4096, 0, 0}, {"x fc2 fwd", 0, 1, R, 768, 2048, 0, 0},          \
-      {"x fc2 wgrad", 1, 0, 768, 2048, R, 1, 0}, {"x fc2 dgrad", 0, 0, R, 2048, 768, 0, 0},
+  {"x fc1 fwd", 0, 1, R, 4096, 768, 0, 1, 0}, {"x fc1 wgrad", 1, 0, 4096, 768, R, 1, 0, 0},        \
+      {"x fc1 dgrad", 0, 0, R, 768, 4096, 0, 0, 0}, {"x fc2 fwd", 0, 1, R, 768, 2048, 0, 0, 0},    \
+      {"x fc2 wgrad", 1, 0, 768, 2048, R, 1, 0, 0}, {"x fc2 dgrad", 0, 0, R, 2048, 768, 0, 0, 0},
 
 static const shape EXPERTS[] = {EXPERT_SHAPES(2048) EXPERT_SHAPES(4096)};
+
+/* an MoE router's fp32 GEMMs at gpu-small (E 8, H 768, T 8192): logits =
+ * x W^T, main_grad += dlogits^T x, dx = dlogits W (0.48 ms of a step on
+ * cuBLASLt's first choice, session 27: 2-7 TFLOP/s for work bound by reading
+ * x once) */
+static const shape ROUTER[] = {{"router fwd", 0, 1, 8192, 8, 768, 0, 0, 1},
+                               {"router wgrad", 1, 0, 8, 768, 8192, 1, 0, 1},
+                               {"router dgrad", 0, 0, 8192, 768, 8, 0, 0, 1}};
 
 typedef struct {
   const char *name;
@@ -74,7 +82,7 @@ typedef struct {
 #define SET(name, a)                                                                               \
   { name, a, sizeof a / sizeof a[0] }
 static const shape_set SETS[] = {SET("gpu-small", GPU_SMALL), SET("dense16", DENSE16),
-                                 SET("experts", EXPERTS)};
+                                 SET("experts", EXPERTS), SET("router", ROUTER)};
 
 static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr) {
   int v = -1;
@@ -88,7 +96,8 @@ static size_t set_bytes(const shape_set *set) {
   size_t most = 0;
   for (size_t i = 0; i < set->count; i++) {
     const shape *sh = &set->shapes[i];
-    size_t a = (size_t)sh->m * sh->k * 2, b = (size_t)sh->k * sh->n * 2,
+    const size_t in = sh->fp32 ? 4 : 2;
+    size_t a = (size_t)sh->m * sh->k * in, b = (size_t)sh->k * sh->n * in,
            d = (size_t)sh->m * sh->n * (sh->out16 ? 2 : 4);
     most = a > most ? a : most, most = b > most ? b : most, most = d > most ? d : most;
   }
@@ -102,7 +111,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof SETS / sizeof SETS[0]; i++)
     any = any || !strcmp(which, SETS[i].name);
   if (reps < 1 || !any) {
-    fprintf(stderr, "usage: %s [reps >= 1 [gpu-small|dense16|experts|all]]\n", argv[0]);
+    fprintf(stderr, "usage: %s [reps >= 1 [gpu-small|dense16|experts|router|all]]\n", argv[0]);
     return 2;
   }
   cublasLtHandle_t lt;
@@ -124,10 +133,7 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaMalloc(&B, maxbytes));
   CUDA_CHECK(cudaMalloc(&D, maxbytes));
   CUDA_CHECK(cudaMalloc(&ws, WS_BYTES));
-  fill_bf16<<<1024, 256>>>((unsigned short *)A, maxbytes / 2, 1u);
-  fill_bf16<<<1024, 256>>>((unsigned short *)B, maxbytes / 2, 2u);
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaMemset(D, 0, maxbytes));
+  CUDA_CHECK(cudaMemset(D, 0, maxbytes)); /* A and B are filled per shape (bf16 or fp32) */
   cudaEvent_t e0, e1;
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
@@ -140,8 +146,17 @@ int main(int argc, char **argv) {
       int rows_b = sh->tb ? sh->n : sh->k, cols_b = sh->tb ? sh->k : sh->n;
       cublasLtMatmulDesc_t desc = row_major_desc(sh->ta, sh->tb);
       cublasLtMatrixLayout_t la, lb, ld;
-      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cols_b, rows_b, cols_b));
-      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, cols_a, rows_a, cols_a));
+      const cudaDataType_t in_type = sh->fp32 ? CUDA_R_32F : CUDA_R_16BF;
+      if (sh->fp32) { /* fp32 operands of the same values */
+        fill_f32<<<1024, 256>>>((float *)A, maxbytes / 4, 1u);
+        fill_f32<<<1024, 256>>>((float *)B, maxbytes / 4, 2u);
+      } else {
+        fill_bf16<<<1024, 256>>>((unsigned short *)A, maxbytes / 2, 1u);
+        fill_bf16<<<1024, 256>>>((unsigned short *)B, maxbytes / 2, 2u);
+      }
+      CUDA_CHECK(cudaGetLastError());
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, in_type, cols_b, rows_b, cols_b));
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, in_type, cols_a, rows_a, cols_a));
       CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, sh->out16 ? CUDA_R_16BF : CUDA_R_32F, sh->n,
                                               sh->m, sh->n));
       cublasLtMatmulPreference_t pref;

@@ -38,7 +38,7 @@
 # the default or goes),
 # "plans" the GEMM plans of a MoE leg (bench/gemm_plan_summary.sh), "gemmalgos"
 # every heuristic algorithm of a set of GEMM shapes timed (bench/bench_gemm_algos.cu;
-# RC_GEMM_SET: gpu-small, the default, dense16, experts or all), "grouped" one MoE layer's
+# RC_GEMM_SET: gpu-small, the default, dense16, experts, router or all), "grouped" one MoE layer's
 # expert GEMMs per expert against cuBLAS's grouped GEMM (bench/bench_grouped_gemm.cu), "ncu"
 # Nsight Compute sections of kernels (RC_NCU_KERNELS: regexes, one run each), "kernels"
 # every kernel of a 2-step leg timed by Nsight Compute and summed by name (RC_KERNELS_FLAGS),
