@@ -140,9 +140,7 @@ static void qkv_heads(float *qkv, uint16_t *heads, int B, int S, int nh, int hd,
  * first); heads is its rounding. */
 void rc_cpu_rope_forward(float *qkv, const uint16_t *qkv_half, rc_compute half_ct, int B, int S,
                          int nh, int hd, float theta, uint16_t *heads) {
-  if (qkv_half)
-    for (size_t i = 0, n = (size_t)B * S * 3 * nh * hd; i < n; i++)
-      qkv[i] = rc_half_decode(qkv_half[i], half_ct == RC_COMPUTE_FP16);
+  if (qkv_half) rc_cpu_decode_half(qkv, qkv_half, (size_t)B * S * 3 * nh * hd, half_ct);
   rope_apply(qkv, B, S, nh, hd, theta, 1.0f);
   if (heads) qkv_heads(qkv, heads, B, S, nh, hd, true);
 }
