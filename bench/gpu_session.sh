@@ -63,8 +63,18 @@ if ! { [ -x "$B/resumecheck" ] && ! ldd "$B/resumecheck" | grep -q "not found" &
   "$B/resumecheck" train --steps 2 --save-at 1 --out "$probe" > /dev/null 2>&1; }; then
   log "carried build $B unusable here: building"
   B=build
-  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-    cmake --build "$B" -j16 --target resumecheck resumecheck_cuda test_cuda_ops gpu_parity sanitizer_control; } > "$OUT/build.log" 2>&1 ||
+  # RC_CUTLASS_TGZ: CUTLASS's include directory packed (the GPU image has no
+  # PyPI to install nvidia-cutlass from); RC_CMAKE_ARGS: more configure flags
+  cutlass=()
+  if [ -f "${RC_CUTLASS_TGZ:-}" ]; then
+    mkdir -p /tmp/rc_cutlass && tar xzf "$RC_CUTLASS_TGZ" -C /tmp/rc_cutlass &&
+      cutlass=(-DRC_CUTLASS_INCLUDE=/tmp/rc_cutlass)
+  fi
+  # shellcheck disable=SC2086
+  { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DRC_WITH_MPI=OFF \
+    "${cutlass[@]}" ${RC_CMAKE_ARGS:-} &&
+    cmake --build "$B" -j"$(nproc)" --target resumecheck resumecheck_cuda test_cuda_ops gpu_parity \
+      sanitizer_control; } > "$OUT/build.log" 2>&1 ||
     { log "build failed"; tail -30 "$OUT/build.log" | tee -a "$S"; exit 1; }
 fi
 rm -rf "$probe"
@@ -73,6 +83,10 @@ log "binaries: $B"
 export RC_CUDA_MODULE="$PWD/$B/libresumecheck_cuda.so"
 case "$B" in /*) RC_CUDA_MODULE="$B/libresumecheck_cuda.so" ;; esac
 PARTS=" ${RC_SESSION_PARTS:-ops parity bench profile harness attention sanitizer} "
+# "correctness": the batch every GPU change must pass, one command under 10
+# minutes: the module loads, cuda_ops, whole-step parity, the verifier on CUDA
+# (A/A dense and MoE, the seed, bisect), the fp8 cells and fp8 A/A
+PARTS="${PARTS/ correctness / module ops parity harness fp8 }"
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 # bench_prog NAME [NVCC FLAGS...]: the path of bench program NAME, the one the
 # build made ($B/bench, CMakeLists.txt) or else compiled here into /tmp

@@ -16,3 +16,14 @@ set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 ENVIRON
 add_test(NAME cuda_ops_mma COMMAND test_cuda_ops)
 set_tests_properties(cuda_ops_mma PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                      ENVIRONMENT "${RC_TEST_ENV};RC_CUDA_ATTENTION=mma;RC_CUDA_GROUPED_GEMM=cublas")
+
+# The CPU twin: this same program with the CPU backend in the GPU's place
+# (--cpu-twin, the small shapes). It runs everywhere, CI included, so a
+# change to a check's set-up (a buffer reused, a reference computed from the
+# wrong input) fails here, on the CPU, before any GPU runs it; what it
+# cannot show (the GPU kernels' own numbers) is what cuda_ops checks on a
+# device. Its negative control is the bug it was written for: the 16-bit
+# RoPE case writing its reference heads into the buffer the attention case
+# reads (docs/cuda-backend.md, "The CPU twin").
+add_test(NAME cuda_ops_cpu_twin COMMAND test_cuda_ops --cpu-twin)
+set_tests_properties(cuda_ops_cpu_twin PROPERTIES TIMEOUT 600 ENVIRONMENT "${RC_TEST_ENV}")
