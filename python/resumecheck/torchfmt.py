@@ -36,7 +36,7 @@ import tempfile
 import warnings
 import zipfile
 
-from . import _atomic
+from . import _atomic, dcp
 from .errors import EX_DATAERR, EX_IOERR, EX_NOINPUT, EX_USAGE, CheckpointError
 
 EX_OK = 0
@@ -85,11 +85,12 @@ def detect(path):
     if not os.path.exists(path):
         raise CheckpointError(EX_NOINPUT, f"{path}: no such file or directory")
     if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, ".metadata")):
+        m = os.path.join(path, dcp.METADATA_NAME)
+        if os.path.lexists(m):
+            dcp.regular_file(m, "its .metadata")  # a FIFO or a device is said as such
             return KIND_DCP
         raise CheckpointError(EX_DATAERR, f"{path}: a directory without .metadata: not a torch.distributed.checkpoint directory")
-    if not os.path.isfile(path):
-        raise CheckpointError(EX_DATAERR, f"{path}: not a regular file")
+    dcp.regular_file(path, "a torch.save file")
     return KIND_SAVE
 
 
@@ -164,6 +165,31 @@ class _MetadataUnpickler(pickle.Unpickler):
         raise _Refused(f"names {module}.{name}, not a torch.distributed.checkpoint metadata class")
 
 
+def read_metadata(path, unsafe=False):
+    """A DCP directory's .metadata (a regular file, bounded), through the
+    restricted unpickler unless unsafe."""
+    torch = _torch()
+    from torch.distributed.checkpoint.metadata import Metadata  # noqa: PLC0415
+
+    mpath = os.path.join(path, dcp.METADATA_NAME)
+    st = dcp.regular_file(mpath, "its .metadata")
+    if st.st_size > dcp.MAX_METADATA_BYTES:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {st.st_size} bytes, over the {dcp.MAX_METADATA_BYTES} a DCP .metadata may have here")
+    try:
+        with open(mpath, "rb") as f:
+            md = (pickle.Unpickler(f) if unsafe else _MetadataUnpickler(f)).load()
+    except _Refused as e:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {e}: refused (--unsafe-pickle loads it, running its code)") from e
+    except OSError as e:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {e.strerror or e}") from e
+    except Exception as e:  # truncated or not a pickle: EOFError, UnpicklingError, ValueError, ...
+        raise CheckpointError(EX_DATAERR, f"{mpath}: corrupt torch.distributed.checkpoint metadata ({type(e).__name__}: {e})") from e
+    if not isinstance(md, Metadata):
+        raise CheckpointError(EX_DATAERR, f"{mpath}: holds a {type(md).__name__}, not torch.distributed.checkpoint Metadata")
+    del torch
+    return md
+
+
 def load_dcp(path, unsafe=False):
     """A DCP directory as the nested state dict it was saved from, with no
     process group (what dcp_to_torch_save does: FileSystemReader and an
@@ -179,20 +205,8 @@ def load_dcp(path, unsafe=False):
     except ImportError as e:
         raise CheckpointError(EX_SOFTWARE, f"{path}: this torch ({torch.__version__}) lacks the torch.distributed.checkpoint reader used here ({e})") from e
 
-    md = None
-    if not unsafe:  # read .metadata here, through the restricted unpickler
-        mpath = os.path.join(path, ".metadata")
-        try:
-            with open(mpath, "rb") as f:
-                md = _MetadataUnpickler(f).load()
-        except _Refused as e:
-            raise CheckpointError(EX_DATAERR, f"{mpath}: {e}: refused (--unsafe-pickle loads it, running its code)") from e
-        except OSError as e:
-            raise CheckpointError(EX_DATAERR, f"{mpath}: {e.strerror or e}") from e
-        except Exception as e:  # truncated or not a pickle: EOFError, UnpicklingError, ValueError, ...
-            raise CheckpointError(EX_DATAERR, f"{mpath}: corrupt torch.distributed.checkpoint metadata ({type(e).__name__}: {e})") from e
-        if not isinstance(md, Metadata):
-            raise CheckpointError(EX_DATAERR, f"{mpath}: holds a {type(md).__name__}, not torch.distributed.checkpoint Metadata")
+    dcp.data_files(path)  # every *.distcp a regular file: a FIFO would block the reader
+    md = None if unsafe else read_metadata(path)
 
     class Reader(FileSystemReader):
         def read_metadata(self, *args, **kwargs):
@@ -313,13 +327,68 @@ class Flat:
         return name
 
 
-def flatten(obj):
+# Bounds on what one checkpoint may expand to. A pickle can name one list
+# from many places (its memo), so 2 KB may unfold to 10^9 leaves; such a file
+# is refused (65) before it is expanded, not compared until memory runs out.
+MAX_ENTRIES = 10_000_000  # dict entries, list items and leaves visited
+MAX_DEPTH = 200  # nesting: deeper than any state dict, shallower than Python's stack
+
+
+def _check_expanded_size(obj, what):
+    """Refuse (65) obj if expanding it would visit more than MAX_ENTRIES
+    entries: each container's expanded size counted once (by identity), so
+    a structure that names one list from many places costs what it holds,
+    not what it unfolds to."""
+    sizes = {}
+
+    def size(v, depth):
+        if depth > MAX_DEPTH:
+            raise CheckpointError(EX_DATAERR, f"{what or 'the checkpoint'}: nested more than {MAX_DEPTH} levels deep: refused")
+        if isinstance(v, dict):
+            items = v.values()
+        elif isinstance(v, (list, tuple)):
+            items = v
+        else:
+            return 1
+        known = sizes.get(id(v))
+        if known is not None:
+            return known
+        n = 1 + sum(size(x, depth + 1) for x in items)
+        sizes[id(v)] = n
+        if n > MAX_ENTRIES:
+            raise CheckpointError(
+                EX_DATAERR,
+                f"{what or 'the checkpoint'}: more than {MAX_ENTRIES} entries once its shared references are expanded "
+                f"(a pickle that names one container from many places): refused",
+            )
+        return n
+
+    size(obj, 0)
+
+
+def flatten(obj, prefix="", flat=None, what=""):
+    """obj's leaves by name (below prefix, into flat when given). Refuses
+    (65) a structure of more than MAX_ENTRIES entries or MAX_DEPTH levels."""
     torch = _torch()
     np = sys.modules.get("numpy")
-    flat = Flat()
+    flat = flat if flat is not None else Flat()
     storages = {}
+    count = [0]
+    _check_expanded_size(obj, what)
 
-    def visit(v, name):
+    def visit(v, name, depth=0):
+        count[0] += 1
+        if count[0] > MAX_ENTRIES:
+            raise CheckpointError(
+                EX_DATAERR,
+                f"{what or 'the checkpoint'}: more than {MAX_ENTRIES} entries once its shared references are expanded "
+                f"(a pickle that names one container from many places): refused",
+            )
+        if depth > MAX_DEPTH:
+            raise CheckpointError(EX_DATAERR, f"{what or 'the checkpoint'}: {name[:80]}...: nested more than {MAX_DEPTH} levels deep: refused")
+        visit_one(v, name, depth)
+
+    def visit_one(v, name, depth):
         if isinstance(v, torch.Tensor):
             n = flat._add(name)
             if v.layout != torch.strided:
@@ -335,25 +404,25 @@ def flatten(obj):
             storages.setdefault(key, n)
             flat.tensors[n] = v
         elif np is not None and isinstance(v, np.ndarray) and v.dtype != object:
-            visit(torch.from_numpy(np.ascontiguousarray(v)), name)
+            visit(torch.from_numpy(np.ascontiguousarray(v)), name, depth)
         elif isinstance(v, dict):
             if not v:
                 flat.values[flat._add(name)] = {"type": "dict", "len": 0}
             for k, x in v.items():
-                visit(x, _join(name, _key(k)))
+                visit(x, _join(name, _key(k)), depth + 1)
         elif isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
             if not v:
                 flat.values[flat._add(name)] = {"type": "list", "len": 0}
             for i, x in enumerate(v):
-                visit(x, _join(name, str(i)))
+                visit(x, _join(name, str(i)), depth + 1)
         elif isinstance(v, torch.Size):
             flat.values[flat._add(name)] = {"type": "torch.Size", "value": list(v)}
         elif hasattr(v, "__dict__") and type(v).__name__ in ("Namespace", "SimpleNamespace"):
-            visit(vars(v), name)  # Megatron's saved args (an --unsafe-pickle load)
+            visit(vars(v), name, depth + 1)  # Megatron's saved args (an --unsafe-pickle load)
         else:
             flat.values[flat._add(name)] = _leaf_value(v, name or ROOT_NAME)
 
-    visit(obj, "")
+    visit(obj, prefix)
     flat.views.sort(key=_order)
     return flat
 
@@ -535,8 +604,8 @@ def _ignored(name, patterns):
     return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(":" + name, p) for p in patterns)
 
 
-def _diff(kind, name, detail):
-    return {"kind": kind, "failing": kind != "informational", "file": "", "object": name, "detail": detail}
+def _diff(kind, name, detail, file=""):
+    return {"kind": kind, "failing": kind != "informational", "file": file, "object": name, "detail": detail}
 
 
 def compare_flats(fa, fb, ignore=()):
@@ -615,58 +684,301 @@ def _raw_note(detail, t):
     return note + detail[len(view) :] if detail.startswith(view) else f"{note}: {detail}"
 
 
+class Plan:
+    """What a comparison found before the C comparison: value differences,
+    the tensor pairs whose bytes differ (or that one side lacks, or whose
+    dtype or shape differ), which the C `compare` then reports in detail,
+    and the counts."""
+
+    def __init__(self):
+        self.vdiffs = []
+        self.pairs = {}  # name -> (tensor of A or None, tensor of B or None)
+        self.n_values = self.n_tensors = self.n_ignored = 0
+        self.views_a, self.views_b = [], []
+        self.files_compared = self.files_identical = 0
+        self.by_construction = []  # what differs by construction (informational)
+        self.file_of = None  # (name, C diff) -> the rank file a difference sits in, or ""
+
+
+def _plan_loaded(fa, fb, ignore, deep):
+    """Two flattened states: values compared here, tensors compared here by
+    their bytes; only the pairs that differ go on to the C comparison."""
+    plan = Plan()
+    plan.vdiffs, plan.n_values, plan.n_tensors, plan.n_ignored, skip = compare_flats(fa, fb, ignore)
+    plan.views_a, plan.views_b = fa.views, fb.views
+    for name in sorted(set(fa.tensors) | set(fb.tensors), key=_order):
+        if name in skip:
+            continue
+        ta, tb = fa.tensors.get(name), fb.tensors.get(name)
+        if not deep and ta is not None and tb is not None and ta.dtype == tb.dtype and ta.shape == tb.shape:
+            if dcp.same_bytes(memoryview(_tensor_bytes(ta)), memoryview(_tensor_bytes(tb))):
+                continue
+        plan.pairs[name] = (ta, tb)
+    return plan
+
+
+def _dcp_name(side, fqn):
+    """A DCP key's name as flatten() spells the state it loads into: the
+    planner's path joined with '/' (the key itself without one)."""
+    path = side.paths.get(fqn)
+    if not path:
+        return fqn
+    return "/".join(_key(p) for p in path)
+
+
+def _plan_dcp(a, b, unsafe, ignore, deep):
+    """Two DCP directories compared from their metadata (resumecheck.dcp):
+    blobs first, values only where blobs differ. None when a side's storage
+    uses transforms (compression, ...) this reader does not decode: the
+    caller then loads both whole."""
+    torch = _torch()
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorStorageMetadata  # noqa: PLC0415
+
+    ma, mb = read_metadata(a, unsafe), read_metadata(b, unsafe)
+    for md in (ma, mb):
+        if any(getattr(info, "transform_descriptors", None) for info in md.storage_data.values()):
+            return None
+    fa_files, fb_files = dcp.data_files(a), dcp.data_files(b)
+    sa, sb = dcp.Side(a, ma), dcp.Side(b, mb)
+    plan = Plan()
+    try:
+        # whole files first: equal files settle every entry they hold at the
+        # same place on both sides, one memcmp each
+        same_files = set()
+        for n in sorted(set(fa_files) & set(fb_files)):
+            plan.files_compared += 1
+            pa, pb = os.path.join(a, n), os.path.join(b, n)
+            if os.path.getsize(pa) == os.path.getsize(pb):
+                wa, _, _ = sa.blob_of_file(n)
+                wb, _, _ = sb.blob_of_file(n)
+                if dcp.same_bytes(wa, wb):
+                    same_files.add(n)
+                    plan.files_identical += 1
+                del wa, wb
+        plan.files_compared += len(set(fa_files) ^ set(fb_files)) + 1  # and .metadata
+        meta_a, meta_b = {}, {}  # name -> (fqn, TensorStorageMetadata) for the rank files
+        names = {}
+        for fqn in ma.state_dict_metadata:
+            names.setdefault(_dcp_name(sa, fqn), [None, None])[0] = fqn
+        for fqn in mb.state_dict_metadata:
+            names.setdefault(_dcp_name(sb, fqn), [None, None])[1] = fqn
+        blob_files = {}  # value name -> (A's file, B's file)
+
+        def settled(fqn_a, fqn_b, offsets):
+            ia, ib = sa.where.get((fqn_a, offsets)), sb.where.get((fqn_b, offsets))
+            return (
+                ia is not None and ib is not None and ia.relative_path == ib.relative_path and ia.relative_path in same_files
+                and ia.offset == ib.offset and ia.length == ib.length
+            )
+
+        def tdesc(tm):
+            return {"type": "tensor", "desc": f"{str(tm.properties.dtype).replace('torch.', '')}{list(tm.size)}".replace(" ", "")}
+
+        for name in sorted(names, key=_order):
+            fqa, fqb = names[name]
+            if _ignored(name, ignore):
+                plan.n_ignored += 1
+                continue
+            ea = ma.state_dict_metadata.get(fqa) if fqa else None
+            eb = mb.state_dict_metadata.get(fqb) if fqb else None
+            ta_meta = isinstance(ea, TensorStorageMetadata)
+            tb_meta = isinstance(eb, TensorStorageMetadata)
+            if ta_meta:
+                meta_a[name] = (fqa, ea)
+            if tb_meta:
+                meta_b[name] = (fqb, eb)
+            if ea is None or eb is None:
+                e, side, fq = (eb, sb, fqb) if ea is None else (ea, sa, fqa)
+                if isinstance(e, TensorStorageMetadata):
+                    plan.n_tensors += 1
+                    t = dcp.assemble(side, fq, e, unsafe, torch)
+                    plan.pairs[name] = (None, t) if ea is None else (t, None)
+                else:
+                    blob, rel, _ = side.blob(fq, None)
+                    sub = flatten(dcp.decode(blob, unsafe, torch, f"{side.path}/{rel}: {fq}"), name, what=f"{side.path}/{rel}")
+                    for n in sub.values:
+                        plan.n_values += 1
+                        plan.vdiffs.append(_diff("missing_in_a" if ea is None else "missing_in_b", n, f"{_describe(sub.values[n])} in {'B' if ea is None else 'A'} only", rel))
+                    for n, t in sub.tensors.items():
+                        plan.n_tensors += 1
+                        plan.pairs[n] = (None, t) if ea is None else (t, None)
+                        blob_files[n] = (rel, rel)
+                continue
+            if ta_meta and tb_meta:
+                plan.n_tensors += 1
+                if ea.properties.dtype != eb.properties.dtype or tuple(ea.size) != tuple(eb.size):
+                    kind = "dtype" if ea.properties.dtype != eb.properties.dtype else "shape"
+                    fa_ = ",".join(dcp.files_of(sa, fqa, ea))
+                    plan.vdiffs.append(_diff(kind, name, f"{tdesc(ea)['desc']} vs {tdesc(eb)['desc']}", fa_))
+                    continue
+                boxes_a, boxes_b = dcp.chunk_boxes(ea), dcp.chunk_boxes(eb)
+                if boxes_a == boxes_b and not deep:
+                    differing = []
+                    for offsets, _ in boxes_a:
+                        if settled(fqa, fqb, offsets):
+                            continue
+                        xa, ra, _ = sa.blob(fqa, offsets)
+                        xb, rb, _ = sb.blob(fqb, offsets)
+                        if not dcp.same_bytes(xa, xb):
+                            differing.append((offsets, xa, xb, ra, rb))
+                    same = True
+                    for offsets, xa, xb, ra, rb in differing:  # the blobs differ: their values?
+                        ca = dcp.decode(xa, unsafe, torch, f"{a}/{ra}: {fqa}")
+                        cb = dcp.decode(xb, unsafe, torch, f"{b}/{rb}: {fqb}")
+                        if not (isinstance(ca, torch.Tensor) and isinstance(cb, torch.Tensor) and ca.dtype == cb.dtype and ca.shape == cb.shape
+                                and dcp.same_bytes(memoryview(_tensor_bytes(ca)), memoryview(_tensor_bytes(cb)))):
+                            same = False
+                            break
+                    if same:
+                        continue
+                ta_full = dcp.assemble(sa, fqa, ea, unsafe, torch)
+                tb_full = dcp.assemble(sb, fqb, eb, unsafe, torch)
+                if not deep and dcp.same_bytes(memoryview(_tensor_bytes(ta_full)), memoryview(_tensor_bytes(tb_full))):
+                    continue  # chunked otherwise (another world size), the same values
+                plan.pairs[name] = (ta_full, tb_full)
+                continue
+            if isinstance(ea, BytesStorageMetadata) and isinstance(eb, BytesStorageMetadata):
+                xa, ra, _ = sa.blob(fqa, None)
+                xb, rb, _ = sb.blob(fqb, None)
+                if dcp.same_bytes(xa, xb) and not deep:
+                    plan.n_values += 1
+                    continue
+                fa = flatten(dcp.decode(xa, unsafe, torch, f"{a}/{ra}: {fqa}"), name, what=f"{a}/{ra}")
+                fb = flatten(dcp.decode(xb, unsafe, torch, f"{b}/{rb}: {fqb}"), name, what=f"{b}/{rb}")
+                sub = _plan_loaded(fa, fb, ignore, deep)
+                for d in sub.vdiffs:
+                    d["file"] = ra if ra == rb else f"{ra} (B: {rb})"
+                plan.vdiffs += sub.vdiffs
+                plan.n_values += sub.n_values
+                plan.n_tensors += sub.n_tensors
+                plan.n_ignored += sub.n_ignored
+                for n, pair in sub.pairs.items():
+                    plan.pairs[n] = pair
+                    blob_files[n] = (ra, rb)
+                continue
+            # a tensor against a value
+            plan.n_values += 1
+            da = tdesc(ea) if ta_meta else {"type": "value"}
+            db = tdesc(eb) if tb_meta else {"type": "value"}
+            plan.vdiffs.append(_diff("dtype", name, f"{_describe(da)} vs {_describe(db)}"))
+        # .metadata beyond the entries: what is not by construction
+        for what, va, vb in (("version", getattr(ma, "version", None), getattr(mb, "version", None)),
+                             ("storage_meta.modules", getattr(ma.storage_meta, "modules", None) if ma.storage_meta else None,
+                              getattr(mb.storage_meta, "modules", None) if mb.storage_meta else None)):
+            if va != vb:
+                plan.vdiffs.append(_diff("attribute", f".metadata:{what}", f"{va!r} vs {vb!r}", dcp.METADATA_NAME))
+        ida = _storage_ids(ma)
+        idb = _storage_ids(mb)
+        if ida != idb:
+            plan.by_construction.append(
+                f".metadata's StorageMeta differs by construction ({', '.join(k for k in ida if ida[k] != idb.get(k))}: "
+                "the directory each save was given and random ids); not state, not counted"
+            )
+    except BaseException:
+        sa.close()
+        sb.close()
+        raise
+
+    def file_of(name, d):
+        if name in blob_files:
+            ra, rb = blob_files[name]
+            return ra if ra == rb else f"{ra} (B: {rb})"
+        fa_, fb_ = None, None
+        idx = d.get("first_index")
+        if name in meta_a:
+            fq, tm = meta_a[name]
+            fa_ = dcp.file_of_index(sa, fq, tm, idx) if isinstance(idx, int) and idx >= 0 else ",".join(dcp.files_of(sa, fq, tm))
+        if name in meta_b:
+            fq, tm = meta_b[name]
+            fb_ = dcp.file_of_index(sb, fq, tm, idx) if isinstance(idx, int) and idx >= 0 else ",".join(dcp.files_of(sb, fq, tm))
+        if fa_ and fb_ and fa_ != fb_:
+            return f"{fa_} (B: {fb_})"
+        return fa_ or fb_ or ""
+
+    plan.file_of = file_of
+    plan.sides = (sa, sb)
+    return plan
+
+
+def _storage_ids(md):
+    sm = getattr(md, "storage_meta", None)
+    if sm is None:
+        return {}
+    return {k: str(getattr(sm, k, None)) for k in ("checkpoint_id", "save_id", "load_id")}
+
+
+def _run_c(rc_bin, pairs, deep, err):
+    """The C comparison of the tensor pairs that differ (safetensors files in
+    a temporary directory): its diffs."""
+    if not pairs:
+        return []
+    tmp = tempfile.mkdtemp(prefix="rc-compare-torch.")
+    try:
+        pa, pb, pj = (os.path.join(tmp, x) for x in ("A.safetensors", "B.safetensors", "compare.json"))
+        write_safetensors(pa, {n: t[0] for n, t in pairs.items() if t[0] is not None}, durable=False)
+        write_safetensors(pb, {n: t[1] for n, t in pairs.items() if t[1] is not None}, durable=False)
+        cmd = [rc_bin, "compare", pa, pb, "--json", pj, "--max-lines", "0"]
+        if deep:
+            cmd.append("--deep")
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+        if p.returncode not in (0, 1, 66):
+            raise CheckpointError(EX_SOFTWARE, f"resumecheck compare on the converted tensors exited {p.returncode}: {p.stderr.strip()}")
+        try:
+            with open(pj, encoding="utf-8") as f:
+                return json.load(f).get("diffs", [])
+        except (OSError, ValueError) as e:
+            raise CheckpointError(EX_SOFTWARE, f"resumecheck compare wrote no readable --json: {e}") from e
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binary=None, deep=False, out=None, err=None):
     """Compare two torch checkpoints; print the report (to out, default
     stdout; errors to err, default stderr); return the exit code."""
     out = out or sys.stdout
     err = err or sys.stderr
     ignore = list(ignore)
-    rc_bin = None
     result = {"schema": "resumecheck-compare", "version": 1, "a": a, "b": b}
+    plan = None
     try:
         rc_bin = find_resumecheck(binary)
         if unsafe:
             print("resumecheck compare-torch: warning: --unsafe-pickle: loading with weights_only=False runs whatever code the files' pickles name; use it only on files you trust", file=err)
-        ka, sa = load(a, unsafe)
-        kb, sb = load(b, unsafe)
-        fa, fb = flatten(sa), flatten(sb)
-        del sa, sb
-        vdiffs, n_values, n_tensors, n_ignored, skip = compare_flats(fa, fb, ignore)
-        tmp = tempfile.mkdtemp(prefix="rc-compare-torch.")
-        try:
-            pa, pb, pj = (os.path.join(tmp, x) for x in ("A.safetensors", "B.safetensors", "compare.json"))
-            write_safetensors(pa, {n: t for n, t in fa.tensors.items() if n not in skip}, durable=False)
-            write_safetensors(pb, {n: t for n, t in fb.tensors.items() if n not in skip}, durable=False)
-            cmd = [rc_bin, "compare", pa, pb, "--json", pj, "--max-lines", "0"]  # --ignore'd tensors are not in the files
-            if deep:
-                cmd.append("--deep")
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
-            if p.returncode not in (0, 1, 66):
-                raise CheckpointError(EX_SOFTWARE, f"resumecheck compare on the converted tensors exited {p.returncode}: {p.stderr.strip()}")
-            try:
-                with open(pj, encoding="utf-8") as f:
-                    cres = json.load(f)
-            except (OSError, ValueError) as e:
-                raise CheckpointError(EX_SOFTWARE, f"resumecheck compare wrote no readable --json: {e}") from e
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        ka, kb = detect(a), detect(b)
+        if ka == kb == KIND_DCP:
+            plan = _plan_dcp(a, b, unsafe, ignore, deep)
+        if plan is None:
+            ka, sa = load(a, unsafe)
+            kb, sb = load(b, unsafe)
+            fa, fb = flatten(sa, what=a), flatten(sb, what=b)
+            del sa, sb
+            plan = _plan_loaded(fa, fb, ignore, deep)
+            plan.files_compared = 1
+        cdiffs = _run_c(rc_bin, plan.pairs, deep, err)
     except CheckpointError as e:
         print(f"resumecheck compare-torch: {e}", file=err)
         if json_out and e.exit_code != EX_USAGE:
             result.update({"exit_code": e.exit_code, "verdict": "error", "error": str(e)})
             _write_json(json_out, result, err)
         return e.exit_code
+    finally:
+        for side in getattr(plan, "sides", ()):
+            side.close()
 
-    tensors = {**fa.tensors, **fb.tensors}
+    tensors = {n: (t[0] if t[0] is not None else t[1]) for n, t in plan.pairs.items()}
     tdiffs = []
-    for d in cres.get("diffs", []):
-        if d.get("object") in tensors:
-            d["detail"] = _raw_note(d.get("detail", ""), tensors[d["object"]])
+    for d in cdiffs:
+        name = d.get("object")
+        if name in tensors:
+            d["detail"] = _raw_note(d.get("detail", ""), tensors[name])
+        d["file"] = plan.file_of(name, d) if plan.file_of else ""
         tdiffs.append(d)
-    diffs = sorted(tdiffs + vdiffs, key=lambda d: _order(d.get("object", "")))
+    diffs = sorted(tdiffs + plan.vdiffs, key=lambda d: _order(d.get("object", "")))
+    info_lines = [_diff("informational", dcp.METADATA_NAME, text, dcp.METADATA_NAME) for text in plan.by_construction]
     n_failing = sum(1 for d in diffs if d.get("failing", True))
-    nothing = n_failing == 0 and n_tensors == 0 and n_values == 0 and n_ignored > 0
+    nothing = n_failing == 0 and plan.n_tensors == 0 and plan.n_values == 0 and plan.n_ignored > 0
     code = EX_DIFFERENT if n_failing else EX_NOINPUT if nothing else EX_OK
+    diffs += info_lines
 
     print(f"A: {a} ({ka})\nB: {b} ({kb})", file=out)
     shown = 0
@@ -674,18 +986,16 @@ def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binar
         if 0 <= max_lines == shown:
             print(f"  ... {len(diffs) - shown} more (use --json FILE for the full list)", file=out)
             break
-        print("  %-4s %-13s %s  %s" % ("FAIL" if d.get("failing", True) else "info", d["kind"], d["object"], d["detail"]), file=out)
+        where = f" in {d['file']}" if d.get("file") and d["object"] != d["file"] else ""
+        print("  %-4s %-13s %s%s  %s" % ("FAIL" if d.get("failing", True) else "info", d["kind"], d["object"], where, d["detail"]), file=out)
         shown += 1
-    print(
-        f"{n_tensors} tensors compared (their bytes, as safetensors, by resumecheck compare); "
-        f"{n_values} other values compared (floats by their 64 bits)",
-        file=out,
-    )
-    for side, f in (("A", fa), ("B", fb)):
-        if f.views:
-            n = len(f.views)
+    how = "their bytes compared, the differing ones reported by resumecheck compare"
+    print(f"{plan.n_tensors} tensors compared ({how}); {plan.n_values} other values compared (floats by their 64 bits)", file=out)
+    for side, views in (("A", plan.views_a), ("B", plan.views_b)):
+        if views:
+            n = len(views)
             print(
-                f"{side}: {n} tensor{'s' if n != 1 else ''} non-contiguous, a view or sharing a storage (e.g. {f.views[0]}): "
+                f"{side}: {n} tensor{'s' if n != 1 else ''} non-contiguous, a view or sharing a storage (e.g. {views[0]}): "
                 "logical values compared (a contiguous copy), not storages",
                 file=out,
             )
@@ -693,7 +1003,7 @@ def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binar
     if n_failing:
         line = f"DIFFERENT: {n_failing} difference{'s' if n_failing != 1 else ''}"
     elif nothing:
-        line = f"NOTHING COMPARED: nothing compared (every tensor and value ignored: {n_ignored} matched --ignore)"
+        line = f"NOTHING COMPARED: nothing compared (every tensor and value ignored: {plan.n_ignored} matched --ignore)"
     else:
         line = "IDENTICAL"
     if info:
@@ -707,13 +1017,15 @@ def compare(a, b, *, ignore=(), max_lines=40, json_out=None, unsafe=False, binar
                 "verdict": "different" if n_failing else "nothing_compared" if nothing else "identical",
                 "format_a": ka,
                 "format_b": kb,
-                "tensors_compared": n_tensors,
-                "values_compared": n_values,
-                "datasets_compared": n_tensors + n_values,
-                "views_a": fa.views,
-                "views_b": fb.views,
+                "tensors_compared": plan.n_tensors,
+                "values_compared": plan.n_values,
+                "datasets_compared": plan.n_tensors + plan.n_values,
+                "files_compared": plan.files_compared,
+                "files_identical": plan.files_identical,
+                "views_a": plan.views_a,
+                "views_b": plan.views_b,
                 "unsafe_pickle": bool(unsafe),
-                "n_ignored": n_ignored,
+                "n_ignored": plan.n_ignored,
                 "n_failing": n_failing,
                 "diffs": diffs,
             }
