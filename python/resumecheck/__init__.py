@@ -3,7 +3,10 @@ censuses from a Python (PyTorch) trainer driven by `resumecheck run
 --trainer exec` (docs/pytorch.md, docs/exec-trainer.md).
 
     args = resumecheck.exec_args()       # --steps --stop-at --save-at --resume-from --out --leg
-    resumecheck.checkpoint.save(resumecheck.ckpt_root(args.out), step, model=m, optimizer=o, ...)
+    rc = resumecheck.register(args, {"model": m, "optimizer": o, "ema": ema, "sampler": s})
+    start = rc.resume()                  # then rc.before_step(step), rc.after_step(step)
+
+or by hand: resumecheck.checkpoint.save(resumecheck.ckpt_root(args.out), step, state={...}).
 
 `python3 -m resumecheck compare-torch A B` compares torch.save files and
 torch.distributed.checkpoint directories (resumecheck.torchfmt, docs/compare.md).
@@ -14,6 +17,7 @@ import os
 
 from . import census, checkpoint, trace  # noqa: F401
 from .errors import CheckpointError  # noqa: F401
+from .registry import Registry, register  # noqa: F401
 
 __version__ = "0.1.0"
 

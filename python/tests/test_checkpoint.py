@@ -263,7 +263,7 @@ class TestRefusals(Base):
         w = m1.weight.detach().clone()
         with torch.no_grad():
             m1.weight.zero_()
-        checkpoint.load(d, model=m1, rank=1)
+        checkpoint.load(d, model=m1, rank=1, world_size=2)
         self.assertTrue(torch.equal(m1.weight, w))
 
 
