@@ -3,21 +3,31 @@
 --trainer exec`, using the resumecheck Python package (docs/pytorch.md).
 
 A 2-layer MLP with dropout (so the torch RNG state matters) learns a fixed
-synthetic classification task on the CPU. Each step's batch is chosen from
-the data position (consumed_samples); numpy's global RNG adds input noise
-and Python's random picks a per-step label-smoothing amount, so all three
-generators are state a resume must restore. AdamW with a warmup + cosine
-LR schedule over the horizon --steps, and a GradScaler.
+synthetic classification task on the CPU. A torch DataLoader reads the
+batches through a Stateful batch sampler that starts at the data position
+(consumed_samples); numpy's global RNG adds input noise and Python's random
+picks a per-step label-smoothing amount, so all three generators are state a
+resume must restore. AdamW with a warmup + cosine LR schedule over the
+horizon --steps, a GradScaler, and an EMA of the weights
+(torch.optim.swa_utils.AveragedModel). Every one of them is registered once
+(resumecheck.register), which saves, loads and censuses them.
 
     resumecheck run --trainer exec --steps 6 --save-at 3 --out runs/py \\
       --train-cmd 'python3 examples/torch_train.py --steps {steps} --stop-at {stop_at}
                    --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}'
 
 --bug NAME plants a resume bug:
-  optimizer-not-saved   the load leaves the optimizer fresh (Adam moments
-                        and step count lost)
-  rng-not-restored      the load leaves every RNG as the fresh process seeded it
+  optimizer-not-saved    the load leaves the optimizer fresh (Adam moments
+                         and step count lost)
+  rng-not-restored       the load leaves every RNG as the fresh process seeded it
   scheduler-not-restored the load leaves the LR schedule at step 0
+  ema-not-saved          the EMA is updated every step but is not in the
+                         checkpoint (registered for the census only): a resumed
+                         leg starts it afresh; the losses do not show it
+  loader-rng-after-load  a resumed leg creates its DataLoader iterator after
+                         the load, and the iterator draws its base seed from
+                         the restored torch RNG: the census right after the
+                         load is clean, the one before the first step is not
 """
 
 import argparse
@@ -31,9 +41,30 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import numpy as np  # noqa: E402
 
 import resumecheck  # noqa: E402
-from resumecheck import census, checkpoint  # noqa: E402
 
-BUGS = ("none", "optimizer-not-saved", "rng-not-restored", "scheduler-not-restored")
+BUGS = ("none", "optimizer-not-saved", "rng-not-restored", "scheduler-not-restored", "ema-not-saved", "loader-rng-after-load")
+
+
+class ConsumedSamplesSampler:
+    """Batches of sample indices from the data position on, in order
+    (Megatron's pretraining sampler, simplified). Stateful: its state is
+    consumed_samples, read at every batch, so a load after the DataLoader's
+    iterator was made still takes effect."""
+
+    def __init__(self, n_samples, batch):
+        self.n_samples, self.batch, self.consumed_samples = n_samples, batch, 0
+
+    def __iter__(self):
+        while True:
+            start = self.consumed_samples
+            self.consumed_samples += self.batch
+            yield [(start + i) % self.n_samples for i in range(self.batch)]
+
+    def state_dict(self):
+        return {"consumed_samples": self.consumed_samples}
+
+    def load_state_dict(self, sd):
+        self.consumed_samples = int(sd["consumed_samples"])
 
 
 def main():
@@ -48,6 +79,7 @@ def main():
 
     try:
         import torch
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
     except ImportError as e:
         print(f"torch_train: torch is not importable: {e}", file=sys.stderr)
         return 70
@@ -78,41 +110,40 @@ def main():
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, enabled=args.grad_scaler == "on")
-    consumed = 0
-    start = 1
-    root = resumecheck.ckpt_root(args.out)
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    sampler = ConsumedSamplesSampler(n_samples, args.batch)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(data_x, data_y), batch_sampler=sampler)
 
-    def census_fields(step):
-        return census.torch_fields(
-            step, model, optimizer, scheduler, scaler if scaler.is_enabled() else None, {"consumed_samples": consumed}
-        )
+    # Register every piece of state once: saved at --save-at, loaded from
+    # --resume-from, and censused after the save, after the load and before
+    # the first step after either.
+    state = {"model": model, "optimizer": optimizer, "scheduler": scheduler, "scaler": scaler, "ema": ema, "sampler": sampler}
+    watch = {}
+    if args.bug == "ema-not-saved":  # still updated and censused, but left out of the checkpoint
+        watch["ema"] = state.pop("ema")
+    rc = resumecheck.register(args, state, watch=watch, census=args.census == "on", save_args={"bug": args.bug})
 
-    if args.resume_from:
-        fresh_rng = checkpoint.rng_state()
-        state = checkpoint.load(
-            args.resume_from,
-            model=model,
-            optimizer=None if args.bug == "optimizer-not-saved" else optimizer,
-            scheduler=None if args.bug == "scheduler-not-restored" else scheduler,
-            scaler=scaler,
-            rng=args.bug != "rng-not-restored",
-        )
-        if args.bug == "rng-not-restored":
-            checkpoint.set_rng_state(fresh_rng)
-        consumed = int(state["data_position"]["consumed_samples"])
-        start = state["iteration"] + 1
-        if args.census == "on":
-            census.write(args.out, state["iteration"], census_fields(state["iteration"]))
+    # The iterator draws its base seed from the global torch RNG when it is
+    # made: before the load, as in the leg that saved (before its first step).
+    data_iter = iter(loader) if args.bug != "loader-rng-after-load" else None
+    not_loaded = {"optimizer-not-saved": "optimizer", "scheduler-not-restored": "scheduler"}.get(args.bug)
+    start = rc.resume(
+        state={k: v for k, v in state.items() if k != not_loaded},
+        rng=args.bug != "rng-not-restored",
+    )
+    if data_iter is None:
+        data_iter = iter(loader)
 
     trace = resumecheck.trace.TraceWriter(args.out, floats=("loss", "grad_norm", "lr", "loss_scale"), ints=("consumed_samples",))
     for step in range(start, args.stop_at + 1):
         model.train()
-        idx = torch.arange(consumed, consumed + args.batch) % n_samples
-        x = data_x[idx] + torch.from_numpy(np.random.normal(0.0, 0.05, (args.batch, d_in)).astype(np.float32))
+        xb, yb = next(data_iter)
+        x = xb + torch.from_numpy(np.random.normal(0.0, 0.05, (args.batch, d_in)).astype(np.float32))
         smoothing = 0.1 * random.random()
         lr = optimizer.param_groups[0]["lr"]
         loss_scale = scaler.get_scale() if scaler.is_enabled() else 1.0
-        loss = torch.nn.functional.cross_entropy(model(x), data_y[idx], label_smoothing=smoothing)
+        rc.before_step(step)  # just before the first forward
+        loss = torch.nn.functional.cross_entropy(model(x), yb, label_smoothing=smoothing)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
@@ -120,21 +151,11 @@ def main():
         scaler.step(optimizer)
         scaler.update()
         scheduler.step()
-        consumed += args.batch
-        trace.row(step, loss=loss.item(), grad_norm=grad_norm.item(), lr=lr, loss_scale=loss_scale, consumed_samples=consumed)
-        if step in args.save_at:
-            checkpoint.save(
-                root,
-                step,
-                model=model,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                scaler=scaler,
-                data_position={"consumed_samples": consumed},
-                args={"leg": args.leg, "bug": args.bug},
-            )
-            if step < args.steps and args.census == "on":
-                census.write(args.out, step, census_fields(step))
+        ema.update_parameters(model)
+        trace.row(
+            step, loss=loss.item(), grad_norm=grad_norm.item(), lr=lr, loss_scale=loss_scale, consumed_samples=sampler.consumed_samples
+        )
+        rc.after_step(step)  # saves at --save-at
     trace.close()
     print(f"torch_train: leg {args.leg or '?'} trained steps {start}..{args.stop_at}", file=sys.stderr)
     return 0

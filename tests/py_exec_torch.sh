@@ -5,7 +5,8 @@
 # with --bug optimizer-not-saved the resume diverges (exit 1) and the report
 # names the Adam moment datasets (/optimizer/exp_avg/...) and, from the
 # census, the fields. The correct run is the negative control of the bug
-# run and the other way round.
+# run and the other way round, and of py_exec_stateful's bugs: the EMA is
+# saved, and the first-step census files of through and resume@3 are the same.
 source "$(dirname "$0")/py_lib.sh"
 need_py_modules numpy h5py torch
 
@@ -20,6 +21,21 @@ for f in through/ckpt/iter_0000006 resume@3/ckpt/iter_0000006; do
   [ -f "$T/ok/$f/COMPLETE" ] && [ -f "$T/ok/$f/manifest.json" ] && [ -f "$T/ok/$f/shard_00000_of_00001.h5" ] ||
     fail "ok: $f lacks COMPLETE, manifest.json or its shard"
 done
+# every registered object is saved and censused: the EMA too
+grep -qF '"path":"/state/ema/module/fc1/weight"' "$T/ok/through/ckpt/iter_0000003/manifest.json" ||
+  fail "ok: the EMA is not in the checkpoint"
+contains "$T/ok/through/census/iter_0000003.rank0.txt" "state.ema.module.fc1.weight	saved	fp="
+# the first-step census (just before step 4's first forward) in the legs that
+# train step 4, the same in both: the control of py_exec_stateful's
+# loader-rng-after-load (the save leg stops at 3 and writes none)
+F=census/iter_0000003.rank0.first-step.txt
+for leg in through resume@3; do
+  [ -f "$T/ok/$leg/$F" ] || fail "ok: $leg wrote no $F"
+done
+[ ! -e "$T/ok/save/$F" ] || fail "ok: the save leg wrote $F"
+contains "$T/ok/through/$F" "state.sampler.consumed_samples	saved	64"
+contains "$T/ok/through/$F" "rng.torch_cpu	saved	fp="
+[ -z "$(census_diff "$T/ok/through/$F" "$T/ok/resume@3/$F")" ] || fail "ok: first-step census differs: $(census_diff "$T/ok/through/$F" "$T/ok/resume@3/$F")"
 # the manifest is one `compare` reads: the shard verified against it
 "$RC_BIN" compare "$T/ok/through/ckpt/iter_0000006" "$T/ok/resume@3/ckpt/iter_0000006" >"$T/cmp.out" 2>&1 ||
   fail "compare of the two iter_0000006: exit $?"

@@ -20,3 +20,17 @@ py_tmpl() {
   printf "'%s' '%s' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg} %s" \
     "$PY" "$RC_SRC/examples/torch_train.py" "$*"
 }
+# census_diff A B: the fields two census files hold differently (or only
+# one holds), one a line, in A's order then B's.
+census_diff() {
+  "$PY" - "$1" "$2" <<'PY'
+import sys
+def read(p):
+    with open(p) as f:
+        return dict(l.split("\t", 1) for l in f.read().splitlines() if l and not l.startswith("#"))
+a, b = read(sys.argv[1]), read(sys.argv[2])
+for k in list(a) + [k for k in b if k not in a]:
+    if a.get(k) != b.get(k):
+        print(k)
+PY
+}

@@ -6,13 +6,13 @@ find_program(RC_PYTHON3 NAMES python3)
 if(NOT RC_PYTHON3)
   set(RC_PYTHON3 python3)
 endif()
-foreach(t py_unit py_exec_torch py_exec_rng)
+foreach(t py_unit py_exec_torch py_exec_rng py_exec_stateful)
   rc_add_sh_test(${t} ${t}.sh)
   set_tests_properties(${t} PROPERTIES ENVIRONMENT
                        "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
 endforeach()
 # each leg imports torch (seconds of CPU): two runs of three legs
-set_tests_properties(py_exec_torch PROPERTIES TIMEOUT 600)
+set_tests_properties(py_exec_torch py_exec_stateful PROPERTIES TIMEOUT 600)
 # `python3 -m resumecheck compare-torch`: torch.save files and DCP
 # directories through `compare` (docs/compare.md, "PyTorch formats")
 rc_add_sh_test(py_compare_torch py_compare_torch.sh)

@@ -15,7 +15,9 @@ takes: named Stateful objects (state_dict()/load_state_dict()), modules,
 optimizers, dicts of counters (updated in place on load), tensors (copied
 into). The same objects are saved, restored and censused, so an object
 registered once cannot be saved and forgotten by the census, or the other
-way round.
+way round. A trainer that saves and loads with its own code registers its
+objects as watch= (censused only) and calls rc.saved(K) / rc.loaded(K)
+where it saved or loaded.
 """
 
 from __future__ import annotations
@@ -113,9 +115,16 @@ class Registry:
             world_size=self.world_size,
             allow_world_size_change=self.allow_world_size_change,
         )
-        self.resumed_from = st["iteration"]
-        self.write_census(self.resumed_from)
-        return self.resumed_from + 1
+        return self.loaded(st["iteration"])
+
+    def loaded(self, step: int) -> int:
+        """The census after a load of step K, and the first-step census
+        armed for step K+1: what resume() does after its load, for a trainer
+        that loads with its own code (torch.distributed.checkpoint.load of
+        the same state). Returns K+1."""
+        self.resumed_from = step
+        self.write_census(step)
+        return step + 1
 
     def before_step(self, step: int) -> Optional[str]:
         """Call just before step's first forward (after its batch is
@@ -146,9 +155,13 @@ class Registry:
             if self.rank == 0:
                 checkpoint.finalize(self.root, step, self.world_size)
             self.barrier()
-        if step < self.args.steps:
-            self.write_census(step)
+        self.saved(step)
         return d
+
+    def saved(self, step: int) -> Optional[str]:
+        """The census after the save at step K < N: what after_step() does
+        after its save, for a trainer that saves with its own code."""
+        return self.write_census(step) if step < self.args.steps else None
 
 
 def register(args: Any, state: Mapping[str, Any], **kw: Any) -> Registry:

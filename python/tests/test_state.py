@@ -269,7 +269,9 @@ class TestRegisteredState(Base):
         checkpoint.load(d, state={"dataloader": fresh})
         got = fields(3, {"dataloader": fresh})
         self.assertEqual(differing(want, got), [])
-        self.assertEqual([b.tolist() for _, b in zip(range(4), iter(fresh))], rest)
+        it = iter(fresh)  # it resumes here; with a generator= the global torch RNG is not drawn from
+        self.assertEqual(differing(want, fields(3, {"dataloader": fresh})), [])
+        self.assertEqual([next(it).tolist() for _ in range(4)], rest)
 
     def test_stateful_dataloader_draws_after_load(self):
         # torchdata's StatefulDataLoader (shuffle, no generator) makes its
@@ -347,6 +349,44 @@ class TestRegistry(Base):
         self.assertIn("state.ema.module.fc1.weight", self.census(os.path.join(self.tmp, "w"), "iter_0000002.rank0.txt"))
         with self.assertRaises(CheckpointError):
             resumecheck.register(self.args("w2"), st, watch={"counters": {}})  # one name, one place
+
+    def test_own_checkpoint_code(self):
+        # a trainer that saves and loads with its own code (torch.save here)
+        # and tells the registry where: the same census files
+        def leg(name, resume_from=None, forget_ema=False):
+            st = build(0)
+            rc = resumecheck.register(self.args(name, resume_from), {}, watch=st)
+            start = 1
+            if resume_from:
+                sd = torch.load(resume_from, weights_only=False)
+                for k, obj in st.items():
+                    if k == "counters":
+                        obj.update(sd[k])
+                    elif k == "noise":
+                        obj.copy_(sd[k])
+                    elif not (forget_ema and k == "ema"):
+                        obj.load_state_dict(sd[k])
+                checkpoint.set_rng_state(sd["rng"])
+                start = rc.loaded(2)
+            for step in range(start, 5):
+                rc.before_step(step)
+                train(st, 1)
+                if step == 2:
+                    sd = {k: (dict(v) if k == "counters" else v.clone() if k == "noise" else v.state_dict()) for k, v in st.items()}
+                    torch.save({**sd, "rng": checkpoint.rng_state()}, os.path.join(self.tmp, name + ".pt"))
+                    rc.saved(step)
+            return os.path.join(self.tmp, name)
+
+        through = leg("through")
+        self.assertFalse(os.path.exists(os.path.join(through, "ckpt")))  # nothing saved by the registry
+        resumed = leg("resumed", os.path.join(self.tmp, "through.pt"))
+        for name in ("iter_0000002.rank0.txt", "iter_0000002.rank0.first-step.txt"):
+            self.assertEqual(differing(self.census(through, name), self.census(resumed, name)), [], name)
+        # control: a load that forgets the EMA shows in both census files
+        forgot = leg("forgot", os.path.join(self.tmp, "through.pt"), forget_ema=True)
+        for name in ("iter_0000002.rank0.txt", "iter_0000002.rank0.first-step.txt"):
+            diff = differing(self.census(through, name), self.census(forgot, name))
+            self.assertTrue(diff and all(f.startswith("state.ema.") for f in diff), diff)
 
 
 class TestWorldSize(Base):

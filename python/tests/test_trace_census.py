@@ -74,6 +74,35 @@ class TestCensus(unittest.TestCase):
         for bad in ({"a\tb": 1}, {"a": "x\ny"}, {"a": ("maybe", 1)}):
             with self.assertRaises(ValueError):
                 census.write(self.tmp, 1, bad)
+        with self.assertRaises(ValueError):
+            census.write(self.tmp, 1, {"a": 1}, phase="before-step")  # the phases `run` reads, only
+
+    def test_first_step_file(self):
+        # the name `run` reads: iter_%07d.rank%d.first-step.txt, K the last completed step
+        p = census.write(self.tmp, 3, {"iteration": 3}, rank=2, phase="first-step")
+        self.assertEqual(p, os.path.join(self.tmp, "census", "iter_0000003.rank2.first-step.txt"))
+        q = census.write(self.tmp, 3, {"iteration": 3}, rank=2)  # control: the after-save/after-load file is another
+        self.assertEqual(os.path.basename(q), "iter_0000003.rank2.txt")
+        with open(p) as f:
+            self.assertEqual(f.read().splitlines()[1:], ["iteration\tsaved\t3"])
+
+    def test_state_fields_of_a_dict(self):
+        counters = {"consumed_samples": 48, "phase": {"name": "warm\tup", "seen": [1, 2.5]}, "empty": {}, 7: None}
+        f = census.state_fields(3, {"counters": counters}, rng=False)
+        self.assertEqual(list(f), ["iteration", "state.counters.consumed_samples", "state.counters.phase.name",
+                                   "state.counters.phase.seen.0", "state.counters.phase.seen.1", "state.counters.empty",
+                                   "state.counters.7"])
+        self.assertEqual(census.format_value(f["state.counters.phase.seen.1"]), "2.5")
+        self.assertEqual(census.format_value(f["state.counters.7"]), "none")
+        # a str a line cannot hold goes by fingerprint, and still follows the value
+        name = census.format_value(f["state.counters.phase.name"])
+        self.assertRegex(name, r"^fp=[0-9a-f]{16}$")
+        counters["phase"]["name"] = "warm\tdown"
+        self.assertNotEqual(census.format_value(census.state_fields(3, {"counters": counters}, rng=False)["state.counters.phase.name"]), name)
+        census.write_state(self.tmp, 3, {"counters": counters}, rng=False)  # every value writes
+        # two keys that read alike are refused, not written twice
+        with self.assertRaises(resumecheck.CheckpointError):
+            census.state_fields(3, {"c": {"a.b": 1, "a": {"b": 2}}}, rng=False)
 
 
 class TestExecArgs(unittest.TestCase):
