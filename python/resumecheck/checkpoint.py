@@ -41,7 +41,7 @@ import random
 import re
 import socket
 import sys
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
