@@ -172,6 +172,7 @@ static inline int rc_sm_count(void) {
 /* ---- host launchers (one file per family) ---- */
 /* cuda_memory.cu */
 void *rc_cuda_alloc(size_t bytes);
+int rc_cuda_alloc_failed(size_t *bytes, char *what, size_t cap);
 void rc_cuda_free(void *ptr);
 void rc_cuda_to_device(void *dst, const void *src_host, size_t bytes);
 void rc_cuda_to_host(void *dst_host, const void *src, size_t bytes);

@@ -147,22 +147,27 @@ void rc_cuda_read_back(void *dst_host, const void *src, size_t bytes) {
   CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+/* NULL when cudaMalloc fails (ops.h alloc): the caller names the buffer and
+ * ends the leg with exit 75. The failed call's error is cleared so that the
+ * context stays usable for the caller's cleanup. */
 void *rc_cuda_alloc(size_t bytes) {
   /* A zero-byte request still gets a distinct, freeable pointer. */
   size_t want = bytes ? bytes : 4;
   void *p = NULL;
-  cudaError_t err = cudaMalloc(&p, want);
-  if (err != cudaSuccess) {
-    size_t free_b = 0, total_b = 0;
-    cudaGetLastError(); /* clear the sticky-free error before querying */
-    cudaMemGetInfo(&free_b, &total_b);
-    fprintf(stderr, "resumecheck: cudaMalloc of %zu bytes failed: %s (%zu of %zu bytes free)\n",
-            want, cudaGetErrorString(err), free_b, total_b);
-    abort();
+  if (cudaMalloc(&p, want) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
   }
   /* Zero-filled on the backend's stream: later ops on the stream see it. */
   CUDA_CHECK(cudaMemsetAsync(p, 0, want, rc_cuda_stream()));
   return p;
+}
+
+/* ops.h alloc_failed: the CUDA ops' own scratch (rc_cuda_scratch) still
+ * ends the process when it cannot be had, so no failure ever waits here. */
+int rc_cuda_alloc_failed(size_t *bytes, char *what, size_t cap) {
+  (void)bytes, (void)what, (void)cap;
+  return 0;
 }
 
 void rc_cuda_free(void *ptr) {

@@ -15,6 +15,7 @@
 static const rc_ops cuda_ops = {
     .name = "cuda",
     .alloc = rc_cuda_alloc,
+    .alloc_failed = rc_cuda_alloc_failed,
     .free = rc_cuda_free,
     .to_device = rc_cuda_to_device,
     .to_host = rc_cuda_to_host,

@@ -81,7 +81,16 @@ typedef struct rc_ops {
   const char *name; /* "cpu", "cuda" */
 
   /* ---- memory ---- */
-  void *(*alloc)(size_t bytes); /* zero-filled; aborts with a message on failure */
+  /* zero-filled; NULL when the memory cannot be had, printing nothing (the
+   * caller names the buffer and reports exit 75) */
+  void *(*alloc)(size_t bytes);
+  /* Whether an op could not allocate its own scratch since the process
+   * started: ops return no status, so such an op skips its work and the
+   * failure waits here (the first one: its size and what asked for it). The
+   * model asks after every microbatch and stops the step (exit 75) before
+   * anything is traced or saved. 0: none; 1: the allocator refused; 2:
+   * RC_TEST_FAIL_ALLOC_AT made it fail (base/alloc_fail.h). */
+  int (*alloc_failed)(size_t *bytes, char *what, size_t cap);
   void (*free)(void *ptr);
   /* to_device returns once src_host may be reused; the copy is ordered
    * before every later op (on a GPU it may still be in flight) */

@@ -7,6 +7,7 @@
 /* every op: the function pointers after `name` */
 #define RC_OPS_FUNCTIONS(X)                                                                        \
   X(alloc)                                                                                         \
+  X(alloc_failed)                                                                                  \
   X(free)                                                                                          \
   X(to_device)                                                                                     \
   X(to_host)                                                                                       \

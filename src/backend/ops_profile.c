@@ -223,6 +223,9 @@ static void *p_alloc(size_t bytes) {
   end(OP_alloc, t0);
   return p;
 }
+static int p_alloc_failed(size_t *bytes, char *what, size_t cap) {
+  return inner->alloc_failed(bytes, what, cap); /* a query, not timed */
+}
 static void p_free(void *ptr) {
   double t0 = begin();
   inner->free(ptr);
@@ -547,6 +550,7 @@ static void p_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float b
 /* name is filled in from inner by rc_ops_profiled */
 static rc_ops profiled = {
     .alloc = p_alloc,
+    .alloc_failed = p_alloc_failed,
     .free = p_free,
     .to_device = p_to_device,
     .to_host = p_to_host,

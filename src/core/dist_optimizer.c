@@ -35,26 +35,8 @@ int rc_model_attach_comm(rc_model *m, rc_comm *comm, rc_err *err) {
   if (comm->rank != m->rank)
     return rc_fail(err, RC_EXIT_SOFTWARE, "model built for rank %d attached as rank %d", m->rank,
                    comm->rank);
-  rc_dist_opt *d = &m->dist;
-  size_t W = (size_t)comm->world;
-  d->offset = rc_model_host_alloc(m, (size_t)m->nparams, sizeof(size_t), "dist offset");
-  if (!d->offset)
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (dist offsets)");
-  for (int i = 0; i < m->nparams; i++) d->offset[i] = d->total, d->total += m->params[i].numel;
-  d->shard = (d->total + W - 1) / W;
-  d->padded = d->shard * W;
-  d->begin = d->shard * (size_t)comm->rank;
-  d->end = d->begin + d->shard < d->total ? d->begin + d->shard : d->total;
-  if (d->end < d->begin) d->end = d->begin;
-  const rc_mem_kind K = RC_MEM_DIST;
-  d->flat_grad = rc_model_alloc(m, K, d->padded, "dist flat_grad");
-  d->scratch = rc_model_alloc(m, K, d->padded, "dist scratch");
-  d->grad_shard = rc_model_alloc(m, K, d->shard, "dist grad_shard");
-  d->exp_avg = rc_model_alloc(m, K, d->shard, "dist exp_avg");
-  d->exp_avg_sq = rc_model_alloc(m, K, d->shard, "dist exp_avg_sq");
-  d->weight_send = rc_model_alloc(m, K, d->shard, "dist weight_send");
-  if (m->alloc_failed) /* the record could not grow */
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (allocation record)");
+  int rc = rc_model_alloc_dist(m, comm->world, comm->rank, err); /* model.c: the plan's */
+  if (rc) return rc;
   /* the full-size per-parameter moments are never used now */
   for (int i = 0; i < m->nparams; i++) {
     rc_model_release(m, m->params[i].exp_avg), rc_model_release(m, m->params[i].exp_avg_sq);

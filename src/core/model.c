@@ -10,8 +10,9 @@
  * in the backward's order: nothing observes its forward order, and one
  * logits buffer serves every depth (rc_model_heads_one_at_a_time).
  *
- * Every buffer of the model, backend or host, is made by the one allocator
- * of model_memory.c, which records it (m->blocks). */
+ * Every buffer of the model, backend or host, is one request of the model's
+ * plan (model_internal.h): building the model plans them, in order, and
+ * model_memory.c sums the plan for the memory check and then walks it. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,8 +20,22 @@
 #include <string.h>
 
 #include "backend/numeric.h"
+#include "base/alloc_fail.h"
 #include "core/linear.h"
 #include "core/model_internal.h"
+
+/* ---- the plan: every buffer, in allocation order ----
+ *
+ * Building the model records what it will allocate (model_internal.h, the
+ * plan) and allocates nothing: the functions below fill the parameters,
+ * linears and layers and append each buffer to m->blocks. rc_model_init
+ * checks the plan's sum against the machine and then walks it. The order is
+ * the order the buffers were always allocated in: parameters first. */
+
+/* n floats (at least one) of kind at *dst */
+static void plan_floats(rc_model *m, void *dst, rc_mem_kind kind, size_t n, const char *what) {
+  rc_plan_buffer(m, dst, kind, (n ? n : 1) * sizeof(float), what);
+}
 
 /* ---- parameters ---- */
 
@@ -33,10 +48,10 @@ static rc_param *add_param(rc_model *m, const char *name, int ndim, int64_t d0, 
   p->shape[0] = d0, p->shape[1] = d1, p->shape[2] = d2;
   p->numel = (size_t)d0 * (ndim > 1 ? (size_t)d1 : 1) * (ndim > 2 ? (size_t)d2 : 1);
   p->decay = decay;
-  p->weight = rc_model_alloc(m, RC_MEM_WEIGHTS, p->numel, "weight");
-  p->main_grad = rc_model_alloc(m, RC_MEM_MAIN_GRAD, p->numel, "main_grad");
-  p->exp_avg = rc_model_alloc(m, RC_MEM_OPTIMIZER, p->numel, "exp_avg");
-  p->exp_avg_sq = rc_model_alloc(m, RC_MEM_OPTIMIZER, p->numel, "exp_avg_sq");
+  plan_floats(m, &p->weight, RC_MEM_WEIGHTS, p->numel, "weight");
+  plan_floats(m, &p->main_grad, RC_MEM_MAIN_GRAD, p->numel, "main_grad");
+  plan_floats(m, &p->exp_avg, RC_MEM_OPTIMIZER, p->numel, "exp_avg");
+  plan_floats(m, &p->exp_avg_sq, RC_MEM_OPTIMIZER, p->numel, "exp_avg_sq");
   return p;
 }
 
@@ -47,11 +62,11 @@ static rc_param *add_norm(rc_model *m, const char *prefix, const char *name) {
 }
 
 /* The fp8 delayed-scaling histories of a linear (host, [history] each). */
-static void alloc_amax_histories(rc_model *m, rc_linear *lin) {
-  size_t n = (size_t)m->cfg.fp8_amax_history;
-  lin->amax_history = rc_model_host_alloc(m, n, sizeof(float), "amax_history");
-  lin->amax_history_input = rc_model_host_alloc(m, n, sizeof(float), "amax_history_input");
-  lin->amax_history_grad = rc_model_host_alloc(m, n, sizeof(float), "amax_history_grad");
+static void plan_amax_histories(rc_model *m, rc_linear *lin) {
+  size_t bytes = (size_t)m->cfg.fp8_amax_history * sizeof(float);
+  rc_plan_buffer(m, &lin->amax_history, RC_MEM_HOST, bytes, "amax_history");
+  rc_plan_buffer(m, &lin->amax_history_input, RC_MEM_HOST, bytes, "amax_history_input");
+  rc_plan_buffer(m, &lin->amax_history_grad, RC_MEM_HOST, bytes, "amax_history_grad");
 }
 
 static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, int groups, int in,
@@ -68,7 +83,7 @@ static rc_linear *add_linear(rc_model *m, const char *prefix, const char *name, 
   lin->te_style = te_style, lin->repeated = repeated;
   lin->flag = RC_FLAG_TRUE;
   lin->pending_call = -1; /* no split backward open */
-  alloc_amax_histories(m, lin);
+  plan_amax_histories(m, lin);
   return lin;
 }
 
@@ -83,13 +98,14 @@ static void build_layer(rc_model *m, rc_layer *L, const char *prefix, bool moe, 
   L->moe = moe;
   snprintf(sub, sizeof sub, "%s/mlp", prefix);
   if (moe) {
+    size_t E = (size_t)m->E;
     L->router = add_linear(m, sub, "router", 1, m->H, m->E, false, repeated);
     snprintf(sub, sizeof sub, "%s/mlp/experts", prefix);
     L->fc1 = add_linear(m, sub, "linear_fc1", m->E, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", m->E, m->F, m->H, true, repeated);
-    L->expert_bias = rc_model_alloc(m, RC_MEM_WEIGHTS, (size_t)m->E, "expert_bias");
-    L->expert_bias_host = rc_model_host_alloc(m, (size_t)m->E, sizeof(float), "expert_bias_host");
-    L->token_counts = rc_model_host_alloc(m, (size_t)m->E, sizeof(double), "token_counts");
+    plan_floats(m, &L->expert_bias, RC_MEM_WEIGHTS, E, "expert_bias");
+    rc_plan_buffer(m, &L->expert_bias_host, RC_MEM_HOST, E * sizeof(float), "expert_bias_host");
+    rc_plan_buffer(m, &L->token_counts, RC_MEM_HOST, E * sizeof(double), "token_counts");
   } else {
     L->fc1 = add_linear(m, sub, "linear_fc1", 1, m->H, 2 * m->F, true, repeated);
     L->fc2 = add_linear(m, sub, "linear_fc2", 1, m->F, m->H, true, repeated);
@@ -124,19 +140,17 @@ static rc_layer *mtp_trm(rc_model *m, int k) {
   return &mtp_layer(m, k)->trm;
 }
 
-/* A rounded copy of n floats for lin's GEMM input, or NULL when its GEMMs
- * round themselves (rc_linear_rounds_inputs). */
-static float *alloc_rounded(rc_model *m, const rc_linear *lin, rc_mem_kind kind, size_t n,
-                            const char *what) {
-  return rc_linear_rounds_inputs(m, lin) ? NULL : rc_model_alloc(m, kind, n, what);
+/* A rounded copy of n floats for lin's GEMM input at *dst, unless its GEMMs
+ * round themselves (rc_linear_rounds_inputs): then *dst stays NULL. */
+static void plan_rounded(rc_model *m, void *dst, const rc_linear *lin, rc_mem_kind kind, size_t n,
+                         const char *what) {
+  if (!rc_linear_rounds_inputs(m, lin)) plan_floats(m, dst, kind, n, what);
 }
 
-/* Where a half linear saves n input elements for its wgrad (NULL for the
- * others): 2 bytes each. */
-static uint16_t *alloc_half(rc_model *m, const rc_linear *lin, size_t n, const char *what) {
-  return rc_linear_is_half(m, lin)
-             ? rc_model_alloc_bytes(m, RC_MEM_ACTIVATIONS, (n ? n : 1) * 2, what)
-             : NULL;
+/* Where a half linear saves n input elements for its wgrad (*dst NULL for
+ * the others): 2 bytes each. */
+static void plan_half(rc_model *m, void *dst, const rc_linear *lin, size_t n, const char *what) {
+  if (rc_linear_is_half(m, lin)) rc_plan_buffer(m, dst, RC_MEM_ACTIVATIONS, (n ? n : 1) * 2, what);
 }
 
 /* Whether layer L's qkv GEMM writes its output in 16 bits (gemm_to_half) for
@@ -149,16 +163,20 @@ static bool qkv_out_16(const rc_model *m, const rc_layer *L) {
 /* A forward buffer that nothing reads after the layer's forward: an fp32
  * GEMM input once a half linear has saved its 16-bit copy, or an output that
  * only feeds a residual add. All layers share one buffer per slot
- * (m->fwd_shared, sized for the largest use: fwd_shared_n); anything else
- * keeps its own, which backward reads again. */
-static float *own_or_shared(rc_model *m, bool shared, int slot, size_t n, const char *what) {
-  if (!shared) return rc_model_alloc(m, RC_MEM_ACTIVATIONS, n, what);
+ * (m->fwd_shared, sized for the largest use: fwd_shared_n), planned by its
+ * first user; anything else keeps its own, which backward reads again. */
+static void own_or_shared(rc_model *m, void *dst, bool shared, int slot, size_t n,
+                          const char *what) {
+  if (!shared) {
+    plan_floats(m, dst, RC_MEM_ACTIVATIONS, n, what);
+    return;
+  }
   if (!m->fwd_shared[slot])
-    m->fwd_shared[slot] = rc_model_alloc(m, RC_MEM_SCRATCH, m->fwd_shared_n[slot], what);
-  return m->fwd_shared[slot];
+    plan_floats(m, &m->fwd_shared[slot], RC_MEM_SCRATCH, m->fwd_shared_n[slot], what);
+  rc_plan_alias(m, dst, &m->fwd_shared[slot], 0);
 }
 
-static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer *L) {
+static void plan_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer *L) {
   size_t T = (size_t)m->T, H = (size_t)m->H, F = (size_t)m->F, E = (size_t)m->E, K = (size_t)m->K;
   bool moe = L->moe;
   size_t rows = moe ? T * K : T;
@@ -167,55 +185,58 @@ static void alloc_layer_act(rc_model *m, struct rc_layer_act *a, const rc_layer 
    * ln2 feeds fc1 only (MoE's also the fp32 router, whose wgrad reads it) */
   /* with a half qkv / dense fc1 / fc2 the norm or SwiGLU writes the 16-bit
    * input alone (ops.h out_half): no fp32 ln1, ln2 or sw_r at all */
-  a->ln1 = rc_linear_is_half(m, L->qkv) ? NULL : rc_model_alloc(m, A, T * H, "ln1"),
-  a->ln1_rstd = rc_model_alloc(m, A, T, "ln1_rstd"),
-  a->ln1_r = alloc_rounded(m, L->qkv, A, T * H, "ln1_r");
+  if (!rc_linear_is_half(m, L->qkv)) plan_floats(m, &a->ln1, A, T * H, "ln1");
+  plan_floats(m, &a->ln1_rstd, A, T, "ln1_rstd");
+  plan_rounded(m, &a->ln1_r, L->qkv, A, T * H, "ln1_r");
   /* BF16 attention reads RoPE's bf16 heads, forward and backward: the fp32
    * qkv is only the GEMM's output, one buffer for all layers */
   bool heads = m->attn_ct == RC_COMPUTE_BF16;
-  a->qkv = own_or_shared(m, heads, RC_FWD_SHARED_QKV, T * 3 * H, "qkv");
+  own_or_shared(m, &a->qkv, heads, RC_FWD_SHARED_QKV, T * 3 * H, "qkv");
   /* a half qkv's output in 16 bits, what RoPE reads (rc_layer_forward): in
    * the shared slot after the fp32 qkv, which is then the backend's scratch */
-  a->qkv_out_h = qkv_out_16(m, L) ? (uint16_t *)(a->qkv + T * 3 * H) : NULL;
-  a->heads = heads ? rc_model_alloc_bytes(m, A, T * 3 * H * 2, "attn_heads") : NULL;
+  if (qkv_out_16(m, L)) rc_plan_alias(m, &a->qkv_out_h, &a->qkv, T * 3 * H * sizeof(float));
+  if (heads) rc_plan_buffer(m, &a->heads, A, T * 3 * H * 2, "attn_heads");
   /* the fp32 attention output feeds only the backward's D, which reads it
    * rounded to bf16 (ops.h): a bf16 proj's saved input is that copy */
   bool attn_16 = heads && m->ct == RC_COMPUTE_BF16 && rc_linear_is_half(m, L->proj);
-  a->attn = attn_16 ? NULL : rc_model_alloc(m, A, T * H, "attn");
-  a->attn_r = alloc_rounded(m, L->proj, A, T * H, "attn_r");
-  a->lse = rc_model_alloc(m, A, (size_t)m->B * m->nh * m->S, "lse");
+  if (!attn_16) plan_floats(m, &a->attn, A, T * H, "attn");
+  plan_rounded(m, &a->attn_r, L->proj, A, T * H, "attn_r");
+  plan_floats(m, &a->lse, A, (size_t)m->B * m->nh * m->S, "lse");
   /* proj and mlp_out only feed their residual adds: shared whatever the precision */
-  a->proj = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "proj"),
-  a->xm = rc_model_alloc(m, A, T * H, "xm");
-  a->ln2 = !moe && rc_linear_is_half(m, L->fc1) ? NULL : rc_model_alloc(m, A, T * H, "ln2"),
-  a->ln2_rstd = rc_model_alloc(m, A, T, "ln2_rstd"),
-  a->ln2_r = alloc_rounded(m, L->fc1, A, T * H, "ln2_r");
+  own_or_shared(m, &a->proj, true, RC_FWD_SHARED_OUT, T * H, "proj");
+  plan_floats(m, &a->xm, A, T * H, "xm");
+  if (moe || !rc_linear_is_half(m, L->fc1)) plan_floats(m, &a->ln2, A, T * H, "ln2");
+  plan_floats(m, &a->ln2_rstd, A, T, "ln2_rstd");
+  plan_rounded(m, &a->ln2_r, L->fc1, A, T * H, "ln2_r");
   /* a half fc1's output is 16-bit, as a bf16/fp16 layer's output is */
-  bool fc1_16 = rc_linear_is_half(m, L->fc1);
-  a->fc1 = fc1_16 ? NULL : rc_model_alloc(m, A, rows * 2 * F, "fc1");
-  a->fc1_out_h = fc1_16 ? rc_model_alloc_bytes(m, A, rows * 2 * F * 2, "fc1_out_h") : NULL;
-  a->sw_r = rc_linear_is_half(m, L->fc2) ? NULL : rc_model_alloc(m, A, rows * F, "sw_r");
-  a->mlp_out = own_or_shared(m, true, RC_FWD_SHARED_OUT, T * H, "mlp_out"),
-  a->y = rc_model_alloc(m, A, T * H, "y");
-  a->qkv_h = alloc_half(m, L->qkv, T * H, "qkv_h");
-  a->proj_h = alloc_half(m, L->proj, T * H, "proj_h");
-  a->fc1_h = alloc_half(m, L->fc1, rows * H, "fc1_h");
+  if (rc_linear_is_half(m, L->fc1))
+    rc_plan_buffer(m, &a->fc1_out_h, A, rows * 2 * F * 2, "fc1_out_h");
+  else
+    plan_floats(m, &a->fc1, A, rows * 2 * F, "fc1");
+  if (!rc_linear_is_half(m, L->fc2)) plan_floats(m, &a->sw_r, A, rows * F, "sw_r");
+  own_or_shared(m, &a->mlp_out, true, RC_FWD_SHARED_OUT, T * H, "mlp_out");
+  plan_floats(m, &a->y, A, T * H, "y");
+  plan_half(m, &a->qkv_h, L->qkv, T * H, "qkv_h");
+  plan_half(m, &a->proj_h, L->proj, T * H, "proj_h");
+  plan_half(m, &a->fc1_h, L->fc1, rows * H, "fc1_h");
   /* recomputed in the backward: the one shared buffer (model.h sw_half) */
-  a->fc2_h = m->sw_half && rc_linear_is_half(m, L->fc2) ? m->sw_half
-                                                        : alloc_half(m, L->fc2, rows * F, "fc2_h");
+  if (m->sw_half && rc_linear_is_half(m, L->fc2))
+    rc_plan_alias(m, &a->fc2_h, &m->sw_half, 0);
+  else
+    plan_half(m, &a->fc2_h, L->fc2, rows * F, "fc2_h");
   if (moe) {
-    a->router_logits = rc_model_alloc(m, A, T * E, "router_logits");
-    a->probs = rc_model_alloc(m, A, T * E, "probs");
-    a->topk_w = rc_model_alloc(m, A, T * K, "topk_w");
+    plan_floats(m, &a->router_logits, A, T * E, "router_logits");
+    plan_floats(m, &a->probs, A, T * E, "probs");
+    plan_floats(m, &a->topk_w, A, T * K, "topk_w");
     /* a half fc1 reads the rows the gather writes in 16 bits (fc1_h): no fp32 copy */
-    a->xs = rc_linear_is_half(m, L->fc1) ? NULL : rc_model_alloc(m, A, T * K * H, "xs");
-    a->e_out = rc_model_alloc(m, A, T * K * H, "e_out");
-    a->aux_grad = rc_model_alloc(m, A, E, "aux_grad");
-    a->topk_idx = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "topk_idx");
-    a->perm = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "perm");
-    a->inv_perm = rc_model_alloc_bytes(m, A, T * K * sizeof(int32_t), "inv_perm");
-    a->offsets = rc_model_alloc_bytes(m, A, (E + 1) * sizeof(int32_t), "offsets");
-    a->group_rows = rc_model_host_alloc(m, E, sizeof(int), "group_rows");
+    if (!rc_linear_is_half(m, L->fc1)) plan_floats(m, &a->xs, A, T * K * H, "xs");
+    plan_floats(m, &a->e_out, A, T * K * H, "e_out");
+    plan_floats(m, &a->aux_grad, A, E, "aux_grad");
+    rc_plan_buffer(m, &a->topk_idx, A, T * K * sizeof(int32_t), "topk_idx");
+    rc_plan_buffer(m, &a->perm, A, T * K * sizeof(int32_t), "perm");
+    rc_plan_buffer(m, &a->inv_perm, A, T * K * sizeof(int32_t), "inv_perm");
+    rc_plan_buffer(m, &a->offsets, A, (E + 1) * sizeof(int32_t), "offsets");
+    rc_plan_buffer(m, &a->group_rows, RC_MEM_HOST, E * sizeof(int), "group_rows");
   }
 }
 
@@ -227,8 +248,15 @@ static int init_weights(rc_model *m, rc_err *err) {
   size_t n_ones = 1;
   for (int i = 0; i < m->nparams; i++)
     if (m->params[i].ndim == 1 && m->params[i].numel > n_ones) n_ones = m->params[i].numel;
-  float *ones = malloc(n_ones * sizeof(float));
-  if (!ones) return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (init buffer)");
+  bool forced = rc_alloc_fail_now(); /* counted after the plan's (base/alloc_fail.h) */
+  float *ones = forced ? NULL : malloc(n_ones * sizeof(float));
+  if (!ones) {
+    char why[800];
+    rc_model_describe_refusal(forced, why, sizeof why);
+    return rc_fail(err, RC_EXIT_RESOURCES,
+                   "model: cannot allocate %zu bytes of host memory for the norm weights' ones: %s",
+                   n_ones * sizeof(float), why);
+  }
   for (size_t j = 0; j < n_ones; j++) ones[j] = 1.0f;
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
@@ -243,10 +271,8 @@ static int init_weights(rc_model *m, rc_err *err) {
   return RC_OK;
 }
 
-/* The sizes, the memory check and the allocation record: everything that
- * can refuse the config comes before any buffer is made. */
-static int model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
-                       rc_err *err) {
+/* The sizes and compute types: everything but memory. */
+int rc_model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err) {
   memset(m, 0, sizeof *m);
   m->ops = ops;
   m->cfg = *cfg;
@@ -256,23 +282,6 @@ static int model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int
   m->H = c->hidden, m->V = c->vocab, m->F = c->ffn, m->nh = c->heads, m->hd = c->hidden / c->heads;
   m->E = c->experts, m->K = c->topk, m->D = c->mtp_depths;
   if (m->E > 1024) return rc_fail(err, RC_EXIT_USAGE, "--experts above 1024 is not supported");
-  /* Refuse what cannot fit before allocating any of it: the backends' alloc
-   * aborts on failure, and a config of in-range sizes can ask for terabytes.
-   * On the CPU "device" memory is host memory. Device memory of other
-   * backends is not known here yet (0 = not checked). */
-  rc_memory_need need;
-  rc_model_memory_need(c, &need);
-  bool on_host = !strcmp(ops->name, "cpu");
-  uint64_t host_avail = rc_host_memory_available();
-  int mrc = rc_model_memory_check(&need, on_host, on_host ? host_avail : 0, host_avail, err);
-  if (mrc) return mrc;
-  /* the record of every buffer, as long as the need counts them */
-  m->cap_blocks = (int)(need.n_allocs + need.n_host_allocs);
-  m->blocks = calloc((size_t)m->cap_blocks, sizeof *m->blocks);
-  if (!m->blocks) {
-    m->cap_blocks = 0;
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (allocation record)");
-  }
   m->ct = c->precision == RC_PREC_FP32   ? RC_COMPUTE_FP32
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
@@ -289,7 +298,7 @@ static void add_output_head(rc_model *m) {
     memset(h, 0, sizeof *h);
     snprintf(h->name, sizeof h->name, "output_layer");
     h->w = m->embedding, h->groups = 1, h->in = m->H, h->out = m->V, h->flag = RC_FLAG_TRUE;
-    alloc_amax_histories(m, h);
+    plan_amax_histories(m, h);
     m->head = h;
   } else {
     m->head = add_linear(m, "", "output_layer", 1, m->H, m->V, c->te_output_head, false);
@@ -328,75 +337,73 @@ static void add_params(rc_model *m) {
 }
 
 /* The weights as forward uses them: 16-bit copies in the compute type
- * unless fp32 (the router is always fp32), the e4m3 cache and its transpose for fp8 linears, and a
- * wgrad scratch where fusion is off. */
-static void alloc_weight_copies(rc_model *m) {
+ * unless fp32 (the router is always fp32: it reads the weight itself), the
+ * e4m3 cache and its transpose for fp8 linears, and a wgrad scratch where
+ * fusion is off. */
+static void plan_weight_copies(rc_model *m) {
   const rc_config *c = &m->cfg;
+  const rc_mem_kind W = RC_MEM_WEIGHT_COPIES;
   for (int i = 0; i < m->nlinears; i++) {
     rc_linear *lin = &m->linears[i];
     bool is_router = strstr(lin->name, "/router") != NULL;
     if (lin->te_style && c->precision == RC_PREC_FP8) {
       size_t g = (size_t)lin->groups;
       lin->in_pad = rc_fp8_pad(lin->in), lin->out_pad = rc_fp8_pad(lin->out);
-      lin->wq8 = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES,
-                                      g * (size_t)lin->out * (size_t)lin->in_pad, "wq8");
-      lin->wq8_t = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES,
-                                        g * (size_t)lin->in * (size_t)lin->out_pad, "wq8_t");
+      rc_plan_buffer(m, &lin->wq8, W, g * (size_t)lin->out * (size_t)lin->in_pad, "wq8");
+      rc_plan_buffer(m, &lin->wq8_t, W, g * (size_t)lin->in * (size_t)lin->out_pad, "wq8_t");
       lin->fp8_slot = m->fp8_slots++;
     } else if (m->ct == RC_COMPUTE_FP32 || is_router) {
-      lin->wq = lin->w->weight;
+      rc_plan_alias(m, &lin->wq, &lin->w->weight, 0);
     } else {
-      lin->wq_half = rc_model_alloc_bytes(m, RC_MEM_WEIGHT_COPIES, lin->w->numel * 2, "wq_half");
+      rc_plan_buffer(m, &lin->wq_half, W, lin->w->numel * 2, "wq_half");
     }
     if (lin->te_style && !c->grad_accum_fusion)
-      lin->wgrad_scratch =
-          rc_model_alloc(m, RC_MEM_WEIGHT_COPIES, (size_t)lin->in * lin->out, "wgrad_scratch");
+      plan_floats(m, &lin->wgrad_scratch, W, (size_t)lin->in * lin->out, "wgrad_scratch");
   }
 }
 
 /* fp8: the running amaxes and the two cast buffers, sized for the largest
  * operand any fp8 GEMM casts: at most T rows a call (a token reaches an
  * expert once), padded widths (rc_fp8_scratch_bytes). */
-static void alloc_fp8(rc_model *m) {
+static void plan_fp8(rc_model *m) {
   if (!m->fp8_slots) return;
-  m->fp8_amax =
-      rc_model_alloc(m, RC_MEM_SCRATCH, RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots, "fp8_amax");
-  m->fp8_amax_host = rc_model_host_alloc(m, RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots, sizeof(float),
-                                         "fp8_amax_host");
+  size_t slots = RC_FP8_AMAX_SLOT * (size_t)m->fp8_slots;
+  plan_floats(m, &m->fp8_amax, RC_MEM_SCRATCH, slots, "fp8_amax");
+  rc_plan_buffer(m, &m->fp8_amax_host, RC_MEM_HOST, slots * sizeof(float), "fp8_amax_host");
   m->fp8_scratch_bytes = rc_fp8_scratch_bytes(&m->cfg);
-  m->fp8_a = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_a");
-  m->fp8_b = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_b");
+  rc_plan_buffer(m, &m->fp8_a, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_a");
+  rc_plan_buffer(m, &m->fp8_b, RC_MEM_SCRATCH, m->fp8_scratch_bytes, "fp8_b");
 }
 
 /* One MTP depth's activations (depth k >= 1). */
-static void alloc_mtp_act(rc_model *m, int k) {
+static void plan_mtp_act(rc_model *m, int k) {
   size_t T = (size_t)m->T, H = (size_t)m->H;
-  alloc_layer_act(m, &m->acts[m->cfg.layers + k - 1], mtp_trm(m, k));
+  plan_layer_act(m, &m->acts[m->cfg.layers + k - 1], mtp_trm(m, k));
   struct rc_mtp_act *ma = &m->mtp_acts[k];
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
   /* a half eh_proj's [embedding | hidden] input is written by the two norms
    * straight into its 16-bit copy (eh_h, ops.h ld_half): no fp32 en, hn or
    * concatenation at all */
   bool eh_16 = rc_linear_is_half(m, mtp_layer(m, k)->eh_proj);
-  ma->emb = rc_model_alloc(m, A, T * H, "mtp emb");
-  ma->en = eh_16 ? NULL : rc_model_alloc(m, A, T * H, "mtp en");
-  ma->en_rstd = rc_model_alloc(m, A, T, "mtp en_rstd");
-  ma->hn = eh_16 ? NULL : rc_model_alloc(m, A, T * H, "mtp hn");
-  ma->hn_rstd = rc_model_alloc(m, A, T, "mtp hn_rstd");
-  ma->cat_r = eh_16 ? NULL : rc_model_alloc(m, A, T * 2 * H, "mtp cat_r");
-  ma->x = rc_model_alloc(m, A, T * H, "mtp x");
-  ma->hk = rc_model_alloc(m, A, T * H, "mtp hk");
-  ma->hk_rstd = rc_model_alloc(m, A, T, "mtp hk_rstd");
-  ma->hk_r = alloc_rounded(m, m->head, A, T * H, "mtp hk_r");
-  ma->eh_h = alloc_half(m, mtp_layer(m, k)->eh_proj, T * 2 * H, "mtp eh_h");
-  ma->head_h = alloc_half(m, m->head, T * H, "mtp head_h");
+  plan_floats(m, &ma->emb, A, T * H, "mtp emb");
+  if (!eh_16) plan_floats(m, &ma->en, A, T * H, "mtp en");
+  plan_floats(m, &ma->en_rstd, A, T, "mtp en_rstd");
+  if (!eh_16) plan_floats(m, &ma->hn, A, T * H, "mtp hn");
+  plan_floats(m, &ma->hn_rstd, A, T, "mtp hn_rstd");
+  if (!eh_16) plan_floats(m, &ma->cat_r, A, T * 2 * H, "mtp cat_r");
+  plan_floats(m, &ma->x, A, T * H, "mtp x");
+  plan_floats(m, &ma->hk, A, T * H, "mtp hk");
+  plan_floats(m, &ma->hk_rstd, A, T, "mtp hk_rstd");
+  plan_rounded(m, &ma->hk_r, m->head, A, T * H, "mtp hk_r");
+  plan_half(m, &ma->eh_h, mtp_layer(m, k)->eh_proj, T * 2 * H, "mtp eh_h");
+  plan_half(m, &ma->head_h, m->head, T * H, "mtp head_h");
 }
 
 /* Selective recompute of the SwiGLU output (model.h sw_half), for the half
  * fc2s, unless RC_KEEP_SWIGLU_OUTPUT=1 asks for a saved output per layer
  * (the same bits: tests/core_swiglu_recompute.sh). Costs one 16-bit write
  * per layer in SwiGLU's backward; saves [rows, F] 16-bit values a layer. */
-static void alloc_swiglu_recompute(rc_model *m) {
+static void plan_swiglu_recompute(rc_model *m) {
   if (!rc_swiglu_recompute_on()) return;
   size_t rows = 0, T = (size_t)m->T, K = (size_t)m->K;
   for (int l = 0; l < m->cfg.layers + m->D; l++) {
@@ -404,38 +411,37 @@ static void alloc_swiglu_recompute(rc_model *m) {
     if (rc_linear_is_half(m, L->fc2)) rows = max_sz(rows, L->moe ? T * K : T);
   }
   if (!rows) return;
-  m->sw_half = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, rows * (size_t)m->F * 2, "sw_half");
+  rc_plan_buffer(m, &m->sw_half, RC_MEM_SCRATCH, rows * (size_t)m->F * 2, "sw_half");
   m->fc2_dy_half_elems = rows * (size_t)m->H;
-  m->fc2_dy_half = rc_model_alloc_bytes(m, RC_MEM_SCRATCH, m->fc2_dy_half_elems * 2, "fc2_dy_half");
+  rc_plan_buffer(m, &m->fc2_dy_half, RC_MEM_SCRATCH, m->fc2_dy_half_elems * 2, "fc2_dy_half");
 }
 
 /* The activations of every layer and depth, and the heads' inputs. */
-static int alloc_activations(rc_model *m, rc_err *err) {
+static void plan_activations(rc_model *m) {
   const rc_config *c = &m->cfg;
   int n_acts = c->layers + m->D;
-  m->acts = rc_model_host_alloc(m, (size_t)n_acts, sizeof *m->acts, "acts");
-  m->mtp_acts = rc_model_host_alloc(m, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
-  if (!m->acts || !m->mtp_acts)
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (activation tables)");
+  rc_plan_table(m, &m->acts, (size_t)n_acts, sizeof *m->acts, "acts");
+  rc_plan_table(m, &m->mtp_acts, (size_t)(m->D + 1), sizeof *m->mtp_acts, "mtp_acts");
+  if (!m->acts || !m->mtp_acts) return; /* alloc_failed is set: nothing is walked */
   size_t T = (size_t)m->T, H = (size_t)m->H;
   m->fwd_shared_n[RC_FWD_SHARED_OUT] = T * H;
   bool qkv_16 = false; /* any layer's qkv writes 16 bits: its slot holds them too */
   for (int l = 0; l < c->layers; l++) qkv_16 = qkv_16 || qkv_out_16(m, &m->layers[l]);
   for (int k = 1; k <= m->D; k++) qkv_16 = qkv_16 || qkv_out_16(m, mtp_trm(m, k));
   m->fwd_shared_n[RC_FWD_SHARED_QKV] = T * 3 * H + (qkv_16 ? (T * 3 * H + 1) / 2 : 0);
-  alloc_swiglu_recompute(m);
-  for (int l = 0; l < c->layers; l++) alloc_layer_act(m, &m->acts[l], &m->layers[l]);
-  for (int k = 1; k <= m->D; k++) alloc_mtp_act(m, k);
+  plan_swiglu_recompute(m);
+  for (int l = 0; l < c->layers; l++) plan_layer_act(m, &m->acts[l], &m->layers[l]);
+  for (int k = 1; k <= m->D; k++) plan_mtp_act(m, k);
   const rc_mem_kind A = RC_MEM_ACTIVATIONS;
-  m->emb_out = rc_model_alloc(m, A, T * H, "emb_out");
-  m->h0 = rc_model_alloc(m, A, T * H, "h0"), m->h0_rstd = rc_model_alloc(m, A, T, "h0_rstd"),
-  m->h0_r = alloc_rounded(m, m->head, A, T * H, "h0_r");
-  m->head_h0 = alloc_half(m, m->head, T * H, "head_h0");
-  return RC_OK;
+  plan_floats(m, &m->emb_out, A, T * H, "emb_out");
+  plan_floats(m, &m->h0, A, T * H, "h0");
+  plan_floats(m, &m->h0_rstd, A, T, "h0_rstd");
+  plan_rounded(m, &m->h0_r, m->head, A, T * H, "h0_r");
+  plan_half(m, &m->head_h0, m->head, T * H, "head_h0");
 }
 
 /* The heads' logits and the backward's scratch, sized for the largest use. */
-static void alloc_scratch(rc_model *m) {
+static void plan_scratch(rc_model *m) {
   size_t T = (size_t)m->T, H = (size_t)m->H, V = (size_t)m->V;
   const rc_mem_kind A = RC_MEM_ACTIVATIONS, SCR = RC_MEM_SCRATCH;
   bool half_head = rc_linear_is_half(m, m->head);
@@ -444,33 +450,36 @@ static void alloc_scratch(rc_model *m) {
     /* a half head's logits are 16-bit (gemm_to_half), and the cross-entropy
      * writes their gradient over them: one [T, V] 16-bit buffer per depth,
      * or one for all */
-    if (k < n_logits) {
-      m->logits[k] = half_head ? NULL : rc_model_alloc(m, A, T * V, "logits");
-      m->dlogits_half[k] = half_head ? rc_model_alloc_bytes(m, A, T * V * 2, "dlogits_half") : NULL;
+    if (k >= n_logits) {
+      rc_plan_alias(m, &m->logits[k], &m->logits[0], 0);
+      rc_plan_alias(m, &m->dlogits_half[k], &m->dlogits_half[0], 0);
+    } else if (half_head) {
+      rc_plan_buffer(m, &m->dlogits_half[k], A, T * V * 2, "dlogits_half");
     } else {
-      m->logits[k] = m->logits[0], m->dlogits_half[k] = m->dlogits_half[0];
+      plan_floats(m, &m->logits[k], A, T * V, "logits");
     }
-    m->ids_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "ids");
-    m->labels_dev[k] = rc_model_alloc_bytes(m, SCR, T * sizeof(int32_t), "labels");
-    m->d_h[k] = rc_model_alloc(m, SCR, T * H, "d_h");
+    rc_plan_buffer(m, &m->ids_dev[k], SCR, T * sizeof(int32_t), "ids");
+    rc_plan_buffer(m, &m->labels_dev[k], SCR, T * sizeof(int32_t), "labels");
+    plan_floats(m, &m->d_h[k], SCR, T * H, "d_h");
   }
   /* per depth, [D+1][T]: the heads' losses come back in one read a microbatch */
   size_t heads_T = (size_t)(m->D + 1) * T;
-  m->ce_losses = rc_model_alloc(m, SCR, heads_T, "ce_losses");
-  m->ce_correct = rc_model_alloc(m, SCR, heads_T, "ce_correct");
-  m->ce_dloss = rc_model_alloc(m, SCR, heads_T, "ce_dloss");
+  plan_floats(m, &m->ce_losses, SCR, heads_T, "ce_losses");
+  plan_floats(m, &m->ce_correct, SCR, heads_T, "ce_correct");
+  plan_floats(m, &m->ce_dloss, SCR, heads_T, "ce_dloss");
   /* the host's side of them: dloss, then the losses and flags read back */
-  m->heads_host = rc_model_host_alloc(m, 3 * heads_T, sizeof(float), "heads_host");
+  rc_plan_buffer(m, &m->heads_host, RC_MEM_HOST, 3 * heads_T * sizeof(float), "heads_host");
   size_t K = (size_t)m->K, F = (size_t)m->F, E = (size_t)m->E;
   size_t big =
       max_sz(max_sz(T * 3 * H, T * 2 * F), max_sz(T * K * 2 * F, max_sz(T * K * H, T * E)));
   big = max_sz(big, T * 2 * H);
-  m->d_big = rc_model_alloc(m, SCR, big, "d_big"),
-  m->d_big2 = rc_model_alloc(m, SCR, big, "d_big2");
-  m->d_resid = rc_model_alloc(m, SCR, T * H, "d_resid");
-  m->d_tmp = rc_model_alloc(m, SCR, T * H, "d_tmp"),
-  m->d_xm = rc_model_alloc(m, SCR, T * H, "d_xm"), m->d_ln = rc_model_alloc(m, SCR, T * H, "d_ln");
-  m->d_topk_w = rc_model_alloc(m, SCR, T * K, "d_topk_w");
+  plan_floats(m, &m->d_big, SCR, big, "d_big");
+  plan_floats(m, &m->d_big2, SCR, big, "d_big2");
+  plan_floats(m, &m->d_resid, SCR, T * H, "d_resid");
+  plan_floats(m, &m->d_tmp, SCR, T * H, "d_tmp");
+  plan_floats(m, &m->d_xm, SCR, T * H, "d_xm");
+  plan_floats(m, &m->d_ln, SCR, T * H, "d_ln");
+  plan_floats(m, &m->d_topk_w, SCR, T * K, "d_topk_w");
   /* the half linears' output gradients: any linear but the head */
   m->dy_half_elems = 0;
   for (int i = 0; i < m->nlinears; i++) {
@@ -479,35 +488,100 @@ static void alloc_scratch(rc_model *m) {
     if (lin != m->head && rc_linear_is_half(m, lin))
       m->dy_half_elems = max_sz(m->dy_half_elems, rows * (size_t)lin->out);
   }
-  if (m->dy_half_elems) m->dy_half = rc_model_alloc_bytes(m, SCR, m->dy_half_elems * 2, "dy_half");
-  if (m->dy_half_elems) m->resid_half = rc_model_alloc_bytes(m, SCR, T * H * 2, "resid_half");
+  if (m->dy_half_elems) {
+    rc_plan_buffer(m, &m->dy_half, SCR, m->dy_half_elems * 2, "dy_half");
+    rc_plan_buffer(m, &m->resid_half, SCR, T * H * 2, "resid_half");
+  }
 }
 
-/* The allocation order is the order of the record and of the backend's
- * buffers: kept as it was, parameters first. */
+void rc_model_plan(rc_model *m) {
+  add_params(m);
+  plan_weight_copies(m);
+  plan_activations(m);
+  plan_scratch(m);
+  plan_fp8(m);
+}
+
+/* The distributed optimizer's buffers (model.h rc_dist_opt): every
+ * parameter's gradient end to end, padded to world * shard; this rank owns
+ * one shard. The offsets are written once the table is walked
+ * (rc_model_alloc_dist). */
+void rc_model_plan_dist(rc_model *m, int world, int rank) {
+  rc_dist_opt *d = &m->dist;
+  size_t W = (size_t)world;
+  d->total = 0;
+  for (int i = 0; i < m->nparams; i++) d->total += m->params[i].numel;
+  d->shard = (d->total + W - 1) / W;
+  d->padded = d->shard * W;
+  d->begin = d->shard * (size_t)rank;
+  d->end = d->begin + d->shard < d->total ? d->begin + d->shard : d->total;
+  if (d->end < d->begin) d->end = d->begin;
+  rc_plan_buffer(m, &d->offset, RC_MEM_HOST, (size_t)m->nparams * sizeof(size_t), "dist offset");
+  const rc_mem_kind K = RC_MEM_DIST;
+  plan_floats(m, &d->flat_grad, K, d->padded, "dist flat_grad");
+  plan_floats(m, &d->scratch, K, d->padded, "dist scratch");
+  plan_floats(m, &d->grad_shard, K, d->shard, "dist grad_shard");
+  plan_floats(m, &d->exp_avg, K, d->shard, "dist exp_avg");
+  plan_floats(m, &d->exp_avg_sq, K, d->shard, "dist exp_avg_sq");
+  plan_floats(m, &d->weight_send, K, d->shard, "dist weight_send");
+}
+
+int rc_model_alloc_dist(rc_model *m, int world, int rank, rc_err *err) {
+  int first = m->n_blocks;
+  rc_model_plan_dist(m, world, rank);
+  int rc = rc_plan_walk(m, first, err);
+  if (rc) return rc;
+  rc_dist_opt *d = &m->dist;
+  for (size_t i = 0, at = 0; i < (size_t)m->nparams; at += m->params[i].numel, i++)
+    d->offset[i] = at;
+  return RC_OK;
+}
+
+/* The plan of cfg in a scratch model, summed; nothing is allocated but the
+ * scratch model and its plan. Here, with the planning, so that
+ * model_memory.c (which sums and walks) never calls back into this file. */
+int rc_model_memory_need(const rc_config *c, rc_memory_need *n) {
+  memset(n, 0, sizeof *n);
+  rc_model *m = calloc(1, sizeof *m); /* planned into, never allocated */
+  if (!m) return RC_EXIT_RESOURCES;
+  rc_err err = {0};
+  int rc = rc_model_setup(m, c, NULL, 0, &err);
+  if (!rc) {
+    rc_model_plan(m);
+    if (c->world_size > 1) rc_model_plan_dist(m, c->world_size, 0);
+    rc = m->alloc_failed ? RC_EXIT_RESOURCES : RC_OK;
+  }
+  if (!rc) rc_model_plan_need(m, n);
+  rc_model_free(m);
+  free(m);
+  return rc;
+}
+
+/* The plan, its check against the machine, its walk, then the weights:
+ * everything that can refuse the config comes before any buffer is made. */
 static int model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank,
                       bool draw_weights, rc_err *err) {
-  int rc = model_setup(m, cfg, ops, rank, err);
+  int rc = rc_model_setup(m, cfg, ops, rank, err);
   if (rc) return rc;
   const rc_config *c = &m->cfg;
-  add_params(m);
-  alloc_weight_copies(m);
-  /* a host allocation failed (or the record could not grow): an error
-   * before the weights are drawn into the buffers */
-  if (m->alloc_failed)
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
+  rc_model_plan(m);
+  /* Refuse what cannot fit before allocating any of it: a config of
+   * in-range sizes can ask for terabytes. On the CPU "device" memory is
+   * host memory. Device memory of other backends is not known here yet
+   * (0 = not checked: the leg checks it before, through the module). */
+  rc_memory_need need;
+  rc_model_plan_need(m, &need);
+  bool on_host = !strcmp(ops->name, "cpu");
+  uint64_t host_avail = rc_host_memory_available();
+  rc = rc_model_memory_check(&need, on_host, on_host ? host_avail : 0, host_avail, err);
+  if (!rc) rc = rc_plan_walk(m, 0, err);
+  if (rc) return rc;
   if (draw_weights) {
     rc = init_weights(m, err);
     if (rc) return rc;
   } else {
     rc_model_profile_note("model init: weight draws skipped (a load sets them)", 0);
   }
-  rc = alloc_activations(m, err);
-  if (rc) return rc;
-  alloc_scratch(m);
-  alloc_fp8(m);
-  if (m->alloc_failed)
-    return rc_fail(err, RC_EXIT_RESOURCES, "model: out of host memory (small host buffers)");
   /* state */
   m->loss_scale = c->precision == RC_PREC_FP16 ? c->initial_loss_scale : 1.0;
   m->hysteresis_tracker = c->hysteresis;
@@ -708,9 +782,33 @@ static void backward_decoder(rc_model *m) {
   o->embedding_backward(m->embedding->main_grad, m->ids_dev[0], dy, T, H, m->V);
 }
 
+/* Whether an op could not allocate its scratch (ops.h alloc_failed): then
+ * the step's first failure, RC_EXIT_RESOURCES, which the leg stops on
+ * before it traces or saves anything the skipped op left behind. */
+static bool op_alloc_failed(rc_model *m) {
+  size_t bytes = 0;
+  char what[128];
+  int failed = m->ops->alloc_failed(&bytes, what, sizeof what);
+  if (!failed) return false;
+  if (!m->dist_rc) {
+    char why[800];
+    rc_model_describe_refusal(failed == 2, why, sizeof why);
+    m->dist_rc = rc_fail(&m->dist_err, RC_EXIT_RESOURCES,
+                         "the %s backend could not allocate %zu bytes of scratch for %s: %s; the "
+                         "step stopped",
+                         m->ops->name, bytes, what, why);
+  }
+  return true;
+}
+
 void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
                             double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens) {
   int T = m->T, D = m->D;
+  if (m->dist_rc) { /* the step already failed: nothing more is computed */
+    *loss = 0, *tokens = 0;
+    for (int k = 0; k < D; k++) mtp_loss[k] = mtp_acc[k] = 0;
+    return;
+  }
   for (int i = 0; i < m->nlinears; i++) m->linears[i].ncalls = 0;
   m->aux_loss = 0;
   size_t heads_T = (size_t)T * (D + 1);
@@ -768,4 +866,5 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   backward_decoder(m);
   rc_model_profile_mark(m, RC_PROF_BWD_DECODER);
   m->grads_dirty = true;
+  (void)op_alloc_failed(m);
 }

@@ -162,15 +162,26 @@ typedef enum {
   RC_MEM_KINDS
 } rc_mem_kind;
 
-/* One buffer the model allocated (core/model.c: rc_model_alloc and
- * rc_model_host_alloc record every one); rc_model_free frees the record in
- * one loop. ptr is NULL once released early (rc_model_release). */
+/* One buffer of the model's plan (model_internal.h): what is asked, where
+ * the model keeps it, and the buffer once the walk made it. ptr is NULL
+ * before the walk, for a request the walk did not reach and once released
+ * early (rc_model_release); rc_model_free frees every ptr in one loop. */
 typedef struct {
   void *ptr;
   size_t bytes;
   rc_mem_kind kind;
   const char *what; /* a string literal naming the buffer */
+  void *dst;        /* the model's pointer field (the address of a float *, uint16_t *, ...) */
 } rc_model_block;
+
+/* A pointer into a planned buffer (a shared slot, the weight an fp32 linear
+ * reads as it is): after the walk, the field at dst = the one at src plus
+ * offset bytes. */
+typedef struct {
+  void *dst;
+  const void *src;
+  size_t offset;
+} rc_model_alias;
 
 typedef struct rc_model {
   const rc_ops *ops;
@@ -250,14 +261,14 @@ typedef struct rc_model {
   size_t fp8_scratch_bytes;
   size_t scratch_floats;
 
-  /* Every buffer above and in the parameters, linears, layers and the
-   * distributed optimizer, in allocation order (capacity from
-   * rc_model_memory_need's counts; it grows if an allocation was not
-   * counted). alloc_failed: a host allocation (or the record's growth)
-   * failed; rc_model_init and rc_model_attach_comm check it before anything
-   * uses the buffers. */
+  /* The plan (model_internal.h): every buffer above and in the parameters,
+   * linears, layers and the distributed optimizer, in allocation order, and
+   * the pointers into them. alloc_failed: the plan could not record a
+   * request (or make a table it writes into); the walk refuses to start. */
   rc_model_block *blocks;
   int n_blocks, cap_blocks;
+  rc_model_alias *aliases;
+  int n_aliases, cap_aliases;
   bool alloc_failed;
 
   /* state beyond the parameters */
@@ -280,7 +291,10 @@ typedef struct rc_model {
    * single-rank path, whose bytes must never change). Not owned. */
   struct rc_comm *comm;
   rc_dist_opt dist;
-  int dist_rc; /* first collective failure, 0 if none; the leg stops on it */
+  /* the step's first failure, 0 if none; the leg stops on it: a collective
+   * (dist_optimizer.c), or an op that could not allocate its scratch
+   * (ops.h alloc_failed, asked after each microbatch: RC_EXIT_RESOURCES) */
+  int dist_rc;
   rc_err dist_err;
   /* The load-balancing loss's value of the last microbatch (sum over MoE
    * calls), kept only when track_aux_loss is set: its gradient never needs
@@ -326,13 +340,13 @@ typedef struct {
   uint64_t fp_params, fp_main_grad, fp_optim;
 } rc_step_stats;
 
-/* What a config needs in memory, in bytes, counted from the sizes
- * rc_model_init (and, for --world-size > 1, rc_model_attach_comm) allocates,
- * so that a config that cannot fit is refused before anything is allocated.
- * An upper bound: each allocation is charged what an allocator may add to
- * it (`overhead`), and the rounded input copies are charged wherever a
- * precision could need them (test: hostile_model_memory, against measured
- * allocations). */
+/* What a config needs in memory, in bytes: the sums of the model's plan
+ * (model_internal.h), the list of buffers rc_model_init allocates (and, for
+ * --world-size > 1, rc_model_attach_comm), so that a config that cannot fit
+ * is refused before anything is allocated. The kinds are exact;
+ * `overhead` is what an allocator may add to each allocation, and the host
+ * side bounds what a save or a load stages (test: hostile_model_memory,
+ * against the bytes counted through the backend and measured on the heap). */
 typedef struct {
   uint64_t weights, main_grad, optimizer; /* fp32 per parameter; Adam's two moments */
   uint64_t weight_copies; /* rounded/quantised weights, wgrad scratch (fusion off) */
@@ -343,27 +357,39 @@ typedef struct {
   uint64_t n_host_allocs; /* host allocations of the model (its tables) */
   uint64_t overhead;      /* what the allocator may add to them (headers, page rounding) */
   uint64_t device;        /* all of the above plus overhead: backend ("device") memory */
-  uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables) */
+  uint64_t host_buffers;  /* host memory of the model itself (rc_model, tables, the plan) */
   uint64_t transient;     /* host buffers freed before rc_model_init returns (init's ones) */
   uint64_t staging;       /* host copy of the state during a save or a load */
   uint64_t host;          /* host_buffers + transient + staging */
+  /* what one CPU backend op may allocate and free within its call (a GEMM's
+   * decoded and packed operands), bounded from the planned shapes: host
+   * memory where device memory is host memory, checked only there */
+  uint64_t op_scratch;
 } rc_memory_need;
 #define RC_ALLOC_OVERHEAD 4096u /* page rounding of a large (mmap'd) allocation */
-void rc_model_memory_need(const rc_config *cfg, rc_memory_need *need);
+/* The need of cfg's plan, planned into a scratch model and summed; RC_OK, or
+ * the code that refused it (then *need is all zero: unknown). */
+int rc_model_memory_need(const rc_config *cfg, rc_memory_need *need);
 
 /* Whether each depth's head runs its forward and backward back to back, in
  * the backward's order, with one logits buffer for all depths: unless the
  * head is TE-style, whose forward order is part of the mechanism (model.c). */
 bool rc_model_heads_one_at_a_time(const rc_config *cfg);
-/* RC_OK if `need` fits, else RC_EXIT_RESOURCES naming the need and what is
- * available. device_is_host: one memory (the CPU backend): device + host must
- * fit in host_available. Otherwise each in its own; an available value of 0
- * means unknown and is not checked (CUDA: pass cudaMemGetInfo's free bytes).
+/* RC_OK if `need` fits, else RC_EXIT_RESOURCES naming the need and the
+ * limit that refused it. device_is_host: one memory (the CPU backend):
+ * device + host + op scratch must fit in host_available. Otherwise each in
+ * its own; an available value of 0 means unknown and is not checked (CUDA:
+ * pass cudaMemGetInfo's free bytes). Then this process's own limits
+ * (base/mem_limits.h: RLIMIT_AS, RLIMIT_DATA), read here: what the process
+ * maps of the need (its host side, and the device's where that is host
+ * memory) plus RC_MEM_PROCESS_SLACK must fit in what they leave.
  * RC_TEST_MEM_AVAILABLE=BYTES in the environment replaces both available
  * values (a test hook, docs/robustness.md). */
 int rc_model_memory_check(const rc_memory_need *need, bool device_is_host,
                           uint64_t device_available, uint64_t host_available, rc_err *err);
-/* MemAvailable of /proc/meminfo in bytes; 0 if it cannot be read. */
+/* What the host's limits leave to allocate (base/mem_limits.h: the
+ * smallest of MemAvailable and the cgroup limits), in bytes; 0 if none can
+ * be read. */
 uint64_t rc_host_memory_available(void);
 
 int rc_model_init(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);

@@ -87,21 +87,59 @@ void rc_dist_sum_host(rc_model *m, double *x, int n); /* every rank's x summed i
  * the injected nondeterministic reduction, in a clock-seeded order). */
 double rc_sum_partials(const rc_model *m, const double *part, int n);
 
-/* The model's one allocator (model.c). Every buffer of the model is made
- * here and recorded in m->blocks with its size, kind and name, so that
- * rc_model_free frees them all in one loop and a test can hold the record
- * against rc_model_memory_need.
+/* The model's memory plan (model_memory.c): one list of buffers, m->blocks,
+ * that both counts and allocates. Building the model (model.c) appends one
+ * request per buffer, in allocation order, and allocates nothing; the
+ * memory check sums that list (rc_model_plan_need); the walk then allocates
+ * it, in its order, and stops at the first buffer it cannot have (exit 75,
+ * naming the buffer, its size and the limits in force). So the check can
+ * never count other buffers than the model allocates.
  *
- * rc_model_alloc: zeroed backend memory of n floats (at least one).
- * rc_model_alloc_bytes: zeroed backend memory of `bytes` (int32 buffers).
- * rc_model_host_alloc: zeroed host memory of count * size bytes (at least
- * one); NULL on failure, which also sets m->alloc_failed.
- * rc_model_release: frees one recorded buffer before rc_model_free (NULL is
- * a no-op). */
-float *rc_model_alloc(rc_model *m, rc_mem_kind kind, size_t n, const char *what);
-void *rc_model_alloc_bytes(rc_model *m, rc_mem_kind kind, size_t bytes, const char *what);
-void *rc_model_host_alloc(rc_model *m, size_t count, size_t size, const char *what);
+ * rc_plan_buffer: one buffer of `bytes` (0 asks for 1) of a kind
+ * (RC_MEM_HOST: zeroed host memory; any other: the backend's alloc, zeroed);
+ * dst is the address of the model's pointer field for it, which holds
+ * RC_PLANNED (not NULL, never dereferenced) until the walk stores the
+ * buffer there. Decisions while planning may test such a field against NULL
+ * (rc_linear_is_half reads wq_half), nothing more.
+ * rc_plan_table: a host table the plan itself writes into (the layers'
+ * activation tables: requests point into them), allocated at once and
+ * listed like the others.
+ * rc_plan_alias: a pointer into a planned buffer (a shared slot, the
+ * weight an fp32 linear reads as it is): after the walk *dst = *src plus
+ * offset bytes, NULL when *src is NULL. Aliases are resolved in the order
+ * they were made, so one may name another.
+ * rc_plan_walk: allocates the requests from `first` on, then resolves the
+ * aliases; RC_EXIT_RESOURCES on the first buffer that cannot be had (or
+ * that RC_TEST_FAIL_ALLOC_AT names), the rest left unallocated (their
+ * fields NULL), what was allocated kept for rc_model_free.
+ * rc_model_release: frees one walked buffer before rc_model_free (NULL is a
+ * no-op).
+ * A request the plan cannot record (its list cannot grow) sets
+ * m->alloc_failed; the walk refuses to start then. */
+void rc_plan_buffer(rc_model *m, void *dst, rc_mem_kind kind, size_t bytes, const char *what);
+void rc_plan_table(rc_model *m, void *dst, size_t count, size_t size, const char *what);
+void rc_plan_alias(rc_model *m, void *dst, const void *src, size_t offset);
+int rc_plan_walk(rc_model *m, int first, rc_err *err);
 void rc_model_release(rc_model *m, void *ptr);
+/* Why an allocation failed, for a message: "RC_TEST_FAIL_ALLOC_AT=N (a
+ * test's forced failure)", or the process's and the host's limits now. */
+void rc_model_describe_refusal(bool forced, char *buf, size_t cap);
+extern char rc_planned_marker;
+#define RC_PLANNED ((void *)&rc_planned_marker)
+
+/* The model's buffers in order, planned into m (model.c): what rc_model_init
+ * walks and what rc_model_memory_need sums. rc_model_setup fills the sizes
+ * and compute types from cfg and refuses what the model cannot represent. */
+int rc_model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err);
+void rc_model_plan(rc_model *m);
+/* The distributed optimizer's buffers for `world` ranks (rank's slice),
+ * appended to the plan; its sizes set in m->dist. */
+void rc_model_plan_dist(rc_model *m, int world, int rank);
+/* Plans those, walks them and fills the offsets: rc_model_attach_comm. */
+int rc_model_alloc_dist(rc_model *m, int world, int rank, rc_err *err);
+/* The need of m's plan (every request so far): the sums by kind, the
+ * allocator's overhead, the host side (model_memory.c). */
+void rc_model_plan_need(const rc_model *m, rc_memory_need *need);
 
 /* fp8: a GEMM dimension padded with zeros to the multiple of 16 bytes that
  * e4m3 GEMMs take (ops.h gemm_e4m3), and the size of each of the model's two

@@ -70,7 +70,14 @@ static bool moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
   float aux[1024];
   if (m->cfg.moe_aux_loss_coeff > 0 && m->track_aux_loss) { /* the value (model.h) */
     float *probs = malloc(sizeof(float) * (size_t)T * E);
-    if (!probs) abort();
+    if (!probs) { /* the step's failure: the leg stops on it (model.h dist_rc) */
+      if (!m->dist_rc)
+        m->dist_rc = rc_fail(&m->dist_err, RC_EXIT_RESOURCES,
+                             "cannot allocate %zu bytes of host memory for the load-balancing "
+                             "loss's value",
+                             sizeof(float) * (size_t)T * E);
+      return fused;
+    }
     o->to_host(probs, a->probs, sizeof(float) * (size_t)T * E);
     double v = 0;
     for (int e = 0; e < E; e++) {

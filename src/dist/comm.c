@@ -146,6 +146,9 @@ int rc_comm_all_gather_host(rc_comm *c, const rc_ops *ops, const void *send, voi
                             size_t bytes, rc_err *err) {
   size_t total = bytes * (size_t)c->world;
   char *dev = ops->alloc(bytes + total);
+  if (!dev)
+    return rc_fail(err, RC_EXIT_RESOURCES, "cannot allocate %zu bytes of %s memory to gather",
+                   bytes + total, ops->name);
   ops->to_device(dev, send, bytes);
   int rc = c->all_gather(c, dev, dev + bytes, bytes, err);
   if (!rc) ops->to_host(recv, dev + bytes, total);
@@ -157,6 +160,9 @@ int rc_comm_broadcast_host(rc_comm *c, const rc_ops *ops, void *buf, size_t byte
                            rc_err *err) {
   if (c->world == 1 || bytes == 0) return 0;
   char *dev = ops->alloc(bytes);
+  if (!dev)
+    return rc_fail(err, RC_EXIT_RESOURCES, "cannot allocate %zu bytes of %s memory to broadcast",
+                   bytes, ops->name);
   ops->to_device(dev, buf, bytes);
   int rc = c->broadcast(c, dev, bytes, root, err);
   if (!rc) ops->to_host(buf, dev, bytes);

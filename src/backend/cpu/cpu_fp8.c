@@ -28,7 +28,8 @@ void rc_cpu_cast_e4m3(uint8_t *dst, int ld_dst, const float *src, int ld_src, in
 /* An m x k byte matrix decoded into a fresh fp32 matrix (freed by the caller). */
 static float *decode(const uint8_t *x, int rows, int k) {
   size_t n = (size_t)rows * (size_t)k;
-  float *out = (float *)rc_cpu_scratch(n * sizeof(float));
+  float *out = (float *)rc_cpu_scratch(n * sizeof(float), "gemm_e4m3 (decoded)");
+  if (!out) return NULL;
   float table[256];
   for (int b = 0; b < 256; b++) table[b] = rc_e4m3_decode((uint8_t)b);
   for (size_t i = 0; i < n; i++) out[i] = table[x[i]];
@@ -39,7 +40,8 @@ void rc_cpu_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const 
                       float beta, float *C, int ldc) {
   if (m <= 0 || n <= 0) return;
   float *a = decode(A, m, k), *b = decode(B, n, k);
-  rc_cpu_gemm(RC_COMPUTE_FP32, false, true, m, n, k, alpha, a, k, b, k, beta, C, ldc);
+  if (a && b) /* else recorded: the step stops (cpu_internal.h) */
+    rc_cpu_gemm(RC_COMPUTE_FP32, false, true, m, n, k, alpha, a, k, b, k, beta, C, ldc);
   free(a);
   free(b);
 }

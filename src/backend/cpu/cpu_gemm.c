@@ -109,9 +109,15 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
   /* Row i of op(A) at arow + i*astride; column j of op(B) at bcol + j*bstride. */
   const float *arow = A, *bcol = B;
   size_t astride = (size_t)lda, bstride = (size_t)ldb;
-  float *apack = NULL, *bpack = NULL;
-  if (trans_a || rounds) { /* A is [k, m]: its transpose gives contiguous rows of op(A) */
-    apack = rc_cpu_scratch((size_t)m * k * sizeof(float));
+  bool pack_a = trans_a || rounds, pack_b = !trans_b || rounds;
+  float *apack = pack_a ? rc_cpu_scratch((size_t)m * k * sizeof(float), "gemm (packed A)") : NULL;
+  float *bpack = pack_b ? rc_cpu_scratch((size_t)n * k * sizeof(float), "gemm (packed B)") : NULL;
+  if ((pack_a && !apack) || (pack_b && !bpack)) { /* recorded: the step stops (cpu_internal.h) */
+    free(apack);
+    free(bpack);
+    return;
+  }
+  if (pack_a) { /* A is [k, m]: its transpose gives contiguous rows of op(A) */
     if (trans_a)
       transpose(apack, A, k, m, lda, ct);
     else
@@ -119,8 +125,7 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
     arow = apack;
     astride = (size_t)k;
   }
-  if (!trans_b || rounds) { /* B is [k, n]: its transpose gives contiguous columns of op(B) */
-    bpack = rc_cpu_scratch((size_t)n * k * sizeof(float));
+  if (pack_b) { /* B is [k, n]: its transpose gives contiguous columns of op(B) */
     if (!trans_b)
       transpose(bpack, B, k, n, ldb, ct);
     else
@@ -162,7 +167,8 @@ void rc_cpu_decode_half(float *dst, const uint16_t *src, size_t n, rc_compute ct
 /* A rows x cols operand with row stride ld, decoded into a contiguous fp32
  * matrix (freed by the caller). */
 static float *decode_half(const uint16_t *x, int rows, int cols, int ld, rc_compute ct) {
-  float *out = rc_cpu_scratch((size_t)rows * (size_t)cols * sizeof(float));
+  float *out = rc_cpu_scratch((size_t)rows * (size_t)cols * sizeof(float), "gemm_half (decoded)");
+  if (!out) return NULL;
   for (int i = 0; i < rows; i++)
     rc_cpu_decode_half(out + (size_t)i * cols, x + (size_t)i * ld, (size_t)cols, ct);
   return out;
@@ -183,8 +189,9 @@ void rc_cpu_gemm_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n, i
   int rows_a = trans_a ? k : m, cols_a = trans_a ? m : k;
   int rows_b = trans_b ? n : k, cols_b = trans_b ? k : n;
   float *a = decode_half(A, rows_a, cols_a, lda, ct), *b = decode_half(B, rows_b, cols_b, ldb, ct);
-  rc_cpu_gemm(RC_COMPUTE_FP32, trans_a, trans_b, m, n, k, alpha, a, cols_a, b, cols_b, beta, C,
-              ldc);
+  if (a && b)
+    rc_cpu_gemm(RC_COMPUTE_FP32, trans_a, trans_b, m, n, k, alpha, a, cols_a, b, cols_b, beta, C,
+                ldc);
   free(a);
   free(b);
 }
@@ -206,7 +213,8 @@ void rc_cpu_gemm_to_half(rc_compute ct, bool trans_a, bool trans_b, int m, int n
                          const uint16_t *A, int lda, const uint16_t *B, int ldb, uint16_t *C,
                          int ldc) {
   if (m <= 0 || n <= 0) return;
-  float *c = rc_cpu_scratch((size_t)m * (size_t)n * sizeof(float));
+  float *c = rc_cpu_scratch((size_t)m * (size_t)n * sizeof(float), "gemm_to_half (fp32 result)");
+  if (!c) return;
   rc_cpu_gemm_half(ct, trans_a, trans_b, m, n, k, 1.0f, A, lda, B, ldb, 0.0f, c, n);
   for (int i = 0; i < m; i++)
     rc_cpu_cast_half(C + (size_t)i * ldc, c + (size_t)i * n, (size_t)n, ct);

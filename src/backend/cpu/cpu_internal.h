@@ -7,23 +7,22 @@
 #ifndef RC_BACKEND_CPU_INTERNAL_H
 #define RC_BACKEND_CPU_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/ops.h"
 
-/* Scratch memory for one op call: malloc that aborts with a message on
- * failure (the only exit the library allows). Freed with free(). Inline,
- * so the op files depend on no one but the table that assembles them. */
-static inline void *rc_cpu_scratch(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu scratch bytes\n",
-            bytes);
-    abort();
-  }
-  return p;
-}
+/* cpu_scratch.c: scratch memory for one op call, freed with free(); NULL
+ * when it cannot be had (or RC_TEST_FAIL_ALLOC_AT names it,
+ * base/alloc_fail.h). Ops return no status, so an op whose scratch fails
+ * skips its work (its outputs keep what they held) and the failure is
+ * recorded for ops.h alloc_failed (rc_cpu_alloc_failed), which the model
+ * asks after each microbatch: the step stops there with exit 75, and
+ * nothing the op skipped is ever saved or traced. `what` names the op for
+ * the message. */
+void *rc_cpu_scratch(size_t bytes, const char *what);
+int rc_cpu_alloc_failed(size_t *bytes, char *what, size_t cap);
 
 /* cpu_gemm.c */
 void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -44,7 +44,8 @@ static float *out_row(float *out, float *scratch, int t, int n) {
 
 void rc_cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H,
                             float eps, uint16_t *out_half, int ld_half, rc_compute ct) {
-  float *row = out ? NULL : rc_cpu_scratch((size_t)H * sizeof(float));
+  float *row = out ? NULL : rc_cpu_scratch((size_t)H * sizeof(float), "rmsnorm_forward");
+  if (!out && !row) return; /* recorded: the step stops (cpu_internal.h) */
   for (int t = 0; t < T; t++) {
     const float *xt = x + (size_t)t * H;
     double ss = 0.0;
@@ -98,7 +99,9 @@ static void rope_table(float *cs, float *sn, int S, int hd, float theta) {
 static void rope_apply(float *qkv, int B, int S, int nh, int hd, float theta, float sign) {
   int half = hd / 2;
   size_t n = (size_t)S * half;
-  float *cs = rc_cpu_scratch(2 * n * sizeof(float) + 1), *sn = cs + n;
+  float *cs = rc_cpu_scratch(2 * n * sizeof(float) + 1, "rope (angle table)");
+  if (!cs) return; /* recorded: the step stops (cpu_internal.h) */
+  float *sn = cs + n;
   rope_table(cs, sn, S, hd, theta);
   size_t row = 3 * (size_t)nh * hd;
   for (int b = 0; b < B; b++) {
@@ -160,11 +163,13 @@ static float dotf(const float *a, const float *b, int n) {
 }
 
 /* The BF16 attention contract of ops.h, emulated: a bf16-rounded copy of n
- * floats (the caller frees it), or src itself for FP32. */
+ * floats (the caller frees it), or src itself for FP32; NULL when its
+ * scratch cannot be had (recorded, cpu_internal.h). */
 static const float *att_rounded(const float *src, size_t n, rc_compute ct, float **owned) {
   *owned = NULL;
-  if (ct != RC_COMPUTE_BF16) return src;
-  float *r = rc_cpu_scratch(n * sizeof(float));
+  if (!src || ct != RC_COMPUTE_BF16) return src;
+  float *r = rc_cpu_scratch(n * sizeof(float), "attention (bf16 operands)");
+  if (!r) return NULL;
   for (size_t i = 0; i < n; i++) r[i] = rc_round_bf16(src[i]);
   *owned = r;
   return r;
@@ -175,12 +180,13 @@ static const float *att_rounded(const float *src, size_t n, rc_compute ct, float
  * weights exp(s_j - max) are rounded before they multiply v_j and the sum is
  * divided out at the end (the tensor-core kernel's order of operations). */
 /* The fp32 qkv an attention op reads: qkv itself, or decoded from heads into
- * scratch (*owned, which the caller frees). */
+ * scratch (*owned, which the caller frees); NULL when that cannot be had. */
 static const float *att_qkv(const float *qkv, const uint16_t *heads, int B, int S, int nh, int hd,
                             float **owned) {
   *owned = NULL;
   if (!heads) return qkv;
-  float *q = rc_cpu_scratch((size_t)B * S * 3 * nh * hd * sizeof(float));
+  float *q = rc_cpu_scratch((size_t)B * S * 3 * nh * hd * sizeof(float), "attention (qkv)");
+  if (!q) return NULL;
   qkv_heads(q, (uint16_t *)heads, B, S, nh, hd, false); /* decoding only reads heads */
   *owned = q;
   return q;
@@ -195,9 +201,14 @@ void rc_cpu_attention_forward(rc_compute ct, float *out, float *lse, const float
   float *owned, *decoded;
   qkv = att_qkv(qkv, heads, B, S, nh, hd, &decoded);
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned);
-  float *sc = rc_cpu_scratch((size_t)S * sizeof(float));
+  float *sc = rc_cpu_scratch((size_t)S * sizeof(float), "attention_forward (scores)");
   /* out NULL (only out_half asked for): the fp32 values in scratch */
-  float *out_scratch = out ? NULL : rc_cpu_scratch((size_t)B * S * orow * sizeof(float));
+  float *out_scratch =
+      out ? NULL : rc_cpu_scratch((size_t)B * S * orow * sizeof(float), "attention_forward (out)");
+  if (!qkv || !sc || (!out && !out_scratch)) { /* recorded: the step stops (cpu_internal.h) */
+    free(sc), free(owned), free(decoded), free(out_scratch);
+    return;
+  }
   if (!out) out = out_scratch;
   for (int b = 0; b < B; b++) {
     const float *base = qkv + (size_t)b * S * row;
@@ -248,8 +259,11 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
   size_t row = 3 * (size_t)nh * hd, orow = (size_t)nh * hd;
   /* dqkv_half: the fp32 gradient in scratch (or dqkv), then rope_backward's
    * 16-bit form of it: ops.h's definition */
+  bool want_dqkv = dqkv_half && !dqkv;
   float *dqkv_scratch =
-      dqkv_half && !dqkv ? rc_cpu_scratch((size_t)B * S * row * sizeof(float)) : NULL;
+      want_dqkv ? rc_cpu_scratch((size_t)B * S * row * sizeof(float), "attention_backward (dqkv)")
+                : NULL;
+  if (want_dqkv && !dqkv_scratch) return; /* recorded: the step stops (cpu_internal.h) */
   if (dqkv_scratch) dqkv = dqkv_scratch;
   float scale = 1.0f / sqrtf((float)hd);
   bool bf16 = ct == RC_COMPUTE_BF16;
@@ -258,11 +272,16 @@ void rc_cpu_attention_backward(rc_compute ct, float *dqkv, const float *dout, co
   qkv = att_rounded(qkv, (size_t)B * S * row, ct, &owned_qkv);
   dout = att_rounded(dout, (size_t)B * S * orow, ct, &owned_dout);
   if (bf16 && out_bf16) { /* the forward's bf16 output, decoded exactly */
-    owned_out = rc_cpu_scratch((size_t)B * S * orow * sizeof(float));
-    for (size_t i = 0; i < (size_t)B * S * orow; i++) owned_out[i] = rc_bf16_decode(out_bf16[i]);
+    owned_out = rc_cpu_scratch((size_t)B * S * orow * sizeof(float), "attention_backward (out)");
+    for (size_t i = 0; owned_out && i < (size_t)B * S * orow; i++)
+      owned_out[i] = rc_bf16_decode(out_bf16[i]);
     out = owned_out;
   } else {
     out = att_rounded(out, (size_t)B * S * orow, ct, &owned_out);
+  }
+  if (!qkv || !dout || !out) { /* recorded: the step stops (cpu_internal.h) */
+    free(owned_qkv), free(owned_dout), free(owned_out), free(decoded), free(dqkv_scratch);
+    return;
   }
   memset(dqkv, 0, (size_t)B * S * row * sizeof(float));
   for (int b = 0; b < B; b++) {
@@ -313,8 +332,12 @@ static const float *swiglu_in_row(const float *in, const uint16_t *in_half, floa
 
 void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half, int T, int F,
                            uint16_t *out_half, rc_compute ct) {
-  float *row = out ? NULL : rc_cpu_scratch((size_t)F * sizeof(float));
-  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
+  float *row = out ? NULL : rc_cpu_scratch((size_t)F * sizeof(float), "swiglu_forward");
+  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float), "swiglu_forward");
+  if ((!out && !row) || (!in && !in_row)) { /* recorded: the step stops (cpu_internal.h) */
+    free(row), free(in_row);
+    return;
+  }
   for (int t = 0; t < T; t++) {
     const float *g = swiglu_in_row(in, in_half, in_row, t, F, ct), *u = g + F;
     float *o = out_row(out, row, t, F);
@@ -327,9 +350,13 @@ void rc_cpu_swiglu_forward(float *out, const float *in, const uint16_t *in_half,
 
 void rc_cpu_swiglu_backward(float *din, const float *dout, const float *in, const uint16_t *in_half,
                             int T, int F, uint16_t *din_half, uint16_t *out_half, rc_compute ct) {
-  float *row = din ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
-  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float));
-  float *fwd = out_half ? rc_cpu_scratch((size_t)F * sizeof(float)) : NULL;
+  float *row = din ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float), "swiglu_backward");
+  float *in_row = in ? NULL : rc_cpu_scratch((size_t)2 * F * sizeof(float), "swiglu_backward");
+  float *fwd = out_half ? rc_cpu_scratch((size_t)F * sizeof(float), "swiglu_backward") : NULL;
+  if ((!din && !row) || (!in && !in_row) || (out_half && !fwd)) { /* recorded (cpu_internal.h) */
+    free(row), free(in_row), free(fwd);
+    return;
+  }
   for (int t = 0; t < T; t++) {
     const float *g = swiglu_in_row(in, in_half, in_row, t, F, ct), *u = g + F,
                 *d = dout + (size_t)t * F;
@@ -352,7 +379,8 @@ void rc_cpu_cross_entropy(float *losses, float *correct, float *logits, const in
                           const float *dloss, int T, int V, uint16_t *dlogits_half, rc_compute ct) {
   /* 16-bit logits (logits NULL): each row decoded into scratch, computed
    * there as an fp32 row is, and its gradient encoded back over it */
-  float *row = logits ? NULL : rc_cpu_scratch((size_t)V * sizeof(float));
+  float *row = logits ? NULL : rc_cpu_scratch((size_t)V * sizeof(float), "cross_entropy");
+  if (!logits && !row) return; /* recorded: the step stops (cpu_internal.h) */
   for (int t = 0; t < T; t++) {
     float *l = logits ? logits + (size_t)t * V : row;
     if (!logits) rc_cpu_decode_half(l, dlogits_half + (size_t)t * V, (size_t)V, ct);

@@ -39,7 +39,8 @@ void rc_cpu_moe_permute(int32_t *perm, int32_t *inv_perm, int32_t *offsets, cons
   size_t n = (size_t)T * k;
   for (size_t i = 0; i < n; i++) offsets[topk_idx[i] + 1]++;
   for (int e = 0; e < E; e++) offsets[e + 1] += offsets[e];
-  int32_t *cursor = rc_cpu_scratch((size_t)(E + 1) * sizeof(int32_t));
+  int32_t *cursor = rc_cpu_scratch((size_t)(E + 1) * sizeof(int32_t), "moe_permute");
+  if (!cursor) return; /* recorded: the step stops (cpu_internal.h) */
   memcpy(cursor, offsets, (size_t)(E + 1) * sizeof(int32_t));
   for (size_t i = 0; i < n; i++) {
     int32_t pos = cursor[topk_idx[i]]++;

@@ -20,15 +20,12 @@
 
 /* ---- memory ---- */
 
+/* NULL on failure, printing nothing: the caller names the buffer and the
+ * limit (ops.h alloc). */
 static void *cpu_alloc(size_t bytes) {
   /* calloc(0) may return NULL legitimately; ask for one byte instead so that
    * NULL always means failure. */
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "resumecheck: cpu backend: out of memory allocating %zu bytes\n", bytes);
-    abort();
-  }
-  return p;
+  return calloc(1, bytes ? bytes : 1);
 }
 
 static void cpu_free(void *ptr) {
@@ -167,6 +164,7 @@ static void cpu_adamw_many(const rc_adamw_tensor *ts, int count, float lr, float
 static const rc_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
+    .alloc_failed = rc_cpu_alloc_failed,
     .free = cpu_free,
     .to_device = cpu_memcpy,
     .to_host = cpu_memcpy,
