@@ -25,6 +25,7 @@
 #include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "base/mem_limits.h"
 #include "harness/run_signal.h"
 
 #define RUN_MARKER ".resumecheck-run"
@@ -146,6 +147,21 @@ static int check_jobs_memory(rc_run *run, rc_err *err) {
   snprintf(run->legs_device, sizeof run->legs_device, "%s",
            device); /* --gpu-scheduling's default */
   bool on_host = !strcmp(device, "cpu");
+  /* RLIMIT_AS and RLIMIT_DATA bind each leg alone: a leg inherits them and
+   * maps, beside its need, what this process maps now (it is this same
+   * program); the leg checks itself exactly before it allocates */
+  rc_mem_limit lim;
+  uint64_t mapped = (uint64_t)host_need + (on_host ? (uint64_t)need : 0) + RC_MEM_PROCESS_SLACK;
+  if (rc_mem_process_limit(&lim) && mapped > lim.room) {
+    char need_s[32], what[320];
+    rc_format_bytes(mapped, need_s, sizeof need_s);
+    rc_mem_limit_describe(&lim, what, sizeof what);
+    rc_json_free(j);
+    return rc_fail(err, RC_EXIT_RESOURCES,
+                   "one leg needs %s in its process but %s (each leg inherits it): not even "
+                   "--jobs 1 fits; raise the limit or use smaller sizes",
+                   need_s, what);
+  }
   rc = rc_run_jobs_memory_check((uint64_t)(on_host ? need + host_need : need), o->jobs, run->n_legs,
                                 (uint64_t)avail, on_host ? "host memory" : "device memory", err);
   rc_json_free(j);

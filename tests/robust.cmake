@@ -15,3 +15,10 @@ rc_add_sh_test(robust_valgrind_train robust_valgrind_train.sh)
 set_tests_properties(robust_valgrind_train PROPERTIES TIMEOUT 600)
 # hostile compare/inspect inputs (issue 16): flipped shard byte, sparse 1 TiB, --ignore '*', garbage shard
 rc_add_sh_test(hostile_compare hostile_compare.sh)
+# allocation failures and memory limits (docs/robustness.md, "Allocation
+# failures and memory limits"): train and run under ulimit -v / -d, and a
+# forced failure at chosen allocations of init and of a step (exit 75 each)
+foreach(t robust_alloc_limits robust_alloc_fail_at)
+  rc_add_sh_test(${t} ${t}.sh)
+  set_tests_properties(${t} PROPERTIES TIMEOUT 300)
+endforeach()
