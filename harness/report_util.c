@@ -99,6 +99,33 @@ void rc_utf8_sanitize(const char *in, char *out, size_t cap) {
   out[o] = 0;
 }
 
+void rc_text_escape(const char *in, char *out, size_t cap) {
+  if (!cap) return;
+  const unsigned char *s = (const unsigned char *)in;
+  size_t o = 0;
+  while (*s) {
+    int n = utf8_len(s);
+    char esc[8] = "";
+    if (n == 0 || (n == 1 && ((*s < 0x20 && *s != '\t') || *s == 0x7f)))
+      snprintf(esc, sizeof esc, "\\x%02x", *s);
+    else if (n == 2 && s[0] == 0xC2 && s[1] < 0xA0) /* C1: U+0080..U+009F */
+      snprintf(esc, sizeof esc, "\\u%04x", s[1]);
+    if (esc[0]) {
+      size_t k = strlen(esc);
+      if (o + k + 1 > cap) break;
+      memcpy(out + o, esc, k);
+      o += k;
+      s += n ? n : 1;
+    } else {
+      if (o + (size_t)n + 1 > cap) break;
+      memcpy(out + o, s, (size_t)n);
+      o += (size_t)n;
+      s += n;
+    }
+  }
+  out[o] = 0;
+}
+
 void rc_sb_xml(rc_sb *b, const char *str) {
   const unsigned char *s = (const unsigned char *)str;
   while (*s) {

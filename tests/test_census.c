@@ -2,8 +2,11 @@
  * matched by name whatever their order, saved differences counted and
  * described with both values, local ones grouped with their notes, fields
  * on one side only, the before-save census, and every malformed file
- * refused with 65 naming the line. Each check has its control: the same
- * files without the difference compare clean. */
+ * refused with 65 naming the line; CRLF line ends accepted; the
+ * first-step census's differences marked with what the after-load census
+ * saw; the families a census covers, named from its fields only; control
+ * characters escaped in the described lines. Each check has its control:
+ * the same files without the difference compare clean. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -135,6 +138,116 @@ static void test_malformed(void) {
   rc_census_diff_free(&d);
 }
 
+/* CRLF: the CR is not part of the value (a census written on Windows). */
+static void test_crlf(void) {
+  rc_census_diff d;
+  rc_err err;
+  const char *crlf = "# comment\r\nx\tsaved\t1\r\ny\tsaved\t2\r\nz\tlocal\tp\tnote\r\n";
+  CHECK(compare(crlf, "x\tsaved\t1\ny\tsaved\t2\nz\tlocal\tp\tnote\n", &d, &err) == 0, "%s",
+        err.msg);
+  CHECK(d.n_fields == 3 && d.n_diffs == 0, "CRLF against LF: %d differences", d.n_diffs);
+  rc_census_diff_free(&d);
+  /* control: a value that really differs still differs, shown without a CR */
+  CHECK(compare(crlf, "x\tsaved\t1\ny\tsaved\t3\nz\tlocal\tp\tnote\n", &d, &err) == 0, "%s",
+        err.msg);
+  char line[512] = "";
+  if (d.n_diffs) rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(d.n_diffs == 1 && d.n_saved_differ == 1 &&
+            !strcmp(line, "y: through 2, resumed 3 (saved: not restored by the load)"),
+        "CRLF, a real difference: %s", line);
+  rc_census_diff_free(&d);
+}
+
+/* The first-step pair's differences follow the after-load ones, marked. */
+static void test_first_step(void) {
+  rc_census_diff d;
+  rc_err err = {0};
+  const char *after = "iteration\tsaved\t3\nrng.torch_cpu\tsaved\tfp=1\nk\tsaved\t5\n";
+  const char *ta = put("ta.txt", after), *ra = put("ra.txt", after);
+  CHECK(rc_census_compare_files(ta, ra, &d, &err) == 0 && d.n_diffs == 0, "after-load equal");
+  const char *tf = put("tf.txt", "iteration\tsaved\t3\nrng.torch_cpu\tsaved\tfp=1\nk\tsaved\t5\n"
+                                 "new\tsaved\t1\n");
+  const char *rf = put("rf.txt", "iteration\tsaved\t3\nrng.torch_cpu\tsaved\tfp=2\nk\tsaved\t5\n"
+                                 "new\tsaved\t2\n");
+  CHECK(rc_census_compare_first_step(tf, rf, ta, ra, &d, &err) == 0, "%s", err.msg);
+  CHECK(d.first_step && d.first_fields == 4 && d.first_saved_differ == 2 && d.n_saved_differ == 0,
+        "first-step counts %d %d %d", d.first_step, d.first_fields, d.first_saved_differ);
+  const rc_census_field_diff *f = rc_census_first_saved(&d);
+  char line[512] = "";
+  if (f) rc_census_describe(f, "through", "resumed", line, sizeof line);
+  CHECK(f && f->first_step && f->after_load == RC_AFTER_LOAD_EQUAL &&
+            !strcmp(line, "before the first step: rng.torch_cpu: through fp=1, resumed fp=2 "
+                          "(saved; equal in the census after the load: it changed between the "
+                          "load and the first step)"),
+        "%s", line);
+  CHECK(d.n_diffs == 2 && d.diffs[1].after_load == RC_AFTER_LOAD_ABSENT, "a field new at the "
+                                                                         "first step");
+  /* an after-load difference goes before the first-step ones, and is the first */
+  rc_census_diff r0;
+  CHECK(rc_census_compare_files(put("x1.txt", "k\tsaved\t5\n"), put("x2.txt", "k\tsaved\t6\n"), &r0,
+                                &err) == 0,
+        "%s", err.msg);
+  CHECK(rc_census_merge(&d, &r0, 1), "merge");
+  CHECK(d.n_diffs == 3 && !d.diffs[0].first_step && !strcmp(d.diffs[0].field, "rank 1: k") &&
+            rc_census_first_saved(&d) == &d.diffs[0] && d.n_saved_differ == 1 &&
+            d.first_saved_differ == 2,
+        "merged: %d %s", d.n_diffs, d.n_diffs ? d.diffs[0].field : "-");
+  rc_census_diff_free(&d);
+  /* control: equal first-step censuses add nothing but their counts */
+  CHECK(rc_census_compare_files(ta, ra, &d, &err) == 0, "%s", err.msg);
+  CHECK(rc_census_compare_first_step(put("tf.txt", after), put("rf.txt", after), ta, ra, &d,
+                                     &err) == 0,
+        "%s", err.msg);
+  CHECK(d.first_step && d.first_fields == 3 && d.n_diffs == 0 && !rc_census_first_saved(&d),
+        "equal first-step censuses");
+  rc_census_diff_free(&d);
+  /* a malformed first-step census is 65, and d is left as it was */
+  CHECK(rc_census_compare_files(ta, ra, &d, &err) == 0, "%s", err.msg);
+  memset(&err, 0, sizeof err);
+  int rc = rc_census_compare_first_step(put("tf.txt", "x saved 1\n"), rf, ta, ra, &d, &err);
+  CHECK(rc == 65 && strstr(err.msg, "tf.txt:1") && !d.first_step, "malformed: %d %s", rc, err.msg);
+  rc_census_diff_free(&d);
+}
+
+/* What a census covers comes from its field names, and says no more. */
+static void test_coverage(void) {
+  rc_census_diff d;
+  rc_err err;
+  const char *a = "iteration\tsaved\t3\ndata.consumed_samples\tsaved\t12\nrng.offset\tsaved\t0\n"
+                  "optimizer.exp_avg.w\tsaved\tfp=1\nmodel.w\tsaved\tfp=2\n"
+                  "state.ema.shadow.w\tsaved\tfp=3\nstate.sampler.epoch\tsaved\t0\n"
+                  "counter\tsaved\t3\n";
+  CHECK(compare(a, a, &d, &err) == 0, "%s", err.msg);
+  char text[512];
+  rc_census_coverage(&d, text, sizeof text);
+  CHECK(!strcmp(text, "iteration, data position, RNG, optimizer moments, model weights, "
+                      "registered state (ema, sampler), other fields: counter"),
+        "coverage: %s", text);
+  rc_census_diff_free(&d);
+  /* control: without RNG and registered fields neither is claimed */
+  CHECK(compare("iteration\tsaved\t3\nweights\tsaved\t1\n", "iteration\tsaved\t3\n", &d, &err) == 0,
+        "%s", err.msg);
+  rc_census_coverage(&d, text, sizeof text);
+  CHECK(!strcmp(text, "iteration, other fields: weights"), "coverage: %s", text);
+  rc_census_diff_free(&d);
+}
+
+/* A value holding ESC is described as \x1b, never as the byte. */
+static void test_escape(void) {
+  rc_census_diff d;
+  rc_err err;
+  CHECK(compare("tag\tsaved\ta\x1b[31mred\n", "tag\tsaved\tb\n", &d, &err) == 0, "%s", err.msg);
+  char line[512] = "";
+  if (d.n_diffs) rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(
+      !strchr(line, 0x1b) &&
+          !strcmp(line, "tag: through a\\x1b[31mred, resumed b (saved: not restored by the load)"),
+      "escaped: %s", line);
+  /* control: the value itself keeps the byte (report.json writes it as it is) */
+  CHECK(d.n_diffs == 1 && strchr(d.diffs[0].a, 0x1b), "the raw value holds ESC");
+  rc_census_diff_free(&d);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/rc_census_test.XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -142,6 +255,10 @@ int main(void) {
   test_one_side_and_groups();
   test_before_save();
   test_malformed();
+  test_crlf();
+  test_first_step();
+  test_coverage();
+  test_escape();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (!failures && system(cmd)) return 1;
