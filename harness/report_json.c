@@ -258,6 +258,28 @@ static void diff_obj(rc_jw *w, const rc_diff *d) {
   rc_jw_obj_end(w);
 }
 
+/* The families a census covers, then "other fields: ..." when some field
+ * is of none. */
+static void families(rc_jw *w, const rc_census_diff *d) {
+  rc_jw_arr_begin(w);
+  for (int i = 0; i < RC_CENSUS_N_FAMILIES; i++) {
+    if (!(d->families & (1u << i))) continue;
+    if ((1u << i) == RC_FAM_REGISTERED && d->registered[0]) {
+      char reg[RC_CENSUS_OTHER_CAP + 32];
+      snprintf(reg, sizeof reg, "%s (%s)", rc_census_family_name(i), d->registered);
+      str(w, reg);
+    } else {
+      str(w, rc_census_family_name(i));
+    }
+  }
+  if (d->other[0]) {
+    char other[RC_CENSUS_OTHER_CAP + 16];
+    snprintf(other, sizeof other, "other fields: %s", d->other);
+    str(w, other);
+  }
+  rc_jw_arr_end(w);
+}
+
 /* A census check's comparison: every differing field, saved ones first
  * (docs/report-schema.md). */
 static void census(rc_jw *w, const rc_check *c) {
@@ -273,6 +295,23 @@ static void census(rc_jw *w, const rc_check *c) {
   kv_int(w, "saved_differ", d->n_saved_differ);
   kv_int(w, "local_differ", d->n_local_differ);
   rc_census_json_differences(w, "differences", d);
+  /* the first-step census: null when neither leg wrote one */
+  rc_jw_key(w, "first_step");
+  if (!d->first_step && !c->census_first_only[0]) {
+    rc_jw_null(w);
+  } else {
+    rc_jw_obj_begin(w);
+    kv_bool(w, "compared", d->first_step);
+    kv_str_or_null(w, "only_in", c->census_first_only);
+    kv_int(w, "fields", d->first_fields);
+    kv_int(w, "saved_differ", d->first_saved_differ);
+    kv_int(w, "local_differ", d->first_local_differ);
+    rc_census_json_first_step_differences(w, "differences", d);
+    rc_jw_obj_end(w);
+  }
+  /* what the compared files cover, from their field names */
+  rc_jw_key(w, "covers");
+  families(w, d);
   rc_jw_obj_end(w);
 }
 
@@ -296,7 +335,9 @@ static void check_state(rc_jw *w, const rc_check *c) {
     if (c->cmp.hashes_only_b) str(w, "b");
     rc_jw_arr_end(w);
     kv_int(w, "n_failing", c->cmp.n_failing);
-    kv_str_or_null(w, "first_difference", c->first_dataset);
+    kv_str_or_null(w, "first_difference", c->first_in_path);
+    kv_str_or_null(w, "headline_difference", c->first_dataset);
+    kv_str_or_null(w, "headline_rule", c->first_dataset[0] ? c->first_why : NULL);
     kv_str_or_null(w, "largest_difference", c->largest_dataset);
     rc_jw_key(w, "ignore");
     rc_jw_arr_begin(w);
@@ -407,8 +448,35 @@ static void first_divergence(rc_jw *w, const rc_run *run) {
   csv_array(w, c->have_trace ? c->trace.columns : "");
   rc_jw_key(w, "equal_columns");
   csv_array(w, c->have_trace ? c->trace.equal_columns : "");
-  kv_str_or_null(w, "dataset", run->first_div_dataset);
+  kv_str_or_null(w, "dataset", run->first_div_in_path);
+  kv_str_or_null(w, "headline", run->first_div_dataset);
+  kv_str_or_null(w, "headline_rule", run->first_div_dataset[0] ? run->first_div_why : NULL);
   kv_str_or_null(w, "largest", run->first_div_largest);
+  rc_jw_obj_end(w);
+}
+
+/* "census_silent": RESUME diverged while every census compared saw no
+ * saved field differ; null otherwise. */
+static void census_silent(rc_jw *w, const rc_run *run) {
+  rc_jw_key(w, "census_silent");
+  if (!run->census_silent[0] || run->census_silent_check < 0 ||
+      run->census_silent_check >= run->n_checks) {
+    rc_jw_null(w);
+    return;
+  }
+  const rc_check *c = &run->checks[run->census_silent_check];
+  rc_jw_obj_begin(w);
+  kv_str(w, "check", c->name);
+  kv_int(w, "step", c->step);
+  kv_int(w, "fields", c->census.n_fields);
+  rc_jw_key(w, "first_step_fields");
+  if (c->census.first_step)
+    rc_jw_int(w, c->census.first_fields);
+  else
+    rc_jw_null(w);
+  rc_jw_key(w, "covers");
+  families(w, &c->census);
+  kv_str(w, "text", run->census_silent);
   rc_jw_obj_end(w);
 }
 
@@ -464,6 +532,7 @@ char *rc_report_json_string(const rc_run *run) {
   kv_str(&w, "verdict_text", run->verdict_text);
   kv_str_or_null(&w, "verdict_hint", run->verdict_hint);
   kv_str_or_null(&w, "census_finding", run->census_finding);
+  census_silent(&w, run);
   kv_int(&w, "exit_code", run->exit_code);
   rc_jw_obj_end(&w);
   /* ownership of the buffer passes to the caller */

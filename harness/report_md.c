@@ -202,6 +202,11 @@ static void md_checks(rc_sb *b, const rc_run *run) {
     if (c->status == RC_CHECK_DIFFERS && c->first_dataset[0]) {
       rc_sb_printf(b, "; first differing %s ", c->first_is_dataset ? "dataset" : "file");
       md_code(b, c->first_dataset, true);
+      if (c->first_why[0] && strcmp(c->first_why, "path order")) {
+        rc_sb_puts(b, " (ranked by ");
+        md_text(b, c->first_why);
+        rc_sb_puts(b, ")");
+      }
     }
     rc_sb_puts(b, " |\n");
   }
@@ -223,9 +228,19 @@ static void md_findings(rc_sb *b, const rc_run *run) {
     md_text(b, run->census_finding);
     rc_sb_puts(b, "\n");
   }
+  if (run->census_silent[0]) {
+    rc_sb_puts(b, "- ");
+    md_text(b, run->census_silent);
+    rc_sb_puts(b, "\n");
+  }
   if (run->first_div_dataset[0]) {
     rc_sb_printf(b, "- first differing %s: ", run->first_div_is_dataset ? "dataset" : "file");
     md_code(b, run->first_div_dataset, false);
+    if (run->first_div_why[0] && strcmp(run->first_div_why, "path order")) {
+      rc_sb_puts(b, " (ranked by ");
+      md_text(b, run->first_div_why);
+      rc_sb_puts(b, ")");
+    }
     rc_sb_puts(b, "\n");
   }
   if (run->first_div_largest[0]) {

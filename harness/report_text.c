@@ -18,9 +18,31 @@ static int width(const char *s) {
   return w;
 }
 
+static void put(FILE *out, const char *s);
+
 static void pad(FILE *out, const char *s, int w) {
-  fputs(s, out);
+  put(out, s);
   for (int i = width(s); i < w; i++) fputc(' ', out);
+}
+
+/* s for a terminal: control characters written as \xHH (rc_text_escape),
+ * so text from trainers, files and flags cannot drive it.
+ * RC_TEST_TEXT_RAW=1 (a test's control) writes s as it is. */
+static void put(FILE *out, const char *s) {
+  const char *raw = getenv("RC_TEST_TEXT_RAW");
+  if (raw && !strcmp(raw, "1")) {
+    fputs(s, out);
+    return;
+  }
+  size_t cap = strlen(s) * 6 + 1;
+  char *esc = malloc(cap);
+  if (!esc) {
+    fputs("(out of memory)", out);
+    return;
+  }
+  rc_text_escape(s, esc, cap);
+  fputs(esc, out);
+  free(esc);
 }
 
 static const char *check_word(const rc_check *c) {
@@ -54,15 +76,19 @@ static void print_config(const rc_run *run, FILE *out) {
     fprintf(out, "; trainer: exec\n");
   } else {
     fprintf(out, "; trainer: resumecheck train");
-    for (int i = 0; i < o->n_fwd; i++) fprintf(out, " %s", o->fwd[i]);
+    for (int i = 0; i < o->n_fwd; i++) {
+      fputc(' ', out);
+      put(out, o->fwd[i]);
+    }
     fprintf(out, "\n");
   }
   for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++)
-    if (getenv(RC_KERNEL_SWITCHES[i]))
-      fprintf(out,
-              "kernel switch %s=%s set: it changes a CUDA leg's bits (in report.json and every "
-              "leg's args.json)\n",
-              RC_KERNEL_SWITCHES[i], getenv(RC_KERNEL_SWITCHES[i]));
+    if (getenv(RC_KERNEL_SWITCHES[i])) {
+      fprintf(out, "kernel switch %s=", RC_KERNEL_SWITCHES[i]);
+      put(out, getenv(RC_KERNEL_SWITCHES[i]));
+      fprintf(out, " set: it changes a CUDA leg's bits (in report.json and every leg's "
+                   "args.json)\n");
+    }
 }
 
 static void print_legs(const rc_run *run, FILE *out) {
@@ -82,12 +108,16 @@ static void print_legs(const rc_run *run, FILE *out) {
     pad(out, l->label, wl + 2);
     pad(out, range, 12);
     pad(out, wall, 12);
-    if (l->state == RC_LEG_OK)
+    if (l->state == RC_LEG_OK) {
       fprintf(out, "ok");
-    else
-      fprintf(out, "%s: %s", rc_leg_status_name(l), l->reason);
-    if (l->decision) /* --through-checkpoints on-demand */
-      fprintf(out, "; at %" PRId64 " %s", l->deferred_step, l->decision_why);
+    } else {
+      fprintf(out, "%s: ", rc_leg_status_name(l));
+      put(out, l->reason);
+    }
+    if (l->decision) { /* --through-checkpoints on-demand */
+      fprintf(out, "; at %" PRId64 " ", l->deferred_step);
+      put(out, l->decision_why);
+    }
     fprintf(out, "\n");
   }
 }
@@ -130,18 +160,27 @@ static void print_failed_legs(const rc_run *run, FILE *out) {
   for (int i = 0; i < run->n_legs; i++) {
     const rc_leg *l = &run->legs[i];
     if (l->state != RC_LEG_FAILED) continue;
-    fprintf(out, "\n  leg %s %s (exit status %d). Last lines of %s:\n", l->label, l->reason,
-            l->exit_code, l->log_path);
+    fprintf(out, "\n  leg %s ", l->label);
+    put(out, l->reason);
+    fprintf(out, " (exit status %d). Last lines of ", l->exit_code);
+    put(out, l->log_path);
+    fprintf(out, ":\n");
     const char *p = l->log_tail;
+    char line[4096];
     while (*p) {
       const char *nl = strchr(p, '\n');
       int n = nl ? (int)(nl - p) : (int)strlen(p);
-      fprintf(out, "    | %.*s\n", n, p);
+      rc_bufprintf(line, sizeof line, "%.*s", n, p);
+      fprintf(out, "    | ");
+      put(out, line);
+      fputc('\n', out);
       p += n + (nl != NULL);
     }
     char cmd[8192];
     rc_leg_command(run, l, cmd, sizeof cmd);
-    fprintf(out, "  reproduce: %s\n", cmd);
+    fprintf(out, "  reproduce: ");
+    put(out, cmd);
+    fputc('\n', out);
   }
 }
 
@@ -157,7 +196,8 @@ static void print_checks(const rc_run *run, FILE *out) {
     fprintf(out, "  ");
     pad(out, c->name, wn + 2);
     pad(out, check_word(c), 12);
-    fprintf(out, "%s\n", c->summary);
+    put(out, c->summary);
+    fputc('\n', out);
   }
 }
 
@@ -168,10 +208,43 @@ static void print_census(const rc_run *run, FILE *out, const char *arm, const ch
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *c = &run->checks[i];
     if (strcmp(c->arm, arm) || c->what != RC_CHECK_CENSUS || !c->have_census) continue;
-    if (!c->census.n_saved_differ && (!diverged || !c->census.n_local_differ)) continue;
-    fprintf(out, "  %s%sstate census (%s): %s\n", prefix, sep, c->name, c->summary);
-    rc_census_print(&c->census, out, "    ", 8);
+    const rc_census_diff *d = &c->census;
+    if (!d->n_saved_differ && !d->first_saved_differ &&
+        (!diverged || (!d->n_local_differ && !d->first_local_differ)))
+      continue;
+    fprintf(out, "  %s%sstate census (%s): ", prefix, sep, c->name);
+    put(out, c->summary);
+    fputc('\n', out);
+    rc_census_print(d, out, "    ", 8);
   }
+}
+
+/* A differing state check's headline difference, and on the next line why
+ * it is first when something other than path order put it there. */
+static void print_first(FILE *out, const char *prefix, const char *sep, const rc_check *c) {
+  if (!c->first_dataset[0]) return;
+  fprintf(out, "  %s%sfirst differing %s: ", prefix, sep, c->first_is_dataset ? "dataset" : "file");
+  put(out, c->first_dataset);
+  fputc('\n', out);
+  if (c->first_why[0] && strcmp(c->first_why, "path order")) {
+    fprintf(out, "  %s%sranked first by ", prefix, sep);
+    put(out, c->first_why);
+    fputc('\n', out);
+  }
+}
+
+/* "A/A failed: not deterministic (through@6 vs aa@6 differ in 3 datasets:
+ * /a, /b, /c)": the datasets an A/A state check found differing. */
+static void print_aa_names(const rc_run *run, FILE *out, const char *prefix, const char *sep,
+                           const rc_check *c, const char *why) {
+  if (c->what != RC_CHECK_STATE || !c->have_cmp) return;
+  char names[1400];
+  rc_run_differing_names(run, c, 3, names, sizeof names);
+  if (!names[0]) return;
+  fprintf(out, "  %s%sA/A failed: %s (%s@%" PRId64 " vs %s@%" PRId64 " differ in ", prefix, sep,
+          why, run->legs[c->leg_a].label, c->step, run->legs[c->leg_b].label, c->step);
+  put(out, names);
+  fprintf(out, ")\n");
 }
 
 /* --confirm-arm: fused against unfused without a resume. */
@@ -180,14 +253,14 @@ static void print_arms(const rc_run *run, FILE *out) {
     const rc_check *c = &run->checks[i];
     if (c->cls != RC_CLASS_ARMS || c->what != RC_CHECK_STATE) continue;
     if (c->status == RC_CHECK_DIFFERS) {
-      fprintf(out,
-              "  %s differs (%s): fused and unfused accumulation disagree even without a resume\n",
-              c->name, c->summary);
-      if (c->first_dataset[0])
-        fprintf(out, "  first differing %s: %s\n", c->first_is_dataset ? "dataset" : "file",
-                c->first_dataset);
+      fprintf(out, "  %s differs (", c->name);
+      put(out, c->summary);
+      fprintf(out, "): fused and unfused accumulation disagree even without a resume\n");
+      print_first(out, "", "", c);
     } else if (c->status == RC_CHECK_IDENTICAL) {
-      fprintf(out, "  %s identical (%s)\n", c->name, c->summary);
+      fprintf(out, "  %s identical (", c->name);
+      put(out, c->summary);
+      fprintf(out, ")\n");
     }
   }
 }
@@ -222,22 +295,29 @@ static void print_findings(const rc_run *run, FILE *out) {
      * through legs differ too; with them identical (--aa) the save leg is
      * not a prefix; without --aa either may be the cause */
     if (aa_bad >= 0 && through_bad >= 0) {
-      fprintf(out, "  %s%sA/A FAILED (%s): not deterministic, the resume result is inconclusive\n",
-              prefix, sep, run->checks[through_bad].summary);
+      fprintf(out, "  %s%sA/A FAILED (", prefix, sep);
+      put(out, run->checks[through_bad].summary);
+      fprintf(out, "): not deterministic, the resume result is inconclusive\n");
+      print_aa_names(run, out, prefix, sep, &run->checks[through_bad], "not deterministic");
     } else if (aa_bad >= 0 && through_ok >= 0 && !strcmp(run->verdict, "not-a-prefix")) {
-      fprintf(out, "  %s%sA/A identical (%s)\n", prefix, sep, run->checks[through_ok].summary);
-      fprintf(out,
-              "  %s%sSAVE LEG NOT A PREFIX (%s): two through legs agree, the save leg differs, the "
-              "resume result is inconclusive\n",
-              prefix, sep, run->checks[aa_bad].summary);
+      fprintf(out, "  %s%sA/A identical (", prefix, sep);
+      put(out, run->checks[through_ok].summary);
+      fprintf(out, ")\n  %s%sSAVE LEG NOT A PREFIX (", prefix, sep);
+      put(out, run->checks[aa_bad].summary);
+      fprintf(out, "): two through legs agree, the save leg differs, the resume result is "
+                   "inconclusive\n");
     } else if (aa_bad >= 0) {
-      fprintf(out,
-              "  %s%sA/A FAILED (%s): either not deterministic or the save leg is not a prefix of "
-              "the through leg, the resume result is inconclusive\n",
-              prefix, sep, run->checks[aa_bad].summary);
-    } else if (aa_first >= 0 && run->checks[aa_first].status == RC_CHECK_IDENTICAL)
-      fprintf(out, "  %s%sA/A identical (%s)%s\n", prefix, sep, run->checks[aa_first].summary,
-              aa_total > 1 ? " and at every other A/A check" : "");
+      fprintf(out, "  %s%sA/A FAILED (", prefix, sep);
+      put(out, run->checks[aa_bad].summary);
+      fprintf(out, "): either not deterministic or the save leg is not a prefix of the through "
+                   "leg, the resume result is inconclusive\n");
+      print_aa_names(run, out, prefix, sep, &run->checks[aa_bad],
+                     "not deterministic, or the save leg is not a prefix");
+    } else if (aa_first >= 0 && run->checks[aa_first].status == RC_CHECK_IDENTICAL) {
+      fprintf(out, "  %s%sA/A identical (", prefix, sep);
+      put(out, run->checks[aa_first].summary);
+      fprintf(out, ")%s\n", aa_total > 1 ? " and at every other A/A check" : "");
+    }
     if (res_bad >= 0) {
       /* the earliest trace divergence of this arm */
       const rc_check *t = NULL;
@@ -248,20 +328,25 @@ static void print_findings(const rc_run *run, FILE *out) {
           continue;
         if (!t || c->trace.first_step < t->trace.first_step) t = c;
       }
-      if (t)
-        fprintf(out, "  %s%sRESUME %s\n", prefix, sep, t->summary);
-      else
-        fprintf(out, "  %s%sRESUME diverged (%s)\n", prefix, sep, run->checks[res_bad].summary);
-      if (run->checks[res_bad].first_dataset[0])
-        fprintf(out, "  %s%sfirst differing %s: %s\n", prefix, sep,
-                run->checks[res_bad].first_is_dataset ? "dataset" : "file",
-                run->checks[res_bad].first_dataset);
-      if (run->checks[res_bad].largest_dataset[0])
-        fprintf(out, "  %s%slargest difference: %s\n", prefix, sep,
-                run->checks[res_bad].largest_dataset);
+      if (t) {
+        fprintf(out, "  %s%sRESUME ", prefix, sep);
+        put(out, t->summary);
+        fputc('\n', out);
+      } else {
+        fprintf(out, "  %s%sRESUME diverged (", prefix, sep);
+        put(out, run->checks[res_bad].summary);
+        fprintf(out, ")\n");
+      }
+      print_first(out, prefix, sep, &run->checks[res_bad]);
+      if (run->checks[res_bad].largest_dataset[0]) {
+        fprintf(out, "  %s%slargest difference: ", prefix, sep);
+        put(out, run->checks[res_bad].largest_dataset);
+        fputc('\n', out);
+      }
     } else if (res_last >= 0 && run->checks[res_last].status == RC_CHECK_IDENTICAL) {
-      fprintf(out, "  %s%sRESUME identical (%s)%s\n", prefix, sep, run->checks[res_last].summary,
-              res_total > 1 ? " and at every other link" : "");
+      fprintf(out, "  %s%sRESUME identical (", prefix, sep);
+      put(out, run->checks[res_last].summary);
+      fprintf(out, ")%s\n", res_total > 1 ? " and at every other link" : "");
     }
     print_census(run, out, arms[a], prefix, sep, res_bad >= 0);
   }
@@ -282,9 +367,17 @@ void rc_report_text(const rc_run *run, FILE *out) {
   rc_fmt_seconds(run->legs_s, l, sizeof l);
   rc_fmt_seconds(run->checks_s, c, sizeof c);
   fprintf(out, "\ntime: %s: preparing %s, legs %s, checks %s\n", wall, p, l, c);
-  fprintf(out, "verdict: %s (exit %d, %s): %s\n", rc_verdict_headline(run), run->exit_code, wall,
-          run->verdict_text);
-  if (run->census_finding[0]) fprintf(out, "census: %s\n", run->census_finding);
-  if (run->verdict_hint[0]) fprintf(out, "hint: %s\n", run->verdict_hint);
+  fprintf(out, "verdict: %s (exit %d, %s): ", rc_verdict_headline(run), run->exit_code, wall);
+  put(out, run->verdict_text);
+  fputc('\n', out);
+  const char *lines[3][2] = {{"census: ", run->census_finding},
+                             {"census: ", run->census_silent},
+                             {"hint: ", run->verdict_hint}};
+  for (int i = 0; i < 3; i++)
+    if (lines[i][1][0]) {
+      fputs(lines[i][0], out);
+      put(out, lines[i][1]);
+      fputc('\n', out);
+    }
   fflush(out);
 }

@@ -220,9 +220,16 @@ typedef struct {
   int shards, shards_identical; /* *.h5 files */
   int files, files_identical;   /* every compared file, informational ones excluded */
   bool args_differ;             /* args.json differs by construction */
-  char first_dataset[1024];     /* the first failing difference in path order, described */
-  char largest_dataset[1024];   /* the dataset that differs most (weights first), described */
-  bool first_is_dataset;        /* first_dataset names an HDF5 object, not a whole file */
+  /* the headline: the failing difference ranked first by evidence (the
+   * census's saved fields, then the kind of state; rc_run_rank_differences),
+   * described; first_in_path: the first in path order; first_why: the rule
+   * that put the headline first */
+  char first_dataset[1024];
+  char first_in_path[1024];
+  char first_why[256];
+  char largest_dataset[1024]; /* the dataset that differs most (weights first), described */
+  bool first_is_dataset;      /* first_dataset names an HDF5 object, not a whole file */
+  int first_index;            /* the headline's index in cmp.diffs (first_dataset set) */
   bool have_trace;
   rc_trace_diff trace;
   /* census checks: path_a/path_b are the two legs' census directories;
@@ -230,6 +237,9 @@ typedef struct {
   bool have_census;
   rc_census_diff census;
   int census_ranks;
+  /* the first-step census (census.first_step when compared): when only
+   * one leg wrote one, that leg's label (not compared, not an error) */
+  char census_first_only[96];
   bool during_legs; /* a state check run while legs still ran (rc_run_early_checks_poll) */
 } rc_check;
 
@@ -290,7 +300,9 @@ typedef struct {
   char verdict_hint[512];  /* what to do next, one line; "" when there is nothing to add */
   int first_div_check;     /* the check that names the first divergence, -1 if none */
   int64_t first_div_step;  /* -1 if unknown */
-  char first_div_dataset[1024];
+  char first_div_dataset[1024]; /* the state check's headline difference (first_dataset) */
+  char first_div_in_path[1024]; /* ... and its first in path order */
+  char first_div_why[256];
   char first_div_largest[1024];
   bool first_div_is_dataset;
   rc_mechanism mechanism;
@@ -298,6 +310,13 @@ typedef struct {
   /* what the census of the diverging resumed leg shows at its resume
    * point, one line ("" when there is no census or nothing to say) */
   char census_finding[1024];
+  /* RESUME diverged while every census compared (after the load and
+   * before the first step) saw no saved field differ: what the census of
+   * the diverging leg covered, and what it cannot see (docs/census.md);
+   * census_silent_check is that census check; census_silent "" when this
+   * does not apply */
+  int census_silent_check;
+  char census_silent[1024];
 } rc_run;
 
 typedef enum { RC_SAVE_AT_LIST = 0, RC_SAVE_AT_EVERY, RC_SAVE_AT_AUTO } rc_save_at_mode;
@@ -380,6 +399,18 @@ int rc_run_legs(rc_run *run, rc_err *err);
 
 /* Runs the checks whose legs finished, then sets the verdict and exit code. */
 int rc_run_checks(rc_run *run, rc_err *err);
+/* Ranks the failing differences of every state check that differs, for its
+ * headline (first_dataset): a dataset holding a saved field the census of
+ * the same leg names first, then by kind of state (data position, RNG and
+ * counters; optimizer state; model weights; everything else), then path
+ * order (docs/report-schema.md). rc_run_checks calls it once every check
+ * ran. RC_TEST_FIRST_IN_PATH_ORDER=1 (a test's control) keeps path order. */
+void rc_run_rank_differences(rc_run *run);
+/* "3 datasets: /optimizer/exp_avg/w, /model/w, /extra/ema/0" (in the
+ * headline's rank order, at most max named, "(first 3)" when more; names
+ * escaped for a terminal) of a state check that ran; "" when nothing in it
+ * differs. */
+void rc_run_differing_names(const rc_run *run, const rc_check *c, int max, char *buf, size_t cap);
 /* While the legs run (each scheduler tick): starts, on a thread of its own
  * and one at a time, the next state check whose two checkpoints are both
  * complete (their COMPLETE markers, and no rank's manifest fragment left

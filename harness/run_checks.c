@@ -16,6 +16,7 @@
 #include "run.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <inttypes.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "harness/census.h"
 #include "harness/report.h"
 #include "io/layout.h"
 
@@ -113,17 +115,12 @@ static void check_tallies(rc_check *c) {
   c->files_identical = c->files - files_differ;
 }
 
-/* First: the first dataset in path order (whole files such as COMPLETE,
- * which hashes the manifest, only when no dataset differs). Largest: the
- * greatest relative difference, model weights before optimizer state,
- * which is usually where the mechanism shows. */
-static void describe_differences(rc_check *c) {
-  int first = -1, first_file = -1, largest = -1;
+/* The greatest relative difference, model weights before optimizer state,
+ * which is usually where the mechanism shows; -1 if no values differ. */
+static int largest_index(const rc_check *c) {
+  int largest = -1;
   for (int i = 0; i < c->cmp.n_diffs; i++) {
     const rc_diff *d = &c->cmp.diffs[i];
-    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
-    if (first_file < 0) first_file = i;
-    if (first < 0 && d->object[0]) first = i;
     if (d->kind != RC_DIFF_VALUES) continue;
     if (largest < 0) {
       largest = i;
@@ -133,13 +130,237 @@ static void describe_differences(rc_check *c) {
     bool dm = !strncmp(d->object, "/model/", 7), lm = !strncmp(l->object, "/model/", 7);
     if ((dm && !lm) || (dm == lm && d->max_rel > l->max_rel)) largest = i;
   }
-  if (first < 0) first = first_file;
-  if (first >= 0) {
-    rc_diff_describe(&c->cmp.diffs[first], c->first_dataset, sizeof c->first_dataset);
-    c->first_is_dataset = c->cmp.diffs[first].object[0] != 0;
-  }
-  if (largest >= 0 && largest != first)
+  return largest;
+}
+
+/* The headline is diff i (first_why says why); the largest difference is
+ * named beside it when it is another one. */
+static void set_headline(rc_check *c, int i, const char *why) {
+  rc_diff_describe(&c->cmp.diffs[i], c->first_dataset, sizeof c->first_dataset);
+  c->first_is_dataset = c->cmp.diffs[i].object[0] != 0;
+  c->first_index = i;
+  rc_bufprintf(c->first_why, sizeof c->first_why, "%s", why);
+  int largest = largest_index(c);
+  c->largest_dataset[0] = 0;
+  if (largest >= 0 && largest != i)
     rc_diff_describe(&c->cmp.diffs[largest], c->largest_dataset, sizeof c->largest_dataset);
+}
+
+/* First in path order: the first dataset (whole files such as COMPLETE,
+ * which hashes the manifest, only when no dataset differs); it is the
+ * headline until rc_run_rank_differences ranks the differences. */
+static void describe_differences(rc_check *c) {
+  int first = -1, first_file = -1;
+  for (int i = 0; i < c->cmp.n_diffs; i++) {
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
+    if (first_file < 0) first_file = i;
+    if (first < 0 && d->object[0]) first = i;
+  }
+  if (first < 0) first = first_file;
+  if (first < 0) return;
+  rc_diff_describe(&c->cmp.diffs[first], c->first_in_path, sizeof c->first_in_path);
+  set_headline(c, first, "path order");
+}
+
+/* ---- ranking the differences: what diverged first ---- */
+
+/* The words of a name split at '.', '/' and '@' (a dataset's attribute
+ * stops it), at most max. */
+static int words(const char *s, const char *w[], size_t n[], int max) {
+  int k = 0;
+  while (*s && *s != '@' && k < max) {
+    while (*s == '.' || *s == '/') s++;
+    if (!*s || *s == '@') break;
+    size_t len = strcspn(s, "./@");
+    w[k] = s, n[k] = len, k++;
+    s += len;
+  }
+  return k;
+}
+
+/* Does the dataset `object` hold the census field `field` ("rank R: "
+ * stripped)? Their words agree, the shorter a prefix of the longer of at
+ * least two words (optimizer.step holds /optimizer/step/fc1/weight;
+ * optimizer.exp_avg.fc1.weight is /optimizer/exp_avg/fc1/weight). */
+static bool holds(const char *object, const char *field) {
+  if (!strncmp(field, "rank ", 5)) {
+    const char *colon = strstr(field, ": ");
+    if (colon) field = colon + 2;
+  }
+  const char *wa[32], *wb[32];
+  size_t na[32], nb[32];
+  int ka = words(object, wa, na, 32), kb = words(field, wb, nb, 32);
+  int k = ka < kb ? ka : kb;
+  if (!k || (ka != kb && k < 2)) return false;
+  for (int i = 0; i < k; i++)
+    if (na[i] != nb[i] || strncmp(wa[i], wb[i], na[i])) return false;
+  return true;
+}
+
+/* The kinds of state, in the order a training step reads them: what the
+ * step starts from (data position, RNG, counters), the optimizer state
+ * the update uses, the weights it produces, and whatever is derived after
+ * (EMA, extra state, whole files). */
+static const char *const KINDS[] = {"data position, RNG and counters", "optimizer state",
+                                    "model weights", "everything else"};
+
+static bool top_is(const char *object, const char *name) {
+  size_t n = strlen(name);
+  return object[0] == '/' && !strncmp(object + 1, name, n) &&
+         (object[n + 1] == 0 || object[n + 1] == '/' || object[n + 1] == '@');
+}
+
+static int state_kind(const char *object) {
+  static const char *const counters[] = {"data",        "rng",       "scheduler", "loss_scaler",
+                                         "grad_scaler", "iteration", "meta"};
+  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+    if (top_is(object, counters[i])) return 0;
+  if (!strncmp(object, "/optimizer/step", 15) && (!object[15] || strchr("/@", object[15])))
+    return 0;
+  if (top_is(object, "optimizer")) return 1;
+  if (top_is(object, "model")) return 2;
+  return 3;
+}
+
+/* The census check of the leg a state check's b side is (its resumed
+ * leg), when it compared anything. */
+static const rc_check *census_of(const rc_run *run, const rc_check *c) {
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *k = &run->checks[i];
+    if (k->what == RC_CHECK_CENSUS && k->have_census && k->leg_b == c->leg_b &&
+        !strcmp(k->arm, c->arm))
+      return k;
+  }
+  return NULL;
+}
+
+/* The place of the first saved census field the dataset holds (after-load
+ * ones first), INT_MAX if none; *field is set to it. */
+static int census_rank(const rc_census_diff *cd, const char *object,
+                       const rc_census_field_diff **field) {
+  int r = 0;
+  for (int pass = 0; cd && pass < 2; pass++)
+    for (int i = 0; i < cd->n_diffs; i++) {
+      const rc_census_field_diff *f = &cd->diffs[i];
+      if (!f->saved || f->first_step != (pass == 1)) continue;
+      if (holds(object, f->field)) {
+        *field = f;
+        return r;
+      }
+      r++;
+    }
+  return INT_MAX;
+}
+
+typedef struct {
+  int file;   /* 0 a dataset, 1 a whole file */
+  int census; /* census_rank */
+  int kind;   /* state_kind */
+  int index;  /* path order */
+  const rc_census_field_diff *field;
+} rank_key;
+
+static int by_rank(const void *pa, const void *pb) {
+  const rank_key *a = pa, *b = pb;
+  if (a->file != b->file) return a->file - b->file;
+  if (a->census != b->census) return a->census < b->census ? -1 : 1;
+  if (a->kind != b->kind) return a->kind - b->kind;
+  return a->index - b->index;
+}
+
+static bool path_order_only(void) {
+  const char *v = getenv("RC_TEST_FIRST_IN_PATH_ORDER");
+  return v && !strcmp(v, "1");
+}
+
+/* The failing differences of c in rank order (malloc'd, *n of them; NULL
+ * when none or out of memory). */
+static rank_key *ranked(const rc_run *run, const rc_check *c, int *n) {
+  *n = 0;
+  if (!c->have_cmp || !c->cmp.n_diffs) return NULL;
+  rank_key *k = calloc((size_t)c->cmp.n_diffs, sizeof *k);
+  if (!k) return NULL;
+  bool plain = path_order_only();
+  const rc_check *cc = plain ? NULL : census_of(run, c);
+  for (int i = 0; i < c->cmp.n_diffs; i++) {
+    const rc_diff *d = &c->cmp.diffs[i];
+    if (d->kind == RC_DIFF_INFORMATIONAL) continue;
+    rank_key *x = &k[(*n)++];
+    *x = (rank_key){d->object[0] ? 0 : 1, INT_MAX, 0, i, NULL};
+    if (plain || !d->object[0]) continue;
+    x->census = census_rank(cc ? &cc->census : NULL, d->object, &x->field);
+    x->kind = state_kind(d->object);
+  }
+  qsort(k, (size_t)*n, sizeof *k, by_rank);
+  return k;
+}
+
+/* The headline of one differing state check. */
+static void rank_check(const rc_run *run, rc_check *c) {
+  int n = 0;
+  rank_key *k = ranked(run, c, &n);
+  if (!k) return;
+  char why[256] = "path order";
+  if (k[0].field) {
+    char field[160];
+    rc_text_escape(k[0].field->field, field, sizeof field);
+    rc_bufprintf(why, sizeof why, "the census: saved field %s differs %s", field,
+                 k[0].field->first_step ? "before the first step" : "after the load");
+  } else if (!k[0].file && !path_order_only()) {
+    bool kinds = false;
+    for (int i = 1; i < n && !kinds; i++) kinds = !k[i].file && k[i].kind != k[0].kind;
+    if (kinds)
+      rc_bufprintf(why, sizeof why, "kind of state: %s, in the order %s; %s; %s; %s",
+                   KINDS[k[0].kind], KINDS[0], KINDS[1], KINDS[2], KINDS[3]);
+  }
+  set_headline(c, k[0].index, why);
+  free(k);
+}
+
+void rc_run_rank_differences(rc_run *run) {
+  for (int i = 0; i < run->n_checks; i++) {
+    rc_check *c = &run->checks[i];
+    if (c->what == RC_CHECK_STATE && c->status == RC_CHECK_DIFFERS && c->have_cmp)
+      rank_check(run, c);
+  }
+}
+
+void rc_run_differing_names(const rc_run *run, const rc_check *c, int max, char *buf, size_t cap) {
+  buf[0] = 0;
+  int n = 0;
+  rank_key *k = ranked(run, c, &n);
+  if (!k) return;
+  /* distinct names, in rank order */
+  int distinct = 0, datasets = 0, shown = 0;
+  size_t len = 0;
+  char list[1024] = "";
+  for (int i = 0; i < n; i++) {
+    const rc_diff *d = &c->cmp.diffs[k[i].index];
+    const char *name = d->object[0] ? d->object : d->file;
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) {
+      const rc_diff *e = &c->cmp.diffs[k[j].index];
+      seen = !strcmp(e->object[0] ? e->object : e->file, name);
+    }
+    if (seen) continue;
+    distinct++;
+    datasets += d->object[0] != 0;
+    if (shown == max) continue;
+    char esc[512];
+    rc_text_escape(name, esc, sizeof esc);
+    int w = snprintf(list + len, sizeof list - len, "%s%s", shown ? ", " : "", esc);
+    if (w < 0 || (size_t)w >= sizeof list - len) break;
+    len += (size_t)w;
+    shown++;
+  }
+  free(k);
+  const char *noun = datasets == distinct ? (distinct == 1 ? "dataset" : "datasets")
+                     : datasets == 0      ? (distinct == 1 ? "file" : "files")
+                                          : "datasets and files";
+  char more[32] = "";
+  if (distinct > shown) rc_bufprintf(more, sizeof more, " (first %d)", shown);
+  rc_bufprintf(buf, cap, "%d %s: %s%s", distinct, noun, list, more);
 }
 
 static void run_state_check(rc_run *run, rc_check *c) {
@@ -276,49 +497,100 @@ static void run_trace_check(rc_run *run, rc_check *c) {
   }
 }
 
-/* Moves rank r's differences into the check's, prefixing their fields with
- * the rank when the leg has several. */
-static bool merge_census(rc_census_diff *into, rc_census_diff *from, int rank, bool prefix) {
-  rc_census_field_diff *p =
-      realloc(into->diffs, (size_t)(into->n_diffs + from->n_diffs + 1) * sizeof *p);
-  if (!p) return false;
-  into->diffs = p;
-  for (int i = 0; i < from->n_diffs; i++) {
-    rc_census_field_diff *f = &from->diffs[i];
-    if (prefix) {
-      char *named = NULL;
-      if (asprintf(&named, "rank %d: %s", rank, f->field) < 0) return false;
-      free(f->field);
-      f->field = named;
-    }
-    into->diffs[into->n_diffs++] = *f;
-  }
-  into->n_fields += from->n_fields;
-  into->n_saved_differ += from->n_saved_differ;
-  into->n_local_differ += from->n_local_differ;
-  free(from->diffs);
-  memset(from, 0, sizeof *from);
-  return true;
-}
-
-static void census_path(const char *dir, int64_t step, int rank, char *buf, size_t cap) {
+static void census_path(const char *dir, int64_t step, int rank, bool first_step, char *buf,
+                        size_t cap) {
   char name[96];
-  rc_census_filename(name, sizeof name, step, rank, false);
+  if (first_step)
+    rc_census_first_step_filename(name, sizeof name, step, rank);
+  else
+    rc_census_filename(name, sizeof name, step, rank, false);
   rc_bufprintf(buf, cap, "%s/%s", dir, name);
 }
 
+/* How many ranks wrote a census of this kind: as many as either leg has. */
+static int census_ranks(const rc_check *c, bool first_step) {
+  char pa[RC_RUN_PATH_CAP + 128], pb[RC_RUN_PATH_CAP + 128];
+  int ranks = 0;
+  for (;; ranks++) {
+    census_path(c->path_a, c->step, ranks, first_step, pa, sizeof pa);
+    census_path(c->path_b, c->step, ranks, first_step, pb, sizeof pb);
+    if (!rc_path_exists(pa) && !rc_path_exists(pb)) return ranks;
+  }
+}
+
+/* A census comparison that failed: the check is an error. */
+static void census_error(rc_check *c, int rc, const char *a_at, const char *b_at) {
+  rc_census_diff_free(&c->census);
+  c->status = RC_CHECK_ERROR;
+  if (!c->err.code) c->err.code = rc;
+  rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: census comparison failed: %s", a_at, b_at,
+               c->err.msg);
+}
+
+/* The first-step censuses (docs/census.md), when both legs wrote them for
+ * every rank: their differences join the check's, marked first_step; when
+ * only one leg did, census_first_only names it and nothing is compared. */
+static int first_step_census(const rc_run *run, rc_check *c) {
+  char pa[RC_RUN_PATH_CAP + 128], pb[RC_RUN_PATH_CAP + 128];
+  char aa[RC_RUN_PATH_CAP + 128], ab[RC_RUN_PATH_CAP + 128];
+  int ranks = census_ranks(c, true);
+  for (int r = 0; r < ranks; r++) {
+    census_path(c->path_a, c->step, r, true, pa, sizeof pa);
+    census_path(c->path_b, c->step, r, true, pb, sizeof pb);
+    bool ha = rc_path_exists(pa), hb = rc_path_exists(pb);
+    if (ha != hb) {
+      rc_bufprintf(c->census_first_only, sizeof c->census_first_only, "%s",
+                   run->legs[ha ? c->leg_a : c->leg_b].label);
+      return RC_OK;
+    }
+  }
+  for (int r = 0; r < ranks; r++) {
+    census_path(c->path_a, c->step, r, true, pa, sizeof pa);
+    census_path(c->path_b, c->step, r, true, pb, sizeof pb);
+    census_path(c->path_a, c->step, r, false, aa, sizeof aa);
+    census_path(c->path_b, c->step, r, false, ab, sizeof ab);
+    rc_census_diff d = {0};
+    int rc = rc_census_compare_first_step(pa, pb, aa, ab, &d, &c->err);
+    if (!rc && !rc_census_merge(&c->census, &d, ranks > 1 ? r : -1))
+      rc = rc_fail(&c->err, RC_EXIT_SOFTWARE, "out of memory");
+    rc_census_diff_free(&d);
+    if (rc) return rc;
+  }
+  return RC_OK;
+}
+
+/* "; 1 process-local field differs by design" */
+static void local_phrase(int n, char *buf, size_t cap) {
+  buf[0] = 0;
+  if (n)
+    rc_bufprintf(buf, cap, "; %d process-local field%s differ%s by design", n, n == 1 ? "" : "s",
+                 n == 1 ? "s" : "");
+}
+
 /* The through leg's census after step K against the resumed leg's after
- * loading K, rank by rank (every rank writes its own). Differences of
- * `saved` fields fail the check; `local` ones are listed, by design. */
+ * loading K, rank by rank (every rank writes its own), and their
+ * first-step censuses when both wrote them. Differences of `saved` fields
+ * fail the check; `local` ones are listed, by design. The built-in trainer
+ * always writes the after-load pair: a leg of it that finished without one
+ * is an error (66), not a skip. */
 static void run_census_check(rc_run *run, rc_check *c) {
   const rc_leg *la = &run->legs[c->leg_a], *lb = &run->legs[c->leg_b];
   char a_at[128], b_at[128], pa[RC_RUN_PATH_CAP + 128], pb[RC_RUN_PATH_CAP + 128];
   rc_bufprintf(a_at, sizeof a_at, "%s@%" PRId64, la->label, c->step);
   rc_bufprintf(b_at, sizeof b_at, "%s (after loading %" PRId64 ")", lb->label, c->step);
-  census_path(c->path_a, c->step, 0, pa, sizeof pa);
-  census_path(c->path_b, c->step, 0, pb, sizeof pb);
+  census_path(c->path_a, c->step, 0, false, pa, sizeof pa);
+  census_path(c->path_b, c->step, 0, false, pb, sizeof pb);
   bool ha = rc_path_exists(pa), hb = rc_path_exists(pb);
   if (!ha || !hb) {
+    if (run->opts.trainer == RC_TRAINER_SELF && la->state == RC_LEG_OK && lb->state == RC_LEG_OK) {
+      c->status = RC_CHECK_ERROR;
+      c->err.code = rc_fail(&c->err, RC_EXIT_NOINPUT,
+                            "%s: missing: resumecheck train writes a census after every save "
+                            "before the last step and after every load, and leg %s finished",
+                            ha ? pb : pa, ha ? lb->label : la->label);
+      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s", a_at, b_at, c->err.msg);
+      return;
+    }
     c->status = RC_CHECK_SKIPPED;
     if (!ha && !hb)
       rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: no census (the legs wrote none)", a_at,
@@ -328,40 +600,33 @@ static void run_census_check(rc_run *run, rc_check *c) {
                    b_at, ha ? lb->label : la->label);
     return;
   }
-  int ranks = 1; /* every rank writes its own: as many as either leg has */
-  for (;; ranks++) {
-    census_path(c->path_a, c->step, ranks, pa, sizeof pa);
-    census_path(c->path_b, c->step, ranks, pb, sizeof pb);
-    if (!rc_path_exists(pa) && !rc_path_exists(pb)) break;
-  }
+  int ranks = census_ranks(c, false);
   for (int r = 0; r < ranks; r++) {
-    census_path(c->path_a, c->step, r, pa, sizeof pa);
-    census_path(c->path_b, c->step, r, pb, sizeof pb);
+    census_path(c->path_a, c->step, r, false, pa, sizeof pa);
+    census_path(c->path_b, c->step, r, false, pb, sizeof pb);
     rc_census_diff d;
     int rc = rc_census_compare_files(pa, pb, &d, &c->err);
-    if (!rc && !merge_census(&c->census, &d, r, ranks > 1))
+    if (!rc && !rc_census_merge(&c->census, &d, ranks > 1 ? r : -1))
       rc = rc_fail(&c->err, RC_EXIT_SOFTWARE, "out of memory");
     if (rc) {
       rc_census_diff_free(&d);
-      rc_census_diff_free(&c->census);
-      c->status = RC_CHECK_ERROR;
-      if (!c->err.code) c->err.code = rc;
-      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: census comparison failed: %s", a_at,
-                   b_at, c->err.msg);
+      census_error(c, rc, a_at, b_at);
       return;
     }
+  }
+  int rc = first_step_census(run, c);
+  if (rc) {
+    census_error(c, rc, a_at, b_at);
+    return;
   }
   c->have_census = true;
   c->census_ranks = ranks;
   const rc_census_diff *d = &c->census;
   char ranks_text[32] = "";
   if (ranks > 1) rc_bufprintf(ranks_text, sizeof ranks_text, " over %d ranks", ranks);
-  char local[160] = "";
-  if (d->n_local_differ)
-    rc_bufprintf(local, sizeof local, "; %d process-local field%s differ%s by design",
-                 d->n_local_differ, d->n_local_differ == 1 ? "" : "s",
-                 d->n_local_differ == 1 ? "s" : "");
-  c->status = d->n_saved_differ ? RC_CHECK_DIFFERS : RC_CHECK_IDENTICAL;
+  char local[160];
+  local_phrase(d->n_local_differ, local, sizeof local);
+  c->status = d->n_saved_differ || d->first_saved_differ ? RC_CHECK_DIFFERS : RC_CHECK_IDENTICAL;
   if (d->n_saved_differ)
     rc_bufprintf(c->summary, sizeof c->summary,
                  "%s vs %s: %d fields%s; %d saved field%s differ%s%s", a_at, b_at, d->n_fields,
@@ -370,6 +635,24 @@ static void run_census_check(rc_run *run, rc_check *c) {
   else
     rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %d fields%s, saved state identical%s",
                  a_at, b_at, d->n_fields, ranks_text, local);
+  /* which census saw what: the first-step one's own clause */
+  size_t n = strlen(c->summary);
+  if (c->census_first_only[0]) {
+    rc_bufprintf(c->summary + n, sizeof c->summary - n,
+                 "; before the first step: not compared, only %s wrote a census",
+                 c->census_first_only);
+  } else if (d->first_step) {
+    local_phrase(d->first_local_differ, local, sizeof local);
+    if (d->first_saved_differ)
+      rc_bufprintf(c->summary + n, sizeof c->summary - n,
+                   "; before the first step: %d fields; %d saved field%s differ%s%s",
+                   d->first_fields, d->first_saved_differ, d->first_saved_differ == 1 ? "" : "s",
+                   d->first_saved_differ == 1 ? "s" : "", local);
+    else
+      rc_bufprintf(c->summary + n, sizeof c->summary - n,
+                   "; before the first step: %d fields, saved state identical%s", d->first_fields,
+                   local);
+  }
 }
 
 /* ---- state checks while the legs run ---- */
@@ -459,6 +742,7 @@ int rc_run_checks(rc_run *run, rc_err *err) {
     else
       run_trace_check(run, c);
   }
+  rc_run_rank_differences(run); /* needs the census checks: after every check */
   rc_run_verdict(run);
   return RC_OK;
 }
@@ -508,6 +792,9 @@ static bool find_first_divergence(rc_run *run, rc_check_class cls) {
   if (state >= 0) {
     rc_bufprintf(run->first_div_dataset, sizeof run->first_div_dataset, "%s",
                  run->checks[state].first_dataset);
+    rc_bufprintf(run->first_div_in_path, sizeof run->first_div_in_path, "%s",
+                 run->checks[state].first_in_path);
+    rc_bufprintf(run->first_div_why, sizeof run->first_div_why, "%s", run->checks[state].first_why);
     rc_bufprintf(run->first_div_largest, sizeof run->first_div_largest, "%s",
                  run->checks[state].largest_dataset);
     run->first_div_is_dataset = run->checks[state].first_is_dataset;
@@ -671,39 +958,85 @@ static void mechanism(rc_run *run) {
 }
 
 /* The census of the leg the divergence is in (or the first census check
- * that fails), as one observed line: which saved fields differ, or that
- * the saved state is identical and which process-local fields differ. */
-static void census_finding(rc_run *run) {
-  run->census_finding[0] = 0;
+ * that fails), or NULL. */
+static int finding_check(const rc_run *run) {
   const rc_check *div = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
-  const rc_check *c = NULL;
+  int c = -1;
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *k = &run->checks[i];
     if (k->what != RC_CHECK_CENSUS || !k->have_census || !primary_arm(run, k->arm)) continue;
-    if (div && k->leg_b == div->leg_b) {
-      c = k;
-      break;
-    }
-    if (!c && (k->status == RC_CHECK_DIFFERS || !div)) c = k;
+    if (div && k->leg_b == div->leg_b) return i;
+    if (c < 0 && (k->status == RC_CHECK_DIFFERS || !div)) c = i;
   }
-  if (!c) return;
+  return c;
+}
+
+/* The census of the leg the divergence is in, as one observed line: which
+ * saved fields differ (and in which census, when there were two), or that
+ * the saved state is identical and which process-local fields differ. */
+static void census_finding(rc_run *run) {
+  run->census_finding[0] = 0;
+  int ci = finding_check(run);
+  if (ci < 0) return;
+  const rc_check *c = &run->checks[ci];
   const rc_census_diff *d = &c->census;
-  if (d->n_saved_differ) {
-    char first[768];
+  int saved = d->n_saved_differ + d->first_saved_differ;
+  if (saved) {
+    char first[768], where[160] = "";
     rc_census_describe(rc_census_first_saved(d), "through", "resumed", first, sizeof first);
+    if (d->first_step)
+      rc_bufprintf(where, sizeof where, " (%d after the load, %d before the first step)",
+                   d->n_saved_differ, d->first_saved_differ);
     rc_bufprintf(run->census_finding, sizeof run->census_finding,
-                 "state census at step %" PRId64 " (%s): %d saved field%s differ%s; first: %s",
-                 c->step, run->legs[c->leg_b].label, d->n_saved_differ,
-                 d->n_saved_differ == 1 ? "" : "s", d->n_saved_differ == 1 ? "s" : "", first);
+                 "state census at step %" PRId64 " (%s): %d saved field%s differ%s%s; first: %s",
+                 c->step, run->legs[c->leg_b].label, saved, saved == 1 ? "" : "s",
+                 saved == 1 ? "s" : "", where, first);
     return;
   }
-  char groups[512];
+  char groups[512], fields[96] = "";
   rc_census_local_groups(d, groups, sizeof groups);
+  if (d->first_step)
+    rc_bufprintf(fields, sizeof fields, "%d fields after the load, %d before the first step",
+                 d->n_fields, d->first_fields);
+  else
+    rc_bufprintf(fields, sizeof fields, "%d fields", d->n_fields);
+  bool local = d->n_local_differ || d->first_local_differ;
   rc_bufprintf(run->census_finding, sizeof run->census_finding,
-               "state census at step %" PRId64 " (%s): saved state identical (%d fields)%s%s%s",
-               c->step, run->legs[c->leg_b].label, d->n_fields,
-               d->n_local_differ ? "; process-local fields differ by design: " : "", groups,
-               d->n_local_differ ? "" : "; no process-local field differs");
+               "state census at step %" PRId64 " (%s): saved state identical (%s)%s%s%s", c->step,
+               run->legs[c->leg_b].label, fields,
+               local ? "; process-local fields differ by design: " : "", groups,
+               local ? "" : "; no process-local field differs");
+}
+
+/* RESUME diverged and no census compared (in the primary arm) saw a saved
+ * field differ: what the census of the diverging leg covered, from the
+ * fields its files hold, and what no census can see. */
+static void census_silent(rc_run *run) {
+  int compared = 0;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *k = &run->checks[i];
+    if (k->what != RC_CHECK_CENSUS || !primary_arm(run, k->arm)) continue;
+    if (k->status == RC_CHECK_DIFFERS || k->status == RC_CHECK_ERROR) return;
+    compared += k->status == RC_CHECK_IDENTICAL && k->have_census;
+  }
+  int ci = finding_check(run);
+  if (!compared || ci < 0) return;
+  const rc_check *c = &run->checks[ci];
+  const rc_census_diff *d = &c->census;
+  char covers[512], fields[128];
+  rc_census_coverage(d, covers, sizeof covers);
+  if (d->first_step)
+    rc_bufprintf(fields, sizeof fields, "%d fields after the load and %d before the first step",
+                 d->n_fields, d->first_fields);
+  else
+    rc_bufprintf(fields, sizeof fields, "%d field%s", d->n_fields, d->n_fields == 1 ? "" : "s");
+  run->census_silent_check = ci;
+  rc_bufprintf(run->census_silent, sizeof run->census_silent,
+               "the census saw no difference at %" PRId64
+               ": it compared %s (what it covers: %s); it does not cover data order, an RNG "
+               "consumed after the load and before the census, or a stateful object the trainer "
+               "did not register",
+               c->step, fields, covers[0] ? covers : "no field");
 }
 
 /* An A/A check failed and the save leg is not shown to be a mere
@@ -742,6 +1075,7 @@ static void resume_verdict(rc_run *run) {
   set_verdict(run, "resume-diverged", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
   find_first_divergence(run, RC_CLASS_RESUME);
   census_finding(run);
+  census_silent(run);
   const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
   if (c && c->what == RC_CHECK_TRACE && c->have_trace && c->trace.first_step >= 0) {
     char phrase[768];
@@ -771,7 +1105,11 @@ void rc_run_verdict(rc_run *run) {
   run->first_div_check = -1;
   run->first_div_step = -1;
   run->first_div_dataset[0] = 0;
+  run->first_div_in_path[0] = 0;
+  run->first_div_why[0] = 0;
   run->first_div_largest[0] = 0;
+  run->census_silent_check = -1;
+  run->census_silent[0] = 0;
   mechanism(run);
   if (run->interrupted) {
     set_verdict(run, "interrupted", RC_RUN_INTERRUPTED, RC_RUN_INTERRUPTED);

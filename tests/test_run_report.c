@@ -11,7 +11,11 @@
  *  - JUnit XML and the SVG plot stay well-formed when leg reasons, logs and
  *    paths hold markup, control characters and invalid UTF-8; checked with
  *    python3 or xmllint when present (the validator itself must reject a
- *    broken document first), and by byte scans in C regardless. */
+ *    broken document first), and by byte scans in C regardless;
+ *  - the text report writes control characters of flags, summaries, leg
+ *    reasons and logs as \xHH, never raw;
+ *  - a census missing from a leg of the built-in trainer that finished is
+ *    an error (66, naming the file); an exec trainer's is a skip. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +32,14 @@
 
 static char tmpdir[256];
 
-static void plan_aa(rc_run *r, bool confirm, bool bisect, bool aa) {
+static void plan_in(rc_run *r, bool confirm, bool bisect, bool aa, const char *out) {
   static int64_t ks[] = {5};
   rc_run_opts o;
   memset(&o, 0, sizeof o);
   o.steps = 10;
   o.save_at = ks;
   o.n_save_at = 1;
-  o.out_dir = tmpdir;
+  o.out_dir = out;
   o.jobs = 1;
   o.trainer = RC_TRAINER_SELF;
   o.self_exe = "/bin/true";
@@ -49,6 +53,10 @@ static void plan_aa(rc_run *r, bool confirm, bool bisect, bool aa) {
   }
   for (int i = 0; i < r->n_legs; i++) r->legs[i].state = RC_LEG_OK;
   for (int i = 0; i < r->n_checks; i++) r->checks[i].status = RC_CHECK_IDENTICAL;
+}
+
+static void plan_aa(rc_run *r, bool confirm, bool bisect, bool aa) {
+  plan_in(r, confirm, bisect, aa, tmpdir);
 }
 
 static void plan(rc_run *r, bool confirm, bool bisect) {
@@ -427,6 +435,113 @@ static void test_schema(void) {
   CHECK(accepts("[1]", RC_SCHEMA_RUN) == RC_EXIT_DATAERR, "not an object");
 }
 
+/* The text report for a terminal: ESC in a forwarded flag, a check's
+ * summary, a leg's reason and its log reaches it as \x1b. Control: the
+ * same strings reach report.json as they are (\u001b). */
+static void test_text_escape(void) {
+  rc_run r;
+  plan(&r, false, false);
+  char *fwd[] = {"--tag", "a\x1b[31mred"};
+  r.opts.fwd = fwd;
+  r.opts.n_fwd = 2;
+  rc_check *res = check_named(&r, "RESUME@5→10");
+  res->status = RC_CHECK_DIFFERS;
+  snprintf(res->summary, sizeof res->summary,
+           "s \x1b]0;title\x07 \xc2\x9b"
+           "2J");
+  r.legs[2].state = RC_LEG_FAILED;
+  snprintf(r.legs[2].reason, sizeof r.legs[2].reason, "died \x1b[2J");
+  snprintf(r.legs[2].log_tail, sizeof r.legs[2].log_tail, "one\n\x1b[1mtwo\nthree\r");
+  rc_run_verdict(&r);
+  char path[512];
+  snprintf(path, sizeof path, "%s/report.txt", tmpdir);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    CHECK(0, "cannot write %s", path);
+    rc_run_free(&r);
+    return;
+  }
+  rc_report_text(&r, f);
+  fclose(f);
+  size_t n = 0;
+  char *t = slurp(path, &n);
+  CHECK(t && !memchr(t, 0x1b, n) && !memchr(t, 0x07, n) && !memchr(t, '\r', n) &&
+            !strstr(t, "\xc2\x9b"),
+        "no raw control character in the text report");
+  CHECK(t && strstr(t, "--tag a\\x1b[31mred"), "the flag's ESC as \\x1b");
+  CHECK(t && strstr(t, "s \\x1b]0;title\\x07 \\u009b2J"), "the summary's controls escaped");
+  CHECK(t && strstr(t, "died \\x1b[2J") && strstr(t, "    | \\x1b[1mtwo\n") &&
+            strstr(t, "    | three\\x0d\n"),
+        "the leg's reason and log escaped, line by line");
+  free(t);
+  /* control: with the escaping switched off the same report holds ESC */
+  setenv("RC_TEST_TEXT_RAW", "1", 1);
+  f = fopen(path, "w");
+  if (f) {
+    rc_report_text(&r, f);
+    fclose(f);
+  }
+  unsetenv("RC_TEST_TEXT_RAW");
+  t = slurp(path, &n);
+  CHECK(t && memchr(t, 0x1b, n) && strstr(t, "--tag a\x1b[31mred"),
+        "control: unescaped, the flag's ESC reaches the report");
+  free(t);
+  rc_run_free(&r);
+}
+
+/* writes DIR/census/iter_0000005.rank0.txt */
+static void write_census(const char *leg_dir, const char *text) {
+  char dir[600], path[700];
+  rc_err err = {0};
+  snprintf(dir, sizeof dir, "%s/census", leg_dir);
+  rc_mkdir_p(dir, &err);
+  snprintf(path, sizeof path, "%s/iter_0000005.rank0.txt", dir);
+  CHECK(rc_write_file_atomic(path, text, strlen(text), &err) == 0, "%s", err.msg);
+}
+
+/* A census missing from a built-in leg that finished: error 66 naming the
+ * file. Controls: an exec trainer's missing census is skipped; the built-in
+ * trainer's pair present compares identical. */
+static void test_missing_census(void) {
+  char out[400];
+  rc_err err = {0};
+  snprintf(out, sizeof out, "%s/missing", tmpdir);
+  CHECK(rc_mkdir_p(out, &err) == 0, "%s", err.msg);
+  for (int exec = 0; exec < 2; exec++) {
+    rc_run r;
+    plan_in(&r, false, false, false, out);
+    r.opts.trainer = exec ? RC_TRAINER_EXEC : RC_TRAINER_SELF;
+    write_census(r.legs[0].dir, "iteration\tsaved\t5\n"); /* through wrote one, resume@5 none */
+    rc_run_checks(&r, &err);
+    rc_check *c = check_named(&r, "CENSUS resume@5");
+    char want[700];
+    snprintf(want, sizeof want, "%s/census/iter_0000005.rank0.txt: missing", r.legs[2].dir);
+    if (!exec) {
+      CHECK(c->status == RC_CHECK_ERROR && c->err.code == 66 && strstr(c->err.msg, want),
+            "built-in: a missing census is an error naming it: %d %s", c->status, c->err.msg);
+      CHECK(r.exit_code == 66 && !strcmp(r.verdict, "error"), "built-in: exit %d (%s)", r.exit_code,
+            r.verdict);
+    } else {
+      CHECK(c->status == RC_CHECK_SKIPPED && strstr(c->summary, "no census from resume@5"),
+            "exec: skipped: %s", c->summary);
+      CHECK(r.exit_code == 0, "exec: exit %d", r.exit_code);
+    }
+    /* the pair present: identical, exit 0 */
+    write_census(r.legs[2].dir, "iteration\tsaved\t5\n");
+    rc_run_free(&r);
+    plan_in(&r, false, false, false, out);
+    r.opts.trainer = exec ? RC_TRAINER_EXEC : RC_TRAINER_SELF;
+    rc_run_checks(&r, &err);
+    c = check_named(&r, "CENSUS resume@5");
+    CHECK(c->status == RC_CHECK_IDENTICAL && r.exit_code == 0, "control (exec %d): %s", exec,
+          c->summary);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/census' '%s/census'", r.legs[0].dir, r.legs[2].dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    rc_run_free(&r);
+  }
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/rc_test_run_report.XXXXXX");
   if (!mkdtemp(tmpdir)) {
@@ -439,6 +554,8 @@ int main(void) {
   test_files();
   test_markdown();
   test_schema();
+  test_text_escape();
+  test_missing_census();
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
