@@ -975,7 +975,7 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
                    "%s: no report.json (is this a `resumecheck run` directory?)", b->opts.run_dir);
   char *text;
   size_t n;
-  if (rc_read_file(path, &text, &n, err)) return err->code;
+  if (rc_read_regular_file(path, RC_READ_CAP_JSON, false, &text, &n, err)) return err->code;
   rc_json *rep = rc_json_parse(text, n, jerr, sizeof jerr);
   free(text);
   if (!rep) return rc_fail(err, RC_EXIT_DATAERR, "%s: %s", path, jerr);

@@ -153,7 +153,7 @@ int rc_events_read(const char *path, rc_event_list *out, rc_err *err) {
   char *text;
   size_t n;
   memset(out, 0, sizeof *out);
-  if (rc_read_file(path, &text, &n, err)) return err->code;
+  if (rc_read_regular_file(path, RC_READ_CAP_TRACE, false, &text, &n, err)) return err->code;
   int rc = rc_events_parse(text, n, out, err);
   free(text);
   if (rc) rc_err_prefix(err, "%s", path);

@@ -19,6 +19,7 @@
 
 #include <hdf5.h>
 
+#include "base/fsutil.h"
 #include "harness/h5_bounds.h"
 #include "io/checkpoint.h"
 #include "io/h5_type.h"
@@ -1125,15 +1126,17 @@ static void report_missing(pair_t *p, const obj_list *l, int *i, rc_diff_kind ki
 
 bool rc_cmp_is_hdf5(const char *path) {
   static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
+  int fd;
+  size_t size;
+  rc_err e = {0};
+  if (rc_open_regular(path, false, &fd, &size, &e)) return false; /* never a FIFO or device */
   bool found = false;
   for (long off = 0; !found && off <= (1L << 30); off = off ? 2 * off : 512) {
     unsigned char buf[8];
-    if (fseek(f, off, SEEK_SET) || fread(buf, 1, 8, f) != 8) break;
+    if (pread(fd, buf, 8, off) != 8) break;
     found = !memcmp(buf, sig, 8);
   }
-  fclose(f);
+  close(fd);
   return found;
 }
 

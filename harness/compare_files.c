@@ -154,7 +154,7 @@ static int manifest_load(const char *path, manifest_t *m, rc_err *err) {
   memset(m, 0, sizeof *m);
   char *text = NULL;
   size_t n = 0;
-  int rc = rc_read_file(path, &text, &n, err);
+  int rc = rc_read_regular_file(path, RC_READ_CAP_JSON, false, &text, &n, err);
   if (rc) return rc;
   char jerr[256];
   m->root = rc_json_parse(text, n, jerr, sizeof jerr);
@@ -1216,10 +1216,18 @@ int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
         break;
       }
     }
+  } else if (!S_ISREG(sa.st_mode) && !S_ISDIR(sa.st_mode)) {
+    /* a FIFO, device or socket is no checkpoint, trace or shard: say what
+     * it is (never "a file"), bad input (65) */
+    rc = rc_fail(err, RC_EXIT_DATAERR, "cannot compare %s: not a regular file or directory: %s", a,
+                 rc_file_kind((unsigned)sa.st_mode) + 3);
+  } else if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+    rc = rc_fail(err, RC_EXIT_DATAERR, "cannot compare %s: not a regular file or directory: %s", b,
+                 rc_file_kind((unsigned)sb.st_mode) + 3);
   } else {
     rc = rc_fail(err, RC_EXIT_USAGE, "cannot compare %s (%s) with %s (%s)", a,
-                 S_ISDIR(sa.st_mode) ? "a directory" : "a file", b,
-                 S_ISDIR(sb.st_mode) ? "a directory" : "a file");
+                 S_ISDIR(sa.st_mode) ? "a directory" : "a regular file", b,
+                 S_ISDIR(sb.st_mode) ? "a directory" : "a regular file");
   }
   res->n_ignored = w.c.n_ignored;
   res->fast_path = !rc && res->n_by_manifest > 0 && w.n_read == 0;

@@ -81,7 +81,8 @@ static bool load_trace(const char *path, series *s) {
   char *text = NULL;
   size_t n = 0;
   rc_err e = {0};
-  if (!rc_path_exists(path) || rc_read_file(path, &text, &n, &e)) return false;
+  if (!rc_path_exists(path) || rc_read_regular_file(path, RC_READ_CAP_TRACE, false, &text, &n, &e))
+    return false;
   const char *nl = memchr(text, '\n', n);
   if (!nl) {
     free(text);

@@ -143,8 +143,10 @@ static double field(const char *row, int c) {
 
 /* Does trace.csv exist with a header that has no column `name`? */
 static bool column_missing(const char *path, const char *name) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
+  int fd;
+  size_t size;
+  rc_err e = {0};
+  if (rc_open_regular(path, false, &fd, &size, &e)) return false; /* regular files only */
   char head[4096];
   ssize_t n = read(fd, head, sizeof head - 1);
   close(fd);
@@ -158,8 +160,10 @@ static bool column_missing(const char *path, const char *name) {
  * heartbeat must not read a long trace, and both numbers come from one row. */
 static void last_row(const char *path, double *step, double *loss) {
   *step = *loss = NAN;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd;
+  size_t size;
+  rc_err e = {0};
+  if (rc_open_regular(path, false, &fd, &size, &e)) return; /* regular files only */
   char head[4096], tail[4097];
   struct stat st;
   ssize_t nh = read(fd, head, sizeof head - 1), nt = -1;

@@ -73,7 +73,7 @@ static int parse_step(const char *s, int64_t *out) {
 static int trace_load(const char *path, trace_table *t, rc_err *err) {
   memset(t, 0, sizeof *t);
   size_t n;
-  int rc = rc_read_file(path, &t->text, &n, err);
+  int rc = rc_read_regular_file(path, RC_READ_CAP_TRACE, false, &t->text, &n, err);
   if (rc) return rc;
   if (strlen(t->text) != n) return rc_fail(err, RC_EXIT_DATAERR, "%s: NUL byte in trace", path);
 

@@ -60,8 +60,25 @@ int rc_write_file_visible(const char *path, const void *data, size_t n, rc_err *
  *  - anything else (directory, socket, block device, dangling symlink):
  *    refused, 74, naming what it is. */
 int rc_write_output(const char *path, const void *data, size_t n, rc_err *err);
-/* Reads a whole file into a malloc'd buffer (NUL-terminated for text use). */
+/* Reads a whole file into a malloc'd buffer (NUL-terminated for text use):
+ * rc_read_regular_file (below) with nofollow false and the cap
+ * RC_READ_CAP_DEFAULT. A FIFO, a device, a directory or a socket is refused
+ * (65), never read; a caller that knows how large its file may be passes
+ * its own cap to rc_read_regular_file instead. */
 int rc_read_file(const char *path, char **data, size_t *n, rc_err *err);
+/* The cap of rc_read_file: larger than any file this tool reads whole
+ * (traces, reports, manifests, event logs, a --data file of tokens). */
+#define RC_READ_CAP_DEFAULT ((size_t)1 << 30)
+/* Caps of the files the harness reads whole (docs/robustness.md, "Every
+ * reader"): a trace of a million steps of 40 columns is about 400 MiB; a
+ * JSON report, event log, note or args.json of more than 64 MiB is not one
+ * this tool or a trainer wrote. */
+#define RC_READ_CAP_TRACE ((size_t)1 << 30)
+#define RC_READ_CAP_JSON ((size_t)64 << 20)
+#define RC_READ_CAP_SMALL ((size_t)1 << 20) /* timing.csv, a log's tail window */
+/* Whether anything is at path (lstat): a symbolic link counts even when it
+ * dangles or loops, so that whoever reads it next refuses it by name
+ * instead of taking it for a file never written. */
 bool rc_path_exists(const char *path);
 /* Test hook for crash-safety tests (docs/robustness.md), not a feature: with
  * RC_TEST_CRASH_AT_WRITE=N in the environment, the Nth call in this process
@@ -92,11 +109,14 @@ void rc_path_join(char *out, size_t cap, const char *dir, const char *name);
 const char *rc_file_kind(unsigned mode);
 /* Opens path read-only without blocking (O_NONBLOCK, cleared again once the
  * file is known to be regular) and, with nofollow, without following a
- * symbolic link in its last component (O_NOFOLLOW); fstat; refuses
- * anything but a regular file. On success *fd is open and *size set.
- * RC_EXIT_NOINPUT when missing; RC_EXIT_DATAERR naming the file and what it
- * is otherwise ("... is a FIFO, not a regular file"); RC_EXIT_IOERR for
- * other failures. */
+ * symbolic link in its last component (O_NOFOLLOW); fstat of the opened
+ * descriptor; refuses anything but a regular file. On success *fd is open
+ * and *size set. RC_EXIT_NOINPUT when missing; RC_EXIT_DATAERR naming the
+ * file and what it is otherwise ("... is a FIFO, not a regular file", a
+ * symbolic link that loops); RC_EXIT_IOERR for other failures. Every reader
+ * of a file that another process or a person may have put in place opens
+ * it here (whole-file reads through rc_read_regular_file), so a FIFO never
+ * blocks and a device never streams. */
 int rc_open_regular(const char *path, bool nofollow, int *fd, size_t *size, rc_err *err);
 /* rc_open_regular, then reads the whole file (NUL-terminated) into a
  * malloc'd buffer; a file of more than cap bytes is refused before it is

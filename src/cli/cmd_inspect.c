@@ -40,7 +40,7 @@ static int inspect_dir(const char *dir) {
   rc_err err = {0};
   rc_manifest m;
   rc_path_join(path, sizeof path, dir, RC_MANIFEST_NAME);
-  int rc = rc_read_file(path, &text, &n, &err);
+  int rc = rc_read_regular_file(path, RC_READ_CAP_JSON, false, &text, &n, &err);
   if (!rc) rc = rc_manifest_parse(text, n, path, &m, &err);
   free(text);
   if (rc) {

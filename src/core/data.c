@@ -13,7 +13,9 @@ int rc_data_open(rc_data *d, const rc_config *cfg, rc_err *err) {
   if (!cfg->data[0]) return 0;
   char *buf;
   size_t n;
-  int rc = rc_read_file(cfg->data, &buf, &n, err);
+  /* regular files only (a FIFO or a device is refused, 65); the whole file
+   * is held in memory, so its size is bounded by what a host can hold */
+  int rc = rc_read_regular_file(cfg->data, (size_t)64 << 30, false, &buf, &n, err);
   if (rc) return rc;
   if (n < (size_t)cfg->seq_len + 2) {
     free(buf);

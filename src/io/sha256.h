@@ -12,7 +12,8 @@
 #define RC_SHA256_HEX 65 /* 64 hex digits + NUL */
 
 void rc_sha256_hex(const void *data, size_t n, char hex[RC_SHA256_HEX]);
-/* Streams a file; RC_EXIT_NOINPUT / RC_EXIT_IOERR on failure. */
+/* Streams a regular file (anything else: RC_EXIT_DATAERR, never opened
+ * blocking); RC_EXIT_NOINPUT / RC_EXIT_IOERR on failure. */
 int rc_sha256_file(const char *path, char hex[RC_SHA256_HEX], rc_err *err);
 
 /* Parallel forms: one EVP context per worker thread, jobs taken in index
