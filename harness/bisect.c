@@ -23,12 +23,23 @@
  *    through leg without its saves at or before K, tells a save-time side
  *    effect (it agrees with the resumed one) from state the checkpoint lacks.
  * The harness never calls the core in-process: replays are processes, like
- * legs (run_spawn.c), and bisect only reads what they write. */
+ * legs (run_spawn.c), and bisect only reads what they write. An exec
+ * trainer's legs are replayed from the run's --train-cmd template
+ * (bisect_exec.c); its event log is the Python package's
+ * (python/resumecheck/events.py), in the same format.
+ *
+ * Paths come from the report, which holds where the run wrote them. A run
+ * directory copied or moved elsewhere is read where it is now: every path
+ * under the run's --out is taken under RUN_DIR instead, and one outside it is
+ * used only if it exists, and said so. Bisect holds OUT/.lock (base/dirlock.h)
+ * while it writes the replays, so a second bisect of the same run is refused
+ * at once, naming the first. */
 #include "bisect.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +47,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/dirlock.h"
 #include "base/fsutil.h"
 #include "base/json.h"
 #include "harness/compare.h"
@@ -107,6 +119,63 @@ static const rc_json *find_by(const rc_json *arr, const char *key, const char *v
 
 static void copy_str(char *dst, size_t cap, const char *s) {
   snprintf(dst, cap, "%s", s ? s : "");
+}
+
+/* ---- where the run's files are now ---- */
+
+/* Appends a sentence to b->paths_note. */
+static void paths_note(rc_bisect *b, const char *sentence) {
+  size_t l = strlen(b->paths_note);
+  snprintf(b->paths_note + l, sizeof b->paths_note - l, "%s%s", l ? " " : "", sentence);
+}
+
+/* The run's --out (config.out) against RUN_DIR: the same directory (any
+ * spelling), or the run was copied or moved and its paths are rebased. */
+static void locate_run(rc_bisect *b, const rc_json *rep) {
+  copy_str(b->run_out, sizeof b->run_out, rc_json_get_str(rc_json_get(rep, "config"), "out"));
+  size_t n = strlen(b->run_out);
+  while (n > 1 && b->run_out[n - 1] == '/') b->run_out[--n] = 0;
+  char a[PATH_MAX], c[PATH_MAX];
+  b->same_dir =
+      !b->run_out[0] || (realpath(b->run_out, a) && realpath(b->opts.run_dir, c) && !strcmp(a, c));
+  /* Test hook, not a feature: RC_TEST_BISECT_NO_REBASE=1 reads the report's
+   * paths as they are, as bisect did before (the copy tests' control). */
+  const char *no = getenv("RC_TEST_BISECT_NO_REBASE");
+  if (no && !strcmp(no, "1")) b->same_dir = true;
+  if (!b->same_dir) {
+    char s[8400];
+    rc_bufprintf(s, sizeof s,
+                 "The run wrote its files under %s; they are read under %s, where the run "
+                 "directory is now.",
+                 b->run_out, b->opts.run_dir);
+    paths_note(b, s);
+  }
+}
+
+/* Where a path the report names (`what`, for messages) is now: under RUN_DIR
+ * when the run wrote it under its --out, else as it is, if it exists; a path
+ * outside the run directory that does not exist is refused (66) rather than
+ * replaced by a guess. */
+static int relocate(rc_bisect *b, const char *what, const char *orig, char *out, size_t cap,
+                    rc_err *err) {
+  copy_str(out, cap, orig);
+  if (!orig || !orig[0] || b->same_dir) return RC_OK;
+  size_t n = strlen(b->run_out);
+  if (!strncmp(orig, b->run_out, n) && (orig[n] == '/' || orig[n] == 0)) {
+    if ((size_t)snprintf(out, cap, "%s%s", b->opts.run_dir, orig + n) >= cap)
+      return rc_fail(err, RC_EXIT_USAGE, "%s: path too long under %s", what, b->opts.run_dir);
+    b->relocated = true;
+    return RC_OK;
+  }
+  if (!rc_path_exists(orig))
+    return rc_fail(err, RC_EXIT_NOINPUT,
+                   "%s %s is outside the run directory (the run wrote under %s, read now under "
+                   "%s) and does not exist: bisect does not guess where it went",
+                   what, orig, b->run_out, b->opts.run_dir);
+  char s[4400];
+  rc_bufprintf(s, sizeof s, "%s %s is outside the run directory: used as it is.", what, orig);
+  paths_note(b, s);
+  return RC_OK;
 }
 
 /* The flags of a leg's `train` command that describe the leg, not the
@@ -193,6 +262,17 @@ static void leg_saves(const rc_json *argv, int *out, int *n) {
     if (errno || end == v || x < 1 || x > INT32_MAX) break;
     out[(*n)++] = (int)x;
     v = *end == ',' ? end + 1 : end;
+  }
+}
+
+/* A leg's "saves" array from the report (exec legs). */
+static void json_saves(const rc_json *arr, int *out, int *n) {
+  *n = 0;
+  for (int i = 0; arr && arr->type == RC_JSON_ARR && i < arr->nkids; i++) {
+    const rc_json *x = &arr->kids[i];
+    if (*n < RC_BISECT_MAX_SAVES && x->type == RC_JSON_NUM && x->is_int && x->i64 >= 1 &&
+        x->i64 <= INT32_MAX)
+      out[(*n)++] = (int)x->i64;
   }
 }
 
@@ -336,7 +416,10 @@ static int remove_replay_checkpoint(const char *dir, int step, rc_err *err) {
 
 /* Starts one replay: the leg's own flags, its own saves in (lo, hi] (into
  * the replay's directory, never over the run's), --stop-at hi, events from
- * b->events_from, and --resume-from when the leg resumed. */
+ * b->events_from, and --resume-from when the leg resumed. An exec leg saves
+ * at hi too: its {save_at} is then never empty (a template's
+ * `--save-at {save_at}` would lose its value), and that save comes after
+ * everything step hi logs. */
 static int start_proc(rc_bisect *b, rc_replay_proc *rp, const char *name, const rc_json *leg_argv,
                       const int *saves, int n_saves, int64_t lo, const char *resume_from,
                       pid_t *pid, rc_err *err) {
@@ -359,9 +442,24 @@ static int start_proc(rc_bisect *b, rc_replay_proc *rp, const char *name, const 
       snprintf(save_list + l, sizeof save_list - l, "%s%d", l ? "," : "", saves[i]);
       rp->saves[rp->n_saves++] = saves[i];
     }
-  if (rc_mkdir_p(rp->dir, err)) return err->code;
+  if (b->exec && rp->n_saves < RC_BISECT_MAX_SAVES &&
+      (!rp->n_saves || rp->saves[rp->n_saves - 1] != b->events_to)) {
+    size_t l = strlen(save_list);
+    snprintf(save_list + l, sizeof save_list - l, "%s%" PRId64, l ? "," : "", b->events_to);
+    rp->saves[rp->n_saves++] = (int)b->events_to;
+  }
+  if (b->exec ? rc_bisect_exec_prepare_dir(rp->dir, err) : rc_mkdir_p(rp->dir, err))
+    return err->code;
   for (int i = 0; i < rp->n_saves; i++)
     if (remove_replay_checkpoint(rp->dir, rp->saves[i], err)) return err->code;
+  /* an earlier bisect's log must not stand in for one this replay failed to write */
+  if (unlink(rp->events) && errno != ENOENT)
+    return rc_fail(err, RC_EXIT_IOERR, "removing %s: %s", rp->events, strerror(errno));
+  if (b->exec)
+    return rc_bisect_exec_start(b, rp, resume_from ? b->resume_name : b->through_name,
+                                resume_from ? b->resume_leg : b->through_leg,
+                                resume_from ? b->resume_arm : b->through_arm, save_list,
+                                resume_from, pid, err);
   const char *x[16];
   int k = 0;
   if (resume_from) x[k++] = "--resume-from", x[k++] = resume_from;
@@ -450,6 +548,12 @@ static int replay(rc_bisect *b, const rc_json *through_argv, const rc_json *resu
                         err)))
     return rc;
   b->traces_match = !b->trace_mismatch[0];
+  /* An exec trainer logs events only if it calls events.install: without
+   * a log there is nothing to align, which is said, not an error. */
+  if (b->exec && (!rc_path_exists(b->rp_through.events) || !rc_path_exists(b->rp_resume.events))) {
+    b->events_missing = true;
+    return RC_OK;
+  }
   if (rc_events_read(b->rp_through.events, &b->log_through, err)) return err->code;
   if (rc_events_read(b->rp_resume.events, &b->log_resume, err)) return err->code;
   return RC_OK;
@@ -463,6 +567,9 @@ static int probe(rc_bisect *b, const rc_json *through_argv, rc_err *err) {
   int rc = start_proc(b, &b->rp_probe, "through-nosave", through_argv, b->through_saves,
                       b->n_through_saves, b->resume_step, NULL, &pp, err);
   if ((rc = finish_proc(&b->rp_probe, pp, "train-through (without its saves)", rc, err))) return rc;
+  if (b->exec && !rc_path_exists(b->rp_probe.events))
+    return rc_fail(err, RC_EXIT_SOFTWARE, "the probe replay wrote no event log (%s)",
+                   b->rp_probe.events);
   if (rc_events_read(b->rp_probe.events, &b->log_probe, err)) return err->code;
   b->probed = true;
   /* agree at the focus step: its state and every operation's values */
@@ -564,6 +671,20 @@ static int analyse_logs(rc_bisect *b, rc_err *err) {
     return err->code;
   if (b->align.kind == RC_ALIGN_VALUES)
     b->input_reading = rc_event_input_reading(&b->ev_through, b->align.index, b->align.fields);
+  /* A batch at the same data position (samples) with other data: the data
+   * order differs, not the position. */
+  if (b->input_reading && !strcmp(b->ev_through.ev[b->align.index].kind, "batch")) {
+    const char *pt = rc_event_get(&b->ev_through.ev[b->align.index], "samples");
+    const char *pr = rc_event_get(&b->ev_resume.ev[b->align.index], "samples");
+    if (pt && pr && !strcmp(pt, pr))
+      b->input_reading = "the data order: other data at the same data position";
+  }
+  /* The step's first forward counts as an input only because its weights
+   * might differ: when the step_state (which fingerprints the weights) is
+   * logged and agrees, the forward computed the difference itself. */
+  if (b->input_reading && !strcmp(b->ev_through.ev[b->align.index].kind, "forward") &&
+      b->have_state && !b->state_fields[0] && rc_event_get(st, "fp_params"))
+    b->input_reading = NULL;
 
   /* step F-1, when logged: its first differing update */
   b->prev_update = -1;
@@ -627,11 +748,41 @@ static void explain_event(rc_bisect *b, const rc_event *et, const rc_event *er, 
           !strcmp(bt, "0") ? "overwrote" : "accumulated into",
           "the gradient of the earlier calls of this step is lost on one side");
   } else if (!strcmp(et->kind, "batch")) {
+    const char *st = rc_event_get(et, "samples"), *sr = rc_event_get(er, "samples");
+    if (st && sr && !strcmp(st, sr))
+      rc_bufprintf(b->note, sizeof b->note,
+                   "the resumed process reads other data at the same data position (samples %s "
+                   "in both, %s differ): the data order after the resume is not the through "
+                   "process's (a sampler or shuffle state the checkpoint does not restore; see "
+                   "the census for the data position)",
+                   st, al->fields);
+    else if (st && sr)
+      rc_bufprintf(b->note, sizeof b->note,
+                   "the resumed process reads different data (samples %s vs %s): the data "
+                   "position was not restored",
+                   st, sr);
+    else
+      rc_bufprintf(b->note, sizeof b->note,
+                   "the resumed process reads other data at step %" PRId64
+                   " (%s differ): the data position or the data order was not restored (the "
+                   "trainer logs no samples= to tell which; see the census)",
+                   et->step, al->fields);
+  } else if (!strcmp(et->kind, "forward") && rc_event_get(et, "fp_in") &&
+             strstr(al->fields, "fp_in")) {
     rc_bufprintf(b->note, sizeof b->note,
-                 "the resumed process reads different data (samples %s vs %s): the data position "
-                 "was not restored",
-                 rc_event_get(et, "samples") ? rc_event_get(et, "samples") : "?",
-                 rc_event_get(er, "samples") ? rc_event_get(er, "samples") : "?");
+                 "its input already differs (fp_in): the difference comes from before this module "
+                 "call, from data or code no hooked module's output covers (the batch when the "
+                 "trainer logs none with events.batch, or an operation between modules)");
+  } else if (!strcmp(et->kind, "forward") && rc_event_get(et, "fp_in") &&
+             !strstr(al->fields, "fp_in")) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "same input (fp_in), different output: the module computed another value from "
+                 "it%s. What it reads besides its input differs: module state the logged state "
+                 "does not cover (a non-persistent buffer, a cached tensor, an attribute)",
+                 b->have_state && !b->state_fields[0]
+                     ? ", while the state going into the step (step_state: the parameters and "
+                       "persistent buffers, the optimizer, the RNGs) agrees"
+                     : "");
   } else if (!strcmp(et->kind, "dropout")) {
     rc_bufprintf(b->note, sizeof b->note,
                  "the dropout RNG draws from a different state (offset %s vs %s): the RNG state "
@@ -794,6 +945,40 @@ static void inputs_text(rc_bisect *b) {
                  saves, b->probe_fields[0] ? b->probe_fields : "at that step");
 }
 
+/* When the step's first differing input is its batch and the step_state
+ * agrees, what orders the data is the suspect: say so after the note. */
+static void data_order_note(rc_bisect *b) {
+  const rc_alignment *al = &b->align;
+  if (al->index < 0 || al->kind != RC_ALIGN_VALUES || b->state_fields[0] ||
+      strcmp(b->ev_through.ev[al->index].kind, "batch"))
+    return;
+  const rc_event *et = &b->ev_through.ev[al->index], *er = &b->ev_resume.ev[al->index];
+  const char *st = rc_event_get(et, "samples"), *sr = rc_event_get(er, "samples");
+  char line[700];
+  if (st && sr && strcmp(st, sr))
+    rc_bufprintf(line, sizeof line,
+                 "The resumed process reads from another data position (samples %s vs %s) while "
+                 "the state going into the step agrees: the data position was not restored.",
+                 st, sr);
+  else
+    rc_bufprintf(line, sizeof line,
+                 "The resumed process reads other data (%s differ%s%s%s) while the state going "
+                 "into the step agrees%s: the data order after the resume is not the through "
+                 "process's. Whatever orders the data (a sampler's epoch and position, a "
+                 "shuffle's generator) is not in the checkpoint, or not restored from it.",
+                 al->fields, strchr(al->fields, ',') ? "" : "s",
+                 st ? " at the same data position, samples " : "", st ? st : "",
+                 b->census_compared && !b->census.n_saved_differ ? " and the census finds the "
+                                                                   "saved state identical"
+                                                                 : "");
+  size_t l = strlen(b->note);
+  snprintf(b->note + l, sizeof b->note - l, "%s%s",
+           !l                      ? ""
+           : b->note[l - 1] == '.' ? " "
+                                   : ". ",
+           line);
+}
+
 static void decide(rc_bisect *b) {
   b->verdict = RC_BISECT_LOCATED;
   if (b->ckpt_compared && !b->ckpt_identical) {
@@ -810,9 +995,21 @@ static void decide(rc_bisect *b) {
                  b->trace_mismatch);
     return;
   }
+  if (b->events_missing) {
+    b->verdict = RC_BISECT_NOT_REPLAYABLE;
+    rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                 "the run diverged (%s) and the trainer's legs were replayed%s, but they wrote no "
+                 "event log (%s, %s): the trainer does not call "
+                 "resumecheck.events.install(model, optimizer) (docs/bisect.md, \"PyTorch "
+                 "trainers\"), so no operation can be named",
+                 b->run_verdict_text, b->traces_checked ? " (their traces are the legs')" : "",
+                 b->rp_through.events, b->rp_resume.events);
+    return;
+  }
   bool differs = b->focus >= 0 && (b->align.index >= 0 || b->state_fields[0]);
   if (differs && (b->state_fields[0] || b->input_reading)) {
     inputs_text(b);
+    data_order_note(b);
     return;
   }
   if (differs) {
@@ -901,23 +1098,63 @@ static int read_divergence(rc_bisect *b, const rc_json *rep, const char *path, c
   }
   copy_str(b->through_leg, sizeof b->through_leg, la);
   copy_str(b->resume_leg, sizeof b->resume_leg, lb);
-  copy_str(b->through_dir, sizeof b->through_dir, rc_json_get_str(leg_t, "dir"));
-  copy_str(b->resume_dir, sizeof b->resume_dir, rc_json_get_str(leg_r, "dir"));
+  copy_str(b->through_name, sizeof b->through_name, rc_json_get_str(leg_t, "name"));
+  copy_str(b->resume_name, sizeof b->resume_name, rc_json_get_str(leg_r, "name"));
+  copy_str(b->through_arm, sizeof b->through_arm, rc_json_get_str(leg_t, "arm"));
+  copy_str(b->resume_arm, sizeof b->resume_arm, rc_json_get_str(leg_r, "arm"));
   copy_str(b->ckpt_producer, sizeof b->ckpt_producer, rc_json_get_str(leg_r, "depends_on"));
   copy_str(b->run_dataset, sizeof b->run_dataset, rc_json_get_str(fd, "dataset"));
-  copy_str(b->check_a, sizeof b->check_a, rc_json_get_str(rc_json_get(check, "a"), "path"));
-  copy_str(b->check_b, sizeof b->check_b, rc_json_get_str(rc_json_get(check, "b"), "path"));
   *av_t = rc_json_get(leg_t, "argv"), *av_r = rc_json_get(leg_r, "argv");
   const char *from = rc_json_get_str(leg_r, "resume_from");
   if (!rc_json_get_i64(leg_r, "resume_step", &b->resume_step) || !from ||
       !rc_json_get_i64(leg_r, "last_step", last)) {
     return rc_fail(err, RC_EXIT_DATAERR, "%s: leg '%s' is not a resumed leg", path, lb);
   }
-  copy_str(b->resume_from, sizeof b->resume_from, from);
-  const char *dir_t = rc_json_get_str(leg_t, "dir");
+  char what[160];
+  rc_bufprintf(what, sizeof what, "the checkpoint %s loaded,", lb);
+  int rc;
+  if ((rc = relocate(b, "the through leg's directory", rc_json_get_str(leg_t, "dir"),
+                     b->through_dir, sizeof b->through_dir, err)) ||
+      (rc = relocate(b, "the resumed leg's directory", rc_json_get_str(leg_r, "dir"), b->resume_dir,
+                     sizeof b->resume_dir, err)) ||
+      (rc = relocate(b, what, from, b->resume_from, sizeof b->resume_from, err)))
+    return rc;
+  /* the paths the run's check compared are only named, never read: a
+   * missing one is no reason to stop */
+  rc_err ignore = {0};
+  if (relocate(b, "a checked path", rc_json_get_str(rc_json_get(check, "a"), "path"), b->check_a,
+               sizeof b->check_a, &ignore) ||
+      relocate(b, "a checked path", rc_json_get_str(rc_json_get(check, "b"), "path"), b->check_b,
+               sizeof b->check_b, &ignore))
+    copy_str(b->check_a, sizeof b->check_a, ""), copy_str(b->check_b, sizeof b->check_b, "");
   char iter[32];
   snprintf(iter, sizeof iter, RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, b->resume_step);
-  if (dir_t) rc_path_join(b->through_ckpt, sizeof b->through_ckpt, dir_t, iter);
+  if (b->through_dir[0])
+    rc_path_join(b->through_ckpt, sizeof b->through_ckpt, b->through_dir, iter);
+  const rc_json *cfg = rc_json_get(rep, "config");
+  const char *trainer = rc_json_get_str(cfg, "trainer");
+  if (trainer && !strcmp(trainer, "exec")) {
+    const char *tmpl = rc_json_get_str(cfg, "train_cmd");
+    if (!tmpl || !rc_json_get_i64(cfg, "steps", &b->horizon)) {
+      b->verdict = RC_BISECT_NOT_REPLAYABLE;
+      rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
+                   "the run diverged (%s), but its report keeps no --train-cmd template or "
+                   "horizon to replay its exec trainer's legs with",
+                   b->run_verdict_text);
+      return RC_OK;
+    }
+    if (rc_template_parse(tmpl, &b->tmpl, err)) {
+      rc_err_prefix(err, "%s: the run's --train-cmd", path);
+      err->code = RC_EXIT_DATAERR;
+      return err->code;
+    }
+    b->exec = true;
+    /* an exec leg's argv is the trainer's own: its saves are the report's */
+    json_saves(rc_json_get(leg_t, "saves"), b->through_saves, &b->n_through_saves);
+    json_saves(rc_json_get(leg_r, "saves"), b->resume_saves, &b->n_resume_saves);
+    *replayable = true;
+    return RC_OK;
+  }
   if (!argv_is_train(*av_t) || !argv_is_train(*av_r)) {
     b->verdict = RC_BISECT_NOT_REPLAYABLE;
     rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
@@ -932,8 +1169,10 @@ static int read_divergence(rc_bisect *b, const rc_json *rep, const char *path, c
 
 /* Which steps the replays log events for. */
 static void plan_events(rc_bisect *b, const rc_json *av_t, const rc_json *av_r, int64_t last) {
-  leg_saves(av_t, b->through_saves, &b->n_through_saves);
-  leg_saves(av_r, b->resume_saves, &b->n_resume_saves);
+  if (!b->exec) {
+    leg_saves(av_t, b->through_saves, &b->n_through_saves);
+    leg_saves(av_r, b->resume_saves, &b->n_resume_saves);
+  }
   /* The trace names S: replay to S with events on S, and on S-1 too when
    * it is after K+1 (its updates are what S starts from). Without a step
    * (state differs, traces equal) replay the whole resumed range. */
@@ -948,14 +1187,38 @@ static void plan_events(rc_bisect *b, const rc_json *av_t, const rc_json *av_r, 
   }
 }
 
+/* path made absolute against the current directory: an exec trainer is
+ * free to chdir, as `run` assumes of its legs. */
+static int absolutize(char *path, size_t cap, rc_err *err) {
+  if (!path[0] || path[0] == '/') return RC_OK;
+  char cwd[PATH_MAX], tmp[PATH_MAX + 4200];
+  if (!getcwd(cwd, sizeof cwd)) return rc_fail(err, RC_EXIT_IOERR, "getcwd: %s", strerror(errno));
+  rc_path_join(tmp, sizeof tmp, cwd, path);
+  if (strlen(tmp) >= cap) return rc_fail(err, RC_EXIT_USAGE, "%s: path too long", tmp);
+  memcpy(path, tmp, strlen(tmp) + 1);
+  return RC_OK;
+}
+
 /* Replays the legs and reads what they logged, until the first operation
  * whose values differ is found (decide() then says what it means). */
 static int investigate(rc_bisect *b, const rc_json *av_t, const rc_json *av_r, rc_err *err) {
   int rc;
+  if (!rc_is_dir(b->resume_from))
+    return rc_fail(err, RC_EXIT_NOINPUT,
+                   "the checkpoint the resumed leg loaded is not there: %s%s%s%s", b->resume_from,
+                   b->same_dir ? "" : " (the run wrote its files under ",
+                   b->same_dir ? "" : b->run_out,
+                   b->same_dir ? "" : "; the run directory given does not hold this one)");
   if ((rc = check_loaded_state(b, err))) return rc;
   locate_census(b);
+  if (b->exec && (absolutize(b->out_dir, sizeof b->out_dir, err) ||
+                  absolutize(b->resume_from, sizeof b->resume_from, err)))
+    return err->code;
+  /* one bisect at a time writes the replay directory */
+  if (rc_mkdir_p(b->out_dir, err)) return err->code;
+  if (rc_dir_lock(b->out_dir, "bisect", &b->lock_fd, err)) return err->code;
   if ((rc = replay(b, av_t, av_r, err))) return rc;
-  if (b->traces_match && !(b->ckpt_compared && !b->ckpt_identical)) {
+  if (b->traces_match && !b->events_missing && !(b->ckpt_compared && !b->ckpt_identical)) {
     if ((rc = analyse_logs(b, err))) return rc;
     if (b->step < 0 && (rc = compare_replay_checkpoints(b, err))) return rc;
     char saves[512];
@@ -1015,6 +1278,7 @@ static int bisect_body(rc_bisect *b, rc_err *err) {
   const rc_json *av_t = NULL, *av_r = NULL;
   int64_t last = -1;
   bool replayable;
+  locate_run(b, rep);
   if ((rc = read_divergence(b, rep, path, &av_t, &av_r, &last, &replayable, err)) || !replayable)
     goto out;
   plan_events(b, av_t, av_r, last);
@@ -1027,6 +1291,7 @@ out:
 
 int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
   memset(b, 0, sizeof *b);
+  b->lock_fd = -1;
   b->opts = *opts;
   if (!b->opts.self_exe) b->opts.self_exe = "/proc/self/exe";
   if (b->opts.context <= 0) b->opts.context = 3;
@@ -1047,6 +1312,9 @@ int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts) {
 }
 
 void rc_bisect_free(rc_bisect *b) {
+  if (b->lock_fd >= 0) close(b->lock_fd);
+  b->lock_fd = -1;
+  rc_template_free(&b->tmpl);
   rc_census_diff_free(&b->census);
   rc_events_free(&b->ev_through);
   rc_events_free(&b->ev_resume);

@@ -11,6 +11,9 @@
  *    the resumed leg loaded against through@K, re-run the first divergent
  *    step in two fresh `train` processes with the event log on, align.
  *  - reports (bisect_report.c): the text summary and bisect.json.
+ *  - exec replays (bisect_exec.c): an exec trainer's legs re-run from the
+ *    --train-cmd template the run recorded, with the Python package's event
+ *    log switched on by environment (python/resumecheck/events.py).
  *
  * Ownership: an rc_event_list owns its events and their strings; an
  * rc_bisect owns everything in it and is released with rc_bisect_free. */
@@ -20,9 +23,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "base/error.h"
 #include "harness/census.h"
+#include "harness/exec_template.h"
 
 #define RC_EVENT_MAX_FIELDS 16
 
@@ -77,7 +82,8 @@ int rc_events_filter(const rc_event_list *l, int64_t step_lo, int64_t step_hi,
  * agrees), a short reading of what that input is; NULL when the event
  * computed the value. Blaming such an event would blame the messenger. */
 const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fields);
-/* Events that update state a later step starts from: optimizer, loss_scaler, adam. */
+/* Events that update state a later step starts from: optimizer, loss_scaler,
+ * adam, and a Python trainer's update. */
 bool rc_event_is_update(const rc_event *e);
 
 typedef enum {
@@ -142,6 +148,11 @@ typedef enum {
 } rc_bisect_cause;
 
 #define RC_BISECT_MAX_SAVES 256
+/* The environment switch of python/resumecheck/events.py: the event log's
+ * path, and the first step it logs (the built-in trainer's --events and
+ * --events-from-step). */
+#define RC_EVENTS_ENV "RC_EVENTS"
+#define RC_EVENTS_FROM_STEP_ENV "RC_EVENTS_FROM_STEP"
 
 /* One replayed process. */
 typedef struct {
@@ -154,6 +165,21 @@ typedef struct {
 typedef struct {
   rc_bisect_opts opts;
   char out_dir[4096];
+  int lock_fd; /* the flock on out_dir/.lock while bisect writes there, -1 none */
+  /* where the run wrote its files (the report's config.out) and what that
+   * means for a copied or moved run directory: paths under it are read
+   * under RUN_DIR instead (relocated), others as they are (paths_note) */
+  char run_out[4096];
+  bool same_dir, relocated;
+  char paths_note[2048];
+  /* an exec trainer's run (`run --trainer exec`): its template, horizon and
+   * the legs' arms and labels, for {fusion} and {leg} */
+  bool exec;
+  rc_template tmpl;
+  int64_t horizon;
+  char through_arm[16], resume_arm[16];
+  char through_name[64], resume_name[64]; /* {leg} is the name, RC_LEG the label */
+  bool events_missing; /* an exec replay wrote no event log (no events.install) */
   /* from the report */
   char run_verdict[64], run_verdict_text[1024];
   int run_exit;
@@ -214,7 +240,7 @@ typedef struct {
   /* verdict */
   rc_bisect_verdict verdict;
   char verdict_text[2048];
-  char note[1024]; /* extra explanation (e.g. the overwrite, or sign of zeros) */
+  char note[2048]; /* extra explanation (e.g. the overwrite, or sign of zeros) */
   rc_err err;      /* RC_BISECT_ERROR */
   int exit_code;
 } rc_bisect;
@@ -226,6 +252,22 @@ typedef struct {
 int rc_bisect_run(rc_bisect *b, const rc_bisect_opts *opts);
 void rc_bisect_free(rc_bisect *b);
 const char *rc_bisect_verdict_name(rc_bisect_verdict v);
+
+/* Starts an exec trainer's replay (bisect_exec.c): b->tmpl expanded with
+ * the leg's own values ({steps} the horizon, {stop_at} the stop, {save_at}
+ * save_list, {resume_from}, {out} rp->dir, {leg} name, {fusion} from arm),
+ * the same values as RC_* variables (RC_LEG the label, as `run` sets it), and RC_EVENTS /
+ * RC_EVENTS_FROM_STEP naming rp->events and b->events_from; PATH searched, stdin /dev/null, output
+ * into rp->log. rp->cmd is the command as a person can paste it. */
+int rc_bisect_exec_start(const rc_bisect *b, rc_replay_proc *rp, const char *name,
+                         const char *label, const char *arm, const char *save_list,
+                         const char *resume_from, pid_t *pid, rc_err *err);
+
+/* Makes dir ready for an exec replay (bisect_exec.c): created, or emptied
+ * when an earlier replay left it (its marker file says so; another trainer
+ * may append to what it finds, where the built-in one rewrites), and refused
+ * (74) when it holds files no replay left. */
+int rc_bisect_exec_prepare_dir(const char *dir, rc_err *err);
 
 /* Reports (bisect_report.c). */
 void rc_bisect_print(const rc_bisect *b, FILE *out);

@@ -339,6 +339,7 @@ const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fi
 }
 
 bool rc_event_is_update(const rc_event *e) {
+  /* "update": a Python trainer's optimizer step, per parameter (docs/events.md) */
   return !strcmp(e->kind, "optimizer") || !strcmp(e->kind, "loss_scaler") ||
-         !strcmp(e->kind, "adam");
+         !strcmp(e->kind, "adam") || !strcmp(e->kind, "update");
 }

@@ -93,6 +93,7 @@ static void print_saves(FILE *out, const rc_replay_proc *rp) {
 void rc_bisect_print(const rc_bisect *b, FILE *out) {
   fprintf(out, "resumecheck bisect %s\n", b->opts.run_dir);
   if (b->run_verdict[0]) fprintf(out, "  run: %s (exit %d)\n", b->run_verdict_text, b->run_exit);
+  if (b->paths_note[0]) fprintf(out, "  paths: %s\n", b->paths_note);
   if (b->check[0]) {
     fprintf(out, "  first divergence: %s", b->check);
     if (b->step >= 0)
@@ -485,6 +486,19 @@ int rc_bisect_write_json(const rc_bisect *b, const char *path, rc_err *err) {
   else
     rc_jw_null(&w);
   rc_jw_kv_str_or_null(&w, "resume_from", b->resume_from);
+  /* where the run wrote its files and whether they were read elsewhere */
+  rc_jw_key(&w, "paths");
+  rc_jw_obj_begin(&w);
+  rc_jw_kv_str_or_null(&w, "run_out", b->run_out);
+  rc_jw_key(&w, "relocated");
+  rc_jw_bool(&w, b->relocated);
+  rc_jw_kv_str_or_null(&w, "note", b->paths_note);
+  rc_jw_obj_end(&w);
+  rc_jw_key(&w, "trainer");
+  if (b->check[0])
+    rc_jw_str(&w, b->exec ? "exec" : "resumecheck");
+  else
+    rc_jw_null(&w);
 
   json_loaded_state(&w, b);
   json_census(&w, b);

@@ -21,3 +21,18 @@ rc_bisect_bug(bisect_scheduler_not_restored scheduler-not-restored optimizer lr 
               scheduler.num_steps)
 rc_bisect_bug(bisect_grad_buffer_not_zeroed grad-buffer-not-zeroed-after-load backward fp_main_grad
               operation -)
+
+# exec runs (docs/bisect.md "PyTorch trainers"): a PyTorch trainer's bugs
+# bisected to a module's forward or to its data (python3 with numpy, h5py
+# and torch, as tests/python.cmake; each test runs legs that import torch),
+# and a copied run directory and a concurrent bisect (the fake trainer)
+find_program(RC_PYTHON3 NAMES python3)
+if(NOT RC_PYTHON3)
+  set(RC_PYTHON3 python3)
+endif()
+foreach(t bisect_exec_stale_buffer bisect_exec_data_order bisect_exec_copy bisect_exec_lock)
+  rc_add_sh_test(${t} ${t}.sh)
+  set_tests_properties(${t} PROPERTIES ENVIRONMENT
+                       "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
+endforeach()
+set_tests_properties(bisect_exec_stale_buffer bisect_exec_data_order PROPERTIES TIMEOUT 600)

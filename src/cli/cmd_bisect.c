@@ -28,7 +28,11 @@ static const char USAGE[] =
     "without its saves agrees with the resumed one). Events whose flag value or beta\n"
     "differ but whose values agree are listed as \"harmless here\". When the loaded\n"
     "checkpoint already differs from through@K, the first differing state tensor is the\n"
-    "answer. See docs/bisect.md.\n"
+    "answer. An exec trainer's legs (`run --trainer exec`) are replayed from the run's\n"
+    "--train-cmd template with RC_EVENTS=FILE RC_EVENTS_FROM_STEP=S set: a PyTorch trainer\n"
+    "that calls resumecheck.events.install(model, optimizer) logs the same events, and\n"
+    "the answer names a module call (docs/bisect.md, \"PyTorch trainers\"). A copied or\n"
+    "moved run directory is read where it is. See docs/bisect.md.\n"
     "\n"
     "\n";
 
@@ -37,7 +41,9 @@ static const char EPILOGUE[] =
     "Exit codes: 0 the run has no divergence; 1 resume divergence (the first differing\n"
     "event or state tensor is named when the replay shows one, or a replay did not train\n"
     "as its leg did); 2 the run's A/A check\n"
-    "failed (inconclusive); 64 usage; 65 unreadable report or event log; 66 no report;\n"
+    "failed (inconclusive); 64 usage, or another bisect is replaying into the same\n"
+    "directory (it names its pid); 65 unreadable report or event log; 66 no report, or\n"
+    "a checkpoint it names is not there;\n"
     "70 a replay failed; 74 I/O error; 125 the run itself was untestable (a leg failed).\n"
     "With --git-bisect every code other than 0 and 1 becomes 125.\n";
 
