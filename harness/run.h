@@ -170,10 +170,11 @@ typedef struct {
   /* --through-checkpoints on-demand: the through leg's save at N waits for
    * run's word on a pipe (its fd 3, RC_DECIDE_FD): deferred_step N (0: no
    * such save), decide_wfd the write end (valid while > 0), decision 'H'
-   * (hashes only: every check at N byte-identical) or 'F' (the shard), 0
-   * until sent, and why */
+   * (hashes only: every check at N byte-identical), 'F' (the shard) or 'X'
+   * (its note vanished: the leg fails), 0 until sent, and why */
   int64_t deferred_step;
   int decide_wfd;
+  bool deferred_seen; /* its note was read once: missing later means removed */
   char decision;
   char decision_why[512];
   rc_leg_timing timing;
@@ -396,6 +397,12 @@ int rc_run_prepare(rc_run *run, rc_err *err);
  * DIR/<leg>/log.txt as stdout+stderr. Leg failures are recorded in the legs,
  * not returned; the return value is for harness errors only. */
 int rc_run_legs(rc_run *run, rc_err *err);
+/* RC_EXIT_DATAERR when checkpoint directories a and b are the same
+ * directory, or share a file (same device and inode: a hard or symbolic
+ * link), naming it: a leg whose checkpoint is another's fails
+ * (run_legs.c), and a state check on such a pair is an error, never
+ * identical. RC_OK otherwise (and when either is missing). */
+int rc_run_same_checkpoint(const char *a, const char *b, rc_err *err);
 
 /* Runs the checks whose legs finished, then sets the verdict and exit code. */
 int rc_run_checks(rc_run *run, rc_err *err);

@@ -16,19 +16,34 @@
  * A leg compared at N that ended without its checkpoint does not hold the
  * decision up (its check is skipped). A leg compared at N that has no job
  * slot while the through leg holds one would never come: 'F' at once. The
- * pipe's end (run gone, or the leg stopped) means 'F' to the leg. */
+ * pipe's end (run gone, or the leg stopped) means 'F' to the leg.
+ * Neither side waits for a peer that cannot answer: a note that `run` has
+ * read and that is then missing before the word was sent was removed by
+ * someone else ('X': the leg fails with 65, `run` exits 70), and the leg
+ * watches its note itself while it waits (leg.c, decide_full), so a note
+ * removed before `run` ever read it ends the wait too; a leg that dies is
+ * reaped (its pipe closed), and `run`'s death closes the pipe. */
 #include "run.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
 #include "io/checkpoint.h"
 #include "io/layout.h"
+
+/* Test hook (docs/robustness.md), not a feature: RC_TEST_DEFERRED_BLOCKING=1
+ * takes a missing note for "not there yet" however long it was there, as
+ * before; the through leg then waits in one blocking read too. */
+static bool deferred_blocking(void) {
+  const char *v = getenv("RC_TEST_DEFERRED_BLOCKING");
+  return v && !strcmp(v, "1");
+}
 
 static void iter_dir_of(const rc_leg *leg, int64_t step, char *buf, size_t cap) {
   rc_bufprintf(buf, cap, "%s/" RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, leg->dir, step);
@@ -108,7 +123,15 @@ static void poll_leg(rc_run *run, int self, int running) {
   int64_t iteration = 0;
   rc_err err = {0};
   int rc = rc_deferred_note_read(dir, &iteration, &mine, &err);
+  if (rc == RC_EXIT_NOINPUT && leg->deferred_seen && !deferred_blocking()) {
+    /* it was there and the leg has not been told: only the leg removes it
+     * after the word, so someone else did, and waiting would wait for ever */
+    decide(leg, 'X', "its note at %" PRId64 " vanished before run could decide",
+           leg->deferred_step);
+    return;
+  }
   if (rc == RC_EXIT_NOINPUT) return; /* not there yet */
+  leg->deferred_seen = true;
   if (rc || iteration != leg->deferred_step) {
     if (!rc) rc_mf_shard_free(&mine);
     decide(leg, 'F', "its hashes at %" PRId64 " are unreadable: %s", leg->deferred_step,

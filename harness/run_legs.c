@@ -23,6 +23,7 @@
  * state beyond the interrupt flag, and is far below a leg's run time. */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -273,6 +274,95 @@ static bool check_outputs(rc_leg *leg) {
   return true;
 }
 
+/* A leg's checkpoint must be its own: its ckpt directory and each iteration
+ * directory a real directory inside the leg's directory (not a symbolic
+ * link), and none of its files the very file (device and inode) that
+ * another leg has at the same step. A checkpoint linked to another leg's
+ * would be compared with itself and called identical; it fails the leg
+ * instead, with the reason. What is a link may be anything; lstat only. */
+static bool is_real_dir(const char *path, struct stat *st) {
+  return lstat(path, st) == 0 && S_ISDIR(st->st_mode);
+}
+
+int rc_run_same_checkpoint(const char *a, const char *b, rc_err *err) {
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return RC_OK; /* the check says what is missing */
+  if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s and %s are the same directory (a link): a checkpoint compared with itself "
+                   "proves nothing",
+                   a, b);
+  DIR *d = opendir(a);
+  if (!d) return RC_OK;
+  int rc = RC_OK;
+  for (struct dirent *e; !rc && (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char pa[RC_RUN_PATH_CAP + 320], pb[RC_RUN_PATH_CAP + 320];
+    rc_bufprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
+    rc_bufprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
+    if (stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+        sa.st_ino == sb.st_ino)
+      rc = rc_fail(err, RC_EXIT_DATAERR,
+                   "%s is the same file on both sides (a hard or symbolic link to %s): a "
+                   "checkpoint compared with itself proves nothing",
+                   pa, pb);
+  }
+  closedir(d);
+  return rc;
+}
+
+static bool same_file_as(const rc_run *run, rc_leg *leg, int64_t step, const char *iter) {
+  for (int j = 0; j < run->n_legs; j++) {
+    const rc_leg *other = &run->legs[j];
+    if (other == leg) continue;
+    char oi[RC_RUN_PATH_CAP + 64];
+    rc_bufprintf(oi, sizeof oi, "%s/" RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT, other->dir, step);
+    rc_err e = {0};
+    if (rc_run_same_checkpoint(iter, oi, &e)) {
+      rc_bufprintf(leg->reason, sizeof leg->reason,
+                   "its checkpoint " RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT
+                   " is not its own but %s's: %s",
+                   step, other->label, e.msg);
+      return true;
+    }
+  }
+  return false;
+}
+
+static bool own_checkpoints(const rc_run *run, rc_leg *leg) {
+  char ckpt[RC_RUN_PATH_CAP + 16], iter[RC_RUN_PATH_CAP + 64];
+  struct stat st;
+  rc_bufprintf(ckpt, sizeof ckpt, "%s/" RC_CKPT_DIR_NAME, leg->dir);
+  bool any = false;
+  for (int k = 0; k < leg->n_saves; k++) any = any || leg->saves[k] <= leg->last_step;
+  if (!any) return true;
+  if (!is_real_dir(leg->dir, &st) || !is_real_dir(ckpt, &st)) {
+    rc_bufprintf(leg->reason, sizeof leg->reason,
+                 "%s is not a real directory (a symbolic link?): a leg's checkpoints must be "
+                 "real directories inside its leg directory",
+                 is_real_dir(leg->dir, &st) ? ckpt : leg->dir);
+    return false;
+  }
+  for (int k = 0; k < leg->n_saves; k++) {
+    if (leg->saves[k] > leg->last_step) continue;
+    rc_bufprintf(iter, sizeof iter, "%s/" RC_ITER_NAME_FORMAT, ckpt, leg->saves[k]);
+    if (!is_real_dir(iter, &st)) {
+      char target[RC_RUN_PATH_CAP] = "";
+      ssize_t n = readlink(iter, target, sizeof target - 1);
+      if (n > 0) target[n] = 0;
+      rc_bufprintf(leg->reason, sizeof leg->reason,
+                   "its checkpoint " RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT
+                   " is %s%s: a leg's checkpoint must be a real directory inside its leg "
+                   "directory, never a link",
+                   leg->saves[k], n > 0 ? "a symbolic link to " : "not a directory",
+                   n > 0 ? target : "");
+      return false;
+    }
+    if (same_file_as(run, leg, leg->saves[k], iter)) return false;
+  }
+  return true;
+}
+
 /* "failed" or "timed out", for the legs that follow it. */
 static const char *failed_how(const rc_leg *leg) {
   return leg->timed_out ? "timed out" : "failed";
@@ -318,7 +408,7 @@ static void finish_leg(rc_run *run, int i, int status, bool was_killed) {
     leg->state = RC_LEG_FAILED;
     snprintf(leg->reason, sizeof leg->reason, "exited with status %d", leg->exit_code);
   } else {
-    leg->state = check_outputs(leg) ? RC_LEG_OK : RC_LEG_FAILED;
+    leg->state = check_outputs(leg) && own_checkpoints(run, leg) ? RC_LEG_OK : RC_LEG_FAILED;
   }
   if (leg->state != RC_LEG_OK) rc_log_tail(leg->log_path, 12, leg->log_tail, sizeof leg->log_tail);
   close_wait_pipe(leg);

@@ -12,6 +12,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -213,13 +214,34 @@ static int remove_tree(const char *path, rc_err *err) {
  * kernel drops it then, however the process ends). Close-on-exec, so a leg
  * never inherits it. */
 static int g_lock_fd = -1;
+static char g_lock_dir[RC_RUN_PATH_CAP];
 
-static int lock_out_dir(const char *out_dir, rc_err *err) {
+int rc_run_lock_out(const char *out_dir, rc_err *err) {
+  if (g_lock_fd >= 0 && !strcmp(g_lock_dir, out_dir)) return RC_OK; /* held since the probe */
   if (g_lock_fd >= 0) { /* a second run in this process: the first is over */
     close(g_lock_fd);
     g_lock_fd = -1;
   }
-  return rc_dir_lock(out_dir, "run", &g_lock_fd, err);
+  int rc = rc_mkdir_p(out_dir, err);
+  if (!rc) rc = rc_dir_lock(out_dir, "run", &g_lock_fd, err);
+  if (!rc) snprintf(g_lock_dir, sizeof g_lock_dir, "%s", out_dir);
+  return rc;
+}
+
+/* Probe directories a SIGKILLed `run --save-at auto` left in DIR (only a
+ * run holding DIR/.lock makes or removes them, and this one holds it). */
+static int remove_stale_probes(const char *out_dir, rc_err *err) {
+  DIR *d = opendir(out_dir);
+  if (!d) return RC_OK;
+  int rc = RC_OK;
+  for (struct dirent *e; !rc && (e = readdir(d));) {
+    if (strncmp(e->d_name, RC_RUN_PROBE_PREFIX, strlen(RC_RUN_PROBE_PREFIX))) continue;
+    char path[RC_RUN_PATH_CAP + 300];
+    snprintf(path, sizeof path, "%s/%s", out_dir, e->d_name);
+    rc = remove_tree(path, err);
+  }
+  closedir(d);
+  return rc;
 }
 
 int rc_run_prepare(rc_run *run, rc_err *err) {
@@ -237,8 +259,8 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
     return rc;
   }
 
-  if ((rc = rc_mkdir_p(o->out_dir, err))) return rc;
-  if ((rc = lock_out_dir(o->out_dir, err))) return rc;
+  if ((rc = rc_run_lock_out(o->out_dir, err))) return rc;
+  if ((rc = remove_stale_probes(o->out_dir, err))) return rc;
   char marker[RC_RUN_PATH_CAP + 32];
   snprintf(marker, sizeof marker, "%s/%s", o->out_dir, RUN_MARKER);
   bool ours = rc_path_exists(marker);

@@ -4,7 +4,8 @@
  * through a shell: argv words are passed as they are, so paths with spaces,
  * quotes or "$(...)" stay inert. Each leg gets its own process group (so
  * that stopping it also stops what an exec trainer started), stdin from
- * /dev/null, and its stdout and stderr in one log file; it dies with `run`. The SIGINT/SIGTERM flag
+ * /dev/null, and its stdout and stderr in one log file; it dies with `run`, and nothing it
+ * starts outlives it (its supervisor is the leg's child subreaper). The SIGINT/SIGTERM flag
  * below is the only global state of the harness: a signal handler can do nothing else. */
 #include "run.h"
 
@@ -22,9 +23,11 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "harness/report.h"
 #include "harness/run_signal.h"
 #include "io/layout.h"
@@ -277,11 +280,120 @@ static void exec_trainer(char *const *argv, char *const *env, bool search_path, 
   _exit(127);
 }
 
+/* ---- what the trainer leaves behind. The supervisor is the leg's child
+ * subreaper (PR_SET_CHILD_SUBREAPER): whatever the trainer starts and
+ * leaves (a background job, a `setsid` daemon, a double fork) is
+ * re-parented to it when its own parent ends, not to init. So when the
+ * trainer has ended (by itself, stopped by `run`, or killed because `run`
+ * died) the supervisor kills its process group and then every child it
+ * still has but the trainer, round after round (killing one re-parents
+ * that one's children to the supervisor), and reaps them; only then does
+ * it end. Nothing a leg started outlives the leg. Async-signal-safe calls
+ * only: the pids come from /proc by open/read/getdents64. */
+
+/* The supervisor's children but `except`, up to cap, from
+ * /proc/self/task/PID/children (the supervisor has one thread); where the
+ * kernel lacks that file, from a scan of /proc/N/stat for the parent pid. */
+static int list_children(pid_t self, pid_t except, pid_t *out, int cap) {
+  char path[64] = "/proc/self/task/", num[24];
+  size_t n = strlen(path), k = fmt_u64((uint64_t)self, num);
+  memcpy(path + n, num, k);
+  memcpy(path + n + k, "/children", 10);
+  int count = 0;
+  char buf[4096];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long v = -1;
+    for (ssize_t i = 0; got > 0 && i <= got && count < cap; i++) {
+      char c = i < got ? buf[i] : ' ';
+      if (c >= '0' && c <= '9') {
+        v = (v < 0 ? 0 : v * 10) + (c - '0');
+      } else {
+        if (v > 0 && v != except) out[count++] = (pid_t)v;
+        v = -1;
+      }
+    }
+    return count;
+  }
+  /* the scan: each numeric entry of /proc, its stat's fourth field */
+  int dir = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return 0;
+  for (;;) {
+    long nread = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (nread <= 0) break;
+    for (long off = 0; off < nread && count < cap;) {
+      struct {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *d = (void *)(buf + off);
+      off += d->reclen;
+      long pid = 0;
+      const char *p = d->name;
+      for (; *p >= '0' && *p <= '9'; p++) pid = pid * 10 + (*p - '0');
+      if (*p || pid <= 0 || pid == except) continue;
+      char sp[64] = "/proc/", st[512];
+      size_t m = 6 + fmt_u64((uint64_t)pid, sp + 6);
+      memcpy(sp + m, "/stat", 6);
+      int f = open(sp, O_RDONLY | O_CLOEXEC);
+      if (f < 0) continue;
+      ssize_t got = read(f, st, sizeof st - 1);
+      close(f);
+      if (got <= 0) continue;
+      st[got] = 0;
+      char *rp = NULL; /* after the last ')': the comm may hold anything */
+      for (char *q = st; *q; q++)
+        if (*q == ')') rp = q;
+      if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ') continue;
+      long ppid = 0;
+      for (p = rp + 4; *p >= '0' && *p <= '9'; p++) ppid = ppid * 10 + (*p - '0');
+      if (ppid == self) out[count++] = (pid_t)pid;
+    }
+  }
+  close(dir);
+  return count;
+}
+
+/* Reaps children that ended but the trainer (kept a zombie for its group):
+ * re-parented orphans that died while the leg ran. */
+static void reap_orphans(pid_t trainer) {
+  for (;;) {
+    siginfo_t si;
+    si.si_pid = 0;
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+        si.si_pid == trainer)
+      return;
+    int st;
+    (void)waitpid(si.si_pid, &st, WNOHANG);
+  }
+}
+
+/* The trainer has ended: its group and everything re-parented to this
+ * supervisor are killed and reaped (the trainer itself stays a zombie). */
+static void end_descendants(pid_t trainer) {
+  kill(-trainer, SIGKILL);
+  pid_t self = getpid(), kids[256];
+  for (int round = 0; round < 4096; round++) {
+    int n = list_children(self, trainer, kids, 256);
+    if (n == 0) return;
+    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
+    for (int i = 0; i < n; i++) {
+      int st;
+      while (waitpid(kids[i], &st, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+}
+
 /* Until the trainer has ended and its output is in the log. The trainer
  * stays a zombie (WNOWAIT) until then, so its group's id cannot be taken
  * by another process while `run` may still signal it. */
 static void watch_trainer(pid_t child, int sig_fd, const int pipe_fd[2], bool cap_log,
-                          leg_log *log) {
+                          bool subreaper, leg_log *log) {
   bool pipe_open = cap_log, child_done = false;
   while (!child_done || pipe_open) {
     struct pollfd p[2] = {{sig_fd, POLLIN, 0}, {pipe_open ? pipe_fd[0] : -1, POLLIN, 0}};
@@ -290,6 +402,7 @@ static void watch_trainer(pid_t child, int sig_fd, const int pipe_fd[2], bool ca
     bool run_died = false;
     while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) run_died |= si.ssi_signo == SIGUSR1;
     if (run_died) kill(-child, SIGKILL);
+    if (subreaper) reap_orphans(child);
     if (pipe_open && p[1].revents) pipe_open = log_drain(pipe_fd[0], log, 1 << 20);
     siginfo_t info;
     info.si_pid = 0;
@@ -326,13 +439,15 @@ static void exit_as_trainer(pid_t child, const struct sigaction *sa) {
 }
 
 static void supervise(char *const *argv, char *const *env, bool search_path, const char *log_path,
-                      int wait_fd, pid_t run_pid, bool die_with_run, bool cap_log, int err_w) {
+                      int wait_fd, pid_t run_pid, bool die_with_run, bool cap_log, bool subreaper,
+                      int err_w) {
   setpgid(0, 0);
   struct sigaction sa;
   sigset_t mine;
   supervisor_signals(&sa, &mine);
   if (die_with_run && (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != run_pid))
     kill(0, SIGKILL); /* nothing started yet: only this supervisor */
+  if (subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) subreaper = false; /* as before */
   if (!supervisor_fds(log_path, wait_fd, &err_w)) {
     send_msg(err_w, MSG_ERRNO, errno);
     _exit(127);
@@ -364,7 +479,8 @@ static void supervise(char *const *argv, char *const *env, bool search_path, con
   close(err_w);               /* the exec closes the trainer's copy: EOF tells `run` it started */
   if (wait_fd >= 0) close(3); /* the wait pipe is the trainer's (without one, 3 is free) */
   if (cap_log) close(pipe_fd[1]);
-  watch_trainer(child, sig_fd, pipe_fd, cap_log, &log);
+  watch_trainer(child, sig_fd, pipe_fd, cap_log, subreaper, &log);
+  if (subreaper) end_descendants(child);
   log_finish(&log);
   exit_as_trainer(child, &sa);
 }
@@ -398,6 +514,9 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
   bool die_with_run = !(orphan && *orphan == '1');
   const char *uncapped = getenv("RC_TEST_LEG_LOG_UNCAPPED");
   bool cap_log = !(uncapped && *uncapped == '1');
+  /* and what a trainer started outlives its leg, as before */
+  const char *no_reaper = getenv("RC_TEST_NO_SUBREAPER");
+  bool subreaper = !(no_reaper && *no_reaper == '1');
   if (wait_fd >= 0 && wait_fd <= 4) {
     close(errp[0]);
     close(errp[1]);
@@ -413,7 +532,8 @@ int rc_spawn_leg(char *const *argv, char *const *envp, bool search_path, const c
   }
   if (p == 0) {
     close(errp[0]);
-    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, cap_log, errp[1]);
+    supervise(argv, env, search_path, log_path, wait_fd, run_pid, die_with_run, cap_log, subreaper,
+              errp[1]);
   }
   setpgid(p, p); /* the supervisor's own group, away from run's terminal */
   close(errp[1]);
@@ -523,8 +643,10 @@ int rc_spawn_capture(char *const *argv, char **out, size_t *n, int *status, rc_e
 void rc_log_tail(const char *path, int max_lines, char *buf, size_t cap) {
   if (!cap) return;
   buf[0] = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd;
+  size_t size;
+  rc_err e = {0};
+  if (rc_open_regular(path, false, &fd, &size, &e)) return; /* a FIFO or device: no tail */
   struct stat st;
   if (fstat(fd, &st)) {
     close(fd);
@@ -553,14 +675,19 @@ void rc_log_tail(const char *path, int max_lines, char *buf, size_t cap) {
 }
 
 int64_t rc_trace_rows(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  /* a FIFO would block the scheduler and a device never ends: regular
+   * files only, and no further than the size a trace may have */
+  int fd;
+  size_t size;
+  rc_err e = {0};
+  if (rc_open_regular(path, false, &fd, &size, &e)) return 0;
   char chunk[65536];
   int64_t lines = 0;
-  for (;;) {
+  for (size_t seen = 0; seen <= RC_READ_CAP_TRACE;) {
     ssize_t r = read(fd, chunk, sizeof chunk);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
+    seen += (size_t)r;
     for (ssize_t i = 0; i < r; i++) lines += chunk[i] == '\n';
   }
   close(fd);
@@ -574,11 +701,20 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
   t->handoff_confirm_wait_s = -1;
   char path[RC_RUN_PATH_CAP + 16];
   snprintf(path, sizeof path, "%s/" RC_TIMING_NAME, leg_dir);
-  FILE *f = fopen(path, "re");
-  if (!f) return;
+  /* regular files only, bounded: a leg writes a few rows per step */
+  char *text = NULL;
+  size_t n = 0;
+  rc_err e = {0};
+  if (rc_read_regular_file(path, RC_READ_CAP_JSON, false, &text, &n, &e)) return;
+  FILE *f = n ? fmemopen(text, n, "r") : NULL;
+  if (!f) {
+    free(text);
+    return;
+  }
   char line[256];
   if (!fgets(line, sizeof line, f) || strcmp(line, "phase,step,seconds\n")) {
     fclose(f); /* not ours (an exec trainer's), or from before the phases */
+    free(text);
     return;
   }
   t->have = true;
@@ -621,4 +757,5 @@ void rc_leg_timing_read(const char *leg_dir, rc_leg_timing *t) {
     }
   }
   fclose(f);
+  free(text);
 }

@@ -15,6 +15,13 @@ rc_add_sh_test(robust_valgrind_train robust_valgrind_train.sh)
 set_tests_properties(robust_valgrind_train PROPERTIES TIMEOUT 600)
 # hostile compare/inspect inputs (issue 16): flipped shard byte, sparse 1 TiB, --ignore '*', garbage shard
 rc_add_sh_test(hostile_compare hostile_compare.sh)
+# reliability, second round (issue 46): a deferred save's note removed while
+# it waits; signals during --save-at auto's fp16 probe; what an exec trainer
+# leaves running when its leg ends
+foreach(t robust_deferred_note robust_auto_probe robust_leg_descendants)
+  rc_add_sh_test(${t} ${t}.sh)
+  set_tests_properties(${t} PROPERTIES TIMEOUT 300)
+endforeach()
 # allocation failures and memory limits (docs/robustness.md, "Allocation
 # failures and memory limits"): train and run under ulimit -v / -d, and a
 # forced failure at chosen allocations of init and of a step (exit 75 each)

@@ -286,6 +286,47 @@ static int check_config_file(char **fwd, int n_fwd, rc_err *why) {
   return -1;
 }
 
+/* The longest path below --out that a leg is given: DIR/fusion-off/
+ * resume@N/ckpt/iter_N (an arm, the longest leg name, its iteration
+ * directory: a resume leg's --resume-from). */
+static size_t leg_suffix_len(int64_t steps) {
+  char buf[128];
+  int n = snprintf(buf, sizeof buf,
+                   "/fusion-off/resume@%" PRId64 "/" RC_CKPT_DIR_NAME "/" RC_ITER_NAME_FORMAT,
+                   steps, steps);
+  return n > 0 ? (size_t)n : sizeof buf;
+}
+
+/* --out is refused (64) before anything is made when it is empty, has a
+ * component longer than NAME_MAX, or is so long that a leg's paths would
+ * not fit what the legs accept: `train --out` and `--resume-from` take at
+ * most RC_TRAIN_PATH_MAX bytes (core/config.h), and an exec trainer's
+ * files must stay below PATH_MAX with room for a file name of NAME_MAX in
+ * the deepest directory. Before, the legs were started and each failed.
+ * Returns -1 to go on, else the exit code. */
+#define RC_TRAIN_PATH_MAX 1023 /* sizeof(rc_leg_opts.out) - 1 */
+static int check_out_path(const char *given, const char *out_abs, const rc_run_opts *o,
+                          rc_err *why) {
+  if (!*given) return usage_error("--out: an empty path (name the run's directory)");
+  for (const char *p = out_abs; *p;) {
+    size_t n = strcspn(p, "/");
+    if (n > NAME_MAX)
+      return usage_error("--out %s: a path component of %zu bytes, more than NAME_MAX (%d)", given,
+                         n, NAME_MAX);
+    p += n;
+    p += strspn(p, "/");
+  }
+  size_t deepest = strlen(out_abs) + leg_suffix_len(o->steps);
+  bool exec = o->trainer == RC_TRAINER_EXEC;
+  size_t limit = exec ? (size_t)PATH_MAX - 2 - NAME_MAX : RC_TRAIN_PATH_MAX;
+  if (deepest > limit)
+    return usage_error("--out: %zu bytes is too long: a leg's directories below it would take "
+                       "%zu bytes, more than %s accept%s (%zu); use a shorter --out",
+                       strlen(out_abs), deepest, exec ? "the exec trainer's paths" : "the legs",
+                       exec ? " with room for a file name below PATH_MAX" : "", limit);
+  return -1;
+}
+
 /* run's flags into o (and r: the report paths); every other argument into
  * fwd, in order. Returns -1 to go on, else the exit code. */
 static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char **fwd, int *n_fwd,
@@ -326,6 +367,8 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   if ((size_t)snprintf(out_abs, cap, "%s%s%s", cwd, *cwd ? "/" : "", r->out) >= cap)
     return usage_error("--out: path too long");
   o->out_dir = out_abs;
+  o->trainer = r->trainer ? RC_TRAINER_EXEC : RC_TRAINER_SELF;
+  if ((code = check_out_path(r->out, out_abs, o, why)) >= 0) return code;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   o->jobs = r->jobs ? (int)r->jobs : ncpu > 0 ? (int)ncpu : 1;
   o->aa = r->aa, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;

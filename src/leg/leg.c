@@ -60,11 +60,17 @@ enum { PH_EXEC = 0, PH_GATE, PH_BACKEND, PH_MODEL_INIT, PH_WAIT, PH_LOAD, PH_CEN
 static const char *const PHASE_NAMES[PH_N] = {"exec", "start_gate", "backend", "model_init",
                                               "wait", "load",       "census"};
 
-/* Seconds since this process started, from /proc/self/stat (field 22, clock
- * ticks since boot) against CLOCK_BOOTTIME: for a `train` not started by
- * `run`. Tick resolution (10 ms); -1 if unreadable. */
-static double process_age_s(void) {
-  FILE *f = fopen("/proc/self/stat", "r");
+/* Seconds since process `pid` (0: this one) started, from /proc/PID/stat
+ * (field 22, clock ticks since boot) against CLOCK_BOOTTIME: for a `train`
+ * not started by `run`, and for the writer of a handoff note. Tick
+ * resolution (10 ms); -1 if unreadable (no such process). Thread-safe. */
+static double process_age_s_of(pid_t pid) {
+  char path[64];
+  if (pid > 0)
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  else
+    snprintf(path, sizeof path, "/proc/self/stat");
+  FILE *f = fopen(path, "r");
   if (!f) return -1;
   char buf[1024];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -74,7 +80,8 @@ static double process_age_s(void) {
   if (!p) return -1;
   unsigned long long start = 0;
   int field = 2;
-  for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+  char *save = NULL;
+  for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
     if (++field == 22) {
       start = strtoull(tok, NULL, 10);
       break;
@@ -84,6 +91,10 @@ static double process_age_s(void) {
   if (field != 22 || hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &ts)) return -1;
   double age = (double)ts.tv_sec + ts.tv_nsec * 1e-9 - (double)start / (double)hz;
   return age >= 0 ? age : -1;
+}
+
+static double process_age_s(void) {
+  return process_age_s_of(0);
 }
 
 /* A descriptor `run` passes in the environment (RC_WAIT_FD, RC_DECIDE_FD);
@@ -150,28 +161,97 @@ static int check_outputs_free(const rc_leg_opts *leg, long long from, int last, 
   return RC_OK;
 }
 
+/* The save that wrote a handoff note: its pid (from the note's temporary
+ * file name, FILE.tmp.PID: the writer's own pid, io/handoff.c) and when the
+ * note was written. A note whose writer is gone will never be followed by
+ * COMPLETE: a hand-started --wait-for-checkpoint (no pipe from `run`) that
+ * loaded it would otherwise wait for ever. */
+typedef struct {
+  pid_t pid;         /* 0: none to watch */
+  double note_mtime; /* CLOCK_REALTIME seconds */
+} note_writer;
+
+static note_writer writer_of(const char *iter_dir, const rc_handoff *h) {
+  note_writer w = {0, 0};
+  const char *dot = strrchr(h->temp_file, '.');
+  char *end;
+  long pid = dot ? strtol(dot + 1, &end, 10) : 0;
+  char path[1300];
+  rc_handoff_path(path, sizeof path, iter_dir);
+  struct stat st;
+  if (pid > 0 && dot[1] && !*end && lstat(path, &st) == 0) {
+    w.pid = (pid_t)pid;
+    w.note_mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+  }
+  return w;
+}
+
+/* Whether the note's writer has ended: no process of its pid, or one that
+ * started after the note was written (the pid taken again by another
+ * process; 1 s of slack for the clocks' resolutions). A writer in another
+ * pid namespace cannot be seen: its note counts as stale. */
+static bool writer_gone(const note_writer *w) {
+  if (w->pid <= 0) return false;
+  if (kill(w->pid, 0) != 0 && errno == ESRCH) return true;
+  double age = process_age_s_of(w->pid);
+  if (age < 0) return true; /* it ended between the two looks */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  double started = (double)now.tv_sec + now.tv_nsec * 1e-9 - age;
+  return started > w->note_mtime + 1.0;
+}
+
+/* Test hook (docs/robustness.md), not a feature: RC_TEST_HANDOFF_TRUST_NOTE=1
+ * takes a handoff note without looking at its writer, as before. */
+static bool trust_note(void) {
+  const char *v = getenv("RC_TEST_HANDOFF_TRUST_NOTE");
+  return v && !strcmp(v, "1");
+}
+
 /* Pre-warmed resume: waits until iter_dir/COMPLETE exists or, when h is
  * not NULL, until the save hands the checkpoint over (its note, *handed
  * set: io/handoff.c). Ends at once, with a clear error, when the wait can
  * no longer succeed: `run` closed the pipe (the leg that writes the
  * checkpoint ended without it, or `run` ended however it ended: the kernel
- * closes the write end), or, without a pipe, the parent process went away.
+ * closes the write end), or, without a pipe, the parent process went away,
+ * or the save that wrote the note the leg loaded from (writer, NULL: none)
+ * ended without COMPLETE; a note whose writer is already gone is stale and
+ * refused the same way (66), never loaded.
  * announce: say on stderr that the leg waits. */
 static int wait_for_checkpoint(const char *iter_dir, const rc_leg_proc *proc, rc_handoff *h,
-                               bool *handed, bool announce, rc_err *err) {
+                               bool *handed, const note_writer *writer, bool announce,
+                               rc_err *err) {
   char marker[1300];
   snprintf(marker, sizeof marker, "%s/" RC_COMPLETE_NAME, iter_dir);
   pid_t parent = getppid();
   if (handed) *handed = false;
-  for (;;) {
+  bool check_writers = !trust_note();
+  for (int tick = 0;; tick++) {
     if (rc_path_exists(marker)) return RC_OK;
     if (h) {
       int rc = rc_handoff_read(iter_dir, h, err);
       if (rc == RC_OK) {
+        note_writer w = writer_of(iter_dir, h);
+        if (check_writers && writer_gone(&w) && !rc_path_exists(marker)) {
+          rc_handoff_free(h);
+          return rc_fail(err, RC_EXIT_NOINPUT,
+                         "the checkpoint %s that this leg waits for will not come: its handoff "
+                         "note is stale (the save that wrote it, pid %ld, is gone without "
+                         "COMPLETE); not loaded",
+                         iter_dir, (long)w.pid);
+        }
         *handed = true;
         return RC_OK;
       }
       if (rc != RC_EXIT_NOINPUT) return rc; /* a note that is not one: our writer's bug */
+    }
+    /* the writer of what was loaded, every 10th look (a /proc read) */
+    if (check_writers && writer && tick % 10 == 9 && writer_gone(writer)) {
+      if (rc_path_exists(marker)) return RC_OK; /* written just before it ended */
+      return rc_fail(err, RC_EXIT_NOINPUT,
+                     "the checkpoint %s that this leg waits for will not come: the save that "
+                     "handed it over (pid %ld) ended without COMPLETE",
+                     iter_dir, (long)writer->pid);
     }
     if (announce) {
       fprintf(stderr, "resumecheck train: waiting for %s (set-up done)\n", marker);
@@ -209,6 +289,7 @@ typedef struct {
   const char *iter_dir;
   const rc_leg_proc *proc;
   const rc_handoff *h;
+  note_writer writer; /* the save that wrote the note */
   pthread_t tid;
   bool started;
   atomic_int state; /* 0 running, 1 confirmed, 2 failed */
@@ -218,7 +299,7 @@ typedef struct {
 
 static void *confirm_run(void *arg) {
   handoff_confirm *c = arg;
-  int rc = wait_for_checkpoint(c->iter_dir, c->proc, NULL, NULL, false, &c->err);
+  int rc = wait_for_checkpoint(c->iter_dir, c->proc, NULL, NULL, &c->writer, false, &c->err);
   if (!rc) rc = rc_checkpoint_handoff_confirm(c->iter_dir, c->h, &c->err);
   if (rc) rc_err_prefix(&c->err, "the checkpoint this leg loaded before it was durable");
   c->rc = rc;
@@ -404,6 +485,7 @@ typedef struct {
   handoff_confirm confirm;
   double confirm_wait_s;    /* blocked joining the confirmation */
   double deferred_wait_s;   /* deferred saves: waiting for `run`'s word */
+  rc_err deferred_err;      /* a deferred save's wait that ended without a word */
   double load_check_wait_s; /* blocked for the load's dataset hashes */
 } leg_state;
 
@@ -456,7 +538,7 @@ static int leg_launch_ranks(leg_state *s, const char *kind, int argc, char **arg
             s->cfg->world_size);
   int rc;
   if (s->proc->wait_for_checkpoint &&
-      (rc = wait_for_checkpoint(leg->resume_from, s->proc, NULL, NULL, true, err)))
+      (rc = wait_for_checkpoint(leg->resume_from, s->proc, NULL, NULL, NULL, true, err)))
     return rc;
   char rdv[1200];
   if (leg->rendezvous[0])
@@ -546,7 +628,7 @@ static int leg_build_model(leg_state *s, rc_err *err) {
   /* pre-warmed: everything is set up; now the checkpoint must be complete */
   if (proc->wait_for_checkpoint) {
     t_phase = now_s();
-    rc = wait_for_checkpoint(leg->resume_from, proc, &s->handoff, &s->handed, true, err);
+    rc = wait_for_checkpoint(leg->resume_from, proc, &s->handoff, &s->handed, NULL, true, err);
     s->phase_s[PH_WAIT] = now_s() - t_phase;
     /* on the critical path from here: back to the normal CPU priority where
      * the system lets a process raise it again (root; otherwise it stays
@@ -567,7 +649,10 @@ static int leg_build_model(leg_state *s, rc_err *err) {
               "resumecheck train: loaded %s before it was durable (handed over); confirming "
               "against its manifest once COMPLETE is written\n",
               leg->resume_from);
-      s->confirm = (handoff_confirm){.iter_dir = leg->resume_from, .proc = proc, .h = &s->handoff};
+      s->confirm = (handoff_confirm){.iter_dir = leg->resume_from,
+                                     .proc = proc,
+                                     .h = &s->handoff,
+                                     .writer = writer_of(leg->resume_from, &s->handoff)};
       s->confirm.started = pthread_create(&s->confirm.tid, NULL, confirm_run, &s->confirm) == 0;
       if (!s->confirm.started) confirm_run(&s->confirm); /* no thread: confirm here */
       if (s->confirm.rc) {
@@ -631,19 +716,48 @@ static int load_checked(leg_state *s, rc_err *err) {
   return rc;
 }
 
+/* Test hook (docs/robustness.md), not a feature: RC_TEST_DEFERRED_BLOCKING=1
+ * waits for `run`'s word in one blocking read, as before the note was
+ * watched, so that a test can show the wait hang when the note goes. */
+static bool deferred_blocking(void) {
+  const char *v = getenv("RC_TEST_DEFERRED_BLOCKING");
+  return v && !strcmp(v, "1");
+}
+
+/* Whether the note at path is still the file this process wrote (same
+ * device and inode): one removed, or replaced by another file, will never
+ * be read by `run` as this leg's hashes. */
+static bool note_still_there(const char *path, const struct stat *mine) {
+  struct stat st;
+  return lstat(path, &st) == 0 && st.st_dev == mine->st_dev && st.st_ino == mine->st_ino;
+}
+
 /* `train --save-deferred-at`: the state is staged and hashed; its hashes
  * go to ITER.deferred.json for `run`, whose word comes on RC_DECIDE_FD: 'H'
- * keeps hashes only, anything else ('F', the pipe's end, a read error)
- * writes the shard in full, as does a leg with no descriptor (run by hand:
- * a plain save). A SIGTERM from `run` ends the blocking read, and the leg. */
+ * keeps hashes only, 'F' (or the pipe's end: `run` is gone, or stopped
+ * the leg) writes the shard in full, as does a leg with no descriptor (run
+ * by hand: a plain save). The wait is polled in slices of
+ * DEFERRED_SLICE_MS, never one blocking read: between them the leg checks
+ * that its note is still the file it wrote. A note that vanished (or was
+ * replaced) can never be read by `run`, which would then wait for it while
+ * this leg waits for `run`; so the wait ends at once with 65, and so does
+ * 'X', `run`'s word that it saw the note vanish. Such a save keeps hashes
+ * only (the cheaper end) and the leg fails after it (s->deferred_err). A
+ * SIGTERM from `run` ends the wait, and the leg. */
+enum { DEFERRED_SLICE_MS = 100 };
+
 static bool decide_full(void *ctx, const char *iter_dir, int64_t iteration,
                         const rc_mf_shard *entry) {
   leg_state *s = ctx;
   int fd = s->proc->decide_fd;
   if (fd < 0) return true;
   rc_err e = {0};
-  if (rc_deferred_note_write(iter_dir, iteration, entry, &e)) {
-    fprintf(stderr, "resumecheck train: %s; writing the shard in full\n", e.msg);
+  char note[4096];
+  rc_deferred_path(note, sizeof note, iter_dir);
+  struct stat mine;
+  if (rc_deferred_note_write(iter_dir, iteration, entry, &e) || lstat(note, &mine) != 0) {
+    fprintf(stderr, "resumecheck train: %s; writing the shard in full\n",
+            e.code ? e.msg : "the deferred note is gone as soon as written");
     return true;
   }
   fprintf(stderr,
@@ -652,10 +766,38 @@ static bool decide_full(void *ctx, const char *iter_dir, int64_t iteration,
           iteration);
   double t = now_s();
   char c = 'F';
-  ssize_t r;
-  do r = read(fd, &c, 1);
-  while (r < 0 && errno == EINTR);
+  ssize_t r = -1;
+  bool blocking = deferred_blocking(), gone = false;
+  for (;;) {
+    if (!blocking) {
+      struct pollfd pfd = {.fd = fd, .events = POLLIN};
+      int p = poll(&pfd, 1, DEFERRED_SLICE_MS);
+      if (p < 0 && errno != EINTR) break; /* the descriptor is unusable: full */
+      if (p <= 0) {
+        if (!note_still_there(note, &mine)) {
+          gone = true;
+          break;
+        }
+        continue;
+      }
+    }
+    r = read(fd, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    break;
+  }
   s->deferred_wait_s += now_s() - t;
+  if (gone || (r == 1 && c == 'X')) {
+    /* only what this process wrote is removed: a file put in its place is not ours */
+    if (!gone && note_still_there(note, &mine)) rc_deferred_note_remove(iter_dir);
+    rc_fail(&s->deferred_err, RC_EXIT_DATAERR,
+            "the deferred save at step %" PRId64 " waited for run's word with its hashes in %s, "
+            "and %s: run can no longer decide (something else removes files in this leg's "
+            "directory); the save keeps hashes only and the leg fails",
+            iteration, note,
+            gone ? "that note was removed or replaced" : "run saw that note vanish");
+    fprintf(stderr, "resumecheck train: %s\n", s->deferred_err.msg);
+    return false;
+  }
   rc_deferred_note_remove(iter_dir);
   bool full = !(r == 1 && c == 'H');
   fprintf(stderr, "resumecheck train: step %" PRId64 ": %s\n", iteration,
@@ -694,6 +836,10 @@ static int leg_save(leg_state *s, int step, rc_err *err) {
            ? rc_model_save_deferred(s->m, s->ckpt_root, s->args, how, decide_full, s, err)
            : rc_model_save(s->m, s->ckpt_root, s->args, how, err);
   waited = s->deferred_wait_s - waited;
+  if (!rc && s->deferred_err.code) {
+    *err = s->deferred_err; /* the wait for `run`'s word ended without one */
+    rc = err->code;
+  }
   if (rc) {
     free(before);
     rc_err_prefix(err, "saving step %d", step);
