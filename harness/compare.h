@@ -84,6 +84,10 @@ typedef struct {
    * other side's dataset hashes computed from its verified bytes */
   int n_hashes_only;
   bool hashes_only_a, hashes_only_b; /* that side had a hashes-only checkpoint */
+  /* PyTorch units compared by content (compare_torch.c): DCP directories and
+   * torch.save file pairs whose bytes differ; and how many had no failing
+   * difference */
+  int n_by_content, n_by_content_equal;
   rc_diff *diffs;                    /* every difference found, informational ones included */
   int n_diffs, cap_diffs;
   int n_failing; /* diffs that are not RC_DIFF_INFORMATIONAL */

@@ -37,6 +37,7 @@
 #include "io/sha256.h"
 
 #define MAX_DERIVED 64 /* manifests and markers per directory */
+#define RC_HF_ARGS_NAME "training_args.bin"
 #define CMP_CHUNK ((size_t)8 << 20)
 
 /* ---------------------------------------------------------------------------
@@ -469,6 +470,16 @@ static int compare_mapped(walk_t *w, const char *rel, const char *name, const ch
   } else if (!strcmp(name, RC_ARGS_NAME)) {
     rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
                "differs (run-specific facts: leg, command line, host; not state)");
+  } else if (!strcmp(name, RC_HF_ARGS_NAME)) {
+    /* the Hugging Face Trainer's TrainingArguments: output_dir and
+     * logging_dir (a time stamp) are the leg's own; a pickle of a class
+     * weights_only refuses, so it is not loaded either */
+    rc_cmp_add(c, RC_DIFF_INFORMATIONAL, rel, "",
+               "differs (the Hugging Face Trainer's arguments: output and logging directories "
+               "of the leg; not state)");
+  } else if (rc_cmp_is_torch_save(name, ma.data, ma.size) &&
+             rc_cmp_is_torch_save(name, mb.data, mb.size)) {
+    rc = rc_cmp_torch(c, rel, pa, pb, false, err);
   } else if (ha && hb) {
     rc = compare_hdf5_pair(w, rel, pa, pb, ea, eb, &ma, &mb, equal, known_different, first, err);
   } else if ((!ha && shard_like(name, ea)) || (!hb && shard_like(name, eb))) {
@@ -918,6 +929,7 @@ typedef struct {
   bool mf_in[2], ho[2], have_mf;
   const char *derived[MAX_DERIVED]; /* derived names in the listings: compared last */
   int n_derived;
+  bool dcp; /* both sides are DCP directories: .metadata and *.distcp compared as one unit */
 } dir_pair;
 
 static void dir_pair_free(dir_pair *p) {
@@ -993,7 +1005,8 @@ static int compare_entry(walk_t *w, dir_pair *p, const dent *ea, const dent *eb,
     c->n_ignored++;
     return RC_OK;
   }
-  if (is_derived_name(name)) { /* later, once the shards are settled */
+  if (p->dcp && rc_cmp_is_dcp_member(name)) return RC_OK; /* compared as a unit */
+  if (is_derived_name(name)) {                            /* later, once the shards are settled */
     if (p->n_derived < MAX_DERIVED) p->derived[p->n_derived++] = name;
     return RC_OK;
   }
@@ -1048,6 +1061,13 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
   int rc = dir_pair_open(w, &p, err);
   bool ho = p.ho[0] || p.ho[1];
   int failing_before = c->res->n_failing;
+  /* torch.distributed.checkpoint: .metadata and the rank files by content
+   * (compare_torch.c); whatever else the directory holds as usual */
+  p.dcp = rc_cmp_is_dcp_dir(da) && rc_cmp_is_dcp_dir(db);
+  if (!rc && p.dcp) {
+    rc = rc_cmp_torch(c, rel, da, db, true, err);
+    w->n_read++;
+  }
   if (!rc && ho) rc = compare_hashes_only_shards(w, rel, da, db, &p.mf[0], &p.mf[1], p.ho, err);
   const dir_list *la = &p.list[0], *lb = &p.list[1];
   for (int i = 0, k = 0; !rc && (i < la->n || k < lb->n);) {

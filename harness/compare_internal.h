@@ -27,6 +27,23 @@ bool rc_cmp_ignored(const rc_cmp_ctx *c, const char *file, const char *object);
 rc_diff *rc_cmp_add(rc_cmp_ctx *c, rc_diff_kind kind, const char *file, const char *object,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* ---- compare_torch.c: PyTorch checkpoints, compared by content ---- */
+
+/* A torch.distributed.checkpoint directory: it has a .metadata (in any
+ * form: one that is not a regular file is refused by the reader). */
+bool rc_cmp_is_dcp_dir(const char *dir);
+/* .metadata or a *.distcp file: part of a DCP directory's unit. */
+bool rc_cmp_is_dcp_member(const char *name);
+/* A torch.save file: a .pt/.pth/.bin/.ckpt name holding a zip or a pickle. */
+bool rc_cmp_is_torch_save(const char *name, const unsigned char *data, size_t size);
+/* pa and pb (two DCP directories when dcp, else two torch.save files)
+ * compared by `python3 -m resumecheck compare-torch`; its differences are
+ * added to c under rel (and the rank file each names), its counts to c's
+ * result. Errors: the child's 65/66 as such, 64 when Python, torch or the
+ * package is missing, 70 otherwise. */
+int rc_cmp_torch(rc_cmp_ctx *c, const char *rel, const char *pa, const char *pb, bool dcp,
+                 rc_err *err);
+
 /* ---- compare_hashes.c: a shard pair where a side kept hashes only ---- */
 
 /* One side of such a pair: its manifest entry (the io layer's strict

@@ -215,6 +215,13 @@ void rc_check_tally(const rc_check *c, char *buf, size_t cap) {
     snprintf(buf, cap, "%d/%d %s SHA-256-identical", same, total, noun);
   else
     snprintf(buf, cap, "%d/%d %s byte-identical", same, total, noun);
+  /* PyTorch checkpoints (DCP, torch.save) are state by their content: their
+   * files may differ by construction (DCP's .metadata ids and paths) */
+  int nc = c->cmp.n_by_content;
+  size_t len = strlen(buf);
+  if (nc && len < cap)
+    snprintf(buf + len, cap - len, "; %d/%d PyTorch checkpoint%s equal by content",
+             c->cmp.n_by_content_equal, nc, nc == 1 ? "" : "s");
 }
 
 void rc_fmt_seconds(double s, char *buf, size_t cap) {

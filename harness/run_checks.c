@@ -205,21 +205,56 @@ static bool holds(const char *object, const char *field) {
 static const char *const KINDS[] = {"data position, RNG and counters", "optimizer state",
                                     "model weights", "everything else"};
 
+/* object's first path word is name: resumecheck's shards spell
+ * "/optimizer/...", PyTorch checkpoints compared by content the state
+ * dict's keys ("optim/state/...", TorchTitan's and DCP's). */
 static bool top_is(const char *object, const char *name) {
   size_t n = strlen(name);
-  return object[0] == '/' && !strncmp(object + 1, name, n) &&
-         (object[n + 1] == 0 || object[n + 1] == '/' || object[n + 1] == '@');
+  if (object[0] == '/') object++;
+  return !strncmp(object, name, n) && (object[n] == 0 || object[n] == '/' || object[n] == '@');
 }
 
-static int state_kind(const char *object) {
-  static const char *const counters[] = {"data",        "rng",       "scheduler", "loss_scaler",
-                                         "grad_scaler", "iteration", "meta"};
-  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-    if (top_is(object, counters[i])) return 0;
-  if (!strncmp(object, "/optimizer/step", 15) && (!object[15] || strchr("/@", object[15])))
+static bool in_list(const char *object, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (top_is(object, names[i])) return true;
+  return false;
+}
+
+static bool base_is(const char *file, const char *prefix, const char *suffix) {
+  const char *b = strrchr(file, '/');
+  b = b ? b + 1 : file;
+  size_t nb = strlen(b), np = strlen(prefix), ns = strlen(suffix);
+  return nb >= np + ns && !strncmp(b, prefix, np) && !strcmp(b + nb - ns, suffix);
+}
+
+/* The kind of a differing dataset, by its name and, for a PyTorch layout
+ * that keeps each kind in a file of its own (the Hugging Face Trainer's
+ * optimizer.pt, scheduler.pt, rng_state*.pth, model.safetensors), by its
+ * file. */
+static int state_kind(const char *file, const char *object) {
+  static const char *const counters[] = {
+      "data", "rng",   "scheduler",    "loss_scaler",     "grad_scaler", "iteration",
+      "meta", "sched", "lr_scheduler", "dataloader",      "data_loader", "train_state",
+      "step", "epoch", "global_step",  "consumed_samples"};
+  static const char *const optimizer[] = {"optimizer", "optim", "optimizer_states"};
+  static const char *const model[] = {"model", "module", "state_dict"};
+  if (in_list(object, counters, sizeof counters / sizeof *counters)) return 0;
+  for (size_t i = 0; i < sizeof optimizer / sizeof *optimizer; i++) {
+    size_t n = strlen(optimizer[i]);
+    const char *o = object[0] == '/' ? object + 1 : object;
+    if (!strncmp(o, optimizer[i], n) && !strncmp(o + n, "/step", 5) &&
+        strchr("/@", o[n + 5] ? o[n + 5] : '/'))
+      return 0; /* the optimizer's step counts */
+  }
+  if (in_list(object, optimizer, sizeof optimizer / sizeof *optimizer)) return 1;
+  if (in_list(object, model, sizeof model / sizeof *model)) return 2;
+  if (base_is(file, "scheduler", ".pt") || base_is(file, "rng_state", ".pth") ||
+      base_is(file, "trainer_state", ".json"))
     return 0;
-  if (top_is(object, "optimizer")) return 1;
-  if (top_is(object, "model")) return 2;
+  if (base_is(file, "optimizer", ".pt") || base_is(file, "optimizer", ".bin")) return 1;
+  if (base_is(file, "model", ".safetensors") || base_is(file, "pytorch_model", ".bin") ||
+      base_is(file, "model", ".pt"))
+    return 2;
   return 3;
 }
 
@@ -290,7 +325,7 @@ static rank_key *ranked(const rc_run *run, const rc_check *c, int *n) {
     *x = (rank_key){d->object[0] ? 0 : 1, INT_MAX, 0, i, NULL};
     if (plain || !d->object[0]) continue;
     x->census = census_rank(cc ? &cc->census : NULL, d->object, &x->field);
-    x->kind = state_kind(d->object);
+    x->kind = state_kind(d->file, d->object);
   }
   qsort(k, (size_t)*n, sizeof *k, by_rank);
   return k;
@@ -1159,6 +1194,13 @@ void rc_run_verdict(rc_run *run) {
     return;
   }
   set_verdict(run, "identical", RC_OK, RC_OK);
-  rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
-               "every check byte-identical: A/A identical, RESUME identical");
+  /* a PyTorch checkpoint is identical by content: its files may differ by
+   * construction (DCP's .metadata), so "byte-identical" would claim more */
+  bool by_content = false;
+  for (int i = 0; i < run->n_checks; i++)
+    by_content |= run->checks[i].have_cmp && run->checks[i].cmp.n_by_content > 0;
+  rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "%s: A/A identical, RESUME identical",
+               by_content ? "every check identical (PyTorch checkpoints by content, every other "
+                            "file byte for byte)"
+                          : "every check byte-identical");
 }

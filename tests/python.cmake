@@ -18,6 +18,12 @@ set_tests_properties(py_exec_torch py_exec_stateful PROPERTIES TIMEOUT 600)
 rc_add_sh_test(py_compare_torch py_compare_torch.sh)
 set_tests_properties(py_compare_torch PROPERTIES TIMEOUT 900 ENVIRONMENT
                      "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
+# an exec trainer that checkpoints with torch.distributed.checkpoint (1 and 2
+# ranks under torchrun), compared by content inside `run` and `compare`
+# (harness/compare_torch.c): about a minute of legs per run
+rc_add_sh_test(run_dcp run_dcp.sh)
+set_tests_properties(run_dcp PROPERTIES TIMEOUT 900 ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
 # the core's bf16 numerics against bench/torch_crosscheck.py (an independent
 # autograd implementation, rounding where ops.h says), with its control
 rc_add_sh_test(py_torch_crosscheck py_torch_crosscheck.sh)
