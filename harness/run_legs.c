@@ -23,7 +23,6 @@
  * state beyond the interrupt flag, and is far below a leg's run time. */
 #include "run.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -282,33 +281,6 @@ static bool check_outputs(rc_leg *leg) {
  * instead, with the reason. What is a link may be anything; lstat only. */
 static bool is_real_dir(const char *path, struct stat *st) {
   return lstat(path, st) == 0 && S_ISDIR(st->st_mode);
-}
-
-int rc_run_same_checkpoint(const char *a, const char *b, rc_err *err) {
-  struct stat sa, sb;
-  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return RC_OK; /* the check says what is missing */
-  if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino)
-    return rc_fail(err, RC_EXIT_DATAERR,
-                   "%s and %s are the same directory (a link): a checkpoint compared with itself "
-                   "proves nothing",
-                   a, b);
-  DIR *d = opendir(a);
-  if (!d) return RC_OK;
-  int rc = RC_OK;
-  for (struct dirent *e; !rc && (e = readdir(d));) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char pa[RC_RUN_PATH_CAP + 320], pb[RC_RUN_PATH_CAP + 320];
-    rc_bufprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
-    rc_bufprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
-    if (stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_dev == sb.st_dev &&
-        sa.st_ino == sb.st_ino)
-      rc = rc_fail(err, RC_EXIT_DATAERR,
-                   "%s is the same file on both sides (a hard or symbolic link to %s): a "
-                   "checkpoint compared with itself proves nothing",
-                   pa, pb);
-  }
-  closedir(d);
-  return rc;
 }
 
 static bool same_file_as(const rc_run *run, rc_leg *leg, int64_t step, const char *iter) {

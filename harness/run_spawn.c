@@ -9,6 +9,7 @@
  * below is the only global state of the harness: a signal handler can do nothing else. */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -672,6 +673,37 @@ void rc_log_tail(const char *path, int max_lines, char *buf, size_t cap) {
   size_t keep = n - from;
   if (keep > cap / 2) from = n - cap / 2;
   rc_utf8_sanitize(raw + from, buf, cap);
+}
+
+/* What a leg left must be its own (run.h): two checkpoint directories
+ * that are, or share, one file. Here, beside the other readers of what
+ * legs leave, so that the legs (run_legs.c) and the checks (run_checks.c)
+ * both call it without calling each other. */
+int rc_run_same_checkpoint(const char *a, const char *b, rc_err *err) {
+  struct stat sa, sb;
+  if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return RC_OK; /* the check says what is missing */
+  if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino)
+    return rc_fail(err, RC_EXIT_DATAERR,
+                   "%s and %s are the same directory (a link): a checkpoint compared with itself "
+                   "proves nothing",
+                   a, b);
+  DIR *d = opendir(a);
+  if (!d) return RC_OK;
+  int rc = RC_OK;
+  for (struct dirent *e; !rc && (e = readdir(d));) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char pa[RC_RUN_PATH_CAP + 320], pb[RC_RUN_PATH_CAP + 320];
+    rc_bufprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
+    rc_bufprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
+    if (stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+        sa.st_ino == sb.st_ino)
+      rc = rc_fail(err, RC_EXIT_DATAERR,
+                   "%s is the same file on both sides (a hard or symbolic link to %s): a "
+                   "checkpoint compared with itself proves nothing",
+                   pa, pb);
+  }
+  closedir(d);
+  return rc;
 }
 
 int64_t rc_trace_rows(const char *path) {
