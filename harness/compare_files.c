@@ -929,7 +929,8 @@ typedef struct {
   bool mf_in[2], ho[2], have_mf;
   const char *derived[MAX_DERIVED]; /* derived names in the listings: compared last */
   int n_derived;
-  bool dcp; /* both sides are DCP directories: .metadata and *.distcp compared as one unit */
+  bool dcp;     /* both sides are DCP directories: .metadata and *.distcp compared as one unit */
+  bool by_rank; /* the manifests' world sizes differ: shards paired by rank, not by name */
 } dir_pair;
 
 static void dir_pair_free(dir_pair *p) {
@@ -1006,7 +1007,9 @@ static int compare_entry(walk_t *w, dir_pair *p, const dent *ea, const dent *eb,
     return RC_OK;
   }
   if (p->dcp && rc_cmp_is_dcp_member(name)) return RC_OK; /* compared as a unit */
-  if (is_derived_name(name)) {                            /* later, once the shards are settled */
+  if (p->by_rank && (manifest_find(&p->mf[0], name) || manifest_find(&p->mf[1], name)))
+    return RC_OK;              /* a shard, paired by rank (compare_by_rank) */
+  if (is_derived_name(name)) { /* later, once the shards are settled */
     if (p->n_derived < MAX_DERIVED) p->derived[p->n_derived++] = name;
     return RC_OK;
   }
@@ -1054,6 +1057,44 @@ static int compare_derived_all(walk_t *w, dir_pair *p, bool shards_agree, rc_err
   return rc;
 }
 
+/* Two checkpoints written by different world sizes: "W shards against W'"
+ * said once, then rank r's shard of A against rank r's of B (datasets by
+ * name: a replicated model compares equal, slices of a sharded optimizer
+ * show as the shapes they are), and the ranks only one side has listed as
+ * such rather than as unexplained missing files. */
+static int compare_by_rank(walk_t *w, dir_pair *p, rc_err *err) {
+  rc_cmp_ctx *c = &w->c;
+  const rc_manifest *m[2] = {&p->mf[0].io, &p->mf[1].io};
+  int wa = m[0]->world_size, wb = m[1]->world_size;
+  rc_cmp_add(c, RC_DIFF_INFORMATIONAL, p->rel, "",
+             "%d shard%s against %d (world size %d against %d): compared by name, rank r's shard "
+             "of A against rank r's of B",
+             wa, wa == 1 ? "" : "s", wb, wa, wb);
+  for (int r = 0; r < (wa > wb ? wa : wb); r++) {
+    const char *fa = r < wa ? m[0]->shards[r].file : NULL,
+               *fb = r < wb ? m[1]->shards[r].file : NULL;
+    char rl[1024], pa[4096], pb[4096];
+    rel_join(rl, sizeof rl, p->rel, fa ? fa : fb);
+    if (rc_cmp_ignored(c, rl, "")) {
+      c->n_ignored++;
+      continue;
+    }
+    if (!fa || !fb) {
+      rc_cmp_add(c, fa ? RC_DIFF_MISSING_IN_B : RC_DIFF_MISSING_IN_A, rl, "",
+                 "rank %d's shard only in %s (world size %d against %d): its state is not "
+                 "compared",
+                 r, fa ? "A" : "B", wa, wb);
+      continue;
+    }
+    rc_path_join(pa, sizeof pa, p->dir[0], fa);
+    rc_path_join(pb, sizeof pb, p->dir[1], fb);
+    rc_trace_diff td;
+    int rc = compare_file(w, rl, pa, pb, NULL, NULL, &td, err);
+    if (rc) return rc;
+  }
+  return RC_OK;
+}
+
 static int compare_files_dir(walk_t *w, const char *rel, const char *da, const char *db,
                              rc_err *err) {
   rc_cmp_ctx *c = &w->c;
@@ -1068,6 +1109,9 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
     rc = rc_cmp_torch(c, rel, da, db, true, err);
     w->n_read++;
   }
+  p.by_rank = !rc && !ho && p.have_mf && p.mf[0].have_io && p.mf[1].have_io &&
+              p.mf[0].io.world_size != p.mf[1].io.world_size;
+  if (p.by_rank) rc = compare_by_rank(w, &p, err);
   if (!rc && ho) rc = compare_hashes_only_shards(w, rel, da, db, &p.mf[0], &p.mf[1], p.ho, err);
   const dir_list *la = &p.list[0], *lb = &p.list[1];
   for (int i = 0, k = 0; !rc && (i < la->n || k < lb->n);) {

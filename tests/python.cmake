@@ -29,3 +29,7 @@ set_tests_properties(run_dcp PROPERTIES TIMEOUT 900 ENVIRONMENT
 rc_add_sh_test(py_torch_crosscheck py_torch_crosscheck.sh)
 set_tests_properties(py_torch_crosscheck PROPERTIES TIMEOUT 300 ENVIRONMENT
                      "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
+# checkpoints of two world sizes compared rank by rank, by name
+rc_add_sh_test(compare_world_size compare_world_size.sh)
+set_tests_properties(compare_world_size PROPERTIES ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3}")
