@@ -31,11 +31,14 @@ differing element (the chunk containing it), so a report reads
 `model/layers.0.weight in ckpt/iter_0000005/__1_0.distcp`.
 """
 
+import collections
 import ctypes
 import ctypes.util
 import io
 import mmap
 import os
+import pathlib
+import pickle
 import stat
 
 from .errors import EX_DATAERR, CheckpointError
@@ -44,6 +47,166 @@ METADATA_NAME = ".metadata"
 MAX_METADATA_BYTES = 1 << 30  # .metadata is a table of keys: a GiB is no DCP's
 
 _libc = None
+
+# ---------------------------------------------------------------------------
+# .metadata without torch. The pickle names DCP's dataclasses, torch dtypes,
+# layouts, memory formats and torch.Size; here each becomes a plain stand-in
+# with the same attributes, so two equal checkpoints are compared without
+# importing torch (a second or more of a comparison's time) and without
+# instantiating anything the pickle names beyond this list. torch is
+# imported only to decode entries whose bytes differ.
+
+_META = "torch.distributed.checkpoint.metadata"
+_FS = "torch.distributed.checkpoint.filesystem"
+
+
+class Refused(pickle.UnpicklingError):
+    pass
+
+
+class Record:
+    """A DCP metadata dataclass, as its attributes."""
+
+    kind = "Record"
+
+    def __setstate__(self, state):
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state = {**(state[0] or {}), **state[1]}  # (dict, slots)
+        if isinstance(state, tuple) and self.kind == "TensorProperties":
+            names = ("dtype", "layout", "requires_grad", "memory_format", "pin_memory")
+            state = dict(zip(names, state))
+        if not isinstance(state, dict):
+            raise Refused(f"a {self.kind} with a {type(state).__name__} state")
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return f"{self.kind}({', '.join(f'{k}={v!r}' for k, v in sorted(self.__dict__.items()))})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self):  # MetadataIndex is a dict key; its index is a hint, not identity
+        return hash((self.kind, self.__dict__.get("fqn"), tuple(self.__dict__.get("offset") or ())))
+
+
+def _record(name):
+    return type(name, (Record,), {"kind": name})
+
+
+_RECORDS = {(mod, n): _record(n) for mod, names in (
+    (_META, ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "TensorProperties", "MetadataIndex", "StorageMeta")),
+    (_FS, ("_StorageInfo",)),
+) for n in names}
+
+
+class Size(tuple):
+    """torch.Size."""
+
+
+class DType:
+    """A torch dtype by name (torch.float32 -> DType('float32'))."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, DType) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __str__(self):
+        return "torch." + self.name
+
+    __repr__ = __str__
+
+
+def _mem_format(code):
+    return ("memory_format", int(code))
+
+
+def _layout(name):
+    return ("layout", str(name))
+
+
+class _LightUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        rec = _RECORDS.get((module, name))
+        if rec is not None:
+            return rec
+        if (module, name) == ("torch", "Size"):
+            return Size
+        if (module, name) == ("torch.serialization", "_get_layout"):
+            return _layout
+        if (module, name) == (_META, "_MEM_FORMAT_ENCODING"):
+            return _mem_format
+        if module == "torch" and _is_dtype_name(name):
+            return DType(name)
+        if module == "pathlib" and name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath"):
+            return pathlib.PurePosixPath if "Posix" in name else pathlib.PureWindowsPath
+        if (module, name) == ("collections", "OrderedDict"):
+            return collections.OrderedDict
+        if (module, name) in (("builtins", "set"), ("builtins", "frozenset")):
+            return set if name == "set" else frozenset
+        raise Refused(f"names {module}.{name}, not a torch.distributed.checkpoint metadata class")
+
+
+_DTYPES = {
+    "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64",
+    "bool", "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e8m0fnu", "float4_e2m1fn_x2", "qint8", "quint8", "qint32", "double", "float", "half", "long", "int", "short",
+    "cfloat", "cdouble", "chalf", "bits8", "bits16",
+}
+
+
+def _is_dtype_name(name):
+    return name in _DTYPES
+
+
+def read_metadata_light(path):
+    """A DCP directory's .metadata as stand-ins (no torch import): the
+    regular file checked and bounded, anything outside DCP's metadata
+    classes refused (65) without running it."""
+    mpath = os.path.join(path, METADATA_NAME)
+    st = regular_file(mpath, "its .metadata")
+    if st.st_size > MAX_METADATA_BYTES:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {st.st_size} bytes, over the {MAX_METADATA_BYTES} a DCP .metadata may have here")
+    try:
+        with open(mpath, "rb") as f:
+            md = _LightUnpickler(f).load()
+    except Refused as e:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {e}: refused (--unsafe-pickle loads it, running its code)") from e
+    except OSError as e:
+        raise CheckpointError(EX_DATAERR, f"{mpath}: {e.strerror or e}") from e
+    except Exception as e:  # truncated or not a pickle
+        raise CheckpointError(EX_DATAERR, f"{mpath}: corrupt torch.distributed.checkpoint metadata ({type(e).__name__}: {e})") from e
+    if getattr(md, "kind", None) != "Metadata":
+        raise CheckpointError(EX_DATAERR, f"{mpath}: holds a {type(md).__name__}, not torch.distributed.checkpoint Metadata")
+    for attr in ("state_dict_metadata", "storage_data"):
+        if not isinstance(getattr(md, attr, None), dict):
+            raise CheckpointError(EX_DATAERR, f"{mpath}: its Metadata has no {attr} table")
+    for k, v in md.storage_data.items():
+        if getattr(k, "kind", None) != "MetadataIndex" or getattr(v, "kind", None) != "_StorageInfo":
+            raise CheckpointError(EX_DATAERR, f"{mpath}: a storage_data entry that is not MetadataIndex -> _StorageInfo")
+    if not hasattr(md, "planner_data"):
+        md.planner_data = None
+    if not hasattr(md, "storage_meta"):
+        md.storage_meta = None
+    return md
+
+
+def kind_of(entry):
+    """'tensor', 'bytes' or None for a state_dict_metadata entry (a stand-in
+    or torch's own class)."""
+    name = getattr(entry, "kind", None) or type(entry).__name__
+    return {"TensorStorageMetadata": "tensor", "BytesStorageMetadata": "bytes"}.get(name)
+
+
+def torch_dtype(torch, dtype):
+    """A real torch dtype for a stand-in (or a real one)."""
+    if isinstance(dtype, DType):
+        return getattr(torch, dtype.name)
+    return dtype
 
 
 def _memcmp():
@@ -87,7 +250,7 @@ class Side:
         self.maps = {}
         # storage_data by (fqn, chunk offsets): MetadataIndex's own index
         # field is a lookup hint, not part of its identity
-        self.where = {(i.fqn, tuple(i.offset) if i.offset is not None else None): info for i, info in metadata.storage_data.items()}
+        self.where = {(i.fqn, tuple(i.offset) if getattr(i, "offset", None) is not None else None): info for i, info in metadata.storage_data.items()}
         planner = metadata.planner_data if isinstance(metadata.planner_data, dict) else {}
         self.paths = planner
 
@@ -162,7 +325,7 @@ def chunk_boxes(tmeta):
 
 def assemble(side, fqn, tmeta, unsafe, torch):
     """The whole tensor of fqn from its chunks."""
-    full = torch.empty(tuple(tmeta.size), dtype=tmeta.properties.dtype)
+    full = torch.empty(tuple(tmeta.size), dtype=torch_dtype(torch, tmeta.properties.dtype))
     for offsets, sizes in chunk_boxes(tmeta):
         blob, rel, _ = side.blob(fqn, offsets)
         t = decode(blob, unsafe, torch, f"{side.path}/{rel}: {fqn}")

@@ -8,7 +8,9 @@ barrier). `run` compares those directories by content (docs/compare.md,
 "PyTorch formats").
 
 --bug optimizer-not-loaded: a resumed leg loads the model but keeps a
-fresh optimizer (the planted resume bug of the test).
+fresh optimizer (the planted resume bug of the test). --format rc writes
+the same state as resumecheck shards instead (checkpoint.save, one rank),
+and --width sets the hidden size: bench/bench_torch_formats.sh times both.
 """
 
 import argparse
@@ -27,6 +29,8 @@ from resumecheck.trace import TraceWriter
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bug", default="", choices=["", "optimizer-not-loaded"])
+    p.add_argument("--format", default="dcp", choices=["dcp", "rc"])
+    p.add_argument("--width", type=int, default=32)
     args = resumecheck.exec_args(parser=p)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -35,7 +39,7 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     torch.manual_seed(1234)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 8))
+    model = torch.nn.Sequential(torch.nn.Linear(16, args.width), torch.nn.Tanh(), torch.nn.Linear(args.width, 8))
     if world > 1:
         from torch.distributed.fsdp import fully_shard  # noqa: PLC0415
 
@@ -45,7 +49,10 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 3) * (1 - s / (args.steps + 1)))
     start = 1
-    if args.resume_from:
+    if args.resume_from and args.format == "rc":
+        st = resumecheck.checkpoint.load(args.resume_from, model=model, optimizer=opt, scheduler=sched, rng=False)
+        start = st["iteration"] + 1
+    elif args.resume_from:
         msd, osd = get_state_dict(model, opt)
         state = {"model": msd, "optim": osd, "sched": sched.state_dict(), "step": 0}
         dcp.load(state, checkpoint_id=args.resume_from)
@@ -76,7 +83,9 @@ def main():
             loss /= world
         if trace:
             trace.row(step, loss=float(loss), grad_norm=float(gn), lr=lr)
-        if step in args.save_at:
+        if step in args.save_at and args.format == "rc":
+            resumecheck.checkpoint.save(resumecheck.ckpt_root(args.out), step, model=model, optimizer=opt, scheduler=sched, rng=False)
+        elif step in args.save_at:
             d = os.path.join(resumecheck.ckpt_root(args.out), "iter_%07d" % step)
             msd, osd = get_state_dict(model, opt)
             dcp.save({"model": msd, "optim": osd, "sched": sched.state_dict(), "step": step}, checkpoint_id=d)
