@@ -26,6 +26,7 @@ json_true "$R" "d['verdict'] == 'resume-diverged' and d['exit_code'] == 1" "ema 
 json_true "$R" "sorted(x['field'] for c in d['checks'] if c['census'] for x in c['census']['differences']) == ['state.ema.module.fc1.bias', 'state.ema.module.fc1.weight', 'state.ema.module.fc2.bias', 'state.ema.module.fc2.weight', 'state.ema.n_averaged']" "census names exactly the EMA's fields"
 json_true "$R" "'state.ema' in d['census_finding']" "census finding names the EMA"
 if grep -qF '/state/ema' "$T/ema/through/ckpt/iter_0000003/manifest.json"; then fail "ema: the EMA was saved"; fi
+json_true "$R" "sorted(x['field'] for c in d['checks'] if c['census'] for x in c['census']['first_step']['differences']) == ['state.ema.module.fc1.bias', 'state.ema.module.fc1.weight', 'state.ema.module.fc2.bias', 'state.ema.module.fc2.weight', 'state.ema.n_averaged']" "ema: run's first-step census names the EMA's fields"
 F=census/iter_0000003.rank0.first-step.txt
 [ "$(census_diff "$T/ema/through/$F" "$T/ema/resume@3/$F" | tr '\n' ' ')" = "state.ema.n_averaged state.ema.module.fc1.weight state.ema.module.fc1.bias state.ema.module.fc2.weight state.ema.module.fc2.bias " ] ||
   fail "ema: the first-step census should differ in the EMA's fields: $(census_diff "$T/ema/through/$F" "$T/ema/resume@3/$F" | tr '\n' ' ')"
@@ -43,4 +44,10 @@ for leg in through resume@3; do
 done
 [ "$(census_diff "$T/loader/through/$F" "$T/loader/resume@3/$F")" = "rng.torch_cpu" ] ||
   fail "loader: the first-step census should differ in rng.torch_cpu only: $(census_diff "$T/loader/through/$F" "$T/loader/resume@3/$F" | tr '\n' ' ')"
+# ... and run says so: the first-step census's one difference, equal after the load
+json_true "$T/loader/report.json" \
+  "[(x['field'], x.get('after_load')) for c in d['checks'] if c['census'] for x in c['census']['first_step']['differences']] == [('rng.torch_cpu', 'equal')]" \
+  "loader: report.json's first-step census names rng.torch_cpu alone, equal after the load"
+json_true "$T/loader/report.json" "'before the first step' in d['census_finding']" "loader: the census finding says which census saw it"
+contains "$T/loader.out" "before the first step"
 finish
