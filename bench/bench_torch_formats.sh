@@ -16,7 +16,8 @@
 #
 #   OUT=/dir RC_BIN=build/resumecheck bash bench/bench_torch_formats.sh
 # ROUNDS (3): interleaved rounds; MIB (1024): the DCP pair's size; WIDTH
-# (262144): the run's trainer's hidden size. Results: OUT/bench_torch_formats/.
+# (262144): the run's trainer's hidden size; RUN=0 leaves part 2 out.
+# Results: OUT/bench_torch_formats/.
 set -u
 RC_BIN="${RC_BIN:-build/resumecheck}"
 PY="${RC_PYTHON:-python3}"
@@ -35,21 +36,25 @@ per = mib * (1 << 20) // n // 4
 g = torch.Generator().manual_seed(0)
 sd = {f"layers.{i}.weight": torch.randn(per, generator=g) for i in range(n)}
 sd["step"] = 100
+# torch.save names its zip records after the file: one name in three
+# directories, as a run's legs write them
 for name in ("A", "B"):
     dcp.save(sd, checkpoint_id=f"{w}/{name}_dcp", no_dist=True)
-    torch.save(sd, f"{w}/{name}.pt")
+    os.makedirs(f"{w}/{name}", exist_ok=True)
+    torch.save(sd, f"{w}/{name}/ckpt.pt")
 sd["layers.9.weight"][per // 2] += 1.0
 dcp.save(sd, checkpoint_id=f"{w}/C_dcp", no_dist=True)
-torch.save(sd, f"{w}/C.pt")
+os.makedirs(f"{w}/C", exist_ok=True)
+torch.save(sd, f"{w}/C/ckpt.pt")
 PY
-du -sh "$W/A_dcp" "$W/A.pt" | tr '\n' ' '
+du -sh "$W/A_dcp" "$W/A/ckpt.pt" | tr '\n' ' '
 echo
 
 cat >"$W/peer.py" <<'PY'
 # the peer: what a PyTorch user writes to check two checkpoints are equal
 import sys, torch
 a, b = sys.argv[1], sys.argv[2]
-if a.endswith(".pt"):
+if a.endswith(".pt"):  # torch.save files
     x = torch.load(a, map_location="cpu", weights_only=True, mmap=True)
     y = torch.load(b, map_location="cpu", weights_only=True, mmap=True)
 else:
@@ -76,17 +81,17 @@ t() { # label cmd...: wall seconds and exit code, into the results
   t1=$(date +%s.%N)
   printf '%s\t%s\t%.3f\n' "$label" "$rc" "$(echo "$t1 - $t0" | bc)" >>"$W/times.tsv"
 }
-cat "$W"/A_dcp/* "$W"/B_dcp/* "$W"/C_dcp/* "$W"/*.pt >/dev/null # page cache warm, as after a run
+cat "$W"/A_dcp/* "$W"/B_dcp/* "$W"/C_dcp/* "$W"/[ABC]/ckpt.pt >/dev/null # page cache warm, as after a run
 for r in $(seq "$ROUNDS"); do
   t "dcp equal: resumecheck compare" "$RC_BIN" compare "$W/A_dcp" "$W/B_dcp"
   t "dcp equal: compare-torch" "$PY" -m resumecheck compare-torch "$W/A_dcp" "$W/B_dcp" --resumecheck "$RC_BIN"
   t "dcp equal: peer (dcp.load + torch.equal)" "$PY" "$W/peer.py" "$W/A_dcp" "$W/B_dcp"
   t "dcp one value: resumecheck compare" "$RC_BIN" compare "$W/A_dcp" "$W/C_dcp"
   t "dcp one value: peer (dcp.load + torch.equal)" "$PY" "$W/peer.py" "$W/A_dcp" "$W/C_dcp"
-  t "torch.save one value: resumecheck compare" "$RC_BIN" compare "$W/A.pt" "$W/C.pt"
-  t "torch.save one value: peer (torch.load mmap + torch.equal)" "$PY" "$W/peer.py" "$W/A.pt" "$W/C.pt"
-  t "torch.save equal: peer (torch.load mmap + torch.equal)" "$PY" "$W/peer.py" "$W/A.pt" "$W/B.pt"
-  t "torch.save equal: resumecheck compare" "$RC_BIN" compare "$W/A.pt" "$W/B.pt"
+  t "torch.save one value: resumecheck compare" "$RC_BIN" compare "$W/A/ckpt.pt" "$W/C/ckpt.pt"
+  t "torch.save one value: peer (torch.load mmap + torch.equal)" "$PY" "$W/peer.py" "$W/A/ckpt.pt" "$W/C/ckpt.pt"
+  t "torch.save equal: peer (torch.load mmap + torch.equal)" "$PY" "$W/peer.py" "$W/A/ckpt.pt" "$W/B/ckpt.pt"
+  t "torch.save equal: resumecheck compare" "$RC_BIN" compare "$W/A/ckpt.pt" "$W/B/ckpt.pt"
 done
 "$PY" - "$W/times.tsv" <<'PY'
 import collections, statistics, sys
@@ -106,9 +111,10 @@ for case in ("dcp equal", "dcp one value", "torch.save one value", "torch.save e
     if ours and peer:
         print(f"ratio {case}: resumecheck compare / peer = {med[ours[0]] / med[peer[0]]:.2f}x")
 PY
-rm -rf "$W"/A_dcp "$W"/B_dcp "$W"/C_dcp "$W"/*.pt
+rm -rf "$W"/A_dcp "$W"/B_dcp "$W"/C_dcp "$W"/A "$W"/B "$W"/C
 
 # 2. run: the same trainer saving DCP and saving resumecheck shards
+[ "${RUN:-1}" = 0 ] && exit 0
 tmpl() {
   echo "'$PY' '$SRC/tests/trainers/dcp_trainer.py' --format $1 --width $WIDTH --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
 }
