@@ -77,6 +77,12 @@ json_true "$T/flip.json" \
 rc=$?
 expect_rc 0 "control: the unchanged copy" same
 
+# no interpreter to read them with: an error that says so (64), never a pass
+RC_PYTHON=/nonexistent/python3 "$RC_BIN" compare "$A" "$T/same" >"$T/nopy.out" 2>&1
+rc=$?
+expect_rc 64 "no Python to read a DCP directory with" nopy
+contains "$T/nopy.out" "comparing it needs Python with torch and the resumecheck package"
+
 # .metadata: another leg's (its path and ids) is no difference; a real change is
 cp -r "$A" "$T/meta_leg"
 cp "$T/two/resume@2/ckpt/iter_0000004/.metadata" "$T/meta_leg/.metadata"
