@@ -12,9 +12,16 @@ corrupt input, 66 missing input or nothing compared, 70 internal, 74 I/O.
 """
 
 import argparse
+import os
 import sys
 
+from ._cli import bundled_binary
 from .errors import EX_USAGE, CheckpointError
+
+
+def _bundled():
+    exe = bundled_binary()
+    return str(exe) if exe else None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +49,7 @@ def _parser():
     c.add_argument("--max-lines", type=int, default=40, metavar="N", help="list at most N differences (default 40; -1: all)")
     c.add_argument("--deep", action="store_true", help="passed to resumecheck compare")
     c.add_argument("--unsafe-pickle", action="store_true", help="load with weights_only=False (runs the pickle's code: trusted files only)")
-    c.add_argument("--resumecheck", metavar="PATH", help="the resumecheck binary (default $RC_BIN, else PATH)")
+    c.add_argument("--resumecheck", metavar="PATH", help="the resumecheck binary (default $RC_BIN, else the one installed with this package, else PATH)")
     v = sub.add_parser(
         "convert",
         help="write a torch checkpoint as OUT/tensors.safetensors and OUT/values.json",
@@ -75,7 +82,8 @@ def main(argv=None):
             max_lines=args.max_lines,
             json_out=args.json,
             unsafe=args.unsafe_pickle,
-            binary=args.resumecheck,
+            # the program installed with this package (a wheel) before PATH's
+            binary=args.resumecheck or (None if os.environ.get("RC_BIN") else _bundled()),
             deep=args.deep,
         )
     try:
