@@ -47,6 +47,9 @@ PHASES = ("first-step",)
 def fingerprint(value):
     """fp=<16 hex digits> of a tensor or array's dtype, shape and bytes."""
     if "torch" in sys.modules and isinstance(value, sys.modules["torch"].Tensor):
+        local = getattr(value, "to_local", None)
+        if callable(local):  # a DTensor (FSDP2, tensor parallel): this rank's shard, as the rank holds it
+            value = local()
         a, kind = tensor_to_array(value)
     else:
         a, kind = np.asarray(value), "ndarray"
