@@ -309,10 +309,36 @@ def same_bytes(x, y):
     return x == y
 
 
+def numpy_globals(torch):
+    """A context in which weights_only loads also take numpy arrays and
+    scalars of numbers: the globals a pickled numpy generator state names
+    (np.random.get_state() in the Hugging Face Trainer's rng_state.pth and
+    Megatron-LM's rng_state), which torch refuses by default. They build
+    arrays from a dtype and bytes and run nothing else; the Trainer loads
+    its own file with the same list (transformers' safe_globals). Without
+    numpy, or RC_PY_TEST_NO_NUMPY_ARRAYS=1 (a test's control: refused as
+    before) or a torch without safe_globals, torch's default list."""
+    import contextlib  # noqa: PLC0415
+
+    safe_globals = getattr(torch.serialization, "safe_globals", None)  # torch >= 2.5
+    if safe_globals is None or os.environ.get("RC_PY_TEST_NO_NUMPY_ARRAYS") == "1":
+        return contextlib.nullcontext()
+    try:
+        import numpy as np  # noqa: PLC0415
+    except ImportError:
+        return contextlib.nullcontext()
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / 1
+    kinds = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+             np.float16, np.float32, np.float64, np.complex64, np.complex128)
+    allowed = [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype] + [type(np.dtype(k)) for k in kinds]
+    return safe_globals(allowed)
+
+
 def decode(blob, unsafe, torch, what):
     """A torch.save blob's object (weights_only unless unsafe)."""
     try:
-        return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=not unsafe)
+        with numpy_globals(torch):
+            return torch.load(io.BytesIO(blob), map_location="cpu", weights_only=not unsafe)
     except Exception as e:  # a corrupt blob: RuntimeError, UnpicklingError, EOFError, ...
         text = str(e).strip().splitlines()
         raise CheckpointError(EX_DATAERR, f"{what}: cannot decode its torch.save bytes ({type(e).__name__}: {text[0] if text else ''})") from e

@@ -188,7 +188,8 @@ def load_torch_save(path, unsafe=False, crc_checked=False):
             raise CheckpointError(EX_DATAERR, f"{path}: corrupt torch.save file: a zip archive with no end-of-central-directory record (truncated?)")
     try:
         # mmap: the storages stay in the page cache, not copied to memory
-        return torch.load(path, map_location="cpu", weights_only=not unsafe, mmap=is_zip)
+        with dcp.numpy_globals(torch):
+            return torch.load(path, map_location="cpu", weights_only=not unsafe, mmap=is_zip)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()
         hint = ""
@@ -287,7 +288,8 @@ def load_dcp(path, unsafe=False):
     class Planner(_EmptyStateDictLoadPlanner):
         def load_bytes(self, read_item, value):
             # the default planner unpickles these with weights_only=False
-            obj = torch.load(value, weights_only=not unsafe)
+            with dcp.numpy_globals(torch):
+                obj = torch.load(value, weights_only=not unsafe)
             if self.flatten_state_dict:
                 set_element(self.original_state_dict, self.mappings[read_item.dest_index.fqn], obj)
             else:
