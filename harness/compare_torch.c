@@ -259,10 +259,14 @@ int rc_cmp_torch(rc_cmp_ctx *c, const char *rel, const char *pa, const char *pb,
     }
   char tail[LOG_TAIL + 1];
   log_tail(lpath, tail, sizeof tail);
+  /* 0 and 1 are compare-torch's verdicts only with its JSON written: an
+   * interpreter that cannot import the package exits 1 too */
+  bool verdict = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1) &&
+                 rc_path_exists(jpath);
   if (!WIFEXITED(status)) {
     rc = rc_fail(err, RC_EXIT_SOFTWARE, "%s: compare-torch died of signal %d", what,
                  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  } else if (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1) {
+  } else if (verdict) {
     rc = merge_json(c, rel, jpath, what, dcp, err);
   } else if (WEXITSTATUS(status) == RC_EXIT_DATAERR || WEXITSTATUS(status) == RC_EXIT_NOINPUT) {
     rc = rc_fail(err, WEXITSTATUS(status), "%s", tail[0] ? tail : what);

@@ -211,7 +211,10 @@ static const char *const KINDS[] = {"data position, RNG and counters", "optimize
 static bool top_is(const char *object, const char *name) {
   size_t n = strlen(name);
   if (object[0] == '/') object++;
-  return !strncmp(object, name, n) && (object[n] == 0 || object[n] == '/' || object[n] == '@');
+  /* '.' too: Megatron-LM's torch_dist keys are flat module paths
+   * (decoder.layers.0..., optimizer.state.exp_avg...) */
+  return !strncmp(object, name, n) &&
+         (object[n] == 0 || object[n] == '/' || object[n] == '@' || object[n] == '.');
 }
 
 static bool in_list(const char *object, const char *const *names, size_t n) {
@@ -232,12 +235,28 @@ static bool base_is(const char *file, const char *prefix, const char *suffix) {
  * optimizer.pt, scheduler.pt, rng_state*.pth, model.safetensors), by its
  * file. */
 static int state_kind(const char *file, const char *object) {
-  static const char *const counters[] = {
-      "data", "rng",   "scheduler",    "loss_scaler",     "grad_scaler", "iteration",
-      "meta", "sched", "lr_scheduler", "dataloader",      "data_loader", "train_state",
-      "step", "epoch", "global_step",  "consumed_samples"};
+  static const char *const counters[] = {"data",
+                                         "rng",
+                                         "scheduler",
+                                         "loss_scaler",
+                                         "grad_scaler",
+                                         "iteration",
+                                         "meta",
+                                         "sched",
+                                         "lr_scheduler",
+                                         "dataloader",
+                                         "data_loader",
+                                         "train_state",
+                                         "step",
+                                         "epoch",
+                                         "global_step",
+                                         "consumed_samples",
+                                         "rng_state",
+                                         "opt_param_scheduler",
+                                         "num_floating_point_operations_so_far"};
   static const char *const optimizer[] = {"optimizer", "optim", "optimizer_states"};
-  static const char *const model[] = {"model", "module", "state_dict"};
+  static const char *const model[] = {"model",   "module",    "state_dict",
+                                      "decoder", "embedding", "output_layer"};
   if (in_list(object, counters, sizeof counters / sizeof *counters)) return 0;
   for (size_t i = 0; i < sizeof optimizer / sizeof *optimizer; i++) {
     size_t n = strlen(optimizer[i]);

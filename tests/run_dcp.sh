@@ -82,6 +82,14 @@ RC_PYTHON=/nonexistent/python3 "$RC_BIN" compare "$A" "$T/same" >"$T/nopy.out" 2
 rc=$?
 expect_rc 64 "no Python to read a DCP directory with" nopy
 contains "$T/nopy.out" "comparing it needs Python with torch and the resumecheck package"
+# an interpreter without the package (as Python says it, exit 1 and no JSON):
+# 64 naming what is missing, not a verdict or a missing-file error
+printf '#!/bin/sh\necho "python3: No module named resumecheck" >&2\nexit 1\n' >"$T/nopkg"
+chmod +x "$T/nopkg"
+RC_PYTHON="$T/nopkg" "$RC_BIN" compare "$A" "$T/same" >"$T/nopkg.out" 2>&1
+rc=$?
+expect_rc 64 "an interpreter without the resumecheck package" nopkg
+contains "$T/nopkg.out" "No module named resumecheck"
 
 # .metadata: another leg's (its path and ids) is no difference; a real change is
 cp -r "$A" "$T/meta_leg"
