@@ -16,23 +16,6 @@
 source "$(dirname "$0")/run_lib.sh"
 need_train
 
-# pids of processes whose command line mentions $1
-procs_in() {
-  local p cmd
-  for p in /proc/[0-9]*; do
-    cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
-    case "$cmd" in *"$1"*) echo "${p#/proc/}" ;; esac
-  done
-}
-# waits up to $2 seconds for no process to mention $1
-gone_within() {
-  local i
-  for i in $(seq $(($2 * 10))); do
-    [ -z "$(procs_in "$1")" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 snapshot() { (cd "$1" && find . -path ./.lock -prune -o -type f -printf '%p %s %T@\n' | sort && cat trace.csv timing.csv) >"$2"; }
 rows_of() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 

@@ -22,21 +22,6 @@ mkdir -p "$TMPDIR"
 # fp16 (so the probe runs) and long enough that the probe is still training
 PROBE=(--precision fp16 --steps 400 --save-at auto --progress off --jobs 2)
 
-procs_in() { # pids of processes whose command line mentions $1
-  local p cmd
-  for p in /proc/[0-9]*; do
-    cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
-    case "$cmd" in *"$1"*) echo "${p#/proc/}" ;; esac
-  done
-}
-gone_within() { # $1 mentioned by no process within $2 s
-  local i
-  for i in $(seq $(($2 * 10))); do
-    [ -z "$(procs_in "$1")" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 probe_dirs() { ls -d "$1"/.auto-probe.* "$TMPDIR"/resumecheck-auto.* 2>/dev/null; }
 # start NAME: run in the background; returns once the probe has trained a step
 start() {

@@ -27,21 +27,6 @@ exec bash "$FAKE" "\$@"
 EOF
 TM="bash '$T/trainer.sh' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
 
-procs_in() { # pids of processes whose command line mentions $1
-  local p cmd
-  for p in /proc/[0-9]*; do
-    cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
-    case "$cmd" in *"$1"*) echo "${p#/proc/}" ;; esac
-  done
-}
-gone_within() { # $1 mentioned by no process within $2 s
-  local i
-  for i in $(seq $(($2 * 10))); do
-    [ -z "$(procs_in "$1")" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
 kill_daemons() {
   local p
   for p in $(procs_in "$T/daemon.sh"); do kill -KILL "$p" 2>/dev/null; done

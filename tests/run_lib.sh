@@ -163,3 +163,21 @@ hold_lock() {
   ) </dev/null >/dev/null 2>&1 &
   holder=$!
 }
+
+# procs_in TEXT: pids of processes whose command line mentions TEXT.
+procs_in() {
+  local p cmd
+  for p in /proc/[0-9]*; do
+    cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
+    case "$cmd" in *"$1"*) echo "${p#/proc/}" ;; esac
+  done
+}
+# gone_within TEXT SECONDS: no process mentions TEXT within SECONDS.
+gone_within() {
+  local i
+  for i in $(seq $(($2 * 10))); do
+    [ -z "$(procs_in "$1")" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
