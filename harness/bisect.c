@@ -351,9 +351,9 @@ static void locate_census(rc_bisect *b) {
   if (first) {
     char line[1024];
     rc_census_describe(first, "through", "resumed", line, sizeof line);
-    rc_bufprintf(b->census_text, sizeof b->census_text, "%d saved field%s differ%s, first %s",
-                 d->n_saved_differ, d->n_saved_differ == 1 ? "" : "s",
-                 d->n_saved_differ == 1 ? "s" : "", line);
+    char counts[160];
+    rc_census_count_phrase(d, false, counts, sizeof counts);
+    rc_bufprintf(b->census_text, sizeof b->census_text, "%s, first %s", counts, line);
   } else {
     char groups[1024];
     rc_census_local_groups(d, groups, sizeof groups);
@@ -677,7 +677,7 @@ static int analyse_logs(rc_bisect *b, rc_err *err) {
     const char *pt = rc_event_get(&b->ev_through.ev[b->align.index], "samples");
     const char *pr = rc_event_get(&b->ev_resume.ev[b->align.index], "samples");
     if (pt && pr && !strcmp(pt, pr))
-      b->input_reading = "the data order: other data at the same data position";
+      b->input_reading = "same data position, different samples: the sampler's state";
   }
   /* The step's first forward counts as an input only because its weights
    * might differ: when the step_state (which fingerprints the weights) is
@@ -727,6 +727,110 @@ static bool first_backward_of_step(const rc_event_list *l, int i) {
   return true;
 }
 
+static const char *get_or(const rc_event *e, const char *key) {
+  const char *v = rc_event_get(e, key);
+  return v ? v : "?";
+}
+
+/* Appends a sentence to b->note. */
+static void note_add(rc_bisect *b, const char *text) {
+  size_t l = strlen(b->note);
+  snprintf(b->note + l, sizeof b->note - l, "%s%s",
+           !l                      ? ""
+           : b->note[l - 1] == '.' ? " "
+                                   : ". ",
+           text);
+}
+
+/* The census's first derived field that differs, as a clause ("; the
+ * census at K names scheduler.min_lr: ..."), or "". */
+static void census_derived_clause(const rc_bisect *b, char *buf, size_t cap) {
+  buf[0] = 0;
+  if (!b->census_compared) return;
+  for (int i = 0; i < b->census.n_diffs; i++) {
+    const rc_census_field_diff *f = &b->census.diffs[i];
+    if (!f->saved || f->cls != RC_CENSUS_DERIVED) continue;
+    char line[1024];
+    rc_census_describe(f, "through", "resumed", line, sizeof line);
+    rc_bufprintf(buf, cap, "; the state census at step %" PRId64 " names the setting: %s",
+                 b->resume_step, line);
+    return;
+  }
+}
+
+/* An optimizer event whose values differ: a step count that differs (an
+ * input), or a value computed from equal counts (lr, bias corrections, the
+ * clip coefficient) and the settings the process computes it with. */
+static void explain_optimizer(rc_bisect *b, const rc_event *et, const rc_event *er) {
+  const rc_alignment *al = &b->align;
+  const char *ot = rc_event_get(et, "optimizer_step"), *orr = rc_event_get(er, "optimizer_step");
+  const char *stt = rc_event_get(et, "scheduler_steps"), *str = rc_event_get(er, "scheduler_steps");
+  bool opt_equal = ot && orr && !strcmp(ot, orr), sched_equal = stt && str && !strcmp(stt, str);
+  char census[1400];
+  census_derived_clause(b, census, sizeof census);
+  bool bc = strstr(al->fields, "bc1") || strstr(al->fields, "bc2");
+  if (!opt_equal && (bc || strstr(al->fields, "optimizer_step"))) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "Adam's bias correction differs (optimizer_step %s vs %s): the optimizer step "
+                 "count was not restored",
+                 get_or(et, "optimizer_step"), get_or(er, "optimizer_step"));
+  } else if (bc && opt_equal) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "Adam's bias corrections differ (bc1 %s vs %s, bc2 %s vs %s) though the optimizer "
+                 "step count is equal (%s in both): computed, not handed over — the resumed "
+                 "process computes them otherwise from the same count%s",
+                 get_or(et, "bc1"), get_or(er, "bc1"), get_or(et, "bc2"), get_or(er, "bc2"), ot,
+                 census);
+  } else if (strstr(al->fields, "lr") && sched_equal) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "the learning rate differs (%s vs %s) though the scheduler's step count is equal "
+                 "(%s in both): computed, not handed over — the resumed process's schedule "
+                 "(warmup origin, min_lr, horizon) is not the through process's%s",
+                 get_or(et, "lr"), get_or(er, "lr"), stt, census);
+  } else if (strstr(al->fields, "lr")) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "the learning rate differs (%s vs %s): the scheduler state was not restored",
+                 get_or(et, "lr"), get_or(er, "lr"));
+  } else if (strstr(al->fields, "max_norm") || strstr(al->fields, "clip")) {
+    rc_bufprintf(b->note, sizeof b->note,
+                 "the clip differs (coefficient %s vs %s, max-norm %s vs %s) with equal step "
+                 "counts: the resumed process clips with another max-norm%s",
+                 get_or(et, "clip"), get_or(er, "clip"), get_or(et, "max_norm"),
+                 get_or(er, "max_norm"), census);
+  }
+}
+
+/* An update the event log records (expert_bias, scaler_update) that
+ * differs: what each process did. */
+static void explain_update(rc_bisect *b, const rc_event *et, const rc_event *er) {
+  char text[1200];
+  if (!strcmp(et->kind, "expert_bias")) {
+    const char *at = get_or(et, "applied"), *ar = get_or(er, "applied");
+    const char *ct = get_or(et, "fp_counts"), *cr = get_or(er, "fp_counts");
+    if (strcmp(at, ar))
+      rc_bufprintf(text, sizeof text,
+                   "the MoE expert-bias update of %s ran in the %s process and was skipped in the "
+                   "%s one (applied %s vs %s), %s token counts",
+                   et->name, !strcmp(at, "1") ? "through" : "resumed",
+                   !strcmp(at, "1") ? "resumed" : "through", at, ar,
+                   strcmp(ct, cr) ? "from different" : "with the same");
+    else
+      rc_bufprintf(text, sizeof text,
+                   "the MoE expert-bias update of %s left another bias (rate %s vs %s, token "
+                   "counts %s)",
+                   et->name, get_or(et, "rate"), get_or(er, "rate"),
+                   strcmp(ct, cr) ? "differ" : "equal");
+  } else {
+    rc_bufprintf(text, sizeof text,
+                 "the loss scaler decided %s in the through process and %s in the resumed one "
+                 "(scale %s vs %s, growth interval %s vs %s, hysteresis %s vs %s)",
+                 get_or(et, "decision"), get_or(er, "decision"), get_or(et, "scale"),
+                 get_or(er, "scale"), get_or(et, "growth_interval"), get_or(er, "growth_interval"),
+                 get_or(et, "hysteresis"), get_or(er, "hysteresis"));
+  }
+  note_add(b, text);
+}
+
 /* What the first differing event means, where its kind says it (b->note). */
 static void explain_event(rc_bisect *b, const rc_event *et, const rc_event *er, const char *bt,
                           const char *br) {
@@ -749,12 +853,21 @@ static void explain_event(rc_bisect *b, const rc_event *et, const rc_event *er, 
           "the gradient of the earlier calls of this step is lost on one side");
   } else if (!strcmp(et->kind, "batch")) {
     const char *st = rc_event_get(et, "samples"), *sr = rc_event_get(er, "samples");
-    if (st && sr && !strcmp(st, sr))
+    const char *ept = rc_event_get(et, "epoch"), *epr = rc_event_get(er, "epoch");
+    if (st && sr && !strcmp(st, sr) && ept && epr && strcmp(ept, epr))
       rc_bufprintf(b->note, sizeof b->note,
-                   "the resumed process reads other data at the same data position (samples %s "
-                   "in both, %s differ): the data order after the resume is not the through "
-                   "process's (a sampler or shuffle state the checkpoint does not restore; see "
-                   "the census for the data position)",
+                   "same data position, different samples: the sampler's state. Both processes "
+                   "read from samples %s, but the through process's sampler is at epoch %s and "
+                   "the resumed one's at epoch %s, so they map the position to other corpus "
+                   "samples (%s differ)",
+                   st, ept, epr, al->fields);
+    else if (st && sr && !strcmp(st, sr))
+      rc_bufprintf(b->note, sizeof b->note,
+                   "same data position, different samples: the sampler's state. The resumed "
+                   "process reads other data at the same data position (samples %s in both, %s "
+                   "differ): the data order after the resume is not the through process's (a "
+                   "sampler or shuffle state the checkpoint does not restore; see the census for "
+                   "the data position)",
                    st, al->fields);
     else if (st && sr)
       rc_bufprintf(b->note, sizeof b->note,
@@ -790,17 +903,9 @@ static void explain_event(rc_bisect *b, const rc_event *et, const rc_event *er, 
                  rc_event_get(et, "offset") ? rc_event_get(et, "offset") : "?",
                  rc_event_get(er, "offset") ? rc_event_get(er, "offset") : "?");
   } else if (!strcmp(et->kind, "optimizer")) {
-    if (strstr(al->fields, "bc1") || strstr(al->fields, "optimizer_step"))
-      rc_bufprintf(b->note, sizeof b->note,
-                   "Adam's bias correction differs (optimizer_step %s vs %s): the optimizer step "
-                   "count was not restored",
-                   rc_event_get(et, "optimizer_step") ? rc_event_get(et, "optimizer_step") : "?",
-                   rc_event_get(er, "optimizer_step") ? rc_event_get(er, "optimizer_step") : "?");
-    else if (strstr(al->fields, "lr"))
-      rc_bufprintf(b->note, sizeof b->note,
-                   "the learning rate differs (%s vs %s): the scheduler state was not restored",
-                   rc_event_get(et, "lr") ? rc_event_get(et, "lr") : "?",
-                   rc_event_get(er, "lr") ? rc_event_get(er, "lr") : "?");
+    explain_optimizer(b, et, er);
+  } else if (!strcmp(et->kind, "expert_bias") || !strcmp(et->kind, "scaler_update")) {
+    explain_update(b, et, er);
   } else if (!strcmp(et->kind, "backward") && strstr(al->fields, "fp_main_grad") &&
              !strstr(al->fields, "fp_out")) {
     rc_bufprintf(b->note, sizeof b->note,
@@ -892,7 +997,10 @@ static void inputs_text(rc_bisect *b) {
     b->cause = RC_CAUSE_PREVIOUS_UPDATE;
     if (b->prev_update >= 0) {
       char d[512];
-      rc_event_describe(&b->prev_through.ev[b->prev_update], d, sizeof d);
+      const rc_event *ut = &b->prev_through.ev[b->prev_update];
+      rc_event_describe(ut, d, sizeof d);
+      if (!strcmp(ut->kind, "expert_bias") || !strcmp(ut->kind, "scaler_update"))
+        explain_update(b, ut, &b->prev_resume.ev[b->prev_update]);
       rc_bufprintf(b->verdict_text, sizeof b->verdict_text,
                    "%s: %s differ%s — the first differing update of step %" PRId64
                    ", which made the state step %" PRId64 " starts from differ (%s)%s%s",
@@ -960,6 +1068,14 @@ static void data_order_note(rc_bisect *b) {
                  "The resumed process reads from another data position (samples %s vs %s) while "
                  "the state going into the step agrees: the data position was not restored.",
                  st, sr);
+  else if (st && sr && rc_event_get(et, "epoch") && rc_event_get(er, "epoch") &&
+           strcmp(rc_event_get(et, "epoch"), rc_event_get(er, "epoch")))
+    rc_bufprintf(line, sizeof line,
+                 "Same data position, different samples: the sampler's state. Both processes read "
+                 "from samples %s, but the through process's sampler is at epoch %s and the "
+                 "resumed one's at epoch %s (%s differ): the sampler's epoch after the resume is "
+                 "not the through process's (set_epoch not called, or called with another epoch).",
+                 st, rc_event_get(et, "epoch"), rc_event_get(er, "epoch"), al->fields);
   else
     rc_bufprintf(line, sizeof line,
                  "The resumed process reads other data (%s differ%s%s%s) while the state going "

@@ -83,7 +83,7 @@ int rc_events_filter(const rc_event_list *l, int64_t step_lo, int64_t step_hi,
  * computed the value. Blaming such an event would blame the messenger. */
 const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fields);
 /* Events that update state a later step starts from: optimizer, loss_scaler,
- * adam, and a Python trainer's update. */
+ * adam, expert_bias, scaler_update, and a Python trainer's update. */
 bool rc_event_is_update(const rc_event *e);
 
 typedef enum {

@@ -320,7 +320,13 @@ static bool has_field(const char *list, const char *key) {
 const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fields) {
   const rc_event *e = &l->ev[i];
   if (!strcmp(e->kind, "step_state")) return "the state the step starts from";
-  if (!strcmp(e->kind, "batch")) return "the data position (which samples the step reads)";
+  if (!strcmp(e->kind, "batch")) {
+    /* at the same position other samples: what maps positions to samples
+     * (a sampler's epoch, its order) differs, not the position */
+    if (!has_field(fields, "samples") && rc_event_get(e, "samples"))
+      return "same data position, different samples: the sampler's state";
+    return "the data position (which samples the step reads)";
+  }
   if (!strcmp(e->kind, "dropout") && !earlier_in_step(l, i, "dropout") &&
       (has_field(fields, "seed") || has_field(fields, "offset")))
     return "the dropout RNG state the step starts from";
@@ -328,10 +334,19 @@ const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fi
       (has_field(fields, "scale") || has_field(fields, "growth_tracker") ||
        has_field(fields, "hysteresis_tracker")))
     return "the loss scaler's state going into the step";
-  if (!strcmp(e->kind, "optimizer") &&
-      (has_field(fields, "lr") || has_field(fields, "bc1") || has_field(fields, "bc2") ||
-       has_field(fields, "optimizer_step")))
-    return "the scheduler's and optimizer's step counts the step starts from";
+  if (!strcmp(e->kind, "optimizer")) {
+    /* the counters are inputs; lr, the bias corrections and the clip
+     * coefficient are computed from them (and from settings): when the log
+     * carries both counters and they agree, a value that differs was
+     * computed differently, not handed over */
+    if (has_field(fields, "optimizer_step") || has_field(fields, "scheduler_steps"))
+      return "the scheduler's and optimizer's step counts the step starts from";
+    bool counted = rc_event_get(e, "optimizer_step") && rc_event_get(e, "scheduler_steps");
+    if (!counted &&
+        (has_field(fields, "lr") || has_field(fields, "bc1") || has_field(fields, "bc2")))
+      return "the scheduler's and optimizer's step counts the step starts from";
+    return NULL;
+  }
   if (!strcmp(e->kind, "forward") && !earlier_in_step(l, i, "forward") &&
       !earlier_in_step(l, i, "backward"))
     return "the weights the step's first forward reads (its input batch agrees)";
@@ -341,5 +356,6 @@ const char *rc_event_input_reading(const rc_event_list *l, int i, const char *fi
 bool rc_event_is_update(const rc_event *e) {
   /* "update": a Python trainer's optimizer step, per parameter (docs/events.md) */
   return !strcmp(e->kind, "optimizer") || !strcmp(e->kind, "loss_scaler") ||
-         !strcmp(e->kind, "adam") || !strcmp(e->kind, "update");
+         !strcmp(e->kind, "adam") || !strcmp(e->kind, "update") ||
+         !strcmp(e->kind, "expert_bias") || !strcmp(e->kind, "scaler_update");
 }

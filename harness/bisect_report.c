@@ -282,6 +282,10 @@ static void json_census(rc_jw *w, const rc_bisect *b) {
     rc_jw_kv_str_or_null(w, "text", b->census_text);
     rc_jw_key(w, "saved_differ");
     rc_jw_int(w, b->census.n_saved_differ);
+    rc_jw_key(w, "derived_differ");
+    rc_jw_int(w, b->census.n_derived_differ);
+    rc_jw_key(w, "copy_differ");
+    rc_jw_int(w, b->census.n_copy_differ);
     rc_jw_key(w, "local_differ");
     rc_jw_int(w, b->census.n_local_differ);
     rc_census_json_differences(w, "differences", &b->census);

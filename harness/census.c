@@ -23,9 +23,20 @@
 
 typedef struct {
   const char *field, *value, *note; /* point into the file's text */
-  bool saved;
+  rc_census_class cls;
   int order; /* line order in its file */
 } entry;
+
+static const char *const CLASS_NAMES[] = {"saved", "local", "derived", "copy"};
+
+const char *rc_census_class_name(rc_census_class c) {
+  return (unsigned)c < 4 ? CLASS_NAMES[c] : "?";
+}
+
+/* Every class but local fails the check when it differs. */
+static bool fails(const entry *e) {
+  return e && e->cls != RC_CENSUS_LOCAL;
+}
 
 typedef struct {
   char *text;
@@ -79,15 +90,17 @@ static int parse(const char *path, census *c, rc_err *err) {
       int ncol = 1;
       for (char *t = p; *t && ncol < 4; t++)
         if (*t == '\t') *t = 0, col[ncol++] = t + 1;
-      bool saved = ncol >= 3 && !strcmp(col[1], "saved");
-      bool local = ncol >= 3 && !strcmp(col[1], "local");
-      if (ncol < 3 || !*col[0] || (!saved && !local)) {
+      int cls = -1;
+      for (int k = 0; ncol >= 3 && k < 4; k++)
+        if (!strcmp(col[1], CLASS_NAMES[k])) cls = k;
+      if (ncol < 3 || !*col[0] || cls < 0) {
         census_free(c);
-        return rc_fail(err, RC_EXIT_DATAERR,
-                       "%s:%d: not a census line (FIELD<TAB>saved|local<TAB>VALUE[<TAB>NOTE])",
-                       path, line);
+        return rc_fail(
+            err, RC_EXIT_DATAERR,
+            "%s:%d: not a census line (FIELD<TAB>saved|local|derived|copy<TAB>VALUE[<TAB>NOTE])",
+            path, line);
       }
-      c->e[c->n] = (entry){col[0], col[2], ncol == 4 ? col[3] : NULL, saved, c->n};
+      c->e[c->n] = (entry){col[0], col[2], ncol == 4 ? col[3] : NULL, (rc_census_class)cls, c->n};
       c->n++;
     }
     p = next;
@@ -103,7 +116,7 @@ static int parse(const char *path, census *c, rc_err *err) {
 }
 
 static const entry *find(const census *c, const char *field) {
-  entry key = {field, NULL, NULL, false, 0};
+  entry key = {field, NULL, NULL, RC_CENSUS_SAVED, 0};
   return bsearch(&key, c->e, (size_t)c->n, sizeof *c->e, by_field);
 }
 
@@ -114,11 +127,21 @@ static char *dup_or_null(const char *s) {
 /* ---- what a census covers ---- */
 
 static const char *const FAMILY_NAMES[RC_CENSUS_N_FAMILIES] = {
-    "iteration",         "data position",    "RNG",
-    "optimizer moments", "optimizer step",   "optimizer state (other)",
-    "LR scheduler",      "loss scaler",      "model weights",
-    "MoE expert bias",   "fp8 amax history", "process-local module state",
-    "registered state"};
+    "iteration",
+    "data position",
+    "RNG",
+    "optimizer moments",
+    "optimizer step",
+    "optimizer state (other)",
+    "LR scheduler",
+    "loss scaler",
+    "model weights",
+    "MoE expert bias",
+    "fp8 amax history",
+    "process-local module state",
+    "registered state",
+    "the settings the next step uses (derived)",
+    "in-process copies against their masters"};
 
 const char *rc_census_family_name(int i) {
   return i >= 0 && i < RC_CENSUS_N_FAMILIES ? FAMILY_NAMES[i] : "?";
@@ -172,6 +195,11 @@ static void add_families(rc_census_diff *d, const census *c) {
     const char *f = c->e[i].field;
     unsigned fam = family_of(f);
     d->families |= fam;
+    if (c->e[i].cls == RC_CENSUS_DERIVED) d->families |= RC_FAM_DERIVED;
+    if (c->e[i].cls == RC_CENSUS_COPY) {
+      d->families |= RC_FAM_COPIES;
+      continue; /* "copy.*" is named by its class, not as another field */
+    }
     if (fam == RC_FAM_REGISTERED)
       other_add(d->registered, f + 6, strcspn(f + 6, "."));
     else if (!fam)
@@ -204,32 +232,69 @@ void rc_census_coverage(const rc_census_diff *d, char *buf, size_t cap) {
 
 /* ---- comparing ---- */
 
-static bool add_diff(rc_census_diff *d, const entry *a, const entry *b, const entry *before) {
+static bool add_diff(rc_census_diff *d, const entry *a, const entry *b, const entry *before,
+                     const entry *written) {
   rc_census_field_diff *f = &d->diffs[d->n_diffs++];
   const entry *any = a ? a : b;
   f->field = strdup(any->field);
-  f->saved = (a && a->saved) || (b && b->saved);
+  f->saved = fails(a) || fails(b);
+  f->cls = fails(a) ? a->cls : fails(b) ? b->cls : RC_CENSUS_LOCAL;
   f->a = a ? strdup(a->value) : NULL;
   f->b = b ? strdup(b->value) : NULL;
   f->before = before ? strdup(before->value) : NULL;
+  f->written = written ? strdup(written->value) : NULL;
   f->note = dup_or_null(a && a->note ? a->note : b ? b->note : NULL);
-  return f->field && (!a || f->a) && (!b || f->b) && (!before || f->before);
+  if (f->saved) {
+    d->n_saved_differ++;
+    d->n_derived_differ += f->cls == RC_CENSUS_DERIVED;
+    d->n_copy_differ += f->cls == RC_CENSUS_COPY;
+  } else {
+    d->n_local_differ++;
+  }
+  return f->field && (!a || f->a) && (!b || f->b) && (!before || f->before) &&
+         (!written || f->written);
 }
 
-/* The before-save census beside `through` (".txt" → ".before-save.txt"). */
-static void before_save_path(const char *through, char *buf, size_t cap) {
+/* A census beside `through` (".txt" → ".<kind>.txt"): the before-save
+ * one, the census of what the save wrote. */
+static void beside_path(const char *through, const char *kind, char *buf, size_t cap) {
   size_t n = strlen(through);
-  if (n < 4 || strcmp(through + n - 4, ".txt") || n + 16 > cap) {
+  if (n < 4 || strcmp(through + n - 4, ".txt") || n + strlen(kind) + 8 > cap) {
     buf[0] = 0;
     return;
   }
-  snprintf(buf, cap, "%.*s.before-save.txt", (int)(n - 4), through);
+  snprintf(buf, cap, "%.*s.%s.txt", (int)(n - 4), through, kind);
 }
 
-/* The differences of two parsed censuses (pre: the before-save one, n 0 if
- * none) into out, saved fields first, each group in a's order, then the
+/* Rank 0's census of what its save wrote, beside `through` (rank R's):
+ * with data parallel the replicated state is in rank 0's shard only. ""
+ * when through is rank 0's or not named as the core names it. */
+static void rank0_written_path(const char *through, char *buf, size_t cap) {
+  buf[0] = 0;
+  const char *r = strrchr(through, '/');
+  r = strstr(r ? r : through, ".rank");
+  if (!r) return;
+  char *end;
+  long rank = strtol(r + 5, &end, 10);
+  if (end == r + 5 || rank == 0 || strcmp(end, ".txt")) return;
+  snprintf(buf, cap, "%.*s.rank0.saved.txt", (int)(r - through), through);
+}
+
+/* The value a save wrote for a saved field: in this rank's census of what
+ * its save wrote, else rank 0's (*rank0 set); NULL when neither has it. */
+static const entry *written_of(const census *w, const census *w0, const char *field, bool *rank0) {
+  const entry *e = w->n ? find(w, field) : NULL;
+  *rank0 = false;
+  if (!e && w0->n && (e = find(w0, field))) *rank0 = true;
+  return e;
+}
+
+/* The differences of two parsed censuses (pre: the before-save one, w and
+ * w0: this rank's and rank 0's census of what the save wrote; n 0 if
+ * none) into out, failing fields first, each group in a's order, then the
  * fields only b has. Sorts a and b; false when out of memory. */
-static bool diff_parsed(census *a, census *b, const census *pre, rc_census_diff *out) {
+static bool diff_parsed(census *a, census *b, const census *pre, const census *w, const census *w0,
+                        rc_census_diff *out) {
   memset(out, 0, sizeof *out);
   out->diffs = calloc((size_t)(a->n + b->n + 1), sizeof *out->diffs);
   bool ok = out->diffs != NULL;
@@ -237,17 +302,16 @@ static bool diff_parsed(census *a, census *b, const census *pre, rc_census_diff 
   add_families(out, a); /* in a's file order */
   qsort(b->e, (size_t)b->n, sizeof *b->e, by_field);
   int distinct = a->n;
-  for (int pass = 0; ok && pass < 2; pass++) /* saved fields first, then local */
+  for (int pass = 0; ok && pass < 2; pass++) /* failing fields first, then local */
     for (int i = 0; ok && i < a->n; i++) {
       const entry *x = &a->e[i], *y = find(b, x->field);
-      bool saved = x->saved || (y && y->saved);
-      if (saved != (pass == 0) || (y && !strcmp(x->value, y->value))) continue;
+      bool failing = fails(x) || fails(y);
+      if (failing != (pass == 0) || (y && !strcmp(x->value, y->value))) continue;
       const entry *p = pre->n ? find(pre, x->field) : NULL;
-      ok = add_diff(out, x, y, p && strcmp(p->value, x->value) ? p : NULL);
-      if (saved)
-        out->n_saved_differ++;
-      else
-        out->n_local_differ++;
+      bool saved = x->cls == RC_CENSUS_SAVED || (y && y->cls == RC_CENSUS_SAVED), rank0 = false;
+      ok = add_diff(out, x, y, p && strcmp(p->value, x->value) ? p : NULL,
+                    saved ? written_of(w, w0, x->field, &rank0) : NULL);
+      if (ok) out->diffs[out->n_diffs - 1].written_rank0 = rank0;
     }
   qsort(b->e, (size_t)b->n, sizeof *b->e, by_order);
   add_families(out, b);
@@ -256,13 +320,21 @@ static bool diff_parsed(census *a, census *b, const census *pre, rc_census_diff 
     const entry *y = &b->e[i];
     if (find(a, y->field)) continue;
     distinct++;
-    ok = add_diff(out, NULL, y, NULL);
-    if (y->saved)
-      out->n_saved_differ++;
-    else
-      out->n_local_differ++;
+    ok = add_diff(out, NULL, y, NULL, NULL);
   }
   out->n_fields = distinct;
+  /* a derived value that differs while no saved field does was computed
+   * from identical state */
+  bool saved_differ = false;
+  for (int i = 0; ok && i < out->n_diffs; i++)
+    saved_differ |= out->diffs[i].cls == RC_CENSUS_SAVED && out->diffs[i].saved;
+  for (int i = 0; ok && i < out->n_diffs; i++) {
+    rc_census_field_diff *f = &out->diffs[i];
+    if (f->cls != RC_CENSUS_DERIVED || !f->saved) continue;
+    f->sources_equal = !saved_differ;
+    f->consequence = saved_differ;
+    if (f->consequence) out->n_saved_differ--, out->n_derived_differ--;
+  }
   qsort(b->e, (size_t)b->n, sizeof *b->e, by_field);
   if (!ok) rc_census_diff_free(out);
   return ok;
@@ -278,14 +350,19 @@ int rc_census_compare_files(const char *through, const char *resumed, rc_census_
     census_free(&a);
     return rc;
   }
-  char pre_path[4200];
-  before_save_path(through, pre_path, sizeof pre_path);
-  if (pre_path[0] && rc_path_exists(pre_path) && (rc = parse(pre_path, &pre, err))) {
-    census_free(&a), census_free(&b);
-    return rc;
-  }
-  bool ok = diff_parsed(&a, &b, &pre, out);
-  census_free(&a), census_free(&b), census_free(&pre);
+  census w = {0}, w0 = {0};
+  char side[4][4200];
+  beside_path(through, "before-save", side[0], sizeof side[0]);
+  beside_path(through, "saved", side[1], sizeof side[1]);
+  rank0_written_path(through, side[2], sizeof side[2]);
+  census *into[3] = {&pre, &w, &w0};
+  for (int k = 0; k < 3; k++)
+    if (side[k][0] && rc_path_exists(side[k]) && (rc = parse(side[k], into[k], err))) {
+      census_free(&a), census_free(&b), census_free(&pre), census_free(&w);
+      return rc;
+    }
+  bool ok = diff_parsed(&a, &b, &pre, &w, &w0, out);
+  census_free(&a), census_free(&b), census_free(&pre), census_free(&w), census_free(&w0);
   return ok ? RC_OK : rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
 }
 
@@ -310,7 +387,7 @@ int rc_census_compare_first_step(const char *through, const char *resumed,
     }
   }
   rc_census_diff f;
-  bool ok = diff_parsed(&a, &b, &none, &f);
+  bool ok = diff_parsed(&a, &b, &none, &none, &none, &f);
   for (int i = 0; ok && i < f.n_diffs; i++) {
     rc_census_field_diff *x = &f.diffs[i];
     x->first_step = true;
@@ -323,7 +400,9 @@ int rc_census_compare_first_step(const char *through, const char *resumed,
   census_free(&a), census_free(&b), census_free(&ta), census_free(&ra);
   if (!ok) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   int fields = f.n_fields, saved = f.n_saved_differ, local = f.n_local_differ;
+  int derived = f.n_derived_differ, copies = f.n_copy_differ;
   f.n_fields = f.n_saved_differ = f.n_local_differ = 0; /* counted as first-step below */
+  f.n_derived_differ = f.n_copy_differ = 0;
   if (!rc_census_merge(d, &f, -1)) {
     rc_census_diff_free(&f);
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
@@ -332,6 +411,8 @@ int rc_census_compare_first_step(const char *through, const char *resumed,
   d->first_fields += fields;
   d->first_saved_differ += saved;
   d->first_local_differ += local;
+  d->first_derived_differ += derived;
+  d->first_copy_differ += copies;
   return RC_OK;
 }
 
@@ -360,6 +441,10 @@ bool rc_census_merge(rc_census_diff *into, rc_census_diff *from, int prefix_rank
   into->n_fields += from->n_fields;
   into->n_saved_differ += from->n_saved_differ;
   into->n_local_differ += from->n_local_differ;
+  into->n_derived_differ += from->n_derived_differ;
+  into->n_copy_differ += from->n_copy_differ;
+  into->first_derived_differ += from->first_derived_differ;
+  into->first_copy_differ += from->first_copy_differ;
   into->first_step |= from->first_step;
   into->first_fields += from->first_fields;
   into->first_saved_differ += from->first_saved_differ;
@@ -375,7 +460,7 @@ bool rc_census_merge(rc_census_diff *into, rc_census_diff *from, int prefix_rank
 void rc_census_diff_free(rc_census_diff *d) {
   for (int i = 0; i < d->n_diffs; i++) {
     rc_census_field_diff *f = &d->diffs[i];
-    free(f->field), free(f->a), free(f->b), free(f->before), free(f->note);
+    free(f->field), free(f->a), free(f->b), free(f->before), free(f->note), free(f->written);
   }
   free(d->diffs);
   memset(d, 0, sizeof *d);
@@ -389,11 +474,12 @@ void rc_census_first_step_filename(char *buf, size_t cap, int64_t step, int rank
 
 /* The text of a file, escaped for a terminal, in one of a few buffers. */
 typedef struct {
-  char field[512], a[512], b[512], before[512], note[1024];
+  char field[512], a[512], b[512], before[512], note[1024], written[512];
 } escaped;
 
 static void escape_all(const rc_census_field_diff *d, escaped *e) {
   rc_text_escape(d->field, e->field, sizeof e->field);
+  rc_text_escape(d->written ? d->written : "", e->written, sizeof e->written);
   rc_text_escape(d->a ? d->a : "", e->a, sizeof e->a);
   rc_text_escape(d->b ? d->b : "", e->b, sizeof e->b);
   rc_text_escape(d->before ? d->before : "", e->before, sizeof e->before);
@@ -416,6 +502,22 @@ static const char *after_load_words(rc_census_after_load w) {
   }
 }
 
+/* "the device copy of moe.expert_bias.decoder/layers/1" for
+ * "copy.device.moe.expert_bias.decoder/layers/1": a copy field's name as
+ * words (its kind, then its master's field). */
+static void copy_words(const char *field, char *buf, size_t cap) {
+  static const char *const KINDS[][2] = {{"copy.device.", "the device copy of "},
+                                         {"copy.half.", "the 16-bit copy of "},
+                                         {"copy.fp8_cache.", "the fp8 weight cache of "},
+                                         {"copy.pending.", "the pending "}};
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++)
+    if (starts(field, KINDS[k][0])) {
+      snprintf(buf, cap, "%s%s", KINDS[k][1], field + strlen(KINDS[k][0]));
+      return;
+    }
+  snprintf(buf, cap, "the in-process copy %s", field);
+}
+
 void rc_census_describe(const rc_census_field_diff *d, const char *a_name, const char *b_name,
                         char *buf, size_t cap) {
   escaped e;
@@ -431,6 +533,32 @@ void rc_census_describe(const rc_census_field_diff *d, const char *a_name, const
              e.a, b_name, e.b, d->note ? ": " : "", e.note);
     return;
   }
+  if (d->cls == RC_CENSUS_DERIVED) {
+    snprintf(buf, cap,
+             "%s%s: %s %s, %s %s (derived: the %s process computes %s where the %s process "
+             "computes %s, %s)",
+             stage, e.field, a_name, e.a, b_name, e.b, b_name, e.b, a_name, e.a,
+             d->sources_equal ? "though the state they come from is identical (rebuilt from a "
+                                "default?)"
+                              : "and saved state it may be computed from differs too");
+    return;
+  }
+  if (d->cls == RC_CENSUS_COPY) {
+    char what[600];
+    copy_words(e.field, what, sizeof what);
+    bool a_ok = !strcmp(d->a, "ok"), b_ok = !strcmp(d->b, "ok");
+    if (a_ok && !b_ok)
+      snprintf(buf, cap, "%s%s: %s %s, %s %s (copy: %s is not the loaded value in the %s process)",
+               stage, e.field, a_name, e.a, b_name, e.b, what, b_name);
+    else if (b_ok && !a_ok)
+      snprintf(buf, cap,
+               "%s%s: %s %s, %s %s (copy: %s is not its master's value in the %s process)", stage,
+               e.field, a_name, e.a, b_name, e.b, what, a_name);
+    else
+      snprintf(buf, cap, "%s%s: %s %s, %s %s (copy: %s)", stage, e.field, a_name, e.a, b_name, e.b,
+               what);
+    return;
+  }
   if (d->first_step) {
     snprintf(buf, cap, "%s%s: %s %s, %s %s (%s)", stage, e.field, a_name, e.a, b_name, e.b,
              after_load_words(d->after_load));
@@ -443,8 +571,26 @@ void rc_census_describe(const rc_census_field_diff *d, const char *a_name, const
              e.field, a_name, e.a, b_name, e.b, e.before, e.a);
     return;
   }
-  snprintf(buf, cap, "%s: %s %s, %s %s (saved: not restored by the load)", e.field, a_name, e.a,
-           b_name, e.b);
+  /* who wrote it: the through leg's census of what its save wrote (the
+   * shard's content; A/A holds the save leg's shard to the same bytes) */
+  if (d->written && !strcmp(d->written, d->b) && strcmp(d->written, d->a)) {
+    snprintf(buf, cap,
+             "%s: %s %s, %s %s (saved: the save wrote %s%s, which differs from the saving "
+             "process's %s; the resumed process has what was saved)",
+             e.field, a_name, e.a, b_name, e.b, e.written,
+             d->written_rank0 ? " (into rank 0's shard only: this rank's is not in the checkpoint)"
+                              : "",
+             e.a);
+    return;
+  }
+  if (d->written && !strcmp(d->written, d->a))
+    snprintf(buf, cap,
+             "%s: %s %s, %s %s (saved: not restored by the load); the checkpoint holds %s, as the "
+             "saving process does",
+             e.field, a_name, e.a, b_name, e.b, e.written);
+  else
+    snprintf(buf, cap, "%s: %s %s, %s %s (saved: not restored by the load)", e.field, a_name, e.a,
+             b_name, e.b);
 }
 
 /* The kind of a field: its name up to the last '.' before a module path
@@ -513,12 +659,18 @@ static void print_stage(const rc_census_diff *d, FILE *out, const char *indent, 
   char line[2048];
   for (int i = 0; i < d->n_diffs; i++) {
     const rc_census_field_diff *f = &d->diffs[i];
-    if (!f->saved || f->first_step != first_step) continue;
+    if (!f->saved || f->consequence || f->first_step != first_step) continue;
     if (shown++ == max_saved) {
       fprintf(out, "%s... and %d more saved fields%s (report.json lists them all)\n", indent,
               n_saved - max_saved, first_step ? " before the first step" : "");
       break;
     }
+    rc_census_describe(f, "through", "resumed", line, sizeof line);
+    fprintf(out, "%s%s\n", indent, line);
+  }
+  for (int i = 0, listed = 0; i < d->n_diffs; i++) {
+    const rc_census_field_diff *f = &d->diffs[i];
+    if (!f->consequence || f->first_step != first_step || listed++ == max_saved) continue;
     rc_census_describe(f, "through", "resumed", line, sizeof line);
     fprintf(out, "%s%s\n", indent, line);
   }
@@ -539,10 +691,36 @@ void rc_census_print(const rc_census_diff *d, FILE *out, const char *indent, int
   print_stage(d, out, indent, max_saved, true);
 }
 
+void rc_census_count_phrase(const rc_census_diff *d, bool first_step, char *buf, size_t cap) {
+  int all = first_step ? d->first_saved_differ : d->n_saved_differ;
+  int derived = first_step ? d->first_derived_differ : d->n_derived_differ;
+  int copies = first_step ? d->first_copy_differ : d->n_copy_differ;
+  int n[3] = {all - derived - copies, derived, copies};
+  const char *one[3] = {"saved field", "derived field", "in-process copy"};
+  const char *many[3] = {"saved fields", "derived fields", "in-process copies"};
+  size_t len = 0;
+  buf[0] = 0;
+  int parts = 0, total = 0;
+  for (int k = 0; k < 3; k++) parts += n[k] > 0, total += n[k];
+  for (int k = 0, done = 0; k < 3; k++) {
+    if (n[k] <= 0) continue;
+    done++;
+    const char *sep = done == 1 ? "" : done == parts ? " and " : ", ";
+    int w = snprintf(buf + len, cap - len, "%s%d %s", sep, n[k], n[k] == 1 ? one[k] : many[k]);
+    if (w < 0 || (size_t)w >= cap - len) return;
+    len += (size_t)w;
+  }
+  if (!parts)
+    snprintf(buf, cap, "0 saved fields differ");
+  else
+    snprintf(buf + len, cap - len, " differ%s", total == 1 ? "s" : "");
+}
+
 const rc_census_field_diff *rc_census_first_saved(const rc_census_diff *d) {
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < d->n_diffs; i++)
-      if (d->diffs[i].saved && d->diffs[i].first_step == (pass == 1)) return &d->diffs[i];
+      if (d->diffs[i].saved && !d->diffs[i].consequence && d->diffs[i].first_step == (pass == 1))
+        return &d->diffs[i];
   return NULL;
 }
 
@@ -566,10 +744,11 @@ static void json_differences(rc_jw *w, const char *key, const rc_census_diff *d,
     rc_census_describe(f, "through", "resumed", text, sizeof text);
     rc_jw_obj_begin(w);
     value_or_null(w, "field", f->field);
-    value_or_null(w, "class", f->saved ? "saved" : "local");
+    value_or_null(w, "class", rc_census_class_name(f->cls));
     value_or_null(w, "through", f->a);
     value_or_null(w, "resumed", f->b);
     value_or_null(w, "through_before_save", f->before);
+    value_or_null(w, "checkpoint", f->written);
     rc_jw_kv_str_or_null(w, "note", f->note);
     if (first_step) value_or_null(w, "after_load", after[f->after_load]);
     value_or_null(w, "text", text);

@@ -9,9 +9,13 @@
  *
  * Every field of either file is matched by name. A `saved` field that
  * differs, or that only one side has, is a state the load did not restore
- * (or a save that changed the saving process); a `local` field that
- * differs is process-local by design and is reported with its note, never
- * as a failure. When the through leg's save changed it (core/census.h keeps
+ * (or a save that changed the saving process, or a save that wrote a value
+ * the saving process does not hold: the through leg's census of what its
+ * save wrote, iter_K.rankR.saved.txt, says which); a `derived` field (a
+ * setting or value the next step computes with) and a `copy` field (an
+ * in-process copy checked against its master) fail the same way; a `local`
+ * field that differs is process-local by design and is reported with its
+ * note, never as a failure. When the through leg's save changed it (core/census.h keeps
  * a before-save census then), the value before the save is reported too. Values are compared as the
  * strings written, so equal strings are equal state. A line may end in
  * CRLF: the CR is not part of the value (a file written on Windows).
@@ -31,6 +35,15 @@
 
 /* A first-step difference, against the census after the load: the field
  * was equal there, differed there too, or is not in it. */
+/* A field's class (docs/census.md). */
+typedef enum {
+  RC_CENSUS_SAVED = 0, /* the checkpoint carries it: a load must restore it */
+  RC_CENSUS_LOCAL,     /* process-local by design: listed, never a failure */
+  RC_CENSUS_DERIVED,   /* what the next step computes with, from identical state */
+  RC_CENSUS_COPY       /* an in-process copy against its master ("ok" when equal) */
+} rc_census_class;
+const char *rc_census_class_name(rc_census_class c);
+
 typedef enum {
   RC_AFTER_LOAD_NA = 0, /* an after-load difference, or no after-load census */
   RC_AFTER_LOAD_EQUAL,
@@ -53,25 +66,43 @@ enum {
   RC_FAM_MOE = 1u << 9,          /* moe.* */
   RC_FAM_FP8 = 1u << 10,         /* fp8.* */
   RC_FAM_LOCAL_FLAGS = 1u << 11, /* linear.*, main_grad* (process-local) */
-  RC_FAM_REGISTERED = 1u << 12   /* state.<name>.* (python/resumecheck/registry.py) */
+  RC_FAM_REGISTERED = 1u << 12,  /* state.<name>.* (python/resumecheck/registry.py) */
+  RC_FAM_DERIVED = 1u << 13,     /* class derived: the settings the next step uses */
+  RC_FAM_COPIES = 1u << 14       /* class copy: in-process copies against their masters */
 };
-#define RC_CENSUS_N_FAMILIES 13
+#define RC_CENSUS_N_FAMILIES 15
 #define RC_CENSUS_OTHER_CAP 256
 
 typedef struct {
   char *field;
-  bool saved;                      /* either side classes it `saved` */
+  bool saved;                      /* either side classes it saved, derived or copy: it fails */
+  rc_census_class cls;             /* the failing class when one side has one, else local */
   bool first_step;                 /* seen by the first-step census, not the after-load one */
   rc_census_after_load after_load; /* first-step differences: the field after the load */
   char *a, *b;                     /* values; NULL where that side lacks the field */
   char *before;                    /* the through process's value before its save at K, when a
                                     * before-save census exists and the save changed it; else NULL */
   char *note;                      /* the NOTE column of the side that has one, or NULL */
+  /* saved fields: the value the through leg's save wrote for it (its
+   * census of what it wrote, iter_K.rankR.saved.txt, or rank 0's for a
+   * replicated field), NULL when that census does not have it */
+  char *written;
+  bool written_rank0; /* ... from rank 0's census of its save: the field is not in this rank's */
+  /* derived fields: no saved field differs in the same census pair, so the
+   * state the value is computed from is identical */
+  bool sources_equal;
+  /* a derived field that differs beside saved fields that differ: listed
+   * (it may follow from them), but not counted among the failing fields,
+   * which the saved ones already fail */
+  bool consequence;
 } rc_census_field_diff;
 
 typedef struct {
   int n_fields;                /* distinct fields over both files (after the load) */
-  int n_saved_differ;          /* saved fields that differ or are on one side only */
+  int n_saved_differ;          /* failing fields (saved, derived, copy) that differ or are
+                                * on one side only */
+  int n_derived_differ;        /* of them, derived */
+  int n_copy_differ;           /* of them, copies */
   int n_local_differ;          /* local fields that differ (by design) */
   rc_census_field_diff *diffs; /* saved ones first, each group in the through file's order;
                                 * then the first-step census's, the same way */
@@ -79,6 +110,7 @@ typedef struct {
   /* the first-step census, when one was compared (rc_census_compare_first_step) */
   bool first_step;
   int first_fields, first_saved_differ, first_local_differ;
+  int first_derived_differ, first_copy_differ;
   /* what the compared files cover: RC_FAM_* bits, the registered objects'
    * names ("ema, sampler" of state.ema.*, state.sampler.*) and the first
    * words of the fields no family names ("counter, weights"), each
@@ -125,6 +157,11 @@ void rc_census_first_step_filename(char *buf, size_t cap, int64_t step, int rank
  * are written as \xHH (rc_text_escape): the line is for a terminal. */
 void rc_census_describe(const rc_census_field_diff *d, const char *a_name, const char *b_name,
                         char *buf, size_t cap);
+
+/* "1 saved field differs", "2 derived fields differ", "1 saved field and 1
+ * in-process copy differ": the failing fields of one census (first_step:
+ * the first-step census's counts) by class. */
+void rc_census_count_phrase(const rc_census_diff *d, bool first_step, char *buf, size_t cap);
 
 /* The first saved field that differs (saved ones lead each rank's list,
  * and ranks follow each other; after-load ones before first-step ones), or

@@ -293,6 +293,8 @@ static void census(rc_jw *w, const rc_check *c) {
   kv_int(w, "ranks", c->census_ranks);
   kv_int(w, "fields", d->n_fields);
   kv_int(w, "saved_differ", d->n_saved_differ);
+  kv_int(w, "derived_differ", d->n_derived_differ);
+  kv_int(w, "copy_differ", d->n_copy_differ);
   kv_int(w, "local_differ", d->n_local_differ);
   rc_census_json_differences(w, "differences", d);
   /* the first-step census: null when neither leg wrote one */
@@ -305,6 +307,8 @@ static void census(rc_jw *w, const rc_check *c) {
     kv_str_or_null(w, "only_in", c->census_first_only);
     kv_int(w, "fields", d->first_fields);
     kv_int(w, "saved_differ", d->first_saved_differ);
+    kv_int(w, "derived_differ", d->first_derived_differ);
+    kv_int(w, "copy_differ", d->first_copy_differ);
     kv_int(w, "local_differ", d->first_local_differ);
     rc_census_json_first_step_differences(w, "differences", d);
     rc_jw_obj_end(w);

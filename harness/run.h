@@ -337,10 +337,12 @@ typedef enum {
   RC_AUTO_AFTER_WARMUP = 1u << 2, /* warmup + 1: the first step of the decay */
   RC_AUTO_LAST = 1u << 3,         /* N-1 */
   RC_AUTO_SKIPPED = 1u << 4,      /* an fp16 step that was skipped (the save right after it) */
-  RC_AUTO_ABSORBED = 1u << 5      /* ... whose overflow the hysteresis absorbed */
+  RC_AUTO_ABSORBED = 1u << 5,     /* ... whose overflow the hysteresis absorbed */
+  RC_AUTO_EPOCH_END = 1u << 6, /* the last step of a data epoch: the resumed leg starts the next */
+  RC_AUTO_GROWTH_WINDOW = 1u << 7 /* N-W: the resumed leg holds a full loss-scale growth window */
 } rc_auto_reason;
 
-#define RC_AUTO_MAX 5
+#define RC_AUTO_MAX 7
 
 typedef struct {
   int64_t step;
@@ -355,6 +357,15 @@ typedef struct {
  * A step chosen twice keeps one entry with both reasons. Pure. */
 int rc_run_auto_save_points(int64_t steps, int64_t warmup, const int64_t *skipped,
                             const bool *absorbed, int n_skipped, rc_auto_point *out);
+/* The points that need more of the config than the warmup, added to the n
+ * points p holds (ascending, unique), where the run has them: the last
+ * step of the first data epoch that ends before N (epoch_steps >= 1: steps
+ * per data epoch, --epoch-samples over the global batch; 0: no epochs), so
+ * the resumed leg starts an epoch; and N - W for fp16 with a loss-scale
+ * growth interval W < N (growth_window; 0: not fp16), so the resumed leg
+ * holds a full growth window. Returns the new count. Pure. */
+int rc_run_auto_add_config_points(rc_auto_point *p, int n, int64_t steps, int64_t epoch_steps,
+                                  int64_t growth_window);
 /* "3 (first after warmup), 5 (odd), ..." into buf. */
 void rc_run_auto_describe(const rc_auto_point *p, int n, char *buf, size_t cap);
 /* Chooses the points for opts (steps, trainer, fwd, self_exe): with the

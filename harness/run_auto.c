@@ -235,8 +235,17 @@ static int probe_skips(const rc_run_opts *o, int64_t *skipped, bool *absorbed, i
   return rc;
 }
 
-/* Warmup and precision from `train [fwd] --steps N --dry-run`. */
-static int read_config(const rc_run_opts *o, int64_t *warmup, bool *fp16, rc_err *err) {
+/* What --save-at auto needs of the config, from `train --dry-run`. */
+typedef struct {
+  int64_t warmup;
+  bool fp16;
+  int64_t epoch_steps;   /* steps per data epoch (--epoch-samples / global batch), 0: none */
+  int64_t growth_window; /* fp16: --loss-scale-window */
+} auto_config;
+
+/* Warmup, precision, the data epoch and the loss-scale window from
+ * `train [fwd] --steps N --dry-run`. */
+static int read_config(const rc_run_opts *o, auto_config *ac, rc_err *err) {
   char *extra[] = {"--dry-run", NULL};
   char *out = NULL;
   size_t len = 0;
@@ -255,12 +264,20 @@ static int read_config(const rc_run_opts *o, int64_t *warmup, bool *fp16, rc_err
   rc_json *j = rc_json_parse(out, len, jerr, sizeof jerr);
   free(out);
   const char *prec = j ? rc_json_get_str(j, "precision") : NULL;
-  if (!j || !prec || !rc_json_get_i64(j, "warmup", warmup)) {
+  if (!j || !prec || !rc_json_get_i64(j, "warmup", &ac->warmup)) {
     rc_json_free(j);
     return rc_fail(err, RC_EXIT_SOFTWARE,
                    "train --dry-run printed no canonical config with warmup and precision");
   }
-  *fp16 = !strcmp(prec, "fp16");
+  ac->fp16 = !strcmp(prec, "fp16");
+  /* epoch_samples is in the config only when set; the batch keys always */
+  int64_t epoch = 0, mb = 0, m = 0, world = 0, window = 0;
+  (void)rc_json_get_i64(j, "epoch_samples", &epoch);
+  if (epoch > 0 && rc_json_get_i64(j, "micro_batch", &mb) &&
+      rc_json_get_i64(j, "microbatches", &m) && rc_json_get_i64(j, "world_size", &world) &&
+      mb > 0 && m > 0 && world > 0)
+    ac->epoch_steps = epoch / (mb * m * world);
+  if (ac->fp16 && rc_json_get_i64(j, "loss_scale_window", &window)) ac->growth_window = window;
   rc_json_free(j);
   return RC_OK;
 }
@@ -269,8 +286,7 @@ int rc_run_auto_choose(const rc_run_opts *o, int64_t **save_at, int *n, char *wh
                        rc_err *err) {
   *save_at = NULL;
   *n = 0;
-  int64_t warmup = 0;
-  bool fp16 = false;
+  auto_config ac = {0};
   int n_skipped = 0, rc;
   int64_t skipped[RC_AUTO_MAX * 64];
   bool absorbed[RC_AUTO_MAX * 64];
@@ -280,12 +296,13 @@ int rc_run_auto_choose(const rc_run_opts *o, int64_t **save_at, int *n, char *wh
    * default ended `run` alone) */
   if (!probe_unsupervised()) rc_run_install_signal_handlers();
   if (o->trainer == RC_TRAINER_SELF) {
-    if ((rc = read_config(o, &warmup, &fp16, err))) return rc;
+    if ((rc = read_config(o, &ac, err))) return rc;
     int cap_skips = (int)(sizeof skipped / sizeof skipped[0]);
-    if (fp16 && (rc = probe_skips(o, skipped, absorbed, cap_skips, &n_skipped, err))) return rc;
+    if (ac.fp16 && (rc = probe_skips(o, skipped, absorbed, cap_skips, &n_skipped, err))) return rc;
   }
   rc_auto_point p[RC_AUTO_MAX];
-  int np = rc_run_auto_save_points(o->steps, warmup, skipped, absorbed, n_skipped, p);
+  int np = rc_run_auto_save_points(o->steps, ac.warmup, skipped, absorbed, n_skipped, p);
+  np = rc_run_auto_add_config_points(p, np, o->steps, ac.epoch_steps, ac.growth_window);
   int64_t *v = malloc((size_t)(np ? np : 1) * sizeof *v);
   if (!v) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   for (int i = 0; i < np; i++) v[i] = p[i].step;
@@ -293,7 +310,7 @@ int rc_run_auto_choose(const rc_run_opts *o, int64_t **save_at, int *n, char *wh
   size_t len = strlen(why);
   if (o->trainer == RC_TRAINER_EXEC)
     snprintf(why + len, cap - len, "; exec trainer: warmup and skipped steps not known");
-  else if (fp16 && !n_skipped)
+  else if (ac.fp16 && !n_skipped)
     snprintf(why + len, cap - len, "; fp16: the probe skipped no step");
   *save_at = v;
   *n = np;

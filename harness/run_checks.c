@@ -683,11 +683,11 @@ static void run_census_check(rc_run *run, rc_check *c) {
   char local[160];
   local_phrase(d->n_local_differ, local, sizeof local);
   c->status = d->n_saved_differ || d->first_saved_differ ? RC_CHECK_DIFFERS : RC_CHECK_IDENTICAL;
+  char counts[160];
+  rc_census_count_phrase(d, false, counts, sizeof counts);
   if (d->n_saved_differ)
-    rc_bufprintf(c->summary, sizeof c->summary,
-                 "%s vs %s: %d fields%s; %d saved field%s differ%s%s", a_at, b_at, d->n_fields,
-                 ranks_text, d->n_saved_differ, d->n_saved_differ == 1 ? "" : "s",
-                 d->n_saved_differ == 1 ? "s" : "", local);
+    rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %d fields%s; %s%s", a_at, b_at,
+                 d->n_fields, ranks_text, counts, local);
   else
     rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %d fields%s, saved state identical%s",
                  a_at, b_at, d->n_fields, ranks_text, local);
@@ -699,11 +699,10 @@ static void run_census_check(rc_run *run, rc_check *c) {
                  c->census_first_only);
   } else if (d->first_step) {
     local_phrase(d->first_local_differ, local, sizeof local);
+    rc_census_count_phrase(d, true, counts, sizeof counts);
     if (d->first_saved_differ)
       rc_bufprintf(c->summary + n, sizeof c->summary - n,
-                   "; before the first step: %d fields; %d saved field%s differ%s%s",
-                   d->first_fields, d->first_saved_differ, d->first_saved_differ == 1 ? "" : "s",
-                   d->first_saved_differ == 1 ? "s" : "", local);
+                   "; before the first step: %d fields; %s%s", d->first_fields, counts, local);
     else
       rc_bufprintf(c->summary + n, sizeof c->summary - n,
                    "; before the first step: %d fields, saved state identical%s", d->first_fields,
@@ -1038,15 +1037,20 @@ static void census_finding(rc_run *run) {
   const rc_census_diff *d = &c->census;
   int saved = d->n_saved_differ + d->first_saved_differ;
   if (saved) {
-    char first[768], where[160] = "";
+    char first[768], where[160] = "", counts[160];
     rc_census_describe(rc_census_first_saved(d), "through", "resumed", first, sizeof first);
     if (d->first_step)
       rc_bufprintf(where, sizeof where, " (%d after the load, %d before the first step)",
                    d->n_saved_differ, d->first_saved_differ);
+    /* both censuses' counts by class, as one */
+    rc_census_diff sum = {0};
+    sum.n_saved_differ = saved;
+    sum.n_derived_differ = d->n_derived_differ + d->first_derived_differ;
+    sum.n_copy_differ = d->n_copy_differ + d->first_copy_differ;
+    rc_census_count_phrase(&sum, false, counts, sizeof counts);
     rc_bufprintf(run->census_finding, sizeof run->census_finding,
-                 "state census at step %" PRId64 " (%s): %d saved field%s differ%s%s; first: %s",
-                 c->step, run->legs[c->leg_b].label, saved, saved == 1 ? "" : "s",
-                 saved == 1 ? "s" : "", where, first);
+                 "state census at step %" PRId64 " (%s): %s%s; first: %s", c->step,
+                 run->legs[c->leg_b].label, counts, where, first);
     return;
   }
   char groups[512], fields[96] = "";

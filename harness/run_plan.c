@@ -205,19 +205,33 @@ int rc_run_auto_save_points(int64_t steps, int64_t warmup, const int64_t *skippe
   return n;
 }
 
+int rc_run_auto_add_config_points(rc_auto_point *p, int n, int64_t steps, int64_t epoch_steps,
+                                  int64_t growth_window) {
+  /* a sampler's epoch is set at an epoch boundary: a resume there is where
+   * a resume that sets it wrongly shows */
+  if (epoch_steps >= 1 && epoch_steps <= steps - 1) auto_add(p, &n, epoch_steps, RC_AUTO_EPOCH_END);
+  /* a scaler whose growth interval is rebuilt wrongly shows only when the
+   * resumed leg reaches a growth: leave it a full window */
+  if (growth_window >= 1 && steps - growth_window >= 1)
+    auto_add(p, &n, steps - growth_window, RC_AUTO_GROWTH_WINDOW);
+  return n;
+}
+
 void rc_run_auto_describe(const rc_auto_point *p, int n, char *buf, size_t cap) {
   static const char *const names[] = {"odd",
                                       "even",
                                       "first after warmup",
                                       "N-1",
                                       "skipped fp16 step",
-                                      "its overflow absorbed by the hysteresis"};
+                                      "its overflow absorbed by the hysteresis",
+                                      "last step of a data epoch",
+                                      "a full loss-scale growth window before N"};
   size_t len = 0;
   if (cap) buf[0] = 0;
   for (int i = 0; i < n && len < cap; i++) {
     len += (size_t)snprintf(buf + len, cap - len, "%s%" PRId64 " (", i ? ", " : "", p[i].step);
     bool first = true;
-    for (int r = 0; r < 6 && len < cap; r++)
+    for (int r = 0; r < 8 && len < cap; r++)
       if (p[i].why & (1u << r)) {
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", first ? "" : ", ", names[r]);
         first = false;

@@ -29,7 +29,7 @@ expect_rc 1 "data-order run" bug
 bisect_rc bug data
 [ "$rc" = 1 ] || { fail "bisect of the data-order run: exit $rc, want 1"; cat "$T/data.out" "$T/data.err" >&2; }
 contains "$T/data.out" ">> #1 step 4, microbatch 0, batch"
-contains "$T/data.out" "step 4, microbatch 0, batch: fp_data differs, but it is an input of the step (the data order: other data at the same data position)"
+contains "$T/data.out" "step 4, microbatch 0, batch: fp_data differs, but it is an input of the step (same data position, different samples: the sampler's state)"
 contains "$T/data.out" "the data order after the resume is not the through process's"
 contains "$T/data.out" "at the same data position, samples 24"
 contains "$T/data.out" "state census at step 3"

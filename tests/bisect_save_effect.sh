@@ -16,7 +16,7 @@ mkrun fx 1 --dropout 0.1
 bisect fx
 expect_rc 1 "bisect of a save-time side effect" fx
 contains "$T/fx.txt" "located: the train-through process's own save at step 5 changed its state"
-contains "$T/fx.txt" "through: 144 events"
+contains "$T/fx.txt" "through: 146 events" # 144 operations, 2 expert_bias updates
 contains "$T/fx.txt" "saves at 5 (the leg's own, up to the stop)"
 contains "$T/fx.txt" "each replay's trace is its leg's in the run"
 lacks "$T/fx.txt" "not-reproduced"

@@ -118,3 +118,68 @@ rc_catalogue(seed_chained 1 4 grad_norm --save-at 3,6 --precision bf16 --mtp-rep
 # reported (tests/clean_sweep.sh)
 add_test(NAME clean_sweep COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/clean_sweep.sh)
 set_tests_properties(clean_sweep PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>" TIMEOUT 900)
+
+# The cause each bug's report names, not only its signature
+# (tests/catalogue_cause.sh, docs/census.md, docs/bisect.md): a setting the
+# resumed process rebuilt (the census's `derived` fields), an in-process
+# copy not refreshed after the load (`copy` fields), a save that wrote a
+# value its process does not hold (the census of what the save wrote), an
+# update bisect now logs (expert_bias, scaler_update), a sampler left at its
+# first epoch (same data position, different samples). Each runs its
+# negative control: the same flags without --inject pass, and neither the
+# census line nor bisect says any of it. (No ';' in an expectation: CMake
+# would split it.)
+function(rc_catalogue_cause name rc step first)
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/catalogue_cause.sh ${rc} ${step} ${first} ${ARGN})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "RC_BIN=$<TARGET_FILE:resumecheck>")
+endfunction()
+rc_catalogue_cause(cause_warmup_from_process_start 1 6 lr
+  "census=first: scheduler.warmup_origin: through 0, resumed 5 (derived: the resumed process computes 5 where the through process computes 0, though the state they come from is identical"
+  "bisect=operation:the learning rate differs"
+  "bisect=operation:though the scheduler's step count is equal (6 in both)"
+  -- --inject warmup-from-process-start)
+rc_catalogue_cause(cause_min_lr_default_after_resume 1 6 lr
+  "census=first: scheduler.min_lr: through 0.00029999999999999997, resumed 0 (derived: the resumed process computes 0"
+  -- --inject min-lr-default-after-resume)
+rc_catalogue_cause(cause_bias_correction_fp32_after_load 1 6 fp_params
+  "census=first: optimizer.bias_correction1: through 0.46855899691581726, resumed 0.46855908632278442 (derived:"
+  "bisect=operation:though the optimizer step count is equal (6 in both)"
+  -- --inject bias-correction-fp32-after-load)
+rc_catalogue_cause(cause_clip_grad_default_after_resume 1 6 fp_params
+  "census=first: optimizer.clip_grad: through 0.5, resumed 1 (derived:"
+  -- --inject clip-grad-default-after-resume --clip-grad 0.5)
+rc_catalogue_cause(cause_loss_scale_window_default_after_resume 1 7 grad_norm
+  "census=first: loss_scaler.growth_interval: through 3, resumed 1000 (derived:"
+  "bisect=previous-update:the loss scaler decided grow in the through process and count in the resumed one"
+  -- --inject loss-scale-window-default-after-resume --precision fp16 --loss-scale-window 3)
+rc_catalogue_cause(cause_expert_bias_device_copy_stale 1 6 loss
+  "census=(copy: the device copy of moe.expert_bias.decoder/layers/1 is not the loaded value in the resumed process)"
+  -- --inject expert-bias-device-copy-stale-after-load)
+rc_catalogue_cause(cause_half_weight_copy_not_rebuilt 1 6 loss
+  "census=(copy: the 16-bit copy of model.decoder/layers/0/self_attention/linear_qkv/weight is not the loaded value in the resumed process)"
+  -- --inject half-weight-copy-not-rebuilt-after-load)
+rc_catalogue_cause(cause_consumed_samples_saved_short 1 6 loss
+  "census=first: data.consumed_samples: through 20, resumed 18 (saved: the save wrote 18, which differs from the saving process's 20"
+  "census=the resumed process has what was saved)"
+  "always=A/A@5            identical"
+  -- --inject consumed-samples-saved-short)
+# late-acting: the census at K sees nothing (the skip happens in step K+1); bisect names
+# step K+1's expert_bias update, which the event log now holds
+rc_catalogue_cause(cause_expert_bias_update_skipped_after_resume 1 7 loss
+  "census=saved state identical"
+  "bisect=previous-update:step 6, expert_bias decoder/layers/1: applied,fp_bias differ"
+  "bisect=previous-update:the MoE expert-bias update of decoder/layers/1 ran in the through process and was skipped in the resumed one"
+  -- --inject expert-bias-update-skipped-after-resume)
+# epochs of 5 steps (20 samples, a global batch of 4): K = 5 ends the first
+rc_catalogue_cause(cause_sampler_epoch_not_set_after_resume 1 6 loss
+  "census=first: data.sampler_epoch: through 1, resumed 0 (derived:"
+  "bisect=resume-state:same data position, different samples: the sampler's state"
+  "bisect=resume-state:the through process's sampler is at epoch 1 and the resumed one's at epoch 0"
+  -- --inject sampler-epoch-not-set-after-resume --epoch-samples 20)
+# ... invisible at a K inside an epoch; --save-at auto adds the K that ends one (epochs of 7
+# steps: 7, which none of 3, 5, 6, 9 is)
+rc_catalogue(bug_sampler_epoch_not_set_unseen_k4 0 - - --inject sampler-epoch-not-set-after-resume --epoch-samples 20 --save-at 4)
+rc_catalogue_cause(cause_sampler_epoch_not_set_auto 1 8 loss
+  "always=7 (last step of a data epoch)"
+  "census=data.sampler_epoch: through 1, resumed 0"
+  -- --inject sampler-epoch-not-set-after-resume --epoch-samples 28 --save-at auto)

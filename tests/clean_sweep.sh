@@ -5,8 +5,11 @@
 # fp8) x policy (resolve, persist) x fusion (on, off) x 3 variants, each
 # variant rotating MTP depth and layer sharing, MoE (the preset's sigmoid
 # layer, dense, softmax on both layers), dropout, microbatches and the save
-# points (5, 1, 9, the chain 3,6, auto, every); and the catalogue's
-# overflowing fp16 configuration with --save-at auto.
+# points (5, 1, 9, the chain 3,6, auto, every); the catalogue's
+# overflowing fp16 configuration with --save-at auto; and data read in
+# epochs (--epoch-samples), saved at and between epoch boundaries, so that
+# the census's derived fields (the sampler's epoch among them) are held to
+# no false alarm there too.
 # Negative control: the same check on a configuration of the sweep with a
 # planted bug (--inject) must report the failure, so the sweep cannot pass
 # by not looking.
@@ -47,6 +50,11 @@ done
 # 3, 4, 7, 8, asserted by fp16_overflow_skips), with the points auto chooses for it
 OVER="--precision fp16 --initial-loss-scale 1048576 --loss-scale-window 2 --hysteresis 2"
 configs+=("$OVER --save-at auto" "$OVER --warmup 0 --save-at auto")
+# data epochs: of 3 steps saved at every step (boundaries 3, 6, 9 among them), of 7 steps
+# with auto (7 ends one), of 2 steps in fp16 chained at 3 and 6
+EPOCHS=("--epoch-samples 12 --save-at every" "--epoch-samples 28 --save-at auto"
+  "--precision fp16 --loss-scale-window 3 --epoch-samples 8 --save-at 3,6")
+configs+=("${EPOCHS[@]}")
 
 # sweep_one FLAGS: 0 when `run` exits 0 (identical); prints one line
 sweep_one() {
@@ -95,4 +103,5 @@ for c in "${configs[@]}"; do
 done
 plant "$OVER --warmup 0 --save-at auto" hysteresis-not-saved
 plant "$dropout_5" save-draws-rng
+plant "--epoch-samples 28 --save-at auto" sampler-epoch-not-set-after-resume
 exit $fail

@@ -13,9 +13,10 @@ run_rc w2 "${F[@]}" --world-size 2 --out "$T/w2"
 expect_rc 1 "rng-saved-as-replicated at W=2" w2
 contains "$T/w2.out" "A/A identical"
 contains "$T/w2.out" "RESUME diverged at step 4: loss"
-# the state census, rank by rank, names rank 1's RNG as the state not restored
+# the state census, rank by rank, names rank 1's RNG, and that the save wrote
+# rank 0's only (what rank 1 resumes with)
 contains "$T/w2.out" "over 2 ranks; 1 saved field differs"
-grep -q "^census: state census at step 3 (resume@3): 1 saved field differs; first: rank 1: rng.seed: through [0-9]*, resumed [0-9]* (saved: not restored by the load)" "$T/w2.out" ||
+grep -q "^census: state census at step 3 (resume@3): 1 saved field differs; first: rank 1: rng.seed: through [0-9]*, resumed [0-9]* (saved: the save wrote [0-9]* (into rank 0's shard only: this rank's is not in the checkpoint), which differs from the saving process's [0-9]*; the resumed process has what was saved)" "$T/w2.out" ||
   fail "the census does not name rank 1's rng.seed"
 # without the bug the same W=2 run is identical: the RNG is per-rank state
 run_rc ok2 --preset tiny --dropout 0.1 --steps 6 --save-at 3 --progress off --world-size 2 --out "$T/ok2"

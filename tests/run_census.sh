@@ -31,9 +31,11 @@ for f in iteration data.consumed_samples optimizer.step scheduler.num_steps loss
   model.embedding/word_embeddings/weight main_grad.holds_gradients; do
   grep -q "^$f	" "$T/clean/through/census/iter_0000003.rank0.txt" || fail "census lacks $f"
 done
-# the only differences between the two processes are local ones
-diff <(grep -v '^#' "$T/clean/through/census/iter_0000003.rank0.txt" | grep -v '	local	') \
-  <(grep -v '^#' "$T/clean/resume@3/census/iter_0000003.rank0.txt" | grep -v '	local	') >/dev/null ||
+# the only differences between the two processes are local ones (values: a
+# note may say what each process's next step does with an equal value, as a
+# copy field's does)
+diff <(grep -v '^#' "$T/clean/through/census/iter_0000003.rank0.txt" | grep -v '	local	' | cut -f1-3) \
+  <(grep -v '^#' "$T/clean/resume@3/census/iter_0000003.rank0.txt" | grep -v '	local	' | cut -f1-3) >/dev/null ||
   fail "a clean resume has saved fields that differ"
 json_check "$T/clean.json" '
 c = [c for c in d["checks"] if c["kind"] == "census"]
@@ -42,7 +44,10 @@ assert c[0]["census"]["saved_differ"] == 0 and c[0]["census"]["fields"] > 50, c[
 assert all(x["class"] == "local" for x in c[0]["census"]["differences"])
 '
 
-# --- a resume bug: the census names the field with both values
+# --- a resume bug: the census names the field with both values, and who
+# wrote it: a field the load lost is "not restored by the load"; moments
+# the save down-cast are what "the save wrote" (the through leg's census of
+# what its save wrote), not a load's fault
 for spec in "loss-scaler-not-saved|loss_scaler.scale|--precision fp16 --loss-scale-window 3" \
   "rng-not-saved|rng.offset|--dropout 0.1" \
   "data-position-not-saved|data.consumed_samples|" \
@@ -56,8 +61,11 @@ for spec in "loss-scaler-not-saved|loss_scaler.scale|--precision fp16 --loss-sca
   run_rc "$bug" --steps 6 --save-at 3 --out "$T/$bug" --json "$T/$bug.json" --inject "$bug" $extra
   expect_rc 1 "$bug" "$bug"
   contains "$T/$bug.out" "census: state census at step 3 (resume@3):"
-  grep -q "^    $field[^ ]*: through [^,]*, resumed .*(saved: not restored by the load)" "$T/$bug.out" ||
-    fail "$bug: the census does not name $field"
+  want="(saved: not restored by the load)"
+  [ "$bug" = moments-saved-in-bf16 ] &&
+    want="(saved: the save wrote fp=[0-9a-f]*, which differs from the saving process's fp=[0-9a-f]*; the resumed process has what was saved)"
+  grep -q "^    $field[^ ]*: through [^,]*, resumed .*$want" "$T/$bug.out" ||
+    fail "$bug: the census does not name $field as $want"
   json_check "$T/$bug.json" "
 c = [c for c in d['checks'] if c['kind'] == 'census'][0]
 assert c['status'] == 'differs', c['status']

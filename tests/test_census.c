@@ -5,7 +5,9 @@
  * refused with 65 naming the line; CRLF line ends accepted; the
  * first-step census's differences marked with what the after-load census
  * saw; the families a census covers, named from its fields only; control
- * characters escaped in the described lines. Each check has its control:
+ * characters escaped in the described lines; derived and copy fields
+ * failing like saved ones with their own words; who wrote a saved field
+ * (the census of what the save wrote). Each check has its control:
  * the same files without the difference compare clean. */
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +250,110 @@ static void test_escape(void) {
   rc_census_diff_free(&d);
 }
 
+/* derived and copy fields fail like saved ones, worded as what the next
+ * step computes and as a copy not matching its master; a derived field
+ * beside a differing saved one is listed, not counted. Controls: the same
+ * fields equal leave no failure; the class names a malformed one. */
+static void test_derived_and_copy(void) {
+  rc_census_diff d;
+  rc_err err;
+  const char *a = "scheduler.num_steps\tsaved\t5\nscheduler.min_lr\tderived\t0.0003\n"
+                  "copy.device.moe.expert_bias.L1\tcopy\tok\tnote\n";
+  const char *b = "scheduler.num_steps\tsaved\t5\nscheduler.min_lr\tderived\t0\n"
+                  "copy.device.moe.expert_bias.L1\tcopy\tstale: copy fp=1, master fp=2\tnote\n";
+  CHECK(compare(a, b, &d, &err) == 0, "%s", err.msg);
+  CHECK(d.n_saved_differ == 2 && d.n_derived_differ == 1 && d.n_copy_differ == 1 &&
+            d.n_local_differ == 0,
+        "counts %d %d %d", d.n_saved_differ, d.n_derived_differ, d.n_copy_differ);
+  char line[1024];
+  rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(d.diffs[0].cls == RC_CENSUS_DERIVED && d.diffs[0].sources_equal &&
+            !strcmp(line, "scheduler.min_lr: through 0.0003, resumed 0 (derived: the resumed "
+                          "process computes 0 where the through process computes 0.0003, though "
+                          "the state they come from is identical (rebuilt from a default?))"),
+        "%s", line);
+  rc_census_describe(&d.diffs[1], "through", "resumed", line, sizeof line);
+  CHECK(d.diffs[1].cls == RC_CENSUS_COPY &&
+            strstr(line, "(copy: the device copy of moe.expert_bias.L1 is not the loaded value in "
+                         "the resumed process)"),
+        "%s", line);
+  rc_census_count_phrase(&d, false, line, sizeof line);
+  CHECK(!strcmp(line, "1 derived field and 1 in-process copy differ"), "phrase: %s", line);
+  rc_census_coverage(&d, line, sizeof line);
+  CHECK(strstr(line, "the settings the next step uses (derived)") &&
+            strstr(line, "in-process copies against their masters") && !strstr(line, "other"),
+        "coverage: %s", line);
+  rc_census_diff_free(&d);
+  /* a saved field differs too: the derived one may follow from it, listed
+   * after it and not counted */
+  const char *c = "scheduler.num_steps\tsaved\t0\nscheduler.min_lr\tderived\t0\n"
+                  "copy.device.moe.expert_bias.L1\tcopy\tok\tnote\n";
+  CHECK(compare(a, c, &d, &err) == 0, "%s", err.msg);
+  CHECK(d.n_saved_differ == 1 && d.n_derived_differ == 0 && d.n_diffs == 2, "consequence: %d %d",
+        d.n_saved_differ, d.n_diffs);
+  CHECK(d.diffs[1].consequence && !d.diffs[1].sources_equal &&
+            rc_census_first_saved(&d) == &d.diffs[0],
+        "the saved field leads");
+  rc_census_count_phrase(&d, false, line, sizeof line);
+  CHECK(!strcmp(line, "1 saved field differs"), "phrase: %s", line);
+  rc_census_diff_free(&d);
+  /* control: equal values, nothing fails */
+  CHECK(compare(a, a, &d, &err) == 0 && d.n_saved_differ == 0 && d.n_diffs == 0, "equal");
+  rc_census_diff_free(&d);
+  CHECK(compare(a, "x\tderivd\t1\n", &d, &err) == 65, "an unknown class: %s", err.msg);
+}
+
+/* Who wrote it: the through leg's census of what its save wrote (beside
+ * its census, .saved.txt) says whether the save or the load is wrong.
+ * Control: without it, the old wording. */
+static void test_written(void) {
+  rc_census_diff d;
+  rc_err err;
+  char line[1024];
+  put("w.saved.txt", "data.consumed_samples\tsaved\t18\nscheduler.num_steps\tsaved\t5\n");
+  const char *t = put("w.txt", "data.consumed_samples\tsaved\t20\nscheduler.num_steps\tsaved\t5\n");
+  const char *r =
+      put("wr.txt", "data.consumed_samples\tsaved\t18\nscheduler.num_steps\tsaved\t0\n");
+  CHECK(rc_census_compare_files(t, r, &d, &err) == 0, "%s", err.msg);
+  CHECK(d.n_diffs == 2 && d.diffs[0].written && !strcmp(d.diffs[0].written, "18"), "written");
+  rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(!strcmp(line, "data.consumed_samples: through 20, resumed 18 (saved: the save wrote 18, "
+                      "which differs from the saving process's 20; the resumed process has what "
+                      "was saved)"),
+        "the save: %s", line);
+  rc_census_describe(&d.diffs[1], "through", "resumed", line, sizeof line);
+  CHECK(!strcmp(line, "scheduler.num_steps: through 5, resumed 0 (saved: not restored by the "
+                      "load); the checkpoint holds 5, as the saving process does"),
+        "the load: %s", line);
+  rc_census_diff_free(&d);
+  /* rank 1's replicated fields are in rank 0's shard only */
+  put("c.rank0.saved.txt", "data.consumed_samples\tsaved\t18\n");
+  put("c.rank1.saved.txt", "rng.offset\tsaved\t4\n");
+  CHECK(rc_census_compare_files(put("c.rank1.txt", "data.consumed_samples\tsaved\t20\n"),
+                                put("cr.rank1.txt", "data.consumed_samples\tsaved\t18\n"), &d,
+                                &err) == 0,
+        "%s", err.msg);
+  CHECK(d.n_diffs == 1 && d.diffs[0].written && !strcmp(d.diffs[0].written, "18") &&
+            d.diffs[0].written_rank0,
+        "rank 0's for a replicated field");
+  rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(strstr(line, "the save wrote 18 (into rank 0's shard only: this rank's is not in the "
+                     "checkpoint)"),
+        "rank 0's: %s", line);
+  rc_census_diff_free(&d);
+  /* control: no census of the save, no claim about it */
+  char p[256];
+  snprintf(p, sizeof p, "%s/w.saved.txt", dir);
+  unlink(p);
+  CHECK(rc_census_compare_files(t, r, &d, &err) == 0, "%s", err.msg);
+  rc_census_describe(&d.diffs[0], "through", "resumed", line, sizeof line);
+  CHECK(!d.diffs[0].written &&
+            !strcmp(line, "data.consumed_samples: through 20, resumed 18 (saved: not restored by "
+                          "the load)"),
+        "no census of the save: %s", line);
+  rc_census_diff_free(&d);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/rc_census_test.XXXXXX");
   if (!mkdtemp(dir)) return 1;
@@ -259,6 +365,8 @@ int main(void) {
   test_first_step();
   test_coverage();
   test_escape();
+  test_derived_and_copy();
+  test_written();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (!failures && system(cmd)) return 1;

@@ -256,7 +256,7 @@ static void test_auto_points(void) {
   n = rc_run_auto_save_points(10, 6, sk10, ab10, 2, p);
   points_str(p, n, got, sizeof got);
   snprintf(want, sizeof want, "1:%u,5:%u,6:%u,7:%u,9:%u", S, O, E, W, L);
-  CHECK(n == RC_AUTO_MAX && !strcmp(got, want), "skip at N ignored: %s, want %s", got, want);
+  CHECK(n == 5 && !strcmp(got, want), "skip at N ignored: %s, want %s", got, want);
   /* short horizons: everything within 1..N-1, warmup + 1 = N dropped */
   n = rc_run_auto_save_points(2, 1, NULL, NULL, 0, p);
   points_str(p, n, got, sizeof got);
@@ -271,6 +271,30 @@ static void test_auto_points(void) {
   snprintf(want, sizeof want, "5:%u,6:%u,10:%u", O, E, L);
   CHECK(!strcmp(got, want), "N=11, no warmup: %s, want %s", got, want);
   CHECK(rc_run_auto_save_points(1, 0, NULL, NULL, 0, p) == 0, "N=1: nothing to resume");
+  /* the config's points: the end of the first data epoch (5 steps an epoch:
+   * K = 5, merged with odd) and N - W for a growth window of 3 (K = 7);
+   * every point of five reasons plus both make seven, RC_AUTO_MAX */
+  const unsigned P = RC_AUTO_EPOCH_END, G = RC_AUTO_GROWTH_WINDOW;
+  n = rc_run_auto_save_points(10, 2, NULL, NULL, 0, p);
+  n = rc_run_auto_add_config_points(p, n, 10, 5, 3);
+  points_str(p, n, got, sizeof got);
+  snprintf(want, sizeof want, "3:%u,5:%u,6:%u,7:%u,9:%u", W, O | P, E, G, L);
+  CHECK(!strcmp(got, want), "epoch of 5 steps, window 3: %s, want %s", got, want);
+  rc_run_auto_describe(p, n, why, sizeof why);
+  CHECK(strstr(why, "5 (odd, last step of a data epoch)") &&
+            strstr(why, "7 (a full loss-scale growth window before N)"),
+        "described: %s", why);
+  n = rc_run_auto_save_points(10, 6, sk10, ab10, 2, p);
+  n = rc_run_auto_add_config_points(p, n, 10, 2, 2);
+  CHECK(n == RC_AUTO_MAX, "seven points: %d", n);
+  /* negative control: no epochs, an epoch as long as the run, a window that
+   * leaves no step before it: nothing added */
+  n = rc_run_auto_save_points(10, 2, NULL, NULL, 0, p);
+  int before = n;
+  n = rc_run_auto_add_config_points(p, n, 10, 0, 0);
+  n = rc_run_auto_add_config_points(p, n, 10, 10, 10);
+  n = rc_run_auto_add_config_points(p, n, 10, 12, 1000);
+  CHECK(n == before, "nothing to add: %d points, was %d", n, before);
 }
 
 /* auto plans like every: one save leg saving at each K, one resume leg per K

@@ -20,6 +20,8 @@
 #ifndef RC_CORE_CENSUS_H
 #define RC_CORE_CENSUS_H
 
+#include <stdio.h>
+
 #include "base/error.h"
 #include "core/model.h"
 
@@ -29,10 +31,22 @@
  * differs), it is kept beside it as the before-save census, so that `run`
  * can say a save changed the process that saved. RC_EXIT_IOERR if it
  * cannot be written. */
-int rc_census_write(const rc_model *m, const char *out_dir, const char *before_save, rc_err *err);
+int rc_census_write(rc_model *m, const char *out_dir, const char *before_save, rc_err *err);
 
 /* The census text (malloc'd, NUL-terminated; caller frees), NULL when out of
  * memory. rc_census_write writes exactly this. */
 char *rc_census_text(const rc_model *m, size_t *len);
+
+/* One line of the census of what a save wrote: the census field of the
+ * checkpoint item `path` (dtype an io/state.h rc_dtype) and its value from
+ * the staged bytes, in the form rc_census_text gives it ("model.X" and a
+ * fingerprint for "/model/X", "data.consumed_samples" and a number for
+ * "/data/consumed_samples", ...); fp, when not NULL, is a tensor's
+ * fingerprint already taken of the same bytes (on the device). Items no census field stands for
+ * write nothing. checkpointing.c writes them while a save stages its items (when
+ * rc_model.census_of_save is set); rc_census_write writes the text as
+ * iter_K.rankR.saved.txt (io/layout.h) and frees it. */
+void rc_census_saved_line(FILE *f, const char *path, int dtype, const void *bytes, size_t nbytes,
+                          const uint64_t *fp);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend/numeric.h"
+#include "core/census.h"
 #include "core/linear.h"
 #include "core/model_internal.h"
 #include "dist/comm.h"
@@ -327,8 +328,10 @@ void rc_model_release_staging(rc_model *m) {
   m->staging_bytes = 0;
 }
 
-/* Copies (and, for the injected bug, down-casts) item i into dst. */
-static void stage_one(rc_model *m, const state_list *l, int i, void *dst) {
+/* Copies (and, for the injected bugs, down-casts or shortens) item i into
+ * dst. Returns whether the staged bytes are other than the item's. */
+static bool stage_one(rc_model *m, const state_list *l, int i, void *dst) {
+  bool changed = false;
   const binding *b = &l->b[i];
   if (b->loc == ON_DEVICE)
     m->ops->to_host(dst, b->src, b->nbytes);
@@ -339,7 +342,65 @@ static void stage_one(rc_model *m, const state_list *l, int i, void *dst) {
       !strncmp(l->st.tensors[i].path, "/optimizer/exp_avg", 18)) {
     float *f = dst;
     for (size_t j = 0; j < b->nbytes / 4; j++) f[j] = rc_round_bf16(f[j]);
+    changed = true;
   }
+  /* the injected short counter: consumed_samples written one microbatch
+   * (of every rank) short, as a counter read before the step's last
+   * microbatch was counted; the process itself keeps the right value */
+  if ((m->cfg.inject & RC_BUG_CONSUMED_SAMPLES_SAVED_SHORT) &&
+      !strcmp(l->st.tensors[i].path, "/data/consumed_samples")) {
+    int64_t v;
+    memcpy(&v, dst, sizeof v);
+    v -= (int64_t)m->cfg.micro_batch * m->cfg.world_size;
+    memcpy(dst, &v, sizeof v);
+    changed = true;
+  }
+  return changed;
+}
+
+/* The census of what a save wrote (core/census.h rc_census_saved_line),
+ * from the staged items: a tensor staged as an unchanged copy of device
+ * memory is fingerprinted there, in one batched call (the same bytes; a
+ * host pass over a gpu-small shard would cost seconds), everything else
+ * from the staged bytes. changed[j]: stage_one changed item j's bytes.
+ * The text into m->saved_census, or none when out of memory. */
+static void census_of_save(rc_model *m, const state_list *l, const rc_state *view, const int *item,
+                           void *const *staged, const bool *changed) {
+  int n = view->count;
+  const void **x = calloc((size_t)n + 1, sizeof *x);
+  size_t *nb = calloc((size_t)n + 1, sizeof *nb);
+  uint64_t *fp = calloc((size_t)n + 1, sizeof *fp);
+  int *slot = calloc((size_t)n + 1, sizeof *slot);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = x && nb && fp && slot ? open_memstream(&text, &len) : NULL;
+  if (f) {
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+      const binding *b = &l->b[item[j]];
+      slot[j] = -1;
+      if (staged[j] && b->loc == ON_DEVICE && !changed[j] && view->tensors[j].dtype == RC_DT_F32 &&
+          b->nbytes % 4 == 0)
+        x[k] = b->src, nb[k] = b->nbytes, slot[j] = k++;
+    }
+    if (k) m->ops->fingerprint_many(fp, x, nb, k);
+    fprintf(f,
+            "# resumecheck saved census 1: what the save of iteration %" PRId64
+            " wrote into rank %d's shard (docs/census.md)\n",
+            m->iteration, m->rank);
+    for (int j = 0; j < n; j++)
+      if (staged[j])
+        rc_census_saved_line(f, view->tensors[j].path, (int)view->tensors[j].dtype, staged[j],
+                             rc_tensor_nbytes(&view->tensors[j]),
+                             slot[j] >= 0 ? &fp[slot[j]] : NULL);
+  }
+  if (f && !fclose(f)) {
+    free(m->saved_census);
+    m->saved_census = text;
+  } else {
+    if (f) free(text);
+  }
+  free(x), free(nb), free(fp), free(slot);
 }
 
 /* Test hook, not a feature: RC_TEST_CHUNK_BYTES=N makes saves record
@@ -411,11 +472,26 @@ static int model_save(rc_model *m, const char *ckpt_root, const char *args_json,
                                 staging_buffer, m, &s, err);
   double t1 = rc_model_wall_s();
   rc_model_profile_note("save: layout and staging buffer", t1 - t0);
+  /* what this save writes, in census form (the shard's content), when the
+   * leg writes a census after it: where each item was staged, and whether
+   * staging changed it */
+  bool census = !rc && m->census_of_save;
+  void **staged = census ? calloc((size_t)view.count + 1, sizeof *staged) : NULL;
+  bool *changed = census ? calloc((size_t)view.count + 1, sizeof *changed) : NULL;
+  if (!staged || !changed) census = false; /* no census of the save: nothing claimed */
   if (!rc) {
     for (int j = 0; j < view.count; j++) {
       if (rc_tensor_nbytes(&view.tensors[j]) == 0) continue;
-      stage_one(m, &l, item[j], rc_save_stream_dataset(s, j));
+      void *dst = rc_save_stream_dataset(s, j);
+      bool ch = stage_one(m, &l, item[j], dst);
+      if (census) staged[j] = dst, changed[j] = ch;
       rc_save_stream_landed(s, j);
+    }
+    /* the staged bytes stay in the staging buffer until the stream ends */
+    if (census) {
+      double tc = rc_model_wall_s();
+      census_of_save(m, &l, &view, item, staged, changed);
+      rc_model_profile_note("save: the census of what it wrote", rc_model_wall_s() - tc);
     }
     double t2 = rc_model_wall_s();
     rc_model_profile_note("save: device-to-host copy (write and hashes follow it)", t2 - t1);
@@ -427,6 +503,12 @@ static int model_save(rc_model *m, const char *ckpt_root, const char *args_json,
     if (!rc) test_save_advances_rng(m);
   }
   free(item);
+  free(staged), free(changed);
+  /* a failed save leaves no census of what it wrote */
+  if (rc) {
+    free(m->saved_census);
+    m->saved_census = NULL;
+  }
   /* The injected bug: the save draws from the dropout stream after its
    * offset was written (one Philox block, as a temporary name or a sampled
    * log line would), so this process goes on with another stream than a
@@ -524,25 +606,64 @@ static long long resume_iteration(const rc_model *m, const char *iter_dir, char 
   return iteration;
 }
 
-/* After the loaded bytes are in: the iteration, the replicated state, and
- * the device copies the host copies drive. */
+/* The injected bugs of the settings a resumed process rebuilds rather than
+ * takes from the run (docs/design.md §8): each rebuilds one of the step's
+ * settings (model.h rc_step_settings) from a default or from the resumed
+ * iteration, as a trainer that reconstructs its scheduler, optimizer or
+ * scaler from partial arguments after a load does. */
+static void rebuild_settings_wrongly(rc_model *m) {
+  unsigned bug = m->cfg.inject;
+  rc_step_settings *h = &m->hp;
+  /* a scheduler made at the resumed step counts its warmup from there */
+  if (bug & RC_BUG_WARMUP_FROM_PROCESS_START) h->warmup_origin = m->scheduler_steps;
+  if (bug & RC_BUG_MIN_LR_DEFAULT_AFTER_RESUME) h->min_lr = 0.0; /* Megatron's --min-lr default */
+  /* the step count restored as a float32 tensor */
+  if (bug & RC_BUG_BIAS_CORRECTION_FP32_AFTER_LOAD) h->bias_correction_fp32 = true;
+  if (bug & RC_BUG_CLIP_GRAD_DEFAULT_AFTER_RESUME) h->clip_grad = 1.0; /* --clip-grad default */
+  if (bug & RC_BUG_LOSS_SCALE_WINDOW_DEFAULT_AFTER_RESUME) h->loss_scale_window = 1000;
+}
+
+/* After the loaded bytes are in: the iteration, the replicated state, the
+ * device copies the host copies drive, the 16-bit weight copies, the
+ * sampler's epoch. */
 static int after_load(rc_model *m, const state_list *l, long long iteration, rc_err *err) {
   int rc = RC_OK;
+  unsigned bug = m->cfg.inject;
   m->iteration = iteration;
-  for (int i = 0; i < m->nlinears; i++) rc_linear_copy_stale(&m->linears[i]); /* new weights */
+  m->loaded = true;
+  /* new weights: every 16-bit copy is cast again before it is used. The
+   * injected bug marks them current instead (as if the optimizer had just
+   * written them), so the first resumed step reads the copies of the
+   * weights from before the load. */
+  for (int i = 0; i < m->nlinears; i++)
+    if (bug & RC_BUG_HALF_WEIGHT_COPY_NOT_REBUILT)
+      rc_linear_copy_written(m, &m->linears[i]);
+    else
+      rc_linear_copy_stale(&m->linears[i]);
   if (m->comm) rc = broadcast_replicated(m, l, err);
   /* The injected bug: the Adam step is recomputed from the iteration, as
    * if every step had updated the weights; a skipped fp16 step makes them
    * differ. The step is still saved, just not read. */
-  if (m->cfg.inject & RC_BUG_ADAM_STEP_FROM_ITERATION) m->optimizer_step = m->iteration;
-  for (int i = 0; i < m->cfg.layers; i++)
-    if (m->layers[i].moe)
-      m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host,
-                        sizeof(float) * (size_t)m->E);
-  for (int p = 0; p < m->n_mtp_physical; p++)
-    if (m->mtp[p].trm.moe)
-      m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
-                        sizeof(float) * (size_t)m->E);
+  if (bug & RC_BUG_ADAM_STEP_FROM_ITERATION) m->optimizer_step = m->iteration;
+  /* the device copies of the expert biases, which the router reads; the
+   * injected bug leaves them as they were before the load */
+  if (!(bug & RC_BUG_EXPERT_BIAS_DEVICE_COPY_STALE)) {
+    for (int i = 0; i < m->cfg.layers; i++)
+      if (m->layers[i].moe)
+        m->ops->to_device(m->layers[i].expert_bias, m->layers[i].expert_bias_host,
+                          sizeof(float) * (size_t)m->E);
+    for (int p = 0; p < m->n_mtp_physical; p++)
+      if (m->mtp[p].trm.moe)
+        m->ops->to_device(m->mtp[p].trm.expert_bias, m->mtp[p].trm.expert_bias_host,
+                          sizeof(float) * (size_t)m->E);
+  }
+  /* the sampler's epoch, from the data position (set_epoch). The injected
+   * bug sets it only when the resume lands inside an epoch: at an epoch
+   * boundary the sampler stays at its first epoch. */
+  int64_t n = m->cfg.epoch_samples;
+  if (n && (!(bug & RC_BUG_SAMPLER_EPOCH_NOT_SET_AFTER_RESUME) || m->consumed_samples % n))
+    m->data_epoch = m->consumed_samples / n;
+  rebuild_settings_wrongly(m);
   return rc;
 }
 
@@ -576,6 +697,14 @@ static int model_load(rc_model *m, const char *iter_dir, const rc_handoff *h, rc
   load_check_free(m); /* a model loads once; a second load would start over */
   struct rc_load_check *check = defer_dataset_hashes(m) ? calloc(1, sizeof *check) : NULL;
   if (check) into.deferred = &check->d;
+  /* The injected half-copy bug's copies: cast from the weights this process
+   * holds before the load (the load marks them current, and nothing casts
+   * them again), so that what the first resumed step reads is defined. */
+  if (m->cfg.inject & RC_BUG_HALF_WEIGHT_COPY_NOT_REBUILT)
+    for (int i = 0; i < m->nlinears; i++)
+      if (m->linears[i].wq_half)
+        m->ops->cast_half(m->linears[i].wq_half, m->linears[i].w->weight, m->linears[i].w->numel,
+                          m->ct);
   int rc = h ? rc_checkpoint_load_handoff(trimmed, h, &meta, &view, &into, err)
              : rc_checkpoint_load_into(trimmed, &meta, &view, &into, err);
   m->ops->sync();

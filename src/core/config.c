@@ -10,6 +10,7 @@
 #include "core/config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -145,6 +146,11 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
     F("--seed", "seed", RC_FLAG_UINT64, NULL, seed, 0, 0, "seed of init, data and dropout"),
     F("--data", "data", RC_FLAG_STRING, NULL, data, 0, 0,
       "train on the bytes of FILE (default: synthetic corpus)"),
+    F("--epoch-samples", "epoch_samples", RC_FLAG_INT64, NULL, epoch_samples, 0, 2147483647,
+      "the corpus holds N samples read in epochs, each in an order\n"
+      "a sampler shuffles by (seed, epoch), as a DistributedSampler\n"
+      "with set_epoch; a multiple of the global batch. 0 (default):\n"
+      "one endless stream"),
     F("--prompt-len", "prompt_len", RC_FLAG_INT, NULL, prompt_len, 0, 1 << 20,
       "tokens at the start of each sample masked out of the loss"),
     F("--initial-loss-scale", "initial_loss_scale", RC_FLAG_DOUBLE, NULL, initial_loss_scale, 1,
@@ -279,6 +285,60 @@ static const rc_bug_info BUGS[] = {
      "log line): the process that saved continues on another stream than one that loads",
      "RESUME fails; first divergent step K+1, loss first; A/A passes (both saves wrote the same "
      "offset) (needs --dropout > 0)"},
+    {RC_BUG_WARMUP_FROM_PROCESS_START, "warmup-from-process-start",
+     "after a load the LR schedule counts its warmup from the process's first step, not from "
+     "step 0 (the scheduler rebuilt with the resumed iteration as its origin)",
+     "RESUME fails; first divergent step K+1, lr first; the census's derived field "
+     "scheduler.warmup_origin names it at K"},
+    {RC_BUG_MIN_LR_DEFAULT_AFTER_RESUME, "min-lr-default-after-resume",
+     "after a load the cosine decay's floor is taken from a default (min_lr 0) instead of "
+     "--min-lr (the scheduler rebuilt from defaults)",
+     "RESUME fails at the first step after the warmup; lr first; the census's derived field "
+     "scheduler.min_lr names it at every K"},
+    {RC_BUG_BIAS_CORRECTION_FP32_AFTER_LOAD, "bias-correction-fp32-after-load",
+     "after a load Adam's bias corrections are computed in float32 (the step count restored as "
+     "a float32 tensor) where a fresh process computes them in double",
+     "RESUME fails; first divergent step K+1, fp_params first (loss equal); the census's derived "
+     "fields optimizer.bias_correction1/2 name it at K"},
+    {RC_BUG_CLIP_GRAD_DEFAULT_AFTER_RESUME, "clip-grad-default-after-resume",
+     "after a load the gradient clip's max-norm is taken from a default (1.0) instead of "
+     "--clip-grad",
+     "RESUME fails (with --clip-grad other than 1); the census's derived field "
+     "optimizer.clip_grad names it at K; the trace only once the norm lies between the two"},
+    {RC_BUG_LOSS_SCALE_WINDOW_DEFAULT_AFTER_RESUME, "loss-scale-window-default-after-resume",
+     "after a load the fp16 loss scaler's growth interval is taken from a default (1000) "
+     "instead of --loss-scale-window",
+     "RESUME fails at the first growth after K; loss_scale first; the census's derived field "
+     "loss_scaler.growth_interval names it at K (needs --precision fp16)"},
+    {RC_BUG_EXPERT_BIAS_DEVICE_COPY_STALE, "expert-bias-device-copy-stale-after-load",
+     "a load restores the MoE expert_bias on the host but does not refresh its device copy, "
+     "which the router reads: the first resumed step routes with the copy from before the load",
+     "RESUME fails; first divergent step K+1, loss first; the census's copy field "
+     "copy.device.moe.expert_bias.<layer> names it at K (needs sigmoid MoE)"},
+    {RC_BUG_HALF_WEIGHT_COPY_NOT_REBUILT, "half-weight-copy-not-rebuilt-after-load",
+     "a load marks the 16-bit weight copies current without casting them from the loaded fp32 "
+     "weights: the first resumed step's forward uses the copies of the weights from before the "
+     "load",
+     "RESUME fails; first divergent step K+1, loss first; the census's copy fields "
+     "copy.half.model.<param> name it at K (needs bf16 or fp16)"},
+    {RC_BUG_CONSUMED_SAMPLES_SAVED_SHORT, "consumed-samples-saved-short",
+     "the save writes consumed_samples one microbatch short (a counter read before the step's "
+     "last microbatch was counted); the saving process goes on from the right position",
+     "RESUME fails; first divergent step K+1, loss first; A/A passes (both saves wrote the same "
+     "value); the census says the save wrote data.consumed_samples short, not that the load "
+     "lost it"},
+    {RC_BUG_EXPERT_BIAS_UPDATE_SKIPPED_AFTER_RESUME, "expert-bias-update-skipped-after-resume",
+     "the MoE expert-bias update is skipped on the first step after a load (it reads the "
+     "previous step's token counts from a buffer the load leaves empty)",
+     "RESUME fails; first divergent step K+2, loss first; the census at K sees nothing; bisect "
+     "names step K+1's expert_bias update (needs sigmoid MoE)"},
+    {RC_BUG_SAMPLER_EPOCH_NOT_SET_AFTER_RESUME, "sampler-epoch-not-set-after-resume",
+     "a resume sets the sampler's epoch only when it resumes inside an epoch: resumed at an "
+     "epoch boundary, the sampler stays at epoch 0 and replays that epoch's order at the right "
+     "data position",
+     "RESUME fails when K ends a data epoch (needs --epoch-samples); first divergent step K+1, "
+     "loss first; the census's derived field data.sampler_epoch names it, bisect says same data "
+     "position, different samples"},
 };
 
 const rc_bug_info *rc_bug_catalogue(int *count) {
@@ -408,6 +468,32 @@ int rc_config_validate(const rc_config *c, rc_err *err) {
   if ((c->inject & RC_BUG_SAVE_DRAWS_RNG) && c->dropout == 0)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--inject save-draws-rng needs --dropout > 0 (no RNG is drawn otherwise)");
+  int64_t global_batch = (int64_t)c->micro_batch * c->microbatches * c->world_size;
+  if (c->epoch_samples % global_batch)
+    return rc_fail(
+        err, RC_EXIT_USAGE,
+        "--epoch-samples %" PRId64 " is not a multiple of the global batch %" PRId64
+        " (--micro-batch * --microbatches * --world-size): an epoch must end with a step",
+        c->epoch_samples, global_batch);
+  if ((c->inject & RC_BUG_SAMPLER_EPOCH_NOT_SET_AFTER_RESUME) && !c->epoch_samples)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject sampler-epoch-not-set-after-resume needs --epoch-samples");
+  if ((c->inject &
+       (RC_BUG_EXPERT_BIAS_DEVICE_COPY_STALE | RC_BUG_EXPERT_BIAS_UPDATE_SKIPPED_AFTER_RESUME)) &&
+      (!any_moe || c->moe_scoring != RC_SCORE_SIGMOID))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject %s needs --moe-layers with --moe-scoring sigmoid (an expert bias)",
+                   (c->inject & RC_BUG_EXPERT_BIAS_DEVICE_COPY_STALE)
+                       ? "expert-bias-device-copy-stale-after-load"
+                       : "expert-bias-update-skipped-after-resume");
+  if ((c->inject & RC_BUG_HALF_WEIGHT_COPY_NOT_REBUILT) && c->precision != RC_PREC_BF16 &&
+      c->precision != RC_PREC_FP16)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject half-weight-copy-not-rebuilt-after-load needs --precision bf16 or "
+                   "fp16 (16-bit weight copies)");
+  if (c->precision != RC_PREC_FP16 && (c->inject & RC_BUG_LOSS_SCALE_WINDOW_DEFAULT_AFTER_RESUME))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject loss-scale-window-default-after-resume needs --precision fp16");
   if ((long)c->micro_batch * c->seq_len > (1L << 26))
     return rc_fail(err, RC_EXIT_USAGE, "--micro-batch * --seq-len is too large");
   return 0;
@@ -964,6 +1050,9 @@ char *rc_config_canonical(const rc_config *c) {
       inject_written = true;
     }
     const char *field = (const char *)c + f->offset;
+    /* a key added after checkpoints were written is left out at its
+     * default, so that their config hash (in every shard) stays the same */
+    if (!strcmp(f->key, "epoch_samples") && c->epoch_samples == 0) continue;
     rc_jw_key(&w, f->key);
     switch (f->kind) {
     case RC_FLAG_BOOL:

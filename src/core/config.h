@@ -46,6 +46,21 @@ typedef enum {
   RC_BUG_HYSTERESIS_NOT_SAVED = 1u << 11,
   RC_BUG_ADAM_STEP_FROM_ITERATION = 1u << 12,
   RC_BUG_SAVE_DRAWS_RNG = 1u << 13,
+  /* Settings rebuilt on resume rather than carried, copies held only in the
+   * process, a save that writes a wrong value, updates a resumed process
+   * skips, a sampler left at its first epoch (docs/census.md "derived" and
+   * "copy", docs/bisect.md): what the census's derived and copy fields and
+   * bisect's update events name. */
+  RC_BUG_WARMUP_FROM_PROCESS_START = 1u << 14,
+  RC_BUG_MIN_LR_DEFAULT_AFTER_RESUME = 1u << 15,
+  RC_BUG_BIAS_CORRECTION_FP32_AFTER_LOAD = 1u << 16,
+  RC_BUG_CLIP_GRAD_DEFAULT_AFTER_RESUME = 1u << 17,
+  RC_BUG_LOSS_SCALE_WINDOW_DEFAULT_AFTER_RESUME = 1u << 18,
+  RC_BUG_EXPERT_BIAS_DEVICE_COPY_STALE = 1u << 19,
+  RC_BUG_HALF_WEIGHT_COPY_NOT_REBUILT = 1u << 20,
+  RC_BUG_CONSUMED_SAMPLES_SAVED_SHORT = 1u << 21,
+  RC_BUG_EXPERT_BIAS_UPDATE_SKIPPED_AFTER_RESUME = 1u << 22,
+  RC_BUG_SAMPLER_EPOCH_NOT_SET_AFTER_RESUME = 1u << 23,
 } rc_bug;
 
 #define RC_MAX_LAYERS 64
@@ -75,6 +90,11 @@ typedef struct {
   double dropout;
   uint64_t seed;
   char data[1024]; /* "" = synthetic corpus */
+  /* --epoch-samples: the corpus holds this many samples, read in epochs,
+   * each in an order a sampler shuffles by (seed, epoch) (core/data.h);
+   * 0 (the default): one endless stream, no epochs. A multiple of the
+   * global batch, so that an epoch ends with a step. */
+  int64_t epoch_samples;
   int prompt_len;
   double initial_loss_scale, min_loss_scale;
   int loss_scale_window, hysteresis;

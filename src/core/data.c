@@ -64,13 +64,41 @@ static void make_sample(const rc_data *d, int64_t i, int S, int32_t *x /* S+1 */
                : 0;
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
+/* An affine permutation of [0, n) per epoch: j -> (a j + c) mod n with a
+ * coprime to n, a and c drawn from (seed, epoch). Cheap, and every epoch
+ * reads every sample once. */
+int64_t rc_data_corpus_index(const rc_data *d, int64_t epoch, int64_t i) {
+  uint64_t n = (uint64_t)d->cfg->epoch_samples;
+  if (!n) return i;
+  uint64_t seed = d->cfg->seed, j = (uint64_t)i % n;
+  uint64_t a = 1 + hash3(seed, (uint64_t)epoch, 11) % n, c = hash3(seed, (uint64_t)epoch, 12) % n;
+  while (gcd64(a, n) != 1) a = a % n + 1;
+  return (int64_t)((a * j + c) % n); /* n < 2^31 (config.c): no overflow */
+}
+
 void rc_data_batch(const rc_data *d, int64_t first, int B, int S, int D, int32_t **ids,
                    int32_t **labels, float **mask) {
+  int64_t n = d->cfg->epoch_samples;
+  rc_data_sampler_batch(d, n ? first / n : 0, first, B, S, D, ids, labels, mask, NULL);
+}
+
+void rc_data_sampler_batch(const rc_data *d, int64_t epoch, int64_t first, int B, int S, int D,
+                           int32_t **ids, int32_t **labels, float **mask, int64_t *indices) {
   int32_t *x = malloc(sizeof(int32_t) * (size_t)(S + 1));
   if (!x) abort();
   for (int b = 0; b < B; b++) {
     int len;
-    make_sample(d, first + b, S, x, &len);
+    int64_t index = rc_data_corpus_index(d, epoch, first + b);
+    if (indices) indices[b] = index;
+    make_sample(d, index, S, x, &len);
     for (int t = 0; t < S; t++) {
       size_t o = (size_t)b * S + t;
       ids[0][o] = x[t];

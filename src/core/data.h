@@ -29,4 +29,17 @@ void rc_data_close(rc_data *d);
 void rc_data_batch(const rc_data *d, int64_t first, int B, int S, int D, int32_t **ids,
                    int32_t **labels, float **mask);
 
+/* With --epoch-samples N the corpus is N samples read in epochs: position i
+ * of the stream (consumed_samples + ...) reads corpus sample
+ * rc_data_corpus_index(d, epoch, i), a permutation of i mod N drawn from
+ * (seed, epoch), as a DistributedSampler whose set_epoch(epoch) was called.
+ * `epoch` is the sampler's, which the training loop sets (model.h
+ * data_epoch): a process whose sampler is at the wrong epoch reads other
+ * samples at the same data position. Without epochs (N = 0) it is i. */
+int64_t rc_data_corpus_index(const rc_data *d, int64_t epoch, int64_t i);
+/* rc_data_batch with the sampler at `epoch`; indices (may be NULL) gets the
+ * B corpus indices read. */
+void rc_data_sampler_batch(const rc_data *d, int64_t epoch, int64_t first, int B, int S, int D,
+                           int32_t **ids, int32_t **labels, float **mask, int64_t *indices);
+
 #endif

@@ -154,7 +154,6 @@ uint64_t rc_dist_fp_optim(rc_model *m) {
 }
 
 void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2) {
-  const rc_config *c = &m->cfg;
   rc_dist_opt *d = &m->dist;
   for (int i = 0; i < m->nparams; i++) {
     size_t lo, hi;
@@ -162,9 +161,9 @@ void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2) {
     if (!rc_dist_segment(m, i, &lo, &hi)) continue;
     m->ops->adamw(p->weight + lo, rc_dist_shard_ptr(m, d->grad_shard, i, lo),
                   rc_dist_shard_ptr(m, d->exp_avg, i, lo),
-                  rc_dist_shard_ptr(m, d->exp_avg_sq, i, lo), hi - lo, lr, (float)c->adam_beta1,
-                  (float)c->adam_beta2, (float)c->adam_eps,
-                  p->decay ? (float)c->weight_decay : 0.0f, clip, bc1, bc2);
+                  rc_dist_shard_ptr(m, d->exp_avg_sq, i, lo), hi - lo, lr, (float)m->hp.beta1,
+                  (float)m->hp.beta2, (float)m->hp.eps, p->decay ? (float)m->hp.weight_decay : 0.0f,
+                  clip, bc1, bc2);
     if (m->events.out)
       fprintf(m->events.out,
               "step=%d mb=-1 kind=adam param=%s elements=%zu:%zu fp_main_grad=%016llx "

@@ -271,6 +271,20 @@ static int init_weights(rc_model *m, rc_err *err) {
   return RC_OK;
 }
 
+/* The settings a fresh process's steps compute with: the config's, and
+ * Megatron's DynamicGradScaler's fixed growth and backoff factors. */
+void rc_model_settings_from_config(rc_step_settings *hp, const rc_config *c) {
+  memset(hp, 0, sizeof *hp);
+  hp->lr = c->lr, hp->min_lr = c->min_lr;
+  hp->warmup = c->warmup, hp->warmup_origin = 0, hp->decay_steps = c->steps;
+  hp->weight_decay = c->weight_decay;
+  hp->beta1 = c->adam_beta1, hp->beta2 = c->adam_beta2, hp->eps = c->adam_eps;
+  hp->clip_grad = c->clip_grad;
+  hp->loss_scale_window = c->loss_scale_window, hp->hysteresis = c->hysteresis;
+  hp->growth_factor = 2.0, hp->backoff_factor = 0.5, hp->min_loss_scale = c->min_loss_scale;
+  hp->moe_bias_update_rate = c->moe_bias_update_rate;
+}
+
 /* The sizes and compute types: everything but memory. */
 int rc_model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int rank, rc_err *err) {
   memset(m, 0, sizeof *m);
@@ -286,6 +300,7 @@ int rc_model_setup(rc_model *m, const rc_config *cfg, const rc_ops *ops, int ran
           : c->precision == RC_PREC_FP16 ? RC_COMPUTE_FP16
                                          : RC_COMPUTE_BF16;
   m->attn_ct = c->attention_precision == RC_PREC_BF16 ? RC_COMPUTE_BF16 : RC_COMPUTE_FP32;
+  rc_model_settings_from_config(&m->hp, c);
   return RC_OK;
 }
 

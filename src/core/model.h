@@ -183,9 +183,31 @@ typedef struct {
   size_t offset;
 } rc_model_alias;
 
+/* The settings the next step computes with (docs/census.md, class
+ * `derived`): made from the config at set-up, and what every step reads
+ * instead of the config, so that the census reports the values the step
+ * will actually use. A correct resume makes them exactly as a fresh
+ * process does; the catalogue's *-after-resume bugs (checkpointing.c) take
+ * one from a default or rebuild it from the resumed iteration. */
+typedef struct {
+  double lr, min_lr;     /* the schedule's peak and its cosine floor */
+  int64_t warmup;        /* linear warmup steps */
+  int64_t warmup_origin; /* the scheduler step the schedule counts from (0) */
+  int64_t decay_steps;   /* the horizon the cosine decays over (--steps) */
+  double weight_decay;   /* the decay group's; the no-decay group's is 0 */
+  double beta1, beta2, eps;
+  bool bias_correction_fp32; /* Adam's bias corrections in float32, not double */
+  double clip_grad;          /* the global-norm clip's max-norm (0: off) */
+  int64_t loss_scale_window; /* fp16: clean steps before the scale grows */
+  int64_t hysteresis;        /* fp16: overflows tolerated before it backs off */
+  double growth_factor, backoff_factor, min_loss_scale;
+  double moe_bias_update_rate; /* the expert-bias update's step */
+} rc_step_settings;
+
 typedef struct rc_model {
   const rc_ops *ops;
   rc_config cfg;
+  rc_step_settings hp; /* what the steps compute with (made from cfg) */
   int T, B, S, H, V, F, nh, hd, E, K, D;
   rc_compute ct;      /* compute type of GEMM inputs */
   rc_compute attn_ct; /* attention's products: FP32 or BF16 (--attention-precision) */
@@ -280,6 +302,18 @@ typedef struct rc_model {
   int64_t growth_tracker, hysteresis_tracker;
   uint64_t rng_seed, rng_offset; /* Philox dropout stream */
   bool grads_dirty;              /* main_grad holds this process's gradients */
+  /* The sampler's epoch (data.h, --epoch-samples): what set_epoch was last
+   * given. Not checkpointed: the loop sets it at the end of a step that
+   * ends an epoch, a load from consumed_samples. */
+  int64_t data_epoch;
+  int64_t steps_in_process; /* steps this process has run (not state: a count) */
+  bool loaded;              /* this process loaded a checkpoint */
+  /* The census of what a save wrote (core/census.h): when census_of_save is
+   * set, a save makes the text of the saved fields from the staged bytes
+   * (the shard's content) into saved_census (malloc'd), which
+   * rc_census_write writes beside the process's census and frees. */
+  bool census_of_save;
+  char *saved_census;
 
   rc_event_log events;
   /* RC_PROFILE=1: wall time per phase of the step, synchronising at each
@@ -422,6 +456,11 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
                             double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens);
 void rc_model_end_step(rc_model *m);
 double rc_model_lr(const rc_model *m, int64_t scheduler_step);
+/* Adam's bias corrections 1 - beta^step as the optimizer computes them
+ * (rc_step_settings: in double, or in float32). */
+void rc_model_bias_corrections(const rc_model *m, int64_t optimizer_step, double *bc1, double *bc2);
+/* The step's settings made from the config (rc_model_setup calls it). */
+void rc_model_settings_from_config(rc_step_settings *hp, const rc_config *cfg);
 
 /* Fingerprints over all parameters / main_grads / optimizer moments. */
 uint64_t rc_model_fp_params(const rc_model *m);

@@ -416,6 +416,8 @@ void rc_model_memory_report(const rc_model *m) {
 void rc_model_free(rc_model *m) {
   if (!m->ops && !m->blocks) return;             /* nothing made, or freed already */
   if (m->release_staging) m->release_staging(m); /* joins its thread, frees it */
+  free(m->saved_census);                         /* a save's census never written */
+  m->saved_census = NULL;
   for (int i = m->n_blocks - 1; i >= 0; i--) {
     rc_model_block *b = &m->blocks[i];
     if (!b->ptr) continue;

@@ -58,19 +58,36 @@ void rc_model_begin_step(rc_model *m) {
   for_each_moe_layer(m, clear_counts);
 }
 
-/* DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean(c) - c). */
+/* DeepSeek-V3 aux-loss-free balancing: bias += rate * sign(mean(c) - c).
+ * With the event log on, one `expert_bias` event per layer says whether
+ * the update ran and what it left (docs/events.md). */
 static void update_expert_bias(rc_model *m, rc_layer *L) {
-  if (m->cfg.moe_scoring != RC_SCORE_SIGMOID || m->cfg.moe_bias_update_rate == 0) return;
+  if (m->cfg.moe_scoring != RC_SCORE_SIGMOID || m->hp.moe_bias_update_rate == 0) return;
   /* the bias is replicated: every rank updates it from the global counts */
   if (m->comm) rc_dist_sum_host(m, L->token_counts, m->E);
-  double mean = 0;
-  for (int e = 0; e < m->E; e++) mean += L->token_counts[e];
-  mean /= m->E;
-  for (int e = 0; e < m->E; e++) {
-    double d = mean - L->token_counts[e];
-    L->expert_bias_host[e] += (float)(m->cfg.moe_bias_update_rate * (d > 0 ? 1 : d < 0 ? -1 : 0));
+  /* The injected bug: a process's first step after a load skips the
+   * update (it reads the previous step's counts from a buffer the load
+   * leaves empty). */
+  bool skip = (m->cfg.inject & RC_BUG_EXPERT_BIAS_UPDATE_SKIPPED_AFTER_RESUME) && m->loaded &&
+              m->steps_in_process == 0;
+  if (!skip) {
+    double mean = 0;
+    for (int e = 0; e < m->E; e++) mean += L->token_counts[e];
+    mean /= m->E;
+    for (int e = 0; e < m->E; e++) {
+      double d = mean - L->token_counts[e];
+      L->expert_bias_host[e] += (float)(m->hp.moe_bias_update_rate * (d > 0 ? 1 : d < 0 ? -1 : 0));
+    }
+    m->ops->to_device(L->expert_bias, L->expert_bias_host, sizeof(float) * (size_t)m->E);
   }
-  m->ops->to_device(L->expert_bias, L->expert_bias_host, sizeof(float) * (size_t)m->E);
+  if (m->events.out)
+    fprintf(
+        m->events.out,
+        "step=%d mb=-1 kind=expert_bias module=%s rate=%a applied=%d fp_counts=%016llx "
+        "fp_bias=%016llx\n",
+        m->events.step, L->prefix, m->hp.moe_bias_update_rate, !skip,
+        (unsigned long long)rc_fingerprint_host(L->token_counts, sizeof(double) * (size_t)m->E),
+        (unsigned long long)rc_fingerprint_host(L->expert_bias_host, sizeof(float) * (size_t)m->E));
 }
 
 void rc_model_end_step(rc_model *m) {
@@ -84,12 +101,24 @@ void rc_model_end_step(rc_model *m) {
 }
 
 double rc_model_lr(const rc_model *m, int64_t s) {
-  const rc_config *c = &m->cfg;
-  if (c->warmup > 0 && s <= c->warmup) return c->lr * (double)s / c->warmup;
-  int64_t span = c->steps - c->warmup;
-  double progress = span > 0 ? (double)(s - c->warmup) / (double)span : 1.0;
+  const rc_step_settings *h = &m->hp;
+  s -= h->warmup_origin;
+  if (h->warmup > 0 && s <= h->warmup) return h->lr * (double)s / (double)h->warmup;
+  int64_t span = h->decay_steps - h->warmup;
+  double progress = span > 0 ? (double)(s - h->warmup) / (double)span : 1.0;
   if (progress > 1) progress = 1;
-  return c->min_lr + 0.5 * (c->lr - c->min_lr) * (1.0 + cos(M_PI * progress));
+  return h->min_lr + 0.5 * (h->lr - h->min_lr) * (1.0 + cos(M_PI * progress));
+}
+
+void rc_model_bias_corrections(const rc_model *m, int64_t step, double *bc1, double *bc2) {
+  const rc_step_settings *h = &m->hp;
+  if (h->bias_correction_fp32) {
+    *bc1 = 1.0f - powf((float)h->beta1, (float)step);
+    *bc2 = 1.0f - powf((float)h->beta2, (float)step);
+  } else {
+    *bc1 = 1.0 - pow(h->beta1, (double)step);
+    *bc2 = 1.0 - pow(h->beta2, (double)step);
+  }
 }
 
 /* Sum of squares of every main_grad in parameter order. */
@@ -106,25 +135,39 @@ static double grad_sumsq(rc_model *m) {
   return total;
 }
 
-/* Megatron's DynamicGradScaler. */
+/* Megatron's DynamicGradScaler. With the event log on, a
+ * `scaler_update` event says what it decided and with which settings
+ * (docs/events.md). */
 static void update_loss_scale(rc_model *m, bool overflow) {
-  const rc_config *c = &m->cfg;
-  if (c->precision != RC_PREC_FP16) return;
+  const rc_step_settings *h = &m->hp;
+  if (m->cfg.precision != RC_PREC_FP16) return;
+  const char *decision;
   if (overflow) {
     m->growth_tracker = 0;
     m->hysteresis_tracker -= 1;
+    decision = "absorb"; /* the hysteresis takes the overflow: the scale is kept */
     if (m->hysteresis_tracker <= 0) {
-      m->loss_scale = fmax(m->loss_scale * 0.5, c->min_loss_scale);
-      m->hysteresis_tracker = c->hysteresis;
+      m->loss_scale = fmax(m->loss_scale * h->backoff_factor, h->min_loss_scale);
+      m->hysteresis_tracker = h->hysteresis;
+      decision = "back_off";
     }
   } else {
     m->growth_tracker += 1;
-    if (m->growth_tracker == c->loss_scale_window) {
+    decision = "count";
+    if (m->growth_tracker == h->loss_scale_window) {
       m->growth_tracker = 0;
-      m->hysteresis_tracker = c->hysteresis;
-      m->loss_scale *= 2.0;
+      m->hysteresis_tracker = h->hysteresis;
+      m->loss_scale *= h->growth_factor;
+      decision = "grow";
     }
   }
+  if (m->events.out)
+    fprintf(m->events.out,
+            "step=%d mb=-1 kind=scaler_update decision=%s scale=%a growth_tracker=%lld "
+            "hysteresis_tracker=%lld growth_interval=%lld hysteresis=%lld\n",
+            m->events.step, decision, m->loss_scale, (long long)m->growth_tracker,
+            (long long)m->hysteresis_tracker, (long long)h->loss_scale_window,
+            (long long)h->hysteresis);
 }
 
 /* The event `step_state` (docs/events.md): the state the step starts from,
@@ -170,17 +213,25 @@ static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_st
     mask[k] = malloc(sizeof(float) * (size_t)T);
     if (!ids[k] || !labels[k] || !mask[k]) abort();
   }
+  int64_t *indices = malloc(sizeof(int64_t) * (size_t)m->B);
+  if (!indices) abort();
   rc_model_profile_mark(m, RC_PROF_OPTIMIZER);
   for (int mb = 0; mb < M; mb++) {
     m->events.microbatch = mb;
     /* rank r's microbatch mb of this step: W ranks together consume W*M*B
-     * samples, rank-major (docs/distributed.md) */
+     * samples, rank-major (docs/distributed.md); the sampler at its epoch
+     * maps them to corpus samples */
     int64_t first = m->consumed_samples + ((int64_t)m->rank * M + mb) * m->B;
-    rc_data_batch(data, first, m->B, m->S, D, ids, labels, mask);
+    rc_data_sampler_batch(data, m->data_epoch, first, m->B, m->S, D, ids, labels, mask, indices);
     if (m->events.out) {
-      fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx\n",
-              m->events.step, mb, (long long)first,
+      fprintf(m->events.out, "step=%d mb=%d kind=batch samples=%lld fp_ids=%016llx", m->events.step,
+              mb, (long long)first,
               (unsigned long long)rc_fingerprint_host(ids[0], sizeof(int32_t) * (size_t)T));
+      /* with epochs, the sampler's state: its epoch and the corpus samples */
+      if (c->epoch_samples)
+        fprintf(m->events.out, " epoch=%lld fp_indices=%016llx", (long long)m->data_epoch,
+                (unsigned long long)rc_fingerprint_host(indices, sizeof(int64_t) * (size_t)m->B));
+      fputc('\n', m->events.out);
     }
     double loss, mtp_loss[RC_MAX_MTP_DEPTH], mtp_acc[RC_MAX_MTP_DEPTH];
     int64_t tokens;
@@ -191,7 +242,11 @@ static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_st
     st->tokens += tokens;
   }
   for (int k = 0; k <= D; k++) free(ids[k]), free(labels[k]), free(mask[k]);
+  free(indices);
   m->consumed_samples += (int64_t)M * m->B * c->world_size;
+  /* the loader ran out at the end of an epoch: set_epoch(the next one) */
+  if (c->epoch_samples && m->consumed_samples % c->epoch_samples == 0)
+    m->data_epoch = m->consumed_samples / c->epoch_samples;
 }
 
 /* Data parallel: the trace shows the mean over ranks of the losses and the
@@ -248,7 +303,7 @@ static bool unscale_local(rc_model *m, rc_step_stats *st) {
  * casts none; a weight two linears copy (none at present) is written for
  * the first, and the other casts its own. */
 static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, float bc2) {
-  const rc_config *c = &m->cfg;
+  const rc_step_settings *h = &m->hp;
   int n = m->nparams;
   rc_adamw_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
   uint64_t *fp = calloc(4 * (size_t)n + 1, sizeof *fp);
@@ -261,7 +316,7 @@ static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, f
                               .exp_avg_sq = p->exp_avg_sq,
                               .grad = p->main_grad,
                               .n = p->numel,
-                              .weight_decay = p->decay ? (float)c->weight_decay : 0.0f};
+                              .weight_decay = p->decay ? (float)h->weight_decay : 0.0f};
   }
   const bool copy_params = rc_model_params_from_optimizer();
   for (int l = 0; l < m->nlinears && copy_params; l++) {
@@ -272,8 +327,8 @@ static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, f
     t->param_half = copy, t->half_ct = m->ct;
     copied[l] = true;
   }
-  m->ops->adamw_many(ts, n, (float)st->lr, (float)c->adam_beta1, (float)c->adam_beta2,
-                     (float)c->adam_eps, clip, bc1, bc2, fp);
+  m->ops->adamw_many(ts, n, (float)st->lr, (float)h->beta1, (float)h->beta2, (float)h->eps, clip,
+                     bc1, bc2, fp);
   for (int l = 0; l < m->nlinears; l++)
     if (copied[l]) rc_linear_copy_written(m, &m->linears[l]);
   uint64_t grad = 0, params = 0, optim = rc_mix64((uint64_t)m->optimizer_step);
@@ -292,19 +347,24 @@ static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, f
  * slice, then the all-gather). */
 static bool optimizer_update(rc_model *m, rc_step_stats *st) {
   const rc_ops *o = m->ops;
-  const rc_config *c = &m->cfg;
+  const rc_step_settings *h = &m->hp;
   double clip = 1.0;
-  if (c->clip_grad > 0 && st->grad_norm > c->clip_grad)
-    clip = c->clip_grad / (st->grad_norm + 1e-6);
+  if (h->clip_grad > 0 && st->grad_norm > h->clip_grad)
+    clip = h->clip_grad / (st->grad_norm + 1e-6);
   m->optimizer_step += 1;
   m->scheduler_steps += 1;
   st->lr = rc_model_lr(m, m->scheduler_steps);
-  double bc1 = 1.0 - pow(c->adam_beta1, (double)m->optimizer_step);
-  double bc2 = 1.0 - pow(c->adam_beta2, (double)m->optimizer_step);
+  double bc1, bc2;
+  rc_model_bias_corrections(m, m->optimizer_step, &bc1, &bc2);
+  /* lr, clip and the bias corrections are computed from the counters and
+   * settings logged beside them: bisect tells a value computed from equal
+   * counters from a counter that differs (docs/bisect.md) */
   if (m->events.out)
     fprintf(m->events.out,
-            "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld\n",
-            m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step);
+            "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld "
+            "scheduler_steps=%lld max_norm=%a\n",
+            m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step,
+            (long long)m->scheduler_steps, h->clip_grad);
   if (m->comm) {
     rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
     rc_dist_gather_weights(m);
@@ -317,8 +377,8 @@ static bool optimizer_update(rc_model *m, rc_step_stats *st) {
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
     o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
-             (float)c->adam_beta1, (float)c->adam_beta2, (float)c->adam_eps,
-             p->decay ? (float)c->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
+             (float)h->beta1, (float)h->beta2, (float)h->eps,
+             p->decay ? (float)h->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
     if (m->events.out)
       fprintf(m->events.out,
               "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx "
@@ -369,6 +429,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   update_loss_scale(m, overflow);
   m->iteration += 1;
   rc_model_end_step(m);
+  m->steps_in_process += 1;
   st->consumed_samples = m->consumed_samples;
   if (!fingerprinted) {
     st->fp_params = rc_model_fp_params(m);

@@ -30,6 +30,10 @@ void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool
            before_save ? ".before-save" : "");
 }
 
+void rc_census_saved_filename(char *buf, size_t cap, int64_t iteration, int rank) {
+  snprintf(buf, cap, RC_ITER_NAME_FORMAT ".rank%d.saved.txt", iteration, rank);
+}
+
 static void beside(char *buf, size_t cap, const char *iter_dir, const char *suffix) {
   size_t n = strlen(iter_dir);
   while (n > 1 && iter_dir[n - 1] == '/') n--;

@@ -23,6 +23,8 @@
  *                                   checkpoint, never byte-compared)
  *     iter_%07d.rank%d.before-save.txt  the same taken before the save, kept
  *                                   only when the save changed the process
+ *     iter_%07d.rank%d.saved.txt    what the save wrote into the rank's
+ *                                   shard, in census form
  *
  * and `run`'s directory holds report.json beside the legs' directories.
  * Every writer and reader (io, core, harness, cli) spells these names
@@ -55,6 +57,9 @@
 /* "iter_0000005.rank0.txt" for rank 0's census at iteration 5, or
  * "iter_0000005.rank0.before-save.txt" for the one taken before the save. */
 void rc_census_filename(char *buf, size_t cap, int64_t iteration, int rank, bool before_save);
+/* "iter_0000005.rank0.saved.txt": the saved fields as the save of iteration
+ * 5 wrote them into rank 0's shard (core/census.h). */
+void rc_census_saved_filename(char *buf, size_t cap, int64_t iteration, int rank);
 /* "iter_0000005" for 5. */
 void rc_iter_dirname(char *buf, size_t cap, int64_t iteration);
 /* "shard_00001_of_00004.h5" for rank 1 of 4. */

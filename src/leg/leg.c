@@ -832,6 +832,7 @@ static int leg_save(leg_state *s, int step, rc_err *err) {
       (in_list(leg->save_hashes_at, leg->n_save_hashes_at, step) ? RC_SAVE_HASHES_ONLY : 0) |
       (s->proc->handoff ? RC_SAVE_HANDOFF : 0);
   double waited = s->deferred_wait_s;
+  s->m->census_of_save = census; /* the save describes what it wrote for the census */
   rc = in_list(leg->save_deferred_at, leg->n_save_deferred_at, step)
            ? rc_model_save_deferred(s->m, s->ckpt_root, s->args, how, decide_full, s, err)
            : rc_model_save(s->m, s->ckpt_root, s->args, how, err);
