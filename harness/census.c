@@ -15,7 +15,7 @@
 
 #include "base/fsutil.h"
 #include "base/json.h"
-#include "harness/report.h" /* rc_text_escape */
+#include "base/text.h"
 #include "io/layout.h"
 
 /* A census of gpu-small is ~200 KB; anything past this is not one. */

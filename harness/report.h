@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "base/text.h" /* rc_text_escape, rc_utf8_len: what the reports print */
 #include "harness/run.h"
 #include "harness/schema.h" /* RC_RUN_REPORT_SCHEMA and its version */
 
@@ -69,12 +70,6 @@ void rc_report_markdown_render(const rc_run *run, rc_sb *b);
 /* Copies in to out (cap bytes, NUL-terminated), replacing invalid UTF-8 and
  * control characters other than \n and \t with U+FFFD / '?'. */
 void rc_utf8_sanitize(const char *in, char *out, size_t cap);
-
-/* Copies in to out (cap bytes, NUL-terminated) for a terminal: control
- * characters (C0 but \t, DEL, and C1 as UTF-8) and bytes that are not
- * UTF-8 become \xHH (C1: \u0080..\u009f), so a census value or a flag
- * holding ESC cannot drive the terminal. Cut short at a whole escape. */
-void rc_text_escape(const char *in, char *out, size_t cap);
 
 /* The verdict's headline, e.g. "RESUME DIVERGED". */
 const char *rc_verdict_headline(const rc_run *run);

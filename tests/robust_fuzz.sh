@@ -57,7 +57,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 if ! { cmake -S "$RC_SRC/fuzz" -B "$B" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >"$T/cfg.log" 2>&1 &&
   cmake --build "$B" -j2 >"$T/build.log" 2>&1; }; then
-  tail -20 "$T/cfg.log" "$T/build.log"
+  tail -n 20 "$T/cfg.log" "$T/build.log"
   fail "the fuzz targets did not build"
   exit 1
 fi
