@@ -51,6 +51,10 @@ typedef struct {
   /* RC_DIFF_VALUES only: */
   int64_t n_elements, n_different, first_index;
   double max_abs, max_rel;
+  double max_mag; /* the largest |value| of either side among the differing elements: the
+                     scale max_abs is measured against (run --noise calibrated) */
+  double sum_sq;  /* floats: the sum of (a-b)^2 over the differing elements, NaN and
+                     sign-of-zero cases left out (run --noise calibrated's RMS difference) */
   uint64_t max_ulp;
   int64_t n_signed_zero_only; /* elements equal but for the sign of zero */
   int64_t n_nan_payload_only; /* both NaN, different payloads */
@@ -88,16 +92,29 @@ typedef struct {
    * torch.save file pairs whose bytes differ; and how many had no failing
    * difference */
   int n_by_content, n_by_content_equal;
-  rc_diff *diffs;                    /* every difference found, informational ones included */
+  rc_diff *diffs; /* every difference found, informational ones included */
   int n_diffs, cap_diffs;
   int n_failing; /* diffs that are not RC_DIFF_INFORMATIONAL */
 } rc_compare_result;
 
+/* What a checkpoint directory must hold (--checkpoint-format): AUTO takes
+ * what it finds; the others refuse (65) a checkpoint of another format, so
+ * a CI gate cannot pass on a directory the trainer did not mean to write. */
+typedef enum {
+  RC_CKPT_FORMAT_AUTO = 0,
+  RC_CKPT_FORMAT_RESUMECHECK, /* HDF5 shards and manifest.json */
+  RC_CKPT_FORMAT_DCP,         /* torch.distributed.checkpoint: .metadata and *.distcp */
+  RC_CKPT_FORMAT_TORCH_SAVE   /* one or more torch.save files (.pt, .pth, .bin, .ckpt) */
+} rc_ckpt_format;
+/* "auto", "resumecheck", "dcp", "torch-save": the flag's choices, in order */
+extern const char *const RC_CKPT_FORMAT_NAMES[];
+
 typedef struct {
   const char **ignore; /* glob patterns (fnmatch) on "file" or "file:object"; may be NULL */
   int n_ignore;
-  bool deep;            /* compare datasets even when manifests / file hashes agree */
-  bool trust_manifests; /* do not read shards whose manifests agree (and do not verify any) */
+  bool deep;             /* compare datasets even when manifests / file hashes agree */
+  bool trust_manifests;  /* do not read shards whose manifests agree (and do not verify any) */
+  rc_ckpt_format format; /* what each checkpoint directory must hold */
 } rc_compare_opts;
 
 /* a and b: two checkpoint iter directories, two shard files, or two run

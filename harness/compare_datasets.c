@@ -440,6 +440,7 @@ static void note_numeric(rc_cmp_stats *st, double x, double y) {
   double m = fmax(fabs(x), fabs(y));
   double rel = isinf(d) ? INFINITY : d / m; /* m > 0: x != y and not both zero */
   if (d > st->max_abs) st->max_abs = d;
+  if (m > st->max_mag) st->max_mag = m;
   if (rel > st->max_rel) st->max_rel = rel;
 }
 
@@ -459,7 +460,7 @@ static void note_first(rc_cmp_stats *st, const rc_cmp_el_fmt *f, const unsigned 
 /* Running statistics of one float block, in locals of the caller's loop
  * (kept out of rc_cmp_stats so the compiler can hold them in registers). */
 typedef struct {
-  double max_abs, max_rel;
+  double max_abs, max_rel, max_mag, sum_sq;
   uint64_t max_ulp;
   int64_t nz, npay, nmis;
 } float_tally;
@@ -479,6 +480,8 @@ static inline void tally_pair(float_tally *t, double x, double y, uint64_t ulp) 
   }
   double d = fabs(x - y), ax = fabs(x), ay = fabs(y), m = ax > ay ? ax : ay;
   if (d > t->max_abs) t->max_abs = d;
+  if (m > t->max_mag) t->max_mag = m;
+  t->sum_sq += d * d;
   if (isinf(d))
     t->max_rel = INFINITY;
   else if (d > t->max_rel * m) /* divide only for a new maximum */
@@ -487,12 +490,14 @@ static inline void tally_pair(float_tally *t, double x, double y, uint64_t ulp) 
 }
 
 static void tally_begin(float_tally *t, const rc_cmp_stats *st) {
-  *t = (float_tally){st->max_abs, st->max_rel, st->max_ulp, 0, 0, 0};
+  *t = (float_tally){st->max_abs, st->max_rel, st->max_mag, st->sum_sq, st->max_ulp, 0, 0, 0};
 }
 
 static void tally_end(rc_cmp_stats *st, const float_tally *t, int64_t ndiff) {
   st->max_abs = t->max_abs;
   st->max_rel = t->max_rel;
+  st->max_mag = t->max_mag;
+  st->sum_sq = t->sum_sq;
   st->max_ulp = t->max_ulp;
   st->n_different = ndiff;
   st->n_signed_zero += t->nz;
@@ -619,6 +624,8 @@ rc_diff *rc_cmp_add_values(rc_cmp_ctx *c, const char *file, const char *object, 
   d->first_index = st->first_index;
   d->max_abs = st->max_abs;
   d->max_rel = st->max_rel;
+  d->max_mag = st->max_mag;
+  d->sum_sq = st->sum_sq;
   d->max_ulp = st->max_ulp;
   d->n_signed_zero_only = st->n_signed_zero;
   d->n_nan_payload_only = st->n_nan_payload;

@@ -137,6 +137,8 @@ bool rc_cmp_host_is_le(void);
 typedef struct {
   int64_t n_different, first_index;
   double max_abs, max_rel;
+  double max_mag; /* the largest |value| of either side among the differing elements */
+  double sum_sq;  /* the sum of (a-b)^2 over the differing float elements */
   uint64_t max_ulp;
   int64_t n_signed_zero, n_nan_payload, n_nan_mismatch;
   char first_a[96], first_b[96];

@@ -195,6 +195,8 @@ static int merge_json(rc_cmp_ctx *c, const char *rel, const char *jpath, const c
     x->first_index = i64_or(d, "first_index", -1);
     x->max_abs = num_or(d, "max_abs", 0);
     x->max_rel = num_or(d, "max_rel", 0);
+    x->max_mag = num_or(d, "max_mag", 0);
+    x->sum_sq = num_or(d, "sum_sq", 0);
     x->max_ulp = (uint64_t)i64_or(d, "max_ulp", 0);
     x->n_signed_zero_only = i64_or(d, "n_signed_zero_only", 0);
     x->n_nan_payload_only = i64_or(d, "n_nan_payload_only", 0);

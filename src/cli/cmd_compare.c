@@ -25,7 +25,7 @@
 
 static const char USAGE[] =
     "usage: resumecheck compare A B [--ignore PATTERN]... [--deep | --trust-manifests]\n"
-    "                               [--json FILE] [--max-lines N]\n"
+    "                               [--checkpoint-format FORMAT] [--json FILE] [--max-lines N]\n"
     "\n"
     "Compares two shard files, two checkpoint iteration directories, two checkpoint roots,\n"
     "two leg directories (ckpt/ and trace.csv) or two run directories, byte for byte.\n"
@@ -51,6 +51,7 @@ typedef struct {
   const char *ignore[MAX_IGNORE];
   int n_ignore, max_lines;
   bool deep, trust;
+  int format; /* index into RC_CKPT_FORMAT_NAMES */
   const char *json;
 } compare_flags;
 
@@ -81,6 +82,14 @@ static const rc_flag_spec COMPARE_FLAGS[] = {
     C("--trust-manifests", RC_FLAG_BOOL, trust, 0, 0, NULL,
       "do not read shards: equal manifests settle them unread (the\n"
       "summary says \"manifests identical; shard bytes not read\")"),
+    {.name = "--checkpoint-format",
+     .kind = RC_FLAG_CHOICE,
+     .offset = offsetof(compare_flags, format),
+     .size = sizeof(int),
+     .choices = RC_CKPT_FORMAT_NAMES,
+     .metavar = "FORMAT",
+     .help = "what each checkpoint directory must hold: auto (default: what\n"
+             "it finds), resumecheck, dcp or torch-save; another is refused (65)"},
     C("--json", RC_FLAG_STRING, json, 0, 0, "FILE",
       "write every difference as JSON (schema " RC_COMPARE_REPORT_SCHEMA ",\n"
       "docs/compare.md)"),
@@ -112,6 +121,10 @@ static void write_diff_json(rc_jw *w, const rc_diff *d) {
     rc_jw_double(w, d->max_abs);
     rc_jw_key(w, "max_rel");
     rc_jw_double(w, d->max_rel);
+    rc_jw_key(w, "max_mag");
+    rc_jw_double(w, d->max_mag);
+    rc_jw_key(w, "sum_sq");
+    rc_jw_double(w, d->sum_sq);
     rc_jw_key(w, "max_ulp");
     rc_jw_uint(w, d->max_ulp);
     rc_jw_key(w, "n_signed_zero_only");
@@ -226,7 +239,7 @@ int rc_cmd_compare(int argc, char **argv) {
                     "none: give one of them\n");
     return RC_EXIT_USAGE;
   }
-  rc_compare_opts opts = {f.ignore, f.n_ignore, f.deep, f.trust};
+  rc_compare_opts opts = {f.ignore, f.n_ignore, f.deep, f.trust, (rc_ckpt_format)f.format};
   rc_compare_result res;
   rc_err err = {0};
   int rc = rc_compare_paths(a, b, &opts, &res, &err);
