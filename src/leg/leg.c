@@ -351,9 +351,11 @@ static void note_kernel_switches(const rc_ops *ops) {
   for (size_t i = 0; i < RC_N_KERNEL_SWITCHES; i++) {
     const char *v = getenv(RC_KERNEL_SWITCHES[i]);
     if (v)
-      fprintf(stderr, "note: kernel switch %s=%s is set (recorded in args.json)%s\n",
+      fprintf(stderr, "note: kernel switch %s=%s is set (recorded in args.json)%s%s%s\n",
               RC_KERNEL_SWITCHES[i], v,
-              strcmp(ops->name, "cuda") ? "; the cpu backend does not read it" : "");
+              strcmp(ops->name, RC_KERNEL_SWITCH_BACKENDS[i]) ? "; the " : "",
+              strcmp(ops->name, RC_KERNEL_SWITCH_BACKENDS[i]) ? ops->name : "",
+              strcmp(ops->name, RC_KERNEL_SWITCH_BACKENDS[i]) ? " backend does not read it" : "");
   }
 }
 

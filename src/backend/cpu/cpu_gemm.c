@@ -9,7 +9,11 @@
  * leading dimensions and the blocking: element p of the dot product goes to
  * partial sum p % 8, and the eight partial sums are combined as
  * ((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7)). So the same matrices give the same
- * bits whichever of the four layouts they arrive in.
+ * bits whichever of the four layouts they arrive in. Under the kernel switch
+ * RC_CPU_SUM_ORDER=shuffled (cpu_sum_order.c) a GEMM with op(A) transposed
+ * — the weight gradient, a sum over the tokens — adds the eight one after
+ * another in an order drawn per call instead, as a wgrad kernel whose
+ * partial sums meet in atomics does: not deterministic, on purpose.
  *
  * As ops.h requires, the product is accumulated completely before C is
  * involved: beta == 0 writes alpha*acc without reading C, otherwise
@@ -25,24 +29,31 @@
 
 enum { LANES = 8 };
 
-static float combine8(const float s[LANES]) {
+/* order: NULL for the fixed tree, else the lanes' order (the switch) */
+static float combine8(const float s[LANES], const int32_t *order) {
+  if (order) {
+    float acc = s[order[0]];
+    for (int r = 1; r < LANES; r++) acc += s[order[r]];
+    return acc;
+  }
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* One output: dot(a, b) over k contiguous elements. */
-static float dot1(const float *restrict a, const float *restrict b, int k) {
+static float dot1(const float *restrict a, const float *restrict b, int k, const int32_t *order) {
   float s[LANES] = {0};
   int p = 0;
   for (; p + LANES <= k; p += LANES)
     for (int r = 0; r < LANES; r++) s[r] += a[p + r] * b[p + r];
   for (int r = 0; p + r < k; r++) s[r] += a[p + r] * b[p + r];
-  return combine8(s);
+  return combine8(s, order);
 }
 
 /* Four outputs sharing a row of op(A): dot(a, b0..b3). Each output sees
  * exactly the arithmetic of dot1; the blocking only reuses loads of a. */
 static void dot4(const float *restrict a, const float *restrict b0, const float *restrict b1,
-                 const float *restrict b2, const float *restrict b3, int k, float out[4]) {
+                 const float *restrict b2, const float *restrict b3, int k, float out[4],
+                 const int32_t *order) {
   float s0[LANES] = {0}, s1[LANES] = {0}, s2[LANES] = {0}, s3[LANES] = {0};
   int p = 0;
   for (; p + LANES <= k; p += LANES) {
@@ -61,10 +72,10 @@ static void dot4(const float *restrict a, const float *restrict b0, const float 
     s2[r] += av * b2[p + r];
     s3[r] += av * b3[p + r];
   }
-  out[0] = combine8(s0);
-  out[1] = combine8(s1);
-  out[2] = combine8(s2);
-  out[3] = combine8(s3);
+  out[0] = combine8(s0, order);
+  out[1] = combine8(s1, order);
+  out[2] = combine8(s2, order);
+  out[3] = combine8(s3, order);
 }
 
 static void store(float *c, float acc, float alpha, float beta) {
@@ -134,6 +145,11 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
     bstride = (size_t)k;
   }
 
+  int32_t lanes[LANES], *order = NULL;
+  if (trans_a && rc_cpu_sum_order_shuffled()) { /* a wgrad: the sum over tokens */
+    rc_cpu_sum_order_draw(lanes, LANES);
+    order = lanes;
+  }
   for (int i = 0; i < m; i++) {
     const float *a = arow + (size_t)i * astride;
     float *c = C + (size_t)i * ldc;
@@ -141,10 +157,10 @@ void rc_cpu_gemm(rc_compute ct, bool trans_a, bool trans_b, int m, int n, int k,
     for (; j + 4 <= n; j += 4) {
       const float *b = bcol + (size_t)j * bstride;
       float acc[4];
-      dot4(a, b, b + bstride, b + 2 * bstride, b + 3 * bstride, k, acc);
+      dot4(a, b, b + bstride, b + 2 * bstride, b + 3 * bstride, k, acc, order);
       for (int q = 0; q < 4; q++) store(&c[j + q], acc[q], alpha, beta);
     }
-    for (; j < n; j++) store(&c[j], dot1(a, bcol + (size_t)j * bstride, k), alpha, beta);
+    for (; j < n; j++) store(&c[j], dot1(a, bcol + (size_t)j * bstride, k, order), alpha, beta);
   }
   free(apack);
   free(bpack);

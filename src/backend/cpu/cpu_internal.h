@@ -48,6 +48,12 @@ void rc_cpu_gemm_e4m3(int m, int n, int k, float alpha, const uint8_t *A, const 
                       float beta, float *C, int ldc);
 void rc_cpu_amax_update(float *amax, const float *x, size_t n);
 
+/* cpu_sum_order.c: the kernel switch RC_CPU_SUM_ORDER=shuffled (read once
+ * per process): whether order-dependent sums take an order drawn per
+ * process, and the next such order (a permutation of 0..n-1). */
+bool rc_cpu_sum_order_shuffled(void);
+void rc_cpu_sum_order_draw(int32_t *order, int n);
+
 /* cpu_layers.c */
 void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table, int T, int H);
 void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,

@@ -23,15 +23,27 @@ void rc_cpu_embedding_forward(float *out, const int32_t *ids, const float *table
 }
 
 /* Tokens in increasing t: the order ops.h defines, so repeated ids sum the
- * same way on every backend. ids must lie in [0, V). */
+ * same way on every backend; RC_CPU_SUM_ORDER=shuffled (a kernel switch,
+ * src/base/kernel_switches.h) takes them in an order drawn per process
+ * instead. ids must lie in [0, V). */
 void rc_cpu_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                int V) {
   (void)V;
-  for (int t = 0; t < T; t++) {
+  /* RC_CPU_SUM_ORDER=shuffled: the tokens in an order drawn per process, as
+   * atomics would add them (cpu_sum_order.c) */
+  int32_t *order = NULL;
+  if (rc_cpu_sum_order_shuffled()) {
+    order = rc_cpu_scratch((size_t)(T > 0 ? T : 1) * sizeof *order, "embedding_backward");
+    if (!order) return; /* recorded: the step stops (cpu_internal.h) */
+    rc_cpu_sum_order_draw(order, T);
+  }
+  for (int i = 0; i < T; i++) {
+    int t = order ? order[i] : i;
     float *row = dtable + (size_t)ids[t] * H;
     const float *g = dout + (size_t)t * H;
     for (int j = 0; j < H; j++) row[j] += g[j];
   }
+  free(order);
 }
 
 /* ---- RMSNorm ---- */
