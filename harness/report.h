@@ -71,6 +71,15 @@ void rc_report_markdown_render(const rc_run *run, rc_sb *b);
  * control characters other than \n and \t with U+FFFD / '?'. */
 void rc_utf8_sanitize(const char *in, char *out, size_t cap);
 
+/* --noise calibrated in report.json (report_calib.c): config's noise,
+ * aa_count and training_steps; the top-level "calibration" (null in bytes
+ * mode); a check's "judged" and "calibration" (null when it has none). */
+void rc_report_calib_config(rc_jw *w, const rc_run *run);
+void rc_report_calib_run(rc_jw *w, const rc_run *run);
+void rc_report_calib_check(rc_jw *w, const rc_check *c);
+/* "bytes", "exact", "calibrated" or "noise". */
+const char *rc_check_judged_name(rc_check_judged j);
+
 /* The verdict's headline, e.g. "RESUME DIVERGED". */
 const char *rc_verdict_headline(const rc_run *run);
 /* "1/1 shards byte-identical" style tally of a state check. */

@@ -96,9 +96,11 @@ static void config(rc_jw *w, const rc_run *run) {
   kv_bool(w, "save_auto", o->save_auto);
   kv_str_or_null(w, "save_at_why", o->save_auto ? o->save_at_why : NULL);
   kv_bool(w, "aa", o->aa);
+  rc_report_calib_config(w, run); /* noise, aa_count, training_steps */
   kv_bool(w, "confirm_arm", o->confirm_arm);
   kv_bool(w, "git_bisect", o->git_bisect);
   kv_bool(w, "keep_going", o->keep_going);
+  kv_str(w, "checkpoint_format", RC_CKPT_FORMAT_NAMES[o->ckpt_format]);
   kv_int(w, "jobs", o->jobs);
   rc_jw_key(w, "leg_timeout_s");
   if (o->leg_timeout_s > 0)
@@ -428,6 +430,7 @@ static void checks(rc_jw *w, const rc_run *run) {
     check_state(w, c);
     check_trace(w, c);
     census(w, c);
+    rc_report_calib_check(w, c); /* judged, calibration */
     rc_jw_obj_end(w);
   }
   rc_jw_arr_end(w);
@@ -532,6 +535,7 @@ char *rc_report_json_string(const rc_run *run) {
     rc_jw_null(&w);
   }
   kv_bool(&w, "interrupted", run->interrupted);
+  rc_report_calib_run(&w, run);
   kv_str(&w, "verdict", run->verdict);
   kv_str(&w, "verdict_text", run->verdict_text);
   kv_str_or_null(&w, "verdict_hint", run->verdict_hint);

@@ -21,6 +21,16 @@ static void check_case(rc_sb *b, const rc_run *run, const rc_check *c) {
   attr(b, "classname", "resumecheck.run.checks");
   attr(b, "name", c->name);
   rc_sb_puts(b, " time=\"0\">\n");
+  /* --noise calibrated: a calibrated check that exceeds the noise fails,
+   * one where the noise is too large to decide is a failure CI must see */
+  if (c->status == RC_CHECK_EXCEEDS_NOISE || c->status == RC_CHECK_UNDECIDABLE) {
+    rc_sb_puts(b, "      <failure");
+    attr(b, "type", c->status == RC_CHECK_EXCEEDS_NOISE ? "exceeds-noise" : "noise-inconclusive");
+    attr(b, "message", c->summary);
+    rc_sb_puts(b, ">");
+    rc_sb_xml(b, c->summary);
+    rc_sb_puts(b, "\n      </failure>\n");
+  }
   if (c->status == RC_CHECK_DIFFERS) {
     /* a through-vs-save difference under the not-a-prefix verdict is not
      * an A/A failure: two through legs agreed */
@@ -109,7 +119,7 @@ int rc_report_junit(const rc_run *run, const char *path, rc_err *err) {
   int tests = run->n_checks + run->n_legs, failures = 0, errors = 0, skipped = 0;
   for (int i = 0; i < run->n_checks; i++) {
     rc_check_status s = run->checks[i].status;
-    failures += s == RC_CHECK_DIFFERS;
+    failures += s == RC_CHECK_DIFFERS || s == RC_CHECK_EXCEEDS_NOISE || s == RC_CHECK_UNDECIDABLE;
     errors += s == RC_CHECK_ERROR;
     skipped += s == RC_CHECK_SKIPPED || s == RC_CHECK_PENDING;
   }

@@ -130,6 +130,14 @@ static const char *result_word(const rc_check *c) {
     return "skipped";
   case RC_CHECK_ERROR:
     return "**error**";
+  case RC_CHECK_WITHIN_NOISE:
+    return "within noise";
+  case RC_CHECK_EXCEEDS_NOISE:
+    return "**exceeds noise**";
+  case RC_CHECK_UNDECIDABLE:
+    return "**undecidable**";
+  case RC_CHECK_NOISE_MEASURED:
+    return "noise";
   default:
     return "pending";
   }
@@ -173,7 +181,10 @@ static void md_header(rc_sb *b, const rc_run *run) {
   } else
     for (int i = 0; i < run->n_save_at; i++)
       rc_sb_printf(b, "%s%" PRId64, i ? ", " : "", run->save_at[i]);
-  rc_sb_puts(b, ", resume in a fresh process; checkpoint state compared byte for byte");
+  rc_sb_puts(b, run->opts.noise == RC_NOISE_CALIBRATED
+                    ? ", resume in a fresh process; exact checks byte for byte, trajectories and "
+                      "float state against the run-to-run noise of the A/A pairs"
+                    : ", resume in a fresh process; checkpoint state compared byte for byte");
   if (o->confirm_arm) rc_sb_puts(b, ", with gradient-accumulation fusion on and off");
   rc_sb_puts(b, ".\n\n");
   if (o->trainer == RC_TRAINER_SELF && o->n_fwd) {
@@ -197,6 +208,9 @@ static void md_checks(rc_sb *b, const rc_run *run) {
     const rc_check *c = &run->checks[i];
     rc_sb_puts(b, "| ");
     md_text(b, c->name);
+    /* --noise calibrated: the kind of check beside its name */
+    if (run->opts.noise == RC_NOISE_CALIBRATED)
+      rc_sb_printf(b, " (%s)", rc_check_judged_name(c->judged));
     rc_sb_printf(b, " | %s | ", result_word(c));
     md_text(b, c->summary);
     if (c->status == RC_CHECK_DIFFERS && c->first_dataset[0]) {

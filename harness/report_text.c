@@ -55,6 +55,14 @@ static const char *check_word(const rc_check *c) {
     return "skipped";
   case RC_CHECK_ERROR:
     return "ERROR";
+  case RC_CHECK_WITHIN_NOISE:
+    return "within noise";
+  case RC_CHECK_EXCEEDS_NOISE:
+    return "EXCEEDS NOISE";
+  case RC_CHECK_UNDECIDABLE:
+    return "UNDECIDABLE";
+  case RC_CHECK_NOISE_MEASURED:
+    return "noise";
   default:
     return "pending";
   }
@@ -86,8 +94,10 @@ static void print_config(const rc_run *run, FILE *out) {
     if (getenv(RC_KERNEL_SWITCHES[i])) {
       fprintf(out, "kernel switch %s=", RC_KERNEL_SWITCHES[i]);
       put(out, getenv(RC_KERNEL_SWITCHES[i]));
-      fprintf(out, " set: it changes a CUDA leg's bits (in report.json and every leg's "
-                   "args.json)\n");
+      fprintf(out,
+              " set: it changes a %s leg's bits (in report.json and every leg's "
+              "args.json)\n",
+              strcmp(RC_KERNEL_SWITCH_BACKENDS[i], "cpu") ? "CUDA" : "CPU");
     }
 }
 
@@ -184,20 +194,45 @@ static void print_failed_legs(const rc_run *run, FILE *out) {
   }
 }
 
+static void print_check_rows(const rc_run *run, FILE *out, int wn, int judged) {
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (judged >= 0 && (int)c->judged != judged) continue;
+    fprintf(out, "  ");
+    pad(out, c->name, wn + 2);
+    pad(out, check_word(c), 14);
+    put(out, c->summary);
+    fputc('\n', out);
+  }
+}
+
+/* --noise calibrated keeps the kinds of check apart: what must agree
+ * whatever the noise, what is judged against it, and what measures it. */
 static void print_checks(const rc_run *run, FILE *out) {
   int wn = 5;
   for (int i = 0; i < run->n_checks; i++)
     if (width(run->checks[i].name) > wn) wn = width(run->checks[i].name);
   fprintf(out, "\n  ");
   pad(out, "check", wn + 2);
-  fprintf(out, "result      detail\n");
-  for (int i = 0; i < run->n_checks; i++) {
-    const rc_check *c = &run->checks[i];
-    fprintf(out, "  ");
-    pad(out, c->name, wn + 2);
-    pad(out, check_word(c), 12);
-    put(out, c->summary);
-    fputc('\n', out);
+  fprintf(out, "result        detail\n");
+  if (run->opts.noise != RC_NOISE_CALIBRATED) {
+    print_check_rows(run, out, wn, -1);
+    return;
+  }
+  static const struct {
+    rc_check_judged judged;
+    const char *title;
+  } groups[] = {
+      {RC_JUDGED_EXACT, "exact checks (they hold whatever the noise; one that differs fails the "
+                        "run at once)"},
+      {RC_JUDGED_CALIBRATED,
+       "calibrated checks (against the run-to-run noise the A/A pairs measure, per step and "
+       "column, per tensor)"},
+      {RC_JUDGED_NOISE, "A/A pairs (they measure the noise; their exact columns and non-float "
+                        "state must agree)"}};
+  for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+    fprintf(out, "  %s:\n", groups[g].title);
+    print_check_rows(run, out, wn, (int)groups[g].judged);
   }
 }
 
@@ -265,9 +300,56 @@ static void print_arms(const rc_run *run, FILE *out) {
   }
 }
 
+/* --noise calibrated: what the A/A pairs measured, and each calibrated
+ * check that is not identical (the exact ones that fail are the seed's
+ * RESUME lines, print_findings). */
+static void print_calibrated(const rc_run *run, FILE *out) {
+  int pairs = 0, measured = 0, fresh = 0;
+  const rc_check *bad = NULL;
+  for (int i = 0; i < run->n_legs; i++)
+    fresh += run->legs[i].resume_step == 0 &&
+             (!strcmp(run->legs[i].name, "through") || !strncmp(run->legs[i].name, "aa", 2));
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->judged != RC_JUDGED_NOISE) continue;
+    pairs += c->what == RC_CHECK_STATE;
+    measured += c->status == RC_CHECK_NOISE_MEASURED;
+    if (c->status == RC_CHECK_DIFFERS && !bad) bad = c;
+  }
+  if (bad) {
+    fprintf(out, "  A/A FAILED (%s: ", bad->name);
+    put(out, bad->summary);
+    fprintf(out, "): two fresh runs differ where no run-to-run noise may, the resume result is "
+                 "inconclusive\n");
+  } else if (measured) {
+    fprintf(out,
+            "  A/A: %d fresh runs (%d pairs) differ only where run-to-run noise may: their exact "
+            "columns and non-float state agree\n",
+            fresh, pairs);
+  } else {
+    fprintf(out, "  A/A identical (%d fresh runs, %d pairs): no run-to-run noise seen\n", fresh,
+            pairs);
+  }
+  static const char *const words[] = {[RC_CHECK_WITHIN_NOISE] = "within run-to-run noise",
+                                      [RC_CHECK_EXCEEDS_NOISE] = "EXCEEDS RUN-TO-RUN NOISE",
+                                      [RC_CHECK_UNDECIDABLE] =
+                                          "UNDECIDABLE: the noise is too large"};
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->judged != RC_JUDGED_CALIBRATED) continue;
+    if (c->status != RC_CHECK_WITHIN_NOISE && c->status != RC_CHECK_EXCEEDS_NOISE &&
+        c->status != RC_CHECK_UNDECIDABLE)
+      continue;
+    fprintf(out, "  %s %s (", c->name, words[c->status]);
+    put(out, c->summary);
+    fprintf(out, ")\n");
+  }
+}
+
 /* The findings, one per line, as the seed words them. */
 static void print_findings(const rc_run *run, FILE *out) {
   fprintf(out, "\n");
+  if (run->opts.noise == RC_NOISE_CALIBRATED) print_calibrated(run, out);
   const char *arms[3] = {"", "fusion-on", "fusion-off"};
   int first = run->opts.confirm_arm ? 1 : 0, last = run->opts.confirm_arm ? 2 : 0;
   for (int a = first; a <= last; a++) {
@@ -282,7 +364,7 @@ static void print_findings(const rc_run *run, FILE *out) {
         aa_total++;
         if (aa_first < 0) aa_first = i;
         if (c->status == RC_CHECK_DIFFERS && aa_bad < 0) aa_bad = i;
-        if (strcmp(run->legs[c->leg_b].name, "aa")) continue;
+        if (strncmp(run->legs[c->leg_b].name, "aa", 2)) continue; /* aa, aa2, ... */
         if (c->status == RC_CHECK_DIFFERS) through_bad = i;
         if (c->status == RC_CHECK_IDENTICAL) through_ok = i;
       } else if (c->cls == RC_CLASS_RESUME) {
@@ -294,7 +376,10 @@ static void print_findings(const rc_run *run, FILE *out) {
     /* through vs save differing means non-determinism only when two
      * through legs differ too; with them identical (--aa) the save leg is
      * not a prefix; without --aa either may be the cause */
-    if (aa_bad >= 0 && through_bad >= 0) {
+    bool calibrated = run->opts.noise == RC_NOISE_CALIBRATED; /* print_calibrated says it */
+    if (calibrated) {
+      /* the A/A pairs: print_calibrated */
+    } else if (aa_bad >= 0 && through_bad >= 0) {
       fprintf(out, "  %s%sA/A FAILED (", prefix, sep);
       put(out, run->checks[through_bad].summary);
       fprintf(out, "): not deterministic, the resume result is inconclusive\n");
@@ -343,7 +428,7 @@ static void print_findings(const rc_run *run, FILE *out) {
         put(out, run->checks[res_bad].largest_dataset);
         fputc('\n', out);
       }
-    } else if (res_last >= 0 && run->checks[res_last].status == RC_CHECK_IDENTICAL) {
+    } else if (res_last >= 0 && run->checks[res_last].status == RC_CHECK_IDENTICAL && !calibrated) {
       fprintf(out, "  %s%sRESUME identical (", prefix, sep);
       put(out, run->checks[res_last].summary);
       fprintf(out, ")%s\n", res_total > 1 ? " and at every other link" : "");

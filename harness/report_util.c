@@ -146,6 +146,9 @@ const char *rc_verdict_headline(const rc_run *run) {
   if (!strcmp(run->verdict, "not-a-prefix")) return "SAVE LEG NOT A PREFIX";
   if (!strcmp(run->verdict, "leg-failed")) return "LEG FAILED";
   if (!strcmp(run->verdict, "error")) return "ERROR";
+  if (!strcmp(run->verdict, "within-noise")) return "WITHIN RUN-TO-RUN NOISE";
+  if (!strcmp(run->verdict, "exceeds-noise")) return "EXCEEDS RUN-TO-RUN NOISE";
+  if (!strcmp(run->verdict, "noise-inconclusive")) return "INCONCLUSIVE (NOISE)";
   return "UNKNOWN";
 }
 
@@ -162,6 +165,8 @@ void rc_check_tally(const rc_check *c, char *buf, size_t cap) {
              total, noun);
   else if (c->cmp.n_hashes_only)
     snprintf(buf, cap, "%d/%d %s SHA-256-identical", same, total, noun);
+  else if (c->twin >= 0) /* --noise calibrated: its float values are its twin's to judge */
+    snprintf(buf, cap, "%d/%d %s identical but for float values", same, total, noun);
   else
     snprintf(buf, cap, "%d/%d %s byte-identical", same, total, noun);
   /* PyTorch checkpoints (DCP, torch.save) are state by their content: their

@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "base/steplock.h"
+#include "harness/calibrate.h"
 #include "harness/census.h"
 #include "harness/compare.h"
 #include "harness/exec_template.h"
@@ -72,6 +73,12 @@ typedef enum {
   RC_THROUGH_CKPT_ON_DEMAND
 } rc_through_ckpt;
 
+/* --noise: how RESUME is judged. BYTES (the default): every check byte for
+ * byte, any A/A difference makes the run inconclusive. CALIBRATED: exact
+ * checks stay exact, trajectories and float state are judged against the
+ * run-to-run noise the fresh legs measure (harness/calibrate.h). */
+typedef enum { RC_NOISE_BYTES = 0, RC_NOISE_CALIBRATED } rc_noise_mode;
+
 typedef struct {
   int64_t steps;    /* N, the LR horizon of every leg */
   int64_t *save_at; /* sorted, unique, each in 1..N-1 (owned by the caller) */
@@ -84,11 +91,14 @@ typedef struct {
   char save_at_why[512];
   const char *out_dir;
   bool aa, confirm_arm, git_bisect, keep_going, overwrite;
+  int aa_count;        /* --aa [M]: fresh legs beside through (aa, aa2, ...); aa is aa_count > 0 */
+  rc_noise_mode noise; /* --noise */
   /* not --no-handoff: a leg whose checkpoint a pre-warmed leg waits for
    * hands it over before it is durable (`train --handoff`, io/handoff.c) */
   bool handoff;
-  int jobs;             /* concurrent legs, >= 1 */
-  double leg_timeout_s; /* --leg-timeout: a leg running longer is stopped, 0 = no bound */
+  int jobs;                   /* concurrent legs, >= 1 */
+  double leg_timeout_s;       /* --leg-timeout: a leg running longer is stopped, 0 = no bound */
+  rc_ckpt_format ckpt_format; /* --checkpoint-format: what every leg's checkpoint must hold */
   rc_trainer_kind trainer;
   const char *self_exe;     /* what train legs execute ("/proc/self/exe") */
   const char *self_display; /* its resolved path, for reports and repro lines */
@@ -198,8 +208,27 @@ typedef enum {
   RC_CHECK_IDENTICAL,
   RC_CHECK_DIFFERS,
   RC_CHECK_SKIPPED, /* an input leg did not finish, or neither leg wrote a trace */
-  RC_CHECK_ERROR    /* the comparison itself failed (unreadable file) */
+  RC_CHECK_ERROR,   /* the comparison itself failed (unreadable file) */
+  /* --noise calibrated (harness/calibrate.h): a calibrated check's bytes
+   * differ and its values are within the noise, exceed it, or the noise is
+   * too large to decide; a noise check's (an A/A pair) differ only where
+   * noise may change them, which measures it */
+  RC_CHECK_WITHIN_NOISE,
+  RC_CHECK_EXCEEDS_NOISE,
+  RC_CHECK_UNDECIDABLE,
+  RC_CHECK_NOISE_MEASURED
 } rc_check_status;
+
+/* How the verdict reads a check (--noise calibrated keeps the kinds apart
+ * in every report). */
+typedef enum {
+  RC_JUDGED_BYTES = 0,  /* byte for byte: --noise bytes */
+  RC_JUDGED_EXACT,      /* must agree whatever the noise: the census, exact trace columns,
+                           the final state's structure and non-float values */
+  RC_JUDGED_CALIBRATED, /* against the A/A envelope: noisy trace columns, float tensors */
+  RC_JUDGED_NOISE       /* an A/A pair of fresh legs: measures the noise; its exact part
+                           must agree (else A/A failed) */
+} rc_check_judged;
 
 typedef struct {
   char name[128]; /* "A/A@5", "RESUME@5→10", "TRACE resume@5", "ARMS@10" (arm-prefixed) */
@@ -242,6 +271,15 @@ typedef struct {
    * one leg wrote one, that leg's label (not compared, not an error) */
   char census_first_only[96];
   bool during_legs; /* a state check run while legs still ran (rc_run_early_checks_poll) */
+  /* --noise calibrated: how it is judged; a RESUME state check's exact
+   * part (judged EXACT, it runs the comparison) hands its float-value
+   * differences to its calibrated twin (twin: that check's index, -1 none;
+   * is_twin on the twin, which compares nothing itself) */
+  rc_check_judged judged;
+  int twin;
+  bool is_twin;
+  bool have_calib;
+  rc_calib calib;
 } rc_check;
 
 typedef enum {
@@ -440,6 +478,23 @@ void rc_run_differing_names(const rc_run *run, const rc_check *c, int max, char 
 void rc_run_early_checks_poll(rc_run *run);
 void rc_run_early_checks_join(rc_run *run);
 void rc_run_verdict(rc_run *run);
+
+/* --noise calibrated (calibrate.c). A trace check judged exact, calibrated
+ * or as noise: its exact columns compared, its noisy ones against the
+ * envelope of the fresh legs (through and aa...) of its arm. */
+void rc_calib_trace_check(rc_run *run, rc_check *c);
+/* After every check ran: each calibrated state twin judged against the
+ * A/A pairs' differences (its exact part's status copied when that was
+ * skipped or failed). */
+void rc_calib_states(rc_run *run);
+/* The calibrated verdict when no exact check failed: 0 none applies
+ * (every check identical), else RC_CHECK_EXCEEDS_NOISE, RC_CHECK_UNDECIDABLE
+ * or RC_CHECK_WITHIN_NOISE with its words (*check: the check it names). */
+int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint, size_t hint_cap,
+                     int *check);
+/* The training steps every leg of the run takes together (each leg's
+ * last_step - resume_step): what a verdict costs. */
+int64_t rc_run_training_steps(const rc_run *run);
 
 /* Installs SIGINT/SIGTERM handlers that make rc_run_legs stop its legs. */
 void rc_run_install_signal_handlers(void);

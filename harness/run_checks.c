@@ -435,7 +435,7 @@ static void run_state_check(rc_run *run, rc_check *c) {
   /* Not deep, and never trusting manifests: every shard is read and verified
    * against its manifest before "byte-identical" is said (docs/compare.md);
    * a pair that shares a file (a link) is no comparison at all. */
-  rc_compare_opts opts = {c->ignore, c->n_ignore, false, false};
+  rc_compare_opts opts = {c->ignore, c->n_ignore, false, false, run->opts.ckpt_format};
   int rc = rc_run_same_checkpoint(c->path_a, c->path_b, &c->err);
   if (!rc) rc = rc_compare_paths(c->path_a, c->path_b, &opts, &c->cmp, &c->err);
   if (!rc && c->cmp.nothing_compared)
@@ -449,6 +449,22 @@ static void run_state_check(rc_run *run, rc_check *c) {
     return;
   }
   c->have_cmp = true;
+  /* --noise calibrated: the float values go to the calibrated twin, which
+   * judges them against the A/A pairs once every check ran (calibrate.c);
+   * this check keeps what must agree whatever the noise */
+  if (c->twin >= 0) {
+    rc_check *t = &run->checks[c->twin];
+    if ((rc = rc_calib_split(&c->cmp, &t->cmp, &c->err))) {
+      rc_compare_result_free(&c->cmp);
+      c->have_cmp = false;
+      c->status = RC_CHECK_ERROR;
+      c->err.code = rc;
+      rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s", a_at, b_at, c->err.msg);
+      return;
+    }
+    t->have_cmp = true;
+    check_tallies(t);
+  }
   /* a side that kept hashes only says so: its shards were never written */
   if (c->cmp.hashes_only_a)
     rc_bufprintf(a_at + strlen(a_at), sizeof a_at - strlen(a_at), " (hashes only)");
@@ -468,6 +484,14 @@ static void run_state_check(rc_run *run, rc_check *c) {
   describe_differences(c);
   rc_bufprintf(c->summary, sizeof c->summary, "%s vs %s: %s; %d difference%s%s", a_at, b_at, tally,
                c->cmp.n_failing, c->cmp.n_failing == 1 ? "" : "s", by_construction);
+  /* an A/A pair under --noise calibrated that differs in float values
+   * only: that is the noise it measures, not a failure */
+  if (c->judged == RC_JUDGED_NOISE && rc_calib_exact_diffs(&c->cmp) == 0) {
+    c->status = RC_CHECK_NOISE_MEASURED;
+    size_t n = strlen(c->summary);
+    rc_bufprintf(c->summary + n, sizeof c->summary - n,
+                 "; float values only: the run-to-run noise");
+  }
 }
 
 static bool has_token(const char *list, const char *tok) {
@@ -740,7 +764,8 @@ static bool has_fragment(const char *dir) {
 /* Both checkpoints of a pending state check are complete and final: their
  * COMPLETE markers, and no fragment left to be removed. */
 static bool state_check_ready(const rc_check *c) {
-  if (c->what != RC_CHECK_STATE || c->status != RC_CHECK_PENDING || c->during_legs) return false;
+  if (c->what != RC_CHECK_STATE || c->status != RC_CHECK_PENDING || c->during_legs || c->is_twin)
+    return false;
   char ca[RC_RUN_PATH_CAP + 16], cb[RC_RUN_PATH_CAP + 16];
   rc_bufprintf(ca, sizeof ca, "%s/" RC_COMPLETE_NAME, c->path_a);
   rc_bufprintf(cb, sizeof cb, "%s/" RC_COMPLETE_NAME, c->path_b);
@@ -789,14 +814,17 @@ int rc_run_checks(rc_run *run, rc_err *err) {
   rc_run_early_checks_join(run);
   for (int i = 0; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];
-    if (c->during_legs) continue; /* compared while the legs ran */
+    if (c->during_legs || c->is_twin) continue; /* compared while the legs ran; judged below */
     if (c->what == RC_CHECK_STATE)
       run_state_check(run, c);
     else if (c->what == RC_CHECK_CENSUS)
       run_census_check(run, c);
+    else if (c->judged != RC_JUDGED_BYTES)
+      rc_calib_trace_check(run, c); /* --noise calibrated: by kind of column */
     else
       run_trace_check(run, c);
   }
+  rc_calib_states(run);         /* needs every A/A pair: after every check */
   rc_run_rank_differences(run); /* needs the census checks: after every check */
   rc_run_verdict(run);
   return RC_OK;
@@ -1106,6 +1134,14 @@ static void aa_failed_verdict(rc_run *run) {
   set_verdict(run, "aa-failed", RC_EXIT_AA, RC_EXIT_UNTESTABLE);
   find_first_divergence(run, RC_CLASS_AA);
   const rc_check *c = run->first_div_check >= 0 ? &run->checks[run->first_div_check] : NULL;
+  if (run->opts.noise == RC_NOISE_CALIBRATED) {
+    rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                 "A/A failed (%s): two fresh processes differ where no run-to-run noise may "
+                 "(an exact trace column, or state that is not a float value), so the resume "
+                 "result is inconclusive",
+                 c ? c->summary : "");
+    return;
+  }
   if (through_legs_differ(run)) {
     rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
                  "A/A failed (%s): two fresh processes differ, so the run is not deterministic "
@@ -1147,6 +1183,18 @@ static void resume_verdict(rc_run *run) {
     char first[768];
     rc_census_describe(rc_census_first_saved(&c->census), "through", "resumed", first,
                        sizeof first);
+    if (run->opts.noise == RC_NOISE_CALIBRATED) { /* the steps were not compared byte for byte */
+      char also[768] = "", hint[8];
+      int k = -1;
+      if (rc_calib_verdict(run, also, sizeof also, hint, sizeof hint, &k) == 0 || !also[0])
+        rc_bufprintf(also, sizeof also, "every calibrated check identical");
+      rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
+                   "RESUME diverged at the resume point (an exact check, whatever the noise): the "
+                   "state the resumed process started step %" PRId64 " from differs: %s; beside "
+                   "it, %s",
+                   c->step + 1, first, also);
+      return;
+    }
     rc_bufprintf(run->verdict_text, sizeof run->verdict_text,
                  "RESUME diverged at the resume point: every step to %" PRId64
                  " and the final state agree, but the state the resumed process started step "
@@ -1156,6 +1204,39 @@ static void resume_verdict(rc_run *run) {
     rc_bufprintf(run->verdict_text, sizeof run->verdict_text, "RESUME diverged (%s)",
                  c ? c->summary : "");
   }
+}
+
+/* --noise calibrated, no exact check failed: the calibrated checks'
+ * verdict (calibrate.c), or false when every check is identical. */
+static bool calibrated_verdict(rc_run *run) {
+  int check = -1;
+  int v = rc_calib_verdict(run, run->verdict_text, sizeof run->verdict_text, run->verdict_hint,
+                           sizeof run->verdict_hint, &check);
+  if (v == RC_CHECK_EXCEEDS_NOISE) {
+    set_verdict(run, "exceeds-noise", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
+    const rc_check *c = &run->checks[check];
+    run->first_div_check = check;
+    run->first_div_step = c->what == RC_CHECK_TRACE ? c->calib.step : -1;
+    if (c->what == RC_CHECK_STATE) {
+      rc_bufprintf(run->first_div_dataset, sizeof run->first_div_dataset, "%s", c->calib.what);
+      rc_bufprintf(run->first_div_why, sizeof run->first_div_why,
+                   "the largest ratio to the run-to-run noise");
+      run->first_div_is_dataset = true;
+    }
+    census_finding(run);
+    census_silent(run);
+    return true;
+  }
+  if (v == RC_CHECK_UNDECIDABLE) {
+    set_verdict(run, "noise-inconclusive", RC_EXIT_NOISE_UNDECIDABLE, RC_EXIT_UNTESTABLE);
+    run->first_div_check = check;
+    return true;
+  }
+  if (v == RC_CHECK_WITHIN_NOISE) {
+    set_verdict(run, "within-noise", RC_OK, RC_OK);
+    return true;
+  }
+  return false;
 }
 
 void rc_run_verdict(rc_run *run) {
@@ -1208,6 +1289,7 @@ void rc_run_verdict(rc_run *run) {
     resume_verdict(run);
     return;
   }
+  if (run->opts.noise == RC_NOISE_CALIBRATED && calibrated_verdict(run)) return;
   if (t.arms) {
     set_verdict(run, "arms-differ", RC_EXIT_DIVERGED, RC_EXIT_DIVERGED);
     find_first_divergence(run, RC_CLASS_ARMS);

@@ -52,6 +52,14 @@ const char *rc_check_status_name(rc_check_status s) {
     return "skipped";
   case RC_CHECK_ERROR:
     return "error";
+  case RC_CHECK_WITHIN_NOISE:
+    return "within-noise";
+  case RC_CHECK_EXCEEDS_NOISE:
+    return "exceeds-noise";
+  case RC_CHECK_UNDECIDABLE:
+    return "inconclusive";
+  case RC_CHECK_NOISE_MEASURED:
+    return "noise-measured";
   }
   return "?";
 }
@@ -403,6 +411,7 @@ static rc_check *add_check(rc_run *run, int *cap, const char *arm, const char *n
   ck->leg_a = a;
   ck->leg_b = b;
   ck->step = step;
+  ck->twin = -1;
   const rc_leg *la = &run->legs[a], *lb = &run->legs[b];
   if (what == RC_CHECK_STATE) {
     char iter[32];
@@ -421,10 +430,121 @@ static rc_check *add_check(rc_run *run, int *cap, const char *arm, const char *n
   return ck;
 }
 
+/* The name of the i-th aa leg (0-based): aa, aa2, aa3, ... */
+static void aa_name(int i, char *buf, size_t cap) {
+  if (i == 0)
+    snprintf(buf, cap, "aa");
+  else
+    snprintf(buf, cap, "aa%d", i + 1);
+}
+
+/* --noise calibrated (harness/calibrate.h): through and M aa legs (the
+ * same command, saves included) train 1..N from scratch and measure the
+ * noise in pairs; every resume leg loads the through leg's own checkpoint
+ * at K (the shared trajectory: no save leg) and runs to N; a list of K is
+ * independent points, as every and auto are. Per pair an A/A state check at N and a trace check
+ * (judged as noise); per resume leg its RESUME state check split in two
+ * (the exact part, which compares, and its calibrated twin), its trace
+ * judged twice (exact columns, noisy columns) and its census (exact). */
+static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *check_cap) {
+  const rc_run_opts *o = &run->opts;
+  const int64_t N = o->steps;
+  const int64_t *K = run->save_at;
+  const int nk = run->n_save_at;
+  int64_t *saves = malloc((size_t)(nk + 1) * sizeof *saves);
+  if (!saves) return -1;
+  memcpy(saves, K, (size_t)nk * sizeof *K);
+  saves[nk] = N;
+  int through = run->n_legs;
+  bool ok = add_leg(run, leg_cap, arm, "through", 0, N, -1, saves, nk + 1) != NULL;
+  int *fresh = malloc((size_t)(o->aa_count + 1) * sizeof *fresh);
+  if (!fresh) {
+    free(saves);
+    return -1;
+  }
+  fresh[0] = through;
+  char name[96], an[32], bn[32];
+  for (int i = 0; ok && i < o->aa_count; i++) {
+    fresh[i + 1] = run->n_legs;
+    aa_name(i, an, sizeof an);
+    /* the through leg's command again, saves included: a save's side
+     * effects are the same in every fresh leg */
+    ok = add_leg(run, leg_cap, arm, an, 0, N, -1, saves, nk + 1) != NULL;
+  }
+  free(saves);
+  int first_resume = run->n_legs;
+  for (int i = 0; ok && i < nk; i++) {
+    snprintf(name, sizeof name, "resume@%" PRId64, K[i]);
+    ok = add_leg(run, leg_cap, arm, name, K[i], N, through, &N, 1) != NULL;
+  }
+  int nf = o->aa_count + 1;
+  rc_check *c;
+  for (int i = 0; ok && i < nf; i++)
+    for (int j = i + 1; ok && j < nf; j++) {
+      snprintf(an, sizeof an, "%s", run->legs[fresh[i]].name);
+      snprintf(bn, sizeof bn, "%s", run->legs[fresh[j]].name);
+      if (i == 0)
+        snprintf(name, sizeof name, "A/A@%" PRId64 "%s%s", N, j > 1 ? " " : "", j > 1 ? bn : "");
+      else
+        snprintf(name, sizeof name, "A/A@%" PRId64 " %s/%s", N, an, bn);
+      ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, fresh[i],
+                          fresh[j], N)) != NULL;
+      if (ok) c->judged = RC_JUDGED_NOISE;
+    }
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    const rc_leg *leg = &run->legs[r];
+    snprintf(name, sizeof name, "RESUME@%" PRId64 "→%" PRId64 " exact", leg->resume_step, N);
+    int exact = run->n_checks;
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, through, r,
+                        N)) != NULL;
+    if (ok) c->judged = RC_JUDGED_EXACT;
+    snprintf(name, sizeof name, "RESUME@%" PRId64 "→%" PRId64, leg->resume_step, N);
+    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, through,
+                              r, N)) != NULL;
+    if (ok) {
+      c->judged = RC_JUDGED_CALIBRATED;
+      c->is_twin = true;
+      run->checks[exact].twin = run->n_checks - 1;
+    }
+  }
+  for (int i = 0; ok && i < nf; i++)
+    for (int j = i + 1; ok && j < nf; j++) {
+      if (i == 0)
+        snprintf(name, sizeof name, "TRACE %s", run->legs[fresh[j]].name);
+      else
+        snprintf(name, sizeof name, "TRACE %s/%s", run->legs[fresh[i]].name,
+                 run->legs[fresh[j]].name);
+      ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_AA, fresh[i],
+                          fresh[j], 0)) != NULL;
+      if (ok) c->judged = RC_JUDGED_NOISE;
+    }
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    snprintf(name, sizeof name, "TRACE %s exact", run->legs[r].name);
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through, r,
+                        0)) != NULL;
+    if (ok) c->judged = RC_JUDGED_EXACT;
+    snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
+    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through,
+                              r, 0)) != NULL;
+    if (ok) c->judged = RC_JUDGED_CALIBRATED;
+  }
+  /* the census: the through process at K is the one whose checkpoint the
+   * resumed leg loads, so it is exact whatever the noise */
+  for (int r = first_resume; ok && r < run->n_legs; r++) {
+    snprintf(name, sizeof name, "CENSUS %s", run->legs[r].name);
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME, through, r,
+                        run->legs[r].resume_step)) != NULL;
+    if (ok) c->judged = RC_JUDGED_EXACT;
+  }
+  free(fresh);
+  return ok ? through : -1;
+}
+
 /* The legs and checks of one arm ("" when there is only one). Returns the
  * index of its through leg, or -1 on OOM. */
 static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) {
   const rc_run_opts *o = &run->opts;
+  if (o->noise == RC_NOISE_CALIBRATED) return plan_arm_calibrated(run, arm, leg_cap, check_cap);
   const int64_t N = o->steps;
   const int64_t *K = run->save_at;
   const int nk = run->n_save_at;
@@ -442,10 +562,12 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
     ok = add_leg(run, leg_cap, arm, "save", 0, K[nk - 1], -1, K, nk) != NULL;
   else if (ok)
     ok = add_leg(run, leg_cap, arm, "save", 0, K[0], -1, K, 1) != NULL;
-  int aa = -1;
-  if (ok && o->aa) {
-    aa = run->n_legs;
-    ok = add_leg(run, leg_cap, arm, "aa", 0, N, -1, saves, nk + 1) != NULL;
+  int aa = -1; /* the first aa leg; --aa M adds aa2..aaM after it */
+  for (int i = 0; ok && i < o->aa_count; i++) {
+    char an[32];
+    aa_name(i, an, sizeof an);
+    if (i == 0) aa = run->n_legs;
+    ok = add_leg(run, leg_cap, arm, an, 0, N, -1, saves, nk + 1) != NULL;
   }
   /* resume legs: one per K; a chain link resumes from the previous link */
   int first_resume = run->n_legs;
@@ -466,9 +588,13 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
     ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, save, K[i]) !=
          NULL;
   }
-  if (ok && aa >= 0) {
-    snprintf(name, sizeof name, "A/A@%" PRId64, N);
-    ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, aa, N) != NULL;
+  for (int i = 0; ok && aa >= 0 && i < o->aa_count; i++) {
+    if (i == 0)
+      snprintf(name, sizeof name, "A/A@%" PRId64, N);
+    else
+      snprintf(name, sizeof name, "A/A@%" PRId64 " %s", N, run->legs[aa + i].name);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_AA, through, aa + i, N) !=
+         NULL;
   }
   for (int r = first_resume; ok && r < run->n_legs; r++) {
     const rc_leg *leg = &run->legs[r];
@@ -479,9 +605,11 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
   if (ok)
     ok = add_check(run, check_cap, arm, "TRACE save", RC_CHECK_TRACE, RC_CLASS_AA, through, save,
                    0) != NULL;
-  if (ok && aa >= 0)
-    ok = add_check(run, check_cap, arm, "TRACE aa", RC_CHECK_TRACE, RC_CLASS_AA, through, aa, 0) !=
+  for (int i = 0; ok && aa >= 0 && i < o->aa_count; i++) {
+    snprintf(name, sizeof name, "TRACE %s", run->legs[aa + i].name);
+    ok = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_AA, through, aa + i, 0) !=
          NULL;
+  }
   for (int r = first_resume; ok && r < run->n_legs; r++) {
     snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
     ok = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through, r, 0) !=
@@ -537,6 +665,24 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
                      "--confirm-arm with --trainer exec needs {fusion} (on/off) in --train-cmd");
   } else if (!opts->self_exe) {
     return rc_fail(err, RC_EXIT_SOFTWARE, "no trainer executable");
+  }
+  if (run->opts.aa && run->opts.aa_count < 1) run->opts.aa_count = 1; /* a bare --aa */
+  run->opts.aa = run->opts.aa_count > 0;
+  if (opts->noise == RC_NOISE_CALIBRATED) {
+    if (run->opts.aa_count < 2)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--noise calibrated needs --aa 2 or more: the noise is measured by pairs of "
+                     "fresh legs (through and each aa leg), and one pair is one sample of it");
+    if (opts->confirm_arm)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--noise calibrated with --confirm-arm: ARMS@N compares two arms byte for "
+                     "byte, which run-to-run noise makes meaningless");
+    if (opts->through_checkpoints != RC_THROUGH_CKPT_AUTO &&
+        opts->through_checkpoints != RC_THROUGH_CKPT_FULL)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--noise calibrated needs the through leg's shards (--through-checkpoints "
+                     "full): the resume legs load its checkpoints, and the final state is "
+                     "compared value by value");
   }
   if (opts->trainer == RC_TRAINER_EXEC && opts->gpu_scheduling == RC_GPU_SCHED_CRITICAL_FIRST)
     return rc_fail(err, RC_EXIT_USAGE,
@@ -595,7 +741,7 @@ oom:
 int rc_run_resolve_through_checkpoints(rc_run *run, rc_err *err) {
   const rc_run_opts *o = &run->opts;
   if (o->through_checkpoints != RC_THROUGH_CKPT_AUTO || o->trainer != RC_TRAINER_SELF ||
-      strcmp(run->legs_device, "cuda"))
+      strcmp(run->legs_device, "cuda") || o->noise == RC_NOISE_CALIBRATED)
     return RC_OK;
   run->through_hashes = true;
   /* at N on demand, unless ARMS@N needs both arms' values there */
@@ -628,12 +774,19 @@ void rc_run_free(rc_run *run) {
   for (int i = 0; i < run->n_checks; i++) {
     if (run->checks[i].have_cmp) rc_compare_result_free(&run->checks[i].cmp);
     if (run->checks[i].have_census) rc_census_diff_free(&run->checks[i].census);
+    rc_calib_free(&run->checks[i].calib);
   }
   free(run->checks);
   free(run->save_at);
   free(run->config_json);
   rc_template_free(&run->tmpl);
   memset(run, 0, sizeof *run);
+}
+
+int64_t rc_run_training_steps(const rc_run *run) {
+  int64_t n = 0;
+  for (int i = 0; i < run->n_legs; i++) n += run->legs[i].last_step - run->legs[i].resume_step;
+  return n;
 }
 
 const char *rc_leg_argv0(const rc_run *run, const rc_leg *leg) {

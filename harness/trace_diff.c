@@ -7,22 +7,16 @@
  * agree while the bits differ; the decimal copy is what the report shows.
  * Other columns (counters, fingerprints) are compared as strings. */
 #include "harness/compare.h"
+#include "harness/trace_table.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fsutil.h"
 
-typedef struct {
-  char *text;    /* the whole file, split in place */
-  char **header; /* ncols names, pointing into text */
-  int ncols;
-  char **cells;   /* nrows * ncols fields, row-major, pointing into text */
-  int64_t *steps; /* nrows */
-  int nrows;
-} trace_table;
+typedef rc_trace_table trace_table;
 
-static void trace_free(trace_table *t) {
+void rc_trace_table_free(rc_trace_table *t) {
   free(t->text);
   free(t->header);
   free(t->cells);
@@ -70,7 +64,7 @@ static int parse_step(const char *s, int64_t *out) {
   return 0;
 }
 
-static int trace_load(const char *path, trace_table *t, rc_err *err) {
+int rc_trace_table_load(const char *path, rc_trace_table *t, rc_err *err) {
   memset(t, 0, sizeof *t);
   size_t n;
   int rc = rc_read_regular_file(path, RC_READ_CAP_TRACE, false, &t->text, &n, err);
@@ -135,20 +129,15 @@ static void list_append(char *buf, size_t cap, const char *item) {
   strcat(buf, item);
 }
 
-static int col_index(const trace_table *t, const char *name) {
+int rc_trace_table_col(const rc_trace_table *t, const char *name) {
   for (int j = 0; j < t->ncols; j++)
     if (!strcmp(t->header[j], name)) return j;
   return -1;
 }
 
-/* One logical column: the name reported, the column that decides equality
- * and the column shown to people. */
-typedef struct {
-  char name[128];
-  int exact, shown;
-} logical_col;
+typedef rc_trace_column logical_col;
 
-static int logical_columns(const trace_table *t, logical_col **out) {
+int rc_trace_table_columns(const rc_trace_table *t, rc_trace_column **out) {
   logical_col *cols = calloc(t->ncols > 0 ? (size_t)t->ncols : 1, sizeof *cols);
   if (!cols) return -1;
   int n = 0;
@@ -160,13 +149,13 @@ static int logical_columns(const trace_table *t, logical_col **out) {
     if (is_hex) {
       char base[128];
       snprintf(base, sizeof base, "%.*s", (int)(len - 4), h);
-      if (col_index(t, base) >= 0) continue; /* reported at its decimal sibling */
+      if (rc_trace_table_col(t, base) >= 0) continue; /* reported at its decimal sibling */
       snprintf(cols[n].name, sizeof cols[n].name, "%s", base);
       cols[n].exact = cols[n].shown = j;
     } else {
       char hex[140];
       snprintf(hex, sizeof hex, "%s_hex", h);
-      int k = col_index(t, hex);
+      int k = rc_trace_table_col(t, hex);
       snprintf(cols[n].name, sizeof cols[n].name, "%s", h);
       cols[n].exact = k >= 0 ? k : j;
       cols[n].shown = j;
@@ -184,12 +173,12 @@ static void headers_message(const trace_table *a, const trace_table *b, rc_trace
   while (j < n && !strcmp(a->header[j], b->header[j])) j++;
   for (int i = 0; i < a->ncols; i++) {
     list_append(out->a_values, sizeof out->a_values, a->header[i]);
-    if (col_index(b, a->header[i]) < 0)
+    if (rc_trace_table_col(b, a->header[i]) < 0)
       list_append(out->columns, sizeof out->columns, a->header[i]);
   }
   for (int i = 0; i < b->ncols; i++) {
     list_append(out->b_values, sizeof out->b_values, b->header[i]);
-    if (col_index(a, b->header[i]) < 0)
+    if (rc_trace_table_col(a, b->header[i]) < 0)
       list_append(out->columns, sizeof out->columns, b->header[i]);
   }
   if (err) {
@@ -206,15 +195,15 @@ int rc_trace_compare(const char *trace_a, const char *trace_b, rc_trace_diff *ou
   memset(out, 0, sizeof *out);
   out->first_step = -1;
   trace_table a, b;
-  int rc = trace_load(trace_a, &a, err);
+  int rc = rc_trace_table_load(trace_a, &a, err);
   if (rc) {
-    trace_free(&a);
+    rc_trace_table_free(&a);
     return rc;
   }
-  rc = trace_load(trace_b, &b, err);
+  rc = rc_trace_table_load(trace_b, &b, err);
   if (rc) {
-    trace_free(&a);
-    trace_free(&b);
+    rc_trace_table_free(&a);
+    rc_trace_table_free(&b);
     return rc;
   }
 
@@ -225,17 +214,17 @@ int rc_trace_compare(const char *trace_a, const char *trace_b, rc_trace_diff *ou
      * err->msg (with code 0) says why. */
     headers_message(&a, &b, out, err);
     if (err) err->code = RC_OK;
-    trace_free(&a);
-    trace_free(&b);
+    rc_trace_table_free(&a);
+    rc_trace_table_free(&b);
     return RC_OK;
   }
   out->comparable = true;
 
   logical_col *cols = NULL;
-  int ncols = logical_columns(&a, &cols);
+  int ncols = rc_trace_table_columns(&a, &cols);
   if (ncols < 0) {
-    trace_free(&a);
-    trace_free(&b);
+    rc_trace_table_free(&a);
+    rc_trace_table_free(&b);
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory");
   }
   int i = 0, k = 0;
@@ -271,7 +260,7 @@ int rc_trace_compare(const char *trace_a, const char *trace_b, rc_trace_diff *ou
     k++;
   }
   free(cols);
-  trace_free(&a);
-  trace_free(&b);
+  rc_trace_table_free(&a);
+  rc_trace_table_free(&b);
   return RC_OK;
 }

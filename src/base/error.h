@@ -11,18 +11,20 @@
 
 enum {
   RC_OK = 0,
-  RC_EXIT_DIVERGED = 1,    /* a resume check found different bytes */
-  RC_EXIT_AA = 2,          /* A/A failure: the run is not deterministic */
-  RC_EXIT_NOT_PREFIX = 3,  /* run --aa: the legs are deterministic, but the save leg is not
-                              a prefix of the through leg (resume set-up, not resume) */
-  RC_EXIT_USAGE = 64,      /* bad flags or an inconsistent config */
-  RC_EXIT_DATAERR = 65,    /* bad input data: corrupt/mismatched checkpoint */
-  RC_EXIT_NOINPUT = 66,    /* a named input does not exist */
-  RC_EXIT_SOFTWARE = 70,   /* internal error */
-  RC_EXIT_IOERR = 74,      /* an I/O operation failed (disk full, EACCES) */
-  RC_EXIT_RESOURCES = 75,  /* the config needs more memory than there is (sysexits'
-                              EX_TEMPFAIL: retry smaller, with fewer --jobs or elsewhere) */
-  RC_EXIT_UNTESTABLE = 125 /* --git-bisect: this revision cannot be judged */
+  RC_EXIT_DIVERGED = 1,          /* a resume check found different bytes */
+  RC_EXIT_AA = 2,                /* A/A failure: the run is not deterministic */
+  RC_EXIT_NOT_PREFIX = 3,        /* run --aa: the legs are deterministic, but the save leg is not
+                                    a prefix of the through leg (resume set-up, not resume) */
+  RC_EXIT_NOISE_UNDECIDABLE = 4, /* run --noise calibrated: the run-to-run noise is too large
+                                    to tell a resume effect from it */
+  RC_EXIT_USAGE = 64,            /* bad flags or an inconsistent config */
+  RC_EXIT_DATAERR = 65,          /* bad input data: corrupt/mismatched checkpoint */
+  RC_EXIT_NOINPUT = 66,          /* a named input does not exist */
+  RC_EXIT_SOFTWARE = 70,         /* internal error */
+  RC_EXIT_IOERR = 74,            /* an I/O operation failed (disk full, EACCES) */
+  RC_EXIT_RESOURCES = 75,        /* the config needs more memory than there is (sysexits'
+                                    EX_TEMPFAIL: retry smaller, with fewer --jobs or elsewhere) */
+  RC_EXIT_UNTESTABLE = 125       /* --git-bisect: this revision cannot be judged */
 };
 
 typedef struct {

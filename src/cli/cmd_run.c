@@ -22,7 +22,8 @@
 
 static const char USAGE[] =
     "usage: resumecheck run [core flags] --steps N --save-at K[,K2...]|every|auto --out DIR\n"
-    "                       [--aa] [--jobs J] [--json FILE] [--junit FILE]\n"
+    "                       [--aa [M]] [--noise bytes|calibrated] [--jobs J] [--json FILE]\n"
+    "                       [--junit FILE]\n"
     "                       [--summary-md FILE] [--plot FILE.svg] [--confirm-arm]\n"
     "                       [--git-bisect] [--keep-going] [--overwrite]\n"
     "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
@@ -35,7 +36,7 @@ static const char USAGE[] =
     "  through    train 1..N, saving at every K and at N\n"
     "  save       train 1..K (same LR horizon N), saving at K\n"
     "  resume@K   load save@K (or the previous chain link), train to the next K or N\n"
-    "  aa         (--aa) a second through, for A/A at N\n"
+    "  aa         (--aa) a second through, for A/A at N (--aa M: M of them, aa..aaM)\n"
     "Checks: A/A@K = through@K vs save@K; RESUME@K→M = through@M vs the leg that resumed at\n"
     "K; and beside each, the traces: first divergent step and columns.\n\n";
 
@@ -51,7 +52,9 @@ static const char EPILOGUE[] =
     "2 A/A failure (not deterministic: the resume result is inconclusive; without --aa it\n"
     "may also be a save leg that is not a prefix of the through leg); 3 save leg not a\n"
     "prefix (--aa: two through legs agree, the leg that stops at K differs, e.g. an LR\n"
-    "schedule built for its stop step instead of --steps); 64 usage error\n"
+    "schedule built for its stop step instead of --steps); with --noise calibrated 0 also\n"
+    "within run-to-run noise, 1 also exceeds it, 4 the noise is too large to decide; 64 usage\n"
+    "error\n"
     "(bad, unknown or repeated flag); 65 a leg's trace is unreadable; 70 a leg failed or timed\n"
     "out (its exit status and log tail are reported; a leg refused for memory exits 75 itself)\n"
     "or an internal error; 74 I/O error (e.g. a report cannot be written);\n"
@@ -63,8 +66,10 @@ static const char EPILOGUE[] =
 typedef struct {
   int64_t steps, jobs;
   const char *save_at, *out, *json, *junit, *md, *plot, *train_cmd;
-  bool aa, confirm, bisect, keep_going, overwrite, no_handoff;
-  int trainer, progress, gpu_scheduling, through_checkpoints;
+  int64_t aa; /* --aa [M]: 0 without it */
+  bool confirm, bisect, keep_going, overwrite, no_handoff;
+  int trainer, progress, gpu_scheduling, through_checkpoints, noise;
+  int ckpt_format; /* index into RC_CKPT_FORMAT_NAMES */
   double leg_timeout;
 } run_flags;
 
@@ -94,6 +99,7 @@ static const char *const TRAINERS[] = {"resumecheck", "exec", NULL};
 static const char *const PROGRESS[] = {"auto", "live", "plain", "off", NULL};
 static const char *const GPU_SCHED[] = {"critical-first", "shared", NULL};
 static const char *const THROUGH[] = {"auto", "full", "hashes", "hashes-all", "on-demand", NULL};
+static const char *const NOISE[] = {"bytes", "calibrated", NULL};
 
 #define R(flag, kind_, field, lo, hi, choices_, mv, help_)                                         \
   {                                                                                                \
@@ -123,9 +129,29 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "preferring one whose overflow the hysteresis absorbed); the\n"
       "report says which K and why"),
     R("--out", RC_FLAG_STRING, out, 0, 0, NULL, "DIR", "where the legs and report.json go"),
-    R("--aa", RC_FLAG_BOOL, aa, 0, 0, NULL, NULL,
-      "add the aa leg (full A/A at N); tells non-determinism from a save\n"
-      "leg that is not a prefix of the through leg (exit 3)"),
+    {.name = "--aa",
+     .kind = RC_FLAG_INT64,
+     .offset = offsetof(run_flags, aa),
+     .min = 1,
+     .max = 16,
+     .tags = RC_FLAG_OPTIONAL,
+     .implicit = "1",
+     .metavar = "M",
+     .help = "add the aa leg (full A/A at N); tells non-determinism from a save\n"
+             "leg that is not a prefix of the through leg (exit 3). --aa M adds\n"
+             "M fresh legs (aa, aa2, ...): with --noise calibrated, M >= 2\n"
+             "(default 2) measure the run-to-run noise in pairs"},
+    R("--noise", RC_FLAG_CHOICE, noise, 0, 0, NOISE, "MODE",
+      "how RESUME is judged. bytes (default): every check byte for byte,\n"
+      "an A/A difference makes the run inconclusive (exit 2). calibrated:\n"
+      "for trainers that are not bitwise deterministic: the census, the\n"
+      "learning rate and every exact trace column and the state's\n"
+      "non-float values stay exact; the noisy trace columns per step and\n"
+      "the float tensors at N are judged against the noise the fresh legs\n"
+      "(through, aa, aa2, ...) measure in pairs; each resume leg loads the\n"
+      "through leg's own checkpoint at K (no save leg); 'within run-to-run\n"
+      "noise' exits 0, 'exceeds run-to-run noise' 1, 'the noise is too\n"
+      "large to decide' 4 (docs/design.md, section 7.2)"),
     R("--jobs", RC_FLAG_INT64, jobs, 1, 4096, NULL, "J",
       "legs running at once (default: online CPUs)"),
     R("--json", RC_FLAG_STRING, json, 0, 0, NULL, "FILE",
@@ -144,6 +170,9 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "exit codes for `git bisect run`: 0 good, 1 divergence, 125 for\n"
       "an A/A failure, a save leg not a prefix or a failed leg\n"
       "(untestable)"),
+    R("--checkpoint-format", RC_FLAG_CHOICE, ckpt_format, 0, 0, RC_CKPT_FORMAT_NAMES, "FORMAT",
+      "what every leg's checkpoint must hold: auto (default: what it\n"
+      "finds), resumecheck, dcp or torch-save; another is an error (65)"),
     R("--keep-going", RC_FLAG_BOOL, keep_going, 0, 0, NULL, NULL,
       "after a leg fails, still run every leg whose input exists"),
     R("--overwrite", RC_FLAG_BOOL, overwrite, 0, 0, NULL, NULL,
@@ -371,11 +400,15 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   if ((code = check_out_path(r->out, out_abs, o, why)) >= 0) return code;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   o->jobs = r->jobs ? (int)r->jobs : ncpu > 0 ? (int)ncpu : 1;
-  o->aa = r->aa, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;
+  o->noise = r->noise ? RC_NOISE_CALIBRATED : RC_NOISE_BYTES;
+  /* calibrated: two aa legs unless --aa says how many */
+  o->aa_count = r->aa ? (int)r->aa : o->noise == RC_NOISE_CALIBRATED ? 2 : 0;
+  o->aa = o->aa_count > 0, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;
   o->keep_going = r->keep_going, o->overwrite = r->overwrite;
   o->handoff = !r->no_handoff;
   o->progress = (rc_progress_mode)r->progress;
   o->leg_timeout_s = r->leg_timeout;
+  o->ckpt_format = (rc_ckpt_format)r->ckpt_format;
   o->gpu_scheduling = r->gpu_scheduling < 0    ? RC_GPU_SCHED_DEFAULT
                       : r->gpu_scheduling == 0 ? RC_GPU_SCHED_CRITICAL_FIRST
                                                : RC_GPU_SCHED_SHARED;

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# noise_exec.sh — `run --trainer exec --noise calibrated` with a trainer
+# that is not bitwise deterministic (tests/trainers/noisy_numpy_trainer.py:
+# Adam on a linear model whose gradient is a float32 sum in an order drawn
+# per process; numpy only, quick). Correct: within run-to-run noise (exit
+# 0), its trace columns judged by their declaration (trace_columns.json,
+# resumecheck.trace.TraceWriter exact=/noisy=) or by the defaults; judged
+# byte for byte the same trainer fails A/A (exit 2: the noise is real).
+# Negative controls, each with the verdict's words: Adam's moments lost on
+# load exceed the noise (exit 1, no census to see it); the data position
+# lost fails the exact column consumed_samples at once (exit 1); gradient
+# noise larger than the gradient is too large to decide (exit 4, with what
+# would make it decidable; 125 with --git-bisect; control: the same trainer
+# without it passes); a learning rate that differs between fresh processes
+# fails A/A (exit 2).
+source "$(dirname "$0")/py_lib.sh"
+need_py_modules numpy
+NP="'$PY' '$RC_SRC/tests/trainers/noisy_numpy_trainer.py' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
+cal() { # NAME TRAINER-FLAGS [RUN-FLAGS...]
+  local name=$1 extra=$2
+  shift 2
+  run_rc "$name" --trainer exec --train-cmd "$NP $extra" --steps 10 --save-at 5 --out "$T/$name" \
+    --jobs 2 --progress off --noise calibrated "$@"
+}
+
+cal clean "--declare"
+expect_rc 0 "correct, declared columns" clean
+json_true "$T/clean/report.json" "d['verdict'] == 'within-noise'" "correct: within-noise"
+json_true "$T/clean/report.json" \
+  "any(c['status'] == 'noise-measured' for c in d['checks'] if c['judged'] == 'noise')" \
+  "the fresh legs differ (noise measured)"
+json_true "$T/clean/report.json" \
+  "[k['why'] for c in d['checks'] if c['name'] == 'TRACE resume@5' for k in c['calibration']['columns']] == ['declared'] * 4" \
+  "the columns' kinds come from trace_columns.json"
+[ -f "$T/clean/through/trace_columns.json" ] || fail "TraceWriter(exact=, noisy=) wrote no trace_columns.json"
+cal defaults ""
+expect_rc 0 "correct, default column kinds" defaults
+json_true "$T/defaults/report.json" \
+  "{k['name']: (k['kind'], k['why']) for c in d['checks'] if c['name'] == 'TRACE resume@5' for k in c['calibration']['columns']} == {'loss': ('noisy', 'float'), 'grad_norm': ('noisy', 'float'), 'lr': ('exact', 'learning rate'), 'consumed_samples': ('exact', 'integer')}" \
+  "default kinds: lr and integers exact, floats noisy"
+[ -f "$T/defaults/through/trace_columns.json" ] && fail "a trainer that declares nothing wrote trace_columns.json"
+# control: byte for byte, the same trainer fails A/A
+run_rc bytes --trainer exec --train-cmd "$NP" --steps 10 --save-at 5 --aa --out "$T/bytes" --jobs 2 \
+  --progress off
+expect_rc 2 "the same trainer judged byte for byte" bytes
+
+cal optim "--bug optimizer-not-saved"
+expect_rc 1 "optimizer-not-saved" optim
+contains "$T/optim.out" "RESUME exceeds run-to-run noise by"
+json_true "$T/optim/report.json" "d['verdict'] == 'exceeds-noise' and d['first_divergence']['step'] in (6, 7)" \
+  "moments lost: exceeds at K+1 or K+2"
+cal data "--bug data-not-saved"
+expect_rc 1 "data-not-saved" data
+contains "$T/data.out" "RESUME diverged at step 6: consumed_samples differs"
+
+cal loud "--sgd --noise-scale 10"
+expect_rc 4 "gradient noise larger than the gradient" loud
+contains "$T/loud.out" "inconclusive: the noise is too large to decide"
+contains "$T/loud.out" "hint: to decide: an earlier K"
+json_true "$T/loud/report.json" "d['verdict'] == 'noise-inconclusive' and d['exit_code'] == 4" \
+  "noise-inconclusive, exit 4"
+cal loud_bisect "--sgd --noise-scale 10" --git-bisect
+expect_rc 125 "noise too large, --git-bisect" loud_bisect
+
+cal jitter "--lr-jitter"
+expect_rc 2 "a learning rate that differs between fresh processes" jitter
+contains "$T/jitter.out" "two fresh processes differ where no run-to-run noise may"
+finish
