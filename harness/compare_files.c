@@ -1133,6 +1133,62 @@ static int compare_files_dir(walk_t *w, const char *rel, const char *da, const c
   return rc;
 }
 
+const char *const RC_CKPT_FORMAT_NAMES[] = {"auto", "resumecheck", "dcp", "torch-save", NULL};
+
+/* With --checkpoint-format other than auto: dir (a checkpoint directory of
+ * side A or B) holds that format, or 65 saying what it lacks. */
+static int check_format(const walk_t *w, const char *dir, const char *side, rc_err *err) {
+  rc_ckpt_format f = w->c.opts ? w->c.opts->format : RC_CKPT_FORMAT_AUTO;
+  if (f == RC_CKPT_FORMAT_AUTO) return RC_OK;
+  char p[4096];
+  const char *lacks = NULL;
+  if (f == RC_CKPT_FORMAT_RESUMECHECK) {
+    rc_path_join(p, sizeof p, dir, RC_MANIFEST_NAME);
+    if (!rc_path_exists(p) || rc_is_dir(p)) lacks = "no manifest.json (resumecheck shards)";
+  } else if (f == RC_CKPT_FORMAT_DCP) {
+    if (!rc_cmp_is_dcp_dir(dir)) lacks = "no .metadata (a torch.distributed.checkpoint directory)";
+  } else {
+    dir_list l;
+    int rc = list_dir(dir, &l, err);
+    if (rc) return rc;
+    bool any = false;
+    for (int i = 0; i < l.n && !any; i++) {
+      if (l.v[i].type != ENT_FILE) continue;
+      rc_path_join(p, sizeof p, dir, l.v[i].name);
+      unsigned char head[4] = {0};
+      FILE *fp = fopen(p, "rb");
+      size_t got = fp ? fread(head, 1, sizeof head, fp) : 0;
+      if (fp) fclose(fp);
+      any = rc_cmp_is_torch_save(l.v[i].name, head, got);
+    }
+    free(l.v);
+    if (!any) lacks = "no torch.save file (.pt, .pth, .bin or .ckpt holding a zip or a pickle)";
+  }
+  if (!lacks) return RC_OK;
+  return rc_fail(err, RC_EXIT_DATAERR, "%s (side %s): --checkpoint-format %s, but it holds %s", dir,
+                 side, RC_CKPT_FORMAT_NAMES[f], lacks);
+}
+
+/* The same for a file given to compare: a shard (HDF5) for resumecheck, a
+ * torch.save file for torch-save; a DCP checkpoint is a directory. */
+static int check_file_format(const walk_t *w, const char *path, const char *side, rc_err *err) {
+  rc_ckpt_format f = w->c.opts ? w->c.opts->format : RC_CKPT_FORMAT_AUTO;
+  if (f == RC_CKPT_FORMAT_AUTO) return RC_OK;
+  unsigned char head[4] = {0};
+  FILE *fp = fopen(path, "rb");
+  size_t got = fp ? fread(head, 1, sizeof head, fp) : 0;
+  if (fp) fclose(fp);
+  bool ok = f == RC_CKPT_FORMAT_RESUMECHECK  ? rc_cmp_is_hdf5(path)
+            : f == RC_CKPT_FORMAT_TORCH_SAVE ? rc_cmp_is_torch_save(base_name(path), head, got)
+                                             : false;
+  if (ok) return RC_OK;
+  return rc_fail(err, RC_EXIT_DATAERR, "%s (side %s): --checkpoint-format %s, but it is %s", path,
+                 side, RC_CKPT_FORMAT_NAMES[f],
+                 f == RC_CKPT_FORMAT_DCP ? "a file (a torch.distributed.checkpoint is a directory)"
+                 : f == RC_CKPT_FORMAT_RESUMECHECK ? "not an HDF5 shard"
+                                                   : "not a torch.save file");
+}
+
 /* Two checkpoint roots: every iter_* in both is compared; one present on a
  * single side is reported, not failed (legs save different iterations: the
  * through leg has K and N, the resumed leg only N). */
@@ -1163,7 +1219,9 @@ static int compare_ckpt_roots(walk_t *w, const char *rel, const char *da, const 
     rc_path_join(pa, sizeof pa, da, e->name);
     rc_path_join(pb, sizeof pb, db, e->name);
     (*n_common)++;
-    rc = compare_files_dir(w, r, pa, pb, err);
+    rc = check_format(w, pa, "A", err);
+    if (!rc) rc = check_format(w, pb, "B", err);
+    if (!rc) rc = compare_files_dir(w, r, pa, pb, err);
   }
   free(la.v);
   free(lb.v);
@@ -1253,7 +1311,9 @@ int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
   int rc;
   if (S_ISREG(sa.st_mode) && S_ISREG(sb.st_mode)) {
     rc_trace_diff td;
-    rc = compare_file(&w, "", a, b, NULL, NULL, &td, err);
+    rc = check_file_format(&w, a, "A", err);
+    if (!rc) rc = check_file_format(&w, b, "B", err);
+    if (!rc) rc = compare_file(&w, "", a, b, NULL, NULL, &td, err);
   } else if (S_ISDIR(sa.st_mode) && S_ISDIR(sb.st_mode)) {
     dir_class ka, kb;
     rc = classify(a, &ka, err);
@@ -1276,7 +1336,9 @@ int rc_compare_paths(const char *a, const char *b, const rc_compare_opts *opts,
           rc = rc_fail(err, RC_EXIT_DATAERR, "%s and %s share no iter_* directory", a, b);
         break;
       case DIR_FILES:
-        rc = compare_files_dir(&w, "", a, b, err);
+        rc = check_format(&w, a, "A", err);
+        if (!rc) rc = check_format(&w, b, "B", err);
+        if (!rc) rc = compare_files_dir(&w, "", a, b, err);
         break;
       }
     }

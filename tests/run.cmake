@@ -8,7 +8,7 @@ rc_add_c_test(run_report test_run_report.c)
 
 foreach(t run_exec_good run_exec_forget run_exec_nondet run_exec_horizon run_exec_crash run_exec_paths
           run_exec_interrupt run_usage run_seed_legacy run_seed_resolve run_seed_fusion_off
-          run_seed_confirm run_prewarm run_prewarm_dies run_census run_handoff)
+          run_seed_confirm run_prewarm run_prewarm_dies run_census run_handoff run_checkpoint_format)
   rc_add_sh_test(${t} ${t}.sh)
 endforeach()
 rc_add_sh_test(run_jobs_memory run_jobs_memory.sh)
