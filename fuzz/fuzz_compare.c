@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fprintf(stderr, "fuzz_compare: cannot write %s\n", g_b);
     abort();
   }
-  rc_compare_opts opts = {NULL, 0, (data[0] & 1) != 0, false};
+  rc_compare_opts opts = {NULL, 0, (data[0] & 1) != 0, false, RC_CKPT_FORMAT_AUTO};
   rc_compare_result res;
   rc_err err = {0};
   rc_compare_paths(data[0] & 2 ? g_b : g_good, g_b, &opts, &res, &err);

@@ -298,7 +298,7 @@ static void test_identical(void) {
   rc_compare_result_free(&res);
 
   /* --deep opens them anyway and still finds nothing. */
-  rc_compare_opts deep = {NULL, 0, true, false};
+  rc_compare_opts deep = {NULL, 0, true, false, RC_CKPT_FORMAT_AUTO};
   rc = compare("identical/a.h5", "identical/b.h5", &deep, &res, &err);
   CHECK(rc == RC_OK && res.n_diffs == 0, "identical --deep: rc %d, %d diffs", rc, res.n_diffs);
   CHECK(res.n_datasets_compared == 3, "identical --deep: %d datasets compared, expected 3",
@@ -633,7 +633,7 @@ static void test_iter_dirs(void) {
         res.n_files_identical, res.fast_path);
   rc_compare_result_free(&res);
   CHECK_CLI("compare args/a args/b", 0);
-  rc_compare_opts trusting = {NULL, 0, false, true};
+  rc_compare_opts trusting = {NULL, 0, false, true, RC_CKPT_FORMAT_AUTO};
   rc = compare("args/a", "args/b", &trusting, &res, &err);
   CHECK(rc == RC_OK && res.fast_path && res.n_shards_verified == 0 && res.n_by_manifest == 1,
         "args --trust-manifests: rc %d, fast path %d, %d verified, %d by manifest", rc,
@@ -670,7 +670,7 @@ static void test_iter_dirs(void) {
         "lying manifests: rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
   CHECK_CLI("compare trust/a trust/b", 65);
-  rc_compare_opts deep = {NULL, 0, true, false};
+  rc_compare_opts deep = {NULL, 0, true, false, RC_CKPT_FORMAT_AUTO};
   rc = compare("trust/a", "trust/b", &deep, &res, &err);
   CHECK(rc == RC_EXIT_DATAERR, "lying manifests --deep: rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
@@ -702,7 +702,7 @@ static void test_iter_dirs(void) {
 static void test_ignore(void) {
   /* flip_f32 was written by test_flip_f32 and fails without --ignore. */
   const char *pat[] = {"*:/model/w"};
-  rc_compare_opts opts = {pat, 1, false, false};
+  rc_compare_opts opts = {pat, 1, false, false, RC_CKPT_FORMAT_AUTO};
   rc_compare_result res;
   rc_err err;
   int rc = compare("flip_f32/a.h5", "flip_f32/b.h5", &opts, &res, &err);
@@ -713,7 +713,7 @@ static void test_ignore(void) {
 
   /* A file pattern inside directories. */
   const char *pat2[] = {"shard_*"};
-  rc_compare_opts opts2 = {pat2, 1, false, false};
+  rc_compare_opts opts2 = {pat2, 1, false, false, RC_CKPT_FORMAT_AUTO};
   rc = compare("args/a", "args/c", &opts2, &res, &err);
   /* The only shard ignored: what is left (args.json, the manifest and
    * COMPLETE, which differ because the shard does) is no evidence. */
@@ -728,7 +728,7 @@ static void test_ignore(void) {
    * file ignored). Negative controls: the same pairs without --ignore fail
    * (1), and partial patterns still pass on what is left (above). */
   const char *all[] = {"*"};
-  rc_compare_opts every = {all, 1, false, false};
+  rc_compare_opts every = {all, 1, false, false, RC_CKPT_FORMAT_AUTO};
   rc = compare("flip_f32/a.h5", "flip_f32/b.h5", &every, &res, &err);
   CHECK(rc == RC_OK && res.n_failing == 0 && res.nothing_compared && res.n_ignored > 0,
         "files --ignore '*': rc %d, %d failing, nothing compared %d", rc, res.n_failing,
@@ -846,7 +846,7 @@ static void test_flipped_shard_byte(void) {
   CHECK_CLI("compare --deep flipbyte/a flipbyte/b", 65);
   check_cli_says("compare flipbyte/a flipbyte/b", "flipbyte/b/shard_00000_of_00001.h5");
 
-  rc_compare_opts trusting = {NULL, 0, false, true};
+  rc_compare_opts trusting = {NULL, 0, false, true, RC_CKPT_FORMAT_AUTO};
   rc = compare("flipbyte/a", "flipbyte/b", &trusting, &res, &err);
   CHECK(rc == RC_OK && res.n_failing == 0 && res.fast_path && res.n_shards_verified == 0,
         "flipped byte, --trust-manifests: rc %d, fast path %d", rc, res.fast_path);
@@ -869,7 +869,7 @@ static void test_garbage_shard(void) {
   garble("garbage/mb/shard_00000_of_00001.h5");
   rc_compare_result res;
   rc_err err;
-  rc_compare_opts deep = {NULL, 0, true, false};
+  rc_compare_opts deep = {NULL, 0, true, false, RC_CKPT_FORMAT_AUTO};
   int rc = compare("garbage/a", "garbage/b", &deep, &res, &err);
   CHECK(rc == RC_EXIT_DATAERR && strstr(err.msg, "garbage/b/shard_00000_of_00001.h5") &&
             strstr(err.msg, "not an HDF5 file") && strstr(err.msg, "side B"),
@@ -1137,7 +1137,7 @@ static void test_legs(void) {
   CHECK_CLI("compare legs legs", 0);
   /* every trace step and iteration ignored: nothing compared, not "no overlap" */
   const char *all[] = {"*"};
-  rc_compare_opts every = {all, 1, false, false};
+  rc_compare_opts every = {all, 1, false, false, RC_CKPT_FORMAT_AUTO};
   rc = compare("legs/through", "legs/resume", &every, &res, &err);
   CHECK(rc == RC_OK && res.nothing_compared, "legs --ignore '*': rc %d (%s)", rc, err.msg);
   rc_compare_result_free(&res);
