@@ -23,11 +23,12 @@
 #   cost     wall time of one calibrated verdict against one leg (tiny, N=10,
 #            K=5), and training steps per verdict for each mode.
 #
-#   RC_BIN=build/resumecheck [CONFIGS=30] [REPS=3] [PARTS="clean bugs bytes cost"] \
+#   RC_BIN=build/resumecheck [CONFIGS=30] [SEED_BASE=1000] [REPS=3] [PARTS="clean bugs bytes cost"] \
 #     bash bench/bench_noise.sh
 set -u
 RC_BIN=${RC_BIN:-build/resumecheck}
 CONFIGS=${CONFIGS:-30}
+SEED_BASE=${SEED_BASE:-1000} # the clean configurations' seeds: SEED_BASE + i
 REPS=${REPS:-3}
 PARTS=${PARTS:-"clean bugs bytes cost"}
 JOBS=${JOBS:-2}
@@ -75,7 +76,7 @@ make_configs() {
   local FUS=(on off)
   local SAVES=("--save-at every" "--save-at every" "--save-at 1,5,9" "--save-at auto" "--save-at every")
   for i in $(seq 0 $((CONFIGS - 1))); do
-    CONFIG_LIST+=("${PRECS[$((i % 5))]} ${MTPS[$((i % 4))]} ${MOES[$((i % 3))]} ${DROPS[$(((i / 5) % 2))]} ${MICROS[$(((i / 2) % 3))]} --first-microbatch-policy ${POLS[$(((i / 3) % 2))]} --grad-accum-fusion ${FUS[$(((i / 7) % 2))]} --seed $((1000 + i)) ${SAVES[$((i % 5))]}")
+    CONFIG_LIST+=("${PRECS[$((i % 5))]} ${MTPS[$((i % 4))]} ${MOES[$((i % 3))]} ${DROPS[$(((i / 5) % 2))]} ${MICROS[$(((i / 2) % 3))]} --first-microbatch-policy ${POLS[$(((i / 3) % 2))]} --grad-accum-fusion ${FUS[$(((i / 7) % 2))]} --seed $((SEED_BASE + i)) ${SAVES[$((i % 5))]}")
   done
 }
 

@@ -946,9 +946,10 @@ int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint,
     *check = (int)(w - run->checks);
     snprintf(text, text_cap,
              "RESUME within run-to-run noise: every exact check identical; trajectories and the "
-             "final state within the noise %d fresh runs measure (%g x the largest difference of "
-             "any pair, per step and column, per tensor)%s",
-             w->calib.n_fresh, RC_CALIB_FACTOR, resolution);
+             "final state within the noise %d fresh runs measure (each trace column j steps "
+             "after the checkpoint within %g x what 2j steps of noise do to the fresh pairs, the "
+             "state within %g x their RMS difference)%s",
+             w->calib.n_fresh, RC_CALIB_FACTOR, RC_CALIB_FACTOR, resolution);
   } else {
     snprintf(text, text_cap,
              "RESUME identical byte for byte, while the fresh runs differ by run-to-run noise: "

@@ -7,9 +7,9 @@
 # of the adapter's example fail on exact checks, whatever the noise: the LR
 # schedule (the exact column lr, at the step after the first resumed one,
 # where the fresh scheduler first steps), the optimizer (the census at K,
-# and the exact column lr its fresh param_groups carry; with the census
-# off, lr alone), the RNG (the census's rng fields), the sampler (the exact
-# columns consumed_samples and batch, and the census).
+# and the exact column lr its fresh param_groups carry), the RNG (the
+# census's rng fields), the sampler (the exact columns consumed_samples and
+# batch, and the census).
 source "$(dirname "$0")/py_lib.sh"
 need_py_modules numpy h5py torch
 TT="'$PY' '$RC_SRC/tests/trainers/noisy_torch_trainer.py' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
@@ -35,12 +35,6 @@ contains "$T/optim.out" "RESUME diverged at step 4: lr differs"
 json_true "$T/optim/report.json" \
   "any(x['field'].startswith('optimizer.') for c in d['checks'] if c['name'] == 'CENSUS resume@3' for x in c['census']['differences'])" \
   "the census names the optimizer"
-cal optim_nocensus "--bug optimizer-not-saved --census off"
-expect_rc 1 "optimizer-not-saved, no census" optim_nocensus
-contains "$T/optim_nocensus.out" "RESUME diverged at step 4: lr differs"
-json_true "$T/optim_nocensus/report.json" \
-  "[c['status'] for c in d['checks'] if c['name'] == 'CENSUS resume@3'] == ['skipped']" \
-  "no census: the exact column alone"
 cal rng "--bug rng-not-restored"
 expect_rc 1 "rng-not-restored" rng
 json_true "$T/rng/report.json" \
