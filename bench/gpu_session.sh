@@ -28,7 +28,8 @@
 # "startup" the save leg alone and beside each other leg (bench/bench_startup.sh),
 # "pin" what page-locking and unlocking a staging buffer costs (bench/bench_pin.cu),
 # "loadscan" the pieces of a verified load under the load's thread knobs,
-# "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh),
+# "fp8" the seed's fp8 cells and gpu-small fp8 A/A (tests/gpu_fp8_matrix.sh), "noise"
+# the CUDA nondeterministic switch under run --noise calibrated (tests/gpu_noise.sh),
 # "profile_fp8" the per-op profile at --precision fp8, "variants" the event-timed
 # op rows and checkpoint digest under the build's CUDA module and each variant
 # module in $RC_VARIANTS (bench/build_variants.sh), interleaved rounds, one table,
@@ -85,8 +86,9 @@ case "$B" in /*) RC_CUDA_MODULE="$B/libresumecheck_cuda.so" ;; esac
 PARTS=" ${RC_SESSION_PARTS:-ops parity bench profile harness attention sanitizer} "
 # "correctness": the batch every GPU change must pass, one command under 10
 # minutes: the module loads, cuda_ops, whole-step parity, the verifier on CUDA
-# (A/A dense and MoE, the seed, bisect), the fp8 cells and fp8 A/A
-PARTS="${PARTS/ correctness / module ops parity harness fp8 }"
+# (A/A dense and MoE, the seed, bisect), the fp8 cells and fp8 A/A, the
+# nondeterministic switch under the calibrated verdict
+PARTS="${PARTS/ correctness / module ops parity harness fp8 noise }"
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 # bench_prog NAME [NVCC FLAGS...]: the path of bench program NAME, the one the
 # build made ($B/bench, CMakeLists.txt) or else compiled here into /tmp
@@ -369,6 +371,12 @@ echo "gpu_harness exit $?" | tee -a "$S"
 grep -E "^(ok|FAIL)" "$OUT/gpu_harness.log" | tee -a "$S"
 fi
 
+if want noise; then
+  log "gpu_noise (RC_CUDA_SUM_ORDER=atomic under run --noise calibrated)"
+  RC_BIN="$B/resumecheck" RC_SRC="$PWD" timeout 400 bash tests/gpu_noise.sh > "$OUT/gpu_noise.log" 2>&1
+  echo "gpu_noise exit $?" | tee -a "$S"
+  grep -E "^(ok|FAIL)" "$OUT/gpu_noise.log" | tee -a "$S"
+fi
 if want verdict; then
 log "verdict vs one leg (gpu-small, 20 steps, save at 10)"
 RC_BIN="$B/resumecheck" FLAGS="--preset gpu-small --device cuda" N=20 K=10 \

@@ -249,10 +249,34 @@ __global__ void __launch_bounds__(32 * EMB_LONG_WARPS)
   if (live) dtable[(size_t)id * H + col] = acc;
 }
 
+/* RC_CUDA_SUM_ORDER=atomic (a kernel switch: not deterministic on purpose,
+ * the GPU's test bench of `run --noise calibrated`, docs/design.md §7.2):
+ * every token's row added into its id's row by atomicAdd, in whatever order
+ * the blocks happen to run, as PyTorch's embedding backward and index_add_
+ * do on CUDA. A repeated id's sum then changes its last bits run to run. */
+__global__ void embedding_backward_atomic_kernel(float *dtable, const int32_t *ids,
+                                                 const float *dout, int T, int H) {
+  const int t = blockIdx.x;
+  const size_t row = (size_t)(uint32_t)ids[t] * H;
+  for (int h = threadIdx.x; h < H; h += blockDim.x)
+    atomicAdd(&dtable[row + h], dout[(size_t)t * H + h]);
+}
+
+static bool sum_order_atomic(void) {
+  static int v = -1;
+  return rc_env_once(&v, "RC_CUDA_SUM_ORDER", "atomic");
+}
+
 void rc_cuda_embedding_backward(float *dtable, const int32_t *ids, const float *dout, int T, int H,
                                 int V) {
   (void)V;
   if (T <= 0 || H <= 0) return;
+  if (sum_order_atomic()) {
+    embedding_backward_atomic_kernel<<<T, H >= 256 ? 256 : ((H + 31) / 32) * 32, 0,
+                                       rc_cuda_stream()>>>(dtable, ids, dout, T, H);
+    KERNEL_CHECK();
+    return;
+  }
   size_t n = SORT_CHUNK;
   while (n < (size_t)T) n <<= 1;
   unsigned long long *keys =

@@ -11,3 +11,6 @@ if(RC_HAVE_CUDA)
   set_tests_properties(gpu_sanitizer PROPERTIES TIMEOUT 1200)
 endif()
 rc_add_sh_test(gpu_attention_path gpu_attention_path.sh)
+# the CUDA nondeterministic switch (RC_CUDA_SUM_ORDER=atomic) under --noise calibrated
+rc_add_sh_test(gpu_noise gpu_noise.sh)
+set_tests_properties(gpu_noise PROPERTIES TIMEOUT 900)

@@ -11,7 +11,9 @@
  * reorder the backward's sums over tokens (the embedding backward, the
  * weight-gradient GEMMs) per call (src/backend/cpu/cpu_sum_order.c): not
  * deterministic on purpose, the test bench of `run --noise calibrated`
- * (docs/design.md §7.2). (RC_CUDA_NORM=regs, the RMSNorm kernels holding
+ * (docs/design.md §7.2); RC_CUDA_SUM_ORDER=atomic is the GPU's: the
+ * embedding backward by atomicAdd, in the order the blocks run
+ * (kernels/cuda_embedding.cu). (RC_CUDA_NORM=regs, the RMSNorm kernels holding
  * rows in registers, became their default path in session 26 and is gone;
  * RC_CUDA_ATTENTION=pipelined and =pipelined-dq, RC_CUDA_EMBEDDING=vec and
  * RC_CUDA_GEMM_SMALL=1 lost on the H200 in session 26 and were removed in
@@ -27,10 +29,11 @@
 #include <stddef.h>
 
 static const char *const RC_KERNEL_SWITCHES[] = {"RC_CUDA_ATTENTION", "RC_CUDA_GEMM_PINS",
-                                                 "RC_CUDA_GROUPED_GEMM", "RC_CPU_SUM_ORDER"};
+                                                 "RC_CUDA_GROUPED_GEMM", "RC_CPU_SUM_ORDER",
+                                                 "RC_CUDA_SUM_ORDER"};
 #define RC_N_KERNEL_SWITCHES (sizeof RC_KERNEL_SWITCHES / sizeof RC_KERNEL_SWITCHES[0])
 /* The backend that reads each switch, in the list's order: a leg on the
  * other one records it and says it does not read it. */
-static const char *const RC_KERNEL_SWITCH_BACKENDS[] = {"cuda", "cuda", "cuda", "cpu"};
+static const char *const RC_KERNEL_SWITCH_BACKENDS[] = {"cuda", "cuda", "cuda", "cpu", "cuda"};
 
 #endif
