@@ -29,6 +29,21 @@ h_k = final_norm_k(TRM(x)); head shared. Per microbatch
 J = [CE0/N0 + lambda/D sum_k CE_k/N_k + aux] / M; grad norm = L2 over every
 parameter's gradient (before clipping).
 
+The loss's global denominators and detached MTP heads (docs/design.md §3.5):
+with loss_type token-level or sequence-level the step's valid tokens N and
+sequences S are counted first, and the step's objective is the main loss
+(sum CE0 / N, or sum over samples of each sample's mean / S) + lambda/D
+sum_k sum CE_k / N + each MoE layer's coeff * E * sum_e f_e sum_t p[t,e] / N,
+whichever of the core's two orders (loss_normalize_at) ran: in float64 they
+are the same sum. With mtp_detach_heads the MTP depths read the embedding,
+the decoder's output and the output head's weight detached, the grad norm
+is the other parameters' and mtp_grad_norm the MTP modules', and the update
+clips each group with its own max-norm (clip_grad, mtp_clip_grad). The
+controls --loss-type-as microbatch-mean, --mtp-denominator-as main,
+--aux-denominator-as main, --heads-as attached, --mtp-clip-as shared and
+--normalize-at-as each compute one of these the wrong way, so that the
+agreement rests on the core doing it right.
+
 Precision: with fp32 the step runs in float64 by default (--dtype), so the
 difference is the core's own fp32 rounding (expect ~1e-6 relative). With
 bf16 the core's emulation is reproduced: every linear rounds its input and
@@ -194,6 +209,12 @@ class Core:
         # the core computes angles, cos, sin in double, then rounds to float
         self.cos = ang.cos().float().to(dtype).to(dev)
         self.sin = ang.sin().float().to(dtype).to(dev)
+        # the loss's denominators and detached heads as the run's config says (the
+        # controls in main() change one of them)
+        self.loss_type = cfg.get("loss_type", "microbatch-mean")
+        self.detach = bool(cfg.get("mtp_detach_heads", False))
+        self.mtp_den = self.aux_den = "tokens"
+        self.finish = cfg.get("loss_normalize_at", "microbatch") == "finish"
 
     def lin(self, x, name):
         return RLinear.apply(x, self.W[name + "/weight"], self.rnd)
@@ -269,13 +290,16 @@ class Core:
             return x + out.view(B, S, self.H), aux
         return x + self.swiglu(a, self.W[p + "/mlp/linear_fc1/weight"], self.W[p + "/mlp/linear_fc2/weight"]), None
 
-    def microbatch(self, ids, lab, msk):
-        """J (this microbatch's share of the objective), main loss, MTP losses."""
+    def microbatch(self, ids, lab, msk, counts=None):
+        """J (this microbatch's share of the objective), main loss, MTP losses, and
+        the main loss's numerator under a global denominator (0.0 otherwise).
+        counts: the step's (valid tokens, valid sequences) for a global loss_type."""
         c, D, M = self.c, self.D, self.c["microbatches"]
         B, S = ids[0].shape
         L, moe_layers = c["layers"], parse_layers(c["moe_layers"])
         emb = self.W["embedding/word_embeddings/weight"]
         head = "embedding/word_embeddings" if c.get("tie_embeddings") else "output_layer"
+        detach = self.detach
         x = emb[ids[0]]
         aux = []
         for l in range(L):
@@ -285,23 +309,55 @@ class Core:
         hs = [self.norm(x, "decoder/final_layernorm")]
         for k in range(1, D + 1):
             p = "mtp/layers/%d" % (0 if c["mtp_repeated_layer"] else k - 1)
-            cat = torch.cat([self.norm(emb[ids[k]], p + "/enorm"), self.norm(hs[-1], p + "/hnorm")], -1)
+            # detached heads: the embedding and the decoder's output are constants to them
+            e = (emb.detach() if detach else emb)[ids[k]]
+            h = hs[-1].detach() if detach and k == 1 else hs[-1]
+            cat = torch.cat([self.norm(e, p + "/enorm"), self.norm(h, p + "/hnorm")], -1)
             y, a = self.layer(self.lin(cat, p + "/eh_proj"), p + "/transformer_layer", (L - 1) in moe_layers, B, S)
             if a is not None:
                 aux.append(a)
             hs.append(self.norm(y, p + "/final_layernorm"))
-        J = sum(aux) if aux else 0.0
-        losses = []
+        global_loss = self.loss_type != "microbatch-mean"
+        if global_loss:
+            # normalised at the finish: raw sums here, main() scales the gradients once
+            ntok, nseq = (1.0, 1.0) if self.finish else (max(v, 1.0) for v in counts)
+            mtp_den = nseq if self.mtp_den == "sequences" else ntok
+            aux_den = nseq if self.aux_den == "sequences" else ntok
+            # the load-balancing loss summed over the microbatch's T tokens (mean * T)
+            J = sum(a * (B * S) / aux_den for a in aux) if aux else 0.0
+        else:
+            J = sum(aux) if aux else 0.0
+        losses, numerator = [], 0.0
         for k in range(D + 1):
-            # a bf16 head's logits are bf16 values (the CE reads them in fp32)
-            logits = RoundOut.apply(self.lin(hs[k], head), self.rnd_out).reshape(-1, c["vocab"])
+            # a bf16 head's logits are bf16 values (the CE reads them in fp32); a detached
+            # MTP head reads the output head's weight as a constant
+            if k > 0 and detach:
+                logits = RLinear.apply(hs[k], self.W[head + "/weight"].detach(), self.rnd)
+            else:
+                logits = self.lin(hs[k], head)
+            logits = RoundOut.apply(logits, self.rnd_out).reshape(-1, c["vocab"])
             ce = F.cross_entropy(logits, lab[k].reshape(-1), reduction="none")
             m = msk[k].reshape(-1)
             n = float(m.sum()) or 1.0
             lk = (ce * m).sum() / n
             losses.append(lk)
-            J = J + (lk if k == 0 else c["mtp_loss_scale"] / D * lk)
-        return J / M, [float(v.detach()) for v in losses]
+            if not global_loss:
+                J = J + (lk if k == 0 else c["mtp_loss_scale"] / D * lk)
+            elif k > 0:
+                J = J + c["mtp_loss_scale"] / D * (ce * m).sum() / mtp_den
+            elif self.loss_type == "token-level":
+                term = (ce * m).sum()
+                numerator += float(term.detach())
+                J = J + term / ntok
+            else:  # sequence-level: each sample's mean over its valid tokens
+                per = (ce * m).view(B, S).sum(1)
+                nb = msk[0].sum(1)
+                means = torch.where(nb > 0, per / nb.clamp(min=1.0), torch.zeros_like(per))
+                numerator += float(means.sum().detach())
+                J = J + means.sum() / nseq
+        if global_loss:
+            return J, [float(v.detach()) for v in losses], numerator
+        return J / M, [float(v.detach()) for v in losses], 0.0
 
 
 def parse_layers(s):
@@ -362,6 +418,23 @@ def main():
     ap.add_argument("--attention-as", choices=["run", "fp32", "bf16"], default="run",
                     help="emulate attention as the run's config says (default), or force one contract: "
                          "a control that shows how much the emulation matters")
+    ap.add_argument("--mtp-denominator-as", choices=["run", "main"], default="run",
+                    help="the MTP term over the step's valid tokens as the core has it (default), or over the "
+                         "main loss's count (sequences under sequence-level): a control")
+    ap.add_argument("--aux-denominator-as", choices=["run", "main"], default="run",
+                    help="the MoE load-balancing loss over the step's valid tokens (default), or over the main "
+                         "loss's count, as NeMo-RL's split path has it: a control")
+    ap.add_argument("--loss-type-as", choices=["run", "microbatch-mean"], default="run",
+                    help="the main loss's denominator as the run's config says (default), or each "
+                         "microbatch's own mean: a control")
+    ap.add_argument("--normalize-at-as", choices=["run", "microbatch", "finish"], default="run",
+                    help="where the global denominators enter: as the run's config says (default), or the "
+                         "other order; in float64 the same sum, with bf16 roundings not (a control)")
+    ap.add_argument("--heads-as", choices=["run", "attached"], default="run",
+                    help="the MTP heads detached as the run's config says (default), or attached: a control")
+    ap.add_argument("--mtp-clip-as", choices=["run", "shared"], default="run",
+                    help="detached heads: the MTP modules clipped with their own norm and max-norm (default), "
+                         "or with the rest's clip coefficient: a control of the update check")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -393,23 +466,55 @@ def main():
     if a.attention_as != "run":
         core.attn_bf16 = a.attention_as == "bf16"
     core.qkv_16 = a.qkv_as == "stored"
+    if a.heads_as == "attached":
+        core.detach = False
+    if a.loss_type_as != "run":
+        core.loss_type = a.loss_type_as
+    if a.normalize_at_as != "run":
+        core.finish = a.normalize_at_as == "finish"
+    if a.mtp_denominator_as == "main" and core.loss_type == "sequence-level":
+        core.mtp_den = "sequences"
+    if a.aux_denominator_as == "main" and core.loss_type == "sequence-level":
+        core.aux_den = "sequences"
+    detached = bool(cfg.get("mtp_detach_heads", False))
 
     B, S, D, M = cfg["micro_batch"], cfg["seq_len"], cfg["mtp_depths"], cfg["microbatches"]
-    loss, mtp, tokens = 0.0, [0.0] * D, 0
+    batches = []
+    ntok = nseq = 0.0
     for mb in range(M):
         ids, lab, msk = make_batch(cfg, consumed + mb * B, B, S, D)
+        ntok += float(msk[0].sum())
+        nseq += float((msk[0].sum(1) > 0).sum())
+        batches.append((ids, lab, msk))
+    loss, mtp, tokens, numerator = 0.0, [0.0] * D, 0, 0.0
+    for ids, lab, msk in batches:
         ids = [torch.tensor(t, device=dev) for t in ids]
         lab = [torch.tensor(t, device=dev) for t in lab]
         msk = [torch.tensor(t, dtype=dtype, device=dev) for t in msk]
         tokens += int(msk[0].sum())
-        J, ls = core.microbatch(ids, lab, msk)
+        J, ls, num = core.microbatch(ids, lab, msk, (ntok, nseq))
         J.backward()  # grads accumulate over microbatches, like main_grad
         loss += ls[0] / M
+        numerator += num
         for k in range(D):
             mtp[k] += ls[k + 1] / M
-    # the core's parameter order does not matter for the value of the norm up to rounding
-    gsq = sum(float((W[n].grad.double() ** 2).sum()) for n in names)
-    gnorm = math.sqrt(gsq)
+    if core.loss_type != "microbatch-mean":  # the main loss as its denominator defines it
+        loss = numerator / max(ntok if core.loss_type == "token-level" else nseq, 1.0)
+    if core.loss_type != "microbatch-mean" and core.finish:
+        # the finish's one scale per buffer (train_step.c normalise_at_finish): the detached MTP
+        # modules' by the MTP term's count, every other one by the main loss's
+        main_n = max(ntok if core.loss_type == "token-level" else nseq, 1.0)
+        mtp_n = max(nseq if core.mtp_den == "sequences" else ntok, 1.0)
+        with torch.no_grad():
+            for n in names:
+                if W[n].grad is not None:
+                    W[n].grad.mul_(1.0 / (mtp_n if core.detach and n.startswith("mtp/") else main_n))
+    # the core's parameter order does not matter for the value of the norm up to rounding;
+    # detached heads: the MTP modules' norm apart
+    grad = {n: (W[n].grad if W[n].grad is not None else torch.zeros_like(W[n])) for n in names}
+    own = {n: detached and n.startswith("mtp/") for n in names}
+    gnorm = math.sqrt(sum(float((grad[n].double() ** 2).sum()) for n in names if not own[n]))
+    mtp_gnorm = math.sqrt(sum(float((grad[n].double() ** 2).sum()) for n in names if own[n]))
 
     rows = list(csv.DictReader(open(os.path.join(a.run, "trace.csv"))))
     row = next((r for r in rows if int(r["step"]) == a.step + 1), None)
@@ -421,6 +526,11 @@ def main():
     checks.append(("loss", loss, fx("loss")))
     checks += [("mtp_loss_%d" % (k + 1), mtp[k], fx("mtp_loss_%d" % (k + 1))) for k in range(D)]
     checks.append(("grad_norm", gnorm, fx("grad_norm")))
+    if detached:
+        if "mtp_grad_norm" not in row:
+            print("torch_crosscheck: a detached-heads run's trace.csv has no mtp_grad_norm", file=sys.stderr)
+            return 2
+        checks.append(("mtp_grad_norm", mtp_gnorm, fx("mtp_grad_norm")))
 
     # AdamW, if the run also saved K+1: the core's formula in float64
     nxt = shard_path(a.run, a.step + 1)
@@ -429,12 +539,16 @@ def main():
         step = int(st["/optimizer/step"]) + 1
         lr = lr_at(cfg, int(st["/scheduler/num_steps"]) + 1)
         clip = cfg["clip_grad"] / (gnorm + 1e-6) if cfg["clip_grad"] > 0 and gnorm > cfg["clip_grad"] else 1.0
+        mclip = cfg.get("mtp_clip_grad", 1.0)
+        clip_mtp = mclip / (mtp_gnorm + 1e-6) if mclip > 0 and mtp_gnorm > mclip else 1.0
+        if a.mtp_clip_as == "shared":
+            clip_mtp = clip
         b1, b2 = cfg["adam_beta1"], cfg["adam_beta2"]
         bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
         worst = {"weight": (0.0, ""), "exp_avg": (0.0, ""), "exp_avg_sq": (0.0, "")}
         for n in names:
             decay = W[n].dim() >= 2
-            g = W[n].grad.double().cpu().numpy() * clip
+            g = grad[n].double().cpu().numpy() * (clip_mtp if own[n] else clip)
             m = b1 * st["/optimizer/exp_avg/" + n].astype(np.float64) + (1 - b1) * g
             v = b2 * st["/optimizer/exp_avg_sq/" + n].astype(np.float64) + (1 - b2) * g * g
             p = st["/model/" + n].astype(np.float64)
@@ -462,9 +576,9 @@ def main():
             rel = abs(ours - theirs) / max(abs(theirs), 1e-30)
             print("%-52s %22.12g %22.12g %10.2e" % (name, ours, theirs, rel))
         out[name] = {"torch": ours, "core": theirs, "rel": rel}
-        loss_like = name == "loss" or name == "grad_norm" or name.startswith("mtp_loss_")
+        loss_like = name in ("loss", "grad_norm", "mtp_grad_norm") or name.startswith("mtp_loss_")
         limit = a.loss_tol if loss_like and a.loss_tol is not None else tol
-        if name == "grad_norm" and a.grad_tol is not None:
+        if name in ("grad_norm", "mtp_grad_norm") and a.grad_tol is not None:
             limit = a.grad_tol
         ok = ok and rel <= limit
     print(json.dumps({"crosscheck": "ok" if ok else "FAIL", "precision": cfg["precision"],

@@ -183,3 +183,36 @@ rc_catalogue_cause(cause_sampler_epoch_not_set_auto 1 8 loss
   "always=7 (last step of a data epoch)"
   "census=data.sampler_epoch: through 1, resumed 0"
   -- --inject sampler-epoch-not-set-after-resume --epoch-samples 28 --save-at auto)
+
+# The MTP lifecycle (docs/design.md §3.5, seed 004): the loss's global denominators, detached
+# MTP heads with their own clip, raw accumulation normalised at the finish. Correct
+# configurations are byte-identical in A/A and RESUME (the control of each bug below is its
+# config without --inject, which catalogue_cause.sh runs), and each setting a resumed process
+# can rebuild wrongly is named by the census's derived field at K.
+set(RC_SEQ_DETACHED --loss-type sequence-level --mtp-detach-heads)
+rc_catalogue(clean_loss_token_level 0 - - --loss-type token-level)
+rc_catalogue(clean_loss_per_token_finish 0 - - --calculate-per-token-loss)
+rc_catalogue(clean_loss_sequence_detached 0 - - ${RC_SEQ_DETACHED} --mtp-clip-grad 0.02)
+rc_catalogue(clean_loss_sequence_detached_finish 0 - - ${RC_SEQ_DETACHED} --loss-normalize-at finish --moe-aux-loss-coeff 0)
+rc_catalogue(clean_mtp_detached_separate 0 - - --mtp-detach-heads --mtp-depths 3 --mtp-separate-layers --dropout 0.1)
+rc_catalogue(clean_loss_per_token_fp16_overflow 0 - - ${RC_FP16_OVERFLOW} --calculate-per-token-loss --mtp-detach-heads --save-at auto)
+rc_catalogue(clean_loss_sequence_detached_chained 0 - - ${RC_SEQ_DETACHED} --microbatches 3 --save-at 3,6 --tie-embeddings)
+# the MTP term over the main loss's count (sequences) after a load: the detached heads' gradient
+# alone changes, so mtp_grad_norm is the first column; at either normalisation order
+rc_catalogue_cause(cause_mtp_denominator_from_main_after_resume 1 6 mtp_grad_norm
+  "census=first: mtp.loss_denominator: through tokens, resumed sequences (derived:"
+  "bisect=operation:backward output_layer call 1: fp_out differs"
+  -- --inject mtp-denominator-from-main-after-resume ${RC_SEQ_DETACHED})
+rc_catalogue(bug_mtp_denominator_from_main_finish 1 6 mtp_grad_norm --inject mtp-denominator-from-main-after-resume
+  ${RC_SEQ_DETACHED} --loss-normalize-at finish --moe-aux-loss-coeff 0)
+# the load-balancing loss over the main loss's count: the decoder's MoE router moves the
+# backbone's norm first
+rc_catalogue_cause(cause_moe_aux_loss_main_denominator_after_resume 1 6 grad_norm
+  "census=first: moe.aux_loss_denominator: through tokens, resumed sequences (derived:"
+  "bisect=operation:transformer_layer/mlp/router call 1: fp_out,fp_main_grad differ"
+  -- --inject moe-aux-loss-main-denominator-after-resume ${RC_SEQ_DETACHED})
+# the MTP clip from its default: the norms are equal (taken before the clip), the update is not
+rc_catalogue_cause(cause_mtp_clip_grad_default_after_resume 1 6 fp_params
+  "census=first: mtp.clip_grad: through 0.02, resumed 1 (derived:"
+  "bisect=operation:the MTP heads' clip differs"
+  -- --inject mtp-clip-grad-default-after-resume --mtp-detach-heads --mtp-clip-grad 0.02)

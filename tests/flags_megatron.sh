@@ -105,6 +105,7 @@ cat >"$T/shapes" <<EOF
 --moe-grouped-gemm||!--moe-grouped-gemm=1
 --swiglu||!--swiglu=1
 --disable-bias-linear||!--disable-bias-linear=1
+--calculate-per-token-loss|--loss-type token-level --loss-normalize-at finish|
 EOF
 i=0
 while IFS='|' read -r meg nat ctl; do

@@ -115,6 +115,34 @@ static void derived_i64(FILE *f, const char *name, int64_t v, const char *note) 
   field(f, name, CLASS_DERIVED, s, note);
 }
 
+/* The loss's denominators and the detached MTP heads' clip
+ * (docs/design.md §3.5), listed where a config sets them (a default config's
+ * census is unchanged): what the next step's backward and finish normalise
+ * each term by. */
+static void loss_fields(FILE *f, const rc_model *m) {
+  const rc_step_settings *h = &m->hp;
+  const rc_config *c = &m->cfg;
+  if (c->loss_type == RC_LOSS_MICROBATCH_MEAN && !c->mtp_detach_heads) return;
+  field(f, "loss.main_denominator", CLASS_DERIVED, rc_denominator_name(h->main_denominator),
+        "what the main loss is divided by (--loss-type)");
+  field(f, "loss.normalize_at", CLASS_DERIVED, h->normalize_at_finish ? "finish" : "microbatch",
+        "where the global denominators enter the gradient");
+  if (m->D > 0) {
+    field(f, "mtp.detach_heads", CLASS_DERIVED, c->mtp_detach_heads ? "true" : "false",
+          "whether the MTP loss's gradient stops at the MTP modules");
+    field(f, "mtp.loss_denominator", CLASS_DERIVED, rc_denominator_name(h->mtp_denominator),
+          "what the MTP term is divided by");
+  }
+  bool any_moe = false;
+  for (int i = 0; i < c->layers; i++) any_moe |= m->layers[i].moe;
+  if (any_moe && c->moe_aux_loss_coeff > 0)
+    field(f, "moe.aux_loss_denominator", CLASS_DERIVED, rc_denominator_name(h->moe_aux_denominator),
+          "what the load-balancing loss is divided by");
+  if (c->mtp_detach_heads)
+    field_f64(f, "mtp.clip_grad", CLASS_DERIVED, h->mtp_clip_grad,
+              "the detached MTP modules' own clip max-norm (0: off)");
+}
+
 /* What the next step computes with (model.h rc_step_settings), made from
  * the config or rebuilt by a load, and the values it derives from the
  * counters: the learning rate, Adam's bias corrections (as the float the
@@ -146,6 +174,7 @@ static void derived_fields(FILE *f, const rc_model *m) {
             "1 - beta2^step of the next optimizer step, as the update gets it (float)");
   field_f64(f, "optimizer.clip_grad", CLASS_DERIVED, h->clip_grad,
             "the global-norm clip's max-norm (0: off)");
+  loss_fields(f, m);
   if (c->precision == RC_PREC_FP16) {
     derived_i64(f, "loss_scaler.growth_interval", h->loss_scale_window,
                 "clean steps before the scale grows (--loss-scale-window)");

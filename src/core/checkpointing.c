@@ -621,6 +621,12 @@ static void rebuild_settings_wrongly(rc_model *m) {
   if (bug & RC_BUG_BIAS_CORRECTION_FP32_AFTER_LOAD) h->bias_correction_fp32 = true;
   if (bug & RC_BUG_CLIP_GRAD_DEFAULT_AFTER_RESUME) h->clip_grad = 1.0; /* --clip-grad default */
   if (bug & RC_BUG_LOSS_SCALE_WINDOW_DEFAULT_AFTER_RESUME) h->loss_scale_window = 1000;
+  /* the MTP lifecycle's (docs/design.md §3.5): the auxiliary terms' scaling
+   * rebuilt from the main loss's, the MTP clip from its default */
+  if (bug & RC_BUG_MTP_DENOMINATOR_FROM_MAIN_AFTER_RESUME) h->mtp_denominator = h->main_denominator;
+  if (bug & RC_BUG_MOE_AUX_LOSS_MAIN_DENOMINATOR_AFTER_RESUME)
+    h->moe_aux_denominator = h->main_denominator;
+  if (bug & RC_BUG_MTP_CLIP_GRAD_DEFAULT_AFTER_RESUME) h->mtp_clip_grad = 1.0;
 }
 
 /* After the loaded bytes are in: the iteration, the replicated state, the

@@ -28,6 +28,8 @@ static const char *const POLICY_NAMES[] = {"legacy",       "untracked-none", "re
 static const char *const SCORING_NAMES[] = {"softmax", "sigmoid", NULL};
 static const char *const ONOFF_NAMES[] = {"off", "on", NULL};
 static const char *const PRESETS[] = {"tiny", "small", "gpu-small", NULL};
+static const char *const LOSS_TYPES[] = {"microbatch-mean", "token-level", "sequence-level", NULL};
+static const char *const NORMALIZE_AT[] = {"microbatch", "finish", NULL};
 
 static int set_preset(void *cfg, const char *flag, const char *v, rc_err *err);
 static int set_inject(void *cfg, const char *flag, const char *v, rc_err *err);
@@ -88,6 +90,26 @@ static const rc_flag_spec CONFIG_FLAGS[] = {
      .help = "one MTP layer per depth (clears --mtp-repeated-layer)"},
     A("--mtp-loss-scale", "--mtp-loss-scaling-factor", "mtp_loss_scale", RC_FLAG_DOUBLE, NULL,
       mtp_loss_scale, 0, 1e6, "lambda"),
+    F("--mtp-detach-heads", "mtp_detach_heads", RC_FLAG_BOOL, NULL, mtp_detach_heads, 0, 0,
+      "the MTP loss trains the MTP modules only (NeMo-RL's\n"
+      "mtp_detach_heads): no MTP gradient reaches the decoder, the\n"
+      "embedding or the output head; the MTP modules are a clip\n"
+      "group of their own (--mtp-clip-grad)"),
+    F("--mtp-clip-grad", "mtp_clip_grad", RC_FLAG_DOUBLE, NULL, mtp_clip_grad, 0, 1e12,
+      "with --mtp-detach-heads: the MTP modules' own global-norm\n"
+      "clip (0 = off; default 1.0, as --clip-grad's)"),
+    F("--loss-type", "loss_type", RC_FLAG_CHOICE, LOSS_TYPES, loss_type, 0, 0,
+      "the main loss's denominator: microbatch-mean (default: each\n"
+      "microbatch's mean, averaged), token-level (the step's valid\n"
+      "tokens), sequence-level (the step's sequences, each its own\n"
+      "mean); with the last two the MTP term and the MoE\n"
+      "load-balancing loss are over the step's valid tokens"),
+    F("--loss-normalize-at", "loss_normalize_at", RC_FLAG_CHOICE, NORMALIZE_AT, loss_normalize_at,
+      0, 0,
+      "microbatch (default) | finish: with a token- or sequence-level\n"
+      "loss, the global denominators enter each microbatch's\n"
+      "backward, or the gradients accumulate raw sums scaled once\n"
+      "at the step's finish"),
     F("--moe-layers", "moe_layers", RC_FLAG_STRING, NULL, moe_layers, 0, 0,
       "comma-separated 0-based MoE decoder layers, or 'none'"),
     A("--experts", "--num-experts", "experts", RC_FLAG_INT, NULL, experts, 1, 1024, "experts E"),
@@ -208,6 +230,7 @@ void rc_config_defaults(rc_config *c, rc_leg_opts *leg) {
   c->grad_accum_fusion = true;
   c->policy = RC_POLICY_RESOLVE;
   c->lr = 3e-3, c->min_lr = 3e-4, c->warmup = 2, c->clip_grad = 1.0, c->weight_decay = 0.1;
+  c->mtp_clip_grad = 1.0;
   c->adam_beta1 = 0.9, c->adam_beta2 = 0.95, c->adam_eps = 1e-8;
   c->seed = 1234;
   c->initial_loss_scale = 65536.0, c->min_loss_scale = 1.0, c->loss_scale_window = 1000;
@@ -339,6 +362,26 @@ static const rc_bug_info BUGS[] = {
      "RESUME fails when K ends a data epoch (needs --epoch-samples); first divergent step K+1, "
      "loss first; the census's derived field data.sampler_epoch names it, bisect says same data "
      "position, different samples"},
+    {RC_BUG_MTP_DENOMINATOR_FROM_MAIN_AFTER_RESUME, "mtp-denominator-from-main-after-resume",
+     "after a load the detached MTP heads' gradient is normalised by the main loss's denominator "
+     "(the step's sequences) instead of the step's valid tokens (the MTP scaling rebuilt from the "
+     "main loss's)",
+     "RESUME fails; first divergent step K+1, mtp_grad_norm first (needs --mtp-detach-heads and "
+     "--loss-type sequence-level); the census's derived field mtp.loss_denominator names it at K"},
+    {RC_BUG_MOE_AUX_LOSS_MAIN_DENOMINATOR_AFTER_RESUME,
+     "moe-aux-loss-main-denominator-after-resume",
+     "after a load the MoE load-balancing loss is normalised by the main loss's denominator (the "
+     "step's sequences) instead of the step's valid tokens (NeMo-RL's split-path issue, "
+     "there in every process)",
+     "RESUME fails; first divergent step K+1, grad_norm first (needs --loss-type sequence-level, "
+     "MoE layers and --moe-aux-loss-coeff > 0); the census's derived field "
+     "moe.aux_loss_denominator names it at K"},
+    {RC_BUG_MTP_CLIP_GRAD_DEFAULT_AFTER_RESUME, "mtp-clip-grad-default-after-resume",
+     "after a load the detached MTP heads' clip max-norm is taken from a default (1.0) instead "
+     "of --mtp-clip-grad",
+     "RESUME fails (with --mtp-detach-heads and an --mtp-clip-grad other than 1 that clips); "
+     "first divergent step K+1, fp_params first; the census's derived field mtp.clip_grad names "
+     "it at K"},
 };
 
 const rc_bug_info *rc_bug_catalogue(int *count) {
@@ -409,6 +452,66 @@ static int parse_moe_layers(rc_config *c, rc_err *err) {
     snprintf(buf, sizeof buf, "%s%d", i ? "," : "", list[i] - 1);
     strncat(c->moe_layers, buf, sizeof c->moe_layers - strlen(c->moe_layers) - 1);
   }
+  return 0;
+}
+
+/* The loss's denominators and the detached MTP heads (docs/design.md
+ * §3.5): the combinations whose gradient cannot be normalised correctly,
+ * and the injected bugs that need a setting to show. */
+static int validate_mtp_lifecycle(const rc_config *c, bool any_moe, rc_err *err) {
+  bool global = c->loss_type != RC_LOSS_MICROBATCH_MEAN;
+  if (c->loss_normalize_at == RC_NORMALIZE_AT_FINISH && !global)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--loss-normalize-at finish needs --loss-type token-level or sequence-level: "
+                   "a microbatch-mean loss divides each microbatch by its own count, which no "
+                   "single scale at the finish can give");
+  if (c->mtp_detach_heads && c->mtp_depths == 0)
+    return rc_fail(err, RC_EXIT_USAGE, "--mtp-detach-heads needs --mtp-depths >= 1");
+  if (c->mtp_detach_heads && c->te_output_head)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--mtp-detach-heads and --te-output-head cannot be combined: a detached MTP "
+                   "head takes no weight gradient, and a TE-style head's is_first_microbatch "
+                   "pairs its first forward call with its last weight gradient");
+  if (!c->mtp_detach_heads && c->mtp_clip_grad != 1.0)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--mtp-clip-grad %g needs --mtp-detach-heads: attached MTP heads are clipped "
+                   "with the rest (--clip-grad)",
+                   c->mtp_clip_grad);
+  /* the seed's refusal: attached heads put a token-normalised MTP gradient
+   * into the backbone beside the sequence-normalised main loss's */
+  if (c->loss_type == RC_LOSS_SEQUENCE_LEVEL && c->mtp_depths > 0 && c->mtp_loss_scale > 0 &&
+      !c->mtp_detach_heads)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--loss-type sequence-level with attached MTP heads (--mtp-loss-scale %g "
+                   "without --mtp-detach-heads) is refused: the MTP gradient that reaches the "
+                   "backbone is normalised by the global valid-token count and the main loss's "
+                   "by the global sequence count, and that mixed backbone gradient cannot be "
+                   "corrected after split-step accumulation; give --mtp-detach-heads, "
+                   "--mtp-loss-scale 0 or --loss-type token-level",
+                   c->mtp_loss_scale);
+  if (c->loss_type == RC_LOSS_SEQUENCE_LEVEL && c->loss_normalize_at == RC_NORMALIZE_AT_FINISH &&
+      any_moe && c->moe_aux_loss_coeff > 0)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--loss-type sequence-level --loss-normalize-at finish with an MoE "
+                   "load-balancing loss (--moe-aux-loss-coeff %g) is refused: its raw gradient "
+                   "shares the backbone's buffers, which the finish scales by 1/global sequences, "
+                   "where it needs 1/global valid tokens; give --loss-normalize-at microbatch or "
+                   "--moe-aux-loss-coeff 0",
+                   c->moe_aux_loss_coeff);
+  if ((c->inject & RC_BUG_MTP_DENOMINATOR_FROM_MAIN_AFTER_RESUME) &&
+      (c->loss_type != RC_LOSS_SEQUENCE_LEVEL || !c->mtp_detach_heads))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject mtp-denominator-from-main-after-resume needs --loss-type "
+                   "sequence-level and --mtp-detach-heads (the MTP term's denominator differs "
+                   "from the main loss's only there)");
+  if ((c->inject & RC_BUG_MOE_AUX_LOSS_MAIN_DENOMINATOR_AFTER_RESUME) &&
+      (c->loss_type != RC_LOSS_SEQUENCE_LEVEL || !any_moe || c->moe_aux_loss_coeff <= 0))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject moe-aux-loss-main-denominator-after-resume needs --loss-type "
+                   "sequence-level, --moe-layers and --moe-aux-loss-coeff > 0");
+  if ((c->inject & RC_BUG_MTP_CLIP_GRAD_DEFAULT_AFTER_RESUME) && !c->mtp_detach_heads)
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--inject mtp-clip-grad-default-after-resume needs --mtp-detach-heads");
   return 0;
 }
 
@@ -496,7 +599,7 @@ int rc_config_validate(const rc_config *c, rc_err *err) {
                    "--inject loss-scale-window-default-after-resume needs --precision fp16");
   if ((long)c->micro_batch * c->seq_len > (1L << 26))
     return rc_fail(err, RC_EXIT_USAGE, "--micro-batch * --seq-len is too large");
-  return 0;
+  return validate_mtp_lifecycle(c, any_moe, err);
 }
 
 static int set_preset(void *cfg, const char *flag, const char *v, rc_err *err) {
@@ -682,6 +785,15 @@ static int set_position_embedding(void *meg, const char *flag, const char *v, rc
   return only(flag, v, "rope", "positions are rotary, base --rope-theta", err);
 }
 
+/* Megatron's --calculate-per-token-loss: the loss is a sum over tokens,
+ * divided once by the global token count in finalize_model_grads. */
+static int set_per_token_loss(void *meg, const char *flag, const char *v, rc_err *err) {
+  (void)flag, (void)v, (void)err;
+  rc_config *c = ((rc_megatron_args *)meg)->cfg;
+  c->loss_type = RC_LOSS_TOKEN_LEVEL, c->loss_normalize_at = RC_NORMALIZE_AT_FINISH;
+  return 0;
+}
+
 static int set_mock_data(void *meg, const char *flag, const char *v, rc_err *err) {
   (void)flag, (void)v, (void)err;
   ((rc_megatron_args *)meg)->cfg->data[0] = 0; /* the synthetic corpus */
@@ -745,6 +857,10 @@ static const rc_flag_spec MEGATRON_FLAGS[] = {
     S("--mock-data", RC_FLAG_BOOL, set_mock_data, "--data", NULL,
       "train on the synthetic corpus (the default without --data)"),
     S("--swiglu", RC_FLAG_BOOL, set_nothing, NULL, NULL, "accepted: the MLP is always SwiGLU"),
+    S("--calculate-per-token-loss", RC_FLAG_BOOL, set_per_token_loss,
+      "--loss-type --loss-normalize-at", NULL,
+      "= --loss-type token-level --loss-normalize-at finish (the\n"
+      "loss summed over tokens, divided once by the global count)"),
     S("--disable-bias-linear", RC_FLAG_BOOL, set_nothing, NULL, NULL,
       "accepted: no linear has a bias"),
 };
@@ -1022,6 +1138,18 @@ int rc_config_parse(int argc, char **argv, rc_config *c, rc_leg_opts *leg, rc_er
   return leg ? check_leg(c, leg, err) : 0;
 }
 
+/* Keys added after checkpoints were written, left out of the canonical
+ * config at their defaults so that those checkpoints' config hash (in every
+ * shard) stays the same. */
+static bool left_out_at_default(const rc_config *c, const char *key) {
+  if (!strcmp(key, "epoch_samples")) return c->epoch_samples == 0;
+  if (!strcmp(key, "mtp_detach_heads")) return !c->mtp_detach_heads;
+  if (!strcmp(key, "mtp_clip_grad")) return c->mtp_clip_grad == 1.0;
+  if (!strcmp(key, "loss_type")) return c->loss_type == RC_LOSS_MICROBATCH_MEAN;
+  if (!strcmp(key, "loss_normalize_at")) return c->loss_normalize_at == RC_NORMALIZE_AT_MICROBATCH;
+  return false;
+}
+
 char *rc_config_canonical(const rc_config *c) {
   /* keys sorted: collect canonical flags, sort by key, then the inject list */
   const rc_flag_spec *specs[sizeof CONFIG_FLAGS / sizeof CONFIG_FLAGS[0]];
@@ -1052,7 +1180,7 @@ char *rc_config_canonical(const rc_config *c) {
     const char *field = (const char *)c + f->offset;
     /* a key added after checkpoints were written is left out at its
      * default, so that their config hash (in every shard) stays the same */
-    if (!strcmp(f->key, "epoch_samples") && c->epoch_samples == 0) continue;
+    if (left_out_at_default(c, f->key)) continue;
     rc_jw_key(&w, f->key);
     switch (f->kind) {
     case RC_FLAG_BOOL:

@@ -61,7 +61,32 @@ typedef enum {
   RC_BUG_CONSUMED_SAMPLES_SAVED_SHORT = 1u << 21,
   RC_BUG_EXPERT_BIAS_UPDATE_SKIPPED_AFTER_RESUME = 1u << 22,
   RC_BUG_SAMPLER_EPOCH_NOT_SET_AFTER_RESUME = 1u << 23,
+  /* The MTP lifecycle's settings (docs/design.md §3.5), rebuilt on resume
+   * from the main loss or from a default: the census's derived fields
+   * mtp.loss_denominator, moe.aux_loss_denominator and mtp.clip_grad. */
+  RC_BUG_MTP_DENOMINATOR_FROM_MAIN_AFTER_RESUME = 1u << 24,
+  RC_BUG_MOE_AUX_LOSS_MAIN_DENOMINATOR_AFTER_RESUME = 1u << 25,
+  RC_BUG_MTP_CLIP_GRAD_DEFAULT_AFTER_RESUME = 1u << 26,
 } rc_bug;
+
+/* --loss-type: what the main loss is divided by (docs/design.md §3.5).
+ * microbatch-mean: each microbatch's mean over its valid tokens, averaged
+ * over the step's microbatches (Megatron-LM's default); token-level: the sum
+ * over the step's valid tokens divided by their global count (Megatron's
+ * --calculate-per-token-loss, NeMo-RL's TOKEN_LEVEL); sequence-level: each
+ * sample's mean over its valid tokens, summed and divided by the global
+ * count of samples with a valid token (NeMo-RL's SEQUENCE_LEVEL). */
+typedef enum {
+  RC_LOSS_MICROBATCH_MEAN = 0,
+  RC_LOSS_TOKEN_LEVEL,
+  RC_LOSS_SEQUENCE_LEVEL
+} rc_loss_type;
+
+/* --loss-normalize-at: where the global denominators enter the gradient.
+ * microbatch: in each microbatch's backward (the counts are taken before
+ * the step); finish: the backward accumulates raw sums and the step's
+ * finish scales each gradient buffer once (the split path's contract). */
+typedef enum { RC_NORMALIZE_AT_MICROBATCH = 0, RC_NORMALIZE_AT_FINISH } rc_normalize_at;
 
 #define RC_MAX_LAYERS 64
 
@@ -71,7 +96,15 @@ typedef struct {
   int mtp_depths; /* 0..RC_MAX_MTP_DEPTH */
   bool mtp_repeated_layer;
   double mtp_loss_scale;
-  char moe_layers[256]; /* comma-separated 0-based decoder layer indices, "" = none */
+  /* --mtp-detach-heads (NeMo-RL's mtp_detach_heads): the MTP loss's
+   * gradient reaches the MTP modules only, not the decoder, the embedding
+   * or the output head; the MTP modules are then a clip group of their own
+   * (--mtp-clip-grad, 0 = off) beside the rest (--clip-grad). */
+  bool mtp_detach_heads;
+  double mtp_clip_grad;
+  int loss_type;         /* rc_loss_type */
+  int loss_normalize_at; /* rc_normalize_at */
+  char moe_layers[256];  /* comma-separated 0-based decoder layer indices, "" = none */
   bool is_moe_layer[RC_MAX_LAYERS];
   int experts, topk;
   int moe_scoring; /* rc_moe_scoring */

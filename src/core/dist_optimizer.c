@@ -106,6 +106,38 @@ double rc_dist_grad_sumsq(rc_model *m) {
   return mine;
 }
 
+void rc_dist_grad_sumsq_split(rc_model *m, double *rest, double *mtp) {
+  int n = m->nparams;
+  double *part = calloc((size_t)n + 1, sizeof(double));
+  double *in = calloc((size_t)n + 1, sizeof(double)), *out = calloc((size_t)n + 1, sizeof(double));
+  const float **x = calloc((size_t)n + 1, sizeof(*x));
+  size_t *numel = calloc((size_t)n + 1, sizeof(size_t));
+  bool *is_mtp = calloc((size_t)n + 1, sizeof(bool));
+  if (!part || !in || !out || !x || !numel || !is_mtp) abort();
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    size_t lo, hi;
+    if (!rc_dist_segment(m, i, &lo, &hi)) continue;
+    x[k] = rc_dist_shard_ptr(m, m->dist.grad_shard, i, lo);
+    numel[k] = hi - lo, is_mtp[k++] = rc_param_is_mtp(m, i);
+  }
+  m->ops->sumsq_many(part, x, numel, k);
+  int a = 0, b = 0;
+  for (int j = 0; j < k; j++) {
+    if (is_mtp[j])
+      in[a++] = part[j];
+    else
+      out[b++] = part[j];
+  }
+  /* each group's segment partials in order, then the rank partials in rank order */
+  double v[2] = {rc_sum_partials(m, out, b), rc_sum_partials(m, in, a)};
+  free(part), free(in), free(out), free(x), free(numel), free(is_mtp);
+  rc_err e = {0};
+  int rc = rc_comm_sum_doubles_host(m->comm, m->ops, v, 2, &e);
+  fail(m, rc, &e);
+  *rest = v[0], *mtp = v[1];
+}
+
 /* Fingerprints of the owned segments of up to two shard buffers, gathered
  * from every rank and combined in global (= parameter) order, so the value
  * is the same on every rank and, with W = 1, equal to the plain path's. */
@@ -153,7 +185,7 @@ uint64_t rc_dist_fp_optim(rc_model *m) {
   return global_fp(m, rc_mix64((uint64_t)m->optimizer_step), m->dist.exp_avg, m->dist.exp_avg_sq);
 }
 
-void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2) {
+void rc_dist_adamw(rc_model *m, float lr, float clip, float clip_mtp, float bc1, float bc2) {
   rc_dist_opt *d = &m->dist;
   for (int i = 0; i < m->nparams; i++) {
     size_t lo, hi;
@@ -163,7 +195,7 @@ void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2) {
                   rc_dist_shard_ptr(m, d->exp_avg, i, lo),
                   rc_dist_shard_ptr(m, d->exp_avg_sq, i, lo), hi - lo, lr, (float)m->hp.beta1,
                   (float)m->hp.beta2, (float)m->hp.eps, p->decay ? (float)m->hp.weight_decay : 0.0f,
-                  clip, bc1, bc2);
+                  rc_param_is_mtp(m, i) ? clip_mtp : clip, bc1, bc2);
     if (m->events.out)
       fprintf(m->events.out,
               "step=%d mb=-1 kind=adam param=%s elements=%zu:%zu fp_main_grad=%016llx "

@@ -564,3 +564,19 @@ void rc_linear_backward_wgrad(rc_model *m, rc_linear *lin) {
   finish_wgrad(m, lin, call, lin->pending_dy, lin->pending_dy_half, lin->pending_x, lin->pending_dx,
                lin->pending_rows, lin->pending_group_rows);
 }
+
+void rc_linear_backward_input(rc_model *m, rc_linear *lin, int call, const float *dy,
+                              const uint16_t *dy_half, float *dx, int rows) {
+  if (is_quantised(m, lin) || lin->groups != 1) {
+    fprintf(stderr, "resumecheck: internal error: %s: no input-only backward for a %s linear\n",
+            lin->name, lin->groups != 1 ? "grouped" : "quantised");
+    abort();
+  }
+  if (rc_linear_is_half(m, lin))
+    dy_half = cast_dy(m, lin, dy, dy_half, m->dy_half, m->dy_half_elems, rows);
+  dgrad_gemm(m, lin, (operand){dy, dy_half}, dx, rows, NULL);
+  /* beta -1: no weight gradient was taken (the event has no fp_main_grad) */
+  if (m->events.out)
+    log_event(m, "backward", lin, call, lin->passed[call], -1, dx,
+              (size_t)rows * lin->in * sizeof(float));
+}

@@ -81,5 +81,11 @@ void rc_linear_backward_dgrad(rc_model *m, rc_linear *lin, int call, const float
                               const uint16_t *dy_half, uint16_t *dy_half_buf, size_t dy_half_cap,
                               const float *x, float *dx, int rows, const int *group_rows);
 void rc_linear_backward_wgrad(rc_model *m, rc_linear *lin);
+/* The input's gradient alone, dx = dy W, for a call that used the weight
+ * as a constant (a detached MTP head, docs/design.md §3.5): no weight
+ * gradient, so main_grad and the call's flag are left alone. One group; not
+ * for a quantised linear (the config that would ask is refused). */
+void rc_linear_backward_input(rc_model *m, rc_linear *lin, int call, const float *dy,
+                              const uint16_t *dy_half, float *dx, int rows);
 
 #endif

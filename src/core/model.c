@@ -283,6 +283,23 @@ void rc_model_settings_from_config(rc_step_settings *hp, const rc_config *c) {
   hp->loss_scale_window = c->loss_scale_window, hp->hysteresis = c->hysteresis;
   hp->growth_factor = 2.0, hp->backoff_factor = 0.5, hp->min_loss_scale = c->min_loss_scale;
   hp->moe_bias_update_rate = c->moe_bias_update_rate;
+  /* the main loss's denominator as --loss-type says; the MTP term's and the
+   * load-balancing loss's are the step's valid tokens whenever the main
+   * loss's is a global one, whatever that one is (docs/design.md §3.5) */
+  hp->main_denominator = c->loss_type == RC_LOSS_TOKEN_LEVEL      ? RC_DENOM_TOKENS
+                         : c->loss_type == RC_LOSS_SEQUENCE_LEVEL ? RC_DENOM_SEQUENCES
+                                                                  : RC_DENOM_MICROBATCH;
+  int aux = c->loss_type == RC_LOSS_MICROBATCH_MEAN ? RC_DENOM_MICROBATCH : RC_DENOM_TOKENS;
+  hp->mtp_denominator = hp->moe_aux_denominator = aux;
+  hp->normalize_at_finish = c->loss_normalize_at == RC_NORMALIZE_AT_FINISH;
+  hp->mtp_clip_grad = c->mtp_clip_grad;
+}
+
+const char *rc_denominator_name(int d) {
+  return d == RC_DENOM_TOKENS       ? "tokens"
+         : d == RC_DENOM_SEQUENCES  ? "sequences"
+         : d == RC_DENOM_MICROBATCH ? "microbatch-mean"
+                                    : "?";
 }
 
 /* The sizes and compute types: everything but memory. */
@@ -336,6 +353,7 @@ static void add_params(rc_model *m) {
   m->final_norm = add_norm(m, "decoder", "final_layernorm");
   bool last_moe = c->is_moe_layer[c->layers - 1];
   m->n_mtp_physical = m->D == 0 ? 0 : c->mtp_repeated_layer ? 1 : m->D;
+  m->mtp_params_begin = m->nparams;
   for (int p = 0; p < m->n_mtp_physical; p++) {
     char prefix[64], trm[96];
     snprintf(prefix, sizeof prefix, "mtp/layers/%d", p);
@@ -348,6 +366,7 @@ static void add_params(rc_model *m) {
     build_layer(m, &mt->trm, trm, last_moe, repeated);
     mt->final_norm = add_norm(m, prefix, "final_layernorm");
   }
+  m->mtp_params_end = m->nparams;
   add_output_head(m);
 }
 
@@ -656,6 +675,13 @@ static int head_forward(rc_model *m, int c) {
  * logits' gradient, or the fp32 one at fp32). */
 static void head_backward(rc_model *m, int c, int call) {
   const float *h = c == 0 ? m->head_in0 : m->mtp_acts[c].head_in;
+  /* a detached MTP head uses the output head's weight as a constant: its
+   * input's gradient only (docs/design.md §3.5) */
+  if (c > 0 && m->cfg.mtp_detach_heads) {
+    rc_linear_backward_input(m, m->head, call, m->dlogits_half[c] ? NULL : m->logits[c],
+                             m->dlogits_half[c], m->d_h[c], m->T);
+    return;
+  }
   rc_linear_backward(m, m->head, call, m->dlogits_half[c] ? NULL : m->logits[c], m->dlogits_half[c],
                      h, m->d_h[c], m->T, NULL);
 }
@@ -671,9 +697,44 @@ static void head_sums(const rc_model *m, int c, const float *losses_host, const 
   *loss_sum = ls, *correct_sum = cs;
 }
 
+/* A sample's count of valid main-loss tokens: mask[b*S .. b*S+S). */
+static double sample_tokens(const rc_model *m, const float *mask0, int b) {
+  double n = 0;
+  for (int s = 0; s < m->S; s++) n += mask0[(size_t)b * m->S + s];
+  return n;
+}
+
+/* The per-token loss weights of --loss-type token-level and sequence-level
+ * (docs/design.md §3.5), times the loss scale: the main loss's
+ * 1/N_tokens, or 1/(n_b N_sequences) for a token of sample b with n_b valid
+ * tokens; each MTP depth's lambda/D / N of the MTP term's denominator. Where
+ * the finish normalises, the global counts are left out here (raw sums). */
+static void global_weights(rc_model *m, float **mask, float *dloss) {
+  const rc_config *c = &m->cfg;
+  const rc_step_settings *h = &m->hp;
+  int T = m->T, D = m->D;
+  double w0 = rc_loss_seed_norm(m, h->main_denominator) * m->loss_scale;
+  for (int b = 0; b < m->B; b++) {
+    double w = w0;
+    if (h->main_denominator == RC_DENOM_SEQUENCES) {
+      double n = sample_tokens(m, mask[0], b);
+      w = w0 / (n > 0 ? n : 1);
+    }
+    for (int s = 0; s < m->S; s++) {
+      size_t t = (size_t)b * m->S + s;
+      dloss[t] = mask[0][t] ? (float)w : 0.0f;
+    }
+  }
+  for (int k = 1; k <= D; k++) {
+    double w = c->mtp_loss_scale / D * rc_loss_seed_norm(m, h->mtp_denominator) * m->loss_scale;
+    for (int t = 0; t < T; t++) dloss[(size_t)k * T + t] = mask[k][t] ? (float)w : 0.0f;
+  }
+}
+
 /* Uploads the microbatch's ids and labels and fills dloss with the
- * per-token loss weights: J = [CE0/N0 + lambda/D sum_k CE_k/N_k] / M, times
- * the loss scale. n_valid[k] is depth k's count of unmasked tokens. */
+ * per-token loss weights: by default J = [CE0/N0 + lambda/D sum_k CE_k/N_k]
+ * / M, times the loss scale; with a global denominator, global_weights'.
+ * n_valid[k] is depth k's count of unmasked tokens. */
 static void microbatch_upload(rc_model *m, int32_t **ids, int32_t **labels, float **mask,
                               float *dloss, double *n_valid) {
   const rc_ops *o = m->ops;
@@ -682,6 +743,15 @@ static void microbatch_upload(rc_model *m, int32_t **ids, int32_t **labels, floa
   for (int k = 0; k <= D; k++) {
     o->to_device(m->ids_dev[k], ids[k], sizeof(int32_t) * (size_t)T);
     o->to_device(m->labels_dev[k], labels[k], sizeof(int32_t) * (size_t)T);
+  }
+  if (c->loss_type != RC_LOSS_MICROBATCH_MEAN) {
+    for (int k = 0; k <= D; k++) {
+      double n = 0;
+      for (int t = 0; t < T; t++) n += mask[k][t];
+      n_valid[k] = n;
+    }
+    global_weights(m, mask, dloss);
+    return;
   }
   for (int k = 0; k <= D; k++) {
     double n = 0;
@@ -770,10 +840,16 @@ static void backward_mtp_depth(rc_model *m, int k) {
   float *d_emb = m->d_xm;
   o->rmsnorm_backward(d_emb, mt->enorm->main_grad, d_cat, ma->emb, mt->enorm->weight, ma->en_rstd,
                       T, H, 2 * H, NULL, m->ct, false);
-  o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
+  /* detached heads (docs/design.md §3.5): the embedding and, at depth 1,
+   * the decoder's output are constants to the MTP loss; the norms' weights
+   * still get their gradients, the input gradient of depth 1's hnorm goes
+   * to scratch (d_tmp) instead of the decoder's d_h[0] */
+  bool detach = m->cfg.mtp_detach_heads;
+  if (!detach) o->embedding_backward(m->embedding->main_grad, m->ids_dev[k], d_emb, T, H, m->V);
   const float *h_prev_k = k == 1 ? m->h0 : m->mtp_acts[k - 1].hk;
-  o->rmsnorm_backward(m->d_h[k - 1], mt->hnorm->main_grad, d_cat + H, h_prev_k, mt->hnorm->weight,
-                      ma->hn_rstd, T, H, 2 * H, NULL, m->ct, true);
+  bool sink = detach && k == 1;
+  o->rmsnorm_backward(sink ? m->d_tmp : m->d_h[k - 1], mt->hnorm->main_grad, d_cat + H, h_prev_k,
+                      mt->hnorm->weight, ma->hn_rstd, T, H, 2 * H, NULL, m->ct, !sink);
 }
 
 /* Backward: the final norm, decoder layers L..1, the embedding. */
@@ -820,7 +896,7 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
                             double *loss, double *mtp_loss, double *mtp_acc, int64_t *tokens) {
   int T = m->T, D = m->D;
   if (m->dist_rc) { /* the step already failed: nothing more is computed */
-    *loss = 0, *tokens = 0;
+    *loss = 0, *tokens = 0, m->mb_main_numerator = 0;
     for (int k = 0; k < D; k++) mtp_loss[k] = mtp_acc[k] = 0;
     return;
   }
@@ -875,6 +951,19 @@ void rc_model_microbatch_io(rc_model *m, int32_t **ids, int32_t **labels, float 
   double ls, cs;
   head_sums(m, 0, losses_host, correct_host, mask[0], &ls, &cs);
   *loss = ls / (n_valid[0] > 0 ? n_valid[0] : 1);
+  /* the main loss's numerator under a global denominator (model.h) */
+  m->mb_main_numerator = ls;
+  if (m->hp.main_denominator == RC_DENOM_SEQUENCES) {
+    m->mb_main_numerator = 0;
+    for (int b = 0; b < m->B; b++) {
+      double n = sample_tokens(m, mask[0], b), sum = 0;
+      for (int s = 0; s < m->S; s++) {
+        size_t t = (size_t)b * m->S + s;
+        sum += mask[0][t] ? (double)losses_host[t] : 0.0;
+      }
+      if (n > 0) m->mb_main_numerator += sum / n;
+    }
+  }
   rc_model_profile_mark(m, RC_PROF_FWD_HEADS);
   for (int k = D; k >= 1; k--) backward_mtp_depth(m, k);
   rc_model_profile_mark(m, RC_PROF_BWD_MTP);

@@ -202,7 +202,20 @@ typedef struct {
   int64_t hysteresis;        /* fp16: overflows tolerated before it backs off */
   double growth_factor, backoff_factor, min_loss_scale;
   double moe_bias_update_rate; /* the expert-bias update's step */
+  /* The loss's denominators (docs/design.md §3.5, rc_denominator): the main
+   * loss's, the MTP term's and the MoE load-balancing loss's; where they
+   * enter (microbatch or finish); the detached MTP heads' own clip. */
+  int main_denominator, mtp_denominator, moe_aux_denominator;
+  bool normalize_at_finish;
+  double mtp_clip_grad; /* the MTP clip group's max-norm (0: off); detached heads only */
 } rc_step_settings;
+
+/* What a term of the loss is divided by (rc_step_settings): each
+ * microbatch's own count, averaged over microbatches (the default); the
+ * step's valid tokens; the step's valid sequences. The global counts are
+ * summed over the step's microbatches and every rank (rc_model.step_counts). */
+typedef enum { RC_DENOM_MICROBATCH = 0, RC_DENOM_TOKENS, RC_DENOM_SEQUENCES } rc_denominator;
+const char *rc_denominator_name(int d);
 
 typedef struct rc_model {
   const rc_ops *ops;
@@ -218,6 +231,9 @@ typedef struct rc_model {
   int nlinears;
 
   rc_param *embedding, *final_norm, *head_param;
+  /* params[mtp_params_begin .. mtp_params_end): the MTP modules' parameters
+   * (contiguous: model.c adds them together), the detached heads' clip group */
+  int mtp_params_begin, mtp_params_end;
   rc_linear *head;
   rc_layer layers[RC_MAX_LAYERS];
   rc_mtp_layer mtp[RC_MAX_MTP_DEPTH];
@@ -307,7 +323,18 @@ typedef struct rc_model {
    * ends an epoch, a load from consumed_samples. */
   int64_t data_epoch;
   int64_t steps_in_process; /* steps this process has run (not state: a count) */
-  bool loaded;              /* this process loaded a checkpoint */
+  /* The step's global counts, the denominators of --loss-type token-level
+   * and sequence-level: indexed by rc_denominator (TOKENS: the main loss's
+   * valid tokens, SEQUENCES: samples with one), summed over the step's
+   * microbatches and every rank before its first microbatch. Not state:
+   * every step counts its own batch. */
+  double step_counts[3];
+  /* The last microbatch's main-loss numerator under those loss types: the
+   * sum of its valid tokens' losses (token-level), or of its samples' mean
+   * losses (sequence-level); run_microbatches divides the step's sum by the
+   * count. */
+  double mb_main_numerator;
+  bool loaded; /* this process loaded a checkpoint */
   /* The census of what a save wrote (core/census.h): when census_of_save is
    * set, a save makes the text of the saved fields from the staged bytes
    * (the shard's content) into saved_census (malloc'd), which
@@ -369,6 +396,9 @@ typedef struct {
   int64_t step;
   double loss, mtp_loss[RC_MAX_MTP_DEPTH], mtp_acc[RC_MAX_MTP_DEPTH];
   double grad_norm, lr, loss_scale;
+  /* detached MTP heads: the MTP modules' gradient norm before their clip
+   * (grad_norm is then the rest's); 0 otherwise (the trace leaves it out) */
+  double mtp_grad_norm;
   int skipped;
   int64_t tokens, consumed_samples;
   uint64_t fp_params, fp_main_grad, fp_optim;

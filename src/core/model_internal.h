@@ -77,9 +77,14 @@ float *rc_dist_shard_ptr(const rc_model *m, float *shard_buf, int i, size_t lo);
 void rc_dist_reduce_grads(rc_model *m);
 bool rc_dist_overflow(rc_model *m);
 double rc_dist_grad_sumsq(rc_model *m);
+/* The same for detached MTP heads: the MTP modules' (rc_param_is_mtp) and
+ * every other parameter's, each global. */
+void rc_dist_grad_sumsq_split(rc_model *m, double *rest, double *mtp);
 uint64_t rc_dist_fp_grad(rc_model *m);
 uint64_t rc_dist_fp_optim(rc_model *m);
-void rc_dist_adamw(rc_model *m, float lr, float clip, float bc1, float bc2);
+/* clip_mtp: the MTP modules' clip coefficient when the heads are detached
+ * (their own clip group), else clip. */
+void rc_dist_adamw(rc_model *m, float lr, float clip, float clip_mtp, float bc1, float bc2);
 void rc_dist_gather_weights(rc_model *m);
 void rc_dist_sum_host(rc_model *m, double *x, int n); /* every rank's x summed in rank order */
 
@@ -140,6 +145,25 @@ int rc_model_alloc_dist(rc_model *m, int world, int rank, rc_err *err);
 /* The need of m's plan (every request so far): the sums by kind, the
  * allocator's overhead, the host side (model_memory.c). */
 void rc_model_plan_need(const rc_model *m, rc_memory_need *need);
+
+/* The loss's normalisation (docs/design.md §3.5). The factor by which a
+ * term whose denominator is d (rc_denominator, TOKENS or SEQUENCES) is
+ * divided: world size / the step's global count (rc_model.step_counts; a
+ * count of 0 counts as 1), because the ranks' gradients are then averaged,
+ * which divides by the world size again. */
+static inline double rc_loss_count_norm(const rc_model *m, int d) {
+  double n = m->step_counts[d];
+  return (double)m->cfg.world_size / (n > 0 ? n : 1);
+}
+/* What that term's backward seed carries: the factor where each microbatch
+ * normalises, 1 where the step's finish does (raw sums until then). */
+static inline double rc_loss_seed_norm(const rc_model *m, int d) {
+  return m->hp.normalize_at_finish ? 1.0 : rc_loss_count_norm(m, d);
+}
+/* Whether param i is one of the MTP modules' (model.h mtp_params_begin). */
+static inline bool rc_param_is_mtp(const rc_model *m, int i) {
+  return i >= m->mtp_params_begin && i < m->mtp_params_end;
+}
 
 /* fp8: a GEMM dimension padded with zeros to the multiple of 16 bytes that
  * e4m3 GEMMs take (ops.h gemm_e4m3), and the size of each of the model's two

@@ -88,7 +88,14 @@ static bool moe_forward(rc_model *m, rc_layer *L, struct rc_layer_act *a) {
     m->aux_loss += m->cfg.moe_aux_loss_coeff * E * v;
     free(probs);
   }
-  double scale = m->cfg.moe_aux_loss_coeff * E / ((double)T * m->cfg.microbatches) * m->loss_scale;
+  /* with a global denominator (docs/design.md §3.5) the loss is
+   * coeff * E * sum_e f_e * sum_t probs[t,e] over the step's valid tokens'
+   * count (moe_aux_denominator), not the microbatch's mean over M */
+  double scale =
+      m->cfg.loss_type == RC_LOSS_MICROBATCH_MEAN
+          ? m->cfg.moe_aux_loss_coeff * E / ((double)T * m->cfg.microbatches) * m->loss_scale
+          : m->cfg.moe_aux_loss_coeff * E * rc_loss_seed_norm(m, m->hp.moe_aux_denominator) *
+                m->loss_scale;
   for (int e = 0; e < E; e++) aux[e] = (float)(scale * a->group_rows[e] / ((double)T * K));
   o->to_device(a->aux_grad, aux, sizeof(float) * (size_t)E);
   return fused;

@@ -1,8 +1,10 @@
 /* train_step.c — one optimizer step: zero main_grad, M microbatches,
- * unscale, grad norm (recorded before clipping), clip, AdamW with bias
- * correction, LR warmup + cosine, the fp16 dynamic loss scaler (overflow
- * skips the step), fp8 amax bookkeeping and the MoE expert_bias update.
- * Everything a later step depends on is in rc_model and is checkpointed. */
+ * the finish's normalisation (--loss-normalize-at finish), unscale, grad
+ * norm (recorded before clipping; the detached MTP heads' apart), clip,
+ * AdamW with bias correction, LR warmup + cosine, the fp16 dynamic loss
+ * scaler (overflow skips the step), fp8 amax bookkeeping and the MoE
+ * expert_bias update. Everything a later step depends on is in rc_model and
+ * is checkpointed. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -121,6 +123,44 @@ void rc_model_bias_corrections(const rc_model *m, int64_t step, double *bc1, dou
   }
 }
 
+/* --loss-normalize-at finish (docs/design.md §3.5): the microbatches left
+ * raw sums in main_grad; each buffer is scaled once by its group's factor
+ * (rc_loss_count_norm): the MTP modules' by the MTP term's denominator when
+ * the heads are detached, every other one by the main loss's. The loss
+ * scale is still in: the unscale follows, as an optimizer's step follows
+ * the finish's scale_gradients. */
+static void normalise_at_finish(rc_model *m) {
+  double main = rc_loss_count_norm(m, m->hp.main_denominator);
+  double mtp = rc_loss_count_norm(m, m->hp.mtp_denominator);
+  for (int i = 0; i < m->nparams; i++) {
+    bool own = m->cfg.mtp_detach_heads && rc_param_is_mtp(m, i);
+    m->ops->scale(m->params[i].main_grad, (float)(own ? mtp : main), m->params[i].numel);
+  }
+}
+
+/* Detached MTP heads: the sums of squares of the MTP modules' gradients and
+ * of every other one, each in parameter order, from one batched call. */
+static void grad_sumsq_split(rc_model *m, double *rest, double *mtp) {
+  int n = m->nparams;
+  double *part = calloc((size_t)n + 1, sizeof(double));
+  double *in = calloc((size_t)n + 1, sizeof(double)), *out = calloc((size_t)n + 1, sizeof(double));
+  const float **x = calloc((size_t)n + 1, sizeof(*x));
+  size_t *numel = calloc((size_t)n + 1, sizeof(size_t));
+  if (!part || !in || !out || !x || !numel) abort();
+  for (int i = 0; i < n; i++) x[i] = m->params[i].main_grad, numel[i] = m->params[i].numel;
+  m->ops->sumsq_many(part, x, numel, n);
+  int a = 0, b = 0;
+  for (int i = 0; i < n; i++) {
+    if (rc_param_is_mtp(m, i))
+      in[a++] = part[i];
+    else
+      out[b++] = part[i];
+  }
+  *mtp = rc_sum_partials(m, in, a);
+  *rest = rc_sum_partials(m, out, b);
+  free(part), free(in), free(out), free(x), free(numel);
+}
+
 /* Sum of squares of every main_grad in parameter order. */
 static double grad_sumsq(rc_model *m) {
   int n = m->nparams;
@@ -200,8 +240,37 @@ static void log_step_state(rc_model *m) {
   fputc('\n', m->events.out);
 }
 
+/* The step's global counts (model.h step_counts), the denominators of a
+ * global --loss-type: every microbatch's mask of this rank read before the
+ * first one runs, then summed over the ranks, as a trainer all-reduces its
+ * valid-token count before the step (docs/design.md §3.5). The batches are
+ * read again by the microbatches: the sampler is a pure function of the
+ * position. */
+static void count_step(rc_model *m, const struct rc_data *data, int32_t **ids, int32_t **labels,
+                       float **mask, int64_t *indices) {
+  const rc_config *c = &m->cfg;
+  int M = c->microbatches;
+  double counts[2] = {0, 0}; /* tokens, sequences */
+  for (int mb = 0; mb < M; mb++) {
+    int64_t first = m->consumed_samples + ((int64_t)m->rank * M + mb) * m->B;
+    rc_data_sampler_batch(data, m->data_epoch, first, m->B, m->S, m->D, ids, labels, mask, indices);
+    for (int b = 0; b < m->B; b++) {
+      double n = 0;
+      for (int s = 0; s < m->S; s++) n += mask[0][(size_t)b * m->S + s];
+      counts[0] += n, counts[1] += n > 0;
+    }
+  }
+  if (m->comm) rc_dist_sum_host(m, counts, 2);
+  m->step_counts[RC_DENOM_MICROBATCH] = 0;
+  m->step_counts[RC_DENOM_TOKENS] = counts[0];
+  m->step_counts[RC_DENOM_SEQUENCES] = counts[1];
+}
+
 /* The step's M microbatches on this rank: forward and backward of each,
- * accumulating into main_grad; st gets the mean losses and the tokens. */
+ * accumulating into main_grad; st gets the mean losses and the tokens
+ * (with a global denominator, the main loss as it defines it: the step's
+ * sum over its count, this rank's share of it times the world size, which
+ * the ranks' mean then divides out). */
 static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_stats *st) {
   const rc_config *c = &m->cfg;
   int T = m->T, D = m->D, M = c->microbatches;
@@ -216,6 +285,9 @@ static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_st
   int64_t *indices = malloc(sizeof(int64_t) * (size_t)m->B);
   if (!indices) abort();
   rc_model_profile_mark(m, RC_PROF_OPTIMIZER);
+  const bool global = c->loss_type != RC_LOSS_MICROBATCH_MEAN;
+  double numerator = 0;
+  if (global) count_step(m, data, ids, labels, mask, indices);
   for (int mb = 0; mb < M; mb++) {
     m->events.microbatch = mb;
     /* rank r's microbatch mb of this step: W ranks together consume W*M*B
@@ -237,12 +309,14 @@ static void run_microbatches(rc_model *m, const struct rc_data *data, rc_step_st
     int64_t tokens;
     rc_model_microbatch_io(m, ids, labels, mask, &loss, mtp_loss, mtp_acc, &tokens);
     st->loss += loss / M;
+    numerator += m->mb_main_numerator;
     for (int k = 0; k < D; k++)
       st->mtp_loss[k] += mtp_loss[k] / M, st->mtp_acc[k] += mtp_acc[k] / M;
     st->tokens += tokens;
   }
   for (int k = 0; k <= D; k++) free(ids[k]), free(labels[k]), free(mask[k]);
   free(indices);
+  if (global) st->loss = numerator * rc_loss_count_norm(m, m->hp.main_denominator);
   m->consumed_samples += (int64_t)M * m->B * c->world_size;
   /* the loader ran out at the end of an epoch: set_epoch(the next one) */
   if (c->epoch_samples && m->consumed_samples % c->epoch_samples == 0)
@@ -267,7 +341,13 @@ static bool reduce_across_ranks(rc_model *m, rc_step_stats *st) {
   st->tokens = (int64_t)v[n++];
   rc_dist_reduce_grads(m);
   bool overflow = m->cfg.precision == RC_PREC_FP16 && rc_dist_overflow(m);
-  st->grad_norm = sqrt(rc_dist_grad_sumsq(m));
+  if (m->cfg.mtp_detach_heads) {
+    double rest, mtp;
+    rc_dist_grad_sumsq_split(m, &rest, &mtp);
+    st->grad_norm = sqrt(rest), st->mtp_grad_norm = sqrt(mtp);
+  } else {
+    st->grad_norm = sqrt(rc_dist_grad_sumsq(m));
+  }
   st->fp_main_grad = rc_dist_fp_grad(m);
   return overflow;
 }
@@ -288,7 +368,13 @@ static bool unscale_local(rc_model *m, rc_step_stats *st) {
   if (m->cfg.precision == RC_PREC_FP16)
     for (int i = 0; i < m->nparams && !overflow; i++)
       overflow = o->count_nonfinite(m->params[i].main_grad, m->params[i].numel) > 0;
-  st->grad_norm = sqrt(grad_sumsq(m));
+  if (m->cfg.mtp_detach_heads) {
+    double rest, mtp;
+    grad_sumsq_split(m, &rest, &mtp);
+    st->grad_norm = sqrt(rest), st->mtp_grad_norm = sqrt(mtp);
+  } else {
+    st->grad_norm = sqrt(grad_sumsq(m));
+  }
   /* else the optimizer fingerprints main_grad as it reads it */
   if (overflow || !fused_optimizer(m)) st->fp_main_grad = rc_model_fp_main_grad(m);
   return overflow;
@@ -302,7 +388,8 @@ static bool unscale_local(rc_model *m, rc_step_stats *st) {
  * (linear.h rc_model_params_from_optimizer), so the next step's forward
  * casts none; a weight two linears copy (none at present) is written for
  * the first, and the other casts its own. */
-static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, float bc2) {
+static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float clip_mtp, float bc1,
+                        float bc2) {
   const rc_step_settings *h = &m->hp;
   int n = m->nparams;
   rc_adamw_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
@@ -327,8 +414,16 @@ static void adamw_fused(rc_model *m, rc_step_stats *st, float clip, float bc1, f
     t->param_half = copy, t->half_ct = m->ct;
     copied[l] = true;
   }
-  m->ops->adamw_many(ts, n, (float)st->lr, (float)h->beta1, (float)h->beta2, (float)h->eps, clip,
-                     bc1, bc2, fp);
+  /* one call, or with detached heads three: the parameters before the MTP
+   * modules', theirs with their own clip, the rest (the output head); each
+   * tensor's update is its own, so the split changes no bit of it */
+  int cut[4] = {0, n, n, n};
+  if (m->cfg.mtp_detach_heads) cut[1] = m->mtp_params_begin, cut[2] = m->mtp_params_end;
+  for (int g = 0; g < 3; g++)
+    if (cut[g + 1] > cut[g])
+      m->ops->adamw_many(ts + cut[g], cut[g + 1] - cut[g], (float)st->lr, (float)h->beta1,
+                         (float)h->beta2, (float)h->eps, g == 1 ? clip_mtp : clip, bc1, bc2,
+                         fp + 4 * (size_t)cut[g]);
   for (int l = 0; l < m->nlinears; l++)
     if (copied[l]) rc_linear_copy_written(m, &m->linears[l]);
   uint64_t grad = 0, params = 0, optim = rc_mix64((uint64_t)m->optimizer_step);
@@ -351,6 +446,12 @@ static bool optimizer_update(rc_model *m, rc_step_stats *st) {
   double clip = 1.0;
   if (h->clip_grad > 0 && st->grad_norm > h->clip_grad)
     clip = h->clip_grad / (st->grad_norm + 1e-6);
+  /* detached MTP heads: their own clip on their own norm (docs/design.md §3.5) */
+  double clip_mtp = clip;
+  if (m->cfg.mtp_detach_heads)
+    clip_mtp = h->mtp_clip_grad > 0 && st->mtp_grad_norm > h->mtp_clip_grad
+                   ? h->mtp_clip_grad / (st->mtp_grad_norm + 1e-6)
+                   : 1.0;
   m->optimizer_step += 1;
   m->scheduler_steps += 1;
   st->lr = rc_model_lr(m, m->scheduler_steps);
@@ -359,26 +460,31 @@ static bool optimizer_update(rc_model *m, rc_step_stats *st) {
   /* lr, clip and the bias corrections are computed from the counters and
    * settings logged beside them: bisect tells a value computed from equal
    * counters from a counter that differs (docs/bisect.md) */
-  if (m->events.out)
+  if (m->events.out) {
     fprintf(m->events.out,
             "step=%d mb=-1 kind=optimizer lr=%a clip=%a bc1=%a bc2=%a optimizer_step=%lld "
-            "scheduler_steps=%lld max_norm=%a\n",
+            "scheduler_steps=%lld max_norm=%a",
             m->events.step, st->lr, clip, bc1, bc2, (long long)m->optimizer_step,
             (long long)m->scheduler_steps, h->clip_grad);
+    if (m->cfg.mtp_detach_heads)
+      fprintf(m->events.out, " mtp_clip=%a mtp_max_norm=%a", clip_mtp, h->mtp_clip_grad);
+    fputc('\n', m->events.out);
+  }
   if (m->comm) {
-    rc_dist_adamw(m, (float)st->lr, (float)clip, (float)bc1, (float)bc2);
+    rc_dist_adamw(m, (float)st->lr, (float)clip, (float)clip_mtp, (float)bc1, (float)bc2);
     rc_dist_gather_weights(m);
     return false;
   }
   if (fused_optimizer(m)) {
-    adamw_fused(m, st, (float)clip, (float)bc1, (float)bc2);
+    adamw_fused(m, st, (float)clip, (float)clip_mtp, (float)bc1, (float)bc2);
     return true;
   }
   for (int i = 0; i < m->nparams; i++) {
     rc_param *p = &m->params[i];
+    double c_i = m->cfg.mtp_detach_heads && rc_param_is_mtp(m, i) ? clip_mtp : clip;
     o->adamw(p->weight, p->main_grad, p->exp_avg, p->exp_avg_sq, p->numel, (float)st->lr,
              (float)h->beta1, (float)h->beta2, (float)h->eps,
-             p->decay ? (float)h->weight_decay : 0.0f, (float)clip, (float)bc1, (float)bc2);
+             p->decay ? (float)h->weight_decay : 0.0f, (float)c_i, (float)bc1, (float)bc2);
     if (m->events.out)
       fprintf(m->events.out,
               "step=%d mb=-1 kind=adam param=%s fp_main_grad=%016llx fp_weight=%016llx "
@@ -411,6 +517,7 @@ void rc_model_train_step(rc_model *m, const struct rc_data *data, rc_step_stats 
   m->weights_serial++, m->weights_frozen = true; /* until the optimizer (model.h) */
   run_microbatches(m, data, st);
   m->weights_frozen = false;
+  if (m->hp.normalize_at_finish && !m->dist_rc) normalise_at_finish(m);
   bool overflow = m->comm ? reduce_across_ranks(m, st) : unscale_local(m, st);
   bool fingerprinted = false; /* the state's fingerprints came with the update */
   if (overflow) {

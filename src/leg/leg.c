@@ -327,22 +327,28 @@ static void test_kill_before_save(const rc_leg_opts *leg) {
   if (v && *v && !strcmp(v, leg->leg)) raise(SIGKILL);
 }
 
-static void trace_header(FILE *f, int D) {
+/* mtp_norm: the detached MTP heads' own gradient norm follows grad_norm
+ * (docs/trace.md); left out otherwise, so other traces keep their columns */
+static void trace_header(FILE *f, int D, bool mtp_norm) {
   fprintf(f, "step,loss,loss_hex");
   for (int k = 1; k <= D; k++) fprintf(f, ",mtp_loss_%d,mtp_loss_%d_hex", k, k);
   for (int k = 1; k <= D; k++) fprintf(f, ",mtp_acc_%d,mtp_acc_%d_hex", k, k);
-  fprintf(f, ",grad_norm,grad_norm_hex,lr,lr_hex,loss_scale,loss_scale_hex,skipped,tokens,"
+  fprintf(f, ",grad_norm,grad_norm_hex");
+  if (mtp_norm) fprintf(f, ",mtp_grad_norm,mtp_grad_norm_hex");
+  fprintf(f, ",lr,lr_hex,loss_scale,loss_scale_hex,skipped,tokens,"
              "consumed_samples,fp_params,fp_main_grad,fp_optim\n");
 }
 
-static void trace_row(FILE *f, const rc_step_stats *s, int D) {
+static void trace_row(FILE *f, const rc_step_stats *s, int D, bool mtp_norm) {
   fprintf(f, "%lld,%.9g,%a", (long long)s->step, s->loss, s->loss);
   for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_loss[k], s->mtp_loss[k]);
   for (int k = 0; k < D; k++) fprintf(f, ",%.9g,%a", s->mtp_acc[k], s->mtp_acc[k]);
-  fprintf(f, ",%.9g,%a,%.9g,%a,%.9g,%a,%d,%lld,%lld,%016llx,%016llx,%016llx\n", s->grad_norm,
-          s->grad_norm, s->lr, s->lr, s->loss_scale, s->loss_scale, s->skipped,
-          (long long)s->tokens, (long long)s->consumed_samples, (unsigned long long)s->fp_params,
-          (unsigned long long)s->fp_main_grad, (unsigned long long)s->fp_optim);
+  fprintf(f, ",%.9g,%a", s->grad_norm, s->grad_norm);
+  if (mtp_norm) fprintf(f, ",%.9g,%a", s->mtp_grad_norm, s->mtp_grad_norm);
+  fprintf(f, ",%.9g,%a,%.9g,%a,%d,%lld,%lld,%016llx,%016llx,%016llx\n", s->lr, s->lr, s->loss_scale,
+          s->loss_scale, s->skipped, (long long)s->tokens, (long long)s->consumed_samples,
+          (unsigned long long)s->fp_params, (unsigned long long)s->fp_main_grad,
+          (unsigned long long)s->fp_optim);
 }
 
 /* One line per switch set, at leg start: the run's report does not carry
@@ -693,7 +699,7 @@ static int leg_open_outputs(leg_state *s, int argc, char **argv, rc_err *err) {
   if (!s->trace || !s->timing)
     return rc_fail(err, RC_EXIT_IOERR, "cannot write %s/%s: %s", leg->out,
                    s->trace ? RC_TIMING_NAME : RC_TRACE_NAME, strerror(open_errno));
-  trace_header(s->trace, s->m->D);
+  trace_header(s->trace, s->m->D, s->m->cfg.mtp_detach_heads);
   /* phases first (those that ran), then one row per step and per save */
   fprintf(s->timing, "phase,step,seconds\n");
   for (int p = 0; p < PH_N; p++)
@@ -941,7 +947,7 @@ static int leg_train(leg_state *s, rc_err *err) {
       break;
     }
     last_done = step;
-    trace_row(s->trace, &st, m->D);
+    trace_row(s->trace, &st, m->D, m->cfg.mtp_detach_heads);
     fflush(s->trace);
     s->ops->sync();
     fprintf(s->timing, "step,%d,%.6f\n", step, now_s() - ts);
