@@ -9,7 +9,10 @@
 # overflowing fp16 configuration with --save-at auto; and data read in
 # epochs (--epoch-samples), saved at and between epoch boundaries, so that
 # the census's derived fields (the sampler's epoch among them) are held to
-# no false alarm there too.
+# no false alarm there too; and the MTP lifecycle's settings (docs/design.md
+# §3.5: token- and sequence-level losses normalised per microbatch or at the
+# finish, detached MTP heads with their own clip) across precisions, MoE
+# and save points, their census fields compared as well.
 # Negative control: the same check on a configuration of the sweep with a
 # planted bug (--inject) must report the failure, so the sweep cannot pass
 # by not looking.
@@ -55,6 +58,17 @@ configs+=("$OVER --save-at auto" "$OVER --warmup 0 --save-at auto")
 EPOCHS=("--epoch-samples 12 --save-at every" "--epoch-samples 28 --save-at auto"
   "--precision fp16 --loss-scale-window 3 --epoch-samples 8 --save-at 3,6")
 configs+=("${EPOCHS[@]}")
+# the MTP lifecycle (seed 004)
+SEQ_DET="--loss-type sequence-level --mtp-detach-heads --mtp-clip-grad 0.02 --save-at 3,6"
+MTPLIFE=("--loss-type token-level --save-at auto"
+  "--calculate-per-token-loss --mtp-detach-heads --save-at every"
+  "$SEQ_DET"
+  "--precision fp32 --loss-type sequence-level --mtp-detach-heads --loss-normalize-at finish --moe-aux-loss-coeff 0 --save-at 5"
+  "--precision fp16 --loss-scale-window 3 --calculate-per-token-loss --save-at auto"
+  "--precision fp8 --loss-type token-level --mtp-detach-heads --save-at 5"
+  "--loss-type sequence-level --mtp-depths 0 --mtp-separate-layers --moe-layers 0,1 --moe-scoring softmax --save-at 1"
+  "--loss-type sequence-level --mtp-loss-scale 0 --dropout 0.1 --microbatches 3 --save-at 9")
+configs+=("${MTPLIFE[@]}")
 
 # sweep_one FLAGS: 0 when `run` exits 0 (identical); prints one line
 sweep_one() {
@@ -104,4 +118,5 @@ done
 plant "$OVER --warmup 0 --save-at auto" hysteresis-not-saved
 plant "$dropout_5" save-draws-rng
 plant "--epoch-samples 28 --save-at auto" sampler-epoch-not-set-after-resume
+plant "$SEQ_DET" mtp-denominator-from-main-after-resume
 exit $fail
