@@ -19,7 +19,10 @@
 #      scale (no MTP gradient reaches the backbone) while the MTP losses move;
 #      attached (the control), the main loss moves at step 2;
 #   6. the census lists the new derived settings where a config sets them,
-#      and a default config's census has none of them.
+#      and a default config's census has none of them;
+#   7. a resume that mixes the two normalisation orders is refused (65,
+#      naming loss_normalize_at: it is in the config hash); the same order
+#      resumes (the control).
 source "$(dirname "$0")/run_lib.sh"
 
 # expect_refused NAME PHRASE FLAGS...: train exits 64, stderr has PHRASE, no --out made
@@ -155,4 +158,17 @@ done
 grep -qE '^(loss|mtp)\.' "$T/cen0/census/iter_0000002.rank0.txt" &&
   fail "control: a default config's census lists the new settings" ||
   echo "ok: control: a default config's census has none of them"
+
+# 7. the order is part of the config: a resume cannot mix them
+"$RC_BIN" train --loss-type token-level --steps 3 --save-at 2 --out "$T/ord" >/dev/null 2>&1 ||
+  fail "order train failed"
+"$RC_BIN" train --loss-type token-level --loss-normalize-at finish --steps 3 \
+  --resume-from "$T/ord/ckpt/iter_0000002" --out "$T/ord_mixed" >"$T/ord_mixed.out" 2>&1
+rc=$?
+[ "$rc" = 65 ] && grep -qF "'loss_normalize_at' is (absent) in the checkpoint, \"finish\" in this run" \
+  "$T/ord_mixed.out" && echo "ok: a resume at the other normalisation order is refused (65)" ||
+  fail "a resume mixing the orders: exit $rc, want 65 naming loss_normalize_at"
+"$RC_BIN" train --loss-type token-level --steps 3 --resume-from "$T/ord/ckpt/iter_0000002" \
+  --out "$T/ord_same" >/dev/null 2>&1 && echo "ok: control: the same order resumes" ||
+  fail "control: a resume at the same order failed"
 finish
