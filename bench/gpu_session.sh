@@ -7,7 +7,8 @@
 #   OUT=/dir RC_BUILD=build-dev bash bench/gpu_session.sh
 #
 # RC_BUILD is a build directory made elsewhere (CUDA arch 90, no MPI: the
-# GPU image has none); if its binaries cannot run here (missing libraries, an
+# GPU image has none; targets as below, the man page and completion
+# included, since core_cuda_module installs it); if its binaries cannot run here (missing libraries, an
 # HDF5 that refuses them), the tree is configured and built here instead.
 # Files written to $OUT (at most 8: what the GPU machine hands back): session.log,
 # cuda_ops.log, gpu_parity.log, bench.log, results.jsonl, profile_ops.txt,
@@ -74,8 +75,10 @@ if ! { [ -x "$B/resumecheck" ] && ! ldd "$B/resumecheck" | grep -q "not found" &
   # shellcheck disable=SC2086
   { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DRC_WITH_MPI=OFF \
     "${cutlass[@]}" ${RC_CMAKE_ARGS:-} &&
+    # the man page and completion too: core_cuda_module installs the tree
+    man=$(grep -q '^RC_HELP2MAN:FILEPATH=/' "$B/CMakeCache.txt" && echo resumecheck_man)
     cmake --build "$B" -j"$(nproc)" --target resumecheck resumecheck_cuda test_cuda_ops gpu_parity \
-      sanitizer_control; } > "$OUT/build.log" 2>&1 ||
+      sanitizer_control resumecheck_completion $man; } > "$OUT/build.log" 2>&1 ||
     { log "build failed"; tail -30 "$OUT/build.log" | tee -a "$S"; exit 1; }
 fi
 rm -rf "$probe"
