@@ -17,6 +17,7 @@
 
 #include "base/fsutil.h"
 #include "base/json.h"
+#include "base/text.h"
 #include "harness/run.h"
 #include "io/layout.h"
 
@@ -465,22 +466,6 @@ static void fill_trace(rc_check *c, const rc_trace_table *a, const rc_trace_tabl
   }
 }
 
-/* "grad_norm, lr differ" from a comma list. */
-static void columns_phrase(const char *list, char *buf, size_t cap) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (const char *p = list; *p && len + 3 < cap; p++) {
-    if (*p == ',') {
-      buf[len++] = ',';
-      buf[len++] = ' ';
-    } else {
-      buf[len++] = *p;
-    }
-  }
-  buf[len] = 0;
-  snprintf(buf + len, cap - len, " %s", strchr(list, ',') ? "differ" : "differs");
-}
-
 static void exact_names(const rc_calib_col *cols, int n, char *buf, size_t cap) {
   buf[0] = 0;
   for (int j = 0; j < n; j++)
@@ -668,7 +653,7 @@ void rc_calib_trace_check(rc_run *run, rc_check *c) {
     /* exact columns must agree; a noise check's other columns may differ */
     fill_trace(c, &ta, &tb, cols, n, true);
     char phrase[768];
-    columns_phrase(c->trace.columns, phrase, sizeof phrase);
+    rc_text_differ_phrase(c->trace.columns, phrase, sizeof phrase);
     if (c->trace.first_step >= 0) {
       c->status = RC_CHECK_DIFFERS;
       snprintf(c->summary, sizeof c->summary, "diverged at step %" PRId64 ": %s (exact)",

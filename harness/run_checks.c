@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "base/text.h"
 #include "harness/census.h"
 #include "harness/report.h"
 #include "io/layout.h"
@@ -506,20 +507,8 @@ static bool has_token(const char *list, const char *tok) {
 
 /* "grad_norm, fp_main_grad differ; loss equal" */
 static void trace_phrase(const rc_trace_diff *t, char *buf, size_t cap) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (const char *p = t->columns; *p && len + 3 < cap; p++) {
-    if (*p == ',') {
-      buf[len++] = ',';
-      buf[len++] = ' ';
-    } else {
-      buf[len++] = *p;
-    }
-  }
-  buf[len] = 0;
-  bool several = strchr(t->columns, ',') != NULL;
-  rc_bufprintf(buf + len, cap - len, " %s", several ? "differ" : "differs");
-  len = strlen(buf);
+  rc_text_differ_phrase(t->columns, buf, cap);
+  size_t len = strlen(buf);
   if (has_token(t->equal_columns, "loss")) rc_bufprintf(buf + len, cap - len, "; loss equal");
 }
 

@@ -57,3 +57,19 @@ void rc_text_escape(const char *in, char *out, size_t cap) {
   }
   out[o] = 0;
 }
+
+void rc_text_differ_phrase(const char *list, char *buf, size_t cap) {
+  if (!cap) return;
+  size_t len = 0;
+  buf[0] = 0;
+  for (const char *p = list; *p && len + 3 < cap; p++) {
+    if (*p == ',') {
+      buf[len++] = ',';
+      buf[len++] = ' ';
+    } else {
+      buf[len++] = *p;
+    }
+  }
+  buf[len] = 0;
+  snprintf(buf + len, cap - len, " %s", strchr(list, ',') ? "differ" : "differs");
+}
