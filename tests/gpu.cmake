@@ -14,3 +14,10 @@ rc_add_sh_test(gpu_attention_path gpu_attention_path.sh)
 # the CUDA nondeterministic switch (RC_CUDA_SUM_ORDER=atomic) under --noise calibrated
 rc_add_sh_test(gpu_noise gpu_noise.sh)
 set_tests_properties(gpu_noise PROPERTIES TIMEOUT 900)
+# a PyTorch trainer's own GPU nondeterminism (index_add_ atomics, SDPA) under
+# --noise calibrated; skips unless torch imports and sees a GPU. The same
+# interpreter as noise.cmake's exec trainers (find_program caches it).
+find_program(RC_PYTHON3_NOISE NAMES python3)
+rc_add_sh_test(gpu_noise_torch gpu_noise_torch.sh)
+set_tests_properties(gpu_noise_torch PROPERTIES TIMEOUT 900 ENVIRONMENT
+                     "RC_BIN=$<TARGET_FILE:resumecheck>;RC_FIXTURES=${RC_FIXTURES};RC_SRC=${CMAKE_SOURCE_DIR};RC_PYTHON=${RC_PYTHON3_NOISE}")
