@@ -18,6 +18,9 @@
 #           (0), each of its four --bug (nonzero: an exact check), and the
 #           control byte for byte, whose failure shows the trainer really
 #           is nondeterministic on this device (recorded either way).
+#   clean   (not in the default PARTS) a clean sweep: CLEAN_TORCH (12) torch
+#           and CLEAN_CORE (12) core configurations drawn from their index,
+#           each expected within-noise: false alarms on real kernels.
 #   cost    wall seconds of one calibrated verdict against one plain train
 #           leg of the same N (core tiny, and the torch trainer), 1 round;
 #           the torch legs' own split (start-up, steps) from their logs.
@@ -210,6 +213,31 @@ if want core; then
     bench core core_small_8_4 0 120 "gpu-small N=8 K=4 calibrated" -- \
       "${ATOM[@]}" --preset gpu-small --steps 8 --save-at 4 --noise calibrated
   fi
+fi
+if want clean; then
+  # a clean sweep (PARTS="clean", not in the default): CLEAN_TORCH torch
+  # configurations and CLEAN_CORE core ones, each drawn from its index (seed,
+  # K, N, microbatches, head, precision), every one expected within-noise:
+  # the false-alarm count on real nondeterministic kernels
+  for i in $(seq 1 "${CLEAN_TORCH:-12}"); do
+    # microbatches 1, 2 or 4: the trainer's batch of 8 splits into those
+    n=$((8 + i % 5)) k=$((1 + i % 6)) mb=$((1 << (i % 3)))
+    [ "$k" -ge "$n" ] && k=$((n - 1))
+    tie=$([ $((i % 2)) = 0 ] && echo on || echo off)
+    prec=$([ $((i % 3)) = 0 ] && echo fp32 || echo bf16)
+    cfg="--seed $((100 + i)) --microbatches $mb --tie-head $tie --precision $prec"
+    bench clean "clean_torch_$i" 0 "$RUN_TIMEOUT" "gpt $cfg N=$n K=$k calibrated" -- \
+      "${EXEC[@]}" --train-cmd "$TT $cfg" --steps "$n" --save-at "$k" --noise calibrated
+  done
+  for i in $(seq 1 "${CLEAN_CORE:-12}"); do
+    n=$((8 + i % 7)) k=$((1 + i % 7))
+    [ "$k" -ge "$n" ] && k=$((n - 1))
+    prec=$([ $((i % 2)) = 0 ] && echo bf16 || echo fp32)
+    cfg="--seed $((200 + i)) --microbatches $((1 + i % 3)) --precision $prec"
+    # shellcheck disable=SC2086
+    bench clean "clean_core_$i" 0 "$RUN_TIMEOUT" "tiny $cfg N=$n K=$k calibrated" -- \
+      "${ATOM[@]}" $cfg --steps "$n" --save-at "$k" --noise calibrated
+  done
 fi
 if want cost; then
   # one round: a plain leg of N=10 saving at 5 and 10, against the

@@ -90,8 +90,9 @@ PARTS=" ${RC_SESSION_PARTS:-ops parity bench profile harness attention sanitizer
 # "correctness": the batch every GPU change must pass, one command under 10
 # minutes: the module loads, cuda_ops, whole-step parity, the verifier on CUDA
 # (A/A dense and MoE, the seed, bisect), the fp8 cells and fp8 A/A, the
-# nondeterministic switch under the calibrated verdict
-PARTS="${PARTS/ correctness / module ops parity harness fp8 noise }"
+# nondeterministic switch under the calibrated verdict, the MTP lifecycle's
+# configurations ("mtp": tests/gpu_mtp_lifecycle.sh)
+PARTS="${PARTS/ correctness / module ops parity harness fp8 noise mtp }"
 want() { [[ "$PARTS" == *" $1 "* ]]; }
 # bench_prog NAME [NVCC FLAGS...]: the path of bench program NAME, the one the
 # build made ($B/bench, CMakeLists.txt) or else compiled here into /tmp
@@ -374,6 +375,12 @@ echo "gpu_harness exit $?" | tee -a "$S"
 grep -E "^(ok|FAIL)" "$OUT/gpu_harness.log" | tee -a "$S"
 fi
 
+if want mtp; then
+  log "gpu_mtp_lifecycle (detached heads, token/sequence denominators, both orders, A/A and RESUME)"
+  RC_BIN="$B/resumecheck" timeout 300 bash tests/gpu_mtp_lifecycle.sh > "$OUT/gpu_mtp_lifecycle.log" 2>&1
+  echo "gpu_mtp_lifecycle exit $?" | tee -a "$S"
+  grep -E "^(ok|FAIL)" "$OUT/gpu_mtp_lifecycle.log" | tee -a "$S"
+fi
 if want noise; then
   log "gpu_noise (RC_CUDA_SUM_ORDER=atomic under run --noise calibrated)"
   RC_BIN="$B/resumecheck" RC_SRC="$PWD" timeout 400 bash tests/gpu_noise.sh > "$OUT/gpu_noise.log" 2>&1

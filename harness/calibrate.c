@@ -290,7 +290,7 @@ int rc_calib_judge_trace(const rc_trace_table *t, const rc_trace_table *r,
     snprintf(cr->name, sizeof cr->name, "%s", col->name);
     snprintf(cr->why, sizeof cr->why, "%s", col->why);
     cr->kind = col->kind;
-    cr->differ_step = cr->worst_step = cr->exceed_step = -1;
+    cr->differ_step = cr->worst_step = cr->exceed_step = cr->floor_step = -1;
     cr->resolution = INFINITY;
     if (col->kind == RC_COL_NOISY) column_levels(t, fresh, n_fresh, col->exact, fv, level);
     double col_worst = -1;
@@ -312,7 +312,8 @@ int rc_calib_judge_trace(const rc_trace_table *t, const rc_trace_table *r,
       double rdist = dist(x, y);
       double allowed = RC_CALIB_FACTOR * env;
       double floor = RC_CALIB_FLOOR_REL * fabs(x);
-      if (isfinite(floor) && floor > allowed) allowed = floor;
+      bool floor_bound = isfinite(floor) && floor > allowed;
+      if (floor_bound) allowed = floor;
       if (first_step < 0) {
         first_step = s;
         cr->resolution = fabs(x) > 0 ? allowed / fabs(x) : INFINITY;
@@ -323,7 +324,13 @@ int rc_calib_judge_trace(const rc_trace_table *t, const rc_trace_table *r,
         cr->worst_step = s;
         cr->worst_r = rdist, cr->worst_allowed = allowed, cr->worst_env = env, cr->worst_value = x;
       }
-      if (rdist > allowed && cr->exceed_step < 0) {
+      if (rdist > allowed && floor_bound && rdist <= RC_CALIB_FACTOR * floor) {
+        if (cr->floor_step < 0) {
+          cr->floor_step = s;
+          cr->floor_r = rdist, cr->floor_allowed = allowed, cr->floor_env = env;
+          cr->floor_value = x;
+        }
+      } else if (rdist > allowed && cr->exceed_step < 0) {
         cr->exceed_step = s;
         cr->exceed_r = rdist, cr->exceed_allowed = allowed, cr->exceed_env = env,
         cr->exceed_value = x;
@@ -363,8 +370,19 @@ int rc_calib_judge_trace(const rc_trace_table *t, const rc_trace_table *r,
   }
   free(fv);
   free(level);
+  /* no decisive excess, one at the floor: that one is the headline */
+  for (int c = 0; c < n_cols && !res->exceeds; c++) {
+    const rc_calib_col_result *cr = &res->cols[c];
+    if (cr->floor_step < 0 || (res->at_floor && cr->floor_step >= res->step)) continue;
+    res->at_floor = true;
+    res->step = cr->floor_step;
+    snprintf(res->what, sizeof res->what, "%s", cr->name);
+    res->r = cr->floor_r, res->env = cr->floor_env, res->allowed = cr->floor_allowed;
+    res->ratio = cr->floor_env > 0 ? cr->floor_r / cr->floor_env : INFINITY;
+  }
   res->undecidable =
-      !res->exceeds && isfinite(res->resolution) && res->resolution >= RC_CALIB_UNDECIDABLE_REL;
+      !res->exceeds &&
+      (res->at_floor || (isfinite(res->resolution) && res->resolution >= RC_CALIB_UNDECIDABLE_REL));
   return RC_OK;
 }
 
@@ -558,6 +576,14 @@ static void judge_calibrated(const rc_run *run, rc_check *c, const rc_trace_tabl
         snprintf(c->summary, sizeof c->summary,
                  "%s vs %s: steps %" PRId64 "..%" PRId64 " identical in every noisy column",
                  la->label, lb->label, c->trace_from, c->trace_to);
+      } else if (k->at_floor) {
+        c->status = RC_CHECK_UNDECIDABLE;
+        snprintf(c->summary, sizeof c->summary,
+                 "%s vs %s: at the floor, not decided: at step %" PRId64
+                 " (%s) |through - resumed| %.3g is %.2g x the floor (%.3g), while the %d fresh "
+                 "runs differ there by at most %.3g, under a quarter of it%s",
+                 la->label, lb->label, k->step, k->what, k->r, k->r / k->allowed, k->allowed,
+                 k->n_fresh, k->env, fps);
       } else if (k->undecidable) {
         c->status = RC_CHECK_UNDECIDABLE;
         snprintf(c->summary, sizeof c->summary,
@@ -812,10 +838,7 @@ static void judge_state(rc_run *run, rc_check *t, const rc_check *exact) {
     x->ratio = x->e_rms_rel > 0 ? x->rms_rel / x->e_rms_rel : (x->rms_rel > 0 ? INFINITY : 0);
     if (top < 0 || x->share > k->tensors[top].share) top = i;
   }
-  double floor = RC_CALIB_FLOOR_REL;
-  k->allowed = RC_CALIB_FACTOR * k->env > floor ? RC_CALIB_FACTOR * k->env : floor;
-  k->ratio = k->env > 0 ? k->r / k->env : (k->r > 0 ? INFINITY : 0);
-  k->exceeds = !(k->r <= k->allowed); /* NaN or inf exceeds */
+  rc_calib_state_rule(k);
   k->step = t->step;
   const rc_calib_tensor *x = &k->tensors[top];
   snprintf(k->what, sizeof k->what, "%s in %s, %.0f%% of it", x->object[0] ? x->object : x->file,
@@ -824,7 +847,15 @@ static void judge_state(rc_run *run, rc_check *t, const rc_check *exact) {
   k->n_tensors_exceed = k->exceeds ? k->n_tensors : 0;
   char ratio[64];
   rc_calib_ratio_text(k->ratio, ratio, sizeof ratio);
-  if (k->exceeds) {
+  if (k->at_floor) {
+    t->status = RC_CHECK_UNDECIDABLE;
+    snprintf(
+        t->summary, sizeof t->summary,
+        "%s vs %s: at the floor, not decided: the state's RMS relative difference %.3g is "
+        "%.2g x the floor (%.3g), while the %d fresh runs' pairs differ by at most %.3g, under "
+        "a quarter of it; %d float tensors differ, most: %s",
+        a_at, b_at, k->r, k->r / k->allowed, k->allowed, k->n_fresh, k->env, k->n_tensors, k->what);
+  } else if (k->exceeds) {
     t->status = RC_CHECK_EXCEEDS_NOISE;
     snprintf(t->summary, sizeof t->summary,
              "%s vs %s: the state's RMS relative difference %.3g exceeds run-to-run noise by %s "
@@ -837,6 +868,19 @@ static void judge_state(rc_run *run, rc_check *t, const rc_check *exact) {
              "the largest of %d pairs (%.3g); %d float tensors differ, most: %s",
              a_at, b_at, k->r, ratio, k->n_pairs, k->env, k->n_tensors, k->what);
   }
+}
+
+void rc_calib_state_rule(rc_calib *k) {
+  double floor = RC_CALIB_FLOOR_REL;
+  bool floor_bound = !(RC_CALIB_FACTOR * k->env > floor);
+  k->allowed = floor_bound ? floor : RC_CALIB_FACTOR * k->env;
+  k->ratio = k->env > 0 ? k->r / k->env : (k->r > 0 ? INFINITY : 0);
+  k->exceeds = !(k->r <= k->allowed); /* NaN or inf exceeds */
+  /* at the floor (calibrate.h): over it by less than the factor, where the
+   * pairs measured less than the floor allows */
+  k->at_floor = k->exceeds && floor_bound && k->r <= RC_CALIB_FACTOR * floor;
+  if (k->at_floor) k->exceeds = false;
+  k->undecidable = k->at_floor;
 }
 
 void rc_calib_states(rc_run *run) {
@@ -893,6 +937,22 @@ int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint,
     return RC_CHECK_EXCEEDS_NOISE;
   }
   c = first_with(run, RC_CHECK_UNDECIDABLE, false);
+  if (c && c->calib.at_floor) {
+    *check = (int)(c - run->checks);
+    const rc_calib *k = &c->calib;
+    snprintf(text, text_cap,
+             "inconclusive: at the floor: %s at step %" PRId64 " is %.2g x the smallest deviation "
+             "the check resolves (%g of the value), while the %d fresh runs differ there by at "
+             "most %.3g: they measured no noise of that size, yet a single 16-bit rounding flip "
+             "that no fresh run happened to make is that size; nothing exceeds the noise by "
+             "more",
+             c->what == RC_CHECK_TRACE ? k->what : "the final state's RMS difference", k->step,
+             k->r / k->allowed, RC_CALIB_FLOOR_REL, k->n_fresh, k->env);
+    snprintf(hint, hint_cap,
+             "to decide: more fresh runs (--aa M: more pairs to show the noise's jumps), another "
+             "K, or the trainer's deterministic mode (then every check is byte for byte)");
+    return RC_CHECK_UNDECIDABLE;
+  }
   if (c) {
     *check = (int)(c - run->checks);
     const rc_calib *k = &c->calib;

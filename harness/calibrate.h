@@ -41,6 +41,14 @@
  *     noisy numeric column's allowed deviation is at least
  *     RC_CALIB_UNDECIDABLE_REL of its value: no effect smaller than that
  *     could have been seen.
+ *   at the floor (undecidable too): the only excess is one where the floor
+ *     set the bound (the fresh pairs measured less than RC_CALIB_FLOOR_REL /
+ *     RC_CALIB_FACTOR there) and the deviation is within RC_CALIB_FACTOR x
+ *     the floor. Kernels whose noise is sparse (atomics on a few rows)
+ *     under 16-bit weights move a run either not at all or by a whole
+ *     rounding flip; three fresh runs can all miss the flip that the
+ *     resumed leg then shows (an H100, bench/NOTES.md session 30: 1.07e-4
+ *     against pairs at 1.3e-9), so such an excess is not called a bug.
  * The resumed leg starts from the through leg's own checkpoint at K (the
  * shared trajectory), so it and the through leg differ by N-K steps of
  * noise while the fresh pairs differ by N: the envelope at the same step
@@ -100,8 +108,12 @@ typedef struct {
   /* noisy numeric columns */
   int64_t worst_step; /* the largest r / allowed, -1 when none judged */
   double worst_r, worst_allowed, worst_env, worst_value;
-  int64_t exceed_step; /* first step r > allowed, -1 */
+  int64_t exceed_step; /* first step r > allowed, -1 (not counting steps at the floor) */
   double exceed_r, exceed_allowed, exceed_env, exceed_value;
+  /* first step r > allowed where the floor set the bound and r is within
+   * RC_CALIB_FACTOR x it: at the floor, not decided (-1) */
+  int64_t floor_step;
+  double floor_r, floor_allowed, floor_env, floor_value;
   double resolution; /* at the first judged step: allowed / |value| (inf when 0) */
 } rc_calib_col_result;
 
@@ -141,6 +153,9 @@ typedef struct {
   char resolution_col[128];
   int64_t resolution_step;
   bool undecidable;
+  /* undecidable at the floor (above): step, what, r, env and allowed are
+   * that excess's */
+  bool at_floor;
   char fingerprints[256]; /* columns not judged (fingerprints, counts), comma-separated */
 } rc_calib;
 
@@ -172,6 +187,9 @@ int rc_calib_split(rc_compare_result *all, rc_compare_result *floats, rc_err *er
 int rc_calib_judge_trace(const rc_trace_table *t, const rc_trace_table *r,
                          const rc_trace_table *const *fresh, int n_fresh, const rc_calib_col *cols,
                          int n_cols, int64_t from, int64_t to, rc_calib *res, rc_err *err);
+/* The state rule on k->r (through vs resumed) and k->env (the pairs'
+ * largest): sets allowed, ratio, exceeds, at_floor and undecidable. Pure. */
+void rc_calib_state_rule(rc_calib *k);
 /* "exceeds the noise by 37x" style ratio text: "37x", "inf (the fresh
  * runs agree there)". */
 void rc_calib_ratio_text(double ratio, char *buf, size_t cap);

@@ -99,6 +99,8 @@ static void columns(rc_jw *w, const rc_calib *k) {
     kv_step(w, "exceed_step", c->exceed_step);
     kv_num(w, "exceed_r", c->exceed_step >= 0 ? c->exceed_r : NAN);
     kv_num(w, "exceed_envelope", c->exceed_step >= 0 ? c->exceed_env : NAN);
+    kv_step(w, "floor_step", c->floor_step);
+    kv_num(w, "floor_r", c->floor_step >= 0 ? c->floor_r : NAN);
     kv_num(w, "resolution", c->resolution);
     rc_jw_obj_end(w);
   }
@@ -171,6 +173,8 @@ void rc_report_calib_check(rc_jw *w, const rc_check *c) {
   kv_step(w, "resolution_step", k->resolution_step);
   rc_jw_key(w, "undecidable");
   rc_jw_bool(w, k->undecidable);
+  rc_jw_key(w, "at_floor");
+  rc_jw_bool(w, k->at_floor);
   rc_jw_key(w, "not_judged");
   rc_jw_arr_begin(w);
   for (const char *p = k->fingerprints; *p;) {

@@ -332,8 +332,7 @@ static void print_calibrated(const rc_run *run, FILE *out) {
   }
   static const char *const words[] = {[RC_CHECK_WITHIN_NOISE] = "within run-to-run noise",
                                       [RC_CHECK_EXCEEDS_NOISE] = "EXCEEDS RUN-TO-RUN NOISE",
-                                      [RC_CHECK_UNDECIDABLE] =
-                                          "UNDECIDABLE: the noise is too large"};
+                                      [RC_CHECK_UNDECIDABLE] = "UNDECIDABLE"};
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *c = &run->checks[i];
     if (c->judged != RC_JUDGED_CALIBRATED) continue;

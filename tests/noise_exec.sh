@@ -12,7 +12,8 @@
 # noise larger than the gradient is too large to decide (exit 4, with what
 # would make it decidable; 125 with --git-bisect; control: the same trainer
 # without it passes); a learning rate that differs between fresh processes
-# fails A/A (exit 2).
+# fails A/A (exit 2); a deviation at the noise's floor is not decided (exit
+# 4; control: 8x the floor exceeds).
 source "$(dirname "$0")/py_lib.sh"
 need_py_modules numpy
 NP="'$PY' '$RC_SRC/tests/trainers/noisy_numpy_trainer.py' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
@@ -61,6 +62,22 @@ json_true "$T/loud/report.json" "d['verdict'] == 'noise-inconclusive' and d['exi
   "noise-inconclusive, exit 4"
 cal loud_bisect "--sgd --noise-scale 10" --git-bisect
 expect_rc 125 "noise too large, --git-bisect" loud_bisect
+
+# at the floor: the fresh runs differ in float32's last bits (far under
+# the floor), the resumed leg's loss 2x the floor (2^-14) off: not decided
+# (exit 4, "at the floor", the step and column named); control: 8x the
+# floor exceeds the noise (exit 1)
+cal floor "--declare --loss-nudge 0.0001220703125"
+expect_rc 4 "a deviation at the floor" floor
+contains "$T/floor.out" "inconclusive: at the floor: loss at step 6 is 2 x the smallest deviation the check resolves"
+contains "$T/floor.out" "hint: to decide: more fresh runs (--aa M"
+json_true "$T/floor/report.json" "d['verdict'] == 'noise-inconclusive' and [c['calibration']['at_floor'] for c in d['checks'] if c['name'] == 'TRACE resume@5'] == [True]" \
+  "at_floor in report.json"
+json_true "$T/floor/report.json" "[k['floor_step'] for c in d['checks'] if c['name'] == 'TRACE resume@5' for k in c['calibration']['columns'] if k['name'] == 'loss'] == [6]" \
+  "the loss column's floor_step"
+cal over_floor "--declare --loss-nudge 0.00048828125"
+expect_rc 1 "control: 8x the floor" over_floor
+contains "$T/over_floor.out" "RESUME exceeds run-to-run noise by"
 
 cal jitter "--lr-jitter"
 expect_rc 2 "a learning rate that differs between fresh processes" jitter

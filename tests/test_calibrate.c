@@ -206,6 +206,37 @@ static void test_rule(void) {
   judge(t, a, b, r, N, 3, &res);
   CHECK(!res.exceeds, "a deviation below the resolution floor exceeds");
   rc_calib_free(&res);
+  /* at the floor: fresh runs that agree, the resumed leg 2x the floor off
+   * at K+3: not decided (not a bug, not a pass), named with its step;
+   * control: 5x the floor (over the factor) exceeds */
+  r[5] = t[5] * (1 + 2 * RC_CALIB_FLOOR_REL);
+  judge(t, a, b, r, N, 3, &res);
+  CHECK(!res.exceeds && res.at_floor && res.undecidable && res.step == 6 &&
+            !strcmp(res.what, "loss") && fabs(res.r / res.allowed - 2) < 0.01,
+        "2x the floor with agreeing pairs: exceeds %d at_floor %d undecidable %d step %lld "
+        "r/allowed %g",
+        res.exceeds, res.at_floor, res.undecidable, (long long)res.step, res.r / res.allowed);
+  rc_calib_free(&res);
+  r[5] = t[5] * (1 + 5 * RC_CALIB_FLOOR_REL);
+  judge(t, a, b, r, N, 3, &res);
+  CHECK(res.exceeds && !res.at_floor && !res.undecidable && res.step == 6,
+        "5x the floor exceeds: exceeds %d at_floor %d", res.exceeds, res.at_floor);
+  rc_calib_free(&res);
+  /* an excess at the floor first, a decisive one later: exceeds, at the later step */
+  r[5] = t[5] * (1 + 2 * RC_CALIB_FLOOR_REL), r[7] = t[7] * (1 + 1e-3);
+  judge(t, a, b, r, N, 3, &res);
+  CHECK(res.exceeds && !res.at_floor && res.step == 8,
+        "floor at 6, 1e-3 at 8: exceeds %d at_floor %d step %lld", res.exceeds, res.at_floor,
+        (long long)res.step);
+  rc_calib_free(&res);
+  /* the floor only where it set the bound: pairs that part by half the
+   * floor allow 2x it (4 x their difference); 3x the floor then exceeds */
+  for (int i = 0; i < N; i++) a[i] = t[i] * (1 + RC_CALIB_FLOOR_REL / 2), b[i] = r[i] = t[i];
+  r[5] = t[5] * (1 + 3 * RC_CALIB_FLOOR_REL);
+  judge(t, a, b, r, N, 3, &res);
+  CHECK(res.exceeds && !res.at_floor,
+        "pairs at half the floor, 3x the floor: exceeds %d at_floor %d", res.exceeds, res.at_floor);
+  rc_calib_free(&res);
   /* undecidable: the pairs part by 30% from step 1; control: 0.2% */
   for (int i = 0; i < N; i++) a[i] = t[i] * 1.3, b[i] = t[i] * 0.8, r[i] = t[i] * 1.05;
   judge(t, a, b, r, N, 3, &res);
@@ -216,6 +247,28 @@ static void test_rule(void) {
   judge(t, a, b, r, N, 3, &res);
   CHECK(!res.undecidable && !res.exceeds, "noise of 0.2%%: undecidable %d", res.undecidable);
   rc_calib_free(&res);
+}
+
+/* The state rule: pairs that agree (0) or differ under the floor, the
+ * resumed state 2x the floor off: at the floor; 5x: exceeds; pairs at 1e-3
+ * allow 4e-3: 2x the floor within; NaN exceeds. */
+static void test_state_rule(void) {
+  const double F = RC_CALIB_FLOOR_REL;
+  struct {
+    double r, env;
+    bool exceeds, at_floor;
+  } cases[] = {{2 * F, 0, false, true},    {2 * F, F / 8, false, true}, {5 * F, 0, true, false},
+               {0.5 * F, 0, false, false}, {2 * F, 1e-3, false, false}, {NAN, 0, true, false},
+               {3 * F, F / 2, true, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rc_calib k = {0};
+    k.r = cases[i].r, k.env = cases[i].env;
+    rc_calib_state_rule(&k);
+    CHECK(k.exceeds == cases[i].exceeds && k.at_floor == cases[i].at_floor &&
+              k.undecidable == cases[i].at_floor,
+          "state r %g env %g: exceeds %d at_floor %d undecidable %d", cases[i].r, cases[i].env,
+          k.exceeds, k.at_floor, k.undecidable);
+  }
 }
 
 static rc_diff diff(rc_diff_kind kind, const char *object, const char *detail) {
@@ -359,6 +412,7 @@ int main(void) {
   }
   test_kinds();
   test_rule();
+  test_state_rule();
   test_split();
   test_plan();
   char cmd[300];
@@ -369,6 +423,7 @@ int main(void) {
     return 1;
   }
   printf("ok: column kinds, declarations, the trace rule (within, exceeds, the 2j horizon, "
-         "agreeing fresh runs, floor, undecidable), the state split, the calibrated plan\n");
+         "agreeing fresh runs, floor, at the floor, undecidable), the state rule, the state split, "
+         "the calibrated plan\n");
   return 0;
 }

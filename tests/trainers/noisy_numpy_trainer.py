@@ -22,6 +22,9 @@ noisy).
   --sgd             plain SGD instead of Adam (the moments still saved)
   --lr-jitter       the learning rate itself varies per process by 1e-6:
                     a column every run must agree on does not (A/A fails)
+  --loss-nudge X     a resumed process logs its loss X (relative) too high:
+                    a deviation of a chosen size, under the noise's floor or
+                    beyond it, with the state untouched
   --bug optimizer-not-saved   a load leaves Adam's moments at zero
   --bug data-not-saved        a load restarts the data at sample 0
 """
@@ -58,6 +61,7 @@ def main():
     p.add_argument("--lr-jitter", action="store_true")
     p.add_argument("--declare", action="store_true")
     p.add_argument("--sgd", action="store_true")
+    p.add_argument("--loss-nudge", type=float, default=0.0)
     p.add_argument("--bug", choices=("none", "optimizer-not-saved", "data-not-saved"), default="none")
     p.add_argument("--batch", type=int, default=32)
     args = resumecheck.exec_args(parser=p)
@@ -108,6 +112,8 @@ def main():
         else:
             w = (w - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
         loss = float(np.mean(r.astype(np.float64) ** 2))
+        if args.resume_from:
+            loss *= 1 + args.loss_nudge
         trace.row(step, loss=loss, grad_norm=float(np.linalg.norm(grad.astype(np.float64))), lr=lr, consumed_samples=consumed)
         if step in args.save_at:
             write_ckpt(args.out, step, w, m, v, consumed)
