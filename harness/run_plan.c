@@ -438,6 +438,16 @@ static void aa_name(int i, char *buf, size_t cap) {
     snprintf(buf, cap, "aa%d", i + 1);
 }
 
+/* The through leg's saves: every K, then N (malloc'd; NULL out of memory). */
+static int64_t *through_saves(const rc_run *run) {
+  const int nk = run->n_save_at;
+  int64_t *saves = malloc((size_t)(nk + 1) * sizeof *saves);
+  if (!saves) return NULL;
+  memcpy(saves, run->save_at, (size_t)nk * sizeof *saves);
+  saves[nk] = run->opts.steps;
+  return saves;
+}
+
 /* --noise calibrated (harness/calibrate.h): through and M aa legs (the
  * same command, saves included) train 1..N from scratch and measure the
  * noise in pairs; every resume leg loads the through leg's own checkpoint
@@ -451,10 +461,8 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
   const int64_t N = o->steps;
   const int64_t *K = run->save_at;
   const int nk = run->n_save_at;
-  int64_t *saves = malloc((size_t)(nk + 1) * sizeof *saves);
+  int64_t *saves = through_saves(run);
   if (!saves) return -1;
-  memcpy(saves, K, (size_t)nk * sizeof *K);
-  saves[nk] = N;
   int through = run->n_legs;
   bool ok = add_leg(run, leg_cap, arm, "through", 0, N, -1, saves, nk + 1) != NULL;
   int *fresh = malloc((size_t)(o->aa_count + 1) * sizeof *fresh);
@@ -548,10 +556,8 @@ static int plan_arm(rc_run *run, const char *arm, int *leg_cap, int *check_cap) 
   const int64_t N = o->steps;
   const int64_t *K = run->save_at;
   const int nk = run->n_save_at;
-  int64_t *saves = malloc((size_t)(nk + 1) * sizeof *saves);
+  int64_t *saves = through_saves(run);
   if (!saves) return -1;
-  memcpy(saves, K, (size_t)nk * sizeof *K);
-  saves[nk] = N;
 
   int through = run->n_legs;
   int ok = add_leg(run, leg_cap, arm, "through", 0, N, -1, saves, nk + 1) != NULL;

@@ -150,8 +150,8 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "the float tensors at N are judged against the noise the fresh legs\n"
       "(through, aa, aa2, ...) measure in pairs; each resume leg loads the\n"
       "through leg's own checkpoint at K (no save leg); 'within run-to-run\n"
-      "noise' exits 0, 'exceeds run-to-run noise' 1, 'the noise is too\n"
-      "large to decide' 4 (docs/design.md, section 7.2)"),
+      "noise' exits 0, 'exceeds run-to-run noise' 1, not decided 4 (the\n"
+      "noise too large, or an excess only at the floor; docs/design.md, 7.2)"),
     R("--jobs", RC_FLAG_INT64, jobs, 1, 4096, NULL, "J",
       "legs running at once (default: online CPUs)"),
     R("--json", RC_FLAG_STRING, json, 0, 0, NULL, "FILE",
