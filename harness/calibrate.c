@@ -893,6 +893,51 @@ void rc_calib_states(rc_run *run) {
   }
 }
 
+/* ---- replication: every resume leg at K, or not decided ---- */
+
+static bool is_resume_leg_at(const rc_leg *l, const char *arm, int64_t k) {
+  return l->depends_on >= 0 && l->resume_step == k && !strcmp(l->arm, arm);
+}
+
+int rc_calib_reproduce(rc_run *run) {
+  /* two passes: which resume legs exceed, then what each excess becomes,
+   * so that demoting one check does not change another's count */
+  bool *exceeds = calloc((size_t)(run->n_legs > 0 ? run->n_legs : 1), sizeof *exceeds);
+  if (!exceeds) return RC_EXIT_SOFTWARE;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *c = &run->checks[i];
+    if (c->judged == RC_JUDGED_CALIBRATED && c->status == RC_CHECK_EXCEEDS_NOISE)
+      exceeds[c->leg_b] = true;
+  }
+  for (int i = 0; i < run->n_checks; i++) {
+    rc_check *c = &run->checks[i];
+    if (c->judged != RC_JUDGED_CALIBRATED || !c->have_calib) continue;
+    const rc_leg *lb = &run->legs[c->leg_b];
+    int n = 0, m = 0;
+    for (int j = 0; j < run->n_legs; j++)
+      if (is_resume_leg_at(&run->legs[j], lb->arm, lb->resume_step)) {
+        n++;
+        m += exceeds[j];
+      }
+    rc_calib *k = &c->calib;
+    k->resume_legs = n, k->resume_legs_exceeding = m;
+    if (c->status != RC_CHECK_EXCEEDS_NOISE || m == n) continue;
+    c->status = RC_CHECK_UNDECIDABLE;
+    k->exceeds = false;
+    k->not_reproduced = k->undecidable = true;
+    for (int t = 0; t < k->n_tensors; t++) k->tensors[t].exceeds = false;
+    k->n_tensors_exceed = 0;
+    char was[sizeof c->summary];
+    snprintf(was, sizeof was, "%s", c->summary);
+    snprintf(c->summary, sizeof c->summary,
+             "not reproduced, not decided: %d of the %d resume legs at %" PRId64
+             " exceed the noise; here: %s",
+             m, n, lb->resume_step, was);
+  }
+  free(exceeds);
+  return RC_OK;
+}
+
 /* ---- the verdict ---- */
 
 static const rc_check *first_with(const rc_run *run, rc_check_status s, bool trace_first) {
@@ -910,6 +955,32 @@ static const rc_check *first_with(const rc_run *run, rc_check_status s, bool tra
   return best;
 }
 
+/* The first excess that not every resume leg at its K showed. */
+static const rc_check *first_not_reproduced(const rc_run *run) {
+  for (int i = 0; i < run->n_checks; i++)
+    if (run->checks[i].status == RC_CHECK_UNDECIDABLE && run->checks[i].have_calib &&
+        run->checks[i].calib.not_reproduced)
+      return &run->checks[i];
+  return NULL;
+}
+
+/* Of the resume legs at c's K that do not exceed, the calibrated check
+ * that came closest to its allowed deviation (NULL: none judged). */
+static const rc_check *closest_other(const rc_run *run, const rc_check *c) {
+  const rc_leg *lb = &run->legs[c->leg_b];
+  const rc_check *best = NULL;
+  double best_f = -1;
+  for (int i = 0; i < run->n_checks; i++) {
+    const rc_check *o = &run->checks[i];
+    if (o->judged != RC_JUDGED_CALIBRATED || !o->have_calib || o->calib.not_reproduced ||
+        o->leg_b == c->leg_b || !is_resume_leg_at(&run->legs[o->leg_b], lb->arm, lb->resume_step))
+      continue;
+    double f = o->calib.allowed > 0 ? o->calib.r / o->calib.allowed : 0;
+    if (f > best_f) best_f = f, best = o;
+  }
+  return best;
+}
+
 int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint, size_t hint_cap,
                      int *check) {
   *check = -1;
@@ -920,21 +991,58 @@ int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint,
     *check = (int)(c - run->checks);
     const rc_calib *k = &c->calib;
     rc_calib_ratio_text(k->ratio, ratio, sizeof ratio);
+    const char *a = run->legs[c->leg_a].label, *b = run->legs[c->leg_b].label;
+    int n = 0;
     if (c->what == RC_CHECK_TRACE)
-      snprintf(text, text_cap,
-               "RESUME exceeds run-to-run noise by %s at step %" PRId64
-               " (%s): |through - %s| is %.3g, %" PRId64
-               " step(s) after the checkpoint both legs started from, while %" PRId64
-               " steps of noise move the %d fresh runs apart by at most %.3g (allowed: %g x that)",
-               ratio, k->step, k->what, run->legs[c->leg_b].label, k->r,
-               k->step - c->trace_from + 1, 2 * (k->step - c->trace_from + 1), k->n_fresh, k->env,
-               RC_CALIB_FACTOR);
+      n = snprintf(text, text_cap,
+                   "RESUME exceeds run-to-run noise by %s at step %" PRId64
+                   " (%s): |%s - %s| is %.3g, %" PRId64
+                   " step(s) after the checkpoint both legs started from, while %" PRId64
+                   " steps of noise move the %d fresh runs apart by at most %.3g (allowed: %g x "
+                   "that)",
+                   ratio, k->step, k->what, a, b, k->r, k->step - c->trace_from + 1,
+                   2 * (k->step - c->trace_from + 1), k->n_fresh, k->env, RC_CALIB_FACTOR);
     else
-      snprintf(text, text_cap,
-               "RESUME exceeds run-to-run noise by %s in the final state at step %" PRId64
-               " (%s): max |through - %s| is %.3g, while the %d fresh runs differ by at most %.3g",
-               ratio, c->step, k->what, run->legs[c->leg_b].label, k->r, k->n_fresh, k->env);
+      n = snprintf(text, text_cap,
+                   "RESUME exceeds run-to-run noise by %s in the final state at step %" PRId64
+                   " (%s): the RMS relative difference of %s and %s is %.3g, while the %d fresh "
+                   "runs differ by at most %.3g",
+                   ratio, c->step, k->what, a, b, k->r, k->n_fresh, k->env);
+    if (k->resume_legs > 1 && n > 0 && (size_t)n < text_cap)
+      snprintf(text + n, text_cap - (size_t)n,
+               "; reproduced: all %d resume legs at %" PRId64
+               " exceed it, each against the fresh leg whose checkpoint it loaded",
+               k->resume_legs, run->legs[c->leg_b].resume_step);
     return RC_CHECK_EXCEEDS_NOISE;
+  }
+  c = first_not_reproduced(run);
+  if (c) {
+    *check = (int)(c - run->checks);
+    const rc_calib *k = &c->calib;
+    rc_calib_ratio_text(k->ratio, ratio, sizeof ratio);
+    char where[700], other[400] = "";
+    if (c->what == RC_CHECK_TRACE)
+      snprintf(where, sizeof where, "at step %" PRId64 " (%s)", k->step, k->what);
+    else
+      snprintf(where, sizeof where, "in the final state at step %" PRId64 " (%s)", c->step,
+               k->what);
+    const rc_check *o = closest_other(run, c);
+    if (o)
+      snprintf(other, sizeof other, "; %s against %s does not (closest: %.2g of the allowed)",
+               run->legs[o->leg_b].label, run->legs[o->leg_a].label,
+               o->calib.allowed > 0 ? o->calib.r / o->calib.allowed : 0.0);
+    snprintf(text, text_cap,
+             "inconclusive: not reproduced: %s against %s exceeds run-to-run noise by %s %s, but "
+             "not every resume leg at %" PRId64 " does (%d of %d)%s. A resume bug is in what "
+             "every resumed process loads and moves every one of them; a rounding flip in one "
+             "process moves one",
+             run->legs[c->leg_b].label, run->legs[c->leg_a].label, ratio, where,
+             run->legs[c->leg_b].resume_step, k->resume_legs_exceeding, k->resume_legs, other);
+    snprintf(hint, hint_cap,
+             "to decide: run again (each process draws its own noise), more resume legs and fresh "
+             "runs (--resumes P --aa M), another K, or the trainer's deterministic mode (then "
+             "every check is byte for byte)");
+    return RC_CHECK_UNDECIDABLE;
   }
   c = first_with(run, RC_CHECK_UNDECIDABLE, false);
   if (c && c->calib.at_floor) {

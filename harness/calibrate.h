@@ -49,6 +49,15 @@
  *     rounding flip; three fresh runs can all miss the flip that the
  *     resumed leg then shows (an H100, bench/NOTES.md session 30: 1.07e-4
  *     against pairs at 1.3e-9), so such an excess is not called a bug.
+ *   reproduced: per K, P resume legs (run --resumes, default 2) each load
+ *     their own fresh leg's checkpoint (resume@K from through, resume@K.aa
+ *     from aa, ...) and each is judged, as above, against the leg it
+ *     continues. An excess decides "exceeds" only when every one of them
+ *     exceeds (in its trace or its state); otherwise it is not decided. A
+ *     resume bug is in what every resumed process loads, so it moves every
+ *     pair; a rounding flip is one process's, so it moves one pair (the
+ *     CPU bench, bench/NOTES.md session 30: 3 false alarms in 150 runs of
+ *     one pair, each a flip in one leg of 8- or 16-bit weights).
  * The resumed leg starts from the through leg's own checkpoint at K (the
  * shared trajectory), so it and the through leg differ by N-K steps of
  * noise while the fresh pairs differ by N: the envelope at the same step
@@ -156,6 +165,12 @@ typedef struct {
   /* undecidable at the floor (above): step, what, r, env and allowed are
    * that excess's */
   bool at_floor;
+  /* replication (run --resumes P): the resume legs at this check's K (its
+   * arm) and how many of them exceed the noise in a calibrated check of
+   * their own; an excess that not all of them show is not decided
+   * (not_reproduced: exceeds false, the figures its pair's) */
+  int resume_legs, resume_legs_exceeding;
+  bool not_reproduced;
   char fingerprints[256]; /* columns not judged (fingerprints, counts), comma-separated */
 } rc_calib;
 

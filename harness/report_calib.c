@@ -45,6 +45,8 @@ void rc_report_calib_config(rc_jw *w, const rc_run *run) {
   kv_s(w, "noise", o->noise == RC_NOISE_CALIBRATED ? "calibrated" : "bytes");
   rc_jw_key(w, "aa_count");
   rc_jw_int(w, o->aa_count);
+  rc_jw_key(w, "resumes"); /* resume legs per K (calibrated), 1 byte for byte */
+  rc_jw_int(w, o->noise == RC_NOISE_CALIBRATED ? (o->resumes > 0 ? o->resumes : 2) : 1);
   rc_jw_key(w, "training_steps");
   rc_jw_int(w, rc_run_training_steps(run));
 }
@@ -66,7 +68,8 @@ void rc_report_calib_run(rc_jw *w, const rc_run *run) {
        "than max(factor x L(2j), floor_rel) x |through|, L(h) the largest relative difference of "
        "any pair of fresh legs at steps 1..h; state: D, the RMS difference of the differing float "
        "tensors' elements relative to each tensor's scale, exceeds it when larger than max(factor "
-       "x the largest D of the pairs, floor_rel)");
+       "x the largest D of the pairs, floor_rel); an excess is decided only when every resume leg "
+       "at its K (each judged against the fresh leg whose checkpoint it loaded) exceeds");
   rc_jw_obj_end(w);
   rc_jw_key(w, "fresh_legs");
   rc_jw_arr_begin(w);
@@ -175,6 +178,12 @@ void rc_report_calib_check(rc_jw *w, const rc_check *c) {
   rc_jw_bool(w, k->undecidable);
   rc_jw_key(w, "at_floor");
   rc_jw_bool(w, k->at_floor);
+  rc_jw_key(w, "resume_legs");
+  rc_jw_int(w, k->resume_legs);
+  rc_jw_key(w, "resume_legs_exceeding");
+  rc_jw_int(w, k->resume_legs_exceeding);
+  rc_jw_key(w, "not_reproduced");
+  rc_jw_bool(w, k->not_reproduced);
   rc_jw_key(w, "not_judged");
   rc_jw_arr_begin(w);
   for (const char *p = k->fingerprints; *p;) {

@@ -93,6 +93,11 @@ typedef struct {
   bool aa, confirm_arm, git_bisect, keep_going, overwrite;
   int aa_count;        /* --aa [M]: fresh legs beside through (aa, aa2, ...); aa is aa_count > 0 */
   rc_noise_mode noise; /* --noise */
+  /* --resumes P (--noise calibrated): resumed legs per K, each from its own
+   * fresh leg's checkpoint at K (resume@K from through, resume@K.aa from
+   * aa, ...); an excess is a bug only when every one of them shows it
+   * (calibrate.h). 0: the default, 2 */
+  int resumes;
   /* not --no-handoff: a leg whose checkpoint a pre-warmed leg waits for
    * hands it over before it is durable (`train --handoff`, io/handoff.c) */
   bool handoff;
@@ -487,6 +492,12 @@ void rc_calib_trace_check(rc_run *run, rc_check *c);
  * A/A pairs' differences (its exact part's status copied when that was
  * skipped or failed). */
 void rc_calib_states(rc_run *run);
+/* After rc_calib_states: a calibrated check that exceeds the noise stays
+ * "exceeds" only when every resume leg at its K (its arm) has a calibrated
+ * check that exceeds; otherwise each such excess becomes not decided
+ * (RC_CHECK_UNDECIDABLE, calib.not_reproduced). Fills calib.resume_legs
+ * and resume_legs_exceeding of every calibrated check. 70 out of memory. */
+int rc_calib_reproduce(rc_run *run);
 /* The calibrated verdict when no exact check failed: 0 none applies
  * (every check identical), else RC_CHECK_EXCEEDS_NOISE, RC_CHECK_UNDECIDABLE
  * or RC_CHECK_WITHIN_NOISE with its words (*check: the check it names). */

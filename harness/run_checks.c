@@ -799,7 +799,6 @@ void rc_run_early_checks_poll(rc_run *run) {
 }
 
 int rc_run_checks(rc_run *run, rc_err *err) {
-  (void)err;
   rc_run_early_checks_join(run);
   for (int i = 0; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];
@@ -814,6 +813,8 @@ int rc_run_checks(rc_run *run, rc_err *err) {
       run_trace_check(run, c);
   }
   rc_calib_states(run);         /* needs every A/A pair: after every check */
+  if (rc_calib_reproduce(run)) /* needs every resume leg's judgement */
+    return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory judging the resume legs");
   rc_run_rank_differences(run); /* needs the census checks: after every check */
   rc_run_verdict(run);
   return RC_OK;

@@ -448,14 +448,26 @@ static int64_t *through_saves(const rc_run *run) {
   return saves;
 }
 
+/* The name of a calibrated run's resume leg at K from the p-th fresh leg:
+ * resume@K (from through), resume@K.aa, resume@K.aa2, ... */
+static void resume_name(int64_t k, int p, char *buf, size_t cap) {
+  char an[32] = "";
+  if (p > 0) aa_name(p - 1, an, sizeof an);
+  snprintf(buf, cap, "resume@%" PRId64 "%s%s", k, p > 0 ? "." : "", an);
+}
+
 /* --noise calibrated (harness/calibrate.h): through and M aa legs (the
  * same command, saves included) train 1..N from scratch and measure the
- * noise in pairs; every resume leg loads the through leg's own checkpoint
- * at K (the shared trajectory: no save leg) and runs to N; a list of K is
- * independent points, as every and auto are. Per pair an A/A state check at N and a trace check
- * (judged as noise); per resume leg its RESUME state check split in two
- * (the exact part, which compares, and its calibrated twin), its trace
- * judged twice (exact columns, noisy columns) and its census (exact). */
+ * noise in pairs; per K, P resume legs (--resumes, default 2) each load
+ * their own fresh leg's checkpoint at K (the shared trajectory: no save
+ * leg) and run to N: resume@K from through, resume@K.aa from aa, ...; each
+ * is judged against the leg it continues, so a rounding flip in any one
+ * leg moves one pair while a resume bug moves all of them. A list of K is
+ * independent points, as every and auto are. Per pair of fresh legs an A/A
+ * state check at N and a trace check (judged as noise); per resume leg its
+ * RESUME state check split in two (the exact part, which compares, and its
+ * calibrated twin), its trace judged twice (exact columns, noisy columns)
+ * and its census (exact). */
 static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *check_cap) {
   const rc_run_opts *o = &run->opts;
   const int64_t N = o->steps;
@@ -481,10 +493,12 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
   }
   free(saves);
   int first_resume = run->n_legs;
-  for (int i = 0; ok && i < nk; i++) {
-    snprintf(name, sizeof name, "resume@%" PRId64, K[i]);
-    ok = add_leg(run, leg_cap, arm, name, K[i], N, through, &N, 1) != NULL;
-  }
+  const int P = o->resumes > 0 ? o->resumes : 2;
+  for (int i = 0; ok && i < nk; i++)
+    for (int p = 0; ok && p < P; p++) {
+      resume_name(K[i], p, name, sizeof name);
+      ok = add_leg(run, leg_cap, arm, name, K[i], N, fresh[p], &N, 1) != NULL;
+    }
   int nf = o->aa_count + 1;
   rc_check *c;
   for (int i = 0; ok && i < nf; i++)
@@ -501,14 +515,18 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
     }
   for (int r = first_resume; ok && r < run->n_legs; r++) {
     const rc_leg *leg = &run->legs[r];
-    snprintf(name, sizeof name, "RESUME@%" PRId64 "→%" PRId64 " exact", leg->resume_step, N);
+    /* RESUME@K→N for resume@K, RESUME@K.aa→N for resume@K.aa, ... */
+    const char *from = strchr(leg->name, '.');
+    if (!from) from = "";
+    snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64 " exact", leg->resume_step, from,
+             N);
     int exact = run->n_checks;
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, through, r,
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, run->legs[r].depends_on, r,
                         N)) != NULL;
     if (ok) c->judged = RC_JUDGED_EXACT;
-    snprintf(name, sizeof name, "RESUME@%" PRId64 "→%" PRId64, leg->resume_step, N);
-    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, through,
-                              r, N)) != NULL;
+    snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64, leg->resume_step, from, N);
+    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME,
+                              run->legs[r].depends_on, r, N)) != NULL;
     if (ok) {
       c->judged = RC_JUDGED_CALIBRATED;
       c->is_twin = true;
@@ -528,19 +546,19 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
     }
   for (int r = first_resume; ok && r < run->n_legs; r++) {
     snprintf(name, sizeof name, "TRACE %s exact", run->legs[r].name);
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through, r,
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, run->legs[r].depends_on, r,
                         0)) != NULL;
     if (ok) c->judged = RC_JUDGED_EXACT;
     snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
-    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, through,
-                              r, 0)) != NULL;
+    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME,
+                              run->legs[r].depends_on, r, 0)) != NULL;
     if (ok) c->judged = RC_JUDGED_CALIBRATED;
   }
-  /* the census: the through process at K is the one whose checkpoint the
-   * resumed leg loads, so it is exact whatever the noise */
+  /* the census: the fresh process at K (through, aa, ...) is the one whose
+   * checkpoint the resumed leg loads, so it is exact whatever the noise */
   for (int r = first_resume; ok && r < run->n_legs; r++) {
     snprintf(name, sizeof name, "CENSUS %s", run->legs[r].name);
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME, through, r,
+    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME, run->legs[r].depends_on, r,
                         run->legs[r].resume_step)) != NULL;
     if (ok) c->judged = RC_JUDGED_EXACT;
   }
@@ -679,6 +697,11 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
       return rc_fail(err, RC_EXIT_USAGE,
                      "--noise calibrated needs --aa 2 or more: the noise is measured by pairs of "
                      "fresh legs (through and each aa leg), and one pair is one sample of it");
+    if (opts->resumes > run->opts.aa_count + 1)
+      return rc_fail(err, RC_EXIT_USAGE,
+                     "--resumes %d needs --aa %d or more: each resume leg at K loads its own "
+                     "fresh leg's checkpoint (through, aa, aa2, ...)",
+                     opts->resumes, opts->resumes - 1);
     if (opts->confirm_arm)
       return rc_fail(err, RC_EXIT_USAGE,
                      "--noise calibrated with --confirm-arm: ARMS@N compares two arms byte for "
@@ -690,6 +713,10 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
                      "full): the resume legs load its checkpoints, and the final state is "
                      "compared value by value");
   }
+  if (opts->resumes < 0 || (opts->resumes > 0 && opts->noise != RC_NOISE_CALIBRATED))
+    return rc_fail(err, RC_EXIT_USAGE,
+                   "--resumes needs --noise calibrated (byte for byte, one resume leg per K "
+                   "decides)");
   if (opts->trainer == RC_TRAINER_EXEC && opts->gpu_scheduling == RC_GPU_SCHED_CRITICAL_FIRST)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--gpu-scheduling critical-first needs the built-in trainer (an exec trainer "

@@ -13,7 +13,9 @@
 # would make it decidable; 125 with --git-bisect; control: the same trainer
 # without it passes); a learning rate that differs between fresh processes
 # fails A/A (exit 2); a deviation at the noise's floor is not decided (exit
-# 4; control: 8x the floor exceeds).
+# 4; control: 8x the floor exceeds); an excess in one resume leg of two is
+# not reproduced, not decided (exit 4; control: in both, or --resumes 1, it
+# exceeds).
 source "$(dirname "$0")/py_lib.sh"
 need_py_modules numpy
 NP="'$PY' '$RC_SRC/tests/trainers/noisy_numpy_trainer.py' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
@@ -78,6 +80,40 @@ json_true "$T/floor/report.json" "[k['floor_step'] for c in d['checks'] if c['na
 cal over_floor "--declare --loss-nudge 0.00048828125"
 expect_rc 1 "control: 8x the floor" over_floor
 contains "$T/over_floor.out" "RESUME exceeds run-to-run noise by"
+
+# reproduced: each resume leg at K is judged against the fresh leg whose
+# checkpoint it loaded; one process off by 8x the floor (as a rounding flip
+# makes one) is not reproduced by the other resume leg: not decided (exit
+# 4, both legs named); either leg alone; control: the same excess in every
+# resume leg exceeds (over_floor above), and with --resumes 1 one leg decides
+cal flip "--declare --loss-nudge 0.00048828125 --nudge-from through"
+expect_rc 4 "one resume leg of two off" flip
+contains "$T/flip.out" "inconclusive: not reproduced: resume@5 against through exceeds run-to-run noise by"
+contains "$T/flip.out" "not every resume leg at 5 does (1 of 2); resume@5.aa against aa does not"
+contains "$T/flip.out" "hint: to decide: run again"
+json_true "$T/flip/report.json" \
+  "d['verdict'] == 'noise-inconclusive' and [(c['status'], c['calibration']['not_reproduced'], c['calibration']['resume_legs_exceeding'], c['calibration']['resume_legs']) for c in d['checks'] if c['name'] in ('TRACE resume@5', 'TRACE resume@5.aa')] == [('inconclusive', True, 1, 2), ('within-noise', False, 1, 2)]" \
+  "report.json: the excess not reproduced, the other leg within"
+cal flip_aa "--declare --loss-nudge 0.00048828125 --nudge-from aa"
+expect_rc 4 "the other resume leg off" flip_aa
+contains "$T/flip_aa.out" "inconclusive: not reproduced: resume@5.aa against aa exceeds"
+cal flip_bisect "--declare --loss-nudge 0.00048828125 --nudge-from through" --git-bisect
+expect_rc 125 "not reproduced, --git-bisect" flip_bisect
+cal flip_one "--declare --loss-nudge 0.00048828125 --nudge-from through" --resumes 1
+expect_rc 1 "control: --resumes 1, one leg decides" flip_one
+json_true "$T/flip_one/report.json" "d['config']['resumes'] == 1 and not any('.aa' in l['label'] for l in d['legs'])" \
+  "--resumes 1: one resume leg"
+json_true "$T/over_floor/report.json" \
+  "d['config']['resumes'] == 2 and [c['calibration']['resume_legs_exceeding'] for c in d['checks'] if c['name'] == 'TRACE resume@5'] == [2]" \
+  "over_floor: both resume legs exceed"
+contains "$T/over_floor.out" "reproduced: all 2 resume legs at 5 exceed it"
+run_rc resumes_aa --trainer exec --train-cmd "$NP" --steps 10 --save-at 5 --out "$T/resumes_aa" \
+  --noise calibrated --resumes 4
+expect_rc 64 "--resumes 4 with two aa legs" resumes_aa
+contains "$T/resumes_aa.err" "--resumes 4 needs --aa 3 or more"
+run_rc resumes_bytes --trainer exec --train-cmd "$NP" --steps 10 --save-at 5 --out "$T/resumes_bytes" \
+  --resumes 2
+expect_rc 64 "--resumes byte for byte" resumes_bytes
 
 cal jitter "--lr-jitter"
 expect_rc 2 "a learning rate that differs between fresh processes" jitter

@@ -48,7 +48,7 @@ contains "$T/clean1.out" "A/A: 3 fresh runs (3 pairs) differ only where run-to-r
 # trace and state, noise pairs; the rule and what it cost
 R="$T/clean1/report.json"
 json_true "$R" "d['config']['noise'] == 'calibrated' and d['config']['aa_count'] == 2" "config.noise"
-json_true "$R" "d['config']['training_steps'] == 3 * 8 + 4" "training_steps: 3 fresh legs and one resume"
+json_true "$R" "d['config']['training_steps'] == 3 * 8 + 2 * 4 and d['config']['resumes'] == 2" "training_steps: 3 fresh legs and two resume legs"
 json_true "$R" "d['calibration']['rule']['factor'] == 4 and len(d['calibration']['fresh_legs']) == 3" \
   "the rule and the fresh legs"
 json_true "$R" "{c['name']: c['judged'] for c in d['checks']}['CENSUS resume@4'] == 'exact'" "census: exact"

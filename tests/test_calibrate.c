@@ -342,16 +342,21 @@ static void test_plan(void) {
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
-  const char *labels[] = {"through", "aa", "aa2", "resume@3", "resume@6"};
-  CHECK(r.n_legs == 5, "5 legs, got %d", r.n_legs);
-  for (int i = 0; i < r.n_legs && i < 5; i++)
+  const char *labels[] = {"through",  "aa",          "aa2",        "resume@3",
+                          "resume@3.aa", "resume@6", "resume@6.aa"};
+  CHECK(r.n_legs == 7, "7 legs, got %d", r.n_legs);
+  for (int i = 0; i < r.n_legs && i < 7; i++)
     CHECK(!strcmp(r.legs[i].label, labels[i]), "leg %d: %s, want %s", i, r.legs[i].label,
           labels[i]);
-  if (r.n_legs == 5) {
-    const char *from = arg_of(&r.legs[4], "--resume-from");
-    CHECK(from && !strcmp(from, "/out/through/ckpt/iter_0000006") && r.legs[4].depends_on == 0 &&
-              r.legs[4].last_step == 10,
+  if (r.n_legs == 7) {
+    const char *from = arg_of(&r.legs[5], "--resume-from");
+    CHECK(from && !strcmp(from, "/out/through/ckpt/iter_0000006") && r.legs[5].depends_on == 0 &&
+              r.legs[5].last_step == 10,
           "resume@6 loads through@6 (the shared trajectory) and runs to N: %s", from ? from : "-");
+    from = arg_of(&r.legs[6], "--resume-from");
+    CHECK(from && !strcmp(from, "/out/aa/ckpt/iter_0000006") && r.legs[6].depends_on == 1 &&
+              r.legs[6].last_step == 10,
+          "resume@6.aa loads aa@6 (its own trajectory): %s", from ? from : "-");
     const char *saves = arg_of(&r.legs[2], "--save-at");
     CHECK(saves && !strcmp(saves, "3,6,10"), "aa2 saves like through: %s", saves ? saves : "-");
   }
@@ -366,7 +371,12 @@ static void test_plan(void) {
               {"TRACE aa/aa2", RC_JUDGED_NOISE},
               {"TRACE resume@6 exact", RC_JUDGED_EXACT},
               {"TRACE resume@6", RC_JUDGED_CALIBRATED},
-              {"CENSUS resume@6", RC_JUDGED_EXACT}};
+              {"CENSUS resume@6", RC_JUDGED_EXACT},
+              {"RESUME@6.aa→10 exact", RC_JUDGED_EXACT},
+              {"RESUME@6.aa→10", RC_JUDGED_CALIBRATED},
+              {"TRACE resume@6.aa exact", RC_JUDGED_EXACT},
+              {"TRACE resume@6.aa", RC_JUDGED_CALIBRATED},
+              {"CENSUS resume@6.aa", RC_JUDGED_EXACT}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const rc_check *c = named(&r, want[i].name);
     CHECK(c && c->judged == want[i].judged, "%s: %s", want[i].name,
@@ -375,15 +385,37 @@ static void test_plan(void) {
   const rc_check *ex = named(&r, "RESUME@3→10 exact"), *tw = named(&r, "RESUME@3→10");
   CHECK(ex && tw && ex->twin == (int)(tw - r.checks) && tw->is_twin && !ex->is_twin,
         "the exact RESUME check hands its floats to its twin");
+  const rc_check *census = named(&r, "CENSUS resume@6.aa"), *state = named(&r, "RESUME@6.aa→10");
+  CHECK(census && census->leg_a == 1 && state && state->leg_a == 1 && state->leg_b == 6,
+        "resume@6.aa is judged against aa, the leg whose checkpoint it loaded");
   CHECK(!named(&r, "A/A@3"), "no through-vs-save check without a save leg");
-  CHECK(rc_run_training_steps(&r) == 3 * 10 + 7 + 4, "training steps %lld",
+  CHECK(rc_run_training_steps(&r) == 3 * 10 + 2 * 7 + 2 * 4, "training steps %lld",
         (long long)rc_run_training_steps(&r));
+  rc_run_free(&r);
+  /* --resumes 3: resume@K.aa2 from aa2; --resumes 1: one resume leg per K */
+  rc_run_opts three = o;
+  three.resumes = 3;
+  CHECK(!rc_run_plan(&r, &three, &err), "--resumes 3: %s", err.msg);
+  CHECK(r.n_legs == 9 && !strcmp(r.legs[5].label, "resume@3.aa2") && r.legs[5].depends_on == 2,
+        "--resumes 3: %d legs, the third from aa2", r.n_legs);
+  rc_run_free(&r);
+  rc_run_opts one = o;
+  one.resumes = 1;
+  CHECK(!rc_run_plan(&r, &one, &err) && r.n_legs == 5 && !named(&r, "TRACE resume@3.aa"),
+        "--resumes 1: 5 legs, got %d", r.n_legs);
   rc_run_free(&r);
   /* refusals: one aa leg, the fusion arms, hashes-only through checkpoints */
   rc_run_opts bad = o;
   bad.aa_count = 1;
   CHECK(rc_run_plan(&r, &bad, &err) == RC_EXIT_USAGE && strstr(err.msg, "--aa 2"), "--aa 1: %s",
         err.msg);
+  rc_run_free(&r);
+  bad = o, bad.resumes = 4;
+  CHECK(rc_run_plan(&r, &bad, &err) == RC_EXIT_USAGE && strstr(err.msg, "--aa 3"),
+        "--resumes 4 with --aa 2: %s", err.msg);
+  rc_run_free(&r);
+  bad = o, bad.noise = RC_NOISE_BYTES, bad.resumes = 2;
+  CHECK(rc_run_plan(&r, &bad, &err) == RC_EXIT_USAGE, "--resumes byte for byte");
   rc_run_free(&r);
   bad = o, bad.confirm_arm = true;
   CHECK(rc_run_plan(&r, &bad, &err) == RC_EXIT_USAGE, "--confirm-arm");
@@ -405,6 +437,70 @@ static void test_plan(void) {
   rc_run_free(&r);
 }
 
+/* Sets a calibrated check's outcome by hand, as the rule would. */
+static void outcome(rc_run *r, const char *name, rc_check_status s) {
+  rc_check *c = (rc_check *)named(r, name);
+  CHECK(c != NULL, "%s planned", name);
+  if (!c) return;
+  c->status = s;
+  c->have_calib = true;
+  c->calib.exceeds = s == RC_CHECK_EXCEEDS_NOISE;
+}
+
+/* Reproduced: an excess is decided only when every resume leg at its K
+ * exceeds (in its trace or its state), each against its own fresh leg;
+ * one leg of two is not decided (not_reproduced), its K's counts filled,
+ * another K untouched. Control: the same excess in both legs stays. */
+static void test_reproduce(void) {
+  int64_t ks[] = {3, 6};
+  char *fwd[] = {"--preset", "tiny"};
+  rc_run_opts o;
+  memset(&o, 0, sizeof o);
+  o.steps = 10, o.save_at = ks, o.n_save_at = 2, o.out_dir = "/out", o.jobs = 2;
+  o.trainer = RC_TRAINER_SELF, o.self_exe = "/bin/resumecheck", o.fwd = fwd, o.n_fwd = 2;
+  o.noise = RC_NOISE_CALIBRATED, o.aa_count = 2;
+  rc_run r;
+  rc_err err = {0};
+  CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
+  const char *within[] = {"RESUME@3→10", "RESUME@3.aa→10", "TRACE resume@3.aa",
+                          "RESUME@6.aa→10", "TRACE resume@6.aa"};
+  for (size_t i = 0; i < sizeof within / sizeof within[0]; i++)
+    outcome(&r, within[i], RC_CHECK_WITHIN_NOISE);
+  outcome(&r, "TRACE resume@3", RC_CHECK_EXCEEDS_NOISE);       /* one leg of two at 3 */
+  outcome(&r, "TRACE resume@6", RC_CHECK_EXCEEDS_NOISE);       /* both legs at 6 ... */
+  outcome(&r, "RESUME@6→10", RC_CHECK_EXCEEDS_NOISE);
+  outcome(&r, "RESUME@6.aa→10", RC_CHECK_EXCEEDS_NOISE); /* ... the other by its state */
+  CHECK(!rc_calib_reproduce(&r), "reproduce");
+  const rc_check *t3 = named(&r, "TRACE resume@3"), *t3a = named(&r, "TRACE resume@3.aa");
+  const rc_check *t6 = named(&r, "TRACE resume@6"), *s6a = named(&r, "RESUME@6.aa→10");
+  if (t3 && t3a && t6 && s6a) {
+    CHECK(t3->status == RC_CHECK_UNDECIDABLE && t3->calib.not_reproduced && !t3->calib.exceeds &&
+              t3->calib.resume_legs == 2 && t3->calib.resume_legs_exceeding == 1,
+          "one resume leg of two: not decided (status %d, %d of %d)", (int)t3->status,
+          t3->calib.resume_legs_exceeding, t3->calib.resume_legs);
+    CHECK(t3a->status == RC_CHECK_WITHIN_NOISE && !t3a->calib.not_reproduced,
+          "the leg within the noise stays within");
+    CHECK(t6->status == RC_CHECK_EXCEEDS_NOISE && s6a->status == RC_CHECK_EXCEEDS_NOISE &&
+              t6->calib.resume_legs_exceeding == 2,
+          "control: both resume legs at 6 exceed (one by its trace, one by its state): decided");
+  }
+  char text[2048], hint[512];
+  int check = -1;
+  CHECK(rc_calib_verdict(&r, text, sizeof text, hint, sizeof hint, &check) ==
+            RC_CHECK_EXCEEDS_NOISE,
+        "the reproduced excess decides the verdict: %s", text);
+  /* without the reproduced one, the verdict is not decided and says why */
+  outcome(&r, "TRACE resume@6", RC_CHECK_WITHIN_NOISE);
+  outcome(&r, "RESUME@6→10", RC_CHECK_WITHIN_NOISE);
+  outcome(&r, "RESUME@6.aa→10", RC_CHECK_EXCEEDS_NOISE);
+  CHECK(!rc_calib_reproduce(&r), "reproduce again");
+  CHECK(rc_calib_verdict(&r, text, sizeof text, hint, sizeof hint, &check) ==
+                RC_CHECK_UNDECIDABLE &&
+            strstr(text, "not reproduced") && strstr(hint, "--resumes"),
+        "an excess in one leg only: %s / %s", text, hint);
+  rc_run_free(&r);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -415,6 +511,7 @@ int main(void) {
   test_state_rule();
   test_split();
   test_plan();
+  test_reproduce();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

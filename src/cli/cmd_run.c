@@ -22,8 +22,8 @@
 
 static const char USAGE[] =
     "usage: resumecheck run [core flags] --steps N --save-at K[,K2...]|every|auto --out DIR\n"
-    "                       [--aa [M]] [--noise bytes|calibrated] [--jobs J] [--json FILE]\n"
-    "                       [--junit FILE]\n"
+    "                       [--aa [M]] [--noise bytes|calibrated] [--resumes P] [--jobs J]\n"
+    "                       [--json FILE] [--junit FILE]\n"
     "                       [--summary-md FILE] [--plot FILE.svg] [--confirm-arm]\n"
     "                       [--git-bisect] [--keep-going] [--overwrite]\n"
     "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
@@ -53,7 +53,8 @@ static const char EPILOGUE[] =
     "may also be a save leg that is not a prefix of the through leg); 3 save leg not a\n"
     "prefix (--aa: two through legs agree, the leg that stops at K differs, e.g. an LR\n"
     "schedule built for its stop step instead of --steps); with --noise calibrated 0 also\n"
-    "within run-to-run noise, 1 also exceeds it, 4 the noise is too large to decide; 64 usage\n"
+    "within run-to-run noise, 1 also exceeds it (in every resume leg at K), 4 not decided\n"
+    "(the noise too large, an excess only at the floor or not in every resume leg); 64 usage\n"
     "error\n"
     "(bad, unknown or repeated flag); 65 a leg's trace is unreadable; 70 a leg failed or timed\n"
     "out (its exit status and log tail are reported; a leg refused for memory exits 75 itself)\n"
@@ -69,6 +70,7 @@ typedef struct {
   int64_t aa; /* --aa [M]: 0 without it */
   bool confirm, bisect, keep_going, overwrite, no_handoff;
   int trainer, progress, gpu_scheduling, through_checkpoints, noise;
+  int64_t resumes;
   int ckpt_format; /* index into RC_CKPT_FORMAT_NAMES */
   double leg_timeout;
 } run_flags;
@@ -148,10 +150,18 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "learning rate and every exact trace column and the state's\n"
       "non-float values stay exact; the noisy trace columns per step and\n"
       "the float tensors at N are judged against the noise the fresh legs\n"
-      "(through, aa, aa2, ...) measure in pairs; each resume leg loads the\n"
-      "through leg's own checkpoint at K (no save leg); 'within run-to-run\n"
-      "noise' exits 0, 'exceeds run-to-run noise' 1, not decided 4 (the\n"
-      "noise too large, or an excess only at the floor; docs/design.md, 7.2)"),
+      "(through, aa, aa2, ...) measure in pairs; each resume leg loads a\n"
+      "fresh leg's own checkpoint at K (no save leg; --resumes);\n"
+      "'within run-to-run noise' exits 0, 'exceeds run-to-run noise' 1,\n"
+      "not decided 4 (the noise too large, an excess only at the floor,\n"
+      "or one that not every resume leg shows; docs/design.md, 7.2)"),
+    R("--resumes", RC_FLAG_INT64, resumes, 1, 17, NULL, "P",
+      "with --noise calibrated: resume legs per K (default 2), each\n"
+      "loading its own fresh leg's checkpoint at K (resume@K from\n"
+      "through, resume@K.aa from aa, ...) and judged against that leg;\n"
+      "an excess is a bug only when every one shows it (a rounding flip\n"
+      "moves one leg, a resume bug all of them), else not decided (4).\n"
+      "1 judges one leg alone; P <= M + 1 for --aa M"),
     R("--jobs", RC_FLAG_INT64, jobs, 1, 4096, NULL, "J",
       "legs running at once (default: online CPUs)"),
     R("--json", RC_FLAG_STRING, json, 0, 0, NULL, "FILE",
@@ -403,6 +413,7 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   o->noise = r->noise ? RC_NOISE_CALIBRATED : RC_NOISE_BYTES;
   /* calibrated: two aa legs unless --aa says how many */
   o->aa_count = r->aa ? (int)r->aa : o->noise == RC_NOISE_CALIBRATED ? 2 : 0;
+  o->resumes = (int)r->resumes;
   o->aa = o->aa_count > 0, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;
   o->keep_going = r->keep_going, o->overwrite = r->overwrite;
   o->handoff = !r->no_handoff;

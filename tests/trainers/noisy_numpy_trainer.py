@@ -25,6 +25,9 @@ noisy).
   --loss-nudge X     a resumed process logs its loss X (relative) too high:
                     a deviation of a chosen size, under the noise's floor or
                     beyond it, with the state untouched
+  --nudge-from LEG   only a process resumed from LEG's checkpoint (the leg
+                    directory its --resume-from is under: through, aa, ...)
+                    nudges: one process off, as a rounding flip makes one
   --bug optimizer-not-saved   a load leaves Adam's moments at zero
   --bug data-not-saved        a load restarts the data at sample 0
 """
@@ -62,6 +65,7 @@ def main():
     p.add_argument("--declare", action="store_true")
     p.add_argument("--sgd", action="store_true")
     p.add_argument("--loss-nudge", type=float, default=0.0)
+    p.add_argument("--nudge-from", default="")
     p.add_argument("--bug", choices=("none", "optimizer-not-saved", "data-not-saved"), default="none")
     p.add_argument("--batch", type=int, default=32)
     args = resumecheck.exec_args(parser=p)
@@ -86,6 +90,9 @@ def main():
         meta = json.load(open(os.path.join(args.resume_from, "meta.json")))
         start = int(meta["step"]) + 1
         consumed = 0 if args.bug == "data-not-saved" else int(meta["consumed_samples"])
+    # the leg whose checkpoint this process loaded: <out>/<leg>/ckpt/iter_K
+    source = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(args.resume_from)))) if args.resume_from else ""
+    nudged = not args.nudge_from or source == args.nudge_from
     jitter = 1 + 1e-6 * noise.random() if args.lr_jitter else 1.0
     kw = {"exact": ("lr", "consumed_samples"), "noisy": ("loss", "grad_norm")} if args.declare else {}
     trace = resumecheck.trace.TraceWriter(args.out, floats=("loss", "grad_norm", "lr"), ints=("consumed_samples",), **kw)
@@ -112,7 +119,7 @@ def main():
         else:
             w = (w - lr * mh / (np.sqrt(vh) + eps)).astype(np.float32)
         loss = float(np.mean(r.astype(np.float64) ** 2))
-        if args.resume_from:
+        if args.resume_from and nudged:
             loss *= 1 + args.loss_nudge
         trace.row(step, loss=loss, grad_norm=float(np.linalg.norm(grad.astype(np.float64))), lr=lr, consumed_samples=consumed)
         if step in args.save_at:
