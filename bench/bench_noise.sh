@@ -10,7 +10,10 @@
 #            pairs of a through leg and a correct resume): every run must
 #            say "within run-to-run noise" (or identical); each false alarm
 #            (a bug claimed) and each run not decided (exit 4: at the floor,
-#            or noise too large) is listed. The margin of each
+#            noise too large, or an excess not reproduced by the other
+#            resume leg at K) is listed, and the resume legs that exceeded
+#            alone are counted (what judging one leg alone would have
+#            called a bug). The margin of each
 #            resumed leg is printed: the largest deviation over what the rule
 #            allows (trace: r / allowed per step and column; state: the
 #            state's RMS relative difference over its allowed), so the distance
@@ -84,7 +87,7 @@ make_configs() {
 if want clean; then
   make_configs
   echo "== clean: ${#CONFIG_LIST[@]} configurations, --noise calibrated --aa 2, N=10"
-  runs=0 alarms=0 undecided=0 judged=0 worst_t=0 worst_s=0
+  runs=0 alarms=0 undecided=0 judged=0 worst_t=0 worst_s=0 lone=0
   for c in "${CONFIG_LIST[@]}"; do
     runs=$((runs + 1))
     rm -rf "$D/c"
@@ -95,6 +98,10 @@ if want clean; then
     m=$(margin "$D/c")
     n=$(echo "$m" | grep -c .)
     judged=$((judged + n))
+    # resume legs whose own excess no other resume leg at its K showed (not
+    # reproduced): each would be a false alarm if that leg were judged alone
+    l=$(python3 -c "import json;print(len({c['b']['leg'] for c in json.load(open('$D/c/report.json'))['checks'] if (c.get('calibration') or {}).get('not_reproduced')}))" 2>/dev/null)
+    lone=$((lone + ${l:-0}))
     t=$(echo "$m" | awk '{print $2}' | sort -g | tail -1)
     s=$(echo "$m" | awk '{print $3}' | sort -g | tail -1)
     worst_t=$(python3 -c "print(max(float('$worst_t'), float('${t:-0}')))")
@@ -113,7 +120,7 @@ if want clean; then
       printf 'ok  %-14s legs %-2s trace %-8s state %-8s %s\n' "$v" "$n" "$t" "$s" "$c"
     fi
   done
-  echo "clean: $runs runs, $judged clean pairs (through, a correct resume) judged, $alarms false alarm(s), $undecided not decided (exit 4); largest margin: trace $worst_t, state $worst_s of the allowed"
+  echo "clean: $runs runs, $judged clean pairs (a fresh leg, a correct resume from its checkpoint) judged, $alarms false alarm(s), $undecided not decided (exit 4), $lone resume leg(s) exceeding alone (not reproduced); largest margin: trace $worst_t, state $worst_s of the allowed"
 fi
 
 if want bugs; then

@@ -235,9 +235,12 @@ static void vline(rc_sb *b, const frame *f, double x, const char *color, const c
 }
 
 /* The leg whose grad norm a leg is measured against: its arm's through
- * (for a through leg of a later arm, the first arm's through). -1: none. */
+ * (for a through leg of a later arm, the first arm's through); under
+ * --noise calibrated a resume leg from an aa leg's checkpoint, that aa leg
+ * (the trajectory it continues). -1: none. */
 static int reference_leg(const rc_run *run, int i) {
   const rc_leg *l = &run->legs[i];
+  if (l->depends_on >= 0 && !strncmp(run->legs[l->depends_on].name, "aa", 2)) return l->depends_on;
   int first_through = -1;
   for (int k = 0; k < run->n_legs; k++) {
     if (strcmp(run->legs[k].name, "through")) continue;

@@ -95,6 +95,11 @@ def main():
                 with open(os.path.join(d, "COMPLETE"), "w") as f:
                     f.write("dcp\n")
     if world > 1:
+        # every rank done with gloo before any tears it down: a rank that
+        # destroys the group while another's last collective is in flight
+        # can die in gloo's threads at exit ("terminate called without an
+        # active exception")
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
