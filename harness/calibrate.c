@@ -888,7 +888,7 @@ void rc_calib_states(rc_run *run) {
     rc_check *x = &run->checks[i];
     if (x->what != RC_CHECK_STATE || x->twin < 0 || x->twin >= run->n_checks) continue;
     rc_check *t = &run->checks[x->twin];
-    if (!t->is_twin) continue;
+    if (!t->is_twin || t->status != RC_CHECK_PENDING) continue; /* judged before (confirming) */
     judge_state(run, t, x);
   }
 }
@@ -906,8 +906,9 @@ int rc_calib_reproduce(rc_run *run) {
   if (!exceeds) return RC_EXIT_SOFTWARE;
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *c = &run->checks[i];
-    if (c->judged == RC_JUDGED_CALIBRATED && c->status == RC_CHECK_EXCEEDS_NOISE)
-      exceeds[c->leg_b] = true;
+    if (c->judged == RC_JUDGED_CALIBRATED &&
+        (c->status == RC_CHECK_EXCEEDS_NOISE || (c->have_calib && c->calib.not_reproduced)))
+      exceeds[c->leg_b] = true; /* not_reproduced: it exceeded, before a judgement of all */
   }
   for (int i = 0; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];

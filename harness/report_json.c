@@ -194,6 +194,7 @@ static void legs(rc_jw *w, const rc_run *run) {
     kv_int(w, "last_step", l->last_step);
     kv_str_or_null(w, "resume_from", l->resume_from);
     kv_str_or_null(w, "depends_on", l->depends_on >= 0 ? run->legs[l->depends_on].label : NULL);
+    kv_bool(w, "confirming", l->confirming);
     rc_jw_key(w, "saves");
     rc_jw_arr_begin(w);
     for (int k = 0; k < l->n_saves; k++) rc_jw_int(w, l->saves[k]);

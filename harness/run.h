@@ -98,6 +98,11 @@ typedef struct {
    * aa, ...); an excess is a bug only when every one of them shows it
    * (calibrate.h). 0: the default, 2 */
   int resumes;
+  /* --confirm-resumes C (--noise calibrated): when every resume leg at a K
+   * exceeds the noise and no exact check failed, C more resume legs at
+   * that K (from the same fresh legs in turn) run before the verdict, and
+   * "exceeds" needs every one of them too. 0: none */
+  int confirm_resumes;
   /* not --no-handoff: a leg whose checkpoint a pre-warmed leg waits for
    * hands it over before it is durable (`train --handoff`, io/handoff.c) */
   bool handoff;
@@ -175,6 +180,9 @@ typedef struct {
    * their producer still runs; `run` holds the write end of a pipe whose
    * read end is the leg's fd 3 and closes it when the producer ends */
   bool prewarmed;
+  /* a confirming resume leg (--noise calibrated, --confirm-resumes): added
+   * after the checks, because every resume leg at its K exceeded the noise */
+  bool confirming;
   bool waiting; /* its checkpoint was not complete at the last look (progress) */
   int wait_wfd; /* the write end, valid while > 0 */
   /* critical-first GPU scheduling: the leg got --step-lock with this
@@ -503,6 +511,23 @@ int rc_calib_reproduce(rc_run *run);
  * or RC_CHECK_WITHIN_NOISE with its words (*check: the check it names). */
 int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint, size_t hint_cap,
                      int *check);
+/* The most resume legs per K a calibrated run plans at first (--resumes). */
+#define RC_RUN_MAX_RESUMES 17
+/* Adds count confirming resume legs at K in arm (resume@K.2, resume@K.aa.2,
+ * resume@K.3, ...: from the primary resume legs' fresh legs in turn), each
+ * with its argv and its checks, as the plan gives a resume leg; the legs
+ * are pending, the checks not yet run. 70 out of memory. */
+int rc_run_plan_confirm(rc_run *run, const char *arm, int64_t k, int count, rc_err *err);
+/* --confirm-resumes (run_confirm.c): after rc_run_checks, when the verdict
+ * is exceeds-noise, the confirming legs of every K that exceeded are
+ * planned, prepared and run, their checks run and every calibrated check
+ * judged again, and the verdict made again. *n_added: legs added (0: none
+ * needed). Errors as rc_run_legs and rc_run_checks. */
+int rc_run_confirm(rc_run *run, int *n_added, rc_err *err);
+/* Makes the directories of legs [from, n_legs), as rc_run_prepare does for
+ * every leg (a stale one of an earlier run removed under --overwrite). */
+int rc_run_prepare_legs(rc_run *run, int from, rc_err *err);
+
 /* The training steps every leg of the run takes together (each leg's
  * last_step - resume_step): what a verdict costs. */
 int64_t rc_run_training_steps(const rc_run *run);

@@ -456,6 +456,59 @@ static void resume_name(int64_t k, int p, char *buf, size_t cap) {
   snprintf(buf, cap, "resume@%" PRId64 "%s%s", k, p > 0 ? "." : "", an);
 }
 
+/* The checks of a calibrated run's resume leg r, each against the fresh
+ * leg whose checkpoint it loaded (its depends_on): its state at N split in
+ * two (the exact part, which compares, and its calibrated twin); its trace
+ * judged twice (exact columns, noisy columns); its census at K (exact:
+ * the fresh process at K is the one whose checkpoint the resumed leg
+ * loads, so it is exact whatever the noise). */
+static bool add_resume_state_checks(rc_run *run, int *cap, const char *arm, int r) {
+  const int64_t N = run->opts.steps;
+  const rc_leg *leg = &run->legs[r];
+  const int64_t k = leg->resume_step;
+  const int src = leg->depends_on;
+  /* RESUME@K→N for resume@K, RESUME@K.aa→N for resume@K.aa, ... */
+  const char *from = strchr(leg->name, '.');
+  if (!from) from = "";
+  char name[96];
+  snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64 " exact", k, from, N);
+  int exact = run->n_checks;
+  rc_check *c = add_check(run, cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, src, r, N);
+  if (!c) return false;
+  c->judged = RC_JUDGED_EXACT;
+  snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64, k, from, N);
+  c = add_check(run, cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, src, r, N);
+  if (!c) return false;
+  c->judged = RC_JUDGED_CALIBRATED;
+  c->is_twin = true;
+  run->checks[exact].twin = run->n_checks - 1;
+  return true;
+}
+
+static bool add_resume_trace_checks(rc_run *run, int *cap, const char *arm, int r) {
+  char name[96];
+  const int src = run->legs[r].depends_on;
+  snprintf(name, sizeof name, "TRACE %s exact", run->legs[r].name);
+  rc_check *c = add_check(run, cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, src, r, 0);
+  if (!c) return false;
+  c->judged = RC_JUDGED_EXACT;
+  snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
+  c = add_check(run, cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, src, r, 0);
+  if (!c) return false;
+  c->judged = RC_JUDGED_CALIBRATED;
+  return true;
+}
+
+static bool add_resume_census(rc_run *run, int *cap, const char *arm, int r) {
+  char name[96];
+  snprintf(name, sizeof name, "CENSUS %s", run->legs[r].name);
+  rc_check *c = add_check(run, cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME,
+                          run->legs[r].depends_on, r, run->legs[r].resume_step);
+  if (!c) return false;
+  c->judged = RC_JUDGED_EXACT;
+  return true;
+}
+
 /* --noise calibrated (harness/calibrate.h): through and M aa legs (the
  * same command, saves included) train 1..N from scratch and measure the
  * noise in pairs; per K, P resume legs (--resumes, default 2) each load
@@ -513,26 +566,8 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
                           fresh[j], N)) != NULL;
       if (ok) c->judged = RC_JUDGED_NOISE;
     }
-  for (int r = first_resume; ok && r < run->n_legs; r++) {
-    const rc_leg *leg = &run->legs[r];
-    /* RESUME@K→N for resume@K, RESUME@K.aa→N for resume@K.aa, ... */
-    const char *from = strchr(leg->name, '.');
-    if (!from) from = "";
-    snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64 " exact", leg->resume_step, from,
-             N);
-    int exact = run->n_checks;
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME, run->legs[r].depends_on, r,
-                        N)) != NULL;
-    if (ok) c->judged = RC_JUDGED_EXACT;
-    snprintf(name, sizeof name, "RESUME@%" PRId64 "%s→%" PRId64, leg->resume_step, from, N);
-    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_STATE, RC_CLASS_RESUME,
-                              run->legs[r].depends_on, r, N)) != NULL;
-    if (ok) {
-      c->judged = RC_JUDGED_CALIBRATED;
-      c->is_twin = true;
-      run->checks[exact].twin = run->n_checks - 1;
-    }
-  }
+  for (int r = first_resume; ok && r < run->n_legs; r++)
+    ok = add_resume_state_checks(run, check_cap, arm, r);
   for (int i = 0; ok && i < nf; i++)
     for (int j = i + 1; ok && j < nf; j++) {
       if (i == 0)
@@ -544,26 +579,45 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
                           fresh[j], 0)) != NULL;
       if (ok) c->judged = RC_JUDGED_NOISE;
     }
-  for (int r = first_resume; ok && r < run->n_legs; r++) {
-    snprintf(name, sizeof name, "TRACE %s exact", run->legs[r].name);
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME, run->legs[r].depends_on, r,
-                        0)) != NULL;
-    if (ok) c->judged = RC_JUDGED_EXACT;
-    snprintf(name, sizeof name, "TRACE %s", run->legs[r].name);
-    ok = ok && (c = add_check(run, check_cap, arm, name, RC_CHECK_TRACE, RC_CLASS_RESUME,
-                              run->legs[r].depends_on, r, 0)) != NULL;
-    if (ok) c->judged = RC_JUDGED_CALIBRATED;
-  }
-  /* the census: the fresh process at K (through, aa, ...) is the one whose
-   * checkpoint the resumed leg loads, so it is exact whatever the noise */
-  for (int r = first_resume; ok && r < run->n_legs; r++) {
-    snprintf(name, sizeof name, "CENSUS %s", run->legs[r].name);
-    ok = (c = add_check(run, check_cap, arm, name, RC_CHECK_CENSUS, RC_CLASS_RESUME, run->legs[r].depends_on, r,
-                        run->legs[r].resume_step)) != NULL;
-    if (ok) c->judged = RC_JUDGED_EXACT;
-  }
+  for (int r = first_resume; ok && r < run->n_legs; r++)
+    ok = add_resume_trace_checks(run, check_cap, arm, r);
+  for (int r = first_resume; ok && r < run->n_legs; r++)
+    ok = add_resume_census(run, check_cap, arm, r);
   free(fresh);
   return ok ? through : -1;
+}
+
+int rc_run_plan_confirm(rc_run *run, const char *arm, int64_t k, int count, rc_err *err) {
+  /* the primary resume legs at K, in plan order: resume@K, resume@K.aa, ... */
+  int prim[RC_RUN_MAX_RESUMES], n_prim = 0, at_k = 0;
+  for (int i = 0; i < run->n_legs; i++) {
+    const rc_leg *l = &run->legs[i];
+    if (l->depends_on < 0 || l->resume_step != k || strcmp(l->arm, arm)) continue;
+    at_k++;
+    if (!l->confirming && n_prim < RC_RUN_MAX_RESUMES) prim[n_prim++] = i;
+  }
+  if (!n_prim) return rc_fail(err, RC_EXIT_SOFTWARE, "no resume leg at %" PRId64 " to confirm", k);
+  int first = run->n_legs, leg_cap = run->n_legs, check_cap = run->n_checks;
+  const int64_t N = run->opts.steps;
+  for (int c = 0; c < count; c++) {
+    const rc_leg *p = &run->legs[prim[c % n_prim]];
+    char name[64];
+    /* resume@K.2, resume@K.aa.2, resume@K.3, ...: the n-th from that fresh leg */
+    snprintf(name, sizeof name, "%s.%d", p->name, (at_k - n_prim + c) / n_prim + 2);
+    int src = p->depends_on;
+    rc_leg *leg = add_leg(run, &leg_cap, arm, name, k, N, src, &N, 1);
+    if (!leg) return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory planning the confirming legs");
+    leg->confirming = true;
+  }
+  for (int r = first; r < run->n_legs; r++) {
+    int rc = build_argv(run, &run->legs[r], err);
+    if (rc) return rc;
+    if (!add_resume_state_checks(run, &check_cap, arm, r) ||
+        !add_resume_trace_checks(run, &check_cap, arm, r) ||
+        !add_resume_census(run, &check_cap, arm, r))
+      return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory planning the confirming checks");
+  }
+  return RC_OK;
 }
 
 /* The legs and checks of one arm ("" when there is only one). Returns the

@@ -244,6 +244,9 @@ static int remove_stale_probes(const char *out_dir, rc_err *err) {
   return rc;
 }
 
+static int clear_stale_legs(rc_run *run, int from, bool ours, rc_err *err);
+static int make_leg_dirs(rc_run *run, int from, rc_err *err);
+
 int rc_run_prepare(rc_run *run, rc_err *err) {
   const rc_run_opts *o = &run->opts;
   int rc;
@@ -275,7 +278,24 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
                      ours ? ", or pass --overwrite" : "");
     if ((rc = remove_tree(dir, err))) return rc;
   }
-  for (int i = 0; i < run->n_legs; i++) {
+  if ((rc = clear_stale_legs(run, 0, ours, err))) return rc;
+  static const char text[] = "made by `resumecheck run`; --overwrite may delete the leg "
+                             "directories here\n";
+  if ((rc = rc_write_file_atomic(marker, text, sizeof text - 1, err))) return rc;
+  return make_leg_dirs(run, 0, err);
+}
+
+int rc_run_prepare_legs(rc_run *run, int from, rc_err *err) {
+  int rc = clear_stale_legs(run, from, true, err);
+  return rc ? rc : make_leg_dirs(run, from, err);
+}
+
+/* Legs [from, n_legs): a leg directory an earlier run left is refused, or
+ * removed with --overwrite over a directory this tool made (ours). */
+static int clear_stale_legs(rc_run *run, int from, bool ours, rc_err *err) {
+  const rc_run_opts *o = &run->opts;
+  int rc;
+  for (int i = from; i < run->n_legs; i++) {
     const rc_leg *leg = &run->legs[i];
     if (rc_path_exists(leg->dir)) {
       /* a leg of an earlier run that outlived it (or a `train` by hand)
@@ -290,10 +310,12 @@ int rc_run_prepare(rc_run *run, rc_err *err) {
       if ((rc = remove_tree(leg->dir, err))) return rc;
     }
   }
-  static const char text[] = "made by `resumecheck run`; --overwrite may delete the leg "
-                             "directories here\n";
-  if ((rc = rc_write_file_atomic(marker, text, sizeof text - 1, err))) return rc;
-  for (int i = 0; i < run->n_legs; i++)
+  return RC_OK;
+}
+
+static int make_leg_dirs(rc_run *run, int from, rc_err *err) {
+  int rc;
+  for (int i = from; i < run->n_legs; i++)
     if ((rc = rc_mkdir_p(run->legs[i].dir, err))) return rc;
   return RC_OK;
 }

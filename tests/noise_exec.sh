@@ -15,7 +15,8 @@
 # fails A/A (exit 2); a deviation at the noise's floor is not decided (exit
 # 4; control: 8x the floor exceeds); an excess in one resume leg of two is
 # not reproduced, not decided (exit 4; control: in both, or --resumes 1, it
-# exceeds).
+# exceeds); an excess in both first resume legs runs 4 confirming ones,
+# and one they do not show is not decided (control: --confirm-resumes 0).
 source "$(dirname "$0")/py_lib.sh"
 need_py_modules numpy
 NP="'$PY' '$RC_SRC/tests/trainers/noisy_numpy_trainer.py' --steps {steps} --stop-at {stop_at} --save-at {save_at} --resume-from={resume_from} --out {out} --leg {leg}"
@@ -104,9 +105,34 @@ expect_rc 1 "control: --resumes 1, one leg decides" flip_one
 json_true "$T/flip_one/report.json" "d['config']['resumes'] == 1 and not any('.aa' in l['label'] for l in d['legs'])" \
   "--resumes 1: one resume leg"
 json_true "$T/over_floor/report.json" \
-  "d['config']['resumes'] == 2 and [c['calibration']['resume_legs_exceeding'] for c in d['checks'] if c['name'] == 'TRACE resume@5'] == [2]" \
-  "over_floor: both resume legs exceed"
-contains "$T/over_floor.out" "reproduced: all 2 resume legs at 5 exceed it"
+  "d['config']['resumes'] == 2 and [c['calibration']['resume_legs_exceeding'] for c in d['checks'] if c['name'] == 'TRACE resume@5'] == [6]" \
+  "over_floor: every resume leg exceeds (2, then 4 confirming)"
+# confirming: both first resume legs off (a flip all the fresh legs missed
+# could do that) but the 4 confirming resume legs at 5 not: not reproduced
+# (exit 4, "2 of 6"); control: --confirm-resumes 0 decides on the first two
+# (exit 1); over_floor above, every resume leg off, exceeds with all 6
+cal confirm "--declare --loss-nudge 0.00048828125 --nudge-legs resume@5,resume@5.aa"
+expect_rc 4 "the first two resume legs off, the confirming ones not" confirm
+contains "$T/confirm.out" "inconclusive: not reproduced: resume@5 against through exceeds"
+contains "$T/confirm.out" "(2 of 6)"
+json_true "$T/confirm/report.json" \
+  "sorted(l['label'] for l in d['legs'] if l['confirming']) == ['resume@5.2', 'resume@5.3', 'resume@5.aa.2', 'resume@5.aa.3'] and d['config']['confirm_resumes'] == 4" \
+  "4 confirming resume legs, from through and aa in turn"
+json_true "$T/confirm/report.json" \
+  "[c['status'] for c in d['checks'] if c['name'] == 'TRACE resume@5.aa.3'] == ['within-noise'] and [l['depends_on'] for l in d['legs'] if l['label'] == 'resume@5.aa.3'] == ['aa']" \
+  "a confirming leg from aa, judged against aa"
+cal confirm_off "--declare --loss-nudge 0.00048828125 --nudge-legs resume@5,resume@5.aa" \
+  --confirm-resumes 0
+expect_rc 1 "control: --confirm-resumes 0" confirm_off
+json_true "$T/confirm_off/report.json" "not any(l['confirming'] for l in d['legs'])" "no confirming leg"
+json_true "$T/over_floor/report.json" "sum(l['confirming'] for l in d['legs']) == 4" \
+  "over_floor: confirmed by 4 more legs"
+contains "$T/over_floor.out" "reproduced: all 6 resume legs at 5 exceed it"
+json_true "$T/clean/report.json" "not any(l['confirming'] for l in d['legs'])" \
+  "a correct run: no confirming leg"
+run_rc confirm_bytes --trainer exec --train-cmd "$NP" --steps 10 --save-at 5 \
+  --out "$T/confirm_bytes" --confirm-resumes 2
+expect_rc 64 "--confirm-resumes byte for byte" confirm_bytes
 run_rc resumes_aa --trainer exec --train-cmd "$NP" --steps 10 --save-at 5 --out "$T/resumes_aa" \
   --noise calibrated --resumes 4
 expect_rc 64 "--resumes 4 with two aa legs" resumes_aa

@@ -88,6 +88,10 @@ json_true "$T/seed/report.json" \
   "d['verdict'] == 'exceeds-noise' and d['first_divergence']['step'] == 5 and [c['status'] for c in d['checks'] if c['name'] == 'CENSUS resume@4'] == ['identical']" \
   "legacy: exceeds the noise at K+1, the census sees nothing"
 grep -q 'type="exceeds-noise"' "$T/seed.xml" || fail "JUnit: no exceeds-noise failure"
+contains "$T/seed.out" "reproduced: all 6 resume legs at 4 exceed it"
+json_true "$T/seed/report.json" "sum(l['confirming'] for l in d['legs']) == 4 and d['config']['training_steps'] == 3 * 8 + 6 * 4" \
+  "legacy: both resume legs exceeded, 4 confirming legs ran and exceed too"
+json_true "$T/clean1/report.json" "not any(l['confirming'] for l in d['legs'])" "clean: no confirming leg"
 cal grad --save-at 4 --inject grad-buffer-not-zeroed-after-load
 expect_rc 1 "grad-buffer-not-zeroed-after-load" grad
 json_true "$T/grad/report.json" "d['verdict'] == 'exceeds-noise'" "grad buffer: exceeds-noise"

@@ -342,7 +342,7 @@ static void test_plan(void) {
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
-  const char *labels[] = {"through",  "aa",          "aa2",        "resume@3",
+  const char *labels[] = {"through",     "aa",       "aa2",        "resume@3",
                           "resume@3.aa", "resume@6", "resume@6.aa"};
   CHECK(r.n_legs == 7, "7 legs, got %d", r.n_legs);
   for (int i = 0; i < r.n_legs && i < 7; i++)
@@ -462,12 +462,12 @@ static void test_reproduce(void) {
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
-  const char *within[] = {"RESUME@3→10", "RESUME@3.aa→10", "TRACE resume@3.aa",
-                          "RESUME@6.aa→10", "TRACE resume@6.aa"};
+  const char *within[] = {"RESUME@3→10", "RESUME@3.aa→10", "TRACE resume@3.aa", "RESUME@6.aa→10",
+                          "TRACE resume@6.aa"};
   for (size_t i = 0; i < sizeof within / sizeof within[0]; i++)
     outcome(&r, within[i], RC_CHECK_WITHIN_NOISE);
-  outcome(&r, "TRACE resume@3", RC_CHECK_EXCEEDS_NOISE);       /* one leg of two at 3 */
-  outcome(&r, "TRACE resume@6", RC_CHECK_EXCEEDS_NOISE);       /* both legs at 6 ... */
+  outcome(&r, "TRACE resume@3", RC_CHECK_EXCEEDS_NOISE); /* one leg of two at 3 */
+  outcome(&r, "TRACE resume@6", RC_CHECK_EXCEEDS_NOISE); /* both legs at 6 ... */
   outcome(&r, "RESUME@6→10", RC_CHECK_EXCEEDS_NOISE);
   outcome(&r, "RESUME@6.aa→10", RC_CHECK_EXCEEDS_NOISE); /* ... the other by its state */
   CHECK(!rc_calib_reproduce(&r), "reproduce");
@@ -484,6 +484,27 @@ static void test_reproduce(void) {
               t6->calib.resume_legs_exceeding == 2,
           "control: both resume legs at 6 exceed (one by its trace, one by its state): decided");
   }
+  /* confirming legs at 3: from through and aa in turn, each with its checks
+   * against its own fresh leg, pending; a second batch numbers on */
+  int before = r.n_legs, checks_before = r.n_checks;
+  CHECK(!rc_run_plan_confirm(&r, "", 3, 4, &err), "confirm: %s", err.msg);
+  const char *conf[] = {"resume@3.2", "resume@3.aa.2", "resume@3.3", "resume@3.aa.3"};
+  CHECK(r.n_legs == before + 4 && r.n_checks == checks_before + 4 * 5, "4 legs, 20 checks: %d, %d",
+        r.n_legs - before, r.n_checks - checks_before);
+  for (int i = 0; i < 4 && before + i < r.n_legs; i++) {
+    const rc_leg *l = &r.legs[before + i];
+    CHECK(!strcmp(l->label, conf[i]) && l->confirming && l->depends_on == (i % 2) &&
+              l->resume_step == 3 && l->state == RC_LEG_PENDING && arg_of(l, "--resume-from"),
+          "confirming leg %d: %s from %d", i, l->label, l->depends_on);
+  }
+  const rc_check *ct = named(&r, "TRACE resume@3.aa.3"), *cs = named(&r, "RESUME@3.aa.3→10");
+  CHECK(ct && ct->judged == RC_JUDGED_CALIBRATED && ct->leg_a == 1 &&
+            ct->status == RC_CHECK_PENDING && cs && cs->is_twin,
+        "a confirming leg's checks: against aa, pending");
+  CHECK(!rc_run_plan_confirm(&r, "", 3, 2, &err) &&
+            !strcmp(r.legs[r.n_legs - 2].label, "resume@3.4"),
+        "a second batch numbers on: %s", r.legs[r.n_legs - 2].label);
+  CHECK(rc_run_plan_confirm(&r, "", 5, 2, &err) == RC_EXIT_SOFTWARE, "no resume leg at 5");
   char text[2048], hint[512];
   int check = -1;
   CHECK(rc_calib_verdict(&r, text, sizeof text, hint, sizeof hint, &check) ==

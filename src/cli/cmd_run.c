@@ -22,8 +22,8 @@
 
 static const char USAGE[] =
     "usage: resumecheck run [core flags] --steps N --save-at K[,K2...]|every|auto --out DIR\n"
-    "                       [--aa [M]] [--noise bytes|calibrated] [--resumes P] [--jobs J]\n"
-    "                       [--json FILE] [--junit FILE]\n"
+    "                       [--aa [M]] [--noise bytes|calibrated] [--resumes P]\n"
+    "                       [--confirm-resumes C] [--jobs J] [--json FILE] [--junit FILE]\n"
     "                       [--summary-md FILE] [--plot FILE.svg] [--confirm-arm]\n"
     "                       [--git-bisect] [--keep-going] [--overwrite]\n"
     "                       [--trainer resumecheck|exec --train-cmd TEMPLATE]\n"
@@ -70,8 +70,8 @@ typedef struct {
   int64_t aa; /* --aa [M]: 0 without it */
   bool confirm, bisect, keep_going, overwrite, no_handoff;
   int trainer, progress, gpu_scheduling, through_checkpoints, noise;
-  int64_t resumes;
-  int ckpt_format; /* index into RC_CKPT_FORMAT_NAMES */
+  int64_t resumes, confirm_resumes; /* confirm_resumes: -1 until given */
+  int ckpt_format;                  /* index into RC_CKPT_FORMAT_NAMES */
   double leg_timeout;
 } run_flags;
 
@@ -162,6 +162,12 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "an excess is a bug only when every one shows it (a rounding flip\n"
       "moves one leg, a resume bug all of them), else not decided (4).\n"
       "1 judges one leg alone; P <= M + 1 for --aa M"),
+    R("--confirm-resumes", RC_FLAG_INT64, confirm_resumes, 0, 16, NULL, "C",
+      "with --noise calibrated: when every resume leg at a K exceeds the\n"
+      "noise and nothing exact differs, C more resume legs at that K\n"
+      "(default 4) run before the verdict, and 'exceeds' needs them all\n"
+      "(discrete noise: a rounding flip that the fresh legs all missed\n"
+      "can fool two legs, rarely six); 0: decide on the first ones"),
     R("--jobs", RC_FLAG_INT64, jobs, 1, 4096, NULL, "J",
       "legs running at once (default: online CPUs)"),
     R("--json", RC_FLAG_STRING, json, 0, 0, NULL, "FILE",
@@ -414,6 +420,11 @@ static int parse_flags(int argc, char **argv, run_flags *r, rc_run_opts *o, char
   /* calibrated: two aa legs unless --aa says how many */
   o->aa_count = r->aa ? (int)r->aa : o->noise == RC_NOISE_CALIBRATED ? 2 : 0;
   o->resumes = (int)r->resumes;
+  if (r->confirm_resumes >= 0 && o->noise != RC_NOISE_CALIBRATED)
+    return usage_error("--confirm-resumes needs --noise calibrated");
+  o->confirm_resumes = r->confirm_resumes >= 0           ? (int)r->confirm_resumes
+                       : o->noise == RC_NOISE_CALIBRATED ? 4
+                                                         : 0;
   o->aa = o->aa_count > 0, o->confirm_arm = r->confirm, o->git_bisect = r->bisect;
   o->keep_going = r->keep_going, o->overwrite = r->overwrite;
   o->handoff = !r->no_handoff;
@@ -498,6 +509,15 @@ static int run_phases(rc_run *run, rc_run_opts *o, bool *planned, rc_err *err) {
     return rc;
   }
   run->checks_s = rc_now() - t_start - run->prepare_s - run->legs_s;
+  /* --noise calibrated: every resume leg at a K exceeded the noise and
+   * nothing exact differs: more resume legs there before the verdict */
+  double t_confirm = rc_now();
+  int added = 0;
+  if ((rc = rc_run_confirm(run, &added, err))) {
+    fprintf(stderr, "resumecheck run: %s\n", err->msg);
+    return rc;
+  }
+  if (added) run->legs_s += rc_now() - t_confirm; /* their checks are a small part */
   /* 128 + the signal, as a shell reports it: 130 for SIGINT, 143 for SIGTERM */
   if (run->interrupted && rc_run_interrupt_signal() > 0)
     run->exit_code = 128 + rc_run_interrupt_signal();
@@ -509,6 +529,7 @@ int rc_cmd_run(int argc, char **argv) {
   char **fwd = calloc((size_t)argc + 1, sizeof *fwd);
   if (!fwd) return RC_EXIT_SOFTWARE;
   run_flags r = {0};
+  r.confirm_resumes = -1; /* not given */
   int64_t *save_at = NULL;
   rc_run run;
   memset(&run, 0, sizeof run);

@@ -28,6 +28,9 @@ noisy).
   --nudge-from LEG   only a process resumed from LEG's checkpoint (the leg
                     directory its --resume-from is under: through, aa, ...)
                     nudges: one process off, as a rounding flip makes one
+  --nudge-legs LIST  only the legs so labelled (comma-separated, e.g.
+                    resume@5,resume@5.aa) nudge: the first resume legs off,
+                    the confirming ones (resume@5.2, ...) not
   --bug optimizer-not-saved   a load leaves Adam's moments at zero
   --bug data-not-saved        a load restarts the data at sample 0
 """
@@ -66,6 +69,7 @@ def main():
     p.add_argument("--sgd", action="store_true")
     p.add_argument("--loss-nudge", type=float, default=0.0)
     p.add_argument("--nudge-from", default="")
+    p.add_argument("--nudge-legs", default="")
     p.add_argument("--bug", choices=("none", "optimizer-not-saved", "data-not-saved"), default="none")
     p.add_argument("--batch", type=int, default=32)
     args = resumecheck.exec_args(parser=p)
@@ -92,7 +96,7 @@ def main():
         consumed = 0 if args.bug == "data-not-saved" else int(meta["consumed_samples"])
     # the leg whose checkpoint this process loaded: <out>/<leg>/ckpt/iter_K
     source = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(args.resume_from)))) if args.resume_from else ""
-    nudged = not args.nudge_from or source == args.nudge_from
+    nudged = (not args.nudge_from or source == args.nudge_from) and (not args.nudge_legs or args.leg in args.nudge_legs.split(","))
     jitter = 1 + 1e-6 * noise.random() if args.lr_jitter else 1.0
     kw = {"exact": ("lr", "consumed_samples"), "noisy": ("loss", "grad_norm")} if args.declare else {}
     trace = resumecheck.trace.TraceWriter(args.out, floats=("loss", "grad_norm", "lr"), ints=("consumed_samples",), **kw)
