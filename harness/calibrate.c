@@ -967,14 +967,23 @@ static const rc_check *first_not_reproduced(const rc_run *run) {
 
 /* Of the resume legs at c's K that do not exceed, the calibrated check
  * that came closest to its allowed deviation (NULL: none judged). */
+static bool leg_not_reproduced(const rc_run *run, int leg) {
+  for (int i = 0; i < run->n_checks; i++)
+    if (run->checks[i].leg_b == leg && run->checks[i].have_calib &&
+        run->checks[i].calib.not_reproduced)
+      return true;
+  return false;
+}
+
 static const rc_check *closest_other(const rc_run *run, const rc_check *c) {
   const rc_leg *lb = &run->legs[c->leg_b];
   const rc_check *best = NULL;
   double best_f = -1;
   for (int i = 0; i < run->n_checks; i++) {
     const rc_check *o = &run->checks[i];
-    if (o->judged != RC_JUDGED_CALIBRATED || !o->have_calib || o->calib.not_reproduced ||
-        o->leg_b == c->leg_b || !is_resume_leg_at(&run->legs[o->leg_b], lb->arm, lb->resume_step))
+    if (o->judged != RC_JUDGED_CALIBRATED || !o->have_calib || o->leg_b == c->leg_b ||
+        !is_resume_leg_at(&run->legs[o->leg_b], lb->arm, lb->resume_step) ||
+        leg_not_reproduced(run, o->leg_b)) /* a leg that exceeded too */
       continue;
     double f = o->calib.allowed > 0 ? o->calib.r / o->calib.allowed : 0;
     if (f > best_f) best_f = f, best = o;
@@ -1028,7 +1037,12 @@ int rc_calib_verdict(const rc_run *run, char *text, size_t text_cap, char *hint,
       snprintf(where, sizeof where, "in the final state at step %" PRId64 " (%s)", c->step,
                k->what);
     const rc_check *o = closest_other(run, c);
-    if (o)
+    if (o && o->calib.at_floor)
+      snprintf(other, sizeof other,
+               "; %s against %s does not (only at the floor: %.2g x it, not decided)",
+               run->legs[o->leg_b].label, run->legs[o->leg_a].label,
+               o->calib.allowed > 0 ? o->calib.r / o->calib.allowed : 0.0);
+    else if (o)
       snprintf(other, sizeof other, "; %s against %s does not (closest: %.2g of the allowed)",
                run->legs[o->leg_b].label, run->legs[o->leg_a].label,
                o->calib.allowed > 0 ? o->calib.r / o->calib.allowed : 0.0);
