@@ -22,7 +22,8 @@
 #           and CLEAN_CORE (12) core configurations drawn from their index,
 #           each expected within-noise: false alarms on real kernels.
 #   cost    wall seconds of one calibrated verdict against one plain train
-#           leg of the same N (core tiny, and the torch trainer), 1 round;
+#           leg of the same N (core tiny, the torch trainer and, with the
+#           core part, gpu-small), 1 round;
 #           the torch legs' own split (start-up, steps) from their logs.
 #
 # Each run appends one JSON line to $OUT/noise_gpu.jsonl as it finishes
@@ -246,6 +247,10 @@ if want cost; then
     env "$SWITCH" "$RC_BIN" train --device "$DEVICE" --steps 10 --save-at 5,10
   bench cost cost_torch_leg 0 60 "gpt A one leg N=10 save 5,10" -- \
     "$PY" "$TRAINER" --device "$DEVICE" --steps 10 --save-at 5,10 --leg one
+  if [ "$DEVICE" != cpu ]; then # against core_small_8_4 (PARTS="core cost")
+    bench cost cost_small_leg 0 90 "gpu-small one train leg N=8 save 4,8" -- \
+      env "$SWITCH" "$RC_BIN" train --device "$DEVICE" --preset gpu-small --steps 8 --save-at 4,8
+  fi
 fi
 
 log "done: $JSONL"
@@ -264,7 +269,8 @@ by = {r["name"]: r for r in rows}
 def wall(n):
     r = by.get(n)
     return r["wall_s"] if r and r.get("ok") else None
-for verdict, leg in (("core_clean_10_5", "cost_core_leg"), ("torch_clean_A", "cost_torch_leg")):
+for verdict, leg in (("core_clean_10_5", "cost_core_leg"), ("torch_clean_A", "cost_torch_leg"),
+                     ("core_small_8_4", "cost_small_leg")):
     v, l = wall(verdict), wall(leg)
     if v and l:
         print("cost: %s %.1f s, one leg (%s) %.1f s: %.2fx" % (verdict, v, leg, l, v / l))

@@ -327,6 +327,17 @@ static const rc_check *named(const rc_run *r, const char *name) {
   return NULL;
 }
 
+/* The options of a calibrated plan of tiny: N = 10, K = 3 and 6, --aa 2
+ * (ks and fwd: the caller's, alive while o is used). */
+static rc_run_opts calibrated_opts(int64_t *ks, char **fwd) {
+  rc_run_opts o;
+  memset(&o, 0, sizeof o);
+  o.steps = 10, o.save_at = ks, o.n_save_at = 2, o.out_dir = "/out", o.jobs = 2;
+  o.trainer = RC_TRAINER_SELF, o.self_exe = "/bin/resumecheck", o.fwd = fwd, o.n_fwd = 2;
+  o.noise = RC_NOISE_CALIBRATED, o.aa_count = 2;
+  return o;
+}
+
 /* The plan of --noise calibrated: no save leg, each resume leg from the
  * through leg's own checkpoint, aa legs that save like through, every
  * check's kind, the twin of the RESUME state check; the refusals. Control:
@@ -334,11 +345,7 @@ static const rc_check *named(const rc_run *r, const char *name) {
 static void test_plan(void) {
   int64_t ks[] = {3, 6};
   char *fwd[] = {"--preset", "tiny"};
-  rc_run_opts o;
-  memset(&o, 0, sizeof o);
-  o.steps = 10, o.save_at = ks, o.n_save_at = 2, o.out_dir = "/out", o.jobs = 2;
-  o.trainer = RC_TRAINER_SELF, o.self_exe = "/bin/resumecheck", o.fwd = fwd, o.n_fwd = 2;
-  o.noise = RC_NOISE_CALIBRATED, o.aa_count = 2;
+  rc_run_opts o = calibrated_opts(ks, fwd);
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
@@ -454,11 +461,7 @@ static void outcome(rc_run *r, const char *name, rc_check_status s) {
 static void test_reproduce(void) {
   int64_t ks[] = {3, 6};
   char *fwd[] = {"--preset", "tiny"};
-  rc_run_opts o;
-  memset(&o, 0, sizeof o);
-  o.steps = 10, o.save_at = ks, o.n_save_at = 2, o.out_dir = "/out", o.jobs = 2;
-  o.trainer = RC_TRAINER_SELF, o.self_exe = "/bin/resumecheck", o.fwd = fwd, o.n_fwd = 2;
-  o.noise = RC_NOISE_CALIBRATED, o.aa_count = 2;
+  rc_run_opts o = calibrated_opts(ks, fwd);
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
