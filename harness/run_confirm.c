@@ -56,12 +56,12 @@ int rc_run_confirm(rc_run *run, int *n_added, rc_err *err) {
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%" PRId64, j ? "," : "", ks[j]);
     FILE *out = o->progress_out ? o->progress_out : stderr;
     if (o->progress != RC_PROGRESS_OFF)
-      fprintf(
-          out,
-          "confirming: every resume leg at K=%s exceeds the noise, nothing exact differs: %d more "
-          "resume leg(s) at each such K before the verdict (a resume bug moves them all; a "
-          "rounding flip moves each with its own chance)\n",
-          list, o->confirm_resumes);
+      fprintf(out,
+              "resumecheck run: confirming: every resume leg at K=%s exceeds the noise, nothing "
+              "exact differs: %d more "
+              "resume leg(s) at each such K before the verdict (a resume bug moves them all; a "
+              "rounding flip moves each with its own chance)\n",
+              list, o->confirm_resumes);
   }
   free(ks);
   if (rc || first == run->n_legs) return rc;

@@ -161,7 +161,7 @@ static const rc_flag_spec RUN_FLAGS[] = {
       "through, resume@K.aa from aa, ...) and judged against that leg;\n"
       "an excess is a bug only when every one shows it (a rounding flip\n"
       "moves one leg, a resume bug all of them), else not decided (4).\n"
-      "1 judges one leg alone; P <= M + 1 for --aa M"),
+      "1: one per K, from through; P <= M + 1 for --aa M"),
     R("--confirm-resumes", RC_FLAG_INT64, confirm_resumes, 0, 16, NULL, "C",
       "with --noise calibrated: when every resume leg at a K exceeds the\n"
       "noise and nothing exact differs, C more resume legs at that K\n"
