@@ -883,12 +883,12 @@ void rc_calib_state_rule(rc_calib *k) {
   k->undecidable = k->at_floor;
 }
 
-void rc_calib_states(rc_run *run) {
-  for (int i = 0; i < run->n_checks; i++) {
+void rc_calib_states(rc_run *run, int from) {
+  for (int i = from; i < run->n_checks; i++) {
     rc_check *x = &run->checks[i];
-    if (x->what != RC_CHECK_STATE || x->twin < 0 || x->twin >= run->n_checks) continue;
+    if (x->what != RC_CHECK_STATE || x->twin < from || x->twin >= run->n_checks) continue;
     rc_check *t = &run->checks[x->twin];
-    if (!t->is_twin || t->status != RC_CHECK_PENDING) continue; /* judged before (confirming) */
+    if (!t->is_twin) continue;
     judge_state(run, t, x);
   }
 }

@@ -342,6 +342,9 @@ typedef struct {
   /* the state check running on its own thread while the legs run (-1 when
    * none): early_done is set by that thread as it ends */
   int early_check;
+  /* checks [0, checks_run) have run (rc_run_checks): confirming legs add
+   * checks after them, which a second rc_run_checks runs alone */
+  int checks_run;
   pthread_t early_tid;
   _Atomic bool early_done;
   bool interrupted;
@@ -496,10 +499,10 @@ void rc_run_verdict(rc_run *run);
  * or as noise: its exact columns compared, its noisy ones against the
  * envelope of the fresh legs (through and aa...) of its arm. */
 void rc_calib_trace_check(rc_run *run, rc_check *c);
-/* After every check ran: each calibrated state twin judged against the
- * A/A pairs' differences (its exact part's status copied when that was
- * skipped or failed). */
-void rc_calib_states(rc_run *run);
+/* After every check ran: each calibrated state twin at index from or
+ * later judged against the A/A pairs' differences (its exact part's status
+ * copied when that was skipped or failed). */
+void rc_calib_states(rc_run *run, int from);
 /* After rc_calib_states: a calibrated check that exceeds the noise stays
  * "exceeds" only when every resume leg at its K (its arm) has a calibrated
  * check that exceeds; otherwise each such excess becomes not decided

@@ -800,10 +800,11 @@ void rc_run_early_checks_poll(rc_run *run) {
 
 int rc_run_checks(rc_run *run, rc_err *err) {
   rc_run_early_checks_join(run);
-  for (int i = 0; i < run->n_checks; i++) {
+  /* from checks_run: a second call (confirming legs) runs only their checks */
+  const int from = run->checks_run;
+  for (int i = from; i < run->n_checks; i++) {
     rc_check *c = &run->checks[i];
-    if (c->during_legs || c->is_twin) continue;  /* compared while the legs ran; judged below */
-    if (c->status != RC_CHECK_PENDING) continue; /* run before confirming legs were added */
+    if (c->during_legs || c->is_twin) continue; /* compared while the legs ran; judged below */
     if (c->what == RC_CHECK_STATE)
       run_state_check(run, c);
     else if (c->what == RC_CHECK_CENSUS)
@@ -813,7 +814,8 @@ int rc_run_checks(rc_run *run, rc_err *err) {
     else
       run_trace_check(run, c);
   }
-  rc_calib_states(run);        /* needs every A/A pair: after every check */
+  rc_calib_states(run, from); /* needs every A/A pair: after every check */
+  run->checks_run = run->n_checks;
   if (rc_calib_reproduce(run)) /* needs every resume leg's judgement */
     return rc_fail(err, RC_EXIT_SOFTWARE, "out of memory judging the resume legs");
   rc_run_rank_differences(run); /* needs the census checks: after every check */
