@@ -338,10 +338,12 @@ static rc_run_opts calibrated_opts(int64_t *ks, char **fwd) {
   return o;
 }
 
-/* The plan of --noise calibrated: no save leg, each resume leg from the
- * through leg's own checkpoint, aa legs that save like through, every
- * check's kind, the twin of the RESUME state check; the refusals. Control:
- * the same options byte for byte plan a save leg and nothing but bytes. */
+/* The plan of --noise calibrated: no save leg, two resume legs per K, one
+ * from the through leg's own checkpoint and one from aa's, each checked
+ * against its source; aa legs that save like through, every check's kind,
+ * the twin of the RESUME state check; --resumes 3 and 1; the refusals.
+ * Control: the same options byte for byte plan a save leg and nothing but
+ * bytes. */
 static void test_plan(void) {
   int64_t ks[] = {3, 6};
   char *fwd[] = {"--preset", "tiny"};
