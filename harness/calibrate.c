@@ -965,8 +965,7 @@ static const rc_check *first_not_reproduced(const rc_run *run) {
   return NULL;
 }
 
-/* Of the resume legs at c's K that do not exceed, the calibrated check
- * that came closest to its allowed deviation (NULL: none judged). */
+/* Whether a calibrated check of that leg exceeded without being reproduced. */
 static bool leg_not_reproduced(const rc_run *run, int leg) {
   for (int i = 0; i < run->n_checks; i++)
     if (run->checks[i].leg_b == leg && run->checks[i].have_calib &&
@@ -975,6 +974,8 @@ static bool leg_not_reproduced(const rc_run *run, int leg) {
   return false;
 }
 
+/* Of the resume legs at c's K that do not exceed, the calibrated check
+ * that came closest to its allowed deviation (NULL: none judged). */
 static const rc_check *closest_other(const rc_run *run, const rc_check *c) {
   const rc_leg *lb = &run->legs[c->leg_b];
   const rc_check *best = NULL;

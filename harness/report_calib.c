@@ -46,7 +46,7 @@ void rc_report_calib_config(rc_jw *w, const rc_run *run) {
   rc_jw_key(w, "aa_count");
   rc_jw_int(w, o->aa_count);
   rc_jw_key(w, "resumes"); /* resume legs per K (calibrated), 1 byte for byte */
-  rc_jw_int(w, o->noise == RC_NOISE_CALIBRATED ? (o->resumes > 0 ? o->resumes : 2) : 1);
+  rc_jw_int(w, o->noise == RC_NOISE_CALIBRATED ? o->resumes : 1);
   rc_jw_key(w, "confirm_resumes");
   rc_jw_int(w, o->noise == RC_NOISE_CALIBRATED ? o->confirm_resumes : 0);
   rc_jw_key(w, "training_steps");

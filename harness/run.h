@@ -96,7 +96,7 @@ typedef struct {
   /* --resumes P (--noise calibrated): resumed legs per K, each from its own
    * fresh leg's checkpoint at K (resume@K from through, resume@K.aa from
    * aa, ...); an excess is a bug only when every one of them shows it
-   * (calibrate.h). 0: the default, 2 */
+   * (calibrate.h). 0: the default, which rc_run_plan makes 2 */
   int resumes;
   /* --confirm-resumes C (--noise calibrated): when every resume leg at a K
    * exceeds the noise and no exact check failed, C more resume legs at

@@ -19,19 +19,13 @@
 
 #include "harness/run.h"
 
-/* Whether the verdict rests on calibrated excesses alone: no leg failed, no
- * exact or A/A check failed, and some calibrated check exceeds. */
-static bool calibrated_excess_only(const rc_run *run) {
-  if (run->interrupted || strcmp(run->verdict, "exceeds-noise")) return false;
-  for (int i = 0; i < run->n_legs; i++)
-    if (run->legs[i].state != RC_LEG_OK) return false;
-  return true;
-}
-
 int rc_run_confirm(rc_run *run, int *n_added, rc_err *err) {
   *n_added = 0;
   const rc_run_opts *o = &run->opts;
-  if (o->noise != RC_NOISE_CALIBRATED || o->confirm_resumes <= 0 || !calibrated_excess_only(run))
+  /* exceeds-noise is the verdict only when no leg failed, nothing was
+   * interrupted and no exact or A/A check differs (rc_run_verdict) */
+  if (o->noise != RC_NOISE_CALIBRATED || o->confirm_resumes <= 0 ||
+      strcmp(run->verdict, "exceeds-noise"))
     return RC_OK;
   /* the K whose resume legs all exceeded (after rc_calib_reproduce, a
    * check still exceeding means every resume leg at its K does) */

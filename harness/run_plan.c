@@ -546,9 +546,8 @@ static int plan_arm_calibrated(rc_run *run, const char *arm, int *leg_cap, int *
   }
   free(saves);
   int first_resume = run->n_legs;
-  const int P = o->resumes > 0 ? o->resumes : 2;
   for (int i = 0; ok && i < nk; i++)
-    for (int p = 0; ok && p < P; p++) {
+    for (int p = 0; ok && p < o->resumes; p++) {
       resume_name(K[i], p, name, sizeof name);
       ok = add_leg(run, leg_cap, arm, name, K[i], N, fresh[p], &N, 1) != NULL;
     }
@@ -771,6 +770,7 @@ int rc_run_plan(rc_run *run, const rc_run_opts *opts, rc_err *err) {
     return rc_fail(err, RC_EXIT_USAGE,
                    "--resumes needs --noise calibrated (byte for byte, one resume leg per K "
                    "decides)");
+  if (opts->noise == RC_NOISE_CALIBRATED && !opts->resumes) run->opts.resumes = 2; /* default */
   if (opts->trainer == RC_TRAINER_EXEC && opts->gpu_scheduling == RC_GPU_SCHED_CRITICAL_FIRST)
     return rc_fail(err, RC_EXIT_USAGE,
                    "--gpu-scheduling critical-first needs the built-in trainer (an exec trainer "

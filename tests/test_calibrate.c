@@ -327,9 +327,10 @@ static const rc_check *named(const rc_run *r, const char *name) {
   return NULL;
 }
 
-/* The options of a calibrated plan of tiny: N = 10, K = 3 and 6, --aa 2
- * (ks and fwd: the caller's, alive while o is used). */
-static rc_run_opts calibrated_opts(int64_t *ks, char **fwd) {
+/* The options of a calibrated plan of tiny: N = 10, K = 3 and 6, --aa 2. */
+static rc_run_opts calibrated_opts(void) {
+  static int64_t ks[] = {3, 6};
+  static char *fwd[] = {"--preset", "tiny"};
   rc_run_opts o;
   memset(&o, 0, sizeof o);
   o.steps = 10, o.save_at = ks, o.n_save_at = 2, o.out_dir = "/out", o.jobs = 2;
@@ -345,9 +346,7 @@ static rc_run_opts calibrated_opts(int64_t *ks, char **fwd) {
  * Control: the same options byte for byte plan a save leg and nothing but
  * bytes. */
 static void test_plan(void) {
-  int64_t ks[] = {3, 6};
-  char *fwd[] = {"--preset", "tiny"};
-  rc_run_opts o = calibrated_opts(ks, fwd);
+  rc_run_opts o = calibrated_opts();
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
@@ -461,9 +460,7 @@ static void outcome(rc_run *r, const char *name, rc_check_status s) {
  * one leg of two is not decided (not_reproduced), its K's counts filled,
  * another K untouched. Control: the same excess in both legs stays. */
 static void test_reproduce(void) {
-  int64_t ks[] = {3, 6};
-  char *fwd[] = {"--preset", "tiny"};
-  rc_run_opts o = calibrated_opts(ks, fwd);
+  rc_run_opts o = calibrated_opts();
   rc_run r;
   rc_err err = {0};
   CHECK(!rc_run_plan(&r, &o, &err), "plan: %s", err.msg);
